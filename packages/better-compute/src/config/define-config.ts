@@ -1,0 +1,31 @@
+/**
+ * A deployment's configuration, as `better-compute.config.ts` exports it.
+ */
+import type { IamBridge, ModuleName } from '@better-compute/core';
+import type { Database } from '@better-compute/db';
+
+export interface ComputeConfig {
+  /**
+   * The store: `postgres://…`, `pglite:memory` or `pglite:/path/to/dir`, or an open database.
+   * Defaults to BETTER_COMPUTE_DATABASE_URL.
+   */
+  database?: string | Database;
+  /** Where compute's routes are mounted; default `/api/compute`. IAM's are at `/api/iam`. */
+  basePath?: string;
+  /**
+   * Origins whose pages may call with a cookie credential (the console). A cookie is accepted only
+   * on a POST with `X-Better-Compute: 1` and an `Origin` in this list.
+   */
+  trustedOrigins?: string[];
+  /** Decides every call. Defaults to the embedded Better IAM over the same database. */
+  iam?: IamBridge;
+  /** Requests per second and burst allowed per identity; `false` turns the limit off. */
+  rateLimit?: { perSecond: number; burst: number } | false;
+  /** Which modules this deployment serves; all by default. */
+  modules?: ModuleName[];
+}
+
+/** Declares a configuration; returns its argument, typed. */
+export function defineConfig(config: ComputeConfig): ComputeConfig {
+  return config;
+}

@@ -1,0 +1,34 @@
+/** The shape of a running deployment, as `betterCompute(config)` returns it. */
+import type { IamBridge, RouteInfo } from '@better-compute/core';
+import type { Database, MigrateResult, MigrationStatus } from '@better-compute/db';
+import type { ComputeConfig } from './config/define-config.js';
+
+export type WorkerRole = 'api' | 'controllers' | 'sinks' | 'gateway';
+
+export interface DoctorFinding {
+  /** A stable id: `database.reachable`, `schema.current`, `clock.skew`, `registry.consistent`, `iam.wired`. */
+  check: string;
+  severity: 'ok' | 'warning' | 'error';
+  message: string;
+}
+
+export interface DoctorReport {
+  ok: boolean;
+  findings: DoctorFinding[];
+}
+
+export interface ComputeInstance {
+  /** The web-standard handler: compute's routes under `basePath`, IAM's under `/api/iam`. */
+  handler(request: Request): Promise<Response>;
+  readonly config: Readonly<ComputeConfig> & { basePath: string };
+  readonly database: Database;
+  readonly iam: IamBridge;
+  /** The live route table. */
+  routes(): RouteInfo[];
+  migrate(): Promise<MigrateResult>;
+  migrationStatus(): Promise<MigrationStatus[]>;
+  doctor(): Promise<DoctorReport>;
+  /** Runs background work for the given roles until the returned stop is called. */
+  startWorkers(roles: WorkerRole[]): { stop(): Promise<void> };
+  close(): Promise<void>;
+}

@@ -1,0 +1,97 @@
+/**
+ * The method table's machinery. Every API method is declared once with `defineMethod`; the server's
+ * routes, the client's calls, `api --list`, `help --json` and the IAM action catalog all derive from
+ * those declarations. This file holds no schema library at run time, so the CLI's fast paths
+ * (`version`, `help`) can import it without loading zod.
+ */
+import type { z } from 'zod';
+
+/** Which module serves a method; a deployment may run a subset. */
+export type ModuleName = 'core' | 'iam' | 'vps' | 'fleet' | 'events' | 'audit' | 'rollout' | 'metal';
+
+/** What IAM decides a call on. */
+export interface ResourceRef {
+  /** `tenant`, `compute-reservation`, `compute-node`, … */
+  type: string;
+  /** The resource's id; absent for the tenant itself or a collection. */
+  id?: string;
+  /** The tenant that owns the resource. */
+  tenantId: string;
+  /** The principal that owns a personal resource (a sandbox, a volume), when it has one. */
+  ownerId?: string;
+}
+
+/** Who may call a method: anyone, any authenticated identity, or those IAM allows an action. */
+export type MethodAccess = { public: true } | { authenticated: true } | { action: string };
+
+export interface MethodDefinition<Input extends z.ZodType = z.ZodType, Output extends z.ZodType = z.ZodType> {
+  group: string;
+  name: string;
+  kind: 'query' | 'mutation';
+  summary: string;
+  module: ModuleName;
+  access: MethodAccess;
+  /** Whether the input carries `tenantId` (filled from the identity's tenant when omitted). */
+  tenantScoped: boolean;
+  /** The resource IAM decides on; the tenant itself when absent. */
+  resource?: (input: z.output<Input>) => Omit<ResourceRef, 'tenantId'>;
+  /** Creates take an `idempotencyKey`; the same key and input return the first answer. */
+  idempotent?: boolean;
+  input: Input;
+  output: Output;
+}
+
+/** Declares a method; returns its argument, typed. */
+export function defineMethod<Input extends z.ZodType, Output extends z.ZodType>(
+  definition: MethodDefinition<Input, Output>,
+): MethodDefinition<Input, Output> {
+  return definition;
+}
+
+export type AnyMethod = MethodDefinition<z.ZodType, z.ZodType>;
+
+/** `group.name`, the method's key in the table and in `api GROUP.METHOD`. */
+export function methodKey(method: Pick<AnyMethod, 'group' | 'name'>): string {
+  return `${method.group}.${method.name}`;
+}
+
+/** The path of a method under the API's base: `/reservations/create`. */
+export function methodPath(method: Pick<AnyMethod, 'group' | 'name'>): string {
+  return `/${method.group}/${method.name}`;
+}
+
+/** The IAM action of a method, or undefined for public and authenticated-only methods. */
+export function methodAction(method: Pick<AnyMethod, 'access'>): string | undefined {
+  return 'action' in method.access ? method.access.action : undefined;
+}
+
+export function isPublicMethod(method: Pick<AnyMethod, 'access'>): boolean {
+  return 'public' in method.access;
+}
+
+/** One row of the live route table (`system.routes`, `api --list`). */
+export interface RouteInfo {
+  method: string;
+  path: string;
+  kind: 'query' | 'mutation';
+  public: boolean;
+  action: string | null;
+  module: string;
+  summary: string;
+}
+
+export function routeInfo(method: AnyMethod): RouteInfo {
+  return {
+    method: methodKey(method),
+    path: methodPath(method),
+    kind: method.kind,
+    public: isPublicMethod(method),
+    action: methodAction(method) ?? null,
+    module: method.module,
+    summary: method.summary,
+  };
+}
+
+/** Input and output types of a method in a table. */
+export type MethodInput<M> = M extends MethodDefinition<infer I, z.ZodType> ? z.input<I> : never;
+export type MethodOutput<M> = M extends MethodDefinition<z.ZodType, infer O> ? z.output<O> : never;

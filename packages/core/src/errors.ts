@@ -1,0 +1,77 @@
+/**
+ * The one error type that crosses the server, the client and the CLI.
+ * Codes are UPPER_SNAKE; `httpStatusOf` is the single table from code to HTTP status.
+ */
+
+/** Every code the API and the CLI may answer with, and the HTTP status each travels as. */
+export const ERROR_STATUS = {
+  INVALID_ARGUMENT: 400,
+  INVALID_COMMAND: 400,
+  NOT_FOUND: 404,
+  ALREADY_EXISTS: 409,
+  CONFLICT: 409,
+  INVALID_STATE: 409,
+  ACCESS_DENIED: 403,
+  UNAUTHENTICATED: 401,
+  CONFIRMATION_REQUIRED: 403,
+  RATE_LIMITED: 429,
+  UNSUPPORTED: 501,
+  INVALID_CONFIG: 500,
+  TENANT_SUSPENDED: 403,
+  MISSING_ENV: 400,
+  CONFIG_NOT_FOUND: 400,
+  PAYLOAD_TOO_LARGE: 413,
+  DOCTOR_FINDINGS: 500,
+  INVALID_RESPONSE: 502,
+  QUOTA_EXCEEDED: 409,
+  UNAVAILABLE: 503,
+  INTERNAL: 500,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === 'string' && Object.hasOwn(ERROR_STATUS, value);
+}
+
+/** The HTTP status an error code travels as; unknown codes are 500. */
+export function httpStatusOf(code: string): number {
+  return isErrorCode(code) ? ERROR_STATUS[code] : 500;
+}
+
+export interface ComputeErrorOptions {
+  details?: Record<string, unknown>;
+  /** A line telling the user what to run or set next; the CLI prints it under the message. */
+  hint?: string;
+  cause?: unknown;
+}
+
+/** A failure with a stable code, a message for people and structured details for programs. */
+export class ComputeError extends Error {
+  override readonly name = 'ComputeError';
+  readonly code: string;
+  readonly details: Record<string, unknown> | undefined;
+  readonly hint: string | undefined;
+
+  constructor(code: ErrorCode | (string & {}), message: string, options: ComputeErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.details = options.details;
+    this.hint = options.hint;
+  }
+
+  get status(): number {
+    return httpStatusOf(this.code);
+  }
+
+  /** The `error` member of the envelope: never the cause, never a stack. */
+  toJSON(): { code: string; message: string; details?: Record<string, unknown> } {
+    return this.details === undefined
+      ? { code: this.code, message: this.message }
+      : { code: this.code, message: this.message, details: this.details };
+  }
+}
+
+export function isComputeError(value: unknown): value is ComputeError {
+  return value instanceof ComputeError;
+}

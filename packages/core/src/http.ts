@@ -1,0 +1,89 @@
+/**
+ * The envelope every API answers with, shared by compute's handler and IAM's routes:
+ * `{ "data": … }` on success, `{ "error": { code, message, details?, requestId } }` on failure,
+ * with the HTTP status taken from the error code.
+ */
+import { ComputeError, httpStatusOf } from './errors.js';
+
+/** The largest request body any route accepts. */
+export const BODY_LIMIT_BYTES = 64 * 1024;
+
+export interface ErrorEnvelope {
+  error: { code: string; message: string; details?: Record<string, unknown>; requestId: string };
+}
+
+const JSON_HEADERS = { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' };
+
+export function dataResponse(data: unknown, requestId: string, status = 200, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify({ data }), {
+    status,
+    headers: { ...JSON_HEADERS, 'x-request-id': requestId, ...headers },
+  });
+}
+
+export function errorResponse(error: ComputeError, requestId: string): Response {
+  const body: ErrorEnvelope = { error: { ...error.toJSON(), requestId } };
+  const headers: Record<string, string> = { ...JSON_HEADERS, 'x-request-id': requestId };
+  const retryAfterMs = error.details?.retryAfterMs;
+  if (typeof retryAfterMs === 'number') headers['retry-after'] = String(Math.max(1, Math.ceil(retryAfterMs / 1000)));
+  return new Response(JSON.stringify(body), { status: httpStatusOf(error.code), headers });
+}
+
+/**
+ * Any thrown value as a ComputeError. Unknown throws become INTERNAL with a fixed message: the
+ * cause stays on the error for the server's log and never reaches the answer.
+ */
+export function toComputeError(error: unknown): ComputeError {
+  if (error instanceof ComputeError) return error;
+  return new ComputeError('INTERNAL', 'internal error', { cause: error });
+}
+
+/**
+ * Reads a JSON body of at most `limit` bytes. A declared Content-Length over the limit is refused
+ * before reading; a body without one is counted as it streams.
+ */
+export async function readJsonBody(request: Request, limit = BODY_LIMIT_BYTES): Promise<unknown> {
+  const tooLarge = () =>
+    new ComputeError('PAYLOAD_TOO_LARGE', `the request body is larger than ${limit / 1024} KiB`, {
+      details: { limitBytes: limit },
+    });
+  const declared = request.headers.get('content-length');
+  if (declared !== null && Number(declared) > limit) throw tooLarge();
+  let text: string;
+  if (!request.body) {
+    text = '';
+  } else if (declared !== null) {
+    text = await request.text();
+    if (Buffer.byteLength(text) > limit) throw tooLarge();
+  } else {
+    const reader = request.body.getReader();
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      size += value.byteLength;
+      if (size > limit) {
+        await reader.cancel();
+        throw tooLarge();
+      }
+      chunks.push(value);
+    }
+    text = Buffer.concat(chunks).toString('utf8');
+  }
+  if (text.trim() === '') return {};
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new ComputeError('INVALID_ARGUMENT', 'the request body is not valid JSON', {
+      hint: 'Send a JSON object, for example {"tenantId":"acme"}.',
+    });
+  }
+}
+
+/** The request id of a call: the caller's `x-request-id` when it is sane, else a new one. */
+export function requestIdOf(request: Request): string {
+  const given = request.headers.get('x-request-id');
+  if (given && /^[A-Za-z0-9._:-]{1,128}$/.test(given)) return given;
+  return `req_${crypto.randomUUID().replaceAll('-', '')}`;
+}

@@ -1,0 +1,111 @@
+/**
+ * Resource ids: a kind prefix and a lowercase ULID (`node_01k5w…`). The ULID's first ten characters
+ * are the creation time, so ids sort by age; the clock and randomness are injectable so the
+ * simulator stays deterministic.
+ */
+import { ComputeError } from './errors.js';
+
+/** Every id kind and its prefix. */
+export const ID_PREFIXES = {
+  node: 'node',
+  reservation: 'rsv',
+  pool: 'pool',
+  site: 'site',
+  instance: 'inst',
+  sandbox: 'sbx',
+  sandboxTemplate: 'sbxt',
+  snapshot: 'snap',
+  volume: 'vol',
+  joinRequest: 'jreq',
+  joinToken: 'jtok',
+  providerAccount: 'pacct',
+  workflow: 'wf',
+  command: 'cmd',
+  rollout: 'rollout',
+  batch: 'batch',
+  audit: 'aud',
+  image: 'img',
+  secret: 'sec',
+  project: 'proj',
+  event: 'evt',
+  job: 'job',
+  webhook: 'wh',
+  flavor: 'flv',
+  release: 'rel',
+  quota: 'quota',
+  offer: 'offer',
+  principal: 'prn',
+  person: 'usr',
+  serviceAccount: 'sa',
+  agent: 'agt',
+  session: 'ses',
+  apiKey: 'key',
+  role: 'role',
+  binding: 'bnd',
+  group: 'grp',
+  request: 'req',
+} as const;
+
+export type IdKind = keyof typeof ID_PREFIXES;
+
+const CROCKFORD = '0123456789abcdefghjkmnpqrstvwxyz';
+const ULID_PATTERN = '[0-7][0-9a-hjkmnp-tv-z]{25}';
+const patterns = new Map<IdKind, RegExp>();
+
+export interface IdSource {
+  now(): number;
+  randomBytes(size: number): Uint8Array;
+}
+
+const defaultSource: IdSource = {
+  now: () => Date.now(),
+  randomBytes: (size) => crypto.getRandomValues(new Uint8Array(size)),
+};
+
+/** A lowercase ULID: 10 characters of milliseconds, 16 of randomness. */
+export function ulid(source: IdSource = defaultSource): string {
+  let time = source.now();
+  let head = '';
+  for (let i = 0; i < 10; i++) {
+    head = CROCKFORD[time % 32] + head;
+    time = Math.floor(time / 32);
+  }
+  const random = source.randomBytes(16);
+  let tail = '';
+  for (let i = 0; i < 16; i++) tail += CROCKFORD[random[i]! % 32];
+  return head + tail;
+}
+
+/** A new id of the given kind. */
+export function newId(kind: IdKind, source?: IdSource): string {
+  return `${ID_PREFIXES[kind]}_${ulid(source)}`;
+}
+
+function patternOf(kind: IdKind): RegExp {
+  let pattern = patterns.get(kind);
+  if (!pattern) {
+    pattern = new RegExp(`^${ID_PREFIXES[kind]}_${ULID_PATTERN}$`);
+    patterns.set(kind, pattern);
+  }
+  return pattern;
+}
+
+/** Whether `value` looks like an id of `kind`. */
+export function isId(kind: IdKind, value: unknown): value is string {
+  return typeof value === 'string' && patternOf(kind).test(value);
+}
+
+/** Throws INVALID_ARGUMENT unless `value` looks like an id of `kind`. */
+export function assertId(kind: IdKind, value: unknown, field: string = `${kind}Id`): string {
+  if (isId(kind, value)) return value;
+  throw new ComputeError('INVALID_ARGUMENT', `${field} must be a ${kind} id like ${ID_PREFIXES[kind]}_01…`, {
+    details: { field, expected: `${ID_PREFIXES[kind]}_<ulid>` },
+  });
+}
+
+/** Tenant ids are slugs: lowercase letters, digits and dashes, starting with a letter. */
+export const TENANT_ID_PATTERN = /^[a-z][a-z0-9-]{0,62}$/;
+
+export function isTenantId(value: unknown): value is string {
+  return typeof value === 'string' && TENANT_ID_PATTERN.test(value);
+}

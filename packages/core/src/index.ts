@@ -1,0 +1,9 @@
+export * from './errors.js';
+export * from './ids.js';
+export * from './durations.js';
+export * from './positions.js';
+export * from './terminal-safe.js';
+export * from './contract.js';
+export * from './bridge.js';
+export * from './http.js';
+export { VERSION, PRODUCT } from './version.js';

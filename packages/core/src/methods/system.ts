@@ -1,0 +1,63 @@
+/** The `system` group: what this deployment is, who is calling, and which routes it serves. */
+import { z } from 'zod';
+import { defineMethod } from '../contract.js';
+
+export const systemVersion = defineMethod({
+  group: 'system',
+  name: 'version',
+  kind: 'query',
+  summary: 'The product and version this deployment runs',
+  module: 'core',
+  access: { public: true },
+  tenantScoped: false,
+  input: z.object({}).strict(),
+  output: z.object({ product: z.string(), version: z.string(), apiVersion: z.number().int() }),
+});
+
+export const systemWhoami = defineMethod({
+  group: 'system',
+  name: 'whoami',
+  kind: 'query',
+  summary: 'The identity the credential authenticates as, and the tenant acting',
+  module: 'core',
+  access: { authenticated: true },
+  tenantScoped: true,
+  input: z.object({ tenantId: z.string().optional() }).strict(),
+  output: z.object({
+    principalId: z.string(),
+    principalKind: z.enum(['person', 'service-account', 'agent']),
+    tenantId: z.string(),
+    actingTenantId: z.string(),
+    credentialKind: z.enum(['session', 'api-key', 'jwt']),
+    mfa: z.boolean(),
+    expiresAt: z.string().nullable(),
+    displayName: z.string().optional(),
+    email: z.string().optional(),
+    platformOperator: z.boolean(),
+  }),
+});
+
+export const systemRoutes = defineMethod({
+  group: 'system',
+  name: 'routes',
+  kind: 'query',
+  summary: 'The live route table: every method, whether it is public, and its IAM action',
+  module: 'core',
+  access: { authenticated: true },
+  tenantScoped: false,
+  input: z.object({ group: z.string().optional() }).strict(),
+  output: z.object({
+    items: z.array(
+      z.object({
+        method: z.string(),
+        path: z.string(),
+        kind: z.enum(['query', 'mutation']),
+        public: z.boolean(),
+        action: z.string().nullable(),
+        module: z.string(),
+        summary: z.string(),
+      }),
+    ),
+    nextCursor: z.null(),
+  }),
+});

@@ -1,0 +1,11 @@
+export { openDatabase, databaseNow, redactDatabaseUrl, type Database, type DatabaseKind, type DatabaseOptions } from './database.js';
+export { PGliteDialect } from './pglite-dialect.js';
+export {
+  migrate,
+  migrationStatus,
+  checksumOf,
+  type Migration,
+  type ModuleMigrations,
+  type MigrationStatus,
+  type MigrateResult,
+} from './migrator.js';
