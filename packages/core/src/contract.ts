@@ -55,9 +55,12 @@ export function methodKey(method: Pick<AnyMethod, 'group' | 'name'>): string {
   return `${method.group}.${method.name}`;
 }
 
-/** The path of a method under the API's base: `/reservations/create`. */
+/**
+ * The path of a method under the API's base: `/reservations/create`; a plugin's group
+ * `plugins.ID.GROUP` becomes `/plugins/ID/GROUP/…`.
+ */
 export function methodPath(method: Pick<AnyMethod, 'group' | 'name'>): string {
-  return `/${method.group}/${method.name}`;
+  return `/${method.group.replaceAll('.', '/')}/${method.name}`;
 }
 
 /** The IAM action of a method, or undefined for public and authenticated-only methods. */

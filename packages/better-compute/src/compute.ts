@@ -1,0 +1,204 @@
+/**
+ * betterCompute(config): a deployment. It opens the store, binds every module's methods to the
+ * method table (refusing duplicates and methods the table does not know), wires IAM, and returns the
+ * web-standard handler with the operator's tools (migrate, doctor, workers).
+ */
+import {
+  type ActionCatalogEntry,
+  type AnyMethod,
+  ComputeError,
+  type IamBridge,
+  methodAction,
+  methodKey,
+  type ModuleName,
+  routeInfo,
+  type RouteInfo,
+} from '@better-compute/core';
+import { methodList } from '@better-compute/core/methods';
+import { type Database, databaseNow, migrate, migrationStatus, type ModuleMigrations, openDatabase } from '@better-compute/db';
+import type { Kysely } from 'kysely';
+import type { ComputeConfig } from './config/define-config.js';
+import { foundationMigrations } from './db/migrations.js';
+import type { ComputeTables } from './db/tables.js';
+import { type BoundMethod, createHandler, type HandlerLog } from './http/handler.js';
+import type { ComputeModule } from './modules/define-module.js';
+import { eventsModule } from './modules/events/module.js';
+import { systemModule } from './modules/system/module.js';
+import type { ComputeInstance, DoctorFinding, DoctorReport, WorkerRole } from './types.js';
+import { startWorkerLoop } from './workers/runner.js';
+
+export const DEFAULT_BASE_PATH = '/api/compute';
+
+/** Every built-in module, in migration order. */
+export const builtinModules: readonly ComputeModule[] = [systemModule, eventsModule];
+
+export interface BetterComputeOptions {
+  /** Extra modules (plugins), after the built-in ones. */
+  modules?: readonly ComputeModule[];
+  log?: HandlerLog;
+  now?: () => Date;
+}
+
+const defaultLog: HandlerLog = ({ level, message, requestId, error }) => {
+  const detail = error instanceof Error ? ` ${error.stack ?? error.message}` : '';
+  console.error(`[better-compute] ${level}: ${message}${requestId ? ` (${requestId})` : ''}${detail}`);
+};
+
+function bindModules(modules: readonly ComputeModule[], enabled: readonly ModuleName[] | undefined): Map<string, BoundMethod> {
+  const known = new Map(methodList.map((method) => [methodKey(method), method]));
+  const bound = new Map<string, BoundMethod>();
+  for (const module of modules) {
+    for (const { method, handler } of module.methods) {
+      const key = methodKey(method);
+      if (!known.has(key) && !key.startsWith('plugins.')) {
+        throw new ComputeError('INVALID_CONFIG', `module ${module.name} binds ${key}, which is not in the method table`);
+      }
+      if (bound.has(key)) throw new ComputeError('INVALID_CONFIG', `${key} is bound by two modules`);
+      if (enabled && !enabled.includes(method.module)) continue;
+      bound.set(key, { method, handler });
+    }
+  }
+  return bound;
+}
+
+/** The IAM actions compute asks about, from the method table. */
+export function actionCatalog(methods: readonly AnyMethod[] = methodList): ActionCatalogEntry[] {
+  const seen = new Map<string, string>();
+  for (const method of methods) {
+    const action = methodAction(method);
+    if (action && !seen.has(action)) seen.set(action, method.summary);
+  }
+  return [...seen].map(([action, summary]) => ({ action, summary }));
+}
+
+export async function betterCompute(config: ComputeConfig, options: BetterComputeOptions = {}): Promise<ComputeInstance> {
+  const log = options.log ?? defaultLog;
+  const now = options.now ?? (() => new Date());
+  const basePath = (config.basePath ?? DEFAULT_BASE_PATH).replace(/\/+$/, '');
+  if (!basePath.startsWith('/') || basePath === '/api/iam') {
+    throw new ComputeError('INVALID_CONFIG', 'basePath must be an absolute path other than /api/iam');
+  }
+  if (config.database === undefined) {
+    throw new ComputeError('INVALID_CONFIG', 'the configuration names no database', {
+      hint: 'Set database in better-compute.config.ts, or BETTER_COMPUTE_DATABASE_URL.',
+    });
+  }
+  const ownsDatabase = typeof config.database === 'string';
+  const database: Database = typeof config.database === 'string' ? await openDatabase({ url: config.database }) : config.database;
+
+  const modules = [...builtinModules, ...(options.modules ?? [])];
+  const methods = bindModules(modules, config.modules);
+  const routes = (): RouteInfo[] => [...methods.values()].map(({ method }) => routeInfo(method));
+
+  let iam: IamBridge;
+  let iamHandler: ((request: Request) => Promise<Response>) | undefined;
+  let iamMigrations: ModuleMigrations | undefined;
+  let closeIam: (() => Promise<void>) | undefined;
+  if (config.iam) {
+    iam = config.iam;
+  } else {
+    const { createIam } = await import('better-iam');
+    const embedded = createIam({ database, trustedOrigins: config.trustedOrigins ?? [] });
+    iam = embedded.bridge;
+    iamHandler = (request) => embedded.handler(request);
+    iamMigrations = embedded.migrations;
+    closeIam = () => embedded.close();
+  }
+
+  const allMigrations: ModuleMigrations[] = [
+    foundationMigrations,
+    ...(iamMigrations ? [iamMigrations] : []),
+    ...modules.filter((m) => m.migrations?.length).map((m) => ({ module: m.name, migrations: m.migrations! })),
+  ];
+  const db = database.db as Kysely<ComputeTables>;
+  const handler = createHandler({
+    basePath,
+    methods,
+    routes,
+    iam,
+    ...(iamHandler ? { iamHandler } : {}),
+    db: () => db,
+    trustedOrigins: config.trustedOrigins ?? [],
+    rateLimit: config.rateLimit ?? { perSecond: 50, burst: 200 },
+    now,
+    log,
+  });
+  const jobs = Object.assign({}, ...modules.map((m) => m.jobs ?? {}));
+
+  async function doctor(): Promise<DoctorReport> {
+    const findings: DoctorFinding[] = [];
+    try {
+      const dbNow = await databaseNow(database);
+      findings.push({ check: 'database.reachable', severity: 'ok', message: `${database.description} answers` });
+      const skewMs = Math.abs(dbNow.getTime() - now().getTime());
+      findings.push(
+        skewMs > 5000
+          ? { check: 'clock.skew', severity: 'warning', message: `this machine's clock is ${Math.round(skewMs / 1000)} s off the database's` }
+          : { check: 'clock.skew', severity: 'ok', message: `clock within ${skewMs} ms of the database` },
+      );
+      const status = await migrationStatus(database.db, allMigrations);
+      const changed = status.filter((s) => s.state === 'changed');
+      const pending = status.filter((s) => s.state === 'pending');
+      findings.push(
+        changed.length
+          ? { check: 'schema.current', severity: 'error', message: `edited after being applied: ${changed.map((s) => `${s.module}/${s.name}`).join(', ')}` }
+          : pending.length
+            ? { check: 'schema.current', severity: 'error', message: `${pending.length} migration(s) pending: run better-compute migrate` }
+            : { check: 'schema.current', severity: 'ok', message: `${status.length} migration(s) applied` },
+      );
+    } catch (error) {
+      findings.push({
+        check: 'database.reachable',
+        severity: 'error',
+        message: `${database.description} does not answer: ${error instanceof Error ? error.message : String(error)}`,
+      });
+    }
+    const tableKeys = new Set(methodList.map(methodKey));
+    const unbound = methodList.filter((m) => !methods.has(methodKey(m)) && (!config.modules || config.modules.includes(m.module)));
+    const stray = [...methods.keys()].filter((k) => !tableKeys.has(k) && !k.startsWith('plugins.'));
+    findings.push(
+      unbound.length || stray.length
+        ? {
+            check: 'registry.consistent',
+            severity: 'error',
+            message: [
+              unbound.length ? `unbound: ${unbound.map(methodKey).join(', ')}` : '',
+              stray.length ? `not in the table: ${stray.join(', ')}` : '',
+            ].filter(Boolean).join('; '),
+          }
+        : { check: 'registry.consistent', severity: 'ok', message: `${methods.size} method(s) bound` },
+    );
+    try {
+      await iam.tenantState('root');
+      findings.push({ check: 'iam.wired', severity: 'ok', message: config.iam ? 'the configured IAM answers' : 'the embedded Better IAM answers' });
+    } catch (error) {
+      findings.push({ check: 'iam.wired', severity: 'error', message: `IAM does not answer: ${error instanceof Error ? error.message : String(error)}` });
+    }
+    return { ok: findings.every((f) => f.severity === 'ok'), findings };
+  }
+
+  return {
+    handler,
+    config: { ...config, basePath },
+    database,
+    iam,
+    routes,
+    async migrate() {
+      const result = await migrate(database.db, allMigrations);
+      await iam.installActions(actionCatalog([...methods.values()].map((b) => b.method)));
+      return result;
+    },
+    migrationStatus: () => migrationStatus(database.db, allMigrations),
+    doctor,
+    startWorkers(roles: WorkerRole[]) {
+      const background = roles.includes('controllers') || roles.includes('sinks');
+      if (!background) return { stop: async () => {} };
+      return startWorkerLoop({ db, jobs, maintenance: roles.includes('controllers'), now, log });
+    },
+    async close() {
+      await closeIam?.();
+      if (ownsDatabase) await database.close();
+    },
+  };
+}
+

@@ -1,0 +1,116 @@
+/**
+ * Finding and loading a configuration: `--config`, else BETTER_COMPUTE_CONFIG, else the nearest
+ * better-compute.config.{mjs,js,ts,mts} from the working directory up, else a configuration made
+ * from BETTER_COMPUTE_DATABASE_URL alone; CONFIG_NOT_FOUND otherwise. A `.ts` file is compiled with
+ * esbuild on the fly, so it loads without a build step.
+ */
+import { existsSync } from 'node:fs';
+import { rm, writeFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { randomBytes } from 'node:crypto';
+import { ComputeError } from '@better-compute/core';
+import type { ComputeInstance } from '../types.js';
+import type { ComputeConfig } from './define-config.js';
+
+export const CONFIG_FILE_NAMES = [
+  'better-compute.config.mjs',
+  'better-compute.config.js',
+  'better-compute.config.ts',
+  'better-compute.config.mts',
+] as const;
+
+export interface LoadConfigOptions {
+  configPath?: string | undefined;
+  cwd: string;
+  env: Record<string, string | undefined>;
+}
+
+export interface LoadedConfig {
+  config: ComputeConfig;
+  /** The file it came from; null when it was made from BETTER_COMPUTE_DATABASE_URL. */
+  path: string | null;
+  /** The file's `export const commands`, project commands for the CLI. */
+  commands: unknown[];
+}
+
+/** The configuration file that applies, or null. */
+export function findConfigFile(options: LoadConfigOptions): string | null {
+  const explicit = options.configPath ?? options.env.BETTER_COMPUTE_CONFIG;
+  if (explicit) {
+    const path = resolve(options.cwd, explicit);
+    if (!existsSync(path)) {
+      throw new ComputeError('CONFIG_NOT_FOUND', `no configuration file at ${path}`, {
+        hint: 'Check --config or BETTER_COMPUTE_CONFIG, or run better-compute init to write one.',
+      });
+    }
+    return path;
+  }
+  let dir = resolve(options.cwd);
+  for (;;) {
+    for (const name of CONFIG_FILE_NAMES) {
+      const path = join(dir, name);
+      if (existsSync(path)) return path;
+    }
+    const parent = dirname(dir);
+    if (parent === dir) return null;
+    dir = parent;
+  }
+}
+
+async function importConfigModule(path: string): Promise<Record<string, unknown>> {
+  if (!/\.m?ts$/.test(path)) return import(pathToFileURL(path).href);
+  const { build } = await import('esbuild');
+  // The compiled file sits beside the source so its imports resolve from the same node_modules.
+  const out = join(dirname(path), `.better-compute.config.${randomBytes(4).toString('hex')}.mjs`);
+  try {
+    const result = await build({
+      entryPoints: [path],
+      bundle: true,
+      packages: 'external',
+      platform: 'node',
+      format: 'esm',
+      target: 'node20',
+      write: false,
+      logLevel: 'silent',
+    });
+    await writeFile(out, result.outputFiles[0]!.contents);
+    return await import(pathToFileURL(out).href);
+  } catch (error) {
+    if (error instanceof ComputeError) throw error;
+    throw new ComputeError('INVALID_CONFIG', `${path} does not load: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`, {
+      cause: error,
+    });
+  } finally {
+    await rm(out, { force: true });
+  }
+}
+
+export async function loadConfig(options: LoadConfigOptions): Promise<LoadedConfig> {
+  const path = findConfigFile(options);
+  const databaseUrl = options.env.BETTER_COMPUTE_DATABASE_URL;
+  if (!path) {
+    if (databaseUrl) return { config: { database: databaseUrl }, path: null, commands: [] };
+    throw new ComputeError('CONFIG_NOT_FOUND', 'no configuration found', {
+      hint: 'Run better-compute init, pass --config, or set BETTER_COMPUTE_DATABASE_URL (or --url for a running server).',
+    });
+  }
+  const loaded = await importConfigModule(path);
+  const config = (loaded.default ?? loaded.config) as ComputeConfig | undefined;
+  if (!config || typeof config !== 'object') {
+    throw new ComputeError('INVALID_CONFIG', `${path} has no default export`, {
+      hint: 'Export the configuration: export default defineConfig({ … }).',
+    });
+  }
+  const commands = Array.isArray(loaded.commands) ? loaded.commands : [];
+  // The environment's database URL fills in when the file names none.
+  const withDatabase = config.database === undefined && databaseUrl ? { ...config, database: databaseUrl } : config;
+  return { config: withDatabase, path, commands };
+}
+
+/** Loads the configuration and builds the deployment (without migrating). */
+export async function loadCompute(options: LoadConfigOptions): Promise<ComputeInstance> {
+  const { config } = await loadConfig(options);
+  const { betterCompute } = await import('../compute.js');
+  return betterCompute(config);
+}

@@ -1,0 +1,85 @@
+/**
+ * The foundation's tables in schema `compute`: the outbox of events, the audit log, idempotency
+ * keys, background jobs and leader leases. Never edit a migration once it has landed; add one.
+ */
+import type { ModuleMigrations } from '@better-compute/db';
+
+export const foundationMigrations: ModuleMigrations = {
+  module: 'compute',
+  migrations: [
+    {
+      name: '0001_foundation',
+      sql: `
+create schema if not exists compute;
+
+-- The outbox. An event's position is the id of the transaction that wrote it and its index in that
+-- transaction; readers only read below the oldest transaction still running, so a transaction that
+-- commits late with a lower position can never be skipped.
+create table compute.events (
+  id text primary key,
+  tx_id xid8 not null default pg_current_xact_id(),
+  tx_index integer not null,
+  tenant_id text not null,
+  type text not null,
+  subject_type text not null,
+  subject_id text,
+  data jsonb not null default '{}'::jsonb,
+  actor text,
+  request_id text,
+  occurred_at timestamptz not null default now(),
+  unique (tx_id, tx_index)
+);
+create index events_tenant_position on compute.events (tenant_id, tx_id, tx_index);
+
+create table compute.audit_events (
+  id text primary key,
+  tenant_id text not null,
+  actor text,
+  actor_kind text,
+  action text not null,
+  method text not null,
+  resource_type text not null,
+  resource_id text,
+  outcome text not null check (outcome in ('allowed', 'denied', 'failed')),
+  error_code text,
+  request_id text not null,
+  occurred_at timestamptz not null default now()
+);
+create index audit_events_tenant_time on compute.audit_events (tenant_id, occurred_at);
+
+create table compute.idempotency_keys (
+  scope_hash text primary key,
+  tenant_id text not null,
+  method text not null,
+  input_hash text not null,
+  response jsonb,
+  created_at timestamptz not null default now(),
+  expires_at timestamptz not null
+);
+create index idempotency_keys_expiry on compute.idempotency_keys (expires_at);
+
+create table compute.jobs (
+  id text primary key,
+  kind text not null,
+  payload jsonb not null default '{}'::jsonb,
+  state text not null default 'queued' check (state in ('queued', 'running', 'done', 'failed')),
+  run_at timestamptz not null default now(),
+  attempts integer not null default 0,
+  max_attempts integer not null default 5,
+  locked_by text,
+  locked_until timestamptz,
+  last_error text,
+  created_at timestamptz not null default now(),
+  finished_at timestamptz
+);
+create index jobs_claimable on compute.jobs (kind, run_at) where state in ('queued', 'running');
+
+create table compute.leases (
+  name text primary key,
+  holder text not null,
+  expires_at timestamptz not null
+);
+`,
+    },
+  ],
+};

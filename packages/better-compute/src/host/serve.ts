@@ -1,0 +1,79 @@
+/**
+ * `serve`: runs the API and the background roles of one replica. On the abort signal (SIGINT or
+ * SIGTERM from the CLI) it stops accepting connections, lets requests and jobs in flight finish,
+ * closes the store and resolves.
+ */
+import { ComputeError } from '@better-compute/core';
+import type { Server } from 'node:http';
+import { actionCatalog } from '../compute.js';
+import type { ComputeInstance, WorkerRole } from '../types.js';
+import { createNodeServer } from './node-adapter.js';
+
+export interface ServeOptions {
+  compute: ComputeInstance;
+  port: number;
+  host?: string;
+  roles: WorkerRole[];
+  signal: AbortSignal;
+  log: (line: string) => void;
+  /** Called once the server listens, with its URL (useful with port 0). */
+  onListening?: (url: string) => void;
+}
+
+/** Refuses to run on a schema that is behind or was edited. */
+export async function assertSchemaCurrent(compute: ComputeInstance): Promise<void> {
+  const status = await compute.migrationStatus();
+  const behind = status.filter((s) => s.state !== 'applied');
+  if (behind.length) {
+    throw new ComputeError('INVALID_STATE', `the schema is not current: ${behind.map((s) => `${s.module}/${s.name} ${s.state}`).join(', ')}`, {
+      hint: 'Run better-compute migrate first.',
+    });
+  }
+}
+
+export function listen(server: Server, port: number, host: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      const address = server.address();
+      const actualPort = typeof address === 'object' && address ? address.port : port;
+      const shownHost = host.includes(':') ? `[${host}]` : host;
+      resolve(`http://${shownHost}:${actualPort}`);
+    });
+  });
+}
+
+/** Stops accepting, waits for requests in flight, then closes idle keep-alive connections. */
+export function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    server.closeIdleConnections();
+    // Connections that stay busy are given a moment, then cut.
+    setTimeout(() => server.closeAllConnections(), 10_000).unref();
+  });
+}
+
+export async function serve(options: ServeOptions): Promise<void> {
+  const { compute, signal, log } = options;
+  await assertSchemaCurrent(compute);
+  await compute.iam.installActions(actionCatalog());
+  const workers = compute.startWorkers(options.roles);
+  let server: Server | undefined;
+  try {
+    if (options.roles.includes('api')) {
+      server = createNodeServer((request) => compute.handler(request));
+      const url = await listen(server, options.port, options.host ?? '127.0.0.1');
+      log(`better-compute serving ${url}${compute.config.basePath} (roles: ${options.roles.join(',')})`);
+      options.onListening?.(url);
+    } else {
+      log(`better-compute running roles: ${options.roles.join(',')}`);
+    }
+    if (!signal.aborted) await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+    log('better-compute stopping: finishing requests and jobs in flight');
+  } finally {
+    if (server) await closeServer(server);
+    await workers.stop();
+    await compute.close();
+  }
+}

@@ -1,0 +1,231 @@
+/**
+ * compute.handler: Request → Response, the whole pipeline of DESIGN section 4.
+ *
+ *  1 route  2 body limit + JSON  3 CSRF  4 authentication + tenant  5 rate limit  6 validation
+ *  7 authorization  8 idempotency  9 the service, in one transaction with its events and audit
+ *  10 the envelope.
+ */
+import {
+  type AnyMethod,
+  ComputeError,
+  type IamBridge,
+  type Identity,
+  isTenantId,
+  methodAction,
+  methodKey,
+  methodPath,
+  readJsonBody,
+  requestIdOf,
+  ROOT_TENANT,
+  type ResourceRef,
+  type RouteInfo,
+  dataResponse,
+  errorResponse,
+  toComputeError,
+} from '@better-compute/core';
+import type { Kysely } from 'kysely';
+import type { ComputeTables } from '../db/tables.js';
+import { writeAudit, writeEvents } from '../db/unit-of-work.js';
+import type { CallContext, EventDraft, MethodHandler } from '../modules/define-module.js';
+import { credentialOf } from './credentials.js';
+import { claimIdempotencyKey, storeIdempotentResponse } from './idempotency.js';
+import { RateLimiter, type RateLimitOptions } from './rate-limit.js';
+
+export interface BoundMethod {
+  method: AnyMethod;
+  handler: MethodHandler;
+}
+
+export interface HandlerLog {
+  (entry: { level: 'error' | 'warn' | 'info'; message: string; requestId?: string; error?: unknown }): void;
+}
+
+export interface HandlerOptions {
+  basePath: string;
+  methods: ReadonlyMap<string, BoundMethod>;
+  routes: () => RouteInfo[];
+  iam: IamBridge;
+  /** IAM's own routes, served under `/api/iam`. */
+  iamHandler?: (request: Request) => Promise<Response>;
+  db: () => Kysely<ComputeTables>;
+  trustedOrigins: readonly string[];
+  rateLimit: RateLimitOptions | false;
+  now: () => Date;
+  log: HandlerLog;
+}
+
+const IAM_BASE = '/api/iam';
+
+function denied(message: string, details?: Record<string, unknown>): ComputeError {
+  return new ComputeError('ACCESS_DENIED', message, details ? { details } : {});
+}
+
+export function createHandler(options: HandlerOptions): (request: Request) => Promise<Response> {
+  const { basePath, methods, iam } = options;
+  const limiter = options.rateLimit ? new RateLimiter(options.rateLimit) : undefined;
+  const routeTable = new Map<string, BoundMethod>();
+  for (const bound of methods.values()) routeTable.set(`${basePath}${methodPath(bound.method)}`, bound);
+
+  async function authenticate(request: Request): Promise<Identity | null> {
+    const credential = credentialOf(request, options.trustedOrigins);
+    if (!credential) return null;
+    const identity = await iam.authenticate(credential.token);
+    if (!identity) {
+      throw new ComputeError('UNAUTHENTICATED', 'the credential is unknown, expired or revoked', {
+        hint: 'Sign in again (better-iam login) or set BETTER_COMPUTE_TOKEN to a valid API key.',
+      });
+    }
+    return identity;
+  }
+
+  async function checkTenant(identity: Identity, actingTenant: string): Promise<void> {
+    if (actingTenant !== identity.tenantId && identity.tenantId !== ROOT_TENANT) {
+      throw denied(`this credential belongs to tenant ${identity.tenantId} and cannot act in ${actingTenant}`, {
+        reason: 'foreign-tenant',
+      });
+    }
+    for (const tenant of new Set([identity.tenantId, actingTenant])) {
+      const state = await iam.tenantState(tenant);
+      if (state === null) throw new ComputeError('NOT_FOUND', `tenant ${tenant} does not exist`);
+      if (state !== 'active') {
+        throw new ComputeError('TENANT_SUSPENDED', `tenant ${tenant} is ${state}`, {
+          details: { tenantId: tenant, state },
+          hint: 'An administrator of a parent tenant can reactivate it in Better IAM.',
+        });
+      }
+    }
+  }
+
+  async function call(request: Request, bound: BoundMethod, requestId: string): Promise<Response> {
+    const { method, handler } = bound;
+    const key = methodKey(method);
+    // 2. body
+    const body = await readJsonBody(request);
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+      throw new ComputeError('INVALID_ARGUMENT', 'the request body must be a JSON object');
+    }
+    const raw = body as Record<string, unknown>;
+    // 3 + 4. credential (with the CSRF rule) and tenant
+    const identity = await authenticate(request);
+    const isPublic = 'public' in method.access;
+    if (!identity && !isPublic) {
+      throw new ComputeError('UNAUTHENTICATED', `${key} needs a credential`, {
+        hint: 'Set BETTER_COMPUTE_TOKEN, or sign in with better-iam login or better-compute auth login.',
+      });
+    }
+    let tenantId = identity?.tenantId ?? ROOT_TENANT;
+    if (method.tenantScoped) {
+      if (raw.tenantId === undefined && identity) raw.tenantId = identity.tenantId;
+      if (!isTenantId(raw.tenantId)) {
+        throw new ComputeError('INVALID_ARGUMENT', 'tenantId must be a tenant id such as acme', {
+          details: { field: 'tenantId' },
+        });
+      }
+      tenantId = raw.tenantId;
+    }
+    if (identity) await checkTenant(identity, tenantId);
+    // 5. rate limit
+    if (identity && limiter) {
+      const waitMs = limiter.take(identity.principalId);
+      if (waitMs > 0) {
+        throw new ComputeError('RATE_LIMITED', 'too many requests; slow down', { details: { retryAfterMs: waitMs } });
+      }
+    }
+    // 6. validation
+    const parsed = method.input.safeParse(raw);
+    if (!parsed.success) {
+      const issues = parsed.error.issues.map((issue) => ({ path: issue.path.join('.'), message: issue.message }));
+      const first = issues[0];
+      throw new ComputeError(
+        'INVALID_ARGUMENT',
+        first ? `${first.path || 'input'}: ${first.message}` : 'the input is not valid',
+        { details: { issues } },
+      );
+    }
+    const input = parsed.data as Record<string, unknown>;
+    // 7. authorization
+    const action = methodAction(method);
+    const resource: ResourceRef = { type: 'tenant', id: tenantId, ...method.resource?.(input), tenantId };
+    const audit = identity && method.kind === 'mutation' && action
+      ? { tenantId, actor: identity.principalId, actorKind: identity.principalKind, action, method: key, resource, requestId }
+      : undefined;
+    if (action && identity) {
+      const [decision] = await iam.authorize(identity, [{ action, resource }]);
+      if (!decision?.allowed) {
+        if (audit) await writeAudit(options.db(), { ...audit, outcome: 'denied', errorCode: 'ACCESS_DENIED' });
+        throw denied(`${action} is not allowed on ${resource.type}${resource.id ? ` ${resource.id}` : ''}`, {
+          action,
+          reason: decision?.reason ?? 'no decision',
+        });
+      }
+    }
+    const db = options.db();
+    const events: EventDraft[] = [];
+    const context = (executor: Kysely<ComputeTables>): CallContext => ({
+      input,
+      identity,
+      tenantId,
+      requestId,
+      db: executor,
+      emit: (event) => void events.push(event),
+      now: options.now,
+      routes: options.routes,
+    });
+    if (method.kind === 'query') return dataResponse(await handler(context(db)), requestId);
+    // 8 + 9. idempotency, the change, its events and its audit entry: one transaction
+    try {
+      const result = await db.transaction().execute(async (trx) => {
+        const idempotencyKey = method.idempotent && typeof input.idempotencyKey === 'string' ? input.idempotencyKey : undefined;
+        let scopeHash: string | undefined;
+        if (idempotencyKey) {
+          const claim = await claimIdempotencyKey(
+            trx,
+            { tenantId, principalId: identity?.principalId ?? '', method: key, key: idempotencyKey },
+            input,
+            options.now(),
+          );
+          if (claim.kind === 'replay') return { replayed: true as const, data: claim.response };
+          scopeHash = claim.scopeHash;
+        }
+        const data = await handler(context(trx));
+        const output = method.output.parse(data);
+        await writeEvents(trx, events, { tenantId, actor: identity?.principalId ?? null, requestId });
+        if (audit) await writeAudit(trx, { ...audit, outcome: 'allowed' });
+        if (scopeHash) await storeIdempotentResponse(trx, scopeHash, output);
+        return { replayed: false as const, data: output };
+      });
+      return dataResponse(result.data, requestId, 200, result.replayed ? { 'idempotent-replayed': 'true' } : {});
+    } catch (error) {
+      if (audit) {
+        const code = toComputeError(error).code;
+        await writeAudit(db, { ...audit, outcome: 'failed', errorCode: code }).catch(() => {});
+      }
+      throw error;
+    }
+  }
+
+  return async function handler(request: Request): Promise<Response> {
+    const requestId = requestIdOf(request);
+    try {
+      const url = new URL(request.url);
+      if (options.iamHandler && (url.pathname === IAM_BASE || url.pathname.startsWith(`${IAM_BASE}/`))) {
+        return await options.iamHandler(request);
+      }
+      // 1. route
+      const bound = routeTable.get(url.pathname);
+      if (!bound) {
+        throw new ComputeError('NOT_FOUND', `no route ${request.method} ${url.pathname}`, {
+          hint: 'Run better-compute api --list for the routes this deployment serves.',
+        });
+      }
+      if (request.method !== 'POST') {
+        throw new ComputeError('NOT_FOUND', `no route ${request.method} ${url.pathname}; methods are called with POST`);
+      }
+      return await call(request, bound, requestId);
+    } catch (error) {
+      const failure = toComputeError(error);
+      if (failure.code === 'INTERNAL') options.log({ level: 'error', message: 'request failed', requestId, error });
+      return errorResponse(failure, requestId);
+    }
+  };
+}

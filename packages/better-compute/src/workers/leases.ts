@@ -1,0 +1,30 @@
+/**
+ * Leader leases: where one runner must act alone (a sweep, a checkpoint), replicas compete for a
+ * named lease; the holder renews it before it expires, and another takes over once it lapses.
+ */
+import type { Kysely } from 'kysely';
+import type { ComputeTables } from '../db/tables.js';
+
+/** Takes or renews `name` for `holder`; true when `holder` holds it until `now + ttlMs`. */
+export async function acquireLease(
+  db: Kysely<ComputeTables>,
+  options: { name: string; holder: string; ttlMs: number; now: Date },
+): Promise<boolean> {
+  const expiresAt = new Date(options.now.getTime() + options.ttlMs);
+  const row = await db
+    .insertInto('compute.leases')
+    .values({ name: options.name, holder: options.holder, expires_at: expiresAt })
+    .onConflict((oc) =>
+      oc
+        .column('name')
+        .doUpdateSet({ holder: options.holder, expires_at: expiresAt })
+        .where((eb) => eb.or([eb('compute.leases.expires_at', '<', options.now), eb('compute.leases.holder', '=', options.holder)])),
+    )
+    .returning('holder')
+    .executeTakeFirst();
+  return row?.holder === options.holder;
+}
+
+export async function releaseLease(db: Kysely<ComputeTables>, name: string, holder: string): Promise<void> {
+  await db.deleteFrom('compute.leases').where('name', '=', name).where('holder', '=', holder).execute();
+}

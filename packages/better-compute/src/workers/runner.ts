@@ -1,0 +1,81 @@
+/**
+ * The worker loop of a replica: claims due jobs of the kinds its modules handle and runs them, and,
+ * while it holds the maintenance lease, runs the periodic sweeps. `stop()` stops claiming, waits for
+ * the jobs in flight, and releases the lease.
+ */
+import { newId } from '@better-compute/core';
+import type { Kysely } from 'kysely';
+import type { ComputeTables } from '../db/tables.js';
+import { purgeExpiredIdempotencyKeys } from '../http/idempotency.js';
+import type { HandlerLog } from '../http/handler.js';
+import type { JobContext } from '../modules/define-module.js';
+import { claimJobs, completeJob, failJob } from './jobs.js';
+import { acquireLease, releaseLease } from './leases.js';
+
+export interface WorkerOptions {
+  db: Kysely<ComputeTables>;
+  jobs: Record<string, (context: JobContext) => Promise<void>>;
+  /** Whether this replica competes for the maintenance lease. */
+  maintenance: boolean;
+  now: () => Date;
+  log: HandlerLog;
+  pollMs?: number;
+}
+
+const MAINTENANCE_LEASE = 'maintenance';
+const MAINTENANCE_EVERY_MS = 60_000;
+
+export function startWorkerLoop(options: WorkerOptions): { stop(): Promise<void> } {
+  const runner = newId('job').replace('job_', 'runner_');
+  const pollMs = options.pollMs ?? 500;
+  const kinds = Object.keys(options.jobs);
+  let stopped = false;
+  let lastMaintenance = 0;
+  let wake: (() => void) | undefined;
+  let timer: NodeJS.Timeout | undefined;
+
+  async function tick(): Promise<void> {
+    const now = options.now();
+    const claimed = await claimJobs(options.db, { kinds, runner, limit: 10, leaseMs: 60_000, now });
+    for (const job of claimed) {
+      try {
+        await options.jobs[job.kind]!({ db: options.db, payload: job.payload, now: options.now });
+        await completeJob(options.db, job.id, runner, options.now());
+      } catch (error) {
+        options.log({ level: 'warn', message: `job ${job.kind} ${job.id} failed`, error });
+        await failJob(options.db, job, runner, error instanceof Error ? error.message : String(error), options.now());
+      }
+    }
+    if (options.maintenance && now.getTime() - lastMaintenance >= MAINTENANCE_EVERY_MS) {
+      if (await acquireLease(options.db, { name: MAINTENANCE_LEASE, holder: runner, ttlMs: 2 * MAINTENANCE_EVERY_MS, now })) {
+        lastMaintenance = now.getTime();
+        await purgeExpiredIdempotencyKeys(options.db, now);
+      }
+    }
+  }
+
+  const done = (async () => {
+    while (!stopped) {
+      try {
+        await tick();
+      } catch (error) {
+        options.log({ level: 'warn', message: 'worker tick failed', error });
+      }
+      if (stopped) break;
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        timer = setTimeout(resolve, pollMs);
+      });
+    }
+  })();
+
+  return {
+    async stop() {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+      wake?.();
+      await done;
+      await releaseLease(options.db, MAINTENANCE_LEASE, runner).catch(() => {});
+    },
+  };
+}

@@ -1,0 +1,94 @@
+import { describe, expect, it } from 'vitest';
+import { createTestDatabase, testDatabaseKinds } from '@better-compute/db/testing';
+import { migrate } from '@better-compute/db';
+import type { Kysely } from 'kysely';
+import { foundationMigrations } from '../src/db/migrations.js';
+import type { ComputeTables } from '../src/db/tables.js';
+import { writeEvents } from '../src/db/unit-of-work.js';
+import { listEvents } from '../src/modules/events/service.js';
+
+const kinds = await testDatabaseKinds();
+const meta = { tenantId: 'acme', actor: null, requestId: 'req_test' };
+const draft = (name: string) => ({ type: 'test.written', subject: { type: 'test', id: null }, data: { name } });
+
+async function readAll(db: Kysely<ComputeTables>, cursor: string | undefined): Promise<{ names: string[]; cursor: string | undefined }> {
+  const names: string[] = [];
+  for (;;) {
+    const page = await listEvents(db, { tenantId: 'acme', limit: 50, cursor });
+    names.push(...page.items.map((e) => e.data.name as string));
+    if (page.items.length) cursor = page.items.at(-1)!.position;
+    if (!page.nextCursor) return { names, cursor };
+  }
+}
+
+describe.runIf(kinds.includes('postgres'))('the outbox under concurrent writers (postgres)', () => {
+  it('a reader does not pass a transaction that commits late with a lower position', async () => {
+    const database = await createTestDatabase('postgres');
+    try {
+      await migrate(database.db, [foundationMigrations]);
+      const db = database.db as Kysely<ComputeTables>;
+      let releaseEarly!: () => void;
+      const held = new Promise<void>((resolve) => (releaseEarly = resolve));
+      let started!: () => void;
+      const earlyStarted = new Promise<void>((resolve) => (started = resolve));
+      // The early transaction takes its id first, then stays open while a later one commits.
+      const early = db.transaction().execute(async (trx) => {
+        await writeEvents(trx, [draft('early')], meta);
+        started();
+        await held;
+      });
+      await earlyStarted;
+      await db.transaction().execute((trx) => writeEvents(trx, [draft('late')], meta));
+      const first = await readAll(db, undefined);
+      expect(first.names).toEqual([]);
+      releaseEarly();
+      await early;
+      const second = await readAll(db, first.cursor);
+      expect(second.names).toEqual(['early', 'late']);
+    } finally {
+      await database.close();
+    }
+  });
+
+  it('a reader polling during 8 concurrent writers sees every event exactly once, in order', async () => {
+    const database = await createTestDatabase('postgres', 20);
+    try {
+      await migrate(database.db, [foundationMigrations]);
+      const db = database.db as Kysely<ComputeTables>;
+      const written: string[] = [];
+      const writers = Array.from({ length: 8 }, (_, w) =>
+        (async () => {
+          for (let i = 0; i < 25; i++) {
+            const names = [`w${w}-${i}-a`, `w${w}-${i}-b`];
+            await db.transaction().execute(async (trx) => {
+              await writeEvents(trx, names.map(draft), meta);
+              await new Promise((r) => setTimeout(r, Math.random() * 4));
+            });
+            written.push(...names);
+          }
+        })(),
+      );
+      const seen: string[] = [];
+      let cursor: string | undefined;
+      let writing = true;
+      const all = Promise.all(writers).then(() => (writing = false));
+      while (writing) {
+        const page = await readAll(db, cursor);
+        seen.push(...page.names);
+        cursor = page.cursor;
+      }
+      await all;
+      const rest = await readAll(db, cursor);
+      seen.push(...rest.names);
+      expect(seen).toHaveLength(written.length);
+      expect(new Set(seen).size).toBe(seen.length);
+      expect(new Set(seen)).toEqual(new Set(written));
+      // Within one transaction the order is the order of emission.
+      for (const name of seen.filter((n) => n.endsWith('-a'))) {
+        expect(seen.indexOf(name.replace(/-a$/, '-b'))).toBe(seen.indexOf(name) + 1);
+      }
+    } finally {
+      await database.close();
+    }
+  });
+});
