@@ -16,6 +16,7 @@ import {
 } from '@better-compute/core';
 import { methodList } from '@better-compute/core/methods';
 import { type Database, databaseNow, migrate, migrationStatus, type ModuleMigrations, openDatabase } from '@better-compute/db';
+import type { Iam } from 'better-iam';
 import type { Kysely } from 'kysely';
 import type { ComputeConfig } from './config/define-config.js';
 import { foundationMigrations } from './db/migrations.js';
@@ -93,16 +94,15 @@ export async function betterCompute(config: ComputeConfig, options: BetterComput
   let iam: IamBridge;
   let iamHandler: ((request: Request) => Promise<Response>) | undefined;
   let iamMigrations: ModuleMigrations | undefined;
-  let closeIam: (() => Promise<void>) | undefined;
+  let embeddedIam: Iam | undefined;
   if (config.iam) {
     iam = config.iam;
   } else {
     const { createIam } = await import('better-iam');
-    const embedded = createIam({ database, trustedOrigins: config.trustedOrigins ?? [] });
-    iam = embedded.bridge;
-    iamHandler = (request) => embedded.handler(request);
-    iamMigrations = embedded.migrations;
-    closeIam = () => embedded.close();
+    embeddedIam = createIam({ database, trustedOrigins: config.trustedOrigins ?? [] });
+    iam = embeddedIam.bridge;
+    iamHandler = embeddedIam.handler.bind(embeddedIam);
+    iamMigrations = embeddedIam.migrations;
   }
 
   const allMigrations: ModuleMigrations[] = [
@@ -182,6 +182,7 @@ export async function betterCompute(config: ComputeConfig, options: BetterComput
     config: { ...config, basePath },
     database,
     iam,
+    embeddedIam,
     routes,
     async migrate() {
       const result = await migrate(database.db, allMigrations);
@@ -196,7 +197,7 @@ export async function betterCompute(config: ComputeConfig, options: BetterComput
       return startWorkerLoop({ db, jobs, maintenance: roles.includes('controllers'), now, log });
     },
     async close() {
-      await closeIam?.();
+      await embeddedIam?.close();
       if (ownsDatabase) await database.close();
     },
   };

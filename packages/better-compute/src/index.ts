@@ -7,3 +7,4 @@ export type { ComputeInstance, DoctorFinding, DoctorReport, WorkerRole } from '.
 export { enqueueJob, claimJobs, completeJob, failJob } from './workers/jobs.js';
 export { acquireLease, releaseLease } from './workers/leases.js';
 export { ComputeError } from '@better-compute/core';
+export { serve, type ServeOptions } from './host/serve.js';

@@ -1,6 +1,7 @@
 /** The shape of a running deployment, as `betterCompute(config)` returns it. */
 import type { IamBridge, RouteInfo } from '@better-compute/core';
 import type { Database, MigrateResult, MigrationStatus } from '@better-compute/db';
+import type { Iam } from 'better-iam';
 import type { ComputeConfig } from './config/define-config.js';
 
 export type WorkerRole = 'api' | 'controllers' | 'sinks' | 'gateway';
@@ -23,6 +24,8 @@ export interface ComputeInstance {
   readonly config: Readonly<ComputeConfig> & { basePath: string };
   readonly database: Database;
   readonly iam: IamBridge;
+  /** The embedded Better IAM's own service, when the configuration does not bring its own IAM. */
+  readonly embeddedIam: Iam | undefined;
   /** The live route table. */
   routes(): RouteInfo[];
   migrate(): Promise<MigrateResult>;

@@ -16,6 +16,8 @@ export interface ServeOptions {
   roles: WorkerRole[];
   signal: AbortSignal;
   log: (line: string) => void;
+  /** Where BETTER_COMPUTE_ADMIN_EMAIL and BETTER_COMPUTE_ADMIN_PASSWORD are read from. */
+  env?: Record<string, string | undefined>;
   /** Called once the server listens, with its URL (useful with port 0). */
   onListening?: (url: string) => void;
 }
@@ -29,6 +31,24 @@ export async function assertSchemaCurrent(compute: ComputeInstance): Promise<voi
       hint: 'Run better-compute migrate first.',
     });
   }
+}
+
+/**
+ * A new deployment's first administrator comes only from the environment, so its password never
+ * passes through argv or a file the server wrote; without them `serve` refuses to start.
+ */
+async function ensureRootAdministrator(compute: ComputeInstance, env: Record<string, string | undefined>, log: (line: string) => void): Promise<void> {
+  const iam = compute.embeddedIam!;
+  if (await iam.hasRootAdministrator()) return;
+  const email = env.BETTER_COMPUTE_ADMIN_EMAIL;
+  const password = env.BETTER_COMPUTE_ADMIN_PASSWORD;
+  if (!email || !password) {
+    throw new ComputeError('MISSING_ENV', 'this deployment has no administrator yet', {
+      hint: 'Set BETTER_COMPUTE_ADMIN_EMAIL and BETTER_COMPUTE_ADMIN_PASSWORD for the first start; the root administrator is created from them.',
+    });
+  }
+  await iam.bootstrapRootAdmin({ email, password });
+  log(`created the root administrator ${email}`);
 }
 
 export function listen(server: Server, port: number, host: string): Promise<string> {
@@ -56,11 +76,13 @@ export function closeServer(server: Server): Promise<void> {
 
 export async function serve(options: ServeOptions): Promise<void> {
   const { compute, signal, log } = options;
-  await assertSchemaCurrent(compute);
-  await compute.iam.installActions(actionCatalog());
-  const workers = compute.startWorkers(options.roles);
   let server: Server | undefined;
+  let workers: { stop(): Promise<void> } | undefined;
   try {
+    await assertSchemaCurrent(compute);
+    await compute.iam.installActions(actionCatalog());
+    if (compute.embeddedIam) await ensureRootAdministrator(compute, options.env ?? {}, log);
+    workers = compute.startWorkers(options.roles);
     if (options.roles.includes('api')) {
       server = createNodeServer((request) => compute.handler(request));
       const url = await listen(server, options.port, options.host ?? '127.0.0.1');
@@ -73,7 +95,7 @@ export async function serve(options: ServeOptions): Promise<void> {
     log('better-compute stopping: finishing requests and jobs in flight');
   } finally {
     if (server) await closeServer(server);
-    await workers.stop();
+    await workers?.stop();
     await compute.close();
   }
 }

@@ -1,0 +1,67 @@
+// A small closed-loop HTTP load generator: `connections` keep-alive clients, each sending its next
+// request as soon as the previous answer arrives, for `seconds`. Returns requests per second and
+// latency percentiles. It runs in the benchmark's own process; servers run in child processes.
+import http from 'node:http';
+
+export async function load({ url, body = '{}', connections = 32, seconds = 5, headers = {} }) {
+  const target = new URL(url);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
+  const latencies = [];
+  let errors = 0;
+  const deadline = performance.now() + seconds * 1000;
+  const payload = Buffer.from(body);
+  const once = () =>
+    new Promise((resolve) => {
+      const started = performance.now();
+      const request = http.request(
+        {
+          agent,
+          host: target.hostname,
+          port: target.port,
+          path: target.pathname,
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'content-length': payload.length, ...headers },
+        },
+        (response) => {
+          response.resume();
+          response.on('end', () => {
+            if (response.statusCode !== 200) errors++;
+            latencies.push(performance.now() - started);
+            resolve();
+          });
+        },
+      );
+      request.on('error', () => {
+        errors++;
+        resolve();
+      });
+      request.end(payload);
+    });
+  const startedAt = performance.now();
+  await Promise.all(
+    Array.from({ length: connections }, async () => {
+      while (performance.now() < deadline) await once();
+    }),
+  );
+  const elapsed = (performance.now() - startedAt) / 1000;
+  agent.destroy();
+  latencies.sort((a, b) => a - b);
+  const pct = (p) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? NaN;
+  return { rate: latencies.length / elapsed, count: latencies.length, errors, p50: pct(50), p99: pct(99) };
+}
+
+/** Starts `node script` and resolves with the URL the child prints on its first line. */
+export async function startChild(script, args = [], env = {}) {
+  const { spawn } = await import('node:child_process');
+  const child = spawn(process.execPath, [script, ...args], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env } });
+  const url = await new Promise((resolve, reject) => {
+    let buffered = '';
+    child.stdout.on('data', (chunk) => {
+      buffered += chunk;
+      const line = buffered.split('\n')[0];
+      if (buffered.includes('\n')) resolve(line.trim());
+    });
+    child.once('exit', (code) => reject(new Error(`${script} exited with ${code}`)));
+  });
+  return { url, stop: () => new Promise((resolve) => { child.once('exit', resolve); child.kill('SIGTERM'); }) };
+}

@@ -1,0 +1,89 @@
+/**
+ * `dev`: a local control plane in one process. It uses the configuration when one is found, else
+ * PGlite under `.better-compute/dev/` (or in memory with --memory); applies migrations; on a new
+ * store creates the root administrator, a tenant `acme` with an administrator and a member, and an
+ * API key for each; prints the URL and those credentials and writes them to
+ * `.better-compute/dev.json` (mode 0600). Runs until the abort signal.
+ */
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { ComputeError } from '@better-compute/core';
+import { betterCompute } from '../compute.js';
+import { findConfigFile, loadConfig } from '../config/load-config.js';
+import type { ComputeConfig } from '../config/define-config.js';
+import { serve } from './serve.js';
+
+export interface DevOptions {
+  cwd: string;
+  env: Record<string, string | undefined>;
+  port: number;
+  host?: string;
+  memory: boolean;
+  signal: AbortSignal;
+  log: (line: string) => void;
+  onListening?: (url: string) => void;
+}
+
+export const DEV_DIR = '.better-compute';
+
+async function writePrivateFile(path: string, content: string): Promise<void> {
+  const temporary = `${path}.${process.pid}.tmp`;
+  await writeFile(temporary, content, { mode: 0o600 });
+  await rename(temporary, path);
+}
+
+export async function startDev(options: DevOptions): Promise<void> {
+  const stateDir = join(options.cwd, DEV_DIR);
+  await mkdir(stateDir, { recursive: true, mode: 0o700 });
+  const configFile = findConfigFile({ cwd: options.cwd, env: options.env });
+  let config: ComputeConfig;
+  if (configFile) {
+    config = (await loadConfig({ cwd: options.cwd, env: options.env })).config;
+  } else {
+    config = { database: options.memory ? 'pglite:memory' : `pglite:${join(stateDir, 'dev')}` };
+  }
+  const compute = await betterCompute(config);
+  const devFile = join(stateDir, 'dev.json');
+  let created: Awaited<ReturnType<NonNullable<typeof compute.embeddedIam>['bootstrapDev']>>;
+  try {
+    await compute.migrate();
+    const iam = compute.embeddedIam;
+    if (!iam) {
+      throw new ComputeError('INVALID_CONFIG', 'dev creates its credentials in the embedded Better IAM, and this configuration sets its own iam');
+    }
+    created = await iam.bootstrapDev();
+  } catch (error) {
+    await compute.close().catch(() => {});
+    throw error;
+  }
+  // serve owns the deployment from here and closes it when it stops.
+  let announce!: (url: string) => void;
+  const listening = new Promise<string>((resolve) => (announce = resolve));
+  const running = serve({
+    compute,
+    port: options.port,
+    host: options.host ?? '127.0.0.1',
+    roles: ['api', 'controllers', 'sinks'],
+    signal: options.signal,
+    log: () => {},
+    onListening: announce,
+  });
+  const url = await Promise.race([listening, running.then(() => '')]);
+  if (!url) return running;
+  const apiBase = `${url}${compute.config.basePath}`;
+  if (created) {
+    await writePrivateFile(devFile, `${JSON.stringify({ url, apiBase, database: compute.database.description, ...created }, null, 2)}\n`);
+  }
+  const saved: unknown = created ?? JSON.parse(await readFile(devFile, 'utf8').catch(() => 'null'));
+  options.log(`better-compute dev: ${apiBase}`);
+  options.log(`store: ${compute.database.description}`);
+  if (saved) {
+    options.log(`credentials (also in ${join(DEV_DIR, 'dev.json')}, mode 0600):`);
+    options.log(JSON.stringify(saved, null, 2));
+  } else {
+    options.log(`this store's credentials were printed when it was created; remove ${join(DEV_DIR, 'dev')} to start over`);
+  }
+  options.log(`try: BETTER_COMPUTE_URL=${url} BETTER_COMPUTE_TOKEN=<an apiKey above> npx better-compute api system.whoami`);
+  options.onListening?.(url);
+  return running;
+}
