@@ -1,0 +1,116 @@
+import { describe, expect, it } from 'vitest';
+import {
+  ComputeError,
+  ERROR_STATUS,
+  formatDuration,
+  formatListCursor,
+  formatStreamCursor,
+  httpStatusOf,
+  ID_PREFIXES,
+  isId,
+  newId,
+  parseDuration,
+  parsePosition,
+  comparePositions,
+  safeCell,
+  safeJson,
+  safeText,
+  ulid,
+} from '../src/index.js';
+
+describe('ids', () => {
+  it.each(Object.entries(ID_PREFIXES))('a new %s id has the prefix %s_ and a lowercase ULID', (kind, prefix) => {
+    const id = newId(kind as keyof typeof ID_PREFIXES);
+    expect(id).toMatch(new RegExp(`^${prefix}_[0-9a-z]{26}$`));
+    expect(isId(kind as keyof typeof ID_PREFIXES, id)).toBe(true);
+  });
+
+  it('checks the kind by its prefix', () => {
+    const node = newId('node');
+    expect(isId('node', node)).toBe(true);
+    expect(isId('pool', node)).toBe(false);
+    expect(isId('sandbox', newId('sandboxTemplate'))).toBe(false);
+    expect(isId('node', 'node_01K5W0000000000000000000000')).toBe(false);
+    expect(isId('node', 'node_01k5w')).toBe(false);
+    expect(isId('node', 'node_01k5w00000000000000000000u')).toBe(false); // u is not Crockford
+  });
+
+  it('sorts by creation time', () => {
+    const source = (now: number) => ({ now: () => now, randomBytes: (n: number) => new Uint8Array(n) });
+    expect(ulid(source(1000)) < ulid(source(2000))).toBe(true);
+    expect(ulid(source(0))).toBe('00000000000000000000000000');
+  });
+});
+
+describe('errors', () => {
+  it('maps every code to one HTTP status', () => {
+    expect(httpStatusOf('PAYLOAD_TOO_LARGE')).toBe(413);
+    expect(httpStatusOf('UNAUTHENTICATED')).toBe(401);
+    expect(httpStatusOf('RATE_LIMITED')).toBe(429);
+    expect(httpStatusOf('SOMETHING_NEW')).toBe(500);
+    for (const code of ['INVALID_ARGUMENT', 'NOT_FOUND', 'ALREADY_EXISTS', 'CONFLICT', 'INVALID_STATE', 'ACCESS_DENIED',
+      'CONFIRMATION_REQUIRED', 'UNSUPPORTED', 'INVALID_CONFIG', 'TENANT_SUSPENDED', 'MISSING_ENV', 'CONFIG_NOT_FOUND', 'INTERNAL']) {
+      expect(ERROR_STATUS).toHaveProperty(code);
+    }
+  });
+
+  it('serialises without its cause', () => {
+    const error = new ComputeError('INTERNAL', 'internal error', { cause: new Error('password=hunter2') });
+    expect(JSON.stringify(error)).toBe('{"code":"INTERNAL","message":"internal error"}');
+  });
+});
+
+describe('durations', () => {
+  it.each([
+    ['30m', 1800],
+    ['4h', 14400],
+    ['1d', 86400],
+    ['1h30m', 5400],
+    ['90s', 90],
+    ['45', 45],
+  ])('%s is %i seconds', (text, seconds) => {
+    expect(parseDuration(text)).toBe(seconds);
+  });
+
+  it.each(['', '0', '0m', '1.5h', '4x', 'h', '-1h', '1m1h'])('%j is refused', (text) => {
+    expect(() => parseDuration(text, '--for')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+  });
+
+  it('formats in the largest units', () => {
+    expect(formatDuration(5400)).toBe('1h30m');
+    expect(formatDuration(86400 + 1)).toBe('1d1s');
+    expect(formatDuration(0)).toBe('0s');
+  });
+});
+
+describe('outbox positions', () => {
+  it('writes the two forms', () => {
+    expect(formatListCursor({ tx: '184467', index: 12 })).toBe('184467:12');
+    expect(formatStreamCursor({ tx: '184467', index: 12 })).toBe('184467.12');
+  });
+
+  it('events list takes only the colon form; a watch either', () => {
+    expect(parsePosition('184467:12', 'list')).toEqual({ tx: '184467', index: 12 });
+    expect(() => parsePosition('184467.12', 'list')).toThrow(/184467:12/);
+    expect(parsePosition('184467.12', 'either')).toEqual({ tx: '184467', index: 12 });
+    expect(() => parsePosition('abc', 'either')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+  });
+
+  it('orders beyond 2^53', () => {
+    expect(comparePositions({ tx: '9007199254740993', index: 0 }, { tx: '9007199254740992', index: 5 })).toBeGreaterThan(0);
+    expect(comparePositions({ tx: '7', index: 1 }, { tx: '7', index: 2 })).toBeLessThan(0);
+  });
+});
+
+describe('terminal-safe text', () => {
+  const hostile = 'a\u001b[31mred\u0007\tb\nc\u007fd\u009be\u2028f\r\n';
+  it('strings keep line breaks and tabs, and lose every other control', () => {
+    expect(safeText(hostile)).toBe('a [31mred \tb\nc d e\nf\n');
+  });
+  it('cells are one line without any control', () => {
+    expect(safeCell(hostile)).toBe('a [31mred  b c d e f  ');
+  });
+  it('JSON escapes DEL, C1 and the Unicode separators that JSON leaves raw', () => {
+    expect(safeJson(JSON.stringify(hostile))).toBe('"a\\u001b[31mred\\u0007\\tb\\nc\\u007fd\\u009be\\u2028f\\r\\n"');
+  });
+});
