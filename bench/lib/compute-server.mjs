@@ -12,6 +12,7 @@ await serve({
   roles: ['api'],
   signal: controller.signal,
   log: () => {},
+  env: { BETTER_COMPUTE_ADMIN_EMAIL: 'bench@root.localhost', BETTER_COMPUTE_ADMIN_PASSWORD: 'bench-password-not-secret' },
   onListening: (url) => console.log(url),
 });
 process.exit(0);
