@@ -41,16 +41,38 @@ export interface TestDatabase extends Database {
   readonly url: string | undefined;
 }
 
+/**
+ * An initialised, empty PGlite cluster as a tarball. Initialising takes seconds, restoring one about
+ * a second, so the first test process writes it to node_modules/.cache and the others reuse it.
+ */
+async function loadPGliteTemplate(): Promise<Blob> {
+  const { PGlite } = await import('@electric-sql/pglite');
+  const { readFile, writeFile, mkdir, rename } = await import('node:fs/promises');
+  const { createRequire } = await import('node:module');
+  const { dirname, join } = await import('node:path');
+  const require = createRequire(import.meta.url);
+  const pgliteDir = dirname(require.resolve('@electric-sql/pglite'));
+  const version = JSON.parse(await readFile(join(pgliteDir, '..', 'package.json'), 'utf8')).version as string;
+  const cacheDir = join(pgliteDir.slice(0, pgliteDir.lastIndexOf('node_modules') + 'node_modules'.length), '.cache', 'better-compute');
+  const cacheFile = join(cacheDir, `pglite-${version}-template.tar`);
+  try {
+    return new Blob([await readFile(cacheFile)]);
+  } catch {
+    const client = await PGlite.create();
+    const blob = await client.dumpDataDir('none');
+    await client.close();
+    await mkdir(cacheDir, { recursive: true });
+    const temporary = `${cacheFile}.${process.pid}.tmp`;
+    await writeFile(temporary, Buffer.from(await blob.arrayBuffer()));
+    await rename(temporary, cacheFile);
+    return blob;
+  }
+}
+
 /** A new, empty database of the given kind; `close()` drops it. */
 export async function createTestDatabase(kind: DatabaseKind = 'postgres', poolSize = 10): Promise<TestDatabase> {
   if (kind === 'pglite') {
-    pgliteTemplate ??= (async () => {
-      const { PGlite } = await import('@electric-sql/pglite');
-      const client = await PGlite.create();
-      const blob = await client.dumpDataDir('none');
-      await client.close();
-      return blob;
-    })();
+    pgliteTemplate ??= loadPGliteTemplate();
     const database = await openDatabase({ pglite: { loadDataDir: await pgliteTemplate } });
     return { ...database, url: undefined };
   }
