@@ -31,7 +31,7 @@ import { startWorkerLoop } from './workers/runner.js';
 export const DEFAULT_BASE_PATH = '/api/compute';
 
 /** Every built-in module, in migration order. */
-export const builtinModules: readonly ComputeModule[] = [systemModule, eventsModule];
+export const builtinModules: readonly ComputeModule[] = [systemModule, eventsModule, (await import('./modules/fleet/module.js')).fleetModule, (await import('./modules/capacity/module.js')).capacityModule];
 
 export interface BetterComputeOptions {
   /** Extra modules (plugins), after the built-in ones. */
@@ -99,7 +99,7 @@ export async function betterCompute(config: ComputeConfig, options: BetterComput
     iam = config.iam;
   } else {
     const { createIam } = await import('better-iam');
-    embeddedIam = createIam({ database, trustedOrigins: config.trustedOrigins ?? [] });
+    embeddedIam = createIam({ database, ...(config.trustedOrigins ? { trustedOrigins: config.trustedOrigins } : {}) });
     iam = embeddedIam.bridge;
     iamHandler = embeddedIam.handler.bind(embeddedIam);
     iamMigrations = embeddedIam.migrations;
@@ -118,7 +118,7 @@ export async function betterCompute(config: ComputeConfig, options: BetterComput
     iam,
     ...(iamHandler ? { iamHandler } : {}),
     db: () => db,
-    trustedOrigins: config.trustedOrigins ?? [],
+    trustedOrigins: config.trustedOrigins,
     rateLimit: config.rateLimit ?? { perSecond: 50, burst: 200 },
     now,
     log,

@@ -3,6 +3,19 @@ import { testDatabaseKinds } from '@better-compute/db/testing';
 import { call, createTestDeployment, type TestDeployment } from './support.js';
 
 const kinds = await testDatabaseKinds();
+
+/**
+ * Events become visible once every older transaction on the server has ended, and other suites
+ * share this PostgreSQL server: read until the expected events show (a bounded wait).
+ */
+async function eventually<T>(read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
+  const deadline = Date.now() + 5000;
+  for (;;) {
+    const value = await read();
+    if (done(value) || Date.now() > deadline) return value;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
 const acme = 't-acme-alice';
 
 describe.each(kinds)('the request pipeline on %s', (kind) => {
@@ -113,11 +126,13 @@ describe.each(kinds)('the request pipeline on %s', (kind) => {
     const failed = await call(deployment.compute, 'plugins.test.widgets.create', { name: 'lost', fail: true }, { token: acme });
     expect(failed.body.error?.code).toBe('INTERNAL');
     expect(failed.body.error?.message).toBe('internal error');
-    const widgets = await deployment.database.db.selectFrom('compute.test_widgets' as never).selectAll().execute();
+    const widgets = (await deployment.database.db.selectFrom('compute.test_widgets' as never).selectAll().execute()) as { name: string }[];
     expect(widgets.map((w: { name: string }) => w.name)).toContain('kept');
     expect(widgets.map((w: { name: string }) => w.name)).not.toContain('lost');
-    const events = await call(deployment.compute, 'events.list', { type: 'widget.' }, { token: acme });
-    const names = (events.body.data as { items: { data: { name: string } }[] }).items.map((e) => e.data.name);
+    const names = await eventually(async () => {
+      const events = await call(deployment.compute, 'events.list', { type: 'widget.' }, { token: acme });
+      return (events.body.data as { items: { data: { name: string } }[] }).items.map((e) => e.data.name);
+    }, (found) => found.includes('kept'));
     expect(names).toContain('kept');
     expect(names).not.toContain('lost');
     const audits = await deployment.database.db.selectFrom('compute.audit_events').select(['outcome', 'error_code']).where('actor', '=', 'usr_alice').execute();
@@ -139,15 +154,18 @@ describe.each(kinds)('the request pipeline on %s', (kind) => {
 
   it('events.list pages with colon cursors and refuses the dotted form', async () => {
     for (let i = 0; i < 5; i++) await call(deployment.compute, 'plugins.test.widgets.create', { name: `page-${i}` }, { token: 't-globex-pager' });
-    const seen: string[] = [];
-    let cursor: string | undefined;
-    do {
-      const page = await call(deployment.compute, 'events.list', { limit: 2, ...(cursor ? { cursor } : {}) }, { token: 't-globex-pager' });
-      const data = page.body.data as { items: { position: string; data: { name: string } }[]; nextCursor: string | null };
-      seen.push(...data.items.map((e) => e.data.name));
-      cursor = data.nextCursor ?? undefined;
-      if (cursor) expect(cursor).toMatch(/^\d+:\d+$/);
-    } while (cursor);
+    const seen = await eventually(async () => {
+      const names: string[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await call(deployment.compute, 'events.list', { limit: 2, ...(cursor ? { cursor } : {}) }, { token: 't-globex-pager' });
+        const data = page.body.data as { items: { position: string; data: { name: string } }[]; nextCursor: string | null };
+        names.push(...data.items.map((e) => e.data.name));
+        cursor = data.nextCursor ?? undefined;
+        if (cursor) expect(cursor).toMatch(/^\d+:\d+$/);
+      } while (cursor);
+      return names;
+    }, (names) => names.length === 5);
     expect(seen).toEqual(['page-0', 'page-1', 'page-2', 'page-3', 'page-4']);
     const dotted = await call(deployment.compute, 'events.list', { cursor: '123.4' }, { token: 't-globex-pager' });
     expect(dotted.body.error?.code).toBe('INVALID_ARGUMENT');

@@ -19,6 +19,8 @@ export interface ResourceRef {
   tenantId: string;
   /** The principal that owns a personal resource (a sandbox, a volume), when it has one. */
   ownerId?: string;
+  /** The project the resource belongs to, for project-scoped bindings. */
+  projectId?: string;
 }
 
 /** Who may call a method: anyone, any authenticated identity, or those IAM allows an action. */

@@ -15,6 +15,11 @@ export interface Database {
   readonly kind: DatabaseKind;
   /** Where it lives, with any password removed: safe to print. */
   readonly description: string;
+  /**
+   * The PostgreSQL connection URL, for a component that needs a connection of its own (IAM's
+   * LISTEN). It may hold a password: never print or log it; print `description`.
+   */
+  readonly url?: string | undefined;
   close(): Promise<void>;
 }
 
@@ -64,7 +69,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   // An idle client that loses its server must not crash the process; the next query reports it.
   pool.on('error', () => {});
   const db = new Kysely({ dialect: new PostgresDialect({ pool }) });
-  return { db, kind: 'postgres', description: redactDatabaseUrl(url), close: () => db.destroy() };
+  return { db, kind: 'postgres', url, description: redactDatabaseUrl(url), close: () => db.destroy() };
 }
 
 async function openPGlite(options: { dataDir?: string; loadDataDir?: Blob }): Promise<Database> {

@@ -22,7 +22,7 @@ function toRequest(incoming: IncomingMessage, body: Buffer | undefined, origin: 
   const headers = new Headers();
   for (let i = 0; i < incoming.rawHeaders.length; i += 2) headers.append(incoming.rawHeaders[i]!, incoming.rawHeaders[i + 1]!);
   const init: RequestInit = { method: incoming.method ?? 'GET', headers };
-  if (body && body.length > 0) init.body = body;
+  if (body && body.length > 0) init.body = new Uint8Array(body);
   return new Request(new URL(incoming.url ?? '/', origin), init);
 }
 

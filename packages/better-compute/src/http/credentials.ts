@@ -19,7 +19,11 @@ function cookieValue(header: string | null, name: string): string | undefined {
   return undefined;
 }
 
-export function credentialOf(request: Request, trustedOrigins: readonly string[]): RequestCredential {
+/**
+ * The request's credential. Without a configured list, the only trusted Origin is the request's own
+ * (the console served by the same host).
+ */
+export function credentialOf(request: Request, trustedOrigins: readonly string[] | undefined): RequestCredential {
   const authorization = request.headers.get('authorization');
   if (authorization) {
     const match = /^Bearer\s+(\S+)$/i.exec(authorization);
@@ -31,7 +35,8 @@ export function credentialOf(request: Request, trustedOrigins: readonly string[]
   const cookie = cookieValue(request.headers.get('cookie'), SESSION_COOKIE);
   if (!cookie) return null;
   const origin = request.headers.get('origin');
-  if (request.method !== 'POST' || request.headers.get('x-better-compute') !== '1' || !origin || !trustedOrigins.includes(origin)) {
+  const trusted = trustedOrigins ?? [new URL(request.url).origin];
+  if (request.method !== 'POST' || request.headers.get('x-better-compute') !== '1' || !origin || !trusted.includes(origin)) {
     throw new ComputeError('ACCESS_DENIED', 'a cookie credential needs a POST with X-Better-Compute: 1 from a trusted Origin', {
       details: { reason: 'csrf' },
       hint: 'Send the session as "Authorization: Bearer <token>", or call from the console’s own origin.',

@@ -48,7 +48,8 @@ export interface HandlerOptions {
   /** IAM's own routes, served under `/api/iam`. */
   iamHandler?: (request: Request) => Promise<Response>;
   db: () => Kysely<ComputeTables>;
-  trustedOrigins: readonly string[];
+  /** Origins allowed to call with a cookie; undefined means the request's own origin only. */
+  trustedOrigins: readonly string[] | undefined;
   rateLimit: RateLimitOptions | false;
   now: () => Date;
   log: HandlerLog;

@@ -1,0 +1,178 @@
+/**
+ * IAM's migrations (module `iam`, schema `iam`). Plain SQL that runs on PostgreSQL 15 and PGlite;
+ * never edited once landed: a change is a new migration. The built-in roles are rows with
+ * `tenant_id` null and fixed ids, so bindings reference them like any custom role.
+ */
+import type { ModuleMigrations } from '@better-compute/db';
+
+const INIT = `
+create schema if not exists iam;
+
+create table iam.tenants (
+  id text primary key,
+  parent_id text references iam.tenants (id),
+  name text not null,
+  state text not null default 'active' check (state in ('active', 'suspended', 'deleted')),
+  created_at timestamptz not null default now(),
+  updated_at timestamptz not null default now(),
+  version integer not null default 1
+);
+create index tenants_parent on iam.tenants (parent_id);
+insert into iam.tenants (id, parent_id, name) values ('root', null, 'Platform');
+
+create table iam.principals (
+  id text primary key,
+  tenant_id text not null references iam.tenants (id),
+  kind text not null check (kind in ('person', 'service-account', 'agent')),
+  email text,
+  display_name text not null,
+  password_hash text,
+  disabled boolean not null default false,
+  acting_for text references iam.principals (id),
+  created_at timestamptz not null default now(),
+  version integer not null default 1,
+  check ((kind = 'person') = (email is not null)),
+  check (kind <> 'agent' or acting_for is not null)
+);
+create unique index principals_email on iam.principals (tenant_id, email) where email is not null;
+create index principals_tenant on iam.principals (tenant_id, id);
+create index principals_acting_for on iam.principals (acting_for) where acting_for is not null;
+
+create table iam.sessions (
+  id text primary key,
+  principal_id text not null references iam.principals (id),
+  token_hash text not null unique,
+  mfa boolean not null default false,
+  created_at timestamptz not null default now(),
+  expires_at timestamptz not null,
+  revoked_at timestamptz,
+  last_seen_at timestamptz
+);
+create index sessions_principal on iam.sessions (principal_id);
+
+create table iam.totp (
+  principal_id text primary key references iam.principals (id),
+  secret text not null,
+  confirmed boolean not null default false,
+  last_counter bigint,
+  created_at timestamptz not null default now()
+);
+
+create table iam.api_keys (
+  id text primary key,
+  principal_id text not null references iam.principals (id),
+  token_hash text not null unique,
+  name text not null,
+  created_at timestamptz not null default now(),
+  expires_at timestamptz,
+  revoked_at timestamptz,
+  last_used_at timestamptz
+);
+create index api_keys_principal on iam.api_keys (principal_id);
+
+create table iam.roles (
+  id text primary key,
+  tenant_id text references iam.tenants (id),
+  name text not null,
+  description text not null default '',
+  actions text[] not null,
+  created_at timestamptz not null default now(),
+  deleted_at timestamptz
+);
+create unique index roles_name on iam.roles (coalesce(tenant_id, ''), name) where deleted_at is null;
+
+create table iam.groups (
+  id text primary key,
+  tenant_id text not null references iam.tenants (id),
+  name text not null,
+  created_at timestamptz not null default now(),
+  unique (tenant_id, name)
+);
+
+create table iam.group_members (
+  group_id text not null references iam.groups (id),
+  principal_id text not null references iam.principals (id),
+  primary key (group_id, principal_id)
+);
+create index group_members_principal on iam.group_members (principal_id);
+
+create table iam.bindings (
+  id text primary key,
+  tenant_id text not null references iam.tenants (id),
+  role_id text not null references iam.roles (id),
+  principal_id text references iam.principals (id),
+  group_id text references iam.groups (id),
+  scope_type text not null check (scope_type in ('tenant', 'project', 'resource')),
+  scope_id text,
+  scope_resource_type text,
+  created_at timestamptz not null default now(),
+  revoked_at timestamptz,
+  check ((principal_id is null) <> (group_id is null)),
+  check ((scope_type = 'tenant') = (scope_id is null)),
+  check ((scope_type = 'resource') = (scope_resource_type is not null))
+);
+create index bindings_principal on iam.bindings (principal_id) where revoked_at is null;
+create index bindings_group on iam.bindings (group_id) where revoked_at is null;
+create index bindings_tenant on iam.bindings (tenant_id, id);
+
+-- One active key at a time: replicas racing to create the first one keep whichever wins.
+create table iam.signing_keys (
+  kid text primary key,
+  alg text not null,
+  public_jwk text not null,
+  private_jwk text not null,
+  created_at timestamptz not null default now(),
+  retired_at timestamptz
+);
+create unique index signing_keys_active on iam.signing_keys ((retired_at is null)) where retired_at is null;
+
+create table iam.action_catalog (
+  action text primary key,
+  summary text not null,
+  source text not null
+);
+
+insert into iam.roles (id, tenant_id, name, description, actions) values
+  ('role_00000000000000000000000001', null, 'platform-admin',
+   'Everything, in every tenant, including compute:fleet:admin (bind in the root tenant only)',
+   array['*']),
+  ('role_00000000000000000000000002', null, 'tenant-admin',
+   'Every compute action but compute:fleet:admin, and every IAM action, in its tenant',
+   array['compute:*', 'iam:*']),
+  ('role_00000000000000000000000003', null, 'operator',
+   'Runs the fleet: nodes, pools, sites, capacity, reservations, events; reads everything',
+   array['compute:nodes:*', 'compute:pools:*', 'compute:sites:*', 'compute:capacity:*',
+         'compute:reservations:*', 'compute:events:*', 'compute:offers:*', 'compute:quotas:*',
+         'compute:join-tokens:*', 'compute:join-requests:*', 'compute:site-tokens:*', 'compute:usage:*',
+         'compute:*:read', 'compute:*:list', 'compute:*:get',
+         'iam:tenants:get', 'iam:tenants:list', 'iam:principals:get', 'iam:principals:list',
+         'iam:roles:list', 'iam:bindings:list', 'iam:sessions:*@own', 'iam:api-keys:*@own']),
+  ('role_00000000000000000000000004', null, 'member',
+   'Reserves, releases and extends capacity; manages its own sandboxes and volumes; reads',
+   array['compute:reservations:create', 'compute:reservations:release', 'compute:reservations:extend',
+         'compute:sandboxes:create', 'compute:sandboxes:*@own', 'compute:volumes:create', 'compute:volumes:*@own',
+         'compute:*:read', 'compute:*:list', 'compute:*:get',
+         'iam:tenants:get', 'iam:principals:get', 'iam:roles:list',
+         'iam:sessions:*@own', 'iam:api-keys:*@own']),
+  ('role_00000000000000000000000005', null, 'viewer',
+   'Reads: every compute action ending in :read, :list or :get',
+   array['compute:*:read', 'compute:*:list', 'compute:*:get',
+         'iam:tenants:get', 'iam:principals:get', 'iam:roles:list', 'iam:sessions:*@own']);
+`;
+
+/** IAM's tables, for `migrate(db, [...computeMigrations, iamMigrations])`. */
+export const iamMigrations: ModuleMigrations = {
+  module: 'iam',
+  migrations: [{ name: '0001_init', sql: INIT }],
+};
+
+/** The fixed ids of the built-in roles the first migration creates. */
+export const BUILT_IN_ROLE_IDS = {
+  'platform-admin': 'role_00000000000000000000000001',
+  'tenant-admin': 'role_00000000000000000000000002',
+  operator: 'role_00000000000000000000000003',
+  member: 'role_00000000000000000000000004',
+  viewer: 'role_00000000000000000000000005',
+} as const;
+
+export type BuiltInRoleName = keyof typeof BUILT_IN_ROLE_IDS;

@@ -1,0 +1,132 @@
+/**
+ * The IAM tables as Kysely sees them. They live in the schema `iam`; `migrations.ts` creates them.
+ * Hashes are stored as lowercase hex text so PostgreSQL (`pg`, Buffer) and PGlite (Uint8Array)
+ * answer the same type.
+ */
+import type { ColumnType, Kysely } from 'kysely';
+import type { PrincipalKind, TenantState } from '@better-compute/core';
+
+type CreatedAt = ColumnType<Date, Date | string | undefined, never>;
+type Timestamp = ColumnType<Date, Date | string, Date | string>;
+type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+
+export interface TenantsTable {
+  id: string;
+  parent_id: string | null;
+  name: string;
+  state: ColumnType<TenantState, TenantState | undefined, TenantState>;
+  created_at: CreatedAt;
+  updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
+  version: ColumnType<number, number | undefined, number>;
+}
+
+export interface PrincipalsTable {
+  id: string;
+  tenant_id: string;
+  kind: PrincipalKind;
+  email: string | null;
+  display_name: string;
+  password_hash: string | null;
+  disabled: ColumnType<boolean, boolean | undefined, boolean>;
+  acting_for: string | null;
+  created_at: CreatedAt;
+  version: ColumnType<number, number | undefined, number>;
+}
+
+export interface SessionsTable {
+  id: string;
+  principal_id: string;
+  token_hash: string;
+  mfa: boolean;
+  created_at: CreatedAt;
+  expires_at: Timestamp;
+  revoked_at: NullableTimestamp;
+  last_seen_at: NullableTimestamp;
+}
+
+export interface TotpTable {
+  principal_id: string;
+  secret: string;
+  confirmed: ColumnType<boolean, boolean | undefined, boolean>;
+  last_counter: number | null;
+  created_at: CreatedAt;
+}
+
+export interface ApiKeysTable {
+  id: string;
+  principal_id: string;
+  token_hash: string;
+  name: string;
+  created_at: CreatedAt;
+  expires_at: NullableTimestamp;
+  revoked_at: NullableTimestamp;
+  last_used_at: NullableTimestamp;
+}
+
+export interface RolesTable {
+  id: string;
+  tenant_id: string | null;
+  name: string;
+  description: string;
+  actions: string[];
+  created_at: CreatedAt;
+  deleted_at: NullableTimestamp;
+}
+
+export interface GroupsTable {
+  id: string;
+  tenant_id: string;
+  name: string;
+  created_at: CreatedAt;
+}
+
+export interface GroupMembersTable {
+  group_id: string;
+  principal_id: string;
+}
+
+export type ScopeType = 'tenant' | 'project' | 'resource';
+
+export interface BindingsTable {
+  id: string;
+  tenant_id: string;
+  role_id: string;
+  principal_id: string | null;
+  group_id: string | null;
+  scope_type: ScopeType;
+  scope_id: string | null;
+  scope_resource_type: string | null;
+  created_at: CreatedAt;
+  revoked_at: NullableTimestamp;
+}
+
+export interface SigningKeysTable {
+  kid: string;
+  alg: string;
+  public_jwk: string;
+  private_jwk: string;
+  created_at: CreatedAt;
+  retired_at: NullableTimestamp;
+}
+
+export interface ActionCatalogTable {
+  action: string;
+  summary: string;
+  source: string;
+}
+
+export interface IamDatabase {
+  'iam.tenants': TenantsTable;
+  'iam.principals': PrincipalsTable;
+  'iam.sessions': SessionsTable;
+  'iam.totp': TotpTable;
+  'iam.api_keys': ApiKeysTable;
+  'iam.roles': RolesTable;
+  'iam.groups': GroupsTable;
+  'iam.group_members': GroupMembersTable;
+  'iam.bindings': BindingsTable;
+  'iam.signing_keys': SigningKeysTable;
+  'iam.action_catalog': ActionCatalogTable;
+}
+
+export type IamDb = Kysely<IamDatabase>;

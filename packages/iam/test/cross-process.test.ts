@@ -1,0 +1,47 @@
+import { describe, expect, it } from 'vitest';
+import { openDatabase } from '@better-compute/db';
+import { isPostgresReachable } from '@better-compute/db/testing';
+import { createIam } from '../src/index.js';
+import { migratedDatabase, uniqueTenant } from './helpers.js';
+
+const postgres = await isPostgresReachable();
+
+// Two IAMs over two connection pools to one PostgreSQL database stand for two replicas: a change
+// made through one reaches the other's cache through LISTEN/NOTIFY, not through shared memory.
+describe.runIf(postgres)('two processes on one PostgreSQL', () => {
+  it('a key revoked on one replica is refused by the other on its next call, warm cache and all', async () => {
+    const database = await migratedDatabase('postgres');
+    const second = await openDatabase({ url: database.url!, poolSize: 2 });
+    const one = createIam({ database });
+    const two = createIam({ database: second, listenUrl: database.url! });
+    try {
+      await Promise.all([one.ready(), two.ready()]);
+      const tenantId = uniqueTenant();
+      await one.createTenant({ id: tenantId, name: 'x' });
+      const person = await one.createPerson({ tenantId, email: `p@${tenantId}.test` });
+      const binding = await one.createBinding({ tenantId, role: 'member', principalId: person.id });
+      const { key, apiKey } = await one.createApiKey(person.id, { name: 'k' });
+      const check = [
+        { action: 'compute:reservations:create', resource: { type: 'compute-reservation', tenantId } },
+      ];
+
+      const identity = (await two.authenticate(key))!;
+      expect(await two.authenticate(key)).not.toBeNull();
+      expect((await two.authorize(identity, check))[0]?.allowed).toBe(true);
+
+      await one.revokeBinding(binding.id);
+      expect((await two.authorize(identity, check))[0]?.allowed).toBe(false);
+
+      await one.suspendTenant(tenantId);
+      expect(await two.tenantState(tenantId)).toBe('suspended');
+
+      await one.revokeApiKey(apiKey.id);
+      expect(await two.authenticate(key)).toBeNull();
+    } finally {
+      await one.close();
+      await two.close();
+      await second.close();
+      await database.close();
+    }
+  });
+});
