@@ -52,6 +52,7 @@ export interface IdFlag extends FlagBase {
   /** The id kind the value must look like (`pool` → `pool_01…`), checked before anything is sent. */
   kind: IdKind;
   repeated?: boolean;
+  default?: undefined;
 }
 
 export type FlagSpec = StringFlag | NumberFlag | BooleanFlag | DurationFlag | IdFlag;
@@ -88,7 +89,11 @@ export type FlagValue<F> = F extends { repeated: true }
 export type FlagValues<F extends FlagSpecs> = { -readonly [K in keyof F]: FlagValue<F[K]> };
 
 export type PositionalValues<P extends readonly PositionalSpec[]> = {
-  [S in P[number] as S['name']]: S extends { variadic: true } ? string[] : S extends { required: true } ? string : string | undefined;
+  [S in P[number] as S['name']]: S extends { variadic: true }
+    ? string[]
+    : S extends { required: true }
+      ? string
+      : string | undefined;
 };
 
 /** The flags every command of a target shares, resolved with their environment defaults. */
@@ -119,7 +124,10 @@ export interface ResolvedIO extends CliIO {
   cwd: string;
 }
 
-export interface CommandContext<F extends FlagSpecs = FlagSpecs, P extends readonly PositionalSpec[] = readonly PositionalSpec[]> {
+export interface CommandContext<
+  F extends FlagSpecs = FlagSpecs,
+  P extends readonly PositionalSpec[] = readonly PositionalSpec[],
+> {
   flags: FlagValues<F>;
   args: PositionalValues<P>;
   /** The words after `--`, untouched. */
@@ -139,7 +147,10 @@ export interface CommandContext<F extends FlagSpecs = FlagSpecs, P extends reado
   commandName: string;
 }
 
-export interface CommandDefinition<F extends FlagSpecs = FlagSpecs, P extends readonly PositionalSpec[] = readonly PositionalSpec[]> {
+export interface CommandDefinition<
+  F extends FlagSpecs = FlagSpecs,
+  P extends readonly PositionalSpec[] = readonly PositionalSpec[],
+> {
   /** One or more lowercase words: `version`, `auth login`, `sandbox-template create`. */
   name: string;
   /** The help group; project commands default to `Project`. */
@@ -152,8 +163,8 @@ export interface CommandDefinition<F extends FlagSpecs = FlagSpecs, P extends re
   examples?: readonly string[];
   /** The methods `run` calls (`system.whoami`); a test checks each exists in the method table. */
   calls?: readonly string[];
-  /** The format when `--format` is not given: lists default to `table`. */
-  defaultFormat?: OutputFormat;
+  /** The format when `--format` is not given: lists default to `table`. A function decides by the flags. */
+  defaultFormat?: OutputFormat | ((flags: Record<string, unknown>) => OutputFormat);
   /** False for commands whose output is not a result (`serve`, `completion`): no --format/--query. */
   output?: boolean;
   /** The rows `--format table` shows, when they are not the result itself or its `items`. */
@@ -175,9 +186,10 @@ export type AnyCommand = CommandDefinition<FlagSpecs, readonly PositionalSpec[]>
  *   async run({ compute, flags }) { … },
  * });
  */
-export function defineCommand<const F extends FlagSpecs = {}, const P extends readonly PositionalSpec[] = readonly []>(
-  definition: CommandDefinition<F, P>,
-): CommandDefinition<F, P> {
+export function defineCommand<
+  const F extends FlagSpecs = {},
+  const P extends readonly PositionalSpec[] = readonly [],
+>(definition: CommandDefinition<F, P>): CommandDefinition<F, P> {
   return definition;
 }
 

@@ -1,0 +1,34 @@
+/**
+ * The built-in commands, one file each under <group>/<verb>.ts, in the order help lists them.
+ * Each file holds the definition and a small `run`; anything heavy a run needs (the client, the
+ * configuration loader, the server, zod, node:fs) is imported inside it, so `version` and `help`
+ * load only these definitions.
+ */
+import type { AnyCommand } from '../define.js';
+import api from './api/api.js';
+import authLogin from './auth/login.js';
+import authLogout from './auth/logout.js';
+import authStatus from './auth/status.js';
+import dev from './operate/dev.js';
+import doctor from './operate/doctor.js';
+import migrate from './operate/migrate.js';
+import serve from './operate/serve.js';
+import completion from './start/completion.js';
+import help from './start/help.js';
+import init from './start/init.js';
+import version from './start/version.js';
+
+export const builtinCommands: readonly AnyCommand[] = [
+  help,
+  version,
+  completion,
+  init,
+  migrate,
+  doctor,
+  serve,
+  dev,
+  authLogin,
+  authStatus,
+  authLogout,
+  api,
+] as readonly AnyCommand[];

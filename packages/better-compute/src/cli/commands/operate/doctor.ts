@@ -1,0 +1,32 @@
+/** `doctor [--strict]`: the deployment's health checks; --strict fails on any warning or error. */
+import { ComputeError } from '@better-compute/core';
+import { defineCommand } from '../../define.js';
+import type { DoctorReport } from '../../../types.js';
+
+export default defineCommand({
+  name: 'doctor',
+  group: 'Operate',
+  summary: 'Check the database, schema, clock, method registry and IAM wiring',
+  target: 'config',
+  flags: {
+    strict: { type: 'boolean', description: 'Fail with DOCTOR_FINDINGS on any warning or error' },
+  },
+  defaultFormat: 'table',
+  tableRows: (result) => (result as DoctorReport).findings,
+  examples: ['better-compute doctor', 'better-compute doctor --strict --query findings[].check'],
+  async run({ compute, flags, print }) {
+    const report = await (await compute()).doctor();
+    print(report);
+    const findings = report.findings.filter((finding) => finding.severity !== 'ok');
+    if (flags.strict && findings.length > 0) {
+      throw new ComputeError(
+        'DOCTOR_FINDINGS',
+        `${findings.length} finding(s): ${findings.map((f) => `${f.check} (${f.severity})`).join(', ')}`,
+        {
+          details: { checks: findings.map((f) => f.check) },
+        },
+      );
+    }
+    return undefined;
+  },
+});

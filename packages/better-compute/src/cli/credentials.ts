@@ -1,0 +1,274 @@
+/**
+ * Credentials, in the guide's order: BETTER_COMPUTE_TOKEN; Better IAM's saved session (when the
+ * optional better-iam package answers; expired or broken sessions are skipped); compute's own
+ * credentials file, profile BETTER_COMPUTE_PROFILE (or --profile), else its current profile, else
+ * `default`.
+ *
+ * A saved token goes only to the deployment it was saved for: over HTTP, its URL's origin must be
+ * the call's; a profile saved in process (without a URL) is never sent to a remote server. The
+ * file is found only from the environment, and every write replaces it atomically with mode 0600.
+ */
+import { randomBytes } from 'node:crypto';
+import { chmod, mkdir, open, readFile, rename, rm } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { ComputeError } from '@better-compute/core';
+import { CliError } from './errors.js';
+import type { CredentialInfo } from './transport-types.js';
+
+export interface SavedProfile {
+  /** The deployment it was saved for (`https://compute.example.com`); null when saved in process. */
+  url: string | null;
+  token: string;
+  tenantId: string | null;
+  savedAt: string;
+}
+
+export interface CredentialsFile {
+  version: 1;
+  current: string | null;
+  profiles: Record<string, SavedProfile>;
+}
+
+export interface ResolvedCredential extends CredentialInfo {
+  token: string;
+}
+
+export interface CredentialResolution {
+  credential: ResolvedCredential | null;
+  /** Why saved credentials were passed over, for the MISSING_ENV message. */
+  skipped: string[];
+}
+
+/** Where a call goes: the origin of a remote server, or null in process. */
+export type CallTarget = { origin: string } | null;
+
+const PROFILE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+export function assertProfileName(name: string): string {
+  if (!PROFILE_NAME.test(name)) {
+    throw new CliError('INVALID_ARGUMENT', `--profile must be letters, digits, . _ or - (got "${name}")`, {
+      details: { field: 'profile' },
+    });
+  }
+  return name;
+}
+
+/**
+ * The credentials file: BETTER_COMPUTE_CREDENTIALS, else %APPDATA%\better-compute\credentials.json
+ * on Windows, else $XDG_CONFIG_HOME/better-compute/credentials.json or
+ * ~/.config/better-compute/credentials.json.
+ */
+export function credentialsPath(
+  env: Record<string, string | undefined>,
+  platform: string = process.platform,
+): string {
+  if (env.BETTER_COMPUTE_CREDENTIALS) return env.BETTER_COMPUTE_CREDENTIALS;
+  if (platform === 'win32') {
+    if (env.APPDATA) return `${env.APPDATA}\\better-compute\\credentials.json`;
+  } else {
+    if (env.XDG_CONFIG_HOME) return join(env.XDG_CONFIG_HOME, 'better-compute', 'credentials.json');
+    if (env.HOME) return join(env.HOME, '.config', 'better-compute', 'credentials.json');
+  }
+  throw new ComputeError(
+    'MISSING_ENV',
+    'cannot place the credentials file: the environment has no home directory',
+    {
+      hint:
+        platform === 'win32'
+          ? 'Set BETTER_COMPUTE_CREDENTIALS or APPDATA.'
+          : 'Set BETTER_COMPUTE_CREDENTIALS, XDG_CONFIG_HOME or HOME.',
+    },
+  );
+}
+
+function emptyFile(): CredentialsFile {
+  return { version: 1, current: null, profiles: {} };
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Reads the file; a missing file is empty, a malformed one INVALID_CONFIG. */
+export async function readCredentials(path: string): Promise<CredentialsFile> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return emptyFile();
+    throw error;
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = undefined;
+  }
+  if (!isRecord(parsed) || !isRecord(parsed.profiles)) {
+    throw new ComputeError('INVALID_CONFIG', `the credentials file ${path} is not valid`, {
+      hint: 'Remove it and run "better-compute auth login" again.',
+    });
+  }
+  const profiles: Record<string, SavedProfile> = {};
+  for (const [name, value] of Object.entries(parsed.profiles)) {
+    if (!PROFILE_NAME.test(name) || !isRecord(value) || typeof value.token !== 'string') continue;
+    profiles[name] = {
+      url: typeof value.url === 'string' ? value.url : null,
+      token: value.token,
+      tenantId: typeof value.tenantId === 'string' ? value.tenantId : null,
+      savedAt: typeof value.savedAt === 'string' ? value.savedAt : '',
+    };
+  }
+  const current =
+    typeof parsed.current === 'string' && Object.hasOwn(profiles, parsed.current) ? parsed.current : null;
+  return { version: 1, current, profiles };
+}
+
+/** Replaces the file atomically (a 0600 temporary file renamed over it), in a 0700 directory. */
+export async function writeCredentials(path: string, file: CredentialsFile): Promise<void> {
+  const dir = dirname(path);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const temp = join(dir, `.credentials.${randomBytes(6).toString('hex')}.tmp`);
+  const handle = await open(temp, 'wx', 0o600);
+  try {
+    await handle.writeFile(`${JSON.stringify(file, null, 2)}\n`, 'utf8');
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  try {
+    // The mode given to open is narrowed by the umask, never widened; set it exactly.
+    await chmod(temp, 0o600);
+    await rename(temp, path);
+  } catch (error) {
+    await rm(temp, { force: true });
+    throw error;
+  }
+}
+
+function originOf(url: string | null | undefined): string | null {
+  if (!url) return null;
+  try {
+    return new URL(url).origin;
+  } catch {
+    return null;
+  }
+}
+
+/** Whether a token saved for `savedUrl` may go where this call goes. */
+export function mayUse(savedUrl: string | null | undefined, target: CallTarget): boolean {
+  if (target === null) return true;
+  const saved = originOf(savedUrl);
+  return saved !== null && saved === target.origin;
+}
+
+interface IamSession {
+  token: string;
+  url: string | null;
+  tenantId: string | null;
+  expiresAt: string | null;
+  profile: string | null;
+}
+
+/** Better IAM's saved session, or null; any failure of the optional package is ignored. */
+async function readIamSession(env: Record<string, string | undefined>): Promise<IamSession | null> {
+  try {
+    const module = (await import('better-iam/profiles')) as unknown as {
+      readSavedIamSession?: (env: Record<string, string | undefined>) => unknown;
+    };
+    const session = module.readSavedIamSession?.(env);
+    if (!isRecord(session) || typeof session.token !== 'string' || session.token === '') return null;
+    return {
+      token: session.token,
+      url: typeof session.url === 'string' ? session.url : null,
+      tenantId: typeof session.tenantId === 'string' ? session.tenantId : null,
+      expiresAt: typeof session.expiresAt === 'string' ? session.expiresAt : null,
+      profile: typeof session.profile === 'string' ? session.profile : null,
+    };
+  } catch {
+    return null;
+  }
+}
+
+function expired(expiresAt: string | null | undefined, now: Date): boolean {
+  if (!expiresAt) return false;
+  const time = Date.parse(expiresAt);
+  return Number.isFinite(time) && time <= now.getTime();
+}
+
+export interface ResolveOptions {
+  env: Record<string, string | undefined>;
+  /** --profile, else BETTER_COMPUTE_PROFILE. */
+  profile?: string | undefined;
+  target: CallTarget;
+  now?: Date;
+}
+
+/** The first credential that applies, in the guide's order. */
+export async function resolveCredential(options: ResolveOptions): Promise<CredentialResolution> {
+  const { env, target } = options;
+  const now = options.now ?? new Date();
+  const skipped: string[] = [];
+  if (env.BETTER_COMPUTE_TOKEN)
+    return { credential: { source: 'env', token: env.BETTER_COMPUTE_TOKEN }, skipped };
+
+  const session = await readIamSession(env);
+  if (session && !expired(session.expiresAt, now)) {
+    if (mayUse(session.url, target)) {
+      return {
+        credential: {
+          source: 'better-iam',
+          token: session.token,
+          ...(session.profile ? { profile: session.profile } : {}),
+          url: session.url,
+          tenantId: session.tenantId,
+          expiresAt: session.expiresAt,
+        },
+        skipped,
+      };
+    }
+    skipped.push(`Better IAM's session was saved for ${session.url ?? 'an in-process deployment'}`);
+  }
+
+  let path: string;
+  try {
+    path = credentialsPath(env);
+  } catch {
+    // No place for a credentials file means no saved profile, not a failure: public methods need none.
+    skipped.push('the environment names no credentials file (no HOME)');
+    return { credential: null, skipped };
+  }
+  let file: CredentialsFile;
+  try {
+    file = await readCredentials(path);
+  } catch (error) {
+    if (error instanceof ComputeError) throw error;
+    skipped.push(`${path} could not be read`);
+    return { credential: null, skipped };
+  }
+  const name = options.profile ? assertProfileName(options.profile) : (file.current ?? 'default');
+  const profile = Object.hasOwn(file.profiles, name) ? file.profiles[name] : undefined;
+  if (!profile) {
+    if (options.profile) skipped.push(`${path} has no profile "${name}"`);
+    return { credential: null, skipped };
+  }
+  if (!mayUse(profile.url, target)) {
+    skipped.push(
+      profile.url
+        ? `profile "${name}" was saved for ${originOf(profile.url) ?? profile.url}, not ${target?.origin ?? 'this deployment'}`
+        : `profile "${name}" was saved in process and is never sent to a remote server`,
+    );
+    return { credential: null, skipped };
+  }
+  return {
+    credential: {
+      source: 'profile',
+      token: profile.token,
+      profile: name,
+      path,
+      url: profile.url,
+      tenantId: profile.tenantId,
+    },
+    skipped,
+  };
+}

@@ -1,0 +1,121 @@
+/**
+ * Failures, printed one way: `CODE: message`, then a hint line saying what to run or set next.
+ * `exitStatusOf` is the one place a code becomes an exit status: 2 for usage mistakes, the remote
+ * program's own status for tunnels, 1 for everything else.
+ */
+import { ComputeError, type ComputeErrorOptions, safeText } from '@better-compute/core';
+
+/** A usage mistake or a local refusal of the CLI; it keeps the ComputeError shape and code. */
+export class CliError extends ComputeError {}
+
+/** A remote program (console, exec, sandbox exec, ssh-cert --connect) ended with a status. */
+export class RemoteExitError extends ComputeError {
+  /** 1 to 255; 255 when the tunnel broke or the program ended by a signal. */
+  readonly exitStatus: number;
+
+  constructor(
+    exitStatus: number,
+    message = `the remote program exited with status ${exitStatus}`,
+    options: ComputeErrorOptions = {},
+  ) {
+    super('REMOTE_EXIT', message, options);
+    this.exitStatus = Number.isInteger(exitStatus) && exitStatus >= 1 && exitStatus <= 255 ? exitStatus : 255;
+  }
+}
+
+/** Codes that mean the command line itself was wrong. */
+export const USAGE_CODES: ReadonlySet<string> = new Set(['INVALID_ARGUMENT', 'INVALID_COMMAND']);
+
+/** The exit status of a failure. */
+export function exitStatusOf(error: unknown): number {
+  if (error instanceof RemoteExitError) return error.exitStatus;
+  return error instanceof ComputeError && USAGE_CODES.has(error.code) ? 2 : 1;
+}
+
+/**
+ * Any thrown value as a ComputeError. Unlike the server, the CLI keeps the message of an unknown
+ * throw (a file it cannot write, say): it is shown only to the person who ran the command.
+ */
+export function toFailure(error: unknown): ComputeError {
+  if (error instanceof ComputeError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  return new ComputeError('INTERNAL', message || 'internal error', { cause: error });
+}
+
+const DEFAULT_HINTS: Record<string, string> = {
+  INVALID_ARGUMENT: 'Run "better-compute help COMMAND" for the command\'s flags and examples.',
+  INVALID_COMMAND: 'Run "better-compute help" for every command.',
+  MISSING_ENV: 'Set BETTER_COMPUTE_TOKEN, or run "better-compute auth login" to save a credential.',
+  CONFIG_NOT_FOUND:
+    'Run "better-compute init", pass --config, set BETTER_COMPUTE_DATABASE_URL, or pass --url to call a running server.',
+  INVALID_CONFIG: 'Fix the configuration file, then run the command again.',
+  UNAUTHENTICATED:
+    'The credential was refused: run "better-compute auth login" again, or set another BETTER_COMPUTE_TOKEN.',
+  ACCESS_DENIED:
+    "Check --tenant (BETTER_COMPUTE_TENANT): it must be the token's own tenant, or root for operators; then the roles bound to you in Better IAM.",
+  TENANT_SUSPENDED:
+    'The tenant is suspended or deleted in IAM; an administrator of a parent tenant can reactivate it.',
+  CONFIRMATION_REQUIRED:
+    'A person must approve this call; once approved, repeat the command with the same --key.',
+  RATE_LIMITED: 'Wait a moment, then run the command again.',
+  UNAVAILABLE: 'Check --url (BETTER_COMPUTE_URL) and that the server is running.',
+  INVALID_RESPONSE: 'Check that --url points at a better-compute API.',
+  NOT_FOUND: 'Check the id or name; list commands show what exists.',
+  ALREADY_EXISTS: 'Choose another path or name; nothing is written over an existing file.',
+  CONFLICT: 'It changed meanwhile: read it again, then retry.',
+  DOCTOR_FINDINGS: 'Fix the findings above, then run "better-compute doctor --strict" again.',
+  UNSUPPORTED: 'See "better-compute help COMMAND" for what the command needs.',
+  INTERNAL: 'Run again with BETTER_COMPUTE_DEBUG=1 to see the stack trace.',
+};
+
+/** The hint printed under a failure: the error's own, else the code's. */
+export function hintFor(error: ComputeError, commandName?: string): string {
+  const hint =
+    error.hint ?? DEFAULT_HINTS[error.code] ?? 'Run again with BETTER_COMPUTE_DEBUG=1 for details.';
+  return commandName ? hint.replace('COMMAND', commandName) : hint;
+}
+
+// Failures already printed (by compute's commands inside another CLI), with their exit status.
+const reported = new WeakMap<object, number>();
+
+/** Marks a failure as printed, so a `main` it reaches does not print it twice. */
+export function markReported<E>(error: E, exitStatus: number): E {
+  if (typeof error === 'object' && error !== null) reported.set(error, exitStatus);
+  return error;
+}
+
+/** Prints a failure: `CODE: message`, the hint, the request id of a server error, and the stack under BETTER_COMPUTE_DEBUG=1. */
+export function printFailure(
+  error: unknown,
+  io: { err?(message: string): void; out(message: string): void; env: Record<string, string | undefined> },
+): void {
+  if (typeof error === 'object' && error !== null && reported.has(error)) return;
+  const write = io.err ?? io.out;
+  const failure = toFailure(error);
+  const commandName = failure instanceof ComputeError ? commandOf(failure) : undefined;
+  write(`${safeText(failure.code)}: ${safeText(failure.message)}`);
+  write(`hint: ${safeText(hintFor(failure, commandName))}`);
+  const requestId = (failure as { requestId?: unknown }).requestId;
+  if (typeof requestId === 'string') write(`request id: ${safeText(requestId)}`);
+  const debug = io.env.BETTER_COMPUTE_DEBUG;
+  if (debug && debug !== '0' && debug !== 'false') {
+    write(safeText(failure.stack ?? String(failure)));
+    let cause: unknown = failure.cause;
+    while (cause instanceof Error) {
+      write(`caused by: ${safeText(cause.stack ?? cause.message)}`);
+      cause = cause.cause;
+    }
+  }
+}
+
+// The command a failure happened in, so the hint can name `help COMMAND` exactly.
+const failedCommands = new WeakMap<object, string>();
+
+export function noteCommand(error: unknown, commandName: string): void {
+  if (typeof error === 'object' && error !== null && !failedCommands.has(error))
+    failedCommands.set(error, commandName);
+}
+
+function commandOf(error: object): string | undefined {
+  return failedCommands.get(error);
+}

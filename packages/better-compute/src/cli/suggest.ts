@@ -1,0 +1,61 @@
+/** "Did you mean": the closest known word, when it is close enough to be a typo. */
+import { CliError } from './errors.js';
+
+function distance(a: string, b: string): number {
+  const previous = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    let diagonal = previous[0]!;
+    previous[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const above = previous[j]!;
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      previous[j] = Math.min(above + 1, previous[j - 1]! + 1, diagonal + cost);
+      // A swap of two neighbours (`hlep`) counts as one typo.
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+        previous[j] = Math.min(previous[j]!, diagonal);
+      diagonal = above;
+    }
+  }
+  return previous[b.length]!;
+}
+
+/** The candidate closest to `input`, or undefined when none is within a typo's reach. */
+export function didYouMean(input: string, candidates: Iterable<string>): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Infinity;
+  const limit = Math.max(1, Math.min(3, Math.floor(input.length / 3)));
+  for (const candidate of candidates) {
+    const d = candidate.startsWith(input) && input.length >= 3 ? 0.5 : distance(input, candidate);
+    if (d < bestDistance) {
+      best = candidate;
+      bestDistance = d;
+    }
+  }
+  return bestDistance <= limit ? best : undefined;
+}
+
+/** INVALID_COMMAND for words that name no command, with the nearest command when there is one. */
+export function unknownCommandError(words: readonly string[], names: readonly string[]): CliError {
+  let typed = words[0] ?? '';
+  let near: string | undefined;
+  // Compare as many of the typed words as could be command words, longest first.
+  for (let n = Math.min(words.length, 3); n > 0 && !near; n--) {
+    typed = words.slice(0, n).join(' ');
+    near = didYouMean(typed, names);
+  }
+  if (!near) {
+    const first = words[0] ?? '';
+    typed =
+      words.length > 1 && names.some((name) => name.startsWith(`${first} `))
+        ? words.slice(0, 2).join(' ')
+        : first;
+  }
+  return new CliError(
+    'INVALID_COMMAND',
+    `unknown command "${typed}"${near ? `; did you mean "${near}"?` : ''}`,
+    {
+      hint: 'Run "better-compute help" for every command.',
+      details: { command: typed, ...(near ? { suggestion: near } : {}) },
+    },
+  );
+}

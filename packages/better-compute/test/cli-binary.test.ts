@@ -1,0 +1,199 @@
+/**
+ * What a person types, against the real binary: `node packages/better-compute/bin/better-compute.mjs …`
+ * after `node scripts/build.mjs` (run here when the build is older than the sources).
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+
+const root = join(import.meta.dirname, '..', '..', '..');
+const bin = join(root, 'packages', 'better-compute', 'bin', 'better-compute.mjs');
+const built = join(root, 'packages', 'better-compute', 'dist', 'cli', 'bin.js');
+// A directory without a configuration, and an environment without credentials.
+const cwd = mkdtempSync(join(tmpdir(), 'bc-bin-'));
+const env = { PATH: process.env.PATH ?? '', HOME: cwd, BETTER_IAM_HOME: join(cwd, 'iam') };
+
+function newest(dir: string): number {
+  let latest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    latest = Math.max(latest, entry.isDirectory() ? newest(path) : statSync(path).mtimeMs);
+  }
+  return latest;
+}
+
+function run(args: string[], extraEnv: Record<string, string> = {}) {
+  const result = spawnSync(process.execPath, [bin, ...args], {
+    cwd,
+    env: { ...env, ...extraEnv },
+    encoding: 'utf8',
+  });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+beforeAll(() => {
+  const sources = Math.max(
+    ...['core', 'client', 'better-compute', 'db', 'events', 'iam'].map((p) =>
+      newest(join(root, 'packages', p, 'src')),
+    ),
+    statSync(join(root, 'scripts', 'build.mjs')).mtimeMs,
+  );
+  if (!existsSync(built) || statSync(built).mtimeMs < sources) {
+    execFileSync(process.execPath, [join(root, 'scripts', 'build.mjs')], { cwd: root, stdio: 'inherit' });
+  }
+}, 120_000);
+
+describe('the better-compute binary', () => {
+  it('version prints the version and exits 0', () => {
+    expect(run(['version'])).toEqual({ status: 0, stdout: 'better-compute 0.1.0\n', stderr: '' });
+    expect(run(['--version']).stdout).toBe('better-compute 0.1.0\n');
+  });
+
+  it('help lists the commands by group', () => {
+    const { status, stdout, stderr } = run(['help']);
+    expect(status).toBe(0);
+    expect(stderr).toBe('');
+    expect(stdout).toMatch(
+      /^better-compute 0\.1\.0: the control plane for GPU and VPS fleets\n\nUsage: better-compute COMMAND \[flags\]\n/,
+    );
+    expect(stdout).toContain('\nAuth: Credentials for token commands\n  auth login   Save a token');
+    expect(stdout).toContain('\nAPI: Call any method\n  api  Call any method');
+    expect(stdout).toContain('\nOperate: Run and maintain a deployment\n  migrate');
+    expect(run([]).stdout).toBe(stdout);
+  });
+
+  it('help COMMAND shows the flags, defaults, choices and examples', () => {
+    const { status, stdout } = run(['help', 'serve']);
+    expect(status).toBe(0);
+    expect(stdout).toContain('Usage: better-compute serve [flags]');
+    expect(stdout).toMatch(/--port NUMBER\s+The port to listen on \(default: 8080\)/);
+    expect(stdout).toMatch(
+      /--roles api\|controllers\|sinks\|gateway\s+What this replica runs \(repeatable, or comma-separated; default: api,controllers,sinks\)/,
+    );
+    expect(stdout).toContain('Examples:\n  better-compute serve\n');
+    expect(run(['serve', '--help']).stdout).toBe(stdout);
+  });
+
+  it('help --json prints the whole manifest', () => {
+    const { status, stdout } = run(['help', '--json']);
+    expect(status).toBe(0);
+    const manifest = JSON.parse(stdout);
+    expect(manifest).toMatchObject({ program: 'better-compute', version: '0.1.0' });
+    const names = manifest.commands.map((c: { name: string }) => c.name);
+    expect(names).toEqual(
+      expect.arrayContaining([
+        'help',
+        'version',
+        'completion',
+        'init',
+        'migrate',
+        'doctor',
+        'serve',
+        'dev',
+        'auth login',
+        'auth status',
+        'auth logout',
+        'api',
+      ]),
+    );
+    const doctor = manifest.commands.find((c: { name: string }) => c.name === 'doctor');
+    expect(doctor).toMatchObject({ group: 'Operate', target: 'config', project: false });
+    expect(doctor.flags.find((f: { name: string }) => f.name === 'strict')).toEqual({
+      name: 'strict',
+      type: 'boolean',
+      description: 'Fail with DOCTOR_FINDINGS on any warning or error',
+      required: false,
+      repeated: false,
+      shared: false,
+    });
+  });
+
+  it('an unknown command exits 2 with a did-you-mean', () => {
+    expect(run(['hlep'])).toEqual({
+      status: 2,
+      stdout: '',
+      stderr:
+        'INVALID_COMMAND: unknown command "hlep"; did you mean "help"?\nhint: Run "better-compute help" for every command.\n',
+    });
+    expect(run(['auth', 'lgoin']).stderr).toMatch(
+      /^INVALID_COMMAND: unknown command "auth lgoin"; did you mean "auth login"\?\n/,
+    );
+  });
+
+  it('an unknown flag exits 2 with a did-you-mean', () => {
+    expect(run(['doctor', '--strcit'])).toEqual({
+      status: 2,
+      stdout: '',
+      stderr:
+        'INVALID_ARGUMENT: unknown flag --strcit for "doctor"; did you mean --strict?\nhint: Run "better-compute help doctor" for its flags.\n',
+    });
+  });
+
+  it('completion prints a script for bash, zsh and fish, and refuses other shells', () => {
+    expect(run(['completion', 'bash']).stdout).toContain(
+      'complete -o default -F _better_compute better-compute',
+    );
+    expect(run(['completion', 'zsh']).stdout).toContain('bashcompinit');
+    expect(run(['completion', 'fish']).stdout).toContain(
+      "complete -c better-compute -n '__better_compute_at' -a 'help'",
+    );
+    expect(run(['completion', 'tcsh'])).toMatchObject({
+      status: 2,
+      stderr: expect.stringMatching(/^INVALID_ARGUMENT: completion takes bash, zsh or fish/),
+    });
+  });
+
+  it('a token command without a credential stops with MISSING_ENV, exit 1', () => {
+    const { status, stderr } = run(['api', 'system.whoami', '--url', 'http://127.0.0.1:9']);
+    expect(status).toBe(1);
+    expect(stderr).toMatch(/^MISSING_ENV: system\.whoami needs a credential/);
+  });
+
+  it('a config command without a configuration stops with CONFIG_NOT_FOUND', () => {
+    const { status, stderr } = run(['migrate']);
+    expect(status).toBe(1);
+    expect(stderr).toMatch(/^CONFIG_NOT_FOUND: no configuration found\nhint: /);
+  });
+
+  it('BETTER_COMPUTE_DEBUG=1 prints the stack trace of a failure', () => {
+    expect(run(['migrate'], { BETTER_COMPUTE_DEBUG: '1' }).stderr).toMatch(
+      /\nComputeError: no configuration found\n\s+at loadConfig /,
+    );
+  });
+
+  it('version and help load neither zod, kysely, pg, PGlite nor the server', () => {
+    const log = join(cwd, 'modules.log');
+    const hook = join(cwd, 'hook.mjs');
+    writeFileSync(
+      join(cwd, 'resolve-hook.mjs'),
+      `import { appendFileSync } from 'node:fs';
+export async function resolve(specifier, context, next) {
+  const result = await next(specifier, context);
+  appendFileSync(process.env.BC_MODULE_LOG, result.url + '\\n');
+  return result;
+}
+`,
+    );
+    writeFileSync(
+      hook,
+      `import { register } from 'node:module';\nregister(${JSON.stringify(new URL(`file://${join(cwd, 'resolve-hook.mjs')}`).href)});\n`,
+    );
+    for (const command of [['version'], ['help'], ['help', 'api']]) {
+      writeFileSync(log, '');
+      const result = spawnSync(process.execPath, ['--import', hook, bin, ...command], {
+        cwd,
+        env: { ...env, BC_MODULE_LOG: log },
+        encoding: 'utf8',
+      });
+      expect(result.status).toBe(0);
+      const loaded = readFileSync(log, 'utf8');
+      expect(loaded).toContain('better-compute/dist/cli/bin.js');
+      expect(loaded).not.toMatch(/node_modules\/(zod|kysely|pg|@electric-sql)\//);
+      expect(loaded).not.toMatch(
+        /core\/dist\/methods|better-compute\/dist\/chunks\/(compute|serve|dev|transport)-/,
+      );
+    }
+  });
+});

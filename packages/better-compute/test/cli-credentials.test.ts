@@ -1,0 +1,285 @@
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import {
+  credentialsPath,
+  readCredentials,
+  resolveCredential,
+  writeCredentials,
+} from '../src/cli/credentials.js';
+import { createCli, main } from '../src/cli/index.js';
+import { captureIO, fakeServer, WHOAMI, type FakeServer } from './cli-support.js';
+
+let home: string;
+let env: Record<string, string>;
+const file = () => join(home, '.config', 'better-compute', 'credentials.json');
+
+function saveIamSession(session: { url: string; token: string; expiresAt: string | null }) {
+  mkdirSync(join(home, 'iam'), { recursive: true });
+  writeFileSync(
+    join(home, 'iam', 'profiles.json'),
+    JSON.stringify({
+      current: 'default',
+      profiles: { default: { ...session, tenantId: 'acme', principalId: 'usr_x' } },
+    }),
+  );
+}
+
+async function saveProfiles(
+  profiles: Record<string, { url: string | null; token: string; tenantId?: string }>,
+  current: string | null = null,
+) {
+  await writeCredentials(file(), {
+    version: 1,
+    current,
+    profiles: Object.fromEntries(
+      Object.entries(profiles).map(([name, p]) => [name, { tenantId: null, savedAt: 'now', ...p }]),
+    ),
+  });
+}
+
+beforeEach(() => {
+  home = mkdtempSync(join(tmpdir(), 'bc-cred-'));
+  env = { HOME: home, BETTER_IAM_HOME: join(home, 'iam') };
+});
+
+describe('where the credentials file is', () => {
+  it.each([
+    [{ BETTER_COMPUTE_CREDENTIALS: '/x/creds.json', HOME: '/home/a' }, 'linux', '/x/creds.json'],
+    [
+      { APPDATA: 'C:\\Users\\a\\AppData\\Roaming', HOME: '/home/a' },
+      'win32',
+      'C:\\Users\\a\\AppData\\Roaming\\better-compute\\credentials.json',
+    ],
+    [{ XDG_CONFIG_HOME: '/xdg', HOME: '/home/a' }, 'linux', '/xdg/better-compute/credentials.json'],
+    [{ HOME: '/home/a' }, 'darwin', '/home/a/.config/better-compute/credentials.json'],
+  ])('%j on %s → %s', (given, platform, path) => {
+    expect(credentialsPath(given, platform)).toBe(path);
+  });
+
+  it('is MISSING_ENV when the environment names no place', () => {
+    expect(() => credentialsPath({}, 'linux')).toThrow(expect.objectContaining({ code: 'MISSING_ENV' }));
+  });
+
+  it('is written atomically with mode 0600 in a 0700 directory, leaving no temporary file', async () => {
+    await saveProfiles({ default: { url: null, token: 't1' } }, 'default');
+    await saveProfiles({ default: { url: null, token: 't2' } }, 'default');
+    expect(statSync(file()).mode & 0o777).toBe(0o600);
+    expect(statSync(join(home, '.config', 'better-compute')).mode & 0o777).toBe(0o700);
+    expect(readdirSync(join(home, '.config', 'better-compute'))).toEqual(['credentials.json']);
+    expect((await readCredentials(file())).profiles.default!.token).toBe('t2');
+  });
+});
+
+describe('the order credentials are taken in', () => {
+  const remote = { origin: 'https://compute.example.com' };
+
+  it('BETTER_COMPUTE_TOKEN comes first', async () => {
+    saveIamSession({ url: 'https://compute.example.com', token: 'iam', expiresAt: null });
+    await saveProfiles({ default: { url: 'https://compute.example.com', token: 'saved' } }, 'default');
+    const { credential } = await resolveCredential({
+      env: { ...env, BETTER_COMPUTE_TOKEN: 'from-env' },
+      target: remote,
+    });
+    expect(credential).toEqual({ source: 'env', token: 'from-env' });
+  });
+
+  it('then Better IAM’s saved session, unless it expired or is broken', async () => {
+    await saveProfiles({ default: { url: 'https://compute.example.com', token: 'saved' } }, 'default');
+    saveIamSession({
+      url: 'https://compute.example.com',
+      token: 'iam',
+      expiresAt: '2999-01-01T00:00:00.000Z',
+    });
+    expect((await resolveCredential({ env, target: remote })).credential).toMatchObject({
+      source: 'better-iam',
+      token: 'iam',
+      tenantId: 'acme',
+    });
+    saveIamSession({
+      url: 'https://compute.example.com',
+      token: 'iam',
+      expiresAt: '2000-01-01T00:00:00.000Z',
+    });
+    expect((await resolveCredential({ env, target: remote })).credential).toMatchObject({
+      source: 'profile',
+      token: 'saved',
+    });
+    writeFileSync(join(home, 'iam', 'profiles.json'), '{ broken');
+    expect((await resolveCredential({ env, target: remote })).credential).toMatchObject({
+      source: 'profile',
+      token: 'saved',
+    });
+  });
+
+  it('then the profile BETTER_COMPUTE_PROFILE (or --profile), else the current one, else default', async () => {
+    await saveProfiles(
+      { default: { url: null, token: 'd' }, ci: { url: null, token: 'c' }, dev: { url: null, token: 'v' } },
+      'dev',
+    );
+    expect((await resolveCredential({ env, profile: 'ci', target: null })).credential).toMatchObject({
+      profile: 'ci',
+      token: 'c',
+    });
+    expect((await resolveCredential({ env, target: null })).credential).toMatchObject({
+      profile: 'dev',
+      token: 'v',
+    });
+    await saveProfiles({ default: { url: null, token: 'd' } }, null);
+    expect((await resolveCredential({ env, target: null })).credential).toMatchObject({
+      profile: 'default',
+      token: 'd',
+      path: file(),
+    });
+  });
+
+  it('none at all leaves the credential empty', async () => {
+    expect(await resolveCredential({ env, target: null })).toEqual({ credential: null, skipped: [] });
+  });
+});
+
+describe('a saved token goes only to the deployment it was saved for', () => {
+  it('a profile saved for one origin gives no token to another', async () => {
+    await saveProfiles({ default: { url: 'https://a.example.com/api/compute', token: 'a' } }, 'default');
+    expect(
+      (await resolveCredential({ env, target: { origin: 'https://a.example.com' } })).credential,
+    ).toMatchObject({ token: 'a' });
+    const other = await resolveCredential({ env, target: { origin: 'https://b.example.com' } });
+    expect(other).toEqual({
+      credential: null,
+      skipped: ['profile "default" was saved for https://a.example.com, not https://b.example.com'],
+    });
+  });
+
+  it('a profile saved in process is never sent to a remote server', async () => {
+    await saveProfiles({ default: { url: null, token: 'local' } }, 'default');
+    expect((await resolveCredential({ env, target: null })).credential).toMatchObject({ token: 'local' });
+    expect(
+      (await resolveCredential({ env, target: { origin: 'https://a.example.com' } })).credential,
+    ).toBeNull();
+  });
+
+  it('nor is Better IAM’s session saved for another origin', async () => {
+    saveIamSession({ url: 'https://iam.example.com', token: 'iam', expiresAt: null });
+    const result = await resolveCredential({ env, target: { origin: 'https://compute.example.com' } });
+    expect(result.credential).toBeNull();
+  });
+});
+
+describe('auth login, status and logout', () => {
+  let server: FakeServer;
+  const cli = createCli({ projectCommands: false });
+  beforeAll(async () => {
+    server = await fakeServer({
+      '/api/compute/system/whoami': (call) =>
+        call.headers.authorization === 'Bearer biam_good'
+          ? { data: WHOAMI }
+          : {
+              status: 401,
+              error: { code: 'UNAUTHENTICATED', message: 'the credential is unknown, expired or revoked' },
+            },
+      '/api/compute/events/list': (call) => ({
+        data: { items: [], nextCursor: null, auth: call.headers.authorization, tenantId: call.body.tenantId },
+      }),
+    });
+  });
+  afterAll(() => server.close());
+
+  it('saves a token read from standard input, checked with system.whoami, as the current profile', async () => {
+    const { io, out } = captureIO(env, { stdin: async () => 'biam_good\n' });
+    await cli.run(['auth', 'login', '--url', server.url, '--format', 'compact'], io);
+    expect(server.calls.at(-1)!.path).toBe('/api/compute/system/whoami');
+    expect(JSON.parse(out[0]!)).toEqual({
+      profile: 'default',
+      url: `${server.url}/api/compute`,
+      tenantId: 'acme',
+      verified: true,
+      principalId: WHOAMI.principalId,
+      path: file(),
+    });
+    expect(out[0]).not.toContain('biam_good');
+    expect(statSync(file()).mode & 0o777).toBe(0o600);
+    expect(JSON.parse(readFileSync(file(), 'utf8'))).toMatchObject({
+      current: 'default',
+      profiles: { default: { url: `${server.url}/api/compute`, token: 'biam_good', tenantId: 'acme' } },
+    });
+
+    // Later commands use it for that deployment, with its tenant.
+    const later = captureIO({ ...env, BETTER_COMPUTE_URL: server.url });
+    await cli.run(['api', 'events.list', '--format', 'compact'], later.io);
+    expect(JSON.parse(later.out[0]!)).toMatchObject({ auth: 'Bearer biam_good', tenantId: 'acme' });
+  });
+
+  it('refuses a token the deployment does not accept, and saves nothing', async () => {
+    const { io, err } = captureIO(env, { stdin: async () => 'biam_bad' });
+    expect(await main(['auth', 'login', '--url', server.url], cli, io)).toBe(1);
+    expect(err[0]).toBe('UNAUTHENTICATED: the credential is unknown, expired or revoked');
+    expect(() => statSync(file())).toThrow();
+  });
+
+  it('takes BETTER_COMPUTE_TOKEN with --no-verify, under --profile, without calling anything', async () => {
+    const before = server.calls.length;
+    const { io } = captureIO({ ...env, BETTER_COMPUTE_TOKEN: 'biam_key_ci' });
+    await cli.run(['auth', 'login', '--profile', 'ci', '--no-verify', '--tenant', 'acme'], io);
+    expect(server.calls.length).toBe(before);
+    expect(await readCredentials(file())).toMatchObject({
+      current: 'ci',
+      profiles: { ci: { url: null, token: 'biam_key_ci', tenantId: 'acme' } },
+    });
+  });
+
+  it('never takes the token from an argument', async () => {
+    const { io, err } = captureIO(env, { stdin: async () => '' });
+    expect(await main(['auth', 'login', 'biam_in_argv', '--no-verify'], cli, io)).toBe(2);
+    expect(err[0]).toBe('INVALID_ARGUMENT: unexpected argument "biam_in_argv" for "auth login"');
+    const empty = captureIO(env, { stdin: async () => '  \n' });
+    expect(await main(['auth', 'login', '--no-verify'], cli, empty.io)).toBe(1);
+    expect(empty.err[0]).toMatch(/^MISSING_ENV: no token to save/);
+  });
+
+  it('status shows source, profile and path, never the token; logout forgets the profile', async () => {
+    await saveProfiles(
+      { ci: { url: 'https://a.example.com', token: 'secret-token', tenantId: 'acme' } },
+      'ci',
+    );
+    const { io, out } = captureIO({ ...env, BETTER_COMPUTE_URL: 'https://a.example.com' });
+    await cli.run(['auth', 'status', '--format', 'compact'], io);
+    expect(JSON.parse(out[0]!)).toEqual({
+      source: 'profile',
+      profile: 'ci',
+      path: file(),
+      url: 'https://a.example.com',
+      tenantId: 'acme',
+      expiresAt: null,
+      target: 'https://a.example.com',
+      currentProfile: 'ci',
+      profiles: ['ci'],
+    });
+    expect(out.join('\n')).not.toContain('secret-token');
+
+    const elsewhere = captureIO({ ...env, BETTER_COMPUTE_URL: 'https://b.example.com' });
+    await cli.run(['auth', 'status', '--query', 'source'], elsewhere.io);
+    expect(elsewhere.out).toEqual(['none']);
+
+    const logout = captureIO(env);
+    await cli.run(['auth', 'logout', '--profile', 'ci', '--format', 'compact'], logout.io);
+    expect(JSON.parse(logout.out[0]!)).toEqual({ removed: 'ci', path: file(), current: null });
+    expect(statSync(file()).mode & 0o777).toBe(0o600);
+    expect((await readCredentials(file())).profiles).toEqual({});
+    const again = captureIO(env);
+    expect(await main(['auth', 'logout', '--profile', 'ci'], cli, again.io)).toBe(1);
+    expect(again.err[0]).toBe(`NOT_FOUND: no saved profile "ci" in ${file()}`);
+  });
+
+  it('a command against another origin gets no token from a pinned profile: MISSING_ENV, nothing sent', async () => {
+    await saveProfiles({ default: { url: 'https://a.example.com', token: 'pinned' } }, 'default');
+    const before = server.calls.length;
+    const { io, err } = captureIO({ ...env, BETTER_COMPUTE_URL: server.url });
+    expect(await main(['api', 'events.list', '--tenant', 'acme'], cli, io)).toBe(1);
+    expect(err[0]).toBe(
+      `MISSING_ENV: events.list needs a credential: BETTER_COMPUTE_TOKEN is not set and no saved session or profile applies (profile "default" was saved for https://a.example.com, not ${server.url})`,
+    );
+    expect(server.calls.length).toBe(before);
+  });
+});

@@ -1,0 +1,87 @@
+/** Test support for the CLI suites: a captured CliIO and a fake compute server on loopback. */
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { CliIO } from '../src/cli/index.js';
+
+export interface Captured {
+  io: CliIO;
+  out: string[];
+  err: string[];
+}
+
+/** A CliIO that records what a command prints; the environment is only what the test gives. */
+export function captureIO(
+  env: Record<string, string | undefined> = {},
+  extra: Partial<CliIO> = {},
+): Captured {
+  const out: string[] = [];
+  const err: string[] = [];
+  return {
+    out,
+    err,
+    io: { out: (line) => out.push(line), err: (line) => err.push(line), env, cwd: process.cwd(), ...extra },
+  };
+}
+
+export interface Call {
+  path: string;
+  headers: IncomingHttpHeaders;
+  body: Record<string, unknown>;
+}
+
+export interface FakeServer {
+  url: string;
+  calls: Call[];
+  close(): Promise<void>;
+}
+
+type Answer = {
+  status?: number;
+  data?: unknown;
+  error?: { code: string; message: string; details?: Record<string, unknown> };
+};
+
+/** A server that answers compute's envelope from a table of `path → answer`. */
+export async function fakeServer(routes: Record<string, (call: Call) => Answer>): Promise<FakeServer> {
+  const calls: Call[] = [];
+  const server: Server = createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', () => {
+      const call: Call = {
+        path: request.url ?? '',
+        headers: request.headers,
+        body: JSON.parse(Buffer.concat(chunks).toString() || '{}'),
+      };
+      calls.push(call);
+      const route = routes[call.path];
+      const answer: Answer = route
+        ? route(call)
+        : { status: 404, error: { code: 'NOT_FOUND', message: `no route ${call.path}` } };
+      const requestId = String(request.headers['x-request-id'] ?? 'req_fake');
+      const body = answer.error ? { error: { ...answer.error, requestId } } : { data: answer.data };
+      response.writeHead(answer.status ?? (answer.error ? 400 : 200), {
+        'content-type': 'application/json',
+        'x-request-id': requestId,
+      });
+      response.end(JSON.stringify(body));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    calls,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+export const WHOAMI = {
+  principalId: 'usr_01k5w0000000000000000000000',
+  principalKind: 'person',
+  tenantId: 'acme',
+  actingTenantId: 'acme',
+  credentialKind: 'session',
+  mfa: false,
+  expiresAt: null,
+  platformOperator: false,
+};

@@ -1,0 +1,264 @@
+/**
+ * The typed client. Every call is `POST {endpoint}/{group}/{name}` with a JSON body and answers the
+ * API's envelope. Types come from the method table; at run time the table is loaded on the first
+ * call only (it brings zod), so importing the client stays cheap.
+ */
+import type { MethodInput, MethodOutput } from '@better-compute/core';
+import type { MethodName, MethodTable } from '@better-compute/core/methods';
+import { resolveEndpoint, methodRoute } from './endpoint.js';
+import { ComputeClientError } from './errors.js';
+
+/** The fetch the client calls with: one Request in, one Response out. Global fetch fits. */
+export type ClientFetch = (request: Request) => Promise<Response>;
+
+export interface ComputeClientOptions {
+  /** An origin (`https://compute.example.com`, base path `/api/compute`) or a full endpoint. */
+  baseURL: string | URL;
+  /** A Better IAM session token, API key or session JWT, sent as a bearer credential. */
+  token?: string | undefined;
+  /** The acting tenant: filled into `tenantId` of tenant-scoped methods when the input has none. */
+  tenant?: string | undefined;
+  fetch?: ClientFetch | undefined;
+  /** Extra headers on every call. */
+  headers?: Record<string, string> | undefined;
+}
+
+export interface CallOptions {
+  signal?: AbortSignal | undefined;
+  /** The call's request id; a new one by default. */
+  requestId?: string | undefined;
+  headers?: Record<string, string> | undefined;
+}
+
+/** A method's input as the client takes it: `tenantId` may be left to the client's `tenant`. */
+export type CallInput<K extends MethodName> =
+  MethodInput<MethodTable[K]> extends { tenantId: string }
+    ? Omit<MethodInput<MethodTable[K]>, 'tenantId'> & { tenantId?: string }
+    : MethodInput<MethodTable[K]>;
+export type CallOutput<K extends MethodName> = MethodOutput<MethodTable[K]>;
+
+type GroupOf<K> = K extends `${infer G}.${string}` ? G : never;
+type NameIn<G extends string, K> = K extends `${G}.${infer N}` ? N : never;
+
+/** `client.system.version({})`: one object per group, one function per method. */
+export type ComputeClientGroups = {
+  [G in GroupOf<MethodName>]: {
+    [N in NameIn<G, MethodName>]: (
+      input: CallInput<Extract<`${G}.${N}`, MethodName>>,
+      options?: CallOptions,
+    ) => Promise<CallOutput<Extract<`${G}.${N}`, MethodName>>>;
+  };
+};
+
+export interface ComputeClientBase {
+  /** The endpoint calls are posted under, e.g. `https://compute.example.com/api/compute`. */
+  readonly endpoint: string;
+  /** Calls a method of the table, typed. */
+  call<K extends MethodName>(method: K, input: CallInput<K>, options?: CallOptions): Promise<CallOutput<K>>;
+  /**
+   * Calls any method by name, untyped: `group.method`, or a plugin's `plugins.ID.GROUP.METHOD`
+   * (posted to `/plugins/ID/GROUP/METHOD`). What `better-compute api` uses.
+   */
+  request(method: string, input: unknown, options?: CallOptions): Promise<unknown>;
+}
+
+export type ComputeClient = ComputeClientBase & ComputeClientGroups;
+
+/** The longest RATE_LIMITED wait the client sits out before its one retry. */
+export const MAX_RETRY_WAIT_MS = 2_000;
+
+type MethodMeta = { tenantScoped: boolean; idempotent?: boolean | undefined };
+let tablePromise: Promise<Record<string, MethodMeta>> | undefined;
+function methodTable(): Promise<Record<string, MethodMeta>> {
+  tablePromise ??= import('@better-compute/core/methods').then(
+    (module) => module.methods as Record<string, MethodMeta>,
+  );
+  return tablePromise;
+}
+
+/** A new request id, the same shape the server makes. */
+export function newRequestId(): string {
+  return `req_${crypto.randomUUID().replaceAll('-', '')}`;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/** Reads the envelope of an answer: its `data`, or a ComputeClientError with the server's code. */
+export async function readEnvelope(
+  response: Response,
+  method: string,
+  sentRequestId: string,
+): Promise<unknown> {
+  const requestId = response.headers.get('x-request-id') ?? sentRequestId;
+  const text = await response.text();
+  let body: unknown;
+  try {
+    body = text === '' ? undefined : JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  if (isRecord(body) && isRecord(body.error) && typeof body.error.code === 'string') {
+    const error = body.error;
+    return Promise.reject(
+      new ComputeClientError(
+        error.code as string,
+        typeof error.message === 'string' ? error.message : (error.code as string),
+        {
+          status: response.status,
+          requestId: typeof error.requestId === 'string' ? error.requestId : requestId,
+          method,
+          ...(isRecord(error.details) ? { details: error.details } : {}),
+        },
+      ),
+    );
+  }
+  if (response.ok && isRecord(body) && 'data' in body) return body.data;
+  throw new ComputeClientError(
+    'INVALID_RESPONSE',
+    `${method}: the server answered HTTP ${response.status} without the API's envelope`,
+    {
+      status: response.status,
+      requestId,
+      method,
+      hint: 'Check that the URL points at a better-compute API (an origin, or the full endpoint such as https://host/api/compute).',
+    },
+  );
+}
+
+function retryWaitOf(error: ComputeClientError, response: Response | undefined): number | undefined {
+  const fromDetails = error.details?.retryAfterMs;
+  if (typeof fromDetails === 'number' && Number.isFinite(fromDetails) && fromDetails >= 0) return fromDetails;
+  const header = response?.headers.get('retry-after');
+  if (header && /^\d+$/.test(header)) return Number(header) * 1000;
+  return undefined;
+}
+
+/**
+ * A client for one deployment.
+ *
+ * @example
+ * const client = createComputeClient({ baseURL: 'https://compute.example.com', token, tenant: 'acme' });
+ * const { version } = await client.system.version({});
+ */
+export function createComputeClient(options: ComputeClientOptions): ComputeClient {
+  const endpoint = resolveEndpoint(options.baseURL).href;
+  const fetchImpl: ClientFetch = options.fetch ?? ((request) => fetch(request));
+
+  async function send(method: string, body: unknown, callOptions: CallOptions): Promise<unknown> {
+    const requestId = callOptions.requestId ?? newRequestId();
+    const url = endpoint + methodRoute(method);
+    const headers: Record<string, string> = {
+      ...options.headers,
+      ...callOptions.headers,
+      'content-type': 'application/json',
+      accept: 'application/json',
+      'x-request-id': requestId,
+    };
+    if (options.token) headers.authorization = `Bearer ${options.token}`;
+    const payload = JSON.stringify(body ?? {});
+    for (let attempt = 0; ; attempt++) {
+      let response: Response | undefined;
+      try {
+        response = await fetchImpl(
+          new Request(url, {
+            method: 'POST',
+            headers,
+            body: payload,
+            ...(callOptions.signal ? { signal: callOptions.signal } : {}),
+          }),
+        );
+      } catch (cause) {
+        const aborted = callOptions.signal?.aborted === true;
+        throw new ComputeClientError(
+          'UNAVAILABLE',
+          aborted
+            ? `${method}: the call was aborted`
+            : `${method}: could not reach ${new URL(endpoint).origin}: ${cause instanceof Error ? cause.message : String(cause)}`,
+          {
+            requestId,
+            method,
+            cause,
+            status: 0,
+            hint: aborted ? undefined : 'Check --url (BETTER_COMPUTE_URL) and that the server is running.',
+          },
+        );
+      }
+      try {
+        return await readEnvelope(response, method, requestId);
+      } catch (error) {
+        // One retry, and only after a short wait: a longer limit is the caller's to handle.
+        if (attempt === 0 && error instanceof ComputeClientError && error.code === 'RATE_LIMITED') {
+          const wait = retryWaitOf(error, response);
+          if (wait !== undefined && wait <= MAX_RETRY_WAIT_MS) {
+            await sleep(wait, callOptions.signal);
+            continue;
+          }
+        }
+        throw error;
+      }
+    }
+  }
+
+  async function prepared(method: string, input: unknown): Promise<unknown> {
+    if (!isRecord(input)) return input;
+    const meta = (await methodTable())[method];
+    if (!meta) return input;
+    let body = input;
+    if (meta.tenantScoped && body.tenantId === undefined && options.tenant)
+      body = { ...body, tenantId: options.tenant };
+    // A create carries an idempotency key, so the retry after RATE_LIMITED cannot create twice.
+    if (meta.idempotent && body.idempotencyKey === undefined)
+      body = { ...body, idempotencyKey: newRequestId().slice(4) };
+    return body;
+  }
+
+  const base: ComputeClientBase = {
+    endpoint,
+    async call(method, input, callOptions = {}) {
+      return (await send(method, await prepared(method, input), callOptions)) as never;
+    },
+    async request(method, input, callOptions = {}) {
+      methodRoute(method);
+      return send(method, await prepared(method, input), callOptions);
+    },
+  };
+
+  const groups = new Map<string, Record<string, unknown>>();
+  return new Proxy(base, {
+    get(target, property, receiver) {
+      if (typeof property !== 'string' || property in target) return Reflect.get(target, property, receiver);
+      // `then` must stay undefined, or awaiting the client would treat it as a promise.
+      if (property === 'then') return undefined;
+      let group = groups.get(property);
+      if (!group) {
+        const groupName = property;
+        group = new Proxy({} as Record<string, unknown>, {
+          get(_, name) {
+            if (typeof name !== 'string' || name === 'then') return undefined;
+            return (input: unknown, callOptions?: CallOptions) =>
+              base.request(`${groupName}.${name}`, input, callOptions);
+          },
+        });
+        groups.set(property, group);
+      }
+      return group;
+    },
+  }) as ComputeClient;
+}

@@ -1,0 +1,17 @@
+/** @better-compute/client: the typed client, built from the method table. */
+export {
+  createComputeClient,
+  newRequestId,
+  readEnvelope,
+  MAX_RETRY_WAIT_MS,
+  type CallInput,
+  type CallOptions,
+  type CallOutput,
+  type ClientFetch,
+  type ComputeClient,
+  type ComputeClientBase,
+  type ComputeClientGroups,
+  type ComputeClientOptions,
+} from './client.js';
+export { ComputeClientError, isComputeClientError, type ComputeClientErrorOptions } from './errors.js';
+export { DEFAULT_BASE_PATH, isLoopbackHost, methodRoute, resolveEndpoint } from './endpoint.js';
