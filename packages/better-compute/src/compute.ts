@@ -31,7 +31,7 @@ import { startWorkerLoop } from './workers/runner.js';
 export const DEFAULT_BASE_PATH = '/api/compute';
 
 /** Every built-in module, in migration order. */
-export const builtinModules: readonly ComputeModule[] = [systemModule, eventsModule, (await import('./modules/fleet/module.js')).fleetModule, (await import('./modules/capacity/module.js')).capacityModule];
+export const builtinModules: readonly ComputeModule[] = [systemModule, eventsModule];
 
 export interface BetterComputeOptions {
   /** Extra modules (plugins), after the built-in ones. */
