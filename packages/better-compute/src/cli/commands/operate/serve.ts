@@ -25,7 +25,7 @@ export default defineCommand({
     roles: {
       type: 'string',
       repeated: true,
-      choices: ['api', 'controllers', 'sinks', 'gateway'],
+      choices: ['api', 'controllers', 'sinks'],
       default: 'api,controllers,sinks',
       description: 'What this replica runs',
     },
@@ -45,6 +45,7 @@ export default defineCommand({
       roles: flags.roles,
       signal: io.signal ?? new AbortController().signal,
       log,
+      env: io.env,
     });
     return undefined;
   },
