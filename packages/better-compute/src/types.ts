@@ -1,5 +1,6 @@
 /** The shape of a running deployment, as `betterCompute(config)` returns it. */
-import type { IamBridge, RouteInfo } from '@better-compute/core';
+import type { Answer, IamBridge, RouteInfo } from '@better-compute/core';
+import type { ApiCall } from './http/handler.js';
 import type { Database, MigrateResult, MigrationStatus } from '@better-compute/db';
 import type { Iam } from 'better-iam';
 import type { ComputeConfig } from './config/define-config.js';
@@ -21,6 +22,11 @@ export interface DoctorReport {
 export interface ComputeInstance {
   /** The web-standard handler: compute's routes under `basePath`, IAM's under `/api/iam`. */
   handler(request: Request): Promise<Response>;
+  /**
+   * Compute's routes without Request and Response objects, for hosts that read sockets directly;
+   * null for a path it leaves to `handler` (IAM's).
+   */
+  dispatch(call: ApiCall): Promise<Answer | null>;
   readonly config: Readonly<ComputeConfig> & { basePath: string };
   readonly database: Database;
   readonly iam: IamBridge;

@@ -14,19 +14,38 @@ export interface ErrorEnvelope {
 
 const JSON_HEADERS = { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' };
 
-export function dataResponse(data: unknown, requestId: string, status = 200, headers: Record<string, string> = {}): Response {
-  return new Response(JSON.stringify({ data }), {
-    status,
-    headers: { ...JSON_HEADERS, 'x-request-id': requestId, ...headers },
-  });
+/**
+ * An answer before it becomes a Response: hosts that write to a socket directly (the Node adapter)
+ * skip building a Response at all.
+ */
+export interface Answer {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
 }
 
-export function errorResponse(error: ComputeError, requestId: string): Response {
+export function dataAnswer(data: unknown, requestId: string, status = 200, headers: Record<string, string> = {}): Answer {
+  return { status, headers: { ...JSON_HEADERS, 'x-request-id': requestId, ...headers }, body: JSON.stringify({ data }) };
+}
+
+export function errorAnswer(error: ComputeError, requestId: string): Answer {
   const body: ErrorEnvelope = { error: { ...error.toJSON(), requestId } };
   const headers: Record<string, string> = { ...JSON_HEADERS, 'x-request-id': requestId };
   const retryAfterMs = error.details?.retryAfterMs;
   if (typeof retryAfterMs === 'number') headers['retry-after'] = String(Math.max(1, Math.ceil(retryAfterMs / 1000)));
-  return new Response(JSON.stringify(body), { status: httpStatusOf(error.code), headers });
+  return { status: httpStatusOf(error.code), headers, body: JSON.stringify(body) };
+}
+
+export function toResponse(answer: Answer): Response {
+  return new Response(answer.body, { status: answer.status, headers: answer.headers });
+}
+
+export function dataResponse(data: unknown, requestId: string, status = 200, headers: Record<string, string> = {}): Response {
+  return toResponse(dataAnswer(data, requestId, status, headers));
+}
+
+export function errorResponse(error: ComputeError, requestId: string): Response {
+  return toResponse(errorAnswer(error, requestId));
 }
 
 /**
@@ -43,10 +62,12 @@ export function toComputeError(error: unknown): ComputeError {
  * before reading; a body without one is counted as it streams.
  */
 export async function readJsonBody(request: Request, limit = BODY_LIMIT_BYTES): Promise<unknown> {
-  const tooLarge = () =>
-    new ComputeError('PAYLOAD_TOO_LARGE', `the request body is larger than ${limit / 1024} KiB`, {
-      details: { limitBytes: limit },
-    });
+  return parseJsonBody(await readBodyText(request, limit));
+}
+
+/** Reads a request body of at most `limit` bytes as text (see readJsonBody). */
+export async function readBodyText(request: Request, limit = BODY_LIMIT_BYTES): Promise<string> {
+  const tooLarge = () => payloadTooLarge(limit);
   const declared = request.headers.get('content-length');
   if (declared !== null && Number(declared) > limit) throw tooLarge();
   let text: string;
@@ -71,6 +92,11 @@ export async function readJsonBody(request: Request, limit = BODY_LIMIT_BYTES): 
     }
     text = Buffer.concat(chunks).toString('utf8');
   }
+  return text;
+}
+
+/** Parses a request body already read; an empty body is `{}`. */
+export function parseJsonBody(text: string): unknown {
   if (text.trim() === '') return {};
   try {
     return JSON.parse(text);
@@ -81,9 +107,20 @@ export async function readJsonBody(request: Request, limit = BODY_LIMIT_BYTES): 
   }
 }
 
+/** The error for a body over the limit. */
+export function payloadTooLarge(limit = BODY_LIMIT_BYTES): ComputeError {
+  return new ComputeError('PAYLOAD_TOO_LARGE', `the request body is larger than ${limit / 1024} KiB`, {
+    details: { limitBytes: limit },
+  });
+}
+
 /** The request id of a call: the caller's `x-request-id` when it is sane, else a new one. */
 export function requestIdOf(request: Request): string {
-  const given = request.headers.get('x-request-id');
+  return requestIdFrom(request.headers.get('x-request-id'));
+}
+
+/** The caller's request id when it is sane (letters, digits, `._:-`, at most 128), else a new one. */
+export function requestIdFrom(given: string | null | undefined): string {
   if (given && /^[A-Za-z0-9._:-]{1,128}$/.test(given)) return given;
   return `req_${crypto.randomUUID().replaceAll('-', '')}`;
 }

@@ -1,65 +1,82 @@
 /**
- * A thin node:http adapter for the web-standard handler. It reads a body of at most 1 MiB into
- * memory (the handler's own limit is 64 KiB and it answers 413 from Content-Length first), builds a
- * Request, and streams the Response back.
+ * A thin node:http adapter. Compute's own routes go through `dispatch` straight from the socket's
+ * message, with no Request or Response objects in between (they cost more than the rest of a
+ * small call); everything else (IAM's routes) goes through the web-standard handler. Bodies are
+ * read up to the handler's limit and refused past it.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { type Answer, BODY_LIMIT_BYTES, payloadTooLarge } from '@better-compute/core';
+import type { ComputeInstance } from '../types.js';
 
-const HARD_BODY_CAP = 1024 * 1024;
-
-async function readBody(request: IncomingMessage): Promise<Buffer | null> {
+async function readBody(incoming: IncomingMessage, limit: number): Promise<Buffer> {
+  const declared = incoming.headers['content-length'];
+  if (declared !== undefined && Number(declared) > limit) throw payloadTooLarge(limit);
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of request as AsyncIterable<Buffer>) {
+  for await (const chunk of incoming as AsyncIterable<Buffer>) {
     size += chunk.length;
-    if (size > HARD_BODY_CAP) return null;
+    if (size > limit) throw payloadTooLarge(limit);
     chunks.push(chunk);
   }
-  return Buffer.concat(chunks);
+  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
 }
 
-function toRequest(incoming: IncomingMessage, body: Buffer | undefined, origin: string): Request {
+function headerOf(incoming: IncomingMessage, name: string): string | null {
+  const value = incoming.headers[name];
+  if (value === undefined) return null;
+  return Array.isArray(value) ? value.join(', ') : value;
+}
+
+function toRequest(incoming: IncomingMessage, body: Buffer, origin: string): Request {
   const headers = new Headers();
   for (let i = 0; i < incoming.rawHeaders.length; i += 2) headers.append(incoming.rawHeaders[i]!, incoming.rawHeaders[i + 1]!);
   const init: RequestInit = { method: incoming.method ?? 'GET', headers };
-  if (body && body.length > 0) init.body = new Uint8Array(body);
+  if (body.length > 0) init.body = new Uint8Array(body);
   return new Request(new URL(incoming.url ?? '/', origin), init);
+}
+
+function writeAnswer(answer: Answer, outgoing: ServerResponse): void {
+  outgoing.writeHead(answer.status, { ...answer.headers, 'content-length': Buffer.byteLength(answer.body) });
+  outgoing.end(answer.body);
 }
 
 async function writeResponse(response: Response, outgoing: ServerResponse): Promise<void> {
   const headers: Record<string, string | string[]> = {};
   response.headers.forEach((value, key) => {
-    if (key === 'set-cookie') return;
-    headers[key] = value;
+    if (key !== 'set-cookie') headers[key] = value;
   });
   const cookies = response.headers.getSetCookie();
   if (cookies.length) headers['set-cookie'] = cookies;
-  if (!response.body) {
-    outgoing.writeHead(response.status, headers).end();
-    return;
-  }
-  outgoing.writeHead(response.status, headers);
-  for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) outgoing.write(chunk);
-  outgoing.end();
+  const body = Buffer.from(await response.arrayBuffer());
+  outgoing.writeHead(response.status, { ...headers, 'content-length': body.length });
+  outgoing.end(body);
 }
 
-export function createNodeServer(handler: (request: Request) => Promise<Response>): Server {
+export function createNodeServer(compute: Pick<ComputeInstance, 'handler' | 'dispatch'>): Server {
   return createServer((incoming, outgoing) => {
     const origin = `http://${incoming.headers.host ?? 'localhost'}`;
+    const rawUrl = incoming.url ?? '/';
+    const query = rawUrl.indexOf('?');
+    const pathname = query === -1 ? rawUrl : rawUrl.slice(0, query);
+    let body: Promise<Buffer> | undefined;
+    const readOnce = (limit: number) => (body ??= readBody(incoming, limit));
     void (async () => {
       try {
-        const hasBody = incoming.method !== 'GET' && incoming.method !== 'HEAD';
-        const body = hasBody ? await readBody(incoming) : undefined;
-        if (body === null) {
-          outgoing
-            .writeHead(413, { 'content-type': 'application/json; charset=utf-8', connection: 'close' })
-            .end(JSON.stringify({ error: { code: 'PAYLOAD_TOO_LARGE', message: 'the request body is too large', requestId: '' } }));
-          return;
-        }
-        await writeResponse(await handler(toRequest(incoming, body, origin)), outgoing);
-      } catch {
-        if (!outgoing.headersSent) outgoing.writeHead(500, { 'content-type': 'application/json; charset=utf-8' });
-        outgoing.end(JSON.stringify({ error: { code: 'INTERNAL', message: 'internal error', requestId: '' } }));
+        const answer = await compute.dispatch({
+          method: incoming.method ?? 'GET',
+          pathname,
+          origin,
+          header: (name) => headerOf(incoming, name),
+          readBody: async (limit) => (await readOnce(limit)).toString('utf8'),
+        });
+        if (answer) return writeAnswer(answer, outgoing);
+        const request = toRequest(incoming, await readOnce(BODY_LIMIT_BYTES * 16), origin);
+        await writeResponse(await compute.handler(request), outgoing);
+      } catch (error) {
+        const tooLarge = error instanceof Error && (error as { code?: string }).code === 'PAYLOAD_TOO_LARGE';
+        if (outgoing.headersSent) return void outgoing.end();
+        outgoing.writeHead(tooLarge ? 413 : 500, { 'content-type': 'application/json; charset=utf-8', connection: 'close' });
+        outgoing.end(JSON.stringify({ error: { code: tooLarge ? 'PAYLOAD_TOO_LARGE' : 'INTERNAL', message: tooLarge ? 'the request body is too large' : 'internal error', requestId: '' } }));
       }
     })();
   });

@@ -84,7 +84,7 @@ export async function serve(options: ServeOptions): Promise<void> {
     if (compute.embeddedIam) await ensureRootAdministrator(compute, options.env ?? {}, log);
     workers = compute.startWorkers(options.roles);
     if (options.roles.includes('api')) {
-      server = createNodeServer((request) => compute.handler(request));
+      server = createNodeServer(compute);
       const url = await listen(server, options.port, options.host ?? '127.0.0.1');
       log(`better-compute serving ${url}${compute.config.basePath} (roles: ${options.roles.join(',')})`);
       options.onListening?.(url);

@@ -5,6 +5,7 @@
  * neither: a page cannot attach them without the user's script.
  */
 import { ComputeError } from '@better-compute/core';
+import type { ApiCall } from './handler.js';
 
 export const SESSION_COOKIE = 'better-iam.session';
 
@@ -23,8 +24,8 @@ function cookieValue(header: string | null, name: string): string | undefined {
  * The request's credential. Without a configured list, the only trusted Origin is the request's own
  * (the console served by the same host).
  */
-export function credentialOf(request: Request, trustedOrigins: readonly string[] | undefined): RequestCredential {
-  const authorization = request.headers.get('authorization');
+export function credentialOf(request: ApiCall, trustedOrigins: readonly string[] | undefined): RequestCredential {
+  const authorization = request.header('authorization');
   if (authorization) {
     const match = /^Bearer\s+(\S+)$/i.exec(authorization);
     if (!match) {
@@ -32,11 +33,11 @@ export function credentialOf(request: Request, trustedOrigins: readonly string[]
     }
     return { kind: 'bearer', token: match[1]! };
   }
-  const cookie = cookieValue(request.headers.get('cookie'), SESSION_COOKIE);
+  const cookie = cookieValue(request.header('cookie'), SESSION_COOKIE);
   if (!cookie) return null;
-  const origin = request.headers.get('origin');
-  const trusted = trustedOrigins ?? [new URL(request.url).origin];
-  if (request.method !== 'POST' || request.headers.get('x-better-compute') !== '1' || !origin || !trusted.includes(origin)) {
+  const origin = request.header('origin');
+  const trusted = trustedOrigins ?? [request.origin];
+  if (request.method !== 'POST' || request.header('x-better-compute') !== '1' || !origin || !trusted.includes(origin)) {
     throw new ComputeError('ACCESS_DENIED', 'a cookie credential needs a POST with X-Better-Compute: 1 from a trusted Origin', {
       details: { reason: 'csrf' },
       hint: 'Send the session as "Authorization: Bearer <token>", or call from the console’s own origin.',

@@ -14,14 +14,18 @@ import {
   methodAction,
   methodKey,
   methodPath,
-  readJsonBody,
-  requestIdOf,
+  type Answer,
+  BODY_LIMIT_BYTES,
+  dataAnswer,
+  errorAnswer,
+  parseJsonBody,
+  readBodyText,
+  requestIdFrom,
   ROOT_TENANT,
   type ResourceRef,
   type RouteInfo,
-  dataResponse,
-  errorResponse,
   toComputeError,
+  toResponse,
 } from '@better-compute/core';
 import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
@@ -30,6 +34,29 @@ import type { CallContext, EventDraft, MethodHandler } from '../modules/define-m
 import { credentialOf } from './credentials.js';
 import { claimIdempotencyKey, storeIdempotentResponse } from './idempotency.js';
 import { RateLimiter, type RateLimitOptions } from './rate-limit.js';
+
+/**
+ * One API call as the pipeline sees it. The web handler makes one from a Request; the Node adapter
+ * makes one straight from the socket's message, skipping the Request and Response objects.
+ */
+export interface ApiCall {
+  /** The HTTP method. */
+  method: string;
+  pathname: string;
+  /** The origin the call was addressed to, for the same-origin cookie rule. */
+  origin: string;
+  /** A request header by its lowercase name. */
+  header(name: string): string | null;
+  /** The body as text; throws PAYLOAD_TOO_LARGE past the limit. */
+  readBody(limit: number): Promise<string>;
+}
+
+export interface ComputeHandler {
+  /** The web-standard handler: compute's routes and IAM's. */
+  handler(request: Request): Promise<Response>;
+  /** Compute's routes only, for hosts that talk to sockets; null for a path it does not serve (IAM's). */
+  dispatch(call: ApiCall): Promise<Answer | null>;
+}
 
 export interface BoundMethod {
   method: AnyMethod;
@@ -61,13 +88,13 @@ function denied(message: string, details?: Record<string, unknown>): ComputeErro
   return new ComputeError('ACCESS_DENIED', message, details ? { details } : {});
 }
 
-export function createHandler(options: HandlerOptions): (request: Request) => Promise<Response> {
+export function createHandler(options: HandlerOptions): ComputeHandler {
   const { basePath, methods, iam } = options;
   const limiter = options.rateLimit ? new RateLimiter(options.rateLimit) : undefined;
   const routeTable = new Map<string, BoundMethod>();
   for (const bound of methods.values()) routeTable.set(`${basePath}${methodPath(bound.method)}`, bound);
 
-  async function authenticate(request: Request): Promise<Identity | null> {
+  async function authenticate(request: ApiCall): Promise<Identity | null> {
     const credential = credentialOf(request, options.trustedOrigins);
     if (!credential) return null;
     const identity = await iam.authenticate(credential.token);
@@ -97,11 +124,11 @@ export function createHandler(options: HandlerOptions): (request: Request) => Pr
     }
   }
 
-  async function call(request: Request, bound: BoundMethod, requestId: string): Promise<Response> {
+  async function call(request: ApiCall, bound: BoundMethod, requestId: string): Promise<Answer> {
     const { method, handler } = bound;
     const key = methodKey(method);
     // 2. body
-    const body = await readJsonBody(request);
+    const body = parseJsonBody(await request.readBody(BODY_LIMIT_BYTES));
     if (body === null || typeof body !== 'object' || Array.isArray(body)) {
       throw new ComputeError('INVALID_ARGUMENT', 'the request body must be a JSON object');
     }
@@ -172,7 +199,7 @@ export function createHandler(options: HandlerOptions): (request: Request) => Pr
       now: options.now,
       routes: options.routes,
     });
-    if (method.kind === 'query') return dataResponse(await handler(context(db)), requestId);
+    if (method.kind === 'query') return dataAnswer(await handler(context(db)), requestId);
     // 8 + 9. idempotency, the change, its events and its audit entry: one transaction
     try {
       const result = await db.transaction().execute(async (trx) => {
@@ -195,7 +222,7 @@ export function createHandler(options: HandlerOptions): (request: Request) => Pr
         if (scopeHash) await storeIdempotentResponse(trx, scopeHash, output);
         return { replayed: false as const, data: output };
       });
-      return dataResponse(result.data, requestId, 200, result.replayed ? { 'idempotent-replayed': 'true' } : {});
+      return dataAnswer(result.data, requestId, 200, result.replayed ? { 'idempotent-replayed': 'true' } : {});
     } catch (error) {
       if (audit) {
         const code = toComputeError(error).code;
@@ -205,28 +232,41 @@ export function createHandler(options: HandlerOptions): (request: Request) => Pr
     }
   }
 
-  return async function handler(request: Request): Promise<Response> {
-    const requestId = requestIdOf(request);
+  async function dispatch(request: ApiCall): Promise<Answer | null> {
+    const { pathname } = request;
+    if (options.iamHandler && (pathname === IAM_BASE || pathname.startsWith(`${IAM_BASE}/`))) return null;
+    const requestId = requestIdFrom(request.header('x-request-id'));
     try {
-      const url = new URL(request.url);
-      if (options.iamHandler && (url.pathname === IAM_BASE || url.pathname.startsWith(`${IAM_BASE}/`))) {
-        return await options.iamHandler(request);
-      }
       // 1. route
-      const bound = routeTable.get(url.pathname);
+      const bound = routeTable.get(pathname);
       if (!bound) {
-        throw new ComputeError('NOT_FOUND', `no route ${request.method} ${url.pathname}`, {
+        throw new ComputeError('NOT_FOUND', `no route ${request.method} ${pathname}`, {
           hint: 'Run better-compute api --list for the routes this deployment serves.',
         });
       }
       if (request.method !== 'POST') {
-        throw new ComputeError('NOT_FOUND', `no route ${request.method} ${url.pathname}; methods are called with POST`);
+        throw new ComputeError('NOT_FOUND', `no route ${request.method} ${pathname}; methods are called with POST`);
       }
       return await call(request, bound, requestId);
     } catch (error) {
       const failure = toComputeError(error);
       if (failure.code === 'INTERNAL') options.log({ level: 'error', message: 'request failed', requestId, error });
-      return errorResponse(failure, requestId);
+      return errorAnswer(failure, requestId);
     }
-  };
+  }
+
+  async function handler(request: Request): Promise<Response> {
+    const url = new URL(request.url);
+    const answer = await dispatch({
+      method: request.method,
+      pathname: url.pathname,
+      origin: url.origin,
+      header: (name) => request.headers.get(name),
+      readBody: (limit) => readBodyText(request, limit),
+    });
+    if (answer) return toResponse(answer);
+    return options.iamHandler!(request);
+  }
+
+  return { handler, dispatch };
 }
