@@ -111,7 +111,7 @@ export async function betterCompute(config: ComputeConfig, options: BetterComput
     ...modules.filter((m) => m.migrations?.length).map((m) => ({ module: m.name, migrations: m.migrations! })),
   ];
   const db = database.db as Kysely<ComputeTables>;
-  const handler = createHandler({
+  const { handler, dispatch } = createHandler({
     basePath,
     methods,
     routes,
@@ -179,6 +179,7 @@ export async function betterCompute(config: ComputeConfig, options: BetterComput
 
   return {
     handler,
+    dispatch,
     config: { ...config, basePath },
     database,
     iam,
