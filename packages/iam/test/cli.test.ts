@@ -96,7 +96,9 @@ describe.runIf(kind !== undefined)('the better-iam command line', () => {
         iam.handler(new Request(input, init))) as typeof fetch,
     };
     const status = await main(argv, io);
-    return { status, out, err, json: out ? (JSON.parse(out) as Record<string, unknown>) : null };
+    // Help is text; every other answer is JSON.
+    const json = out.startsWith('{') ? (JSON.parse(out) as Record<string, unknown>) : null;
+    return { status, out, err, json };
   }
 
   it('refuses secrets in arguments and unknown flags as usage errors (exit 2)', async () => {
@@ -225,6 +227,99 @@ describe.runIf(kind !== undefined)('the better-iam command line', () => {
     // The default profile becomes current again for the next test.
     const file = JSON.parse(readFileSync(join(home, 'profiles.json'), 'utf8')) as { current: string };
     expect(file.current).toBe('default');
+  });
+
+  it('totp enroll and totp confirm act as the saved session; the code comes from stdin only', async () => {
+    const own = mkdtempSync(join(tmpdir(), 'biam-totp-'));
+    const as = { BETTER_IAM_HOME: own };
+    await iam.createPerson({ tenantId: 'root', email: 'enroll@root.test', password: 'enroll password 1' });
+    const noSession = await run(['totp', 'enroll', '--url', URL_], '', as);
+    expect(noSession.status).toBe(1);
+    expect(noSession.err).toMatch(/^MISSING_ENV: no credential\nhint: Run better-iam login/);
+    expect(
+      (await run(['login', '--url', URL_, '--email', 'enroll@root.test'], 'enroll password 1\n', as)).status,
+    ).toBe(0);
+    const early = await run(['totp', 'confirm'], '123456\n', as);
+    expect(early.status).toBe(1);
+    expect(early.err).toMatch(/^INVALID_STATE: TOTP is not being enrolled/);
+
+    const enroll = await run(['totp', 'enroll'], '', as);
+    expect(enroll.status).toBe(0);
+    const secret = enroll.json!.secret as string;
+    expect(secret).toMatch(/^[A-Z2-7]{32}$/);
+    expect(enroll.json!.uri).toMatch(/^otpauth:\/\/totp\/Better%20IAM:enroll%40root\.test\?/);
+    expect(enroll.json!.uri).toContain(`secret=${secret}`);
+    // The secret goes to stdout once; the note on stderr never repeats it.
+    expect(enroll.err).toContain('not shown again');
+    expect(enroll.err).not.toContain(secret);
+    const totp = new OTPAuth.TOTP({ secret: OTPAuth.Secret.fromBase32(secret) });
+    const code = (offset: number) => totp.generate({ timestamp: Date.now() + offset });
+
+    const inArgv = await run(['totp', 'confirm', '--code', code(0)], '', as);
+    expect(inArgv.status).toBe(2);
+    expect(inArgv.err).toMatch(
+      /^INVALID_ARGUMENT: --code is not accepted: secrets are read from standard input/,
+    );
+    const garbled = await run(['totp', 'confirm'], 'twelve\n', as);
+    expect(garbled.status).toBe(2);
+    expect(garbled.err).toMatch(/^INVALID_ARGUMENT: totp confirm needs the 6-digit code/);
+    const near = new Set([code(-30_000), code(0), code(30_000)]);
+    const wrong = ['000000', '111111', '222222', '333333'].find((c) => !near.has(c))!;
+    const bad = await run(['totp', 'confirm'], `${wrong}\n`, as);
+    expect(bad.status).toBe(1);
+    expect(bad.err).toBe('INVALID_ARGUMENT: invalid TOTP code\n');
+
+    const confirm = await run(['totp', 'confirm'], `${code(0)}\n`, as);
+    expect(confirm.status).toBe(0);
+    expect(confirm.json).toMatchObject({ confirmed: true, next: expect.stringContaining('--totp-stdin') });
+    expect((await run(['totp', 'enroll'], '', as)).err).toMatch(/^ALREADY_EXISTS: /);
+
+    const without = await run(
+      ['login', '--url', URL_, '--email', 'enroll@root.test'],
+      'enroll password 1\n',
+      as,
+    );
+    expect(without.status).toBe(1);
+    expect(without.err).toContain('hint: Add --totp-stdin');
+    // The confirming code's time step is spent; the next step's code is accepted.
+    const withCode = await run(
+      ['login', '--url', URL_, '--email', 'enroll@root.test', '--totp-stdin'],
+      `enroll password 1\n${code(30_000)}\n`,
+      as,
+    );
+    expect(withCode.json).toMatchObject({ mfa: true });
+    for (const result of [enroll, confirm, without, withCode])
+      expect(result.err).not.toContain('enroll password 1');
+  });
+
+  it('keys create takes --expires-at or --expires-in, not both', async () => {
+    const before = Date.now();
+    const key = await run(['keys', 'create', '--name', 'ninety', '--expires-in', '90d']);
+    expect(key.status).toBe(0);
+    const expiresAt = Date.parse((key.json!.apiKey as { expiresAt: string }).expiresAt);
+    expect(expiresAt).toBeGreaterThanOrEqual(before + 90 * 86_400_000 - 1000);
+    expect(expiresAt).toBeLessThanOrEqual(Date.now() + 90 * 86_400_000 + 1000);
+    expect((await run(['keys', 'create', '--name', 'x', '--expires-in', '5x'])).err).toMatch(
+      /^INVALID_ARGUMENT: --expires-in "5x" is not a duration/,
+    );
+    const both = await run([
+      'keys',
+      'create',
+      '--name',
+      'x',
+      '--expires-in',
+      '1d',
+      '--expires-at',
+      '2999-01-01T00:00:00Z',
+    ]);
+    expect(both.status).toBe(2);
+  });
+
+  it('help names the totp commands', async () => {
+    const help = await run(['--help']);
+    expect(help.out).toContain('totp enroll');
+    expect(help.out).toContain('totp confirm');
+    expect((await run(['totp'])).err).toContain('Try one of: totp enroll, totp confirm.');
   });
 
   it('logout revokes the session and forgets the profile', async () => {

@@ -38,10 +38,15 @@ const HELP = `better-iam: administer Better IAM over its /api/iam routes
         TOTP code is the next line of stdin
   logout [--profile P]             revoke the saved session and forget it
   whoami                           the identity of the saved session
+  totp enroll                      start your own TOTP second factor: prints the otpauth URI and
+                                   the base32 secret once, to load into your authenticator
+  totp confirm                     finish it with the current 6-digit code, the first line of stdin;
+                                   from then on login needs --totp-stdin
   tenants create ID --name NAME [--parent P] | list | get | suspend ID | reactivate ID | delete ID
   users create --email EMAIL [--name NAME] [--password-stdin] | list | get ID | disable ID | enable ID
   service-accounts create --name NAME
-  keys create --name NAME [--principal ID] [--expires-at ISO] | list [--principal ID] | revoke ID
+  keys create --name NAME [--principal ID] [--expires-at ISO | --expires-in 90d] (the key is shown once)
+       | list [--principal ID] | revoke ID
   roles create NAME --actions A,B [--description TEXT] | list | delete ID
   bindings create --role ROLE (--principal ID | --group ID) [--project ID | --resource TYPE:ID]
            | list [--principal ID] | revoke ID
@@ -64,6 +69,7 @@ const VALUE_FLAGS = new Set([
   'parent',
   'principal',
   'expires-at',
+  'expires-in',
   'actions',
   'description',
   'role',
@@ -75,7 +81,7 @@ const VALUE_FLAGS = new Set([
   'cursor',
 ]);
 const BOOLEAN_FLAGS = new Set(['totp-stdin', 'password-stdin', 'help']);
-const SECRET_FLAGS = new Set(['password', 'token', 'key', 'totp', 'secret']);
+const SECRET_FLAGS = new Set(['password', 'token', 'key', 'totp', 'secret', 'code']);
 
 function parse(argv: string[]): Parsed {
   const parsed: Parsed = { positionals: [], flags: new Map() };
@@ -223,6 +229,35 @@ async function call(
   if (!response.ok || body.data === undefined)
     throw new CliError('INVALID_RESPONSE', `unexpected answer (HTTP ${response.status})`);
   return body.data;
+}
+
+/** `--expires-at ISO` or `--expires-in 90d` (s, m, h, d or w), as the ISO time the API takes. */
+function expiryFlags(parsed: Parsed, now: Date = new Date()): Record<string, unknown> {
+  const at = flag(parsed, 'expires-at');
+  const within = flag(parsed, 'expires-in');
+  if (at !== undefined && within !== undefined)
+    throw usage('pass at most one of --expires-at and --expires-in');
+  if (at !== undefined) return { expiresAt: at };
+  if (within === undefined) return {};
+  const match = /^(\d+)([smhdw])$/.exec(within);
+  const amount = match ? Number(match[1]) : 0;
+  if (!match || amount < 1)
+    throw usage(`--expires-in ${JSON.stringify(within)} is not a duration like 90d, 12h or 30m`);
+  const seconds = { s: 1, m: 60, h: 3600, d: 86_400, w: 604_800 }[match[2] as 's' | 'm' | 'h' | 'd' | 'w'];
+  const ends = now.getTime() + amount * seconds * 1000;
+  if (!Number.isFinite(ends) || ends > 8.64e15) throw usage('--expires-in is too far in the future');
+  return { expiresAt: new Date(ends).toISOString() };
+}
+
+/** The TOTP code on the first line of standard input; never an argument. */
+async function codeFromStdin(io: CliIo): Promise<string> {
+  const code = (stdinLines(await io.readStdin())[0] ?? '').trim();
+  if (!/^\d{6}$/.test(code))
+    throw usage(
+      'totp confirm needs the 6-digit code from your authenticator on standard input',
+      'Pipe it in, for example: echo 123456 | better-iam totp confirm',
+    );
+  return code;
 }
 
 function stdinLines(text: string): string[] {
@@ -377,6 +412,22 @@ const COMMANDS: Record<string, Handler> = {
   login,
   logout,
   whoami: remote('sessions.get', () => ({})),
+  // Your own second factor, as the saved session: the secret is shown here once and never again.
+  'totp enroll': async (parsed, io) => {
+    const data = await call(io, resolveTarget(parsed, io, true), 'totp.enroll', {});
+    io.stderr(
+      'Load the uri (or the secret) into your authenticator now; it is not shown again. Then run: better-iam totp confirm < code.txt\n',
+    );
+    return { uri: data.uri, secret: data.secret };
+  },
+  'totp confirm': async (parsed, io) => {
+    const target = resolveTarget(parsed, io, true);
+    const data = await call(io, target, 'totp.confirm', { code: await codeFromStdin(io) });
+    return {
+      confirmed: data.confirmed === true,
+      next: 'better-iam login now needs --totp-stdin: the code goes on the line after the password',
+    };
+  },
   'tenants create': remote('tenants.create', (p) => ({
     id: positional(p, 2, 'the tenant id'),
     name: requireFlag(p, 'name'),
@@ -415,7 +466,7 @@ const COMMANDS: Record<string, Handler> = {
     withTenant(p, {
       name: requireFlag(p, 'name'),
       ...(flag(p, 'principal') ? { principalId: flag(p, 'principal') } : {}),
-      ...(flag(p, 'expires-at') ? { expiresAt: flag(p, 'expires-at') } : {}),
+      ...expiryFlags(p),
     }),
   ),
   'keys list': remote('apiKeys.list', (p) =>

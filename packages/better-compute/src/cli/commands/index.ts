@@ -11,6 +11,7 @@ import authLogout from './auth/logout.js';
 import authStatus from './auth/status.js';
 import dev from './operate/dev.js';
 import doctor from './operate/doctor.js';
+import iamSetup from './iam/setup.js';
 import migrate from './operate/migrate.js';
 import serve from './operate/serve.js';
 import completion from './start/completion.js';
@@ -27,6 +28,7 @@ export const builtinCommands: readonly AnyCommand[] = [
   doctor,
   serve,
   dev,
+  iamSetup,
   authLogin,
   authStatus,
   authLogout,
