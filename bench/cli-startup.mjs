@@ -8,9 +8,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const root = new URL('..', import.meta.url).pathname;
-const bin = join(root, 'packages', 'better-compute', 'bin', 'better-compute.mjs');
+const bin = join(root, 'packages', 'better-compute', 'bin', 'better-compute.cjs');
 const runs = Number(process.argv[2] ?? 20);
-if (!existsSync(join(root, 'packages', 'better-compute', 'dist', 'cli', 'bin.js'))) {
+if (!existsSync(join(root, 'packages', 'better-compute', 'dist', 'cli', 'bin.cjs'))) {
   execFileSync(process.execPath, [join(root, 'scripts', 'build.mjs')], { stdio: 'inherit' });
 }
 // A directory without a configuration, so `help` has no project commands to load.

@@ -2,7 +2,12 @@
 // Builds every workspace package from src/ to dist/ with esbuild. Each package bundles only its own
 // code: imports of other packages stay imports, so there is one copy of each class at run time
 // (an error thrown by core is `instanceof ComputeError` everywhere). Entry points are the package's
-// exports; code splitting lets the CLI load a command's code only when that command runs.
+// exports; code splitting lets a program load a module only when it runs it.
+//
+// A package's `binBundle` is its command's start-up file: one CommonJS bundle (CommonJS loads
+// faster than a tree of ES modules) with the packages it names inlined; everything a command needs
+// beyond its definition stays behind a dynamic import. Core's ComputeError recognises errors of any
+// copy of itself, so an inlined copy is safe.
 import { build } from 'esbuild';
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -17,7 +22,6 @@ for (const dir of workspaces) {
     .map((entry) => entry.source)
     .filter(Boolean)
     .map((source) => join(pkgDir, source));
-  for (const extra of pkg.buildEntries ?? []) entryPoints.push(join(pkgDir, extra));
   rmSync(join(pkgDir, 'dist'), { recursive: true, force: true });
   await build({
     entryPoints,
@@ -33,4 +37,25 @@ for (const dir of workspaces) {
     chunkNames: 'chunks/[name]-[hash]',
     logLevel: 'warning',
   });
+  if (pkg.binBundle) {
+    const inline = new Set(pkg.binBundle.inline ?? []);
+    await build({
+      entryPoints: [join(pkgDir, pkg.binBundle.entry)],
+      outfile: join(pkgDir, pkg.binBundle.outfile),
+      bundle: true,
+      format: 'cjs',
+      platform: 'node',
+      target: 'node20',
+      conditions: ['source'],
+      logLevel: 'warning',
+      plugins: [
+        {
+          name: 'external-packages',
+          setup(builder) {
+            builder.onResolve({ filter: /^[^./]/ }, (args) => (inline.has(args.path) ? undefined : { path: args.path, external: true }));
+          },
+        },
+      ],
+    });
+  }
 }

@@ -94,7 +94,7 @@ beforeAll(async () => {
     statSync(join(root, 'scripts', 'build.mjs')).mtimeMs,
   );
   const built = [
-    join(root, 'packages', 'better-compute', 'dist', 'cli', 'bin.js'),
+    join(root, 'packages', 'better-compute', 'dist', 'cli', 'bin.cjs'),
     join(root, 'packages', 'iam', 'dist', 'cli', 'index.js'),
   ];
   if (built.some((file) => !existsSync(file) || statSync(file).mtimeMs < sources)) {

@@ -4,7 +4,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 
 export const root = join(import.meta.dirname, '..', '..');
-export const computeBin = join(root, 'packages', 'better-compute', 'bin', 'better-compute.mjs');
+export const computeBin = join(root, 'packages', 'better-compute', 'bin', 'better-compute.cjs');
 export const iamBin = join(root, 'packages', 'iam', 'bin', 'better-iam.mjs');
 
 export interface RunResult {

@@ -1,5 +1,5 @@
 /**
- * What a person types, against the real binary: `node packages/better-compute/bin/better-compute.mjs …`
+ * What a person types, against the real binary: `node packages/better-compute/bin/better-compute.cjs …`
  * after `node scripts/build.mjs` (run here when the build is older than the sources).
  */
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -9,8 +9,8 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 
 const root = join(import.meta.dirname, '..', '..', '..');
-const bin = join(root, 'packages', 'better-compute', 'bin', 'better-compute.mjs');
-const built = join(root, 'packages', 'better-compute', 'dist', 'cli', 'bin.js');
+const bin = join(root, 'packages', 'better-compute', 'bin', 'better-compute.cjs');
+const built = join(root, 'packages', 'better-compute', 'dist', 'cli', 'bin.cjs');
 // A directory without a configuration, and an environment without credentials.
 const cwd = mkdtempSync(join(tmpdir(), 'bc-bin-'));
 const env = { PATH: process.env.PATH ?? '', HOME: cwd, BETTER_IAM_HOME: join(cwd, 'iam') };
@@ -165,35 +165,47 @@ describe('the better-compute binary', () => {
 
   it('version and help load neither zod, kysely, pg, PGlite nor the server', () => {
     const log = join(cwd, 'modules.log');
-    const hook = join(cwd, 'hook.mjs');
+    // The start-up bundle is CommonJS: log every file `require` and `import()` load.
+    const preload = join(cwd, 'log-modules.cjs');
     writeFileSync(
-      join(cwd, 'resolve-hook.mjs'),
-      `import { appendFileSync } from 'node:fs';
+      preload,
+      `const Module = require('node:module');
+const { appendFileSync } = require('node:fs');
+const resolve = Module._resolveFilename;
+Module._resolveFilename = function (...args) {
+  const file = resolve.apply(this, args);
+  appendFileSync(process.env.BC_MODULE_LOG, file + '\\n');
+  return file;
+};
+Module.register('data:text/javascript,' + encodeURIComponent(\`
+import { appendFileSync } from 'node:fs';
 export async function resolve(specifier, context, next) {
   const result = await next(specifier, context);
-  appendFileSync(process.env.BC_MODULE_LOG, result.url + '\\n');
+  appendFileSync(process.env.BC_MODULE_LOG, result.url + '\\\\n');
   return result;
-}
+}\`));
 `,
-    );
-    writeFileSync(
-      hook,
-      `import { register } from 'node:module';\nregister(${JSON.stringify(new URL(`file://${join(cwd, 'resolve-hook.mjs')}`).href)});\n`,
     );
     for (const command of [['version'], ['help'], ['help', 'api']]) {
       writeFileSync(log, '');
-      const result = spawnSync(process.execPath, ['--import', hook, bin, ...command], {
+      const result = spawnSync(process.execPath, ['--require', preload, bin, ...command], {
         cwd,
         env: { ...env, BC_MODULE_LOG: log },
         encoding: 'utf8',
       });
+      expect(result.stderr).toBe('');
       expect(result.status).toBe(0);
       const loaded = readFileSync(log, 'utf8');
-      expect(loaded).toContain('better-compute/dist/cli/bin.js');
-      expect(loaded).not.toMatch(/node_modules\/(zod|kysely|pg|@electric-sql)\//);
-      expect(loaded).not.toMatch(
-        /core\/dist\/methods|better-compute\/dist\/chunks\/(compute|serve|dev|transport)-/,
-      );
+      expect(loaded).toContain('better-compute/dist/cli/bin.cjs');
+      expect(loaded).not.toMatch(/node_modules\/(zod|kysely|pg|@electric-sql|esbuild|better-iam)\//);
+      expect(loaded).not.toMatch(/@better-compute\/(db|client|events)|core\/dist\/methods|packages\/(db|client|iam)\//);
     }
+    // The log does see what a command does load: a remote call brings in the client.
+    writeFileSync(log, '');
+    spawnSync(process.execPath, ['--require', preload, bin, 'api', 'system.version', '--url', 'http://127.0.0.1:9'], {
+      cwd,
+      env: { ...env, BC_MODULE_LOG: log },
+    });
+    expect(readFileSync(log, 'utf8')).toMatch(/packages\/client\/dist\//);
   });
 });

@@ -46,9 +46,21 @@ export interface ComputeErrorOptions {
   cause?: unknown;
 }
 
+// A brand shared by every copy of this class: the CLI's bundle carries its own copy of core, and
+// an error thrown by a package that imports core separately must still be a ComputeError to it.
+const BRAND = Symbol.for('better-compute.ComputeError');
+
 /** A failure with a stable code, a message for people and structured details for programs. */
 export class ComputeError extends Error {
   override readonly name = 'ComputeError';
+  readonly [BRAND] = true;
+
+  /** `instanceof ComputeError` holds for any copy's errors; subclasses keep the prototype check. */
+  static [Symbol.hasInstance](value: unknown): boolean {
+    if (this !== ComputeError) return Function.prototype[Symbol.hasInstance].call(this, value);
+    return typeof value === 'object' && value !== null && (value as { [BRAND]?: unknown })[BRAND] === true;
+  }
+
   readonly code: string;
   readonly details: Record<string, unknown> | undefined;
   readonly hint: string | undefined;

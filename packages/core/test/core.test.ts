@@ -114,3 +114,20 @@ describe('terminal-safe text', () => {
     expect(safeJson(JSON.stringify(hostile))).toBe('"a\\u001b[31mred\\u0007\\tb\\nc\\u007fd\\u009be\\u2028f\\r\\n"');
   });
 });
+
+describe('ComputeError across copies', () => {
+  it('an error from another copy of core is a ComputeError; a subclass still checks its own prototype', async () => {
+    const brand = Symbol.for('better-compute.ComputeError');
+    // What another bundled copy of the class produces: a different class with the same brand.
+    class OtherCopy extends Error {
+      readonly [brand] = true;
+      readonly code = 'NOT_FOUND';
+    }
+    expect(new OtherCopy('x') instanceof ComputeError).toBe(true);
+    expect(new Error('x') instanceof ComputeError).toBe(false);
+    class UsageError extends ComputeError {}
+    expect(new UsageError('INVALID_ARGUMENT', 'x') instanceof UsageError).toBe(true);
+    expect(new ComputeError('INVALID_ARGUMENT', 'x') instanceof UsageError).toBe(false);
+    expect(new UsageError('INVALID_ARGUMENT', 'x') instanceof ComputeError).toBe(true);
+  });
+});

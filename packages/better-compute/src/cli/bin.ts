@@ -1,2 +1,2 @@
-/** The binary's entry: `bin/better-compute.mjs` calls `main` and exits with its status. */
+/** The binary's entry: `bin/better-compute.cjs` calls `main` and exits with its status. */
 export { main } from './program.js';
