@@ -13,7 +13,9 @@ async function measure(label, script, path) {
   try {
     await load({ url: server.url + path, seconds: 1 }); // warm-up
     const result = await load({ url: server.url + path, seconds });
-    console.log(`${label.padEnd(28)} ${result.rate.toFixed(0).padStart(7)} req/s  p50 ${result.p50.toFixed(2)} ms  p99 ${result.p99.toFixed(2)} ms  errors ${result.errors}`);
+    console.log(
+      `${label.padEnd(28)} ${result.rate.toFixed(0).padStart(7)} req/s  p50 ${result.p50.toFixed(2)} ms  p99 ${result.p99.toFixed(2)} ms  errors ${result.errors}`,
+    );
     return result;
   } finally {
     await server.stop();
@@ -21,6 +23,10 @@ async function measure(label, script, path) {
 }
 
 const bare = await measure('bare node:http JSON', 'lib/bare-server.mjs', '/');
-const compute = await measure('better-compute system.version', 'lib/compute-server.mjs', '/api/compute/system/version');
+const compute = await measure(
+  'better-compute system.version',
+  'lib/compute-server.mjs',
+  '/api/compute/system/version',
+);
 const ratio = compute.rate / bare.rate;
 console.log(`ratio ${ratio.toFixed(2)} (goal >= 0.5) ${ratio >= 0.5 ? 'met' : 'NOT met'}`);

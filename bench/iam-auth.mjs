@@ -27,12 +27,16 @@ async function time(label, fn) {
   const started = process.hrtime.bigint();
   for (let i = 0; i < iterations; i++) await fn();
   const nsPerCall = Number(process.hrtime.bigint() - started) / iterations;
-  console.log(`${label.padEnd(44)} ${(nsPerCall / 1000).toFixed(2).padStart(8)} µs/call  queries ${queries - before}`);
+  console.log(
+    `${label.padEnd(44)} ${(nsPerCall / 1000).toFixed(2).padStart(8)} µs/call  queries ${queries - before}`,
+  );
   return nsPerCall;
 }
 
 const version = () =>
-  compute.handler(new Request('http://localhost/api/compute/system/version', { method: 'POST', body: '{}' })).then((r) => r.text());
+  compute
+    .handler(new Request('http://localhost/api/compute/system/version', { method: 'POST', body: '{}' }))
+    .then((r) => r.text());
 const authPath = async () => {
   const identity = await bridge.authenticate(key);
   const [decision] = await bridge.authorize(identity, [check]);
@@ -41,6 +45,8 @@ const authPath = async () => {
 
 const baseline = await time('handler system.version (no credential)', version);
 const auth = await time('authenticate API key + authorize 1 check', authPath);
-console.log(`auth path / system.version path = ${(auth / baseline).toFixed(2)}; auth path ${(auth / 1e6).toFixed(4)} ms (goal well under 1 ms, 0 queries)`);
+console.log(
+  `auth path / system.version path = ${(auth / baseline).toFixed(2)}; auth path ${(auth / 1e6).toFixed(4)} ms (goal well under 1 ms, 0 queries)`,
+);
 await compute.close();
 await opened.close();

@@ -52,7 +52,9 @@ for (const dir of workspaces) {
         {
           name: 'external-packages',
           setup(builder) {
-            builder.onResolve({ filter: /^[^./]/ }, (args) => (inline.has(args.path) ? undefined : { path: args.path, external: true }));
+            builder.onResolve({ filter: /^[^./]/ }, (args) =>
+              inline.has(args.path) ? undefined : { path: args.path, external: true },
+            );
           },
         },
       ],

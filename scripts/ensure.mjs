@@ -24,7 +24,10 @@ const wanted = manifestsHash();
 const installed = existsSync(stampFile) ? readFileSync(stampFile, 'utf8') : '';
 if (installed !== wanted || !existsSync(join(root, 'node_modules', '.bin', 'vitest'))) {
   console.error('better-compute: installing dependencies…');
-  execFileSync(npm, ['install', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: root, stdio: 'inherit' });
+  execFileSync(npm, ['install', '--no-audit', '--no-fund', '--loglevel=error'], {
+    cwd: root,
+    stdio: 'inherit',
+  });
   writeFileSync(stampFile, manifestsHash());
 }
 

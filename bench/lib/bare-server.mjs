@@ -6,7 +6,10 @@ const body = JSON.stringify({ data: { product: 'better-compute', version: '0.0.0
 const server = http.createServer((request, response) => {
   request.resume();
   request.on('end', () => {
-    response.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) });
+    response.writeHead(200, {
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+    });
     response.end(body);
   });
 });

@@ -2,7 +2,10 @@
 // in-memory PGlite, for benchmarks.
 import { betterCompute, serve } from '../../packages/better-compute/dist/index.js';
 
-const compute = await betterCompute({ database: process.env.BENCH_DATABASE_URL ?? 'pglite:memory', rateLimit: false });
+const compute = await betterCompute({
+  database: process.env.BENCH_DATABASE_URL ?? 'pglite:memory',
+  rateLimit: false,
+});
 await compute.migrate();
 const controller = new AbortController();
 process.on('SIGTERM', () => controller.abort());
@@ -12,7 +15,10 @@ await serve({
   roles: ['api'],
   signal: controller.signal,
   log: () => {},
-  env: { BETTER_COMPUTE_ADMIN_EMAIL: 'bench@root.localhost', BETTER_COMPUTE_ADMIN_PASSWORD: 'bench-password-not-secret' },
+  env: {
+    BETTER_COMPUTE_ADMIN_EMAIL: 'bench@root.localhost',
+    BETTER_COMPUTE_ADMIN_PASSWORD: 'bench-password-not-secret',
+  },
   onListening: (url) => console.log(url),
 });
 process.exit(0);

@@ -46,14 +46,18 @@ export async function load({ url, body = '{}', connections = 32, seconds = 5, he
   const elapsed = (performance.now() - startedAt) / 1000;
   agent.destroy();
   latencies.sort((a, b) => a - b);
-  const pct = (p) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? NaN;
+  const pct = (p) =>
+    latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? NaN;
   return { rate: latencies.length / elapsed, count: latencies.length, errors, p50: pct(50), p99: pct(99) };
 }
 
 /** Starts `node script` and resolves with the URL the child prints on its first line. */
 export async function startChild(script, args = [], env = {}) {
   const { spawn } = await import('node:child_process');
-  const child = spawn(process.execPath, [script, ...args], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env } });
+  const child = spawn(process.execPath, [script, ...args], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, ...env },
+  });
   const url = await new Promise((resolve, reject) => {
     let buffered = '';
     child.stdout.on('data', (chunk) => {
@@ -63,5 +67,12 @@ export async function startChild(script, args = [], env = {}) {
     });
     child.once('exit', (code) => reject(new Error(`${script} exited with ${code}`)));
   });
-  return { url, stop: () => new Promise((resolve) => { child.once('exit', resolve); child.kill('SIGTERM'); }) };
+  return {
+    url,
+    stop: () =>
+      new Promise((resolve) => {
+        child.once('exit', resolve);
+        child.kill('SIGTERM');
+      }),
+  };
 }

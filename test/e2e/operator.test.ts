@@ -46,13 +46,17 @@ describe.runIf(postgres)('an operator on PostgreSQL', () => {
     const result = compute(['doctor', '--strict', '--format', 'json']);
     expect(result.status).toBe(1);
     expect(result.stderr).toMatch(/^DOCTOR_FINDINGS: .*schema\.current \(error\)/);
-    expect(JSON.parse(result.stdout).findings.map((f: { check: string }) => f.check)).toContain('schema.current');
+    expect(JSON.parse(result.stdout).findings.map((f: { check: string }) => f.check)).toContain(
+      'schema.current',
+    );
   });
 
   it('migrate applies every module’s migrations, then nothing on a second run', () => {
     const first = compute(['migrate']);
     expect(first.status).toBe(0);
-    const applied = JSON.parse(first.stdout).applied.map((m: { module: string; name: string }) => `${m.module}/${m.name}`);
+    const applied = JSON.parse(first.stdout).applied.map(
+      (m: { module: string; name: string }) => `${m.module}/${m.name}`,
+    );
     expect(applied).toEqual(expect.arrayContaining(['compute/0001_foundation', 'iam/0001_init']));
     const second = compute(['migrate']);
     expect(JSON.parse(second.stdout)).toMatchObject({ applied: [], alreadyApplied: applied.length });
@@ -62,13 +66,21 @@ describe.runIf(postgres)('an operator on PostgreSQL', () => {
     const result = compute(['doctor', '--strict', '--query', 'findings[].check', '--format', 'compact']);
     expect(result.stderr).toBe('');
     expect(result.status).toBe(0);
-    expect(JSON.parse(result.stdout)).toEqual(['database.reachable', 'clock.skew', 'schema.current', 'registry.consistent', 'iam.wired']);
+    expect(JSON.parse(result.stdout)).toEqual([
+      'database.reachable',
+      'clock.skew',
+      'schema.current',
+      'registry.consistent',
+      'iam.wired',
+    ]);
   });
 
   it('serve refuses to start an empty deployment without its first administrator', () => {
     const result = compute(['serve', '--port', '0']);
     expect(result.status).toBe(1);
-    expect(result.stderr).toMatch(/^MISSING_ENV: this deployment has no administrator yet\nhint: Set BETTER_COMPUTE_ADMIN_EMAIL and BETTER_COMPUTE_ADMIN_PASSWORD/);
+    expect(result.stderr).toMatch(
+      /^MISSING_ENV: this deployment has no administrator yet\nhint: Set BETTER_COMPUTE_ADMIN_EMAIL and BETTER_COMPUTE_ADMIN_PASSWORD/,
+    );
   });
 
   it('serve creates the administrator from the environment, serves token commands, and stops cleanly', async () => {
@@ -76,7 +88,11 @@ describe.runIf(postgres)('an operator on PostgreSQL', () => {
     const password = 'correct horse battery staple';
     const server = await startBin(computeBin, ['serve', '--port', String(port)], {
       cwd,
-      env: { ...env, BETTER_COMPUTE_ADMIN_EMAIL: 'ops@root.example', BETTER_COMPUTE_ADMIN_PASSWORD: password },
+      env: {
+        ...env,
+        BETTER_COMPUTE_ADMIN_EMAIL: 'ops@root.example',
+        BETTER_COMPUTE_ADMIN_PASSWORD: password,
+      },
       ready: /better-compute serving http:\/\/127\.0\.0\.1:\d+\/api\/compute/,
     });
     try {
@@ -91,10 +107,18 @@ describe.runIf(postgres)('an operator on PostgreSQL', () => {
       expect(signIn.status).toBe(200);
       const token = ((await signIn.json()) as { data: { token: string } }).data.token;
       expect(token).toMatch(/^biam_ses_/);
-      const whoami = compute(['api', 'system.whoami', '--url', url, '--format', 'json'], { BETTER_COMPUTE_TOKEN: token });
+      const whoami = compute(['api', 'system.whoami', '--url', url, '--format', 'json'], {
+        BETTER_COMPUTE_TOKEN: token,
+      });
       expect(whoami.status).toBe(0);
-      expect(JSON.parse(whoami.stdout)).toMatchObject({ tenantId: 'root', platformOperator: true, credentialKind: 'session' });
-      const events = compute(['api', 'events.list', 'tenantId=root', '--url', url], { BETTER_COMPUTE_TOKEN: token });
+      expect(JSON.parse(whoami.stdout)).toMatchObject({
+        tenantId: 'root',
+        platformOperator: true,
+        credentialKind: 'session',
+      });
+      const events = compute(['api', 'events.list', 'tenantId=root', '--url', url], {
+        BETTER_COMPUTE_TOKEN: token,
+      });
       expect(events.status).toBe(0);
       expect(server.output()).not.toContain(password);
       expect(server.output()).not.toContain(token);
@@ -102,13 +126,21 @@ describe.runIf(postgres)('an operator on PostgreSQL', () => {
       expect(await server.stop()).toBe(0);
     }
     // A second start finds the administrator and needs no password.
-    const again = await startBin(computeBin, ['serve', '--port', String(port)], { cwd, env, ready: /better-compute serving/ });
+    const again = await startBin(computeBin, ['serve', '--port', String(port)], {
+      cwd,
+      env,
+      ready: /better-compute serving/,
+    });
     expect(await again.stop()).toBe(0);
   });
 
   it('auth login saves a profile file only its owner can read', () => {
     const credentials = join(cwd, 'credentials.json');
-    const result = compute(['auth', 'login', '--no-verify', '--profile', 'ci'], { BETTER_COMPUTE_CREDENTIALS: credentials }, 'biam_key_example\n');
+    const result = compute(
+      ['auth', 'login', '--no-verify', '--profile', 'ci'],
+      { BETTER_COMPUTE_CREDENTIALS: credentials },
+      'biam_key_example\n',
+    );
     expect(result.status).toBe(0);
     expect(statSync(credentials).mode & 0o777).toBe(0o600);
     expect(result.stdout + result.stderr).not.toContain('biam_key_example');

@@ -14,7 +14,11 @@ export interface RunResult {
 }
 
 /** Runs a binary to completion with exactly the environment given (plus PATH). */
-export function runBin(bin: string, args: string[], options: { cwd: string; env: Record<string, string>; input?: string }): RunResult {
+export function runBin(
+  bin: string,
+  args: string[],
+  options: { cwd: string; env: Record<string, string>; input?: string },
+): RunResult {
   const result = spawnSync(process.execPath, [bin, ...args], {
     cwd: options.cwd,
     env: { PATH: process.env.PATH ?? '', ...options.env },

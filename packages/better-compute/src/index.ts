@@ -1,8 +1,27 @@
 /** better-compute: the control plane's server side. The CLI is `better-compute/cli`. */
-export { betterCompute, actionCatalog, builtinModules, DEFAULT_BASE_PATH, type BetterComputeOptions } from './compute.js';
+export {
+  betterCompute,
+  actionCatalog,
+  builtinModules,
+  DEFAULT_BASE_PATH,
+  type BetterComputeOptions,
+} from './compute.js';
 export { defineConfig, type ComputeConfig } from './config/define-config.js';
-export { loadConfig, loadCompute, findConfigFile, type LoadConfigOptions, type LoadedConfig } from './config/load-config.js';
-export { defineModule, bindMethod, type ComputeModule, type CallContext, type EventDraft, type MethodHandler } from './modules/define-module.js';
+export {
+  loadConfig,
+  loadCompute,
+  findConfigFile,
+  type LoadConfigOptions,
+  type LoadedConfig,
+} from './config/load-config.js';
+export {
+  defineModule,
+  bindMethod,
+  type ComputeModule,
+  type CallContext,
+  type EventDraft,
+  type MethodHandler,
+} from './modules/define-module.js';
 export type { ComputeInstance, DoctorFinding, DoctorReport, WorkerRole } from './types.js';
 export { enqueueJob, claimJobs, completeJob, failJob } from './workers/jobs.js';
 export { acquireLease, releaseLease } from './workers/leases.js';

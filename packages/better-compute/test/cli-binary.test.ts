@@ -198,14 +198,20 @@ export async function resolve(specifier, context, next) {
       const loaded = readFileSync(log, 'utf8');
       expect(loaded).toContain('better-compute/dist/cli/bin.cjs');
       expect(loaded).not.toMatch(/node_modules\/(zod|kysely|pg|@electric-sql|esbuild|better-iam)\//);
-      expect(loaded).not.toMatch(/@better-compute\/(db|client|events)|core\/dist\/methods|packages\/(db|client|iam)\//);
+      expect(loaded).not.toMatch(
+        /@better-compute\/(db|client|events)|core\/dist\/methods|packages\/(db|client|iam)\//,
+      );
     }
     // The log does see what a command does load: a remote call brings in the client.
     writeFileSync(log, '');
-    spawnSync(process.execPath, ['--require', preload, bin, 'api', 'system.version', '--url', 'http://127.0.0.1:9'], {
-      cwd,
-      env: { ...env, BC_MODULE_LOG: log },
-    });
+    spawnSync(
+      process.execPath,
+      ['--require', preload, bin, 'api', 'system.version', '--url', 'http://127.0.0.1:9'],
+      {
+        cwd,
+        env: { ...env, BC_MODULE_LOG: log },
+      },
+    );
     expect(readFileSync(log, 'utf8')).toMatch(/packages\/client\/dist\//);
   });
 });

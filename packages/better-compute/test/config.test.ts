@@ -26,7 +26,10 @@ export default defineConfig({ database: 'pglite:memory', trustedOrigins: origins
     );
     const loaded = await loadConfig({ cwd: join(dir, 'nested', 'deeper'), env: {} });
     expect(loaded.path).toBe(join(dir, 'better-compute.config.ts'));
-    expect(loaded.config).toEqual({ database: 'pglite:memory', trustedOrigins: ['https://console.example.com'] });
+    expect(loaded.config).toEqual({
+      database: 'pglite:memory',
+      trustedOrigins: ['https://console.example.com'],
+    });
     expect(loaded.commands).toEqual([{ name: 'seed' }]);
   });
 
@@ -37,8 +40,13 @@ export default defineConfig({ database: 'pglite:memory', trustedOrigins: origins
     await writeFile(join(dir, 'a.mjs'), `export default { database: 'pglite:a' };`);
     await writeFile(join(dir, 'b.mjs'), `export default { database: 'pglite:b' };`);
     expect((await loadConfig({ cwd: dir, env: {} })).config.database).toBe('pglite:found');
-    expect((await loadConfig({ cwd: dir, env: { BETTER_COMPUTE_CONFIG: 'b.mjs' } })).config.database).toBe('pglite:b');
-    expect((await loadConfig({ cwd: dir, configPath: 'a.mjs', env: { BETTER_COMPUTE_CONFIG: 'b.mjs' } })).config.database).toBe('pglite:a');
+    expect((await loadConfig({ cwd: dir, env: { BETTER_COMPUTE_CONFIG: 'b.mjs' } })).config.database).toBe(
+      'pglite:b',
+    );
+    expect(
+      (await loadConfig({ cwd: dir, configPath: 'a.mjs', env: { BETTER_COMPUTE_CONFIG: 'b.mjs' } })).config
+        .database,
+    ).toBe('pglite:a');
   });
 
   it('BETTER_COMPUTE_DATABASE_URL alone is a configuration, and fills a file that names no database', async () => {
@@ -48,7 +56,9 @@ export default defineConfig({ database: 'pglite:memory', trustedOrigins: origins
     const alone = await loadConfig({ cwd: '/', env: { BETTER_COMPUTE_DATABASE_URL: url } });
     expect(alone).toEqual({ config: { database: url }, path: null, commands: [] });
     await writeFile(join(empty, 'better-compute.config.js'), `export default { trustedOrigins: [] };`);
-    expect((await loadConfig({ cwd: empty, env: { BETTER_COMPUTE_DATABASE_URL: url } })).config.database).toBe(url);
+    expect(
+      (await loadConfig({ cwd: empty, env: { BETTER_COMPUTE_DATABASE_URL: url } })).config.database,
+    ).toBe(url);
   });
 
   it('nothing at all is CONFIG_NOT_FOUND with a hint', async () => {
@@ -56,7 +66,9 @@ export default defineConfig({ database: 'pglite:memory', trustedOrigins: origins
       code: 'CONFIG_NOT_FOUND',
       hint: expect.stringContaining('better-compute init'),
     });
-    await expect(loadConfig({ cwd: '/', configPath: '/nope/better-compute.config.ts', env: {} })).rejects.toMatchObject({
+    await expect(
+      loadConfig({ cwd: '/', configPath: '/nope/better-compute.config.ts', env: {} }),
+    ).rejects.toMatchObject({
       code: 'CONFIG_NOT_FOUND',
     });
   });

@@ -33,7 +33,10 @@ describe('doctor', () => {
   it('a clock far from the database’s is a warning', async () => {
     const database = await createTestDatabase('pglite');
     try {
-      const compute = await betterCompute({ database, iam: new TestBridge() }, { log: () => {}, now: () => new Date(Date.now() + 60_000) });
+      const compute = await betterCompute(
+        { database, iam: new TestBridge() },
+        { log: () => {}, now: () => new Date(Date.now() + 60_000) },
+      );
       await compute.migrate();
       const report = await compute.doctor();
       expect(report.findings.find((f) => f.check === 'clock.skew')).toMatchObject({ severity: 'warning' });

@@ -41,9 +41,14 @@ describe.each(kinds)('the request pipeline on %s', (kind) => {
   });
 
   it('malformed JSON is INVALID_ARGUMENT', async () => {
-    const { status, body } = await call(deployment.compute, 'system.version', null, { rawBody: '{"tenantId": ' });
+    const { status, body } = await call(deployment.compute, 'system.version', null, {
+      rawBody: '{"tenantId": ',
+    });
     expect(status).toBe(400);
-    expect(body.error).toMatchObject({ code: 'INVALID_ARGUMENT', message: 'the request body is not valid JSON' });
+    expect(body.error).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: 'the request body is not valid JSON',
+    });
   });
 
   it('an unknown route is NOT_FOUND', async () => {
@@ -53,7 +58,12 @@ describe.each(kinds)('the request pipeline on %s', (kind) => {
   });
 
   it('keeps the caller’s request id', async () => {
-    const { body } = await call(deployment.compute, 'nothing.here', {}, { headers: { 'x-request-id': 'my-req-1' } });
+    const { body } = await call(
+      deployment.compute,
+      'nothing.here',
+      {},
+      { headers: { 'x-request-id': 'my-req-1' } },
+    );
     expect(body.error?.requestId).toBe('my-req-1');
   });
 
@@ -64,11 +74,23 @@ describe.each(kinds)('the request pipeline on %s', (kind) => {
 
   it('fills tenantId from the credential and refuses another tenant before reading anything', async () => {
     const own = await call(deployment.compute, 'system.whoami', {}, { token: acme });
-    expect(own.body.data).toMatchObject({ tenantId: 'acme', actingTenantId: 'acme', platformOperator: false });
+    expect(own.body.data).toMatchObject({
+      tenantId: 'acme',
+      actingTenantId: 'acme',
+      platformOperator: false,
+    });
     const foreign = await call(deployment.compute, 'events.list', { tenantId: 'globex' }, { token: acme });
     expect(foreign.status).toBe(403);
-    expect(foreign.body.error).toMatchObject({ code: 'ACCESS_DENIED', details: { reason: 'foreign-tenant' } });
-    const operator = await call(deployment.compute, 'events.list', { tenantId: 'globex' }, { token: 't-root-ops' });
+    expect(foreign.body.error).toMatchObject({
+      code: 'ACCESS_DENIED',
+      details: { reason: 'foreign-tenant' },
+    });
+    const operator = await call(
+      deployment.compute,
+      'events.list',
+      { tenantId: 'globex' },
+      { token: 't-root-ops' },
+    );
     expect(operator.status).toBe(200);
   });
 
@@ -91,94 +113,184 @@ describe.each(kinds)('the request pipeline on %s', (kind) => {
   });
 
   it('IAM’s refusal is ACCESS_DENIED, and a denied mutation is audited but changes nothing', async () => {
-    const { status, body } = await call(deployment.compute, 'plugins.test.widgets.create', { name: 'x' }, { token: 't-acme-denied' });
+    const { status, body } = await call(
+      deployment.compute,
+      'plugins.test.widgets.create',
+      { name: 'x' },
+      { token: 't-acme-denied' },
+    );
     expect(status).toBe(403);
-    expect(body.error).toMatchObject({ code: 'ACCESS_DENIED', details: { action: 'compute:widgets:create', reason: 'no binding' } });
-    const audit = await deployment.database.db.selectFrom('compute.audit_events').selectAll().where('actor', '=', 'usr_denied').execute();
+    expect(body.error).toMatchObject({
+      code: 'ACCESS_DENIED',
+      details: { action: 'compute:widgets:create', reason: 'no binding' },
+    });
+    const audit = await deployment.database.db
+      .selectFrom('compute.audit_events')
+      .selectAll()
+      .where('actor', '=', 'usr_denied')
+      .execute();
     expect(audit).toEqual([expect.objectContaining({ outcome: 'denied', action: 'compute:widgets:create' })]);
   });
 
   describe('cookie credentials', () => {
     const cookie = { cookie: `better-iam.session=${acme}` };
     it('are refused without X-Better-Compute: 1', async () => {
-      const { status, body } = await call(deployment.compute, 'system.whoami', {}, { headers: { ...cookie, origin: 'https://console.example.com' } });
+      const { status, body } = await call(
+        deployment.compute,
+        'system.whoami',
+        {},
+        { headers: { ...cookie, origin: 'https://console.example.com' } },
+      );
       expect(status).toBe(403);
       expect(body.error?.details).toEqual({ reason: 'csrf' });
     });
     it('are refused from a foreign Origin', async () => {
-      const { status } = await call(deployment.compute, 'system.whoami', {}, {
-        headers: { ...cookie, origin: 'https://evil.example.com', 'x-better-compute': '1' },
-      });
+      const { status } = await call(
+        deployment.compute,
+        'system.whoami',
+        {},
+        {
+          headers: { ...cookie, origin: 'https://evil.example.com', 'x-better-compute': '1' },
+        },
+      );
       expect(status).toBe(403);
     });
     it('are accepted with the header from the trusted Origin', async () => {
-      const { status, body } = await call(deployment.compute, 'system.whoami', {}, {
-        headers: { ...cookie, origin: 'https://console.example.com', 'x-better-compute': '1' },
-      });
+      const { status, body } = await call(
+        deployment.compute,
+        'system.whoami',
+        {},
+        {
+          headers: { ...cookie, origin: 'https://console.example.com', 'x-better-compute': '1' },
+        },
+      );
       expect(status).toBe(200);
       expect(body.data).toMatchObject({ principalId: 'usr_alice' });
     });
   });
 
   it('a mutation writes its change, its event and its audit entry together, or none of them', async () => {
-    const ok = await call(deployment.compute, 'plugins.test.widgets.create', { name: 'kept' }, { token: acme });
+    const ok = await call(
+      deployment.compute,
+      'plugins.test.widgets.create',
+      { name: 'kept' },
+      { token: acme },
+    );
     expect(ok.status).toBe(200);
-    const failed = await call(deployment.compute, 'plugins.test.widgets.create', { name: 'lost', fail: true }, { token: acme });
+    const failed = await call(
+      deployment.compute,
+      'plugins.test.widgets.create',
+      { name: 'lost', fail: true },
+      { token: acme },
+    );
     expect(failed.body.error?.code).toBe('INTERNAL');
     expect(failed.body.error?.message).toBe('internal error');
-    const widgets = (await deployment.database.db.selectFrom('compute.test_widgets' as never).selectAll().execute()) as { name: string }[];
+    const widgets = (await deployment.database.db
+      .selectFrom('compute.test_widgets' as never)
+      .selectAll()
+      .execute()) as { name: string }[];
     expect(widgets.map((w: { name: string }) => w.name)).toContain('kept');
     expect(widgets.map((w: { name: string }) => w.name)).not.toContain('lost');
-    const names = await eventually(async () => {
-      const events = await call(deployment.compute, 'events.list', { type: 'widget.' }, { token: acme });
-      return (events.body.data as { items: { data: { name: string } }[] }).items.map((e) => e.data.name);
-    }, (found) => found.includes('kept'));
+    const names = await eventually(
+      async () => {
+        const events = await call(deployment.compute, 'events.list', { type: 'widget.' }, { token: acme });
+        return (events.body.data as { items: { data: { name: string } }[] }).items.map((e) => e.data.name);
+      },
+      (found) => found.includes('kept'),
+    );
     expect(names).toContain('kept');
     expect(names).not.toContain('lost');
-    const audits = await deployment.database.db.selectFrom('compute.audit_events').select(['outcome', 'error_code']).where('actor', '=', 'usr_alice').execute();
-    expect(audits).toEqual(expect.arrayContaining([{ outcome: 'allowed', error_code: null }, { outcome: 'failed', error_code: 'INTERNAL' }]));
+    const audits = await deployment.database.db
+      .selectFrom('compute.audit_events')
+      .select(['outcome', 'error_code'])
+      .where('actor', '=', 'usr_alice')
+      .execute();
+    expect(audits).toEqual(
+      expect.arrayContaining([
+        { outcome: 'allowed', error_code: null },
+        { outcome: 'failed', error_code: 'INTERNAL' },
+      ]),
+    );
   });
 
   it('50 concurrent calls with one idempotency key give one result; another input with it is CONFLICT', async () => {
     const input = { name: 'once', idempotencyKey: `key-${kind}-0001` };
-    const answers = await Promise.all(Array.from({ length: 50 }, () => call(deployment.compute, 'plugins.test.widgets.create', input, { token: acme })));
+    const answers = await Promise.all(
+      Array.from({ length: 50 }, () =>
+        call(deployment.compute, 'plugins.test.widgets.create', input, { token: acme }),
+      ),
+    );
     expect(answers.every((a) => a.status === 200)).toBe(true);
     const ids = new Set(answers.map((a) => (a.body.data as { id: string }).id));
     expect(ids.size).toBe(1);
-    const rows = await deployment.database.db.selectFrom('compute.test_widgets' as never).selectAll().where('name' as never, '=', 'once' as never).execute();
+    const rows = await deployment.database.db
+      .selectFrom('compute.test_widgets' as never)
+      .selectAll()
+      .where('name' as never, '=', 'once' as never)
+      .execute();
     expect(rows).toHaveLength(1);
-    const conflict = await call(deployment.compute, 'plugins.test.widgets.create', { ...input, name: 'other' }, { token: acme });
+    const conflict = await call(
+      deployment.compute,
+      'plugins.test.widgets.create',
+      { ...input, name: 'other' },
+      { token: acme },
+    );
     expect(conflict.status).toBe(409);
     expect(conflict.body.error?.code).toBe('CONFLICT');
   });
 
   it('events.list pages with colon cursors and refuses the dotted form', async () => {
-    for (let i = 0; i < 5; i++) await call(deployment.compute, 'plugins.test.widgets.create', { name: `page-${i}` }, { token: 't-globex-pager' });
-    const seen = await eventually(async () => {
-      const names: string[] = [];
-      let cursor: string | undefined;
-      do {
-        const page = await call(deployment.compute, 'events.list', { limit: 2, ...(cursor ? { cursor } : {}) }, { token: 't-globex-pager' });
-        const data = page.body.data as { items: { position: string; data: { name: string } }[]; nextCursor: string | null };
-        names.push(...data.items.map((e) => e.data.name));
-        cursor = data.nextCursor ?? undefined;
-        if (cursor) expect(cursor).toMatch(/^\d+:\d+$/);
-      } while (cursor);
-      return names;
-    }, (names) => names.length === 5);
+    for (let i = 0; i < 5; i++)
+      await call(
+        deployment.compute,
+        'plugins.test.widgets.create',
+        { name: `page-${i}` },
+        { token: 't-globex-pager' },
+      );
+    const seen = await eventually(
+      async () => {
+        const names: string[] = [];
+        let cursor: string | undefined;
+        do {
+          const page = await call(
+            deployment.compute,
+            'events.list',
+            { limit: 2, ...(cursor ? { cursor } : {}) },
+            { token: 't-globex-pager' },
+          );
+          const data = page.body.data as {
+            items: { position: string; data: { name: string } }[];
+            nextCursor: string | null;
+          };
+          names.push(...data.items.map((e) => e.data.name));
+          cursor = data.nextCursor ?? undefined;
+          if (cursor) expect(cursor).toMatch(/^\d+:\d+$/);
+        } while (cursor);
+        return names;
+      },
+      (names) => names.length === 5,
+    );
     expect(seen).toEqual(['page-0', 'page-1', 'page-2', 'page-3', 'page-4']);
-    const dotted = await call(deployment.compute, 'events.list', { cursor: '123.4' }, { token: 't-globex-pager' });
+    const dotted = await call(
+      deployment.compute,
+      'events.list',
+      { cursor: '123.4' },
+      { token: 't-globex-pager' },
+    );
     expect(dotted.body.error?.code).toBe('INVALID_ARGUMENT');
   });
 
   it('system.routes lists the live route table with public flags and actions', async () => {
     const { body } = await call(deployment.compute, 'system.routes', {}, { token: acme });
-    const items = (body.data as { items: { method: string; public: boolean; action: string | null }[] }).items;
-    expect(items).toEqual(expect.arrayContaining([
-      expect.objectContaining({ method: 'system.version', public: true, action: null }),
-      expect.objectContaining({ method: 'events.list', public: false, action: 'compute:events:read' }),
-      expect.objectContaining({ method: 'plugins.test.widgets.create', action: 'compute:widgets:create' }),
-    ]));
+    const items = (body.data as { items: { method: string; public: boolean; action: string | null }[] })
+      .items;
+    expect(items).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ method: 'system.version', public: true, action: null }),
+        expect.objectContaining({ method: 'events.list', public: false, action: 'compute:events:read' }),
+        expect.objectContaining({ method: 'plugins.test.widgets.create', action: 'compute:widgets:create' }),
+      ]),
+    );
   });
 });
 
@@ -187,7 +299,8 @@ describe('rate limiting', () => {
     const deployment = await createTestDeployment('pglite', { rateLimit: { perSecond: 1, burst: 3 } });
     try {
       const answers = [];
-      for (let i = 0; i < 4; i++) answers.push(await call(deployment.compute, 'system.whoami', {}, { token: acme }));
+      for (let i = 0; i < 4; i++)
+        answers.push(await call(deployment.compute, 'system.whoami', {}, { token: acme }));
       expect(answers.slice(0, 3).every((a) => a.status === 200)).toBe(true);
       expect(answers[3]!.status).toBe(429);
       expect(answers[3]!.body.error?.code).toBe('RATE_LIMITED');

@@ -23,7 +23,13 @@ describe.each(kinds)('jobs and leases on %s', (kind) => {
           (async () => {
             const mine: string[] = [];
             for (;;) {
-              const batch = await claimJobs(db, { kinds: ['sweep'], runner: `r${r}`, limit: 3, leaseMs: 60_000, now });
+              const batch = await claimJobs(db, {
+                kinds: ['sweep'],
+                runner: `r${r}`,
+                limit: 3,
+                leaseMs: 60_000,
+                now,
+              });
               if (batch.length === 0) return mine;
               for (const job of batch) {
                 mine.push(job.id);
@@ -50,13 +56,27 @@ describe.each(kinds)('jobs and leases on %s', (kind) => {
       const t0 = new Date(Date.now() + 1000);
       const [job] = await claimJobs(db, { kinds: ['flaky'], runner: 'a', limit: 1, leaseMs: 1000, now: t0 });
       await failJob(db, job!, 'a', 'boom', t0);
-      expect(await claimJobs(db, { kinds: ['flaky'], runner: 'a', limit: 1, leaseMs: 1000, now: t0 })).toEqual([]);
+      expect(
+        await claimJobs(db, { kinds: ['flaky'], runner: 'a', limit: 1, leaseMs: 1000, now: t0 }),
+      ).toEqual([]);
       const t1 = new Date(t0.getTime() + 5000);
-      const [again] = await claimJobs(db, { kinds: ['flaky'], runner: 'a', limit: 1, leaseMs: 1000, now: t1 });
+      const [again] = await claimJobs(db, {
+        kinds: ['flaky'],
+        runner: 'a',
+        limit: 1,
+        leaseMs: 1000,
+        now: t1,
+      });
       expect(again?.attempts).toBe(2);
       // Runner a dies holding it; after the lease, runner b takes it.
       const t2 = new Date(t1.getTime() + 2000);
-      const [taken] = await claimJobs(db, { kinds: ['flaky'], runner: 'b', limit: 1, leaseMs: 1000, now: t2 });
+      const [taken] = await claimJobs(db, {
+        kinds: ['flaky'],
+        runner: 'b',
+        limit: 1,
+        leaseMs: 1000,
+        now: t2,
+      });
       expect(taken?.id).toBe(job!.id);
     } finally {
       await database.close();
@@ -69,7 +89,9 @@ describe.each(kinds)('jobs and leases on %s', (kind) => {
       await migrate(database.db, [foundationMigrations]);
       const db = database.db as Kysely<ComputeTables>;
       const now = new Date();
-      const results = await Promise.all(['a', 'b', 'c'].map((holder) => acquireLease(db, { name: 'leader', holder, ttlMs: 1000, now })));
+      const results = await Promise.all(
+        ['a', 'b', 'c'].map((holder) => acquireLease(db, { name: 'leader', holder, ttlMs: 1000, now })),
+      );
       expect(results.filter(Boolean)).toHaveLength(1);
       const later = new Date(now.getTime() + 1500);
       expect(await acquireLease(db, { name: 'leader', holder: 'z', ttlMs: 1000, now: later })).toBe(true);

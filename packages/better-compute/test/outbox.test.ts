@@ -9,9 +9,16 @@ import { listEvents } from '../src/modules/events/service.js';
 
 const kinds = await testDatabaseKinds();
 const meta = { tenantId: 'acme', actor: null, requestId: 'req_test' };
-const draft = (name: string) => ({ type: 'test.written', subject: { type: 'test', id: null }, data: { name } });
+const draft = (name: string) => ({
+  type: 'test.written',
+  subject: { type: 'test', id: null },
+  data: { name },
+});
 
-async function readAll(db: Kysely<ComputeTables>, cursor: string | undefined): Promise<{ names: string[]; cursor: string | undefined }> {
+async function readAll(
+  db: Kysely<ComputeTables>,
+  cursor: string | undefined,
+): Promise<{ names: string[]; cursor: string | undefined }> {
   const names: string[] = [];
   for (;;) {
     const page = await listEvents(db, { tenantId: 'acme', limit: 50, cursor });

@@ -33,7 +33,9 @@ describe('serve', () => {
     try {
       const compute = await betterCompute({ database, iam: new TestBridge() }, { log: () => {} });
       const controller = new AbortController();
-      await expect(serve({ compute, port: 0, roles: ['api'], signal: controller.signal, log: () => {} })).rejects.toMatchObject({
+      await expect(
+        serve({ compute, port: 0, roles: ['api'], signal: controller.signal, log: () => {} }),
+      ).rejects.toMatchObject({
         code: 'INVALID_STATE',
         hint: 'Run better-compute migrate first.',
       });
@@ -45,7 +47,10 @@ describe('serve', () => {
   it('on stop, finishes the request in flight, then refuses new connections and resolves', async () => {
     const database = await createTestDatabase('pglite');
     try {
-      const compute = await betterCompute({ database, iam: new TestBridge() }, { modules: [slowModule], log: () => {} });
+      const compute = await betterCompute(
+        { database, iam: new TestBridge() },
+        { modules: [slowModule], log: () => {} },
+      );
       await compute.migrate();
       const controller = new AbortController();
       let url = '';
@@ -61,15 +66,22 @@ describe('serve', () => {
       while (!url) await new Promise((resolve) => setTimeout(resolve, 10));
       const version = await fetch(`${url}/api/compute/system/version`, { method: 'POST', body: '{}' });
       expect(version.status).toBe(200);
-      const inFlight = fetch(`${url}/api/compute/plugins/test/slow/ping`, { method: 'POST', body: '{"ms":400}' });
+      const inFlight = fetch(`${url}/api/compute/plugins/test/slow/ping`, {
+        method: 'POST',
+        body: '{"ms":400}',
+      });
       await new Promise((resolve) => setTimeout(resolve, 100));
       controller.abort();
       const answer = await inFlight;
       expect(answer.status).toBe(200);
       expect(await answer.json()).toEqual({ data: { slept: 400 } });
       await running;
-      await expect(fetch(`${url}/api/compute/system/version`, { method: 'POST', body: '{}' })).rejects.toThrow();
-      expect(lines[0]).toMatch(/^better-compute serving http:\/\/127\.0\.0\.1:\d+\/api\/compute \(roles: api,controllers\)$/);
+      await expect(
+        fetch(`${url}/api/compute/system/version`, { method: 'POST', body: '{}' }),
+      ).rejects.toThrow();
+      expect(lines[0]).toMatch(
+        /^better-compute serving http:\/\/127\.0\.0\.1:\d+\/api\/compute \(roles: api,controllers\)$/,
+      );
     } finally {
       await database.close();
     }

@@ -27,7 +27,14 @@ export const widgetsCreate = defineMethod({
   access: { action: 'compute:widgets:create' },
   tenantScoped: true,
   idempotent: true,
-  input: z.object({ tenantId: z.string(), name: z.string(), idempotencyKey: z.string().optional(), fail: z.boolean().optional() }).strict(),
+  input: z
+    .object({
+      tenantId: z.string(),
+      name: z.string(),
+      idempotencyKey: z.string().optional(),
+      fail: z.boolean().optional(),
+    })
+    .strict(),
   output: z.object({ id: z.string(), name: z.string() }),
 });
 
@@ -35,11 +42,18 @@ let widgetCounter = 0;
 
 export const widgetsModule = defineModule({
   name: 'widgets',
-  migrations: [{ name: '0001_widgets', sql: 'create table compute.test_widgets (id text primary key, tenant_id text not null, name text not null)' }],
+  migrations: [
+    {
+      name: '0001_widgets',
+      sql: 'create table compute.test_widgets (id text primary key, tenant_id text not null, name text not null)',
+    },
+  ],
   methods: [
     bindMethod(widgetsCreate, async ({ db, tenantId, input, emit }) => {
       const id = `w${++widgetCounter}_${Math.random().toString(36).slice(2, 8)}`;
-      await sql`insert into compute.test_widgets (id, tenant_id, name) values (${id}, ${tenantId}, ${input.name})`.execute(db);
+      await sql`insert into compute.test_widgets (id, tenant_id, name) values (${id}, ${tenantId}, ${input.name})`.execute(
+        db,
+      );
       emit({ type: 'widget.created', subject: { type: 'widget', id }, data: { name: input.name } });
       if (input.fail) throw new Error('the widget factory broke');
       return { id, name: input.name };
@@ -69,7 +83,9 @@ export class TestBridge implements IamBridge {
   }
   async authorize(identity: Identity, checks: AuthorizationCheck[]): Promise<AuthorizationDecision[]> {
     return checks.map(() =>
-      identity.principalId.includes('denied') ? { allowed: false, reason: 'no binding' } : { allowed: true, reason: 'test' },
+      identity.principalId.includes('denied')
+        ? { allowed: false, reason: 'no binding' }
+        : { allowed: true, reason: 'test' },
     );
   }
   async installActions(): Promise<void> {}
@@ -82,11 +98,19 @@ export interface TestDeployment {
   close(): Promise<void>;
 }
 
-export async function createTestDeployment(kind: DatabaseKind, options: { trustedOrigins?: string[]; rateLimit?: false | { perSecond: number; burst: number } } = {}): Promise<TestDeployment> {
+export async function createTestDeployment(
+  kind: DatabaseKind,
+  options: { trustedOrigins?: string[]; rateLimit?: false | { perSecond: number; burst: number } } = {},
+): Promise<TestDeployment> {
   const database = await createTestDatabase(kind, 60);
   const bridge = new TestBridge();
   const compute = await betterCompute(
-    { database, iam: bridge, trustedOrigins: options.trustedOrigins ?? ['https://console.example.com'], rateLimit: options.rateLimit ?? false },
+    {
+      database,
+      iam: bridge,
+      trustedOrigins: options.trustedOrigins ?? ['https://console.example.com'],
+      rateLimit: options.rateLimit ?? false,
+    },
     { modules: [widgetsModule], log: () => {} },
   );
   await compute.migrate();
@@ -107,7 +131,13 @@ export async function call(
   method: string,
   body: unknown,
   init: { token?: string; headers?: Record<string, string>; rawBody?: string } = {},
-): Promise<{ status: number; body: { data?: unknown; error?: { code: string; message: string; details?: Record<string, unknown>; requestId: string } } }> {
+): Promise<{
+  status: number;
+  body: {
+    data?: unknown;
+    error?: { code: string; message: string; details?: Record<string, unknown>; requestId: string };
+  };
+}> {
   const headers: Record<string, string> = { 'content-type': 'application/json', ...init.headers };
   if (init.token) headers.authorization = `Bearer ${init.token}`;
   const response = await compute.handler(

@@ -12,21 +12,32 @@ export function parseDuration(text: string, field = 'duration'): number {
   if (/^\d+$/.test(trimmed)) return checked(Number(trimmed), text, field);
   const match = DURATION.exec(trimmed);
   if (!trimmed || !match) {
-    throw new ComputeError('INVALID_ARGUMENT', `${field} must be a duration like 30m, 4h or 1d (got "${text}")`, {
-      details: { field },
-    });
+    throw new ComputeError(
+      'INVALID_ARGUMENT',
+      `${field} must be a duration like 30m, 4h or 1d (got "${text}")`,
+      {
+        details: { field },
+      },
+    );
   }
   const [, d, h, m, s] = match;
   const seconds =
-    Number(d ?? 0) * UNIT_SECONDS.d + Number(h ?? 0) * UNIT_SECONDS.h + Number(m ?? 0) * UNIT_SECONDS.m + Number(s ?? 0);
+    Number(d ?? 0) * UNIT_SECONDS.d +
+    Number(h ?? 0) * UNIT_SECONDS.h +
+    Number(m ?? 0) * UNIT_SECONDS.m +
+    Number(s ?? 0);
   return checked(seconds, text, field);
 }
 
 function checked(seconds: number, text: string, field: string): number {
   if (!Number.isSafeInteger(seconds) || seconds <= 0) {
-    throw new ComputeError('INVALID_ARGUMENT', `${field} must be a positive whole number of seconds (got "${text}")`, {
-      details: { field },
-    });
+    throw new ComputeError(
+      'INVALID_ARGUMENT',
+      `${field} must be a positive whole number of seconds (got "${text}")`,
+      {
+        details: { field },
+      },
+    );
   }
   return seconds;
 }

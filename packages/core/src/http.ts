@@ -24,15 +24,25 @@ export interface Answer {
   body: string;
 }
 
-export function dataAnswer(data: unknown, requestId: string, status = 200, headers: Record<string, string> = {}): Answer {
-  return { status, headers: { ...JSON_HEADERS, 'x-request-id': requestId, ...headers }, body: JSON.stringify({ data }) };
+export function dataAnswer(
+  data: unknown,
+  requestId: string,
+  status = 200,
+  headers: Record<string, string> = {},
+): Answer {
+  return {
+    status,
+    headers: { ...JSON_HEADERS, 'x-request-id': requestId, ...headers },
+    body: JSON.stringify({ data }),
+  };
 }
 
 export function errorAnswer(error: ComputeError, requestId: string): Answer {
   const body: ErrorEnvelope = { error: { ...error.toJSON(), requestId } };
   const headers: Record<string, string> = { ...JSON_HEADERS, 'x-request-id': requestId };
   const retryAfterMs = error.details?.retryAfterMs;
-  if (typeof retryAfterMs === 'number') headers['retry-after'] = String(Math.max(1, Math.ceil(retryAfterMs / 1000)));
+  if (typeof retryAfterMs === 'number')
+    headers['retry-after'] = String(Math.max(1, Math.ceil(retryAfterMs / 1000)));
   return { status: httpStatusOf(error.code), headers, body: JSON.stringify(body) };
 }
 
@@ -40,7 +50,12 @@ export function toResponse(answer: Answer): Response {
   return new Response(answer.body, { status: answer.status, headers: answer.headers });
 }
 
-export function dataResponse(data: unknown, requestId: string, status = 200, headers: Record<string, string> = {}): Response {
+export function dataResponse(
+  data: unknown,
+  requestId: string,
+  status = 200,
+  headers: Record<string, string> = {},
+): Response {
   return toResponse(dataAnswer(data, requestId, status, headers));
 }
 

@@ -28,15 +28,24 @@ export function formatStreamCursor(position: OutboxPosition): string {
  * Parses a position. `accept` says which separators are allowed: `events list --cursor` takes
  * only the colon, `events watch --since` either.
  */
-export function parsePosition(text: string, accept: 'list' | 'stream' | 'either' = 'either', field = 'cursor'): OutboxPosition {
+export function parsePosition(
+  text: string,
+  accept: 'list' | 'stream' | 'either' = 'either',
+  field = 'cursor',
+): OutboxPosition {
   const match = POSITION.exec(text.trim());
   const separator = match?.[2];
   const allowed = accept === 'either' || (accept === 'list' ? separator === ':' : separator === '.');
   if (!match || !allowed) {
-    const form = accept === 'list' ? '184467:12' : accept === 'stream' ? '184467.12' : '184467:12 or 184467.12';
-    throw new ComputeError('INVALID_ARGUMENT', `${field} must be an outbox position like ${form} (got "${text}")`, {
-      details: { field },
-    });
+    const form =
+      accept === 'list' ? '184467:12' : accept === 'stream' ? '184467.12' : '184467:12 or 184467.12';
+    throw new ComputeError(
+      'INVALID_ARGUMENT',
+      `${field} must be an outbox position like ${form} (got "${text}")`,
+      {
+        details: { field },
+      },
+    );
   }
   return { tx: BigInt(match[1]!).toString(), index: Number(match[3]) };
 }

@@ -12,7 +12,10 @@ const UNSAFE_IN_JSON = /[\u007f-\u009f\u2028\u2029]/g;
 
 /** A string to print as it is: control characters become spaces; line breaks and tabs stay. */
 export function safeText(text: string): string {
-  return text.replace(/\r\n/g, '\n').replace(UNSAFE_IN_TEXT, ' ').replace(/[\u2028\u2029]/g, '\n');
+  return text
+    .replace(/\r\n/g, '\n')
+    .replace(UNSAFE_IN_TEXT, ' ')
+    .replace(/[\u2028\u2029]/g, '\n');
 }
 
 /** A table cell: one line, no control characters at all. */

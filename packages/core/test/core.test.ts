@@ -19,11 +19,14 @@ import {
 } from '../src/index.js';
 
 describe('ids', () => {
-  it.each(Object.entries(ID_PREFIXES))('a new %s id has the prefix %s_ and a lowercase ULID', (kind, prefix) => {
-    const id = newId(kind as keyof typeof ID_PREFIXES);
-    expect(id).toMatch(new RegExp(`^${prefix}_[0-9a-z]{26}$`));
-    expect(isId(kind as keyof typeof ID_PREFIXES, id)).toBe(true);
-  });
+  it.each(Object.entries(ID_PREFIXES))(
+    'a new %s id has the prefix %s_ and a lowercase ULID',
+    (kind, prefix) => {
+      const id = newId(kind as keyof typeof ID_PREFIXES);
+      expect(id).toMatch(new RegExp(`^${prefix}_[0-9a-z]{26}$`));
+      expect(isId(kind as keyof typeof ID_PREFIXES, id)).toBe(true);
+    },
+  );
 
   it('checks the kind by its prefix', () => {
     const node = newId('node');
@@ -48,8 +51,21 @@ describe('errors', () => {
     expect(httpStatusOf('UNAUTHENTICATED')).toBe(401);
     expect(httpStatusOf('RATE_LIMITED')).toBe(429);
     expect(httpStatusOf('SOMETHING_NEW')).toBe(500);
-    for (const code of ['INVALID_ARGUMENT', 'NOT_FOUND', 'ALREADY_EXISTS', 'CONFLICT', 'INVALID_STATE', 'ACCESS_DENIED',
-      'CONFIRMATION_REQUIRED', 'UNSUPPORTED', 'INVALID_CONFIG', 'TENANT_SUSPENDED', 'MISSING_ENV', 'CONFIG_NOT_FOUND', 'INTERNAL']) {
+    for (const code of [
+      'INVALID_ARGUMENT',
+      'NOT_FOUND',
+      'ALREADY_EXISTS',
+      'CONFLICT',
+      'INVALID_STATE',
+      'ACCESS_DENIED',
+      'CONFIRMATION_REQUIRED',
+      'UNSUPPORTED',
+      'INVALID_CONFIG',
+      'TENANT_SUSPENDED',
+      'MISSING_ENV',
+      'CONFIG_NOT_FOUND',
+      'INTERNAL',
+    ]) {
       expect(ERROR_STATUS).toHaveProperty(code);
     }
   });
@@ -93,11 +109,15 @@ describe('outbox positions', () => {
     expect(parsePosition('184467:12', 'list')).toEqual({ tx: '184467', index: 12 });
     expect(() => parsePosition('184467.12', 'list')).toThrow(/184467:12/);
     expect(parsePosition('184467.12', 'either')).toEqual({ tx: '184467', index: 12 });
-    expect(() => parsePosition('abc', 'either')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    expect(() => parsePosition('abc', 'either')).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
+    );
   });
 
   it('orders beyond 2^53', () => {
-    expect(comparePositions({ tx: '9007199254740993', index: 0 }, { tx: '9007199254740992', index: 5 })).toBeGreaterThan(0);
+    expect(
+      comparePositions({ tx: '9007199254740993', index: 0 }, { tx: '9007199254740992', index: 5 }),
+    ).toBeGreaterThan(0);
     expect(comparePositions({ tx: '7', index: 1 }, { tx: '7', index: 2 })).toBeLessThan(0);
   });
 });
@@ -111,7 +131,9 @@ describe('terminal-safe text', () => {
     expect(safeCell(hostile)).toBe('a [31mred  b c d e f  ');
   });
   it('JSON escapes DEL, C1 and the Unicode separators that JSON leaves raw', () => {
-    expect(safeJson(JSON.stringify(hostile))).toBe('"a\\u001b[31mred\\u0007\\tb\\nc\\u007fd\\u009be\\u2028f\\r\\n"');
+    expect(safeJson(JSON.stringify(hostile))).toBe(
+      '"a\\u001b[31mred\\u0007\\tb\\nc\\u007fd\\u009be\\u2028f\\r\\n"',
+    );
   });
 });
 

@@ -24,8 +24,7 @@ export interface Database {
 }
 
 export type DatabaseOptions =
-  | { url: string; poolSize?: number }
-  | { pglite: { dataDir?: string; loadDataDir?: Blob } };
+  { url: string; poolSize?: number } | { pglite: { dataDir?: string; loadDataDir?: Blob } };
 
 const INT8 = 20;
 const NUMERIC = 1700;
@@ -53,9 +52,13 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     return openPGlite(target === 'memory' || target === '' ? {} : { dataDir: target });
   }
   if (!/^postgres(ql)?:\/\//.test(url)) {
-    throw new ComputeError('INVALID_CONFIG', 'the database URL must start with postgres://, postgresql:// or pglite:', {
-      hint: 'Set BETTER_COMPUTE_DATABASE_URL=postgres://user@host:5432/db, or pglite:memory for an embedded store.',
-    });
+    throw new ComputeError(
+      'INVALID_CONFIG',
+      'the database URL must start with postgres://, postgresql:// or pglite:',
+      {
+        hint: 'Set BETTER_COMPUTE_DATABASE_URL=postgres://user@host:5432/db, or pglite:memory for an embedded store.',
+      },
+    );
   }
   const pg = await import('pg');
   const types = {

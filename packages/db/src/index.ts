@@ -1,4 +1,11 @@
-export { openDatabase, databaseNow, redactDatabaseUrl, type Database, type DatabaseKind, type DatabaseOptions } from './database.js';
+export {
+  openDatabase,
+  databaseNow,
+  redactDatabaseUrl,
+  type Database,
+  type DatabaseKind,
+  type DatabaseOptions,
+} from './database.js';
 export { PGliteDialect } from './pglite-dialect.js';
 export {
   migrate,

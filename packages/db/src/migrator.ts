@@ -56,7 +56,8 @@ interface LedgerRow {
 function sortedModules(modules: readonly ModuleMigrations[]): ModuleMigrations[] {
   const seen = new Set<string>();
   for (const entry of modules) {
-    if (seen.has(entry.module)) throw new ComputeError('INVALID_CONFIG', `module ${entry.module} is listed twice`);
+    if (seen.has(entry.module))
+      throw new ComputeError('INVALID_CONFIG', `module ${entry.module} is listed twice`);
     seen.add(entry.module);
     const names = entry.migrations.map((m) => m.name);
     if (new Set(names).size !== names.length) {
@@ -71,9 +72,14 @@ function sortedModules(modules: readonly ModuleMigrations[]): ModuleMigrations[]
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 async function readLedger(db: Kysely<any>): Promise<Map<string, LedgerRow>> {
-  const exists = await sql<{ present: boolean }>`select to_regclass('public.better_compute_migrations') is not null as present`.execute(db);
+  const exists = await sql<{
+    present: boolean;
+  }>`select to_regclass('public.better_compute_migrations') is not null as present`.execute(db);
   if (!exists.rows[0]?.present) return new Map();
-  const rows = await sql<LedgerRow>`select module, name, checksum, applied_at from public.better_compute_migrations`.execute(db);
+  const rows =
+    await sql<LedgerRow>`select module, name, checksum, applied_at from public.better_compute_migrations`.execute(
+      db,
+    );
   return new Map(rows.rows.map((row) => [`${row.module}/${row.name}`, row]));
 }
 
@@ -86,14 +92,22 @@ function changedError(module: string, name: string): ComputeError {
 
 /** Where each known migration stands, without changing anything. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-export async function migrationStatus(db: Kysely<any>, modules: readonly ModuleMigrations[]): Promise<MigrationStatus[]> {
+export async function migrationStatus(
+  db: Kysely<any>,
+  modules: readonly ModuleMigrations[],
+): Promise<MigrationStatus[]> {
   const ledger = await readLedger(db);
   return sortedModules(modules).flatMap((entry) =>
     entry.migrations.map((migration): MigrationStatus => {
       const row = ledger.get(`${entry.module}/${migration.name}`);
       if (!row) return { module: entry.module, name: migration.name, state: 'pending', appliedAt: null };
       const state = row.checksum === checksumOf(migration) ? 'applied' : 'changed';
-      return { module: entry.module, name: migration.name, state, appliedAt: new Date(row.applied_at).toISOString() };
+      return {
+        module: entry.module,
+        name: migration.name,
+        state,
+        appliedAt: new Date(row.applied_at).toISOString(),
+      };
     }),
   );
 }
@@ -121,7 +135,9 @@ export async function migrate(db: Kysely<any>, modules: readonly ModuleMigration
       for (const migration of entry.migrations) {
         if (ledger.has(`${entry.module}/${migration.name}`)) continue;
         await sql.raw(migration.sql).execute(trx);
-        await sql`insert into public.better_compute_migrations (module, name, checksum) values (${entry.module}, ${migration.name}, ${checksumOf(migration)})`.execute(trx);
+        await sql`insert into public.better_compute_migrations (module, name, checksum) values (${entry.module}, ${migration.name}, ${checksumOf(migration)})`.execute(
+          trx,
+        );
         result.applied.push({ module: entry.module, name: migration.name });
       }
     }

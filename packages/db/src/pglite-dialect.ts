@@ -33,7 +33,11 @@ class PGliteConnection implements DatabaseConnection {
     }
     const result = await this.#client.query<R>(compiled.sql, compiled.parameters as unknown[]);
     const command = compiled.query.kind;
-    const changes = command === 'InsertQueryNode' || command === 'UpdateQueryNode' || command === 'DeleteQueryNode' || command === 'MergeQueryNode';
+    const changes =
+      command === 'InsertQueryNode' ||
+      command === 'UpdateQueryNode' ||
+      command === 'DeleteQueryNode' ||
+      command === 'MergeQueryNode';
     return changes && result.affectedRows !== undefined
       ? { rows: result.rows, numAffectedRows: BigInt(result.affectedRows) }
       : { rows: result.rows };

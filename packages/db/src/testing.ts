@@ -53,7 +53,11 @@ async function loadPGliteTemplate(): Promise<Blob> {
   const require = createRequire(import.meta.url);
   const pgliteDir = dirname(require.resolve('@electric-sql/pglite'));
   const version = JSON.parse(await readFile(join(pgliteDir, '..', 'package.json'), 'utf8')).version as string;
-  const cacheDir = join(pgliteDir.slice(0, pgliteDir.lastIndexOf('node_modules') + 'node_modules'.length), '.cache', 'better-compute');
+  const cacheDir = join(
+    pgliteDir.slice(0, pgliteDir.lastIndexOf('node_modules') + 'node_modules'.length),
+    '.cache',
+    'better-compute',
+  );
   const cacheFile = join(cacheDir, `pglite-${version}-template.tar`);
   try {
     return new Blob([await readFile(cacheFile)]);
@@ -70,7 +74,10 @@ async function loadPGliteTemplate(): Promise<Blob> {
 }
 
 /** A new, empty database of the given kind; `close()` drops it. */
-export async function createTestDatabase(kind: DatabaseKind = 'postgres', poolSize = 10): Promise<TestDatabase> {
+export async function createTestDatabase(
+  kind: DatabaseKind = 'postgres',
+  poolSize = 10,
+): Promise<TestDatabase> {
   if (kind === 'pglite') {
     pgliteTemplate ??= loadPGliteTemplate();
     const database = await openDatabase({ pglite: { loadDataDir: await pgliteTemplate } });

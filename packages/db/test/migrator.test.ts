@@ -40,7 +40,10 @@ describe.each(kinds)('migrations on %s', (kind) => {
     const edited: ModuleMigrations = {
       module: 'widgets',
       migrations: [
-        { name: '0001_init', sql: 'create schema widgets; create table widgets.widget (id int primary key);' },
+        {
+          name: '0001_init',
+          sql: 'create schema widgets; create table widgets.widget (id int primary key);',
+        },
         first.migrations[1]!,
         { name: '0003_more', sql: 'alter table widgets.widget add column more text;' },
       ],

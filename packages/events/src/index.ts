@@ -2,7 +2,12 @@
  * Event positions for readers of the outbox: `formatCursor` writes the live stream's dotted form
  * (`184467.12`), `parseCursor` reads either form.
  */
-import { formatListCursor, formatStreamCursor, type OutboxPosition, parsePosition } from '@better-compute/core';
+import {
+  formatListCursor,
+  formatStreamCursor,
+  type OutboxPosition,
+  parsePosition,
+} from '@better-compute/core';
 
 export type { OutboxPosition };
 

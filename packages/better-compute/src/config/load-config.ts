@@ -78,9 +78,13 @@ async function importConfigModule(path: string): Promise<Record<string, unknown>
     return await import(pathToFileURL(out).href);
   } catch (error) {
     if (error instanceof ComputeError) throw error;
-    throw new ComputeError('INVALID_CONFIG', `${path} does not load: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`, {
-      cause: error,
-    });
+    throw new ComputeError(
+      'INVALID_CONFIG',
+      `${path} does not load: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`,
+      {
+        cause: error,
+      },
+    );
   } finally {
     await rm(out, { force: true });
   }
@@ -104,7 +108,8 @@ export async function loadConfig(options: LoadConfigOptions): Promise<LoadedConf
   }
   const commands = Array.isArray(loaded.commands) ? loaded.commands : [];
   // The environment's database URL fills in when the file names none.
-  const withDatabase = config.database === undefined && databaseUrl ? { ...config, database: databaseUrl } : config;
+  const withDatabase =
+    config.database === undefined && databaseUrl ? { ...config, database: databaseUrl } : config;
   return { config: withDatabase, path, commands };
 }
 

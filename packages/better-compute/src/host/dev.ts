@@ -49,7 +49,10 @@ export async function startDev(options: DevOptions): Promise<void> {
     await compute.migrate();
     const iam = compute.embeddedIam;
     if (!iam) {
-      throw new ComputeError('INVALID_CONFIG', 'dev creates its credentials in the embedded Better IAM, and this configuration sets its own iam');
+      throw new ComputeError(
+        'INVALID_CONFIG',
+        'dev creates its credentials in the embedded Better IAM, and this configuration sets its own iam',
+      );
     }
     created = await iam.bootstrapDev();
   } catch (error) {
@@ -72,7 +75,10 @@ export async function startDev(options: DevOptions): Promise<void> {
   if (!url) return running;
   const apiBase = `${url}${compute.config.basePath}`;
   if (created) {
-    await writePrivateFile(devFile, `${JSON.stringify({ url, apiBase, database: compute.database.description, ...created }, null, 2)}\n`);
+    await writePrivateFile(
+      devFile,
+      `${JSON.stringify({ url, apiBase, database: compute.database.description, ...created }, null, 2)}\n`,
+    );
   }
   const saved: unknown = created ?? JSON.parse(await readFile(devFile, 'utf8').catch(() => 'null'));
   options.log(`better-compute dev: ${apiBase}`);
@@ -81,9 +87,13 @@ export async function startDev(options: DevOptions): Promise<void> {
     options.log(`credentials (also in ${join(DEV_DIR, 'dev.json')}, mode 0600):`);
     options.log(JSON.stringify(saved, null, 2));
   } else {
-    options.log(`this store's credentials were printed when it was created; remove ${join(DEV_DIR, 'dev')} to start over`);
+    options.log(
+      `this store's credentials were printed when it was created; remove ${join(DEV_DIR, 'dev')} to start over`,
+    );
   }
-  options.log(`try: BETTER_COMPUTE_URL=${url} BETTER_COMPUTE_TOKEN=<an apiKey above> npx better-compute api system.whoami`);
+  options.log(
+    `try: BETTER_COMPUTE_URL=${url} BETTER_COMPUTE_TOKEN=<an apiKey above> npx better-compute api system.whoami`,
+  );
   options.onListening?.(url);
   return running;
 }

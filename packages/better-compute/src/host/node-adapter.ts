@@ -29,7 +29,8 @@ function headerOf(incoming: IncomingMessage, name: string): string | null {
 
 function toRequest(incoming: IncomingMessage, body: Buffer, origin: string): Request {
   const headers = new Headers();
-  for (let i = 0; i < incoming.rawHeaders.length; i += 2) headers.append(incoming.rawHeaders[i]!, incoming.rawHeaders[i + 1]!);
+  for (let i = 0; i < incoming.rawHeaders.length; i += 2)
+    headers.append(incoming.rawHeaders[i]!, incoming.rawHeaders[i + 1]!);
   const init: RequestInit = { method: incoming.method ?? 'GET', headers };
   if (body.length > 0) init.body = new Uint8Array(body);
   return new Request(new URL(incoming.url ?? '/', origin), init);
@@ -75,8 +76,19 @@ export function createNodeServer(compute: Pick<ComputeInstance, 'handler' | 'dis
       } catch (error) {
         const tooLarge = error instanceof Error && (error as { code?: string }).code === 'PAYLOAD_TOO_LARGE';
         if (outgoing.headersSent) return void outgoing.end();
-        outgoing.writeHead(tooLarge ? 413 : 500, { 'content-type': 'application/json; charset=utf-8', connection: 'close' });
-        outgoing.end(JSON.stringify({ error: { code: tooLarge ? 'PAYLOAD_TOO_LARGE' : 'INTERNAL', message: tooLarge ? 'the request body is too large' : 'internal error', requestId: '' } }));
+        outgoing.writeHead(tooLarge ? 413 : 500, {
+          'content-type': 'application/json; charset=utf-8',
+          connection: 'close',
+        });
+        outgoing.end(
+          JSON.stringify({
+            error: {
+              code: tooLarge ? 'PAYLOAD_TOO_LARGE' : 'INTERNAL',
+              message: tooLarge ? 'the request body is too large' : 'internal error',
+              requestId: '',
+            },
+          }),
+        );
       }
     })();
   });

@@ -27,9 +27,13 @@ export async function assertSchemaCurrent(compute: ComputeInstance): Promise<voi
   const status = await compute.migrationStatus();
   const behind = status.filter((s) => s.state !== 'applied');
   if (behind.length) {
-    throw new ComputeError('INVALID_STATE', `the schema is not current: ${behind.map((s) => `${s.module}/${s.name} ${s.state}`).join(', ')}`, {
-      hint: 'Run better-compute migrate first.',
-    });
+    throw new ComputeError(
+      'INVALID_STATE',
+      `the schema is not current: ${behind.map((s) => `${s.module}/${s.name} ${s.state}`).join(', ')}`,
+      {
+        hint: 'Run better-compute migrate first.',
+      },
+    );
   }
 }
 
@@ -37,7 +41,11 @@ export async function assertSchemaCurrent(compute: ComputeInstance): Promise<voi
  * A new deployment's first administrator comes only from the environment, so its password never
  * passes through argv or a file the server wrote; without them `serve` refuses to start.
  */
-async function ensureRootAdministrator(compute: ComputeInstance, env: Record<string, string | undefined>, log: (line: string) => void): Promise<void> {
+async function ensureRootAdministrator(
+  compute: ComputeInstance,
+  env: Record<string, string | undefined>,
+  log: (line: string) => void,
+): Promise<void> {
   const iam = compute.embeddedIam!;
   if (await iam.hasRootAdministrator()) return;
   const email = env.BETTER_COMPUTE_ADMIN_EMAIL;
@@ -91,7 +99,8 @@ export async function serve(options: ServeOptions): Promise<void> {
     } else {
       log(`better-compute running roles: ${options.roles.join(',')}`);
     }
-    if (!signal.aborted) await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+    if (!signal.aborted)
+      await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
     log('better-compute stopping: finishing requests and jobs in flight');
   } finally {
     if (server) await closeServer(server);

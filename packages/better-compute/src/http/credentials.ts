@@ -15,7 +15,8 @@ function cookieValue(header: string | null, name: string): string | undefined {
   if (!header) return undefined;
   for (const part of header.split(';')) {
     const index = part.indexOf('=');
-    if (index > 0 && part.slice(0, index).trim() === name) return decodeURIComponent(part.slice(index + 1).trim());
+    if (index > 0 && part.slice(0, index).trim() === name)
+      return decodeURIComponent(part.slice(index + 1).trim());
   }
   return undefined;
 }
@@ -24,7 +25,10 @@ function cookieValue(header: string | null, name: string): string | undefined {
  * The request's credential. Without a configured list, the only trusted Origin is the request's own
  * (the console served by the same host).
  */
-export function credentialOf(request: ApiCall, trustedOrigins: readonly string[] | undefined): RequestCredential {
+export function credentialOf(
+  request: ApiCall,
+  trustedOrigins: readonly string[] | undefined,
+): RequestCredential {
   const authorization = request.header('authorization');
   if (authorization) {
     const match = /^Bearer\s+(\S+)$/i.exec(authorization);
@@ -37,11 +41,20 @@ export function credentialOf(request: ApiCall, trustedOrigins: readonly string[]
   if (!cookie) return null;
   const origin = request.header('origin');
   const trusted = trustedOrigins ?? [request.origin];
-  if (request.method !== 'POST' || request.header('x-better-compute') !== '1' || !origin || !trusted.includes(origin)) {
-    throw new ComputeError('ACCESS_DENIED', 'a cookie credential needs a POST with X-Better-Compute: 1 from a trusted Origin', {
-      details: { reason: 'csrf' },
-      hint: 'Send the session as "Authorization: Bearer <token>", or call from the console’s own origin.',
-    });
+  if (
+    request.method !== 'POST' ||
+    request.header('x-better-compute') !== '1' ||
+    !origin ||
+    !trusted.includes(origin)
+  ) {
+    throw new ComputeError(
+      'ACCESS_DENIED',
+      'a cookie credential needs a POST with X-Better-Compute: 1 from a trusted Origin',
+      {
+        details: { reason: 'csrf' },
+        hint: 'Send the session as "Authorization: Bearer <token>", or call from the console’s own origin.',
+      },
+    );
   }
   return { kind: 'cookie', token: cookie };
 }

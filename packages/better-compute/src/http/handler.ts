@@ -108,9 +108,12 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
 
   async function checkTenant(identity: Identity, actingTenant: string): Promise<void> {
     if (actingTenant !== identity.tenantId && identity.tenantId !== ROOT_TENANT) {
-      throw denied(`this credential belongs to tenant ${identity.tenantId} and cannot act in ${actingTenant}`, {
-        reason: 'foreign-tenant',
-      });
+      throw denied(
+        `this credential belongs to tenant ${identity.tenantId} and cannot act in ${actingTenant}`,
+        {
+          reason: 'foreign-tenant',
+        },
+      );
     }
     for (const tenant of new Set([identity.tenantId, actingTenant])) {
       const state = await iam.tenantState(tenant);
@@ -156,13 +159,18 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
     if (identity && limiter) {
       const waitMs = limiter.take(identity.principalId);
       if (waitMs > 0) {
-        throw new ComputeError('RATE_LIMITED', 'too many requests; slow down', { details: { retryAfterMs: waitMs } });
+        throw new ComputeError('RATE_LIMITED', 'too many requests; slow down', {
+          details: { retryAfterMs: waitMs },
+        });
       }
     }
     // 6. validation
     const parsed = method.input.safeParse(raw);
     if (!parsed.success) {
-      const issues = parsed.error.issues.map((issue) => ({ path: issue.path.join('.'), message: issue.message }));
+      const issues = parsed.error.issues.map((issue) => ({
+        path: issue.path.join('.'),
+        message: issue.message,
+      }));
       const first = issues[0];
       throw new ComputeError(
         'INVALID_ARGUMENT',
@@ -174,13 +182,23 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
     // 7. authorization
     const action = methodAction(method);
     const resource: ResourceRef = { type: 'tenant', id: tenantId, ...method.resource?.(input), tenantId };
-    const audit = identity && method.kind === 'mutation' && action
-      ? { tenantId, actor: identity.principalId, actorKind: identity.principalKind, action, method: key, resource, requestId }
-      : undefined;
+    const audit =
+      identity && method.kind === 'mutation' && action
+        ? {
+            tenantId,
+            actor: identity.principalId,
+            actorKind: identity.principalKind,
+            action,
+            method: key,
+            resource,
+            requestId,
+          }
+        : undefined;
     if (action && identity) {
       const [decision] = await iam.authorize(identity, [{ action, resource }]);
       if (!decision?.allowed) {
-        if (audit) await writeAudit(options.db(), { ...audit, outcome: 'denied', errorCode: 'ACCESS_DENIED' });
+        if (audit)
+          await writeAudit(options.db(), { ...audit, outcome: 'denied', errorCode: 'ACCESS_DENIED' });
         throw denied(`${action} is not allowed on ${resource.type}${resource.id ? ` ${resource.id}` : ''}`, {
           action,
           reason: decision?.reason ?? 'no decision',
@@ -203,7 +221,8 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
     // 8 + 9. idempotency, the change, its events and its audit entry: one transaction
     try {
       const result = await db.transaction().execute(async (trx) => {
-        const idempotencyKey = method.idempotent && typeof input.idempotencyKey === 'string' ? input.idempotencyKey : undefined;
+        const idempotencyKey =
+          method.idempotent && typeof input.idempotencyKey === 'string' ? input.idempotencyKey : undefined;
         let scopeHash: string | undefined;
         if (idempotencyKey) {
           const claim = await claimIdempotencyKey(
@@ -222,7 +241,12 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
         if (scopeHash) await storeIdempotentResponse(trx, scopeHash, output);
         return { replayed: false as const, data: output };
       });
-      return dataAnswer(result.data, requestId, 200, result.replayed ? { 'idempotent-replayed': 'true' } : {});
+      return dataAnswer(
+        result.data,
+        requestId,
+        200,
+        result.replayed ? { 'idempotent-replayed': 'true' } : {},
+      );
     } catch (error) {
       if (audit) {
         const code = toComputeError(error).code;
@@ -245,12 +269,16 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
         });
       }
       if (request.method !== 'POST') {
-        throw new ComputeError('NOT_FOUND', `no route ${request.method} ${pathname}; methods are called with POST`);
+        throw new ComputeError(
+          'NOT_FOUND',
+          `no route ${request.method} ${pathname}; methods are called with POST`,
+        );
       }
       return await call(request, bound, requestId);
     } catch (error) {
       const failure = toComputeError(error);
-      if (failure.code === 'INTERNAL') options.log({ level: 'error', message: 'request failed', requestId, error });
+      if (failure.code === 'INTERNAL')
+        options.log({ level: 'error', message: 'request failed', requestId, error });
       return errorAnswer(failure, requestId);
     }
   }

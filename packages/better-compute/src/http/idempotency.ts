@@ -47,7 +47,11 @@ export async function claimIdempotencyKey(
   const { idempotencyKey: _key, ...rest } = input;
   const inputHash = sha256(canonicalJson(rest));
   // A key past its 24 hours is forgotten: the call runs as new.
-  await trx.deleteFrom('compute.idempotency_keys').where('scope_hash', '=', scopeHash).where('expires_at', '<=', now).execute();
+  await trx
+    .deleteFrom('compute.idempotency_keys')
+    .where('scope_hash', '=', scopeHash)
+    .where('expires_at', '<=', now)
+    .execute();
   const inserted = await trx
     .insertInto('compute.idempotency_keys')
     .values({
@@ -76,7 +80,11 @@ export async function claimIdempotencyKey(
   return { kind: 'replay', response: existing.response };
 }
 
-export async function storeIdempotentResponse(trx: Kysely<ComputeTables>, scopeHash: string, response: unknown): Promise<void> {
+export async function storeIdempotentResponse(
+  trx: Kysely<ComputeTables>,
+  scopeHash: string,
+  response: unknown,
+): Promise<void> {
   await trx
     .updateTable('compute.idempotency_keys')
     .set({ response: JSON.stringify(response ?? null) })
@@ -86,6 +94,9 @@ export async function storeIdempotentResponse(trx: Kysely<ComputeTables>, scopeH
 
 /** Forgets keys older than 24 hours; the maintenance job calls it. */
 export async function purgeExpiredIdempotencyKeys(db: Kysely<ComputeTables>, now: Date): Promise<number> {
-  const result = await db.deleteFrom('compute.idempotency_keys').where('expires_at', '<=', now).executeTakeFirst();
+  const result = await db
+    .deleteFrom('compute.idempotency_keys')
+    .where('expires_at', '<=', now)
+    .executeTakeFirst();
   return Number(result.numDeletedRows);
 }

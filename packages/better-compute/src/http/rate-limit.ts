@@ -41,7 +41,10 @@ export class RateLimiter {
   // Buckets that have refilled completely carry no information; drop them to bound memory.
   #evictFull(now: number): void {
     for (const [key, bucket] of this.#buckets) {
-      if (bucket.tokens + ((now - bucket.updatedAt) / 1000) * this.#options.perSecond >= this.#options.burst) {
+      if (
+        bucket.tokens + ((now - bucket.updatedAt) / 1000) * this.#options.perSecond >=
+        this.#options.burst
+      ) {
         this.#buckets.delete(key);
       }
     }

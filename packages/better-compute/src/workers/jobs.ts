@@ -46,7 +46,13 @@ export async function claimJobs(
   const lockedUntil = new Date(options.now.getTime() + options.leaseMs);
   // Raw SQL: the claim is one statement so two runners never take the same row; SKIP LOCKED lets
   // them pass over rows another runner is claiming right now instead of waiting.
-  const result = await sql<{ id: string; kind: string; payload: Record<string, unknown>; attempts: number; max_attempts: number }>`
+  const result = await sql<{
+    id: string;
+    kind: string;
+    payload: Record<string, unknown>;
+    attempts: number;
+    max_attempts: number;
+  }>`
     update compute.jobs set state = 'running', locked_by = ${options.runner}, locked_until = ${lockedUntil},
       attempts = attempts + 1
     where id in (
@@ -67,7 +73,12 @@ export async function claimJobs(
   }));
 }
 
-export async function completeJob(db: Kysely<ComputeTables>, id: string, runner: string, now: Date): Promise<void> {
+export async function completeJob(
+  db: Kysely<ComputeTables>,
+  id: string,
+  runner: string,
+  now: Date,
+): Promise<void> {
   await db
     .updateTable('compute.jobs')
     .set({ state: 'done', finished_at: now, locked_by: null, locked_until: null })

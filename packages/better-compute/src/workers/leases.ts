@@ -18,7 +18,12 @@ export async function acquireLease(
       oc
         .column('name')
         .doUpdateSet({ holder: options.holder, expires_at: expiresAt })
-        .where((eb) => eb.or([eb('compute.leases.expires_at', '<', options.now), eb('compute.leases.holder', '=', options.holder)])),
+        .where((eb) =>
+          eb.or([
+            eb('compute.leases.expires_at', '<', options.now),
+            eb('compute.leases.holder', '=', options.holder),
+          ]),
+        ),
     )
     .returning('holder')
     .executeTakeFirst();

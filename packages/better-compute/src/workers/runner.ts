@@ -43,11 +43,24 @@ export function startWorkerLoop(options: WorkerOptions): { stop(): Promise<void>
         await completeJob(options.db, job.id, runner, options.now());
       } catch (error) {
         options.log({ level: 'warn', message: `job ${job.kind} ${job.id} failed`, error });
-        await failJob(options.db, job, runner, error instanceof Error ? error.message : String(error), options.now());
+        await failJob(
+          options.db,
+          job,
+          runner,
+          error instanceof Error ? error.message : String(error),
+          options.now(),
+        );
       }
     }
     if (options.maintenance && now.getTime() - lastMaintenance >= MAINTENANCE_EVERY_MS) {
-      if (await acquireLease(options.db, { name: MAINTENANCE_LEASE, holder: runner, ttlMs: 2 * MAINTENANCE_EVERY_MS, now })) {
+      if (
+        await acquireLease(options.db, {
+          name: MAINTENANCE_LEASE,
+          holder: runner,
+          ttlMs: 2 * MAINTENANCE_EVERY_MS,
+          now,
+        })
+      ) {
         lastMaintenance = now.getTime();
         await purgeExpiredIdempotencyKeys(options.db, now);
       }

@@ -64,21 +64,23 @@ export async function listEvents(
         ? query.where('type', '=', filter.exact)
         : query.where(sql<boolean>`starts_with(type, ${filter.prefix})`);
   }
-  const rows = await query.orderBy('tx_id').orderBy('tx_index').limit(options.limit + 1).execute();
+  const rows = await query
+    .orderBy('tx_id')
+    .orderBy('tx_index')
+    .limit(options.limit + 1)
+    .execute();
   const page = rows.slice(0, options.limit);
-  const items = page.map(
-    (row): EventRecord => ({
-      id: row.id,
-      position: formatListCursor({ tx: row.tx, index: row.tx_index }),
-      type: row.type,
-      tenantId: row.tenant_id,
-      subject: { type: row.subject_type, id: row.subject_id },
-      data: row.data,
-      actor: row.actor,
-      requestId: row.request_id,
-      occurredAt: new Date(row.occurred_at).toISOString(),
-    }),
-  );
+  const items = page.map((row): EventRecord => ({
+    id: row.id,
+    position: formatListCursor({ tx: row.tx, index: row.tx_index }),
+    type: row.type,
+    tenantId: row.tenant_id,
+    subject: { type: row.subject_type, id: row.subject_id },
+    data: row.data,
+    actor: row.actor,
+    requestId: row.request_id,
+    occurredAt: new Date(row.occurred_at).toISOString(),
+  }));
   const last = items.at(-1);
   return { items, nextCursor: rows.length > options.limit && last ? last.position : null };
 }

@@ -9,7 +9,11 @@ export const API_VERSION = 1;
 export const systemModule = defineModule({
   name: 'system',
   methods: [
-    bindMethod(methods['system.version'], async () => ({ product: PRODUCT, version: VERSION, apiVersion: API_VERSION })),
+    bindMethod(methods['system.version'], async () => ({
+      product: PRODUCT,
+      version: VERSION,
+      apiVersion: API_VERSION,
+    })),
     bindMethod(methods['system.whoami'], async ({ identity, tenantId }) => {
       if (!identity) throw new ComputeError('UNAUTHENTICATED', 'a credential is required');
       return {
