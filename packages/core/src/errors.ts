@@ -56,7 +56,7 @@ export class ComputeError extends Error {
   readonly [BRAND] = true;
 
   /** `instanceof ComputeError` holds for any copy's errors; subclasses keep the prototype check. */
-  static [Symbol.hasInstance](value: unknown): boolean {
+  static override [Symbol.hasInstance](value: unknown): boolean {
     if (this !== ComputeError) return Function.prototype[Symbol.hasInstance].call(this, value);
     return typeof value === 'object' && value !== null && (value as { [BRAND]?: unknown })[BRAND] === true;
   }
