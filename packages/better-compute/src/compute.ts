@@ -15,7 +15,14 @@ import {
   type RouteInfo,
 } from '@better-compute/core';
 import { methodList } from '@better-compute/core/methods';
-import { type Database, databaseNow, migrate, migrationStatus, type ModuleMigrations, openDatabase } from '@better-compute/db';
+import {
+  type Database,
+  databaseNow,
+  migrate,
+  migrationStatus,
+  type ModuleMigrations,
+  openDatabase,
+} from '@better-compute/db';
 import type { Iam } from 'better-iam';
 import type { Kysely } from 'kysely';
 import type { ComputeConfig } from './config/define-config.js';
@@ -23,7 +30,9 @@ import { foundationMigrations } from './db/migrations.js';
 import type { ComputeTables } from './db/tables.js';
 import { type BoundMethod, createHandler, type HandlerLog } from './http/handler.js';
 import type { ComputeModule } from './modules/define-module.js';
+import { capacityModule } from './modules/capacity/module.js';
 import { eventsModule } from './modules/events/module.js';
+import { fleetModule } from './modules/fleet/module.js';
 import { systemModule } from './modules/system/module.js';
 import type { ComputeInstance, DoctorFinding, DoctorReport, WorkerRole } from './types.js';
 import { startWorkerLoop } from './workers/runner.js';
@@ -31,7 +40,12 @@ import { startWorkerLoop } from './workers/runner.js';
 export const DEFAULT_BASE_PATH = '/api/compute';
 
 /** Every built-in module, in migration order. */
-export const builtinModules: readonly ComputeModule[] = [systemModule, eventsModule];
+export const builtinModules: readonly ComputeModule[] = [
+  systemModule,
+  eventsModule,
+  fleetModule,
+  capacityModule,
+];
 
 export interface BetterComputeOptions {
   /** Extra modules (plugins), after the built-in ones. */
@@ -45,14 +59,20 @@ const defaultLog: HandlerLog = ({ level, message, requestId, error }) => {
   console.error(`[better-compute] ${level}: ${message}${requestId ? ` (${requestId})` : ''}${detail}`);
 };
 
-function bindModules(modules: readonly ComputeModule[], enabled: readonly ModuleName[] | undefined): Map<string, BoundMethod> {
+function bindModules(
+  modules: readonly ComputeModule[],
+  enabled: readonly ModuleName[] | undefined,
+): Map<string, BoundMethod> {
   const known = new Map(methodList.map((method) => [methodKey(method), method]));
   const bound = new Map<string, BoundMethod>();
   for (const module of modules) {
     for (const { method, handler } of module.methods) {
       const key = methodKey(method);
       if (!known.has(key) && !key.startsWith('plugins.')) {
-        throw new ComputeError('INVALID_CONFIG', `module ${module.name} binds ${key}, which is not in the method table`);
+        throw new ComputeError(
+          'INVALID_CONFIG',
+          `module ${module.name} binds ${key}, which is not in the method table`,
+        );
       }
       if (bound.has(key)) throw new ComputeError('INVALID_CONFIG', `${key} is bound by two modules`);
       if (enabled && !enabled.includes(method.module)) continue;
@@ -72,7 +92,10 @@ export function actionCatalog(methods: readonly AnyMethod[] = methodList): Actio
   return [...seen].map(([action, summary]) => ({ action, summary }));
 }
 
-export async function betterCompute(config: ComputeConfig, options: BetterComputeOptions = {}): Promise<ComputeInstance> {
+export async function betterCompute(
+  config: ComputeConfig,
+  options: BetterComputeOptions = {},
+): Promise<ComputeInstance> {
   const log = options.log ?? defaultLog;
   const now = options.now ?? (() => new Date());
   const basePath = (config.basePath ?? DEFAULT_BASE_PATH).replace(/\/+$/, '');
@@ -85,7 +108,8 @@ export async function betterCompute(config: ComputeConfig, options: BetterComput
     });
   }
   const ownsDatabase = typeof config.database === 'string';
-  const database: Database = typeof config.database === 'string' ? await openDatabase({ url: config.database }) : config.database;
+  const database: Database =
+    typeof config.database === 'string' ? await openDatabase({ url: config.database }) : config.database;
 
   const modules = [...builtinModules, ...(options.modules ?? [])];
   const methods = bindModules(modules, config.modules);
@@ -99,7 +123,10 @@ export async function betterCompute(config: ComputeConfig, options: BetterComput
     iam = config.iam;
   } else {
     const { createIam } = await import('better-iam');
-    embeddedIam = createIam({ database, ...(config.trustedOrigins ? { trustedOrigins: config.trustedOrigins } : {}) });
+    embeddedIam = createIam({
+      database,
+      ...(config.trustedOrigins ? { trustedOrigins: config.trustedOrigins } : {}),
+    });
     iam = embeddedIam.bridge;
     iamHandler = embeddedIam.handler.bind(embeddedIam);
     iamMigrations = embeddedIam.migrations;
@@ -108,7 +135,9 @@ export async function betterCompute(config: ComputeConfig, options: BetterComput
   const allMigrations: ModuleMigrations[] = [
     foundationMigrations,
     ...(iamMigrations ? [iamMigrations] : []),
-    ...modules.filter((m) => m.migrations?.length).map((m) => ({ module: m.name, migrations: m.migrations! })),
+    ...modules
+      .filter((m) => m.migrations?.length)
+      .map((m) => ({ module: m.name, migrations: m.migrations! })),
   ];
   const db = database.db as Kysely<ComputeTables>;
   const { handler, dispatch } = createHandler({
@@ -129,11 +158,19 @@ export async function betterCompute(config: ComputeConfig, options: BetterComput
     const findings: DoctorFinding[] = [];
     try {
       const dbNow = await databaseNow(database);
-      findings.push({ check: 'database.reachable', severity: 'ok', message: `${database.description} answers` });
+      findings.push({
+        check: 'database.reachable',
+        severity: 'ok',
+        message: `${database.description} answers`,
+      });
       const skewMs = Math.abs(dbNow.getTime() - now().getTime());
       findings.push(
         skewMs > 5000
-          ? { check: 'clock.skew', severity: 'warning', message: `this machine's clock is ${Math.round(skewMs / 1000)} s off the database's` }
+          ? {
+              check: 'clock.skew',
+              severity: 'warning',
+              message: `this machine's clock is ${Math.round(skewMs / 1000)} s off the database's`,
+            }
           : { check: 'clock.skew', severity: 'ok', message: `clock within ${skewMs} ms of the database` },
       );
       const status = await migrationStatus(database.db, allMigrations);
@@ -141,9 +178,17 @@ export async function betterCompute(config: ComputeConfig, options: BetterComput
       const pending = status.filter((s) => s.state === 'pending');
       findings.push(
         changed.length
-          ? { check: 'schema.current', severity: 'error', message: `edited after being applied: ${changed.map((s) => `${s.module}/${s.name}`).join(', ')}` }
+          ? {
+              check: 'schema.current',
+              severity: 'error',
+              message: `edited after being applied: ${changed.map((s) => `${s.module}/${s.name}`).join(', ')}`,
+            }
           : pending.length
-            ? { check: 'schema.current', severity: 'error', message: `${pending.length} migration(s) pending: run better-compute migrate` }
+            ? {
+                check: 'schema.current',
+                severity: 'error',
+                message: `${pending.length} migration(s) pending: run better-compute migrate`,
+              }
             : { check: 'schema.current', severity: 'ok', message: `${status.length} migration(s) applied` },
       );
     } catch (error) {
@@ -154,7 +199,9 @@ export async function betterCompute(config: ComputeConfig, options: BetterComput
       });
     }
     const tableKeys = new Set(methodList.map(methodKey));
-    const unbound = methodList.filter((m) => !methods.has(methodKey(m)) && (!config.modules || config.modules.includes(m.module)));
+    const unbound = methodList.filter(
+      (m) => !methods.has(methodKey(m)) && (!config.modules || config.modules.includes(m.module)),
+    );
     const stray = [...methods.keys()].filter((k) => !tableKeys.has(k) && !k.startsWith('plugins.'));
     findings.push(
       unbound.length || stray.length
@@ -164,15 +211,25 @@ export async function betterCompute(config: ComputeConfig, options: BetterComput
             message: [
               unbound.length ? `unbound: ${unbound.map(methodKey).join(', ')}` : '',
               stray.length ? `not in the table: ${stray.join(', ')}` : '',
-            ].filter(Boolean).join('; '),
+            ]
+              .filter(Boolean)
+              .join('; '),
           }
         : { check: 'registry.consistent', severity: 'ok', message: `${methods.size} method(s) bound` },
     );
     try {
       await iam.tenantState('root');
-      findings.push({ check: 'iam.wired', severity: 'ok', message: config.iam ? 'the configured IAM answers' : 'the embedded Better IAM answers' });
+      findings.push({
+        check: 'iam.wired',
+        severity: 'ok',
+        message: config.iam ? 'the configured IAM answers' : 'the embedded Better IAM answers',
+      });
     } catch (error) {
-      findings.push({ check: 'iam.wired', severity: 'error', message: `IAM does not answer: ${error instanceof Error ? error.message : String(error)}` });
+      findings.push({
+        check: 'iam.wired',
+        severity: 'error',
+        message: `IAM does not answer: ${error instanceof Error ? error.message : String(error)}`,
+      });
     }
     return { ok: findings.every((f) => f.severity === 'ok'), findings };
   }
@@ -203,4 +260,3 @@ export async function betterCompute(config: ComputeConfig, options: BetterComput
     },
   };
 }
-

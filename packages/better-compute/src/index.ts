@@ -27,3 +27,10 @@ export { enqueueJob, claimJobs, completeJob, failJob } from './workers/jobs.js';
 export { acquireLease, releaseLease } from './workers/leases.js';
 export { ComputeError } from '@better-compute/core';
 export { serve, type ServeOptions } from './host/serve.js';
+export {
+  parseSelector,
+  requestTerms,
+  matchesSelector,
+  runFleetController,
+} from './modules/capacity/index.js';
+export { runSimulation, startSimulatedFleet } from './sim/index.js';

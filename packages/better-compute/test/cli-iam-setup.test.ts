@@ -1,6 +1,7 @@
 /** `better-compute iam setup`: Better IAM's example policies through the output formatter. */
 import { describe, expect, it } from 'vitest';
-import { iamSetupExamples } from 'better-iam';
+import { iamSetupExamples, IAM_ACTIONS } from 'better-iam';
+import { actionCatalog } from '../src/compute.js';
 import { runCli } from '../src/cli/index.js';
 import { captureIO } from './cli-support.js';
 
@@ -28,7 +29,7 @@ describe('better-compute iam setup', () => {
     await runCli(['iam', 'setup', '--format', 'table'], table.io);
     const text = table.out.join('\n');
     expect(text).toMatch(/^name\s+tenant\s+role\s+actions\s+bindings\s+summary/);
-    expect(text).toMatch(/gpu-tenant\s+acme\s+gpu-researcher\s+10\s+tenant-admin, gpu-researcher/);
+    expect(text).toMatch(/gpu-tenant\s+acme\s+gpu-researcher\s+4\s+tenant-admin, gpu-researcher/);
     expect(text).toMatch(/operator\s+root\s+\(built-in\)\s+0\s+operator/);
   });
 
@@ -36,5 +37,25 @@ describe('better-compute iam setup', () => {
     await expect(runCli(['iam', 'setup', '--meters'], captureIO().io)).rejects.toMatchObject({
       code: 'INVALID_ARGUMENT',
     });
+  });
+
+  it('names only actions that exist, so every example can be applied as printed', () => {
+    const known = [...actionCatalog().map((entry) => entry.action), ...IAM_ACTIONS];
+    const matches = (pattern: string, action: string) =>
+      new RegExp(
+        `^${pattern
+          .replace(/@own$/, '')
+          .split(':')
+          .map((s) => (s === '*' ? '[a-z0-9-]+(?::[a-z0-9-]+)*' : s))
+          .join(':')}$`,
+      ).test(action);
+    for (const policy of iamSetupExamples()) {
+      for (const pattern of policy.role?.actions ?? []) {
+        expect(
+          known.some((action) => matches(pattern, action)),
+          `${policy.name}: ${pattern}`,
+        ).toBe(true);
+      }
+    }
   });
 });

@@ -153,3 +153,18 @@ describe('ComputeError across copies', () => {
     expect(new UsageError('INVALID_ARGUMENT', 'x') instanceof ComputeError).toBe(true);
   });
 });
+
+describe('the method table', async () => {
+  const { methodList } = await import('../src/methods/index.js');
+  const { methodAction, methodKey } = await import('../src/contract.js');
+  it('names every IAM action compute:<kebab-group>:<verb>, as IAM requires', () => {
+    for (const method of methodList) {
+      const action = methodAction(method);
+      if (action) expect(action, methodKey(method)).toMatch(/^compute:[a-z0-9-]+:[a-z0-9-]+$/);
+    }
+  });
+  it('declares each method once, under its own group and name', async () => {
+    const { methods } = await import('../src/methods/index.js');
+    for (const [key, method] of Object.entries(methods)) expect(methodKey(method)).toBe(key);
+  });
+});

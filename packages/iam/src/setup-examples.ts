@@ -14,30 +14,21 @@ export interface ExamplePolicy {
   bindings: { role: string; principal: string; scope: BindingScope; note: string }[];
 }
 
-/** The example policies; `meters` adds read access to usage meters where it belongs. */
-export function iamSetupExamples(options: { meters?: boolean } = {}): ExamplePolicy[] {
-  const meters = options.meters ? ['compute:usage:read', 'compute:usage:list'] : [];
+/** The example policies. Every action they name exists in compute's catalog (a test holds them to it). */
+export function iamSetupExamples(): ExamplePolicy[] {
   return [
     {
       name: 'gpu-tenant',
-      summary:
-        'A GPU tenant: its admins run the tenant, researchers reserve GPUs and manage their own sandboxes',
+      summary: 'A GPU tenant: its admins run the tenant, researchers reserve GPUs',
       tenantId: 'acme',
       role: {
         name: 'gpu-researcher',
-        description: 'Reserve, extend and release GPUs; own sandboxes and volumes; read the rest',
+        description: 'Reserve, extend and release GPUs; read the rest',
         actions: [
           'compute:reservations:create',
           'compute:reservations:extend',
           'compute:reservations:release',
-          'compute:sandboxes:create',
-          'compute:sandboxes:*@own',
-          'compute:volumes:create',
-          'compute:volumes:*@own',
           'compute:*:read',
-          'compute:*:list',
-          'compute:*:get',
-          ...meters,
         ],
       },
       bindings: [
@@ -80,10 +71,8 @@ export function iamSetupExamples(options: { meters?: boolean } = {}): ExamplePol
         actions: [
           'compute:reservations:create',
           'compute:reservations:release',
-          'compute:reservations:get',
-          'compute:reservations:list',
+          'compute:reservations:read',
           'compute:events:read',
-          ...meters,
         ],
       },
       bindings: [

@@ -1,0 +1,237 @@
+/**
+ * The fleet's tables: sites, projects, pools and their offers, quotas, join tokens and requests,
+ * nodes with their GPUs (grouped by node, product and NVLink domain, with free counts kept in the
+ * same transaction as every binding, so placement and capacity read counters instead of scanning
+ * GPUs), inventory history, reservations and GPU bindings.
+ *
+ * No GPU is ever bound twice: `gpus.reservation_id` is claimed with a conditional update, and the
+ * partial unique index `gpu_bindings_one_active` refuses a second active binding of one GPU even if
+ * the application got it wrong. Never edit a migration once it has landed; add one.
+ */
+import type { Migration } from '@better-compute/db';
+
+export const fleetMigrations: readonly Migration[] = [
+  {
+    name: '0001_fleet',
+    sql: `
+create table compute.sites (
+  id text primary key,
+  tenant_id text not null,
+  name text not null,
+  region text,
+  description text not null default '',
+  labels jsonb not null default '{}'::jsonb,
+  version integer not null default 1,
+  created_at timestamptz not null,
+  updated_at timestamptz not null,
+  unique (tenant_id, name)
+);
+
+create table compute.projects (
+  id text primary key,
+  tenant_id text not null,
+  name text not null,
+  description text not null default '',
+  state text not null default 'active' check (state in ('active', 'archived')),
+  version integer not null default 1,
+  created_at timestamptz not null,
+  archived_at timestamptz,
+  unique (tenant_id, name)
+);
+
+create table compute.pools (
+  id text primary key,
+  tenant_id text not null,
+  site_id text not null references compute.sites (id),
+  name text not null,
+  class text not null check (class in ('gpu', 'vps', 'metal')),
+  driver text not null,
+  state text not null default 'active' check (state in ('active', 'archived')),
+  description text not null default '',
+  labels jsonb not null default '{}'::jsonb,
+  version integer not null default 1,
+  created_at timestamptz not null,
+  updated_at timestamptz not null,
+  unique (tenant_id, name)
+);
+create index pools_site on compute.pools (site_id);
+
+create table compute.pool_offers (
+  pool_id text not null references compute.pools (id),
+  tenant_id text not null,
+  created_at timestamptz not null,
+  primary key (pool_id, tenant_id)
+);
+create index pool_offers_tenant on compute.pool_offers (tenant_id, pool_id);
+
+create table compute.quotas (
+  tenant_id text not null,
+  pool_id text not null references compute.pools (id),
+  resource text not null check (resource in ('gpus', 'reservations')),
+  limit_value bigint not null,
+  version integer not null default 1,
+  updated_at timestamptz not null,
+  primary key (tenant_id, pool_id, resource)
+);
+
+create table compute.join_tokens (
+  id text primary key,
+  tenant_id text not null,
+  pool_id text not null references compute.pools (id),
+  secret_hash text not null,
+  description text not null default '',
+  uses_allowed integer not null,
+  uses integer not null default 0,
+  pre_approved boolean not null default false,
+  expires_at timestamptz not null,
+  revoked_at timestamptz,
+  created_at timestamptz not null
+);
+create index join_tokens_tenant on compute.join_tokens (tenant_id, id);
+
+create table compute.join_requests (
+  id text primary key,
+  tenant_id text not null,
+  pool_id text not null references compute.pools (id),
+  join_token_id text not null references compute.join_tokens (id),
+  hostname text not null,
+  inventory jsonb not null,
+  labels jsonb not null default '{}'::jsonb,
+  state text not null default 'pending' check (state in ('pending', 'approved', 'rejected')),
+  claim_hash text,
+  claimed boolean not null default false,
+  node_id text,
+  reason text,
+  created_at timestamptz not null,
+  decided_at timestamptz
+);
+create index join_requests_tenant on compute.join_requests (tenant_id, state, id);
+
+create table compute.nodes (
+  id text primary key,
+  -- Join order: placement breaks ties by it, so equal inputs place equally (the simulator's seed).
+  seq bigint generated always as identity unique,
+  tenant_id text not null,
+  pool_id text not null references compute.pools (id),
+  name text not null,
+  state text not null check (state in ('joining', 'ready', 'cordoned', 'draining', 'drained', 'offline', 'retired')),
+  -- Where an offline node goes back to when it heartbeats again.
+  state_before_offline text,
+  labels jsonb not null default '{}'::jsonb,
+  taints jsonb not null default '[]'::jsonb,
+  -- Keys of NoSchedule taints, for the placement filter.
+  no_schedule text[] not null default '{}',
+  cpu_cores integer not null,
+  memory_gib integer not null,
+  inventory jsonb not null,
+  -- The revision placement uses, and the newest reported (they differ while a change waits for the node to be empty).
+  inventory_revision integer not null default 1,
+  reported_revision integer not null default 1,
+  credential_hash text,
+  gpu_count integer not null,
+  free_gpus integer not null,
+  last_heartbeat_at timestamptz,
+  state_changed_at timestamptz not null,
+  version integer not null default 1,
+  created_at timestamptz not null,
+  updated_at timestamptz not null,
+  check (free_gpus >= 0 and free_gpus <= gpu_count)
+);
+-- Best fit: the ready node of a pool with the fewest free GPUs that still fit.
+create index nodes_fit on compute.nodes (pool_id, state, free_gpus, seq);
+create index nodes_tenant on compute.nodes (tenant_id, id);
+create index nodes_heartbeat on compute.nodes (last_heartbeat_at) where state not in ('offline', 'retired');
+
+-- GPUs of one node with one product and NVLink domain; free counts for placement and capacity.
+create table compute.gpu_groups (
+  node_id text not null references compute.nodes (id) on delete cascade,
+  group_no integer not null,
+  pool_id text not null,
+  model text not null,
+  product text not null,
+  vram_gib integer not null,
+  nvlink_domain text,
+  total integer not null,
+  free integer not null,
+  primary key (node_id, group_no),
+  check (free >= 0 and free <= total)
+);
+create index gpu_groups_pool on compute.gpu_groups (pool_id, nvlink_domain);
+
+create table compute.gpus (
+  node_id text not null references compute.nodes (id) on delete cascade,
+  idx integer not null,
+  group_no integer not null,
+  pool_id text not null,
+  model text not null,
+  product text not null,
+  vram_gib integer not null,
+  nvlink_domain text,
+  reservation_id text,
+  primary key (node_id, idx)
+);
+create index gpus_reservation on compute.gpus (reservation_id) where reservation_id is not null;
+
+create table compute.node_inventories (
+  node_id text not null,
+  revision integer not null,
+  inventory jsonb not null,
+  recorded_at timestamptz not null,
+  primary key (node_id, revision)
+);
+
+create table compute.reservations (
+  id text primary key,
+  -- Queue order; also the deterministic order of the simulator.
+  seq bigint generated always as identity unique,
+  tenant_id text not null,
+  pool_id text not null references compute.pools (id),
+  project_id text,
+  state text not null check (state in ('queued', 'active', 'ended')),
+  gpus integer not null,
+  duration_seconds integer not null,
+  nvlink boolean not null,
+  selector text,
+  gpu_model text,
+  gpu_product text,
+  tolerations text[] not null default '{}',
+  created_at timestamptz not null,
+  activated_at timestamptz,
+  ends_at timestamptz,
+  ended_at timestamptz,
+  end_reason text check (end_reason in ('released', 'expired', 'cancelled', 'node-retired')),
+  version integer not null default 1,
+  check ((state = 'ended') = (end_reason is not null))
+);
+create index reservations_queue on compute.reservations (pool_id, seq) where state = 'queued';
+create index reservations_expiry on compute.reservations (ends_at) where state = 'active';
+create index reservations_tenant on compute.reservations (tenant_id, id);
+create index reservations_holding on compute.reservations (pool_id, tenant_id) where state in ('queued', 'active');
+
+create table compute.gpu_bindings (
+  id bigint generated always as identity primary key,
+  reservation_id text not null references compute.reservations (id),
+  tenant_id text not null,
+  pool_id text not null,
+  node_id text not null,
+  gpu_index integer not null,
+  group_no integer not null,
+  model text not null,
+  product text not null,
+  nvlink_domain text,
+  bound_at timestamptz not null,
+  released_at timestamptz
+);
+create unique index gpu_bindings_one_active on compute.gpu_bindings (node_id, gpu_index) where released_at is null;
+create index gpu_bindings_reservation on compute.gpu_bindings (reservation_id);
+create index gpu_bindings_tenant_time on compute.gpu_bindings (tenant_id, bound_at);
+create index gpu_bindings_pool_time on compute.gpu_bindings (pool_id, bound_at);
+
+-- The controller's first pass; each pass queues the next (modules/capacity/controller.ts).
+insert into compute.jobs (id, kind, payload, run_at) values ('job_fleet_controller_first', 'fleet.controller', '{}'::jsonb, '-infinity');
+
+-- nodes.events reads a node's events from the outbox by subject.
+create index events_fleet_subject on compute.events (subject_id, tx_id, tx_index) where subject_type = 'node';
+`,
+  },
+];

@@ -1,0 +1,494 @@
+/**
+ * Nodes: reading them, operators' state changes (cordon, uncordon, drain, retire, delete), labels
+ * and taints, and the node's GPU tables (one row per GPU, one per group of GPUs sharing a product
+ * and an NVLink domain on a node, with free counts for placement).
+ */
+import { ComputeError, formatListCursor, parsePosition } from '@better-compute/core';
+import { sql, type Selectable } from 'kysely';
+import type { CallContext } from '../define-module.js';
+import { activateQueue, endReservationsOnNode, lockPool } from '../capacity/service.js';
+import { checkVersion, invalidState, iso, isoOrNull, notFound, pageOfRows } from './common.js';
+import { completeDrains, type Emit, setNodeState } from './node-states.js';
+import {
+  type FleetDb,
+  fleetDb,
+  type NodesTable,
+  type NodeState,
+  type StoredInventory,
+  type Taint,
+} from './tables.js';
+
+export type NodeRow = Selectable<NodesTable>;
+
+/** How often a node daemon heartbeats, and after how long without one it is offline. */
+export const HEARTBEAT_INTERVAL_SECONDS = 15;
+export const OFFLINE_AFTER_SECONDS = 60;
+
+interface GpuRow {
+  node_id: string;
+  idx: number;
+  model: string;
+  product: string;
+  vram_gib: number;
+  nvlink_domain: string | null;
+  reservation_id: string | null;
+}
+
+export function nodeView(row: NodeRow, gpus: GpuRow[]) {
+  return {
+    id: row.id,
+    tenantId: row.tenant_id,
+    poolId: row.pool_id,
+    name: row.name,
+    state: row.state,
+    labels: row.labels,
+    taints: row.taints,
+    cpuCores: row.cpu_cores,
+    memoryGiB: row.memory_gib,
+    gpus: gpus.map((g) => ({
+      index: g.idx,
+      model: g.model,
+      product: g.product,
+      vramGiB: g.vram_gib,
+      nvlinkDomain: g.nvlink_domain,
+      reservationId: g.reservation_id,
+    })),
+    gpuCount: row.gpu_count,
+    freeGpus: row.free_gpus,
+    lastHeartbeatAt: isoOrNull(row.last_heartbeat_at),
+    stateChangedAt: iso(row.state_changed_at),
+    version: row.version,
+    createdAt: iso(row.created_at),
+    updatedAt: iso(row.updated_at),
+  };
+}
+
+async function gpusOf(db: FleetDb, nodeIds: string[]): Promise<Map<string, GpuRow[]>> {
+  const map = new Map<string, GpuRow[]>();
+  if (nodeIds.length === 0) return map;
+  const rows = await db
+    .selectFrom('compute.gpus')
+    .select(['node_id', 'idx', 'model', 'product', 'vram_gib', 'nvlink_domain', 'reservation_id'])
+    .where('node_id', 'in', nodeIds)
+    .orderBy('node_id')
+    .orderBy('idx')
+    .execute();
+  for (const row of rows) map.set(row.node_id, [...(map.get(row.node_id) ?? []), row]);
+  return map;
+}
+
+/** A node of a pool the tenant owns; NOT_FOUND otherwise. */
+export async function loadNode(
+  db: FleetDb,
+  tenantId: string,
+  nodeId: string,
+  forUpdate = false,
+): Promise<NodeRow> {
+  let query = db
+    .selectFrom('compute.nodes')
+    .selectAll()
+    .where('id', '=', nodeId)
+    .where('tenant_id', '=', tenantId);
+  if (forUpdate) query = query.forUpdate();
+  const row = await query.executeTakeFirst();
+  if (!row) throw notFound('node', nodeId);
+  return row;
+}
+
+/**
+ * A node about to change, locked after its pool: every path that changes nodes and reservations
+ * takes the pool first, so an uncordon that starts queued work cannot deadlock with a reserve.
+ */
+async function lockNodeForChange(db: FleetDb, tenantId: string, nodeId: string): Promise<NodeRow> {
+  const peek = await loadNode(db, tenantId, nodeId);
+  await lockPool(db, peek.pool_id);
+  return loadNode(db, tenantId, nodeId, true);
+}
+
+async function viewOf(db: FleetDb, nodeId: string) {
+  const row = await db
+    .selectFrom('compute.nodes')
+    .selectAll()
+    .where('id', '=', nodeId)
+    .executeTakeFirstOrThrow();
+  return nodeView(row, (await gpusOf(db, [nodeId])).get(nodeId) ?? []);
+}
+
+export async function listNodes(
+  ctx: CallContext<{
+    poolId?: string | undefined;
+    state?: NodeState | undefined;
+    limit: number;
+    cursor?: string | undefined;
+  }>,
+) {
+  const db = fleetDb(ctx.db);
+  let query = db.selectFrom('compute.nodes').selectAll().where('tenant_id', '=', ctx.tenantId);
+  if (ctx.input.poolId) query = query.where('pool_id', '=', ctx.input.poolId);
+  if (ctx.input.state) query = query.where('state', '=', ctx.input.state);
+  if (ctx.input.cursor) query = query.where('id', '>', ctx.input.cursor);
+  const rows = await query
+    .orderBy('id')
+    .limit(ctx.input.limit + 1)
+    .execute();
+  const gpus = await gpusOf(
+    db,
+    rows.slice(0, ctx.input.limit).map((r) => r.id),
+  );
+  return pageOfRows(rows, ctx.input.limit, (row) => nodeView(row, gpus.get(row.id) ?? []));
+}
+
+export async function getNode(ctx: CallContext<{ nodeId: string }>) {
+  const db = fleetDb(ctx.db);
+  const row = await loadNode(db, ctx.tenantId, ctx.input.nodeId);
+  return nodeView(row, (await gpusOf(db, [row.id])).get(row.id) ?? []);
+}
+
+/** A node's events from the outbox, read below the oldest running transaction like `events.list`. */
+export async function nodeEvents(
+  ctx: CallContext<{ nodeId: string; limit: number; cursor?: string | undefined }>,
+) {
+  const db = fleetDb(ctx.db);
+  await loadNode(db, ctx.tenantId, ctx.input.nodeId);
+  const after = ctx.input.cursor ? parsePosition(ctx.input.cursor, 'list', 'cursor') : undefined;
+  let query = db
+    .selectFrom('compute.events')
+    .select([
+      'id',
+      sql<string>`tx_id::text`.as('tx'),
+      'tx_index',
+      'type',
+      'tenant_id',
+      'subject_type',
+      'subject_id',
+      'data',
+      'actor',
+      'request_id',
+      'occurred_at',
+    ])
+    .where('subject_type', '=', 'node')
+    .where('subject_id', '=', ctx.input.nodeId)
+    .where('tenant_id', '=', ctx.tenantId)
+    // Raw SQL: snapshot functions and xid8 row comparisons have no Kysely builder.
+    .where(sql<boolean>`tx_id < pg_snapshot_xmin(pg_current_snapshot())`);
+  if (after) query = query.where(sql<boolean>`(tx_id, tx_index) > (${after.tx}::xid8, ${after.index})`);
+  const rows = await query
+    .orderBy('tx_id')
+    .orderBy('tx_index')
+    .limit(ctx.input.limit + 1)
+    .execute();
+  const items = rows.slice(0, ctx.input.limit).map((row) => ({
+    id: row.id,
+    position: formatListCursor({ tx: row.tx, index: row.tx_index }),
+    type: row.type,
+    tenantId: row.tenant_id,
+    subject: { type: row.subject_type, id: row.subject_id },
+    data: row.data,
+    actor: row.actor,
+    requestId: row.request_id,
+    occurredAt: iso(row.occurred_at),
+  }));
+  const last = items.at(-1);
+  return { items, nextCursor: rows.length > ctx.input.limit && last ? last.position : null };
+}
+
+type StateInput = { nodeId: string; reason?: string | undefined; ifVersion?: number | undefined };
+
+export async function cordonNode(ctx: CallContext<StateInput>) {
+  const db = fleetDb(ctx.db);
+  const node = await lockNodeForChange(db, ctx.tenantId, ctx.input.nodeId);
+  checkVersion('node', node.id, node.version, ctx.input.ifVersion);
+  const emit: Emit = ctx.emit;
+  if (node.state === 'retired') throw invalidState(`node ${node.id} is retired`, { state: node.state });
+  if (node.state === 'offline') {
+    await setNodeState(db, node, 'offline', ctx.now(), emit, {
+      stateBeforeOffline: 'cordoned',
+      eventType: 'node.cordoned',
+      reason: ctx.input.reason,
+    });
+  } else {
+    await setNodeState(db, node, 'cordoned', ctx.now(), emit, { reason: ctx.input.reason });
+  }
+  return viewOf(db, node.id);
+}
+
+export async function uncordonNode(ctx: CallContext<StateInput>) {
+  const db = fleetDb(ctx.db);
+  const node = await lockNodeForChange(db, ctx.tenantId, ctx.input.nodeId);
+  checkVersion('node', node.id, node.version, ctx.input.ifVersion);
+  if (node.state === 'retired' || node.state === 'joining') {
+    throw invalidState(
+      `node ${node.id} is ${node.state}; only cordoned, draining or drained nodes are uncordoned`,
+      { state: node.state },
+    );
+  }
+  if (node.state === 'offline') {
+    await setNodeState(db, node, 'offline', ctx.now(), ctx.emit, {
+      stateBeforeOffline: 'ready',
+      eventType: 'node.uncordoned',
+      reason: ctx.input.reason,
+    });
+  } else if (node.state !== 'ready') {
+    await setNodeState(db, node, 'ready', ctx.now(), ctx.emit, {
+      reason: ctx.input.reason,
+      eventType: 'node.uncordoned',
+    });
+    await activateQueue(db, node.pool_id, ctx.now(), ctx.emit);
+  }
+  return viewOf(db, node.id);
+}
+
+export async function drainNode(ctx: CallContext<StateInput>) {
+  const db = fleetDb(ctx.db);
+  const node = await lockNodeForChange(db, ctx.tenantId, ctx.input.nodeId);
+  checkVersion('node', node.id, node.version, ctx.input.ifVersion);
+  if (node.state === 'retired') throw invalidState(`node ${node.id} is retired`, { state: node.state });
+  if (node.state === 'offline') {
+    await setNodeState(db, node, 'offline', ctx.now(), ctx.emit, {
+      stateBeforeOffline: 'draining',
+      eventType: 'node.draining',
+      reason: ctx.input.reason,
+    });
+  } else if (node.state !== 'draining' && node.state !== 'drained') {
+    await setNodeState(db, node, 'draining', ctx.now(), ctx.emit, { reason: ctx.input.reason });
+    await completeDrains(db, [node.id], ctx.now(), ctx.emit);
+  }
+  return viewOf(db, node.id);
+}
+
+export async function retireNode(ctx: CallContext<StateInput & { force: boolean }>) {
+  const db = fleetDb(ctx.db);
+  const peek = await loadNode(db, ctx.tenantId, ctx.input.nodeId);
+  checkVersion('node', peek.id, peek.version, ctx.input.ifVersion);
+  if (peek.state === 'retired') return viewOf(db, peek.id);
+  await lockPool(db, peek.pool_id);
+  // Its reservations end before the node's row is locked: reservation rows come before node rows.
+  if (ctx.input.force) await endReservationsOnNode(db, peek.id, ctx.now(), ctx.emit);
+  const node = await loadNode(db, ctx.tenantId, peek.id, true);
+  if (node.free_gpus < node.gpu_count) {
+    throw invalidState(
+      `node ${node.id} holds reservations`,
+      { state: node.state, reservedGpus: node.gpu_count - node.free_gpus },
+      'Drain it and wait until it is drained, or retire it with force: its reservations end with reason node-retired.',
+    );
+  }
+  await setNodeState(db, node, 'retired', ctx.now(), ctx.emit, {
+    reason: ctx.input.reason,
+    stateBeforeOffline: null,
+  });
+  await db.updateTable('compute.nodes').set({ credential_hash: null }).where('id', '=', node.id).execute();
+  return viewOf(db, node.id);
+}
+
+export async function deleteNode(ctx: CallContext<{ nodeId: string; ifVersion?: number | undefined }>) {
+  const db = fleetDb(ctx.db);
+  const node = await lockNodeForChange(db, ctx.tenantId, ctx.input.nodeId);
+  checkVersion('node', node.id, node.version, ctx.input.ifVersion);
+  if (node.state !== 'retired' && node.state !== 'cordoned') {
+    throw invalidState(
+      `node ${node.id} is ${node.state}; only a retired or cordoned node is deleted`,
+      { state: node.state },
+      'Cordon or retire it first.',
+    );
+  }
+  if (node.free_gpus < node.gpu_count) {
+    throw invalidState(
+      `node ${node.id} still holds reservations`,
+      { reservedGpus: node.gpu_count - node.free_gpus },
+      'Drain it first.',
+    );
+  }
+  await db.deleteFrom('compute.nodes').where('id', '=', node.id).execute();
+  ctx.emit({
+    type: 'node.deleted',
+    subject: { type: 'node', id: node.id },
+    data: { poolId: node.pool_id, previousState: node.state },
+  });
+  return { id: node.id, deleted: true as const };
+}
+
+export async function labelNode(
+  ctx: CallContext<{
+    nodeId: string;
+    set: Record<string, string>;
+    remove: string[];
+    ifVersion?: number | undefined;
+  }>,
+) {
+  const db = fleetDb(ctx.db);
+  const node = await lockNodeForChange(db, ctx.tenantId, ctx.input.nodeId);
+  checkVersion('node', node.id, node.version, ctx.input.ifVersion);
+  const labels = { ...node.labels, ...ctx.input.set };
+  for (const key of ctx.input.remove) delete labels[key];
+  const sorted = Object.fromEntries(Object.entries(labels).sort(([a], [b]) => (a < b ? -1 : 1)));
+  await db
+    .updateTable('compute.nodes')
+    .set({ labels: JSON.stringify(sorted), version: node.version + 1, updated_at: ctx.now() })
+    .where('id', '=', node.id)
+    .execute();
+  ctx.emit({
+    type: 'node.labeled',
+    subject: { type: 'node', id: node.id },
+    data: { labels: sorted, version: node.version + 1 },
+  });
+  return viewOf(db, node.id);
+}
+
+export async function taintNode(
+  ctx: CallContext<{
+    nodeId: string;
+    add: { key: string; value: string; effect: Taint['effect'] }[];
+    remove: string[];
+    ifVersion?: number | undefined;
+  }>,
+) {
+  const db = fleetDb(ctx.db);
+  const node = await lockNodeForChange(db, ctx.tenantId, ctx.input.nodeId);
+  checkVersion('node', node.id, node.version, ctx.input.ifVersion);
+  const byKey = new Map(node.taints.map((t) => [t.key, t]));
+  for (const key of ctx.input.remove) byKey.delete(key);
+  for (const taint of ctx.input.add) byKey.set(taint.key, taint);
+  const taints = [...byKey.values()].sort((a, b) => (a.key < b.key ? -1 : 1));
+  await db
+    .updateTable('compute.nodes')
+    .set({
+      taints: JSON.stringify(taints),
+      no_schedule: taints.filter((t) => t.effect === 'NoSchedule').map((t) => t.key),
+      version: node.version + 1,
+      updated_at: ctx.now(),
+    })
+    .where('id', '=', node.id)
+    .execute();
+  ctx.emit({
+    type: 'node.tainted',
+    subject: { type: 'node', id: node.id },
+    data: { taints, version: node.version + 1 },
+  });
+  if (ctx.input.remove.length > 0) await activateQueue(db, node.pool_id, ctx.now(), ctx.emit);
+  return viewOf(db, node.id);
+}
+
+/** GPUs grouped by product, VRAM and NVLink domain, in index order. */
+export function gpuGroupsOf(inventory: StoredInventory) {
+  const groups: {
+    key: string;
+    model: string;
+    product: string;
+    vramGiB: number;
+    nvlinkDomain: string | null;
+    indices: number[];
+  }[] = [];
+  for (const gpu of [...inventory.gpus].sort((a, b) => a.index - b.index)) {
+    const key = JSON.stringify([gpu.model, gpu.product, gpu.vramGiB, gpu.nvlinkDomain]);
+    let group = groups.find((g) => g.key === key);
+    if (!group) {
+      group = {
+        key,
+        model: gpu.model,
+        product: gpu.product,
+        vramGiB: gpu.vramGiB,
+        nvlinkDomain: gpu.nvlinkDomain,
+        indices: [],
+      };
+      groups.push(group);
+    }
+    group.indices.push(gpu.index);
+  }
+  return groups;
+}
+
+/** Writes a node's GPU rows and groups from an inventory (the node holds no binding). */
+export async function writeGpus(
+  db: FleetDb,
+  node: { id: string; pool_id: string },
+  inventory: StoredInventory,
+): Promise<void> {
+  await db.deleteFrom('compute.gpus').where('node_id', '=', node.id).execute();
+  await db.deleteFrom('compute.gpu_groups').where('node_id', '=', node.id).execute();
+  const groups = gpuGroupsOf(inventory);
+  if (groups.length === 0) return;
+  await db
+    .insertInto('compute.gpu_groups')
+    .values(
+      groups.map((g, groupNo) => ({
+        node_id: node.id,
+        group_no: groupNo,
+        pool_id: node.pool_id,
+        model: g.model,
+        product: g.product,
+        vram_gib: g.vramGiB,
+        nvlink_domain: g.nvlinkDomain,
+        total: g.indices.length,
+        free: g.indices.length,
+      })),
+    )
+    .execute();
+  await db
+    .insertInto('compute.gpus')
+    .values(
+      groups.flatMap((g, groupNo) =>
+        g.indices.map((idx) => ({
+          node_id: node.id,
+          idx,
+          group_no: groupNo,
+          pool_id: node.pool_id,
+          model: g.model,
+          product: g.product,
+          vram_gib: g.vramGiB,
+          nvlink_domain: g.nvlinkDomain,
+          reservation_id: null,
+        })),
+      ),
+    )
+    .execute();
+}
+
+/** A new node in `joining`, with its GPUs and its first inventory revision. */
+export async function createNode(
+  db: FleetDb,
+  options: {
+    id: string;
+    tenantId: string;
+    poolId: string;
+    name: string;
+    inventory: StoredInventory;
+    labels: Record<string, string>;
+    credentialHash: string | null;
+    now: Date;
+  },
+): Promise<void> {
+  const { inventory, now } = options;
+  await db
+    .insertInto('compute.nodes')
+    .values({
+      id: options.id,
+      tenant_id: options.tenantId,
+      pool_id: options.poolId,
+      name: options.name,
+      state: 'joining',
+      state_before_offline: null,
+      labels: JSON.stringify(options.labels),
+      taints: '[]',
+      no_schedule: [],
+      cpu_cores: inventory.cpuCores,
+      memory_gib: inventory.memoryGiB,
+      inventory: JSON.stringify(inventory),
+      credential_hash: options.credentialHash,
+      gpu_count: inventory.gpus.length,
+      free_gpus: inventory.gpus.length,
+      last_heartbeat_at: null,
+      state_changed_at: now,
+      created_at: now,
+      updated_at: now,
+    })
+    .execute();
+  await writeGpus(db, { id: options.id, pool_id: options.poolId }, inventory);
+  await db
+    .insertInto('compute.node_inventories')
+    .values({ node_id: options.id, revision: 1, inventory: JSON.stringify(inventory), recorded_at: now })
+    .execute();
+}
+
+export function assertNotRetired(node: NodeRow): void {
+  if (node.state === 'retired') throw new ComputeError('INVALID_STATE', `node ${node.id} is retired`);
+}

@@ -1,0 +1,444 @@
+/**
+ * Pools (owned by a tenant, at one of its sites, offered to other tenants) and quotas. A pool is
+ * visible to its owner and to the tenants it is offered to; only the owner changes it.
+ */
+import { ComputeError, newId } from '@better-compute/core';
+import { sql, type Selectable } from 'kysely';
+import type { CallContext } from '../define-module.js';
+import { checkVersion, iso, notFound, pageOfRows } from './common.js';
+import { findDriver } from './drivers.js';
+import { type FleetDb, fleetDb, type PoolsTable } from './tables.js';
+
+export type PoolRow = Selectable<PoolsTable>;
+
+export function poolView(row: PoolRow, tenantId: string, offeredTo: string[]) {
+  const owner = row.tenant_id === tenantId;
+  return {
+    id: row.id,
+    tenantId: row.tenant_id,
+    siteId: row.site_id,
+    name: row.name,
+    class: row.class,
+    driver: row.driver,
+    state: row.state,
+    description: row.description,
+    labels: row.labels,
+    offeredTo: owner ? offeredTo : [],
+    access: owner ? ('owner' as const) : ('offered' as const),
+    version: row.version,
+    createdAt: iso(row.created_at),
+    updatedAt: iso(row.updated_at),
+  };
+}
+
+async function offersOf(db: FleetDb, poolIds: string[]): Promise<Map<string, string[]>> {
+  const map = new Map<string, string[]>();
+  if (poolIds.length === 0) return map;
+  const rows = await db
+    .selectFrom('compute.pool_offers')
+    .select(['pool_id', 'tenant_id'])
+    .where('pool_id', 'in', poolIds)
+    .orderBy('tenant_id')
+    .execute();
+  for (const row of rows) map.set(row.pool_id, [...(map.get(row.pool_id) ?? []), row.tenant_id]);
+  return map;
+}
+
+/** A pool the tenant owns or is offered; NOT_FOUND otherwise. */
+export async function visiblePool(
+  db: FleetDb,
+  tenantId: string,
+  poolId: string,
+): Promise<{ pool: PoolRow; owner: boolean }> {
+  const row = await db
+    .selectFrom('compute.pools as p')
+    .selectAll('p')
+    .select((eb) =>
+      eb
+        .exists(
+          eb
+            .selectFrom('compute.pool_offers as o')
+            .select('o.pool_id')
+            .whereRef('o.pool_id', '=', 'p.id')
+            .where('o.tenant_id', '=', tenantId),
+        )
+        .as('offered'),
+    )
+    .where('p.id', '=', poolId)
+    .executeTakeFirst();
+  if (!row) throw notFound('pool', poolId);
+  const { offered, ...pool } = row;
+  if (pool.tenant_id === tenantId) return { pool, owner: true };
+  if (!offered) throw notFound('pool', poolId);
+  return { pool, owner: false };
+}
+
+/** A pool the tenant owns: NOT_FOUND when it cannot see it, ACCESS_DENIED when it is only offered. */
+export async function ownedPool(
+  db: FleetDb,
+  tenantId: string,
+  poolId: string,
+  forUpdate = false,
+): Promise<PoolRow> {
+  const { pool, owner } = await visiblePool(db, tenantId, poolId);
+  if (!owner) {
+    throw new ComputeError(
+      'ACCESS_DENIED',
+      `pool ${poolId} belongs to tenant ${pool.tenant_id}; only its owner can change it`,
+      {
+        details: { reason: 'not-owner', poolId },
+      },
+    );
+  }
+  if (!forUpdate) return pool;
+  return db
+    .selectFrom('compute.pools')
+    .selectAll()
+    .where('id', '=', poolId)
+    .forUpdate()
+    .executeTakeFirstOrThrow();
+}
+
+export async function listPools(
+  ctx: CallContext<{
+    class?: 'gpu' | 'vps' | 'metal' | undefined;
+    includeArchived: boolean;
+    limit: number;
+    cursor?: string | undefined;
+  }>,
+) {
+  const db = fleetDb(ctx.db);
+  let query = db
+    .selectFrom('compute.pools')
+    .selectAll()
+    .where((eb) =>
+      eb.or([
+        eb('tenant_id', '=', ctx.tenantId),
+        eb(
+          'id',
+          'in',
+          eb.selectFrom('compute.pool_offers').select('pool_id').where('tenant_id', '=', ctx.tenantId),
+        ),
+      ]),
+    );
+  if (ctx.input.class) query = query.where('class', '=', ctx.input.class);
+  if (!ctx.input.includeArchived) query = query.where('state', '=', 'active');
+  if (ctx.input.cursor) query = query.where('id', '>', ctx.input.cursor);
+  const rows = await query
+    .orderBy('id')
+    .limit(ctx.input.limit + 1)
+    .execute();
+  const offers = await offersOf(
+    db,
+    rows.map((r) => r.id),
+  );
+  return pageOfRows(rows, ctx.input.limit, (row) => poolView(row, ctx.tenantId, offers.get(row.id) ?? []));
+}
+
+export async function getPool(ctx: CallContext<{ poolId: string }>) {
+  const db = fleetDb(ctx.db);
+  const { pool } = await visiblePool(db, ctx.tenantId, ctx.input.poolId);
+  return poolView(pool, ctx.tenantId, (await offersOf(db, [pool.id])).get(pool.id) ?? []);
+}
+
+export async function createPool(
+  ctx: CallContext<{
+    siteId: string;
+    name: string;
+    class: 'gpu' | 'vps' | 'metal';
+    driver: string;
+    description?: string | undefined;
+    labels?: Record<string, string> | undefined;
+  }>,
+) {
+  const { input } = ctx;
+  const db = fleetDb(ctx.db);
+  const driver = findDriver(input.driver);
+  if (!driver) {
+    throw new ComputeError('INVALID_ARGUMENT', `driver ${input.driver} is not registered`, {
+      details: { field: 'driver' },
+      hint: 'Run better-compute drivers list for the drivers this build supports.',
+    });
+  }
+  if (!driver.classes.includes(input.class)) {
+    throw new ComputeError('INVALID_ARGUMENT', `driver ${driver.name} does not run ${input.class} pools`, {
+      details: { field: 'class' },
+    });
+  }
+  const site = await db
+    .selectFrom('compute.sites')
+    .select('id')
+    .where('id', '=', input.siteId)
+    .where('tenant_id', '=', ctx.tenantId)
+    .executeTakeFirst();
+  if (!site) throw notFound('site', input.siteId);
+  const taken = await db
+    .selectFrom('compute.pools')
+    .select('id')
+    .where('tenant_id', '=', ctx.tenantId)
+    .where('name', '=', input.name)
+    .executeTakeFirst();
+  if (taken)
+    throw new ComputeError('ALREADY_EXISTS', `a pool named ${input.name} exists`, {
+      details: { id: taken.id },
+    });
+  const now = ctx.now();
+  const row = await db
+    .insertInto('compute.pools')
+    .values({
+      id: newId('pool'),
+      tenant_id: ctx.tenantId,
+      site_id: site.id,
+      name: input.name,
+      class: input.class,
+      driver: driver.name,
+      description: input.description ?? '',
+      labels: JSON.stringify(input.labels ?? {}),
+      created_at: now,
+      updated_at: now,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  ctx.emit({
+    type: 'pool.created',
+    subject: { type: 'pool', id: row.id },
+    data: { name: row.name, class: row.class, siteId: row.site_id },
+  });
+  return poolView(row, ctx.tenantId, []);
+}
+
+async function bumpPool(
+  ctx: CallContext,
+  pool: PoolRow,
+  set: Partial<{ name: string; description: string; labels: string; state: 'archived' }>,
+) {
+  const db = fleetDb(ctx.db);
+  const row = await db
+    .updateTable('compute.pools')
+    .set({ ...set, version: pool.version + 1, updated_at: ctx.now() })
+    .where('id', '=', pool.id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  return poolView(row, ctx.tenantId, (await offersOf(db, [row.id])).get(row.id) ?? []);
+}
+
+export async function updatePool(
+  ctx: CallContext<{
+    poolId: string;
+    name?: string | undefined;
+    description?: string | undefined;
+    labels?: Record<string, string> | undefined;
+    ifVersion?: number | undefined;
+  }>,
+) {
+  const { input } = ctx;
+  const pool = await ownedPool(fleetDb(ctx.db), ctx.tenantId, input.poolId, true);
+  checkVersion('pool', pool.id, pool.version, input.ifVersion);
+  if (input.name !== undefined && input.name !== pool.name) {
+    const taken = await fleetDb(ctx.db)
+      .selectFrom('compute.pools')
+      .select('id')
+      .where('tenant_id', '=', ctx.tenantId)
+      .where('name', '=', input.name)
+      .executeTakeFirst();
+    if (taken)
+      throw new ComputeError('ALREADY_EXISTS', `a pool named ${input.name} exists`, {
+        details: { id: taken.id },
+      });
+  }
+  const view = await bumpPool(ctx, pool, {
+    ...(input.name !== undefined ? { name: input.name } : {}),
+    ...(input.description !== undefined ? { description: input.description } : {}),
+    ...(input.labels !== undefined ? { labels: JSON.stringify(input.labels) } : {}),
+  });
+  ctx.emit({ type: 'pool.updated', subject: { type: 'pool', id: pool.id }, data: { version: view.version } });
+  return view;
+}
+
+export async function archivePool(ctx: CallContext<{ poolId: string; ifVersion?: number | undefined }>) {
+  const pool = await ownedPool(fleetDb(ctx.db), ctx.tenantId, ctx.input.poolId, true);
+  checkVersion('pool', pool.id, pool.version, ctx.input.ifVersion);
+  if (pool.state === 'archived')
+    return poolView(pool, ctx.tenantId, (await offersOf(fleetDb(ctx.db), [pool.id])).get(pool.id) ?? []);
+  const view = await bumpPool(ctx, pool, { state: 'archived' });
+  ctx.emit({ type: 'pool.archived', subject: { type: 'pool', id: pool.id } });
+  return view;
+}
+
+export async function offerPool(
+  ctx: CallContext<{ poolId: string; offerTenantId: string; ifVersion?: number | undefined }>,
+  offer: boolean,
+) {
+  const db = fleetDb(ctx.db);
+  const pool = await ownedPool(db, ctx.tenantId, ctx.input.poolId, true);
+  checkVersion('pool', pool.id, pool.version, ctx.input.ifVersion);
+  if (ctx.input.offerTenantId === ctx.tenantId) {
+    throw new ComputeError(
+      'INVALID_ARGUMENT',
+      'a pool is always available to its owner; offer it to another tenant',
+      { details: { field: 'offerTenantId' } },
+    );
+  }
+  if (offer) {
+    await db
+      .insertInto('compute.pool_offers')
+      .values({ pool_id: pool.id, tenant_id: ctx.input.offerTenantId, created_at: ctx.now() })
+      .onConflict((oc) => oc.columns(['pool_id', 'tenant_id']).doNothing())
+      .execute();
+  } else {
+    await db
+      .deleteFrom('compute.pool_offers')
+      .where('pool_id', '=', pool.id)
+      .where('tenant_id', '=', ctx.input.offerTenantId)
+      .execute();
+  }
+  const view = await bumpPool(ctx, pool, {});
+  ctx.emit({
+    type: offer ? 'pool.offered' : 'pool.unoffered',
+    subject: { type: 'pool', id: pool.id },
+    data: { tenantId: ctx.input.offerTenantId },
+  });
+  return view;
+}
+
+/** GPUs and reservations a tenant holds on a pool: queued and active (or active only). */
+export async function heldBy(
+  db: FleetDb,
+  tenantId: string,
+  poolId: string,
+  activeOnly: boolean,
+): Promise<{ gpus: number; reservations: number }> {
+  let query = db
+    .selectFrom('compute.reservations')
+    .select([
+      sql<number>`coalesce(sum(gpus), 0)::int`.as('gpus'),
+      sql<number>`count(*)::int`.as('reservations'),
+    ])
+    .where('pool_id', '=', poolId)
+    .where('tenant_id', '=', tenantId);
+  query = activeOnly ? query.where('state', '=', 'active') : query.where('state', 'in', ['queued', 'active']);
+  const row = await query.executeTakeFirstOrThrow();
+  return { gpus: Number(row.gpus), reservations: Number(row.reservations) };
+}
+
+/** A tenant's limits on a pool; with `lock`, its quota rows stay locked until the transaction ends. */
+export async function quotaLimits(
+  db: FleetDb,
+  tenantId: string,
+  poolId: string,
+  lock = false,
+): Promise<{ gpus: number | null; reservations: number | null }> {
+  let query = db
+    .selectFrom('compute.quotas')
+    .select(['resource', 'limit_value'])
+    .where('tenant_id', '=', tenantId)
+    .where('pool_id', '=', poolId)
+    .orderBy('resource');
+  if (lock) query = query.forUpdate();
+  const rows = await query.execute();
+  const limits = { gpus: null as number | null, reservations: null as number | null };
+  for (const row of rows) limits[row.resource] = Number(row.limit_value);
+  return limits;
+}
+
+export async function getQuotas(ctx: CallContext<{ poolId: string; subjectTenantId?: string | undefined }>) {
+  const db = fleetDb(ctx.db);
+  const subject = ctx.input.subjectTenantId ?? ctx.tenantId;
+  const { owner } = await visiblePool(db, ctx.tenantId, ctx.input.poolId);
+  if (subject !== ctx.tenantId && !owner) {
+    throw new ComputeError('ACCESS_DENIED', 'only the pool’s owner reads other tenants’ quotas', {
+      details: { reason: 'not-owner' },
+    });
+  }
+  const rows = await db
+    .selectFrom('compute.quotas')
+    .selectAll()
+    .where('tenant_id', '=', subject)
+    .where('pool_id', '=', ctx.input.poolId)
+    .execute();
+  const held = await heldBy(db, subject, ctx.input.poolId, false);
+  return {
+    items: (['gpus', 'reservations'] as const).map((resource) => {
+      const row = rows.find((r) => r.resource === resource);
+      return {
+        tenantId: subject,
+        poolId: ctx.input.poolId,
+        resource,
+        limit: row ? Number(row.limit_value) : null,
+        used: held[resource],
+        version: row?.version ?? 0,
+        updatedAt: row ? iso(row.updated_at) : null,
+      };
+    }),
+    nextCursor: null,
+  };
+}
+
+export async function setQuota(
+  ctx: CallContext<{
+    poolId: string;
+    subjectTenantId: string;
+    resource: 'gpus' | 'reservations';
+    limit: number | null;
+    ifVersion?: number | undefined;
+  }>,
+) {
+  const db = fleetDb(ctx.db);
+  const { input } = ctx;
+  await ownedPool(db, ctx.tenantId, input.poolId);
+  const current = await db
+    .selectFrom('compute.quotas')
+    .selectAll()
+    .where('tenant_id', '=', input.subjectTenantId)
+    .where('pool_id', '=', input.poolId)
+    .where('resource', '=', input.resource)
+    .forUpdate()
+    .executeTakeFirst();
+  checkVersion('quota', `${input.subjectTenantId}/${input.resource}`, current?.version ?? 0, input.ifVersion);
+  const now = ctx.now();
+  let version = 0;
+  if (input.limit === null) {
+    await db
+      .deleteFrom('compute.quotas')
+      .where('tenant_id', '=', input.subjectTenantId)
+      .where('pool_id', '=', input.poolId)
+      .where('resource', '=', input.resource)
+      .execute();
+  } else if (current) {
+    version = current.version + 1;
+    await db
+      .updateTable('compute.quotas')
+      .set({ limit_value: input.limit, version, updated_at: now })
+      .where('tenant_id', '=', input.subjectTenantId)
+      .where('pool_id', '=', input.poolId)
+      .where('resource', '=', input.resource)
+      .execute();
+  } else {
+    version = 1;
+    await db
+      .insertInto('compute.quotas')
+      .values({
+        tenant_id: input.subjectTenantId,
+        pool_id: input.poolId,
+        resource: input.resource,
+        limit_value: input.limit,
+        updated_at: now,
+      })
+      .execute();
+  }
+  ctx.emit({
+    type: 'quota.set',
+    subject: { type: 'pool', id: input.poolId },
+    data: { tenantId: input.subjectTenantId, resource: input.resource, limit: input.limit },
+  });
+  const held = await heldBy(db, input.subjectTenantId, input.poolId, false);
+  return {
+    tenantId: input.subjectTenantId,
+    poolId: input.poolId,
+    resource: input.resource,
+    limit: input.limit,
+    used: held[input.resource],
+    version,
+    updatedAt: input.limit === null ? null : iso(now),
+  };
+}

@@ -1,0 +1,241 @@
+/** Sites and projects: a tenant's places and groupings. */
+import { ComputeError, newId } from '@better-compute/core';
+import type { CallContext } from '../define-module.js';
+import { checkVersion, invalidState, iso, isoOrNull, notFound, pageOfRows } from './common.js';
+import { fleetDb, type ProjectsTable, type SitesTable } from './tables.js';
+import type { Selectable } from 'kysely';
+
+type SiteRow = Selectable<SitesTable>;
+
+export function siteView(row: SiteRow) {
+  return {
+    id: row.id,
+    tenantId: row.tenant_id,
+    name: row.name,
+    region: row.region,
+    description: row.description,
+    labels: row.labels,
+    version: row.version,
+    createdAt: iso(row.created_at),
+    updatedAt: iso(row.updated_at),
+  };
+}
+
+function isUniqueViolation(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && (error as { code?: string }).code === '23505';
+}
+
+async function loadSite(ctx: CallContext, siteId: string, forUpdate = false): Promise<SiteRow> {
+  let query = fleetDb(ctx.db)
+    .selectFrom('compute.sites')
+    .selectAll()
+    .where('id', '=', siteId)
+    .where('tenant_id', '=', ctx.tenantId);
+  if (forUpdate) query = query.forUpdate();
+  const row = await query.executeTakeFirst();
+  if (!row) throw notFound('site', siteId);
+  return row;
+}
+
+export async function listSites(ctx: CallContext<{ limit: number; cursor?: string | undefined }>) {
+  let query = fleetDb(ctx.db).selectFrom('compute.sites').selectAll().where('tenant_id', '=', ctx.tenantId);
+  if (ctx.input.cursor) query = query.where('id', '>', ctx.input.cursor);
+  const rows = await query
+    .orderBy('id')
+    .limit(ctx.input.limit + 1)
+    .execute();
+  return pageOfRows(rows, ctx.input.limit, siteView);
+}
+
+export async function getSite(ctx: CallContext<{ siteId: string }>) {
+  return siteView(await loadSite(ctx, ctx.input.siteId));
+}
+
+export async function createSite(
+  ctx: CallContext<{
+    name: string;
+    region?: string | undefined;
+    description?: string | undefined;
+    labels?: Record<string, string> | undefined;
+  }>,
+) {
+  const now = ctx.now();
+  const id = newId('site');
+  const db = fleetDb(ctx.db);
+  const taken = await db
+    .selectFrom('compute.sites')
+    .select('id')
+    .where('tenant_id', '=', ctx.tenantId)
+    .where('name', '=', ctx.input.name)
+    .executeTakeFirst();
+  if (taken)
+    throw new ComputeError('ALREADY_EXISTS', `a site named ${ctx.input.name} exists`, {
+      details: { id: taken.id },
+    });
+  const row = await db
+    .insertInto('compute.sites')
+    .values({
+      id,
+      tenant_id: ctx.tenantId,
+      name: ctx.input.name,
+      region: ctx.input.region ?? null,
+      description: ctx.input.description ?? '',
+      labels: JSON.stringify(ctx.input.labels ?? {}),
+      created_at: now,
+      updated_at: now,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow()
+    .catch((error: unknown) => {
+      if (isUniqueViolation(error))
+        throw new ComputeError('ALREADY_EXISTS', `a site named ${ctx.input.name} exists`);
+      throw error;
+    });
+  ctx.emit({ type: 'site.created', subject: { type: 'site', id }, data: { name: row.name } });
+  return siteView(row);
+}
+
+export async function updateSite(
+  ctx: CallContext<{
+    siteId: string;
+    name?: string | undefined;
+    region?: string | null | undefined;
+    description?: string | undefined;
+    labels?: Record<string, string> | undefined;
+    ifVersion?: number | undefined;
+  }>,
+) {
+  const { input } = ctx;
+  const current = await loadSite(ctx, input.siteId, true);
+  checkVersion('site', current.id, current.version, input.ifVersion);
+  const row = await fleetDb(ctx.db)
+    .updateTable('compute.sites')
+    .set({
+      ...(input.name !== undefined ? { name: input.name } : {}),
+      ...(input.region !== undefined ? { region: input.region } : {}),
+      ...(input.description !== undefined ? { description: input.description } : {}),
+      ...(input.labels !== undefined ? { labels: JSON.stringify(input.labels) } : {}),
+      version: current.version + 1,
+      updated_at: ctx.now(),
+    })
+    .where('id', '=', current.id)
+    .returningAll()
+    .executeTakeFirstOrThrow()
+    .catch((error: unknown) => {
+      if (isUniqueViolation(error))
+        throw new ComputeError('ALREADY_EXISTS', `a site named ${input.name} exists`);
+      throw error;
+    });
+  ctx.emit({ type: 'site.updated', subject: { type: 'site', id: row.id }, data: { version: row.version } });
+  return siteView(row);
+}
+
+export async function deleteSite(ctx: CallContext<{ siteId: string; ifVersion?: number | undefined }>) {
+  const current = await loadSite(ctx, ctx.input.siteId, true);
+  checkVersion('site', current.id, current.version, ctx.input.ifVersion);
+  const db = fleetDb(ctx.db);
+  const pool = await db
+    .selectFrom('compute.pools')
+    .select('id')
+    .where('site_id', '=', current.id)
+    .executeTakeFirst();
+  if (pool)
+    throw invalidState(
+      `site ${current.id} still has pools`,
+      { poolId: pool.id },
+      'Archive and move its pools first.',
+    );
+  await db.deleteFrom('compute.sites').where('id', '=', current.id).execute();
+  ctx.emit({ type: 'site.deleted', subject: { type: 'site', id: current.id } });
+  return { id: current.id, deleted: true as const };
+}
+
+type ProjectRow = Selectable<ProjectsTable>;
+
+export function projectView(row: ProjectRow) {
+  return {
+    id: row.id,
+    tenantId: row.tenant_id,
+    name: row.name,
+    description: row.description,
+    state: row.state,
+    version: row.version,
+    createdAt: iso(row.created_at),
+    archivedAt: isoOrNull(row.archived_at),
+  };
+}
+
+export async function listProjects(
+  ctx: CallContext<{ state?: 'active' | 'archived' | undefined; limit: number; cursor?: string | undefined }>,
+) {
+  let query = fleetDb(ctx.db)
+    .selectFrom('compute.projects')
+    .selectAll()
+    .where('tenant_id', '=', ctx.tenantId);
+  if (ctx.input.state) query = query.where('state', '=', ctx.input.state);
+  if (ctx.input.cursor) query = query.where('id', '>', ctx.input.cursor);
+  const rows = await query
+    .orderBy('id')
+    .limit(ctx.input.limit + 1)
+    .execute();
+  return pageOfRows(rows, ctx.input.limit, projectView);
+}
+
+async function loadProject(ctx: CallContext, projectId: string, forUpdate = false): Promise<ProjectRow> {
+  let query = fleetDb(ctx.db)
+    .selectFrom('compute.projects')
+    .selectAll()
+    .where('id', '=', projectId)
+    .where('tenant_id', '=', ctx.tenantId);
+  if (forUpdate) query = query.forUpdate();
+  const row = await query.executeTakeFirst();
+  if (!row) throw notFound('project', projectId);
+  return row;
+}
+
+export async function getProject(ctx: CallContext<{ projectId: string }>) {
+  return projectView(await loadProject(ctx, ctx.input.projectId));
+}
+
+export async function createProject(ctx: CallContext<{ name: string; description?: string | undefined }>) {
+  const db = fleetDb(ctx.db);
+  const taken = await db
+    .selectFrom('compute.projects')
+    .select('id')
+    .where('tenant_id', '=', ctx.tenantId)
+    .where('name', '=', ctx.input.name)
+    .executeTakeFirst();
+  if (taken)
+    throw new ComputeError('ALREADY_EXISTS', `a project named ${ctx.input.name} exists`, {
+      details: { id: taken.id },
+    });
+  const row = await db
+    .insertInto('compute.projects')
+    .values({
+      id: newId('project'),
+      tenant_id: ctx.tenantId,
+      name: ctx.input.name,
+      description: ctx.input.description ?? '',
+      created_at: ctx.now(),
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  ctx.emit({ type: 'project.created', subject: { type: 'project', id: row.id }, data: { name: row.name } });
+  return projectView(row);
+}
+
+export async function archiveProject(
+  ctx: CallContext<{ projectId: string; ifVersion?: number | undefined }>,
+) {
+  const current = await loadProject(ctx, ctx.input.projectId, true);
+  checkVersion('project', current.id, current.version, ctx.input.ifVersion);
+  if (current.state === 'archived') return projectView(current);
+  const row = await fleetDb(ctx.db)
+    .updateTable('compute.projects')
+    .set({ state: 'archived', archived_at: ctx.now(), version: current.version + 1 })
+    .where('id', '=', current.id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  ctx.emit({ type: 'project.archived', subject: { type: 'project', id: row.id } });
+  return projectView(row);
+}

@@ -1,0 +1,124 @@
+/**
+ * Simulated machines for `dev --sim N`: N seeded machines join a pool through a join token, join
+ * requests, approvals and claims (all through `compute.handler`, as an operator credential), then
+ * heartbeat on a timer until stopped.
+ */
+import type { ComputeInstance } from '../types.js';
+import { createRandom, seedFleet } from './fleet.js';
+
+export interface SimulatedFleetOptions {
+  /** How many machines. */
+  nodes: number;
+  /** A credential of the pool's owner (a platform operator in `dev`). */
+  token: string;
+  seed?: number;
+  /** The pool to join; a site `sim-site` and pool `sim-gpu` offered to `offerTo` are created when absent. */
+  poolId?: string;
+  offerTo?: readonly string[];
+  heartbeatMs?: number;
+  basePath?: string;
+}
+
+export interface SimulatedFleet {
+  poolId: string;
+  nodeIds: string[];
+  stop(): Promise<void>;
+}
+
+export async function startSimulatedFleet(
+  compute: ComputeInstance,
+  options: SimulatedFleetOptions,
+): Promise<SimulatedFleet> {
+  const base = options.basePath ?? compute.config.basePath;
+  async function api<T = Record<string, any>>(
+    method: string,
+    body: Record<string, unknown>,
+    token?: string,
+  ): Promise<T> {
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    if (token) headers.authorization = `Bearer ${token}`;
+    const response = await compute.handler(
+      new Request(`http://localhost${base}/${method.replaceAll('.', '/')}`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify(body),
+      }),
+    );
+    const answer = (await response.json()) as { data?: T; error?: { code: string; message: string } };
+    if (answer.error) throw new Error(`${method}: ${answer.error.code}: ${answer.error.message}`);
+    return answer.data as T;
+  }
+  let poolId = options.poolId;
+  if (!poolId) {
+    const pools = await api<{ items: { id: string; name: string }[] }>(
+      'pools.list',
+      { limit: 500 },
+      options.token,
+    );
+    poolId = pools.items.find((p) => p.name === 'sim-gpu')?.id;
+    if (!poolId) {
+      const sites = await api<{ items: { id: string; name: string }[] }>(
+        'sites.list',
+        { limit: 500 },
+        options.token,
+      );
+      const siteId =
+        sites.items.find((s) => s.name === 'sim-site')?.id ??
+        (await api<{ id: string }>('sites.create', { name: 'sim-site', region: 'sim' }, options.token)).id;
+      poolId = (
+        await api<{ id: string }>(
+          'pools.create',
+          { siteId, name: 'sim-gpu', class: 'gpu', driver: 'sim' },
+          options.token,
+        )
+      ).id;
+    }
+    for (const tenant of options.offerTo ?? [])
+      await api('pools.offer', { poolId, offerTenantId: tenant }, options.token);
+  }
+  const specs = seedFleet(options.nodes, createRandom(options.seed ?? 1));
+  const { token } = await api<{ token: string }>(
+    'joinTokens.create',
+    { poolId, uses: Math.max(1, specs.length), lifetimeSeconds: 3600, description: 'dev --sim' },
+    options.token,
+  );
+  const credentials: string[] = [];
+  const nodeIds: string[] = [];
+  for (const spec of specs) {
+    const asked = await api<{ joinRequestId: string; claimSecret: string }>('nodes.join', {
+      joinToken: token,
+      hostname: spec.hostname,
+      inventory: spec.inventory,
+      labels: spec.labels,
+    });
+    await api('joinRequests.approve', { joinRequestId: asked.joinRequestId }, options.token);
+    const claimed = await api<{ nodeId: string; nodeCredential: string }>('nodes.claim', {
+      joinRequestId: asked.joinRequestId,
+      claimSecret: asked.claimSecret,
+    });
+    credentials.push(claimed.nodeCredential);
+    nodeIds.push(claimed.nodeId);
+  }
+  let stopped = false;
+  const beat = async () => {
+    for (const nodeCredential of credentials) {
+      if (stopped) return;
+      await api('nodes.heartbeat', { nodeCredential }).catch(() => {});
+    }
+  };
+  await beat();
+  let running = Promise.resolve();
+  const timer = setInterval(() => {
+    running = running.then(beat);
+  }, options.heartbeatMs ?? 15_000);
+  timer.unref?.();
+  return {
+    poolId,
+    nodeIds,
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      await running;
+    },
+  };
+}

@@ -1,0 +1,190 @@
+/**
+ * A property of the whole pipeline on PostgreSQL: random batches of concurrent reserve, extend,
+ * release, cordon, uncordon and drain calls never break the invariants the database must keep.
+ */
+import { isPostgresReachable } from '@better-compute/db/testing';
+import fc from 'fast-check';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  a100x8,
+  ACME,
+  addNode,
+  createFleetDeployment,
+  type FleetDeployment,
+  GLOBEX,
+  h100x8,
+  l40sx4,
+  seedPool,
+} from './fleet-support.js';
+
+const reachable = await isPostgresReachable();
+const QUOTA = 12;
+
+type Op =
+  | { kind: 'reserve'; tenant: 0 | 1; gpus: number; nvlink: boolean; hours: number }
+  | { kind: 'extend' | 'release'; pick: number }
+  | { kind: 'cordon' | 'uncordon' | 'drain'; pick: number };
+
+const op: fc.Arbitrary<Op> = fc.oneof(
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constant('reserve' as const),
+      tenant: fc.constantFrom(0 as const, 1 as const),
+      gpus: fc.integer({ min: 1, max: 8 }),
+      nvlink: fc.boolean(),
+      hours: fc.integer({ min: 1, max: 4 }),
+    }),
+  },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('release' as const), pick: fc.nat() }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('extend' as const), pick: fc.nat() }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constantFrom('cordon' as const, 'uncordon' as const, 'drain' as const),
+      pick: fc.nat(),
+    }),
+  },
+);
+
+describe.runIf(reachable)('random concurrent work on PostgreSQL', () => {
+  let d: FleetDeployment;
+  beforeAll(async () => {
+    d = await createFleetDeployment('postgres', undefined, 16);
+  });
+  afterAll(async () => d?.close());
+
+  async function checkInvariants(
+    poolId: string,
+    stuckNodes: Set<string>,
+    bindingsBefore: number,
+  ): Promise<void> {
+    const db = d.db;
+    const twice = await sql<{
+      n: number;
+    }>`select count(*)::int as n from (select node_id, gpu_index from compute.gpu_bindings where released_at is null and pool_id = ${poolId} group by 1, 2 having count(*) > 1) x`.execute(
+      db,
+    );
+    expect(twice.rows[0]!.n).toBe(0);
+    const counters = await sql<{ n: number }>`
+      select count(*)::int as n from compute.gpu_groups g
+      where g.pool_id = ${poolId} and g.free <> g.total - (select count(*) from compute.gpus x where x.node_id = g.node_id and x.group_no = g.group_no and x.reservation_id is not null)`.execute(
+      db,
+    );
+    expect(counters.rows[0]!.n).toBe(0);
+    const nodeCounters = await sql<{ n: number }>`
+      select count(*)::int as n from compute.nodes n
+      where n.pool_id = ${poolId} and n.free_gpus <> (select coalesce(sum(free), 0) from compute.gpu_groups g where g.node_id = n.id)`.execute(
+      db,
+    );
+    expect(nodeCounters.rows[0]!.n).toBe(0);
+    const sizes = await sql<{ n: number }>`
+      select count(*)::int as n from compute.reservations r
+      where r.pool_id = ${poolId} and r.state = 'active' and (
+        r.gpus <> (select count(*) from compute.gpu_bindings b where b.reservation_id = r.id and b.released_at is null)
+        or (r.nvlink and r.gpus > 1 and (select count(distinct coalesce(b.nvlink_domain, '∅' || b.node_id)) from compute.gpu_bindings b where b.reservation_id = r.id) <> 1)
+        or (r.nvlink and r.gpus > 1 and exists (select 1 from compute.gpu_bindings b where b.reservation_id = r.id and b.nvlink_domain is null)))`.execute(
+      db,
+    );
+    expect(sizes.rows[0]!.n).toBe(0);
+    const quota = await sql<{
+      gpus: number;
+    }>`select coalesce(sum(gpus), 0)::int as gpus from compute.reservations where pool_id = ${poolId} and tenant_id = 'acme' and state = 'active'`.execute(
+      db,
+    );
+    expect(quota.rows[0]!.gpus).toBeLessThanOrEqual(QUOTA);
+    if (stuckNodes.size) {
+      const fresh = await sql<{
+        n: number;
+      }>`select count(*)::int as n from compute.gpu_bindings where id > ${bindingsBefore} and node_id = any(${[...stuckNodes]}::text[])`.execute(
+        db,
+      );
+      expect(fresh.rows[0]!.n).toBe(0);
+    }
+    const drained = await sql<{
+      n: number;
+    }>`select count(*)::int as n from compute.nodes where pool_id = ${poolId} and state = 'draining' and free_gpus = gpu_count`.execute(
+      db,
+    );
+    expect(drained.rows[0]!.n).toBe(0);
+  }
+
+  it('keeps every invariant', async () => {
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.array(op, { minLength: 1, maxLength: 10 }), { minLength: 1, maxLength: 5 }),
+        async (batches) => {
+          const { poolId } = await seedPool(d, `prop-${run++}`);
+          await d.api('quotas.set', { poolId, subjectTenantId: 'acme', limit: QUOTA });
+          const nodes = [
+            (await addNode(d, poolId, 'p-h100', h100x8(`${poolId}-h`))).nodeId,
+            (await addNode(d, poolId, 'p-a100', a100x8(`${poolId}-a0`, `${poolId}-a1`))).nodeId,
+            (await addNode(d, poolId, 'p-l40s', l40sx4())).nodeId,
+          ];
+          const reservations: { id: string; token: string }[] = [];
+          for (const batch of batches) {
+            const states = (await d.db
+              .selectFrom('compute.nodes' as never)
+              .select(['id', 'state'] as never)
+              .where('pool_id' as never, '=', poolId as never)
+              .execute()) as { id: string; state: string }[];
+            const touched = new Set(
+              batch
+                .filter((o) => o.kind === 'uncordon')
+                .map((o) => nodes[(o as { pick: number }).pick % nodes.length]!),
+            );
+            const stuck = new Set(
+              states.filter((s) => s.state !== 'ready' && !touched.has(s.id)).map((s) => s.id),
+            );
+            const before = await sql<{
+              id: number;
+            }>`select coalesce(max(id), 0)::int as id from compute.gpu_bindings`.execute(d.db);
+            const known = [...reservations];
+            await Promise.all(
+              batch.map(async (o) => {
+                try {
+                  if (o.kind === 'reserve') {
+                    const token = o.tenant ? GLOBEX : ACME;
+                    const r = await d.api(
+                      'reservations.create',
+                      { poolId, gpus: o.gpus, durationSeconds: o.hours * 3600, nvlink: o.nvlink },
+                      token,
+                    );
+                    reservations.push({ id: r.id, token });
+                  } else if (o.kind === 'extend' || o.kind === 'release') {
+                    const target = known[o.pick % Math.max(1, known.length)];
+                    if (!target) return;
+                    if (o.kind === 'extend')
+                      await d.api(
+                        'reservations.extend',
+                        { reservationId: target.id, bySeconds: 600 },
+                        target.token,
+                      );
+                    else await d.api('reservations.release', { reservationId: target.id }, target.token);
+                  } else {
+                    await d.api(`nodes.${o.kind}`, { nodeId: nodes[o.pick % nodes.length] });
+                  }
+                } catch (error) {
+                  const code = (error as { code?: string }).code;
+                  // Refusals the rules allow; anything else (INTERNAL, a deadlock) fails the property.
+                  if (!['QUOTA_EXCEEDED', 'INVALID_STATE', 'INVALID_ARGUMENT'].includes(code ?? ''))
+                    throw error;
+                }
+              }),
+            );
+            await checkInvariants(poolId, stuck, before.rows[0]!.id);
+          }
+          const states = (await d.db
+            .selectFrom('compute.reservations' as never)
+            .select(['state', 'end_reason'] as never)
+            .where('pool_id' as never, '=', poolId as never)
+            .execute()) as { state: string; end_reason: string | null }[];
+          expect(states.every((r) => (r.state === 'ended') === (r.end_reason !== null))).toBe(true);
+        },
+      ),
+      { numRuns: 10, seed: 20260101 },
+    );
+  }, 240_000);
+});

@@ -1,0 +1,315 @@
+/**
+ * The guide's Capacity flows through compute.handler: pools list, capacity, preview, reserve with
+ * and without --nvlink, queueing and activation on release, extend, release and expiry on an
+ * injected clock; quotas; idempotent reserves.
+ */
+import { testDatabaseKinds } from '@better-compute/db/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runFleetController } from '../src/modules/capacity/index.js';
+import {
+  a100x8,
+  ACME,
+  addNode,
+  createFleetDeployment,
+  type FleetDeployment,
+  gb200x4,
+  GLOBEX,
+  h100x8,
+  l40sx4,
+  seedPool,
+} from './fleet-support.js';
+
+const kinds = await testDatabaseKinds();
+const HOUR = 3600;
+
+describe.each(kinds)('reservations on %s', (kind) => {
+  let d: FleetDeployment;
+  beforeAll(async () => {
+    d = await createFleetDeployment(kind);
+  });
+  afterAll(async () => d?.close());
+
+  /** A pool with one H100 node (one domain of 8), one A100 node (two domains of 4) and one L40S node. */
+  async function mixedPool(name: string) {
+    const { poolId } = await seedPool(d, name);
+    const h100 = await addNode(d, poolId, `${name}-h100`, h100x8(`${name}-nvl-h`), { zone: 'a' });
+    const a100 = await addNode(d, poolId, `${name}-a100`, a100x8(`${name}-nvl-a0`, `${name}-nvl-a1`), {
+      zone: 'b',
+    });
+    const l40s = await addNode(d, poolId, `${name}-l40s`, l40sx4(), { zone: 'b' });
+    return { poolId, h100: h100.nodeId, a100: a100.nodeId, l40s: l40s.nodeId };
+  }
+
+  it('pools list shows the owner its pools and a tenant the pools offered to it', async () => {
+    const { poolId } = await seedPool(d, 'listed');
+    const own = await d.api('pools.list', {});
+    expect(own.items.find((p: { id: string }) => p.id === poolId)).toMatchObject({
+      access: 'owner',
+      offeredTo: ['acme', 'globex'],
+      class: 'gpu',
+    });
+    const offered = await d.api('pools.list', {}, ACME);
+    expect(offered.items.find((p: { id: string }) => p.id === poolId)).toMatchObject({
+      access: 'offered',
+      offeredTo: [],
+    });
+    await d.api('pools.unoffer', { poolId, offerTenantId: 'acme' });
+    const after = await d.api('pools.list', {}, ACME);
+    expect(after.items.map((p: { id: string }) => p.id)).not.toContain(poolId);
+    expect(
+      (await d.fails('reservations.create', { poolId, gpus: 1, durationSeconds: HOUR }, ACME)).code,
+    ).toBe('NOT_FOUND');
+  });
+
+  it('capacity counts total, reserved, free and unavailable GPUs per pool and model', async () => {
+    const { poolId, l40s } = await mixedPool('cap');
+    await d.api('reservations.create', { poolId, gpus: 2, durationSeconds: HOUR, gpuModel: 'H100' }, ACME);
+    await d.api('nodes.cordon', { nodeId: l40s });
+    const { items } = await d.api('capacity.get', { poolId }, ACME);
+    expect(items).toHaveLength(1);
+    expect(items[0]).toMatchObject({
+      poolId,
+      total: 20,
+      reserved: 2,
+      free: 14,
+      unavailable: 4,
+      queuedReservations: 0,
+    });
+    expect(items[0].models).toEqual([
+      { gpuModel: 'A100', total: 8, reserved: 0, free: 8, unavailable: 0 },
+      { gpuModel: 'H100', total: 8, reserved: 2, free: 6, unavailable: 0 },
+      { gpuModel: 'L40S', total: 4, reserved: 0, free: 0, unavailable: 4 },
+    ]);
+  });
+
+  it('reserve --nvlink puts every GPU in one NVLink domain, best fit first', async () => {
+    const { poolId, h100, a100 } = await mixedPool('nvl');
+    const four = await d.api(
+      'reservations.create',
+      { poolId, gpus: 4, durationSeconds: HOUR, nvlink: true },
+      ACME,
+    );
+    // A domain of 4 on the A100 node fits exactly; the H100's domain of 8 stays whole.
+    expect(four.binding).toEqual([
+      expect.objectContaining({ nodeId: a100, gpuIndices: [0, 1, 2, 3], nvlinkDomain: 'nvl-nvl-a0' }),
+    ]);
+    const eight = await d.api(
+      'reservations.create',
+      { poolId, gpus: 8, durationSeconds: HOUR, nvlink: true },
+      ACME,
+    );
+    expect(eight.binding).toEqual([
+      expect.objectContaining({ nodeId: h100, gpuIndices: [0, 1, 2, 3, 4, 5, 6, 7] }),
+    ]);
+    // Without --nvlink, 6 GPUs spread over nodes; with it, no domain holds 6 now: queued.
+    const queued = await d.api(
+      'reservations.create',
+      { poolId, gpus: 6, durationSeconds: HOUR, nvlink: true },
+      ACME,
+    );
+    expect(queued).toMatchObject({ state: 'queued', queuePosition: 1, binding: [] });
+    await d.api('reservations.release', { reservationId: queued.id }, ACME);
+  });
+
+  it('a rack-scale NVLink domain spans nodes', async () => {
+    const { poolId } = await seedPool(d, 'rack');
+    for (let i = 0; i < 18; i++)
+      await addNode(d, poolId, `rack-${String(i).padStart(2, '0')}`, gb200x4('rack-1'));
+    const big = await d.api(
+      'reservations.create',
+      { poolId, gpus: 16, durationSeconds: HOUR, nvlink: true },
+      ACME,
+    );
+    expect(big.state).toBe('active');
+    expect(big.binding).toHaveLength(4);
+    expect(new Set(big.binding.map((b: { nvlinkDomain: string }) => b.nvlinkDomain))).toEqual(
+      new Set(['rack-1']),
+    );
+    expect(big.binding.flatMap((b: { gpuIndices: number[] }) => b.gpuIndices)).toHaveLength(16);
+  });
+
+  it('preview says where a request fits now, or when it could start', async () => {
+    const { poolId, h100 } = await mixedPool('preview');
+    const fits = await d.api(
+      'capacity.preview',
+      { poolId, gpus: 8, durationSeconds: 86_400, selector: 'vramGiB >= 80' },
+      ACME,
+    );
+    expect(fits).toMatchObject({
+      fits: true,
+      placement: [{ nodeId: h100, gpuIndices: [0, 1, 2, 3, 4, 5, 6, 7] }],
+      queuedAhead: 0,
+    });
+    const held = await d.api(
+      'reservations.create',
+      { poolId, gpus: 8, durationSeconds: 2 * HOUR, gpuProduct: 'H100-SXM5-80GB' },
+      GLOBEX,
+    );
+    const later = await d.api(
+      'capacity.preview',
+      { poolId, gpus: 8, durationSeconds: 86_400, selector: 'vramGiB >= 80' },
+      ACME,
+    );
+    expect(later).toMatchObject({ fits: false, placement: null, earliestStartAt: held.endsAt });
+    const never = await d.api(
+      'capacity.preview',
+      { poolId, gpus: 9, durationSeconds: HOUR, nvlink: true },
+      ACME,
+    );
+    expect(never).toMatchObject({ fits: false, earliestStartAt: null });
+  });
+
+  it('a request that does not fit is queued in order and activated when GPUs free', async () => {
+    const { poolId } = await seedPool(d, 'queue');
+    await addNode(d, poolId, 'q-h100', h100x8('q-nvl'));
+    const first = await d.api('reservations.create', { poolId, gpus: 6, durationSeconds: HOUR }, ACME);
+    const second = await d.api('reservations.create', { poolId, gpus: 4, durationSeconds: HOUR }, GLOBEX);
+    const third = await d.api('reservations.create', { poolId, gpus: 4, durationSeconds: 2 * HOUR }, ACME);
+    expect([first.state, second.state, third.state]).toEqual(['active', 'queued', 'queued']);
+    expect([second.queuePosition, third.queuePosition]).toEqual([1, 2]);
+    // Backfill: a short request that ends before the head could start runs now (2 GPUs free).
+    const short = await d.api('reservations.create', { poolId, gpus: 2, durationSeconds: 1800 }, ACME);
+    expect(short.state).toBe('active');
+    // One that would outlast the head's start waits behind it.
+    const long = await d.api('reservations.create', { poolId, gpus: 1, durationSeconds: 3 * HOUR }, ACME);
+    expect(long.state).toBe('queued');
+    const released = await d.api('reservations.release', { reservationId: first.id }, ACME);
+    expect(released).toMatchObject({ state: 'ended', endReason: 'released' });
+    expect((await d.api('reservations.get', { reservationId: second.id }, GLOBEX)).state).toBe('active');
+    expect((await d.api('reservations.get', { reservationId: third.id }, ACME)).state).toBe('queued');
+    // The outbox shows a transaction's events once every older transaction of the server has ended.
+    const typesOf = async () =>
+      (await d.api('events.list', { type: 'reservation.', limit: 500 }, GLOBEX)).items
+        .filter((e: { subject: { id: string } }) => e.subject.id === second.id)
+        .map((e: { type: string }) => e.type);
+    await expect
+      .poll(typesOf, { timeout: 5000 })
+      .toEqual(['reservation.created', 'reservation.queued', 'reservation.activated']);
+    for (const r of [second]) await d.api('reservations.release', { reservationId: r.id }, GLOBEX);
+    for (const r of [third, short, long]) await d.api('reservations.release', { reservationId: r.id }, ACME);
+  });
+
+  it('extend moves the end; expiry at the end time ends it and starts the queue', async () => {
+    const { poolId } = await seedPool(d, 'expiry');
+    const node = await addNode(d, poolId, 'e-l40s', l40sx4());
+    const beat = () => d.api('nodes.heartbeat', { nodeCredential: node.credential }, '');
+    const held = await d.api('reservations.create', { poolId, gpus: 4, durationSeconds: HOUR }, ACME);
+    const extended = await d.api(
+      'reservations.extend',
+      { reservationId: held.id, bySeconds: HOUR, ifVersion: held.version },
+      ACME,
+    );
+    expect(Date.parse(extended.endsAt) - Date.parse(held.endsAt)).toBe(HOUR * 1000);
+    expect(extended.durationSeconds).toBe(2 * HOUR);
+    const stale = await d.fails(
+      'reservations.extend',
+      { reservationId: held.id, bySeconds: 60, ifVersion: held.version },
+      ACME,
+    );
+    expect(stale.code).toBe('CONFLICT');
+    const waiting = await d.api('reservations.create', { poolId, gpus: 2, durationSeconds: HOUR }, GLOBEX);
+    expect(waiting.state).toBe('queued');
+    d.clock.advance(HOUR + 1);
+    await beat();
+    await runFleetController(d.db, d.clock.now());
+    expect((await d.api('reservations.get', { reservationId: held.id }, ACME)).state).toBe('active');
+    d.clock.advance(HOUR);
+    await beat();
+    const report = await runFleetController(d.db, d.clock.now());
+    expect(report.expired).toBeGreaterThanOrEqual(1);
+    expect(await d.api('reservations.get', { reservationId: held.id }, ACME)).toMatchObject({
+      state: 'ended',
+      endReason: 'expired',
+    });
+    expect((await d.api('reservations.get', { reservationId: waiting.id }, GLOBEX)).state).toBe('active');
+    expect((await d.fails('reservations.extend', { reservationId: held.id, bySeconds: 60 }, ACME)).code).toBe(
+      'INVALID_STATE',
+    );
+    const listed = await d.api('reservations.list', { state: 'ended' }, ACME);
+    expect(listed.items.map((r: { id: string }) => r.id)).toContain(held.id);
+    await d.api('reservations.release', { reservationId: waiting.id }, GLOBEX);
+  });
+
+  it('a request no node set could ever hold is refused, not queued forever', async () => {
+    const { poolId } = await seedPool(d, 'never');
+    await addNode(d, poolId, 'n-l40s', l40sx4());
+    const failure = await d.fails('reservations.create', { poolId, gpus: 5, durationSeconds: HOUR }, ACME);
+    expect(failure.code).toBe('INVALID_ARGUMENT');
+    expect(
+      (await d.fails('reservations.create', { poolId, gpus: 2, durationSeconds: HOUR, nvlink: true }, ACME))
+        .code,
+    ).toBe('INVALID_ARGUMENT');
+  });
+
+  it('quotas hold at reserve and at activation', async () => {
+    const { poolId } = await seedPool(d, 'quota');
+    await addNode(d, poolId, 'qu-h100', h100x8('qu-nvl'));
+    const set = await d.api('quotas.set', { poolId, subjectTenantId: 'acme', resource: 'gpus', limit: 4 });
+    expect(set).toMatchObject({ limit: 4, used: 0, version: 1 });
+    expect((await d.fails('quotas.set', { poolId, subjectTenantId: 'acme', limit: 4 }, ACME)).code).toBe(
+      'ACCESS_DENIED',
+    );
+    const a = await d.api('reservations.create', { poolId, gpus: 3, durationSeconds: HOUR }, ACME);
+    const over = await d.fails('reservations.create', { poolId, gpus: 2, durationSeconds: HOUR }, ACME);
+    expect(over).toMatchObject({ code: 'QUOTA_EXCEEDED', details: { resource: 'gpus', limit: 4, used: 3 } });
+    const filler = await d.api('reservations.create', { poolId, gpus: 5, durationSeconds: HOUR }, GLOBEX);
+    const queued = await d.api('reservations.create', { poolId, gpus: 1, durationSeconds: HOUR }, ACME);
+    expect(queued.state).toBe('queued');
+    // Lowered while queued: at activation the quota still holds, so it stays queued.
+    await d.api('quotas.set', { poolId, subjectTenantId: 'acme', limit: 3, ifVersion: 1 });
+    expect(
+      (await d.fails('quotas.set', { poolId, subjectTenantId: 'acme', limit: 3, ifVersion: 1 })).code,
+    ).toBe('CONFLICT');
+    await d.api('reservations.release', { reservationId: filler.id }, GLOBEX);
+    expect((await d.api('reservations.get', { reservationId: queued.id }, ACME)).state).toBe('queued');
+    expect((await d.api('quotas.get', { poolId }, ACME)).items).toEqual(
+      expect.arrayContaining([expect.objectContaining({ resource: 'gpus', limit: 3, used: 4 })]),
+    );
+    await d.api('reservations.release', { reservationId: a.id }, ACME);
+    expect((await d.api('reservations.get', { reservationId: queued.id }, ACME)).state).toBe('active');
+  });
+
+  it('100 concurrent reserves with one idempotency key give one reservation', async () => {
+    const { poolId } = await seedPool(d, 'idem');
+    await addNode(d, poolId, 'i-h100', h100x8('i-nvl'));
+    const input = { poolId, gpus: 1, durationSeconds: HOUR, idempotencyKey: `reserve-once-${kind}` };
+    const answers = await Promise.all(
+      Array.from({ length: 100 }, () => d.api('reservations.create', input, ACME)),
+    );
+    expect(new Set(answers.map((a) => a.id)).size).toBe(1);
+    const all = await d.api('reservations.list', { poolId, limit: 500 }, ACME);
+    expect(all.items).toHaveLength(1);
+    const other = await d.fails('reservations.create', { ...input, gpus: 2 }, ACME);
+    expect(other.code).toBe('CONFLICT');
+  });
+
+  it('concurrent reserves on one pool never bind a GPU twice', async () => {
+    const { poolId } = await seedPool(d, 'race');
+    for (let i = 0; i < 4; i++) await addNode(d, poolId, `race-${i}`, h100x8(`race-nvl-${i}`));
+    const answers = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        d.api(
+          'reservations.create',
+          { poolId, gpus: 1 + (i % 3), durationSeconds: HOUR, nvlink: i % 2 === 0 },
+          i % 2 ? ACME : GLOBEX,
+        ),
+      ),
+    );
+    // A reserve answered `queued` may have been started since by a later one: read them again.
+    const now = await Promise.all(
+      answers.map((a) =>
+        d.api('reservations.get', { reservationId: a.id }, a.tenantId === 'acme' ? ACME : GLOBEX),
+      ),
+    );
+    const active = now.filter((a) => a.state === 'active');
+    const gpus = active.flatMap((a) =>
+      a.binding.flatMap((b: { nodeId: string; gpuIndices: number[] }) =>
+        b.gpuIndices.map((i) => `${b.nodeId}/${i}`),
+      ),
+    );
+    expect(new Set(gpus).size).toBe(gpus.length);
+    expect(gpus.length).toBeLessThanOrEqual(32);
+    const { items } = await d.api('capacity.get', { poolId }, ACME);
+    expect(items[0]).toMatchObject({ total: 32, reserved: gpus.length, free: 32 - gpus.length });
+  });
+});

@@ -1,0 +1,68 @@
+/** The `joinRequests` group: machines that asked to join with a join token, waiting for an operator. */
+import { z } from 'zod';
+import { defineMethod } from '../contract.js';
+import { idOf, isoTime, pageInput, pageOf, tenantId } from './common.js';
+import { inventorySchema } from './inventory.js';
+import { labels } from './sites.js';
+
+export const joinRequestSchema = z.object({
+  id: z.string(),
+  tenantId: z.string(),
+  poolId: z.string(),
+  joinTokenId: z.string(),
+  hostname: z.string(),
+  inventory: inventorySchema,
+  labels: z.record(z.string(), z.string()),
+  state: z.enum(['pending', 'approved', 'rejected']),
+  nodeId: z.string().nullable(),
+  reason: z.string().nullable(),
+  createdAt: isoTime,
+  decidedAt: isoTime.nullable(),
+});
+
+export const joinRequestsList = defineMethod({
+  group: 'joinRequests',
+  name: 'list',
+  kind: 'query',
+  summary: 'List join requests',
+  module: 'fleet',
+  access: { action: 'compute:join-requests:read' },
+  tenantScoped: true,
+  input: z
+    .object({
+      tenantId,
+      state: z.enum(['pending', 'approved', 'rejected']).optional(),
+      poolId: idOf('pool').optional(),
+      ...pageInput,
+    })
+    .strict(),
+  output: pageOf(joinRequestSchema),
+});
+
+export const joinRequestsApprove = defineMethod({
+  group: 'joinRequests',
+  name: 'approve',
+  kind: 'mutation',
+  summary: 'Admit a machine: it becomes a node in the token’s pool',
+  module: 'fleet',
+  access: { action: 'compute:join-requests:approve' },
+  tenantScoped: true,
+  resource: (input) => ({ type: 'compute-join-request', id: input.joinRequestId }),
+  input: z.object({ tenantId, joinRequestId: idOf('joinRequest'), labels: labels.optional() }).strict(),
+  output: joinRequestSchema,
+});
+
+export const joinRequestsReject = defineMethod({
+  group: 'joinRequests',
+  name: 'reject',
+  kind: 'mutation',
+  summary: 'Turn down a machine that asked to join',
+  module: 'fleet',
+  access: { action: 'compute:join-requests:reject' },
+  tenantScoped: true,
+  resource: (input) => ({ type: 'compute-join-request', id: input.joinRequestId }),
+  input: z
+    .object({ tenantId, joinRequestId: idOf('joinRequest'), reason: z.string().max(500).optional() })
+    .strict(),
+  output: joinRequestSchema,
+});

@@ -1,0 +1,74 @@
+/**
+ * The `joinTokens` group. A join token is `jtok_….SECRET`: shown once at create, stored as a SHA-256
+ * hash. Ids never contain a `.`, so a pasted token is refused where an id is expected.
+ */
+import { z } from 'zod';
+import { defineMethod } from '../contract.js';
+import { idOf, isoTime, pageInput, pageOf, tenantId } from './common.js';
+
+export const joinTokenSchema = z.object({
+  id: z.string(),
+  tenantId: z.string(),
+  poolId: z.string(),
+  description: z.string(),
+  usesAllowed: z.number().int(),
+  usesLeft: z.number().int(),
+  /** Nodes joining with a pre-approved token become nodes at once, without a join request to approve. */
+  preApproved: z.boolean(),
+  state: z.enum(['active', 'used', 'expired', 'revoked']),
+  expiresAt: isoTime,
+  revokedAt: isoTime.nullable(),
+  createdAt: isoTime,
+});
+
+export const joinTokensCreate = defineMethod({
+  group: 'joinTokens',
+  name: 'create',
+  kind: 'mutation',
+  // Not idempotent on purpose: a replayed answer would have to keep the secret in the database.
+  summary: 'Mint a join token for a pool; the secret is in this answer only',
+  module: 'fleet',
+  access: { action: 'compute:join-tokens:create' },
+  tenantScoped: true,
+  input: z
+    .object({
+      tenantId,
+      poolId: idOf('pool'),
+      uses: z.number().int().min(1).max(100_000).default(1),
+      lifetimeSeconds: z
+        .number()
+        .int()
+        .min(60)
+        .max(30 * 86_400)
+        .default(86_400),
+      preApproved: z.boolean().default(false),
+      description: z.string().max(500).optional(),
+    })
+    .strict(),
+  output: z.object({ joinToken: joinTokenSchema, token: z.string() }),
+});
+
+export const joinTokensList = defineMethod({
+  group: 'joinTokens',
+  name: 'list',
+  kind: 'query',
+  summary: 'List join tokens (never their secrets)',
+  module: 'fleet',
+  access: { action: 'compute:join-tokens:read' },
+  tenantScoped: true,
+  input: z.object({ tenantId, poolId: idOf('pool').optional(), ...pageInput }).strict(),
+  output: pageOf(joinTokenSchema),
+});
+
+export const joinTokensRevoke = defineMethod({
+  group: 'joinTokens',
+  name: 'revoke',
+  kind: 'mutation',
+  summary: 'Revoke a join token',
+  module: 'fleet',
+  access: { action: 'compute:join-tokens:revoke' },
+  tenantScoped: true,
+  resource: (input) => ({ type: 'compute-join-token', id: input.joinTokenId }),
+  input: z.object({ tenantId, joinTokenId: idOf('joinToken') }).strict(),
+  output: joinTokenSchema,
+});

@@ -1,0 +1,62 @@
+/** The `quotas` group: limits per tenant, pool and resource, enforced at reserve and at activation. */
+import { z } from 'zod';
+import { defineMethod } from '../contract.js';
+import { idOf, isoTime, tenantId } from './common.js';
+import { ifVersion } from './sites.js';
+
+/** `gpus`: GPUs held at once (queued and active at reserve, active at activation); `reservations`: reservations held at once. */
+export const quotaResource = z.enum(['gpus', 'reservations']);
+
+export const quotaSchema = z.object({
+  tenantId: z.string(),
+  poolId: z.string(),
+  resource: quotaResource,
+  /** Null when no limit is set. */
+  limit: z.number().int().nullable(),
+  /** What the tenant holds now: queued and active. */
+  used: z.number().int(),
+  version: z.number().int(),
+  updatedAt: isoTime.nullable(),
+});
+
+export const quotasGet = defineMethod({
+  group: 'quotas',
+  name: 'get',
+  kind: 'query',
+  summary: 'Show a tenant’s quotas on a pool',
+  module: 'fleet',
+  access: { action: 'compute:quotas:read' },
+  tenantScoped: true,
+  resource: (input) => ({ type: 'compute-pool', id: input.poolId }),
+  input: z
+    .object({
+      tenantId,
+      poolId: idOf('pool'),
+      /** The tenant the quota limits; the acting tenant when absent. A pool's owner may read any tenant's. */
+      subjectTenantId: tenantId.optional(),
+    })
+    .strict(),
+  output: z.object({ items: z.array(quotaSchema), nextCursor: z.null() }),
+});
+
+export const quotasSet = defineMethod({
+  group: 'quotas',
+  name: 'set',
+  kind: 'mutation',
+  summary: 'Set (or clear, with limit null) a tenant’s quota on a pool the acting tenant owns',
+  module: 'fleet',
+  access: { action: 'compute:quotas:set' },
+  tenantScoped: true,
+  resource: (input) => ({ type: 'compute-pool', id: input.poolId }),
+  input: z
+    .object({
+      tenantId,
+      poolId: idOf('pool'),
+      subjectTenantId: tenantId,
+      resource: quotaResource.default('gpus'),
+      limit: z.number().int().min(0).max(1_000_000).nullable(),
+      ifVersion,
+    })
+    .strict(),
+  output: quotaSchema,
+});

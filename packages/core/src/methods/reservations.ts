@@ -1,0 +1,145 @@
+/**
+ * The `reservations` group: GPUs of a pool for a time. A reservation is `queued` until GPUs are
+ * free for it, `active` while it holds them (its `binding`: nodes and GPU indices), and `ended`
+ * with a reason (`released`, `expired`, `cancelled`, `node-retired`).
+ */
+import { z } from 'zod';
+import { defineMethod } from '../contract.js';
+import { idempotencyKey, idOf, isoTime, pageInput, pageOf, tenantId } from './common.js';
+import { ifVersion, labelKey } from './sites.js';
+
+export const MAX_RESERVATION_SECONDS = 30 * 86_400;
+
+export const reservationState = z.enum(['queued', 'active', 'ended']);
+export const endReason = z.enum(['released', 'expired', 'cancelled', 'node-retired']);
+
+export const bindingSchema = z.object({
+  nodeId: z.string(),
+  gpuIndices: z.array(z.number().int()),
+  nvlinkDomain: z.string().nullable(),
+  gpuModel: z.string(),
+  gpuProduct: z.string(),
+  /** The node's state now: `offline` here means the reservation's GPUs are unreachable. */
+  nodeState: z.string(),
+});
+
+export const reservationSchema = z.object({
+  id: z.string(),
+  tenantId: z.string(),
+  poolId: z.string(),
+  projectId: z.string().nullable(),
+  state: reservationState,
+  gpus: z.number().int(),
+  durationSeconds: z.number().int(),
+  nvlink: z.boolean(),
+  selector: z.string().nullable(),
+  gpuModel: z.string().nullable(),
+  gpuProduct: z.string().nullable(),
+  tolerations: z.array(z.string()),
+  /** `degraded` while a node it is bound to is offline. */
+  health: z.enum(['ok', 'degraded']),
+  /** 1 for the next to start, while queued. */
+  queuePosition: z.number().int().nullable(),
+  createdAt: isoTime,
+  activatedAt: isoTime.nullable(),
+  endsAt: isoTime.nullable(),
+  endedAt: isoTime.nullable(),
+  endReason: endReason.nullable(),
+  binding: z.array(bindingSchema),
+  version: z.number().int(),
+});
+
+/** What a reservation asks for; `capacity.preview` takes the same. */
+export const placementRequest = {
+  poolId: idOf('pool'),
+  gpus: z.number().int().min(1).max(4096),
+  durationSeconds: z.number().int().min(60).max(MAX_RESERVATION_SECONDS),
+  /** Every GPU in one NVLink domain (which may span several nodes). */
+  nvlink: z.boolean().default(false),
+  /** `gpuProduct in (H100-SXM5-80GB), vramGiB >= 80`: comma is and. */
+  selector: z.string().max(1000).optional(),
+  gpuModel: z.string().max(64).optional(),
+  gpuProduct: z.string().max(64).optional(),
+  /** Taint keys whose NoSchedule this reservation tolerates. */
+  tolerations: z.array(labelKey).max(16).default([]),
+};
+
+export const reservationsCreate = defineMethod({
+  group: 'reservations',
+  name: 'create',
+  kind: 'mutation',
+  summary: 'Reserve GPUs from a pool; queued in order when they are not free',
+  module: 'fleet',
+  access: { action: 'compute:reservations:create' },
+  tenantScoped: true,
+  idempotent: true,
+  input: z
+    .object({
+      tenantId,
+      ...placementRequest,
+      projectId: idOf('project').optional(),
+      idempotencyKey: idempotencyKey.optional(),
+    })
+    .strict(),
+  output: reservationSchema,
+});
+
+export const reservationsGet = defineMethod({
+  group: 'reservations',
+  name: 'get',
+  kind: 'query',
+  summary: 'Show a reservation with its binding',
+  module: 'fleet',
+  access: { action: 'compute:reservations:read' },
+  tenantScoped: true,
+  resource: (input) => ({ type: 'compute-reservation', id: input.reservationId }),
+  input: z.object({ tenantId, reservationId: idOf('reservation') }).strict(),
+  output: reservationSchema,
+});
+
+export const reservationsList = defineMethod({
+  group: 'reservations',
+  name: 'list',
+  kind: 'query',
+  summary: 'List the tenant’s reservations, newest first',
+  module: 'fleet',
+  access: { action: 'compute:reservations:read' },
+  tenantScoped: true,
+  input: z
+    .object({ tenantId, state: reservationState.optional(), poolId: idOf('pool').optional(), ...pageInput })
+    .strict(),
+  output: pageOf(reservationSchema),
+});
+
+export const reservationsExtend = defineMethod({
+  group: 'reservations',
+  name: 'extend',
+  kind: 'mutation',
+  summary: 'Extend a queued or active reservation',
+  module: 'fleet',
+  access: { action: 'compute:reservations:extend' },
+  tenantScoped: true,
+  resource: (input) => ({ type: 'compute-reservation', id: input.reservationId }),
+  input: z
+    .object({
+      tenantId,
+      reservationId: idOf('reservation'),
+      bySeconds: z.number().int().min(60).max(MAX_RESERVATION_SECONDS),
+      ifVersion,
+    })
+    .strict(),
+  output: reservationSchema,
+});
+
+export const reservationsRelease = defineMethod({
+  group: 'reservations',
+  name: 'release',
+  kind: 'mutation',
+  summary: 'Release a reservation’s GPUs now (or cancel it while queued)',
+  module: 'fleet',
+  access: { action: 'compute:reservations:release' },
+  tenantScoped: true,
+  resource: (input) => ({ type: 'compute-reservation', id: input.reservationId }),
+  input: z.object({ tenantId, reservationId: idOf('reservation'), ifVersion }).strict(),
+  output: reservationSchema,
+});

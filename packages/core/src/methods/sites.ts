@@ -1,0 +1,125 @@
+/**
+ * The `sites` group, and the small schemas every fleet group shares (names, labels, versions).
+ * A site is where machines live (a data centre, a rack row, a cloud region), owned by a tenant.
+ */
+import { z } from 'zod';
+import { defineMethod } from '../contract.js';
+import { idempotencyKey, idOf, isoTime, pageInput, pageOf, tenantId } from './common.js';
+
+/** A resource name: lowercase letters, digits and dashes. */
+export const resourceName = z
+  .string()
+  .regex(
+    /^[a-z0-9][a-z0-9-]{0,62}$/,
+    'must be 1-63 lowercase letters, digits and dashes, starting with a letter or digit',
+  );
+
+/** A label key: `zone`, `example.com/rack`. */
+export const labelKey = z
+  .string()
+  .regex(
+    /^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?\/)?[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$/,
+    'must be a label key like zone or example.com/rack',
+  );
+export const labelValue = z
+  .string()
+  .regex(/^([A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?$/, 'must be up to 63 letters, digits, - _ .');
+export const labels = z.record(labelKey, labelValue);
+
+/** `ifVersion`: the update applies only while the resource is at this version (else CONFLICT). */
+export const ifVersion = z.number().int().min(1).optional();
+
+export const siteSchema = z.object({
+  id: z.string(),
+  tenantId: z.string(),
+  name: z.string(),
+  region: z.string().nullable(),
+  description: z.string(),
+  labels: z.record(z.string(), z.string()),
+  version: z.number().int(),
+  createdAt: isoTime,
+  updatedAt: isoTime,
+});
+
+export const sitesList = defineMethod({
+  group: 'sites',
+  name: 'list',
+  kind: 'query',
+  summary: 'List the tenant’s sites',
+  module: 'fleet',
+  access: { action: 'compute:sites:read' },
+  tenantScoped: true,
+  input: z.object({ tenantId, ...pageInput }).strict(),
+  output: pageOf(siteSchema),
+});
+
+export const sitesGet = defineMethod({
+  group: 'sites',
+  name: 'get',
+  kind: 'query',
+  summary: 'Show a site',
+  module: 'fleet',
+  access: { action: 'compute:sites:read' },
+  tenantScoped: true,
+  resource: (input) => ({ type: 'compute-site', id: input.siteId }),
+  input: z.object({ tenantId, siteId: idOf('site') }).strict(),
+  output: siteSchema,
+});
+
+export const sitesCreate = defineMethod({
+  group: 'sites',
+  name: 'create',
+  kind: 'mutation',
+  summary: 'Create a site',
+  module: 'fleet',
+  access: { action: 'compute:sites:create' },
+  tenantScoped: true,
+  idempotent: true,
+  input: z
+    .object({
+      tenantId,
+      name: resourceName,
+      region: z.string().min(1).max(100).optional(),
+      description: z.string().max(1000).optional(),
+      labels: labels.optional(),
+      idempotencyKey: idempotencyKey.optional(),
+    })
+    .strict(),
+  output: siteSchema,
+});
+
+export const sitesUpdate = defineMethod({
+  group: 'sites',
+  name: 'update',
+  kind: 'mutation',
+  summary: 'Rename or relabel a site',
+  module: 'fleet',
+  access: { action: 'compute:sites:update' },
+  tenantScoped: true,
+  resource: (input) => ({ type: 'compute-site', id: input.siteId }),
+  input: z
+    .object({
+      tenantId,
+      siteId: idOf('site'),
+      name: resourceName.optional(),
+      region: z.string().min(1).max(100).nullable().optional(),
+      description: z.string().max(1000).optional(),
+      labels: labels.optional(),
+      ifVersion,
+    })
+    .strict(),
+  output: siteSchema,
+});
+
+export const sitesDelete = defineMethod({
+  group: 'sites',
+  name: 'delete',
+  kind: 'mutation',
+  summary: 'Delete a site that has no pools',
+  module: 'fleet',
+  access: { action: 'compute:sites:delete' },
+  tenantScoped: true,
+  resource: (input) => ({ type: 'compute-site', id: input.siteId }),
+  input: z.object({ tenantId, siteId: idOf('site'), ifVersion }).strict(),
+  output: z.object({ id: z.string(), deleted: z.literal(true) }),
+});
