@@ -5,6 +5,10 @@
  * load only these definitions.
  */
 import type { AnyCommand } from '../define.js';
+import { capacityCommands } from './capacity/index.js';
+import { eventsCommands } from './events/index.js';
+import { fleetCommands } from './fleet/index.js';
+import { nodesCommands } from './nodes/index.js';
 import api from './api/api.js';
 import authLogin from './auth/login.js';
 import authLogout from './auth/logout.js';
@@ -33,4 +37,8 @@ export const builtinCommands: readonly AnyCommand[] = [
   authStatus,
   authLogout,
   api,
+  ...capacityCommands,
+  ...nodesCommands,
+  ...eventsCommands,
+  ...fleetCommands,
 ] as readonly AnyCommand[];

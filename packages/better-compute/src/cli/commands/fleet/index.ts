@@ -1,0 +1,4 @@
+/** The fleet commands, in the order help lists them. */
+import type { AnyCommand } from '../../define.js';
+
+export const fleetCommands: readonly AnyCommand[] = [];

@@ -1,0 +1,4 @@
+/** The nodes commands, in the order help lists them. */
+import type { AnyCommand } from '../../define.js';
+
+export const nodesCommands: readonly AnyCommand[] = [];
