@@ -13,12 +13,18 @@ import { findConfigFile, loadConfig } from '../config/load-config.js';
 import type { ComputeConfig } from '../config/define-config.js';
 import { serve } from './serve.js';
 
+interface SavedDev {
+  rootAdmin?: { apiKey?: string };
+}
+
 export interface DevOptions {
   cwd: string;
   env: Record<string, string | undefined>;
   port: number;
   host?: string;
   memory: boolean;
+  /** How many simulated machines join (through join tokens and requests) and heartbeat until stopped. */
+  sim?: number;
   signal: AbortSignal;
   log: (line: string) => void;
   onListening?: (url: string) => void;
@@ -90,6 +96,27 @@ export async function startDev(options: DevOptions): Promise<void> {
     options.log(
       `this store's credentials were printed when it was created; remove ${join(DEV_DIR, 'dev')} to start over`,
     );
+  }
+  if (options.sim && options.sim > 0) {
+    const token = (saved as SavedDev | null)?.rootAdmin?.apiKey;
+    if (!token) {
+      options.log(
+        `--sim ${options.sim}: no root administrator key in ${join(DEV_DIR, 'dev.json')}, so no simulated machines`,
+      );
+    } else {
+      const { startSimulatedFleet } = await import('../sim/fleet-runner.js');
+      try {
+        const fleet = await startSimulatedFleet(compute, { nodes: options.sim, token, offerTo: ['acme'] });
+        options.signal.addEventListener('abort', () => void fleet.stop(), { once: true });
+        options.log(
+          `simulated fleet: ${fleet.nodeIds.length} machine(s) joined pool ${fleet.poolId} (sim-gpu, offered to acme) and heartbeat until stopped`,
+        );
+      } catch (error) {
+        options.log(
+          `--sim ${options.sim}: the simulated machines could not join: ${error instanceof Error ? error.message : String(error)}`,
+        );
+      }
+    }
   }
   options.log(
     `try: BETTER_COMPUTE_URL=${url} BETTER_COMPUTE_TOKEN=<an apiKey above> npx better-compute api system.whoami`,

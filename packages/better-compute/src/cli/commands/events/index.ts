@@ -1,4 +1,11 @@
 /** The events commands, in the order help lists them. */
 import type { AnyCommand } from '../../define.js';
+import eventsList from './list.js';
+import usageList from './usage-list.js';
+import usageExport from './usage-export.js';
 
-export const eventsCommands: readonly AnyCommand[] = [];
+export const eventsCommands: readonly AnyCommand[] = [
+  eventsList,
+  usageList,
+  usageExport,
+] as readonly AnyCommand[];

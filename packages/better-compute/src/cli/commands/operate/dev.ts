@@ -29,7 +29,6 @@ export default defineCommand({
   examples: ['better-compute dev', 'better-compute dev --memory --sim 8'],
   async run({ flags, io, log }) {
     const { startDev } = await import('../../../host/dev.js');
-    // `sim` is passed for the simulator, which the fleet work adds to startDev.
     const options = {
       cwd: io.cwd,
       env: io.env,

@@ -1,0 +1,23 @@
+/** `drivers list`: the machine drivers this build supports. */
+import { defineCommand } from '../../define.js';
+import { pageView } from './shared.js';
+
+export default defineCommand({
+  name: 'drivers list',
+  group: 'Capacity',
+  summary: 'List the machine drivers this deployment supports (drivers.list)',
+  target: 'token',
+  calls: ['drivers.list'],
+  defaultFormat: 'table',
+  examples: ['better-compute drivers list'],
+  async run({ api, global }) {
+    const page = await (await api()).call('drivers.list', {});
+    return pageView(page, global, (d) => ({
+      name: d.name,
+      classes: d.classes.join(','),
+      joins: d.joins,
+      simulated: d.simulated ? 'yes' : 'no',
+      summary: d.summary,
+    }));
+  },
+});

@@ -1,0 +1,56 @@
+/** `pools create --site SITE --name NAME`: retry-safe with --key; a new key on every run otherwise. */
+import { defineCommand } from '../../define.js';
+import { checkKey, newIdempotencyKey, parseLabels } from './shared.js';
+
+export default defineCommand({
+  name: 'pools create',
+  group: 'Capacity',
+  summary: 'Create a pool at a site (pools.create)',
+  target: 'token',
+  calls: ['pools.create'],
+  flags: {
+    site: { type: 'id', kind: 'site', required: true, description: 'The site the pool is at' },
+    name: { type: 'string', required: true, description: 'The pool’s name', placeholder: 'NAME' },
+    class: {
+      type: 'string',
+      choices: ['gpu', 'vps', 'metal'],
+      default: 'gpu',
+      description: 'The pool’s class',
+    },
+    driver: {
+      type: 'string',
+      description: 'The machine driver (default bcd; see drivers list)',
+      placeholder: 'DRIVER',
+    },
+    description: { type: 'string', description: 'A description', placeholder: 'TEXT' },
+    label: {
+      type: 'string',
+      repeated: true,
+      description: 'A label, key=value (repeatable)',
+      placeholder: 'K=V',
+    },
+    key: {
+      type: 'string',
+      description: 'The idempotency key, to retry without creating twice',
+      placeholder: 'KEY',
+    },
+  },
+  examples: [
+    'better-compute pools create --site site_01k… --name gpu-main',
+    'better-compute pools create --site site_01k… --name vps-eu --class vps --label zone=eu-1',
+  ],
+  async run({ flags, api, log, commandName }) {
+    const labels = parseLabels(flags.label);
+    const key = flags.key !== undefined ? checkKey(commandName, flags.key) : await newIdempotencyKey();
+    log(`idempotency key: ${key}`);
+    return (await api()).call('pools.create', {
+      siteId: flags.site,
+      name: flags.name,
+      class: flags.class as 'gpu' | 'vps' | 'metal',
+      ...(flags.driver ? { driver: flags.driver } : {}),
+      ...(flags.description !== undefined ? { description: flags.description } : {}),
+      ...(flags.label.length ? { labels } : {}),
+      idempotencyKey: key,
+    });
+  },
+});

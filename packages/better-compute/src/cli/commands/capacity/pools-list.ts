@@ -1,0 +1,39 @@
+/** `pools list`: the tenant's own pools and the pools offered to it. */
+import { defineCommand } from '../../define.js';
+import { pageView } from './shared.js';
+
+export default defineCommand({
+  name: 'pools list',
+  group: 'Capacity',
+  summary: 'List your pools and the pools offered to you (pools.list)',
+  target: 'token',
+  calls: ['pools.list'],
+  flags: {
+    class: { type: 'string', choices: ['gpu', 'vps', 'metal'], description: 'Only pools of this class' },
+    archived: { type: 'boolean', description: 'Include archived pools' },
+    limit: { type: 'number', integer: true, min: 1, max: 500, description: 'Rows per page (default 50)' },
+    cursor: { type: 'string', description: 'The next page, from a previous page', placeholder: 'CURSOR' },
+  },
+  defaultFormat: 'table',
+  examples: ['better-compute pools list', 'better-compute pools list --class gpu --query items[].id'],
+  async run({ flags, api, global }) {
+    const page = await (
+      await api()
+    ).call('pools.list', {
+      ...(flags.class ? { class: flags.class } : {}),
+      ...(flags.archived ? { includeArchived: true } : {}),
+      ...(flags.limit !== undefined ? { limit: flags.limit } : {}),
+      ...(flags.cursor ? { cursor: flags.cursor } : {}),
+    });
+    return pageView(page, global, (p) => ({
+      id: p.id,
+      name: p.name,
+      class: p.class,
+      site: p.siteId,
+      driver: p.driver,
+      state: p.state,
+      owner: p.tenantId,
+      access: p.access,
+    }));
+  },
+});

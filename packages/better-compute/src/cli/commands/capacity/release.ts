@@ -1,0 +1,28 @@
+/** `release RSV`: frees the GPUs now, or cancels the reservation while queued. */
+import { defineCommand } from '../../define.js';
+
+export default defineCommand({
+  name: 'release',
+  group: 'Capacity',
+  summary: 'Release a reservation’s GPUs now, or cancel it while queued (reservations.release)',
+  target: 'token',
+  calls: ['reservations.release'],
+  positionals: [
+    { name: 'reservation', description: 'The reservation, rsv_…', required: true, kind: 'reservation' },
+  ],
+  flags: {
+    ifVersion: {
+      type: 'number',
+      integer: true,
+      min: 1,
+      description: 'Apply only at this version (else CONFLICT)',
+    },
+  },
+  examples: ['better-compute release rsv_01k…'],
+  async run({ args, flags, api }) {
+    return (await api()).call('reservations.release', {
+      reservationId: args.reservation,
+      ...(flags.ifVersion !== undefined ? { ifVersion: flags.ifVersion } : {}),
+    });
+  },
+});

@@ -1,0 +1,37 @@
+/** `reservations list [--state] [--pool]`: newest first, a table by default. */
+import { defineCommand } from '../../define.js';
+import { pageView, reservationColumns } from './shared.js';
+
+export default defineCommand({
+  name: 'reservations list',
+  group: 'Capacity',
+  summary: 'List your reservations, newest first (reservations.list)',
+  target: 'token',
+  calls: ['reservations.list'],
+  flags: {
+    state: {
+      type: 'string',
+      choices: ['queued', 'active', 'ended'],
+      description: 'Only reservations in this state',
+    },
+    pool: { type: 'id', kind: 'pool', description: 'Only reservations of this pool' },
+    limit: { type: 'number', integer: true, min: 1, max: 500, description: 'Rows per page (default 50)' },
+    cursor: { type: 'string', description: 'The next page, from a previous page', placeholder: 'CURSOR' },
+  },
+  defaultFormat: 'table',
+  examples: [
+    'better-compute reservations list --state active --format table',
+    'better-compute reservations list --state queued --query items[].id',
+  ],
+  async run({ flags, api, global }) {
+    const page = await (
+      await api()
+    ).call('reservations.list', {
+      ...(flags.state ? { state: flags.state as 'queued' | 'active' | 'ended' } : {}),
+      ...(flags.pool ? { poolId: flags.pool } : {}),
+      ...(flags.limit !== undefined ? { limit: flags.limit } : {}),
+      ...(flags.cursor ? { cursor: flags.cursor } : {}),
+    });
+    return pageView(page, global, reservationColumns);
+  },
+});

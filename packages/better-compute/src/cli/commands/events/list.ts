@@ -1,0 +1,64 @@
+/**
+ * `events list [--type T] [--limit N] [--cursor 184467:12]`: the tenant's events in commit order,
+ * a table by default. --cursor takes only the list's colon form; the stream's dotted form (what
+ * `events watch --since` prints) is a usage error before anything is sent.
+ */
+import { defineCommand } from '../../define.js';
+import { CliError } from '../../errors.js';
+import { pageView } from '../capacity/shared.js';
+
+export default defineCommand({
+  name: 'events list',
+  group: 'Events',
+  summary: 'Page through your tenant’s events in commit order (events.list)',
+  target: 'token',
+  calls: ['events.list'],
+  flags: {
+    type: {
+      type: 'string',
+      description: 'A type, or a prefix ending with . or .* (reservation.)',
+      placeholder: 'TYPE',
+    },
+    limit: { type: 'number', integer: true, min: 1, max: 500, description: 'Rows per page (default 50)' },
+    cursor: {
+      type: 'string',
+      description: 'Start after this outbox position, in the colon form 184467:12',
+      placeholder: 'TX:INDEX',
+    },
+  },
+  defaultFormat: 'table',
+  examples: [
+    'better-compute events list --type reservation.',
+    'better-compute events list --limit 100 --cursor 184467:12',
+  ],
+  async run({ flags, api, global }) {
+    if (flags.cursor !== undefined) {
+      const { parsePosition } = await import('@better-compute/core');
+      try {
+        parsePosition(flags.cursor, 'list', '--cursor');
+      } catch (error) {
+        const dotted = /^\d+\.\d+$/.test(flags.cursor.trim());
+        throw new CliError('INVALID_ARGUMENT', error instanceof Error ? error.message : String(error), {
+          hint: dotted
+            ? `events list takes the colon form: --cursor ${flags.cursor.trim().replace('.', ':')}`
+            : 'Pass the position a previous page ended with, such as 184467:12.',
+          details: { field: 'cursor' },
+        });
+      }
+    }
+    const page = await (
+      await api()
+    ).call('events.list', {
+      ...(flags.type !== undefined ? { type: flags.type } : {}),
+      ...(flags.limit !== undefined ? { limit: flags.limit } : {}),
+      ...(flags.cursor !== undefined ? { cursor: flags.cursor.trim() } : {}),
+    });
+    return pageView(page, global, (e) => ({
+      position: e.position,
+      type: e.type,
+      subject: e.subject.id ?? e.subject.type,
+      actor: e.actor ?? '',
+      occurredAt: e.occurredAt,
+    }));
+  },
+});

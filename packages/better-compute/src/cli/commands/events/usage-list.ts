@@ -1,0 +1,68 @@
+/** `usage list`: GPU-seconds per tenant, pool and GPU model, per hour; a table by default. */
+import { defineCommand } from '../../define.js';
+import { CliError } from '../../errors.js';
+import { pageView } from '../capacity/shared.js';
+
+/** Checks --from and --to locally: ISO 8601 times with an offset, as the server takes them. */
+export function checkTimes(flags: { from?: string | undefined; to?: string | undefined }): void {
+  for (const name of ['from', 'to'] as const) {
+    const value = flags[name];
+    if (
+      value !== undefined &&
+      (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/.test(value) ||
+        Number.isNaN(Date.parse(value)))
+    ) {
+      throw new CliError(
+        'INVALID_ARGUMENT',
+        `--${name} must be a time like 2026-01-01T00:00:00Z (got "${value}")`,
+        {
+          details: { field: name },
+        },
+      );
+    }
+  }
+}
+
+export default defineCommand({
+  name: 'usage list',
+  group: 'Events',
+  summary: 'GPU-seconds per tenant, pool and GPU model, per hour (usage.list)',
+  target: 'token',
+  calls: ['usage.list'],
+  flags: {
+    pool: { type: 'id', kind: 'pool', description: 'Only this pool' },
+    from: {
+      type: 'string',
+      description: 'From this hour (default: 24 hours before --to)',
+      placeholder: 'TIME',
+    },
+    to: { type: 'string', description: 'Until this time, exclusive (default: now)', placeholder: 'TIME' },
+    limit: { type: 'number', integer: true, min: 1, max: 500, description: 'Rows per page (default 50)' },
+    cursor: { type: 'string', description: 'The next page, from a previous page', placeholder: 'CURSOR' },
+  },
+  defaultFormat: 'table',
+  examples: [
+    'better-compute usage list',
+    'better-compute usage list --pool pool_01k… --from 2026-01-01T00:00:00Z',
+  ],
+  async run({ flags, api, global }) {
+    checkTimes(flags);
+    const page = await (
+      await api()
+    ).call('usage.list', {
+      ...(flags.pool ? { poolId: flags.pool } : {}),
+      ...(flags.from ? { from: flags.from } : {}),
+      ...(flags.to ? { to: flags.to } : {}),
+      ...(flags.limit !== undefined ? { limit: flags.limit } : {}),
+      ...(flags.cursor ? { cursor: flags.cursor } : {}),
+    });
+    return pageView(page, global, (u) => ({
+      window: u.windowStart,
+      tenant: u.tenantId,
+      pool: u.poolId,
+      model: u.gpuModel,
+      gpuSeconds: u.gpuSeconds,
+      gpuHours: Math.round((u.gpuSeconds / 3600) * 100) / 100,
+    }));
+  },
+});

@@ -1,0 +1,427 @@
+/**
+ * The capacity, reservation, usage, events and sim commands in process: flags and local checks
+ * (exit 2 before anything is sent), tables, idempotency keys, waiting while queued, and the usage
+ * export's new 0600 file.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ComputeInstance } from '../src/types.js';
+import { createCli, main } from '../src/cli/index.js';
+import { captureIO } from './cli-support.js';
+import {
+  ACME,
+  a100x8,
+  addNode,
+  createFleetDeployment,
+  h100x8,
+  OPS,
+  seedPool,
+  type FleetDeployment,
+} from './fleet-support.js';
+
+let d: FleetDeployment;
+let poolId = '';
+const scratch = mkdtempSync(join(import.meta.dirname, '.tmp-cli-capacity-'));
+const cli = createCli({
+  projectCommands: false,
+  loadCompute: async () => {
+    const c = d.compute;
+    return {
+      ...c,
+      handler: (request: Request) => c.handler(request),
+      close: async () => undefined,
+    } as ComputeInstance;
+  },
+});
+const env = (token = ACME): Record<string, string> => ({
+  HOME: scratch,
+  BETTER_IAM_HOME: join(scratch, 'iam'),
+  BETTER_COMPUTE_TOKEN: token,
+});
+/** Runs a command line as the binary would: the exit status and what it printed. */
+async function run(argv: string[], token = ACME) {
+  const { io, out, err } = captureIO(env(token), { cwd: scratch });
+  const status = await main(argv, cli, io);
+  return { status, out: out.join('\n'), err: err.join('\n') };
+}
+
+beforeAll(async () => {
+  d = await createFleetDeployment('pglite');
+  ({ poolId } = await seedPool(d));
+  await addNode(d, poolId, 'h100-a', h100x8('nvl-a'));
+  await addNode(d, poolId, 'a100-a', a100x8('nvl-b1', 'nvl-b2'));
+}, 60_000);
+afterAll(async () => {
+  await d?.close();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+describe('pools, quotas and drivers', () => {
+  it('pools list prints a table of the pools offered to the tenant', async () => {
+    const result = await run(['pools', 'list']);
+    expect(result.status).toBe(0);
+    const lines = result.out.split('\n');
+    expect(lines[0]).toMatch(/^id\s+name\s+class\s+site\s+driver\s+state\s+owner\s+access$/);
+    expect(lines[1]).toMatch(
+      new RegExp(`^${poolId}  gpu-main  gpu    site_\\w+  bcd     active  root   offered$`),
+    );
+    expect(lines).toHaveLength(2);
+  });
+
+  it('an id of the wrong kind is a usage error before anything is sent', async () => {
+    const result = await run(['pools', 'get', 'node_01k5w0000000000000000000000']);
+    expect(result.status).toBe(2);
+    expect(result.err.split('\n')[0]).toBe(
+      'INVALID_ARGUMENT: pool must be a pool id like pool_01… (got "node_01k5w0000000000000000000000")',
+    );
+    const flag = await run(['quotas', 'get', '--pool', 'rsv_01k5w0000000000000000000000']);
+    expect(flag.status).toBe(2);
+    expect(flag.err).toMatch(/^INVALID_ARGUMENT: --pool must be a pool id like pool_01…/);
+  });
+
+  it('pools offer checks the tenant; quotas set and get work as the owner', async () => {
+    const bad = await run(['pools', 'offer', poolId, '--to', 'Not A Tenant'], OPS);
+    expect(bad.status).toBe(2);
+    expect(bad.err.split('\n')[0]).toBe(
+      'INVALID_ARGUMENT: --to must be a tenant id such as acme (got "Not A Tenant")',
+    );
+    const limit = await run(['quotas', 'set', '--pool', poolId, '--subject', 'acme', '--limit', 'lots'], OPS);
+    expect(limit.status).toBe(2);
+    const set = await run(
+      ['quotas', 'set', '--pool', poolId, '--subject', 'acme', '--limit', '12', '--query', 'limit'],
+      OPS,
+    );
+    expect(set).toMatchObject({ status: 0, out: '12' });
+    const got = await run(['quotas', 'get', '--pool', poolId]);
+    expect(got.status).toBe(0);
+    expect(got.out.split('\n')[0]).toMatch(/^tenant\s+pool\s+resource\s+limit\s+used\s+version$/);
+    expect(got.out.split('\n')[1]).toMatch(new RegExp(`^acme    ${poolId}  gpus\\s+12\\s+0\\s+1$`));
+    const cleared = await run(
+      ['quotas', 'set', '--pool', poolId, '--subject', 'acme', '--limit', 'none', '--query', 'limit'],
+      OPS,
+    );
+    expect(cleared).toMatchObject({ status: 0, out: 'null' });
+  });
+
+  it('pools create prints its idempotency key on stderr, and the same --key creates once', async () => {
+    const site = (await d.api('sites.create', { name: 'cli-site', region: 'eu-2' })) as { id: string };
+    const first = await run(
+      [
+        'pools',
+        'create',
+        '--site',
+        site.id,
+        '--name',
+        'cli-pool',
+        '--key',
+        'cli-test-key-1',
+        '--query',
+        'id',
+      ],
+      OPS,
+    );
+    const again = await run(
+      [
+        'pools',
+        'create',
+        '--site',
+        site.id,
+        '--name',
+        'cli-pool',
+        '--key',
+        'cli-test-key-1',
+        '--query',
+        'id',
+      ],
+      OPS,
+    );
+    expect(first.status).toBe(0);
+    expect(first.err).toBe('idempotency key: cli-test-key-1');
+    expect(again.out).toBe(first.out);
+    const fresh = await run(
+      ['pools', 'create', '--site', site.id, '--name', 'cli-pool-2', '--query', 'id'],
+      OPS,
+    );
+    expect(fresh.err).toMatch(/^idempotency key: cli-[0-9a-f-]{36}$/);
+    const archived = await run(['pools', 'archive', first.out, '--query', 'state'], OPS);
+    expect(archived).toMatchObject({ status: 0, out: 'archived' });
+  });
+
+  it('drivers list is a table', async () => {
+    const result = await run(['drivers', 'list']);
+    expect(result.status).toBe(0);
+    expect(result.out.split('\n')[0]).toMatch(/^name\s+classes\s+joins\s+simulated\s+summary$/);
+  });
+});
+
+describe('capacity', () => {
+  it('capacity prints a row per pool and per GPU model', async () => {
+    const result = await run(['capacity']);
+    expect(result.status).toBe(0);
+    expect(result.out).toBe(
+      [
+        'pool                             name      model  total  reserved  free  unavailable  queued',
+        `${poolId}  gpu-main  *      16     0         16    0            0`,
+        `${poolId}  gpu-main  A100   8      0         8     0`,
+        `${poolId}  gpu-main  H100   8      0         8     0`,
+      ].join('\n'),
+    );
+  });
+
+  it('capacity --preview needs --pool, --gpus and --for, and checks the selector locally', async () => {
+    const missing = await run(['capacity', '--preview', '--pool', poolId, '--gpus', '8']);
+    expect(missing.status).toBe(2);
+    expect(missing.err.split('\n')[0]).toBe('INVALID_ARGUMENT: capacity --preview needs --for');
+    const stray = await run(['capacity', '--gpus', '8']);
+    expect(stray.status).toBe(2);
+    expect(stray.err.split('\n')[0]).toBe('INVALID_ARGUMENT: --gpus needs --preview');
+    const selector = await run([
+      'capacity',
+      '--preview',
+      '--pool',
+      poolId,
+      '--gpus',
+      '8',
+      '--for',
+      '1d',
+      '--selector',
+      'vramGiB >= big',
+    ]);
+    expect(selector.status).toBe(2);
+    expect(selector.err.split('\n')[0]).toBe(
+      'INVALID_ARGUMENT: --selector: vramGiB takes a whole number of GiB, not "big"',
+    );
+    const fits = await run([
+      'capacity',
+      '--preview',
+      '--pool',
+      poolId,
+      '--gpus',
+      '8',
+      '--for',
+      '1d',
+      '--selector',
+      'vramGiB >= 80',
+      '--format',
+      'compact',
+    ]);
+    expect(fits.status).toBe(0);
+    const answer = JSON.parse(fits.out);
+    expect(answer).toMatchObject({ fits: true, queuedAhead: 0, reason: null });
+    expect(answer.placement).toEqual([
+      expect.objectContaining({
+        gpuModel: 'H100',
+        gpuIndices: [0, 1, 2, 3, 4, 5, 6, 7],
+        nvlinkDomain: 'nvl-a',
+      }),
+    ]);
+  });
+});
+
+describe('reservations', () => {
+  it('reserve refuses a bad selector (exit 2) and sends nothing', async () => {
+    for (const [selector, message] of [
+      [
+        'gpuProduct in H100',
+        '"gpuProduct in H100": in and notin take a list in parentheses, like gpuModel in (H100, A100)',
+      ],
+      ['gpuModel >= 3', 'gpuModel compares with = != in notin, not >='],
+      ['vramGiB >= 80,', 'an empty term (two commas, or a comma at the start or end)'],
+    ] as const) {
+      const result = await run([
+        'reserve',
+        '--pool',
+        poolId,
+        '--gpus',
+        '1',
+        '--for',
+        '1h',
+        '--selector',
+        selector,
+      ]);
+      expect(result.status).toBe(2);
+      expect(result.err.split('\n')[0]).toBe(`INVALID_ARGUMENT: --selector: ${message}`);
+    }
+    expect((await d.api('reservations.list', {}, ACME)).items).toEqual([]);
+  });
+
+  it('reserve prints the key it used on stderr and the reservation on stdout; the same --key reserves once', async () => {
+    const args = [
+      'reserve',
+      '--pool',
+      poolId,
+      '--gpus',
+      '4',
+      '--for',
+      '8h',
+      '--nvlink',
+      '--selector',
+      'gpuProduct in (H100-SXM5-80GB), vramGiB >= 80',
+    ];
+    const first = await run([...args, '--format', 'compact']);
+    expect(first.status).toBe(0);
+    const key =
+      /^idempotency key: (cli-[0-9a-f-]{36}) \(repeat with --key \1 to retry without reserving twice\)$/.exec(
+        first.err,
+      )?.[1];
+    expect(key).toBeDefined();
+    const reservation = JSON.parse(first.out);
+    expect(reservation).toMatchObject({ state: 'active', gpus: 4, nvlink: true, durationSeconds: 28_800 });
+    const again = await run([...args, '--key', key!, '--query', 'id']);
+    expect(again).toMatchObject({ status: 0, out: reservation.id });
+
+    const binding = await run([
+      'reservations',
+      'get',
+      reservation.id,
+      '--query',
+      'binding',
+      '--format',
+      'compact',
+    ]);
+    expect(JSON.parse(binding.out)).toEqual([
+      expect.objectContaining({
+        gpuModel: 'H100',
+        gpuIndices: [0, 1, 2, 3],
+        nvlinkDomain: 'nvl-a',
+        nodeState: 'ready',
+      }),
+    ]);
+    const list = await run(['reservations', 'list', '--state', 'active']);
+    expect(list.out.split('\n')).toEqual([
+      expect.stringMatching(
+        /^id\s+state\s+pool\s+gpus\s+nvlink\s+for\s+queue\s+health\s+endsAt\s+nodes\s+endReason$/,
+      ),
+      expect.stringMatching(
+        new RegExp(`^${reservation.id}  active  ${poolId}  4     yes     8h\\s+ok\\s+\\S+Z  1$`),
+      ),
+    ]);
+    const extended = await run(['extend', reservation.id, '--by', '4h', '--query', 'durationSeconds']);
+    expect(extended).toMatchObject({ status: 0, out: String(12 * 3600) });
+    const badBy = await run(['extend', reservation.id, '--by', 'forever']);
+    expect(badBy.status).toBe(2);
+    const released = await run(['release', reservation.id, '--format', 'compact']);
+    expect(JSON.parse(released.out)).toMatchObject({ state: 'ended', endReason: 'released' });
+    const wrongKind = await run(['release', poolId]);
+    expect(wrongKind.status).toBe(2);
+    expect(wrongKind.err.split('\n')[0]).toBe(
+      `INVALID_ARGUMENT: reservation must be a reservation id like rsv_01… (got "${poolId}")`,
+    );
+  });
+
+  it('reserve waits up to --wait seconds while queued, then prints the reservation as it is', async () => {
+    const big = await run(['reserve', '--pool', poolId, '--gpus', '16', '--for', '1h', '--query', 'id']);
+    expect(big.status).toBe(0);
+    const started = Date.now();
+    const queued = await run([
+      'reserve',
+      '--pool',
+      poolId,
+      '--gpus',
+      '2',
+      '--for',
+      '1h',
+      '--wait',
+      '1',
+      '--format',
+      'compact',
+    ]);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+    const reservation = JSON.parse(queued.out);
+    expect(reservation).toMatchObject({ state: 'queued', queuePosition: 1 });
+    expect(queued.err.split('\n').slice(1)).toEqual([
+      `${reservation.id} is queued (position 1); waiting up to 1s`,
+      `${reservation.id} is still queued; see it with: better-compute reservations get ${reservation.id}`,
+    ]);
+    const noWait = await run([
+      'reserve',
+      '--pool',
+      poolId,
+      '--gpus',
+      '2',
+      '--for',
+      '1h',
+      '--wait',
+      '0',
+      '--query',
+      'state',
+    ]);
+    expect(noWait.out).toBe('queued');
+    expect(noWait.err.split('\n')).toHaveLength(1);
+    const list = await run(['reservations', 'list', '--state', 'queued', '--query', 'items[].id']);
+    for (const id of list.out.split('\n')) await run(['release', id]);
+    await run(['release', big.out]);
+  });
+});
+
+describe('events and usage', () => {
+  it('events list is a table; --cursor takes only the colon form', async () => {
+    const listed = await run(['events', 'list', '--type', 'reservation.', '--limit', '2']);
+    expect(listed.status).toBe(0);
+    const lines = listed.out.split('\n');
+    expect(lines[0]).toMatch(/^position\s+type\s+subject\s+actor\s+occurredAt$/);
+    expect(lines[1]).toMatch(/^\d+:\d+\s+reservation\.created\s+rsv_\w+\s+usr_alice\s+\S+Z$/);
+    const next = /^\(more rows: --cursor (\d+:\d+)\)$/.exec(lines[3]!)?.[1];
+    expect(next).toBeDefined();
+    const page = await run(['events', 'list', '--type', 'reservation.', '--limit', '2', '--cursor', next!]);
+    expect(page.status).toBe(0);
+    const dotted = await run(['events', 'list', '--cursor', next!.replace(':', '.')]);
+    expect(dotted.status).toBe(2);
+    expect(dotted.err.split('\n')).toEqual([
+      `INVALID_ARGUMENT: --cursor must be an outbox position like 184467:12 (got "${next!.replace(':', '.')}")`,
+      `hint: events list takes the colon form: --cursor ${next}`,
+    ]);
+  });
+
+  it('usage list is a table; usage export writes a new 0600 file and never over one', async () => {
+    const listed = await run(['usage', 'list']);
+    expect(listed.status).toBe(0);
+    expect(listed.out.split('\n')[0]).toMatch(
+      /^(window\s+tenant\s+pool\s+model\s+gpuSeconds\s+gpuHours|\(no rows\))$/,
+    );
+    const badTime = await run(['usage', 'list', '--from', 'yesterday']);
+    expect(badTime.status).toBe(2);
+
+    const out = join(scratch, 'usage.csv');
+    const exported = await run([
+      'usage',
+      'export',
+      '--export-format',
+      'csv',
+      '--out',
+      'usage.csv',
+      '--format',
+      'compact',
+    ]);
+    expect(exported.status).toBe(0);
+    const summary = JSON.parse(exported.out);
+    expect(summary).toMatchObject({ out, format: 'csv' });
+    expect(Object.keys(summary)).toEqual(['out', 'format', 'rows', 'bytes']);
+    expect(statSync(out).mode & 0o777).toBe(0o600);
+    expect(readFileSync(out, 'utf8').length).toBe(summary.bytes);
+
+    const existing = join(scratch, 'existing.jsonl');
+    writeFileSync(existing, 'keep me');
+    const refused = await run(['usage', 'export', '--export-format', 'jsonl', '--out', 'existing.jsonl']);
+    expect(refused.status).toBe(1);
+    expect(refused.err.split('\n')[0]).toBe(
+      'ALREADY_EXISTS: existing.jsonl already exists; usage export never writes over a file',
+    );
+    expect(refused.out).toBe('');
+    expect(readFileSync(existing, 'utf8')).toBe('keep me');
+    expect(existsSync(join(scratch, 'missing.jsonl'))).toBe(false);
+  });
+});
+
+describe('sim', () => {
+  it('prints the JSON report and exits 0 when every invariant holds', async () => {
+    const result = await run(['sim', '--seed', '3', '--nodes', '6', '--steps', '30', '--format', 'compact']);
+    expect(result.status).toBe(0);
+    const report = JSON.parse(result.out);
+    expect(report).toMatchObject({ ok: true, seed: 3, nodes: 6, steps: 30, violations: [] });
+    expect(report.stateHash).toMatch(/^[0-9a-f]{64}$/);
+    const bad = await run(['sim', '--nodes', '0']);
+    expect(bad.status).toBe(2);
+  }, 60_000);
+});
