@@ -1,4 +1,23 @@
-/** The fleet commands, in the order help lists them. */
+/** The fleet commands (sites, projects), in the order help lists them. */
 import type { AnyCommand } from '../../define.js';
+import sitesList from './sites/list.js';
+import sitesGet from './sites/get.js';
+import sitesCreate from './sites/create.js';
+import sitesUpdate from './sites/update.js';
+import sitesDelete from './sites/delete.js';
+import projectsList from './projects/list.js';
+import projectsGet from './projects/get.js';
+import projectsCreate from './projects/create.js';
+import projectsArchive from './projects/archive.js';
 
-export const fleetCommands: readonly AnyCommand[] = [];
+export const fleetCommands: readonly AnyCommand[] = [
+  sitesList,
+  sitesGet,
+  sitesCreate,
+  sitesUpdate,
+  sitesDelete,
+  projectsList,
+  projectsGet,
+  projectsCreate,
+  projectsArchive,
+] as readonly AnyCommand[];

@@ -1,0 +1,41 @@
+/** `sites create NAME [--region] [--description] [--label K=V] [--key]`: sites.create, retry-safe. */
+import { defineCommand } from '../../../define.js';
+import { defined, idempotencyKeyFor, keyFlag, keyValues } from '../../nodes/shared.js';
+
+export default defineCommand({
+  name: 'sites create',
+  group: 'Fleet',
+  summary: 'Create a site; a new idempotency key each run unless --key (sites.create)',
+  target: 'token',
+  calls: ['sites.create'],
+  positionals: [
+    { name: 'name', description: 'The site’s name: lowercase letters, digits and dashes', required: true },
+  ],
+  flags: {
+    region: { type: 'string', description: 'Its region', placeholder: 'REGION' },
+    description: { type: 'string', description: 'What it is', placeholder: 'TEXT' },
+    label: {
+      type: 'string',
+      repeated: true,
+      description: 'A KEY=VALUE label',
+      placeholder: 'KEY=VALUE',
+    },
+    key: keyFlag,
+  },
+  examples: ['better-compute sites create fra-1 --region eu-central --label tier=gold'],
+  async run(context) {
+    const { args, flags, commandName } = context;
+    const labels = keyValues(commandName, 'label', flags.label);
+    const idempotencyKey = idempotencyKeyFor(context, flags.key);
+    return (await context.api()).call(
+      'sites.create',
+      defined({
+        name: args.name,
+        region: flags.region,
+        description: flags.description,
+        labels: flags.label.length ? labels : undefined,
+        idempotencyKey,
+      }),
+    );
+  },
+});

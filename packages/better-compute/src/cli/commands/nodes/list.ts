@@ -1,0 +1,44 @@
+/** `nodes list [--pool] [--state]`: nodes.list, as a table by default. */
+import { defineCommand } from '../../define.js';
+import { defined, gpuSummary, listResult, pageFlags, pageOf } from './shared.js';
+
+export const NODE_STATES = [
+  'joining',
+  'ready',
+  'cordoned',
+  'draining',
+  'drained',
+  'offline',
+  'retired',
+] as const;
+
+export default defineCommand({
+  name: 'nodes list',
+  group: 'Nodes',
+  summary: 'List the nodes of the tenant’s pools (nodes.list)',
+  target: 'token',
+  calls: ['nodes.list'],
+  flags: {
+    pool: { type: 'id', kind: 'pool', description: 'Only the nodes of this pool' },
+    state: { type: 'string', choices: NODE_STATES, description: 'Only the nodes in this state' },
+    ...pageFlags,
+  },
+  defaultFormat: 'table',
+  examples: ['better-compute nodes list', 'better-compute nodes list --pool pool_01k… --state ready'],
+  async run(context) {
+    const { flags } = context;
+    const page = await (
+      await context.api()
+    ).call('nodes.list', defined({ poolId: flags.pool, state: flags.state, ...pageOf(flags) }));
+    return listResult(context, page, (node) => ({
+      id: node.id,
+      name: node.name,
+      pool: node.poolId,
+      state: node.state,
+      gpus: gpuSummary(node.gpus),
+      free: `${node.freeGpus}/${node.gpuCount}`,
+      version: node.version,
+      heartbeat: node.lastHeartbeatAt ?? '-',
+    }));
+  },
+});

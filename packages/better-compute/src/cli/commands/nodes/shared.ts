@@ -1,0 +1,116 @@
+/**
+ * What the nodes and fleet commands share: page flags, `--if-version`, `KEY=VALUE` items, the
+ * idempotency key of creates, and list results shaped for `--format table`. Light on purpose:
+ * help loads the command definitions, so nothing heavy is imported here.
+ */
+import type { CommandContext, NumberFlag, StringFlag } from '../../define.js';
+import { CliError } from '../../errors.js';
+
+export const pageFlags = {
+  limit: {
+    type: 'number',
+    integer: true,
+    min: 1,
+    max: 500,
+    description: 'Rows per page (1-500; the server’s default is 50)',
+    placeholder: 'N',
+  },
+  cursor: { type: 'string', description: 'The cursor a previous page ended with', placeholder: 'CURSOR' },
+} as const satisfies { limit: NumberFlag; cursor: StringFlag };
+
+export const ifVersionFlag = {
+  type: 'number',
+  integer: true,
+  min: 1,
+  description: 'Apply only while it is at this version (else CONFLICT)',
+  placeholder: 'N',
+} as const satisfies NumberFlag;
+
+export const keyFlag = {
+  type: 'string',
+  description: 'The idempotency key; repeat a run with the same --key to retry without creating twice',
+  placeholder: 'KEY',
+} as const satisfies StringFlag;
+
+/** Drops the undefined fields, so an absent flag is absent from the input. */
+export function defined<T extends Record<string, unknown>>(input: T): T {
+  return Object.fromEntries(Object.entries(input).filter(([, value]) => value !== undefined)) as T;
+}
+
+/** `{ limit, cursor }` from the page flags. */
+export function pageOf(flags: { limit?: number | undefined; cursor?: string | undefined }): {
+  limit?: number;
+  cursor?: string;
+} {
+  return defined({ limit: flags.limit, cursor: flags.cursor });
+}
+
+function usage(commandName: string, message: string, field: string): CliError {
+  return new CliError('INVALID_ARGUMENT', message, {
+    hint: `Run "better-compute help ${commandName}" for its flags and examples.`,
+    details: { field },
+  });
+}
+
+/** `zone=eu-1` items as a record; an item without `=` or with an empty key is a usage error. */
+export function keyValues(
+  commandName: string,
+  field: string,
+  items: readonly string[],
+): Record<string, string> {
+  const record: Record<string, string> = {};
+  for (const item of items) {
+    const eq = item.indexOf('=');
+    if (eq <= 0) throw usage(commandName, `${field} takes KEY=VALUE items (got "${item}")`, field);
+    record[item.slice(0, eq)] = item.slice(eq + 1);
+  }
+  return record;
+}
+
+/** A new idempotency key for a create, unless --key gave one; logged so a retry can reuse it. */
+export function idempotencyKeyFor(context: Pick<CommandContext, 'log'>, key: string | undefined): string {
+  if (key !== undefined) return key;
+  const created = `cli_${crypto.randomUUID()}`;
+  context.log(`idempotency key: ${created} (repeat with --key ${created} to retry)`);
+  return created;
+}
+
+/** Refuses a pasted token (anything with a `.`) where an id is expected, before anything is sent. */
+export function assertNoSecret(commandName: string, field: string, value: string): void {
+  if (value.includes('.'))
+    throw new CliError(
+      'INVALID_ARGUMENT',
+      `${field} must be a join token id (jtok_…), not a token: it contains a "."; nothing was sent`,
+      {
+        hint: `Pass the id that "better-compute join-tokens list" shows, never the secret token.`,
+        details: { field },
+      },
+    );
+}
+
+/** Whether the command will print a table: `--format table`, or the list default with neither --format nor --query. */
+export function printsTable(context: Pick<CommandContext, 'global'>): boolean {
+  const { format, query } = context.global;
+  return format === 'table' || (format === undefined && query === undefined);
+}
+
+/**
+ * A list page as the command prints it: for a table, the readable columns of each row (the
+ * framework adds the `(more rows: --cursor …)` footer); for JSON and --query, the page as it came.
+ */
+export function listResult<T>(
+  context: Pick<CommandContext, 'global'>,
+  page: { items: T[]; nextCursor: string | null },
+  columns: (item: T) => Record<string, unknown>,
+): unknown {
+  if (!printsTable(context)) return page;
+  return { items: page.items.map(columns), nextCursor: page.nextCursor };
+}
+
+/** The GPUs of a node or an inventory, one cell: `8x H100-SXM5-80GB`, `4x A100…, 4x L40S…`. */
+export function gpuSummary(gpus: readonly { product: string }[]): string {
+  if (gpus.length === 0) return '-';
+  const counts = new Map<string, number>();
+  for (const gpu of gpus) counts.set(gpu.product, (counts.get(gpu.product) ?? 0) + 1);
+  return [...counts].map(([product, count]) => `${count}x ${product}`).join(', ');
+}
