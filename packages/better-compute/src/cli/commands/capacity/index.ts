@@ -2,20 +2,20 @@
 import type { AnyCommand } from '../../define.js';
 import sim from '../operate/sim.js';
 import capacity from './capacity.js';
-import driversList from './drivers-list.js';
+import driversList from './drivers/list.js';
 import extend from './extend.js';
-import poolsArchive from './pools-archive.js';
-import poolsCreate from './pools-create.js';
-import poolsGet from './pools-get.js';
-import poolsList from './pools-list.js';
-import poolsOffer from './pools-offer.js';
-import poolsUnoffer from './pools-unoffer.js';
-import poolsUpdate from './pools-update.js';
-import quotasGet from './quotas-get.js';
-import quotasSet from './quotas-set.js';
+import poolsArchive from './pools/archive.js';
+import poolsCreate from './pools/create.js';
+import poolsGet from './pools/get.js';
+import poolsList from './pools/list.js';
+import poolsOffer from './pools/offer.js';
+import poolsUnoffer from './pools/unoffer.js';
+import poolsUpdate from './pools/update.js';
+import quotasGet from './quotas/get.js';
+import quotasSet from './quotas/set.js';
 import release from './release.js';
-import reservationsGet from './reservations-get.js';
-import reservationsList from './reservations-list.js';
+import reservationsGet from './reservations/get.js';
+import reservationsList from './reservations/list.js';
 import reserve from './reserve.js';
 
 export const capacityCommands: readonly AnyCommand[] = [

@@ -1,8 +1,8 @@
 /** The events commands, in the order help lists them. */
 import type { AnyCommand } from '../../define.js';
 import eventsList from './list.js';
-import usageList from './usage-list.js';
-import usageExport from './usage-export.js';
+import usageList from './usage/list.js';
+import usageExport from './usage/export.js';
 
 export const eventsCommands: readonly AnyCommand[] = [
   eventsList,

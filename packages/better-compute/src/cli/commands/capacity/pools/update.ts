@@ -1,7 +1,7 @@
 /** `pools update POOL [--name] [--description] [--label k=v] [--if-version N]`. */
-import { defineCommand } from '../../define.js';
-import { CliError } from '../../errors.js';
-import { parseLabels } from './shared.js';
+import { defineCommand } from '../../../define.js';
+import { CliError } from '../../../errors.js';
+import { parseLabels } from '../shared.js';
 
 export default defineCommand({
   name: 'pools update',

@@ -4,8 +4,8 @@
  * itself is never printed; the command prints where it went and how many rows.
  */
 import { ComputeError } from '@better-compute/core';
-import { defineCommand } from '../../define.js';
-import { checkTimes } from './usage-list.js';
+import { defineCommand } from '../../../define.js';
+import { checkTimes } from './list.js';
 
 function alreadyExists(path: string): ComputeError {
   return new ComputeError('ALREADY_EXISTS', `${path} already exists; usage export never writes over a file`, {

@@ -1,5 +1,5 @@
 /** `pools get POOL`. */
-import { defineCommand } from '../../define.js';
+import { defineCommand } from '../../../define.js';
 
 export default defineCommand({
   name: 'pools get',

@@ -1,5 +1,5 @@
 /** `reservations get RSV`: the reservation with its binding (`--query binding`: nodes and GPU indices). */
-import { defineCommand } from '../../define.js';
+import { defineCommand } from '../../../define.js';
 
 export default defineCommand({
   name: 'reservations get',

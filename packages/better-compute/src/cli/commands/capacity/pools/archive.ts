@@ -1,5 +1,5 @@
 /** `pools archive POOL`: it takes no new reservations and no new nodes. */
-import { defineCommand } from '../../define.js';
+import { defineCommand } from '../../../define.js';
 
 export default defineCommand({
   name: 'pools archive',

@@ -1,6 +1,6 @@
 /** `drivers list`: the machine drivers this build supports. */
-import { defineCommand } from '../../define.js';
-import { pageView } from './shared.js';
+import { defineCommand } from '../../../define.js';
+import { pageView } from '../shared.js';
 
 export default defineCommand({
   name: 'drivers list',

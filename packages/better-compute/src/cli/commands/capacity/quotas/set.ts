@@ -1,7 +1,7 @@
 /** `quotas set --pool POOL --subject TENANT --limit N|none [--resource gpus|reservations]`. */
 import { isTenantId } from '@better-compute/core';
-import { defineCommand } from '../../define.js';
-import { CliError } from '../../errors.js';
+import { defineCommand } from '../../../define.js';
+import { CliError } from '../../../errors.js';
 
 export default defineCommand({
   name: 'quotas set',

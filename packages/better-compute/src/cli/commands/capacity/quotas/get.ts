@@ -1,7 +1,7 @@
 /** `quotas get --pool POOL [--subject TENANT]`. */
 import { isTenantId } from '@better-compute/core';
-import { defineCommand } from '../../define.js';
-import { CliError } from '../../errors.js';
+import { defineCommand } from '../../../define.js';
+import { CliError } from '../../../errors.js';
 
 export default defineCommand({
   name: 'quotas get',

@@ -1,6 +1,6 @@
 /** `reservations list [--state] [--pool]`: newest first, a table by default. */
-import { defineCommand } from '../../define.js';
-import { pageView, reservationColumns } from './shared.js';
+import { defineCommand } from '../../../define.js';
+import { pageView, reservationColumns } from '../shared.js';
 
 export default defineCommand({
   name: 'reservations list',

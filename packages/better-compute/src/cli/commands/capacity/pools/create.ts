@@ -1,6 +1,6 @@
 /** `pools create --site SITE --name NAME`: retry-safe with --key; a new key on every run otherwise. */
-import { defineCommand } from '../../define.js';
-import { checkKey, newIdempotencyKey, parseLabels } from './shared.js';
+import { defineCommand } from '../../../define.js';
+import { checkKey, newIdempotencyKey, parseLabels } from '../shared.js';
 
 export default defineCommand({
   name: 'pools create',

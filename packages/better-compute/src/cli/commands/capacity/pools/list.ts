@@ -1,6 +1,6 @@
 /** `pools list`: the tenant's own pools and the pools offered to it. */
-import { defineCommand } from '../../define.js';
-import { pageView } from './shared.js';
+import { defineCommand } from '../../../define.js';
+import { pageView } from '../shared.js';
 
 export default defineCommand({
   name: 'pools list',
