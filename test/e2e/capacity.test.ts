@@ -59,7 +59,7 @@ beforeAll(async () => {
   });
   const startup = server.output();
   url = /better-compute dev: (http:\/\/127\.0\.0\.1:\d+)\/api\/compute\n/.exec(startup)![1]!;
-  poolId = /simulated fleet: 4 machine\(s\) joined pool (pool_\w+) \(sim-gpu, offered to acme\)/.exec(
+  poolId = /simulated fleet: 4 machine\(s\) in pool (pool_\w+) \(sim-gpu, offered to acme\)/.exec(
     startup,
   )![1]!;
   const dev = JSON.parse(readFileSync(join(work, '.better-compute', 'dev.json'), 'utf8')) as {

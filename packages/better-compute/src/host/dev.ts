@@ -11,6 +11,7 @@ import { ComputeError } from '@better-compute/core';
 import { betterCompute } from '../compute.js';
 import { findConfigFile, loadConfig } from '../config/load-config.js';
 import type { ComputeConfig } from '../config/define-config.js';
+import type { SimulatedMachine } from '../sim/fleet-runner.js';
 import { serve } from './serve.js';
 
 interface SavedDev {
@@ -31,6 +32,15 @@ export interface DevOptions {
 }
 
 export const DEV_DIR = '.better-compute';
+
+/** A JSON file this host wrote, or null when it is missing or unreadable. */
+async function readJsonFile<T>(path: string): Promise<T | null> {
+  try {
+    return JSON.parse(await readFile(path, 'utf8')) as T;
+  } catch {
+    return null;
+  }
+}
 
 async function writePrivateFile(path: string, content: string): Promise<void> {
   const temporary = `${path}.${process.pid}.tmp`;
@@ -86,7 +96,7 @@ export async function startDev(options: DevOptions): Promise<void> {
       `${JSON.stringify({ url, apiBase, database: compute.database.description, ...created }, null, 2)}\n`,
     );
   }
-  const saved: unknown = created ?? JSON.parse(await readFile(devFile, 'utf8').catch(() => 'null'));
+  const saved: unknown = created ?? (await readJsonFile(devFile));
   options.log(`better-compute dev: ${apiBase}`);
   options.log(`store: ${compute.database.description}`);
   if (saved) {
@@ -105,11 +115,25 @@ export async function startDev(options: DevOptions): Promise<void> {
       );
     } else {
       const { startSimulatedFleet } = await import('../sim/fleet-runner.js');
+      // The machines' credentials are kept beside dev.json, so a restart brings back the same fleet.
+      const simFile = join(stateDir, 'sim.json');
+      const previous = options.memory
+        ? []
+        : await readJsonFile<{ machines?: SimulatedMachine[] }>(simFile).then(
+            (saved) => saved?.machines ?? [],
+          );
       try {
-        const fleet = await startSimulatedFleet(compute, { nodes: options.sim, token, offerTo: ['acme'] });
+        const fleet = await startSimulatedFleet(compute, {
+          nodes: options.sim,
+          token,
+          offerTo: ['acme'],
+          machines: previous,
+        });
+        if (!options.memory)
+          await writePrivateFile(simFile, `${JSON.stringify({ machines: fleet.machines }, null, 2)}\n`);
         options.signal.addEventListener('abort', () => void fleet.stop(), { once: true });
         options.log(
-          `simulated fleet: ${fleet.nodeIds.length} machine(s) joined pool ${fleet.poolId} (sim-gpu, offered to acme) and heartbeat until stopped`,
+          `simulated fleet: ${fleet.nodeIds.length} machine(s) in pool ${fleet.poolId} (sim-gpu, offered to acme), heartbeating until stopped`,
         );
       } catch (error) {
         options.log(

@@ -17,11 +17,24 @@ export interface SimulatedFleetOptions {
   offerTo?: readonly string[];
   heartbeatMs?: number;
   basePath?: string;
+  /**
+   * Machines that joined in an earlier run (their node credentials): they come back with a
+   * heartbeat instead of joining again, so a restarted `dev` keeps the same fleet.
+   */
+  machines?: readonly SimulatedMachine[];
+}
+
+/** A simulated machine's identity. The credential is a secret: keep it only where `dev` keeps its own. */
+export interface SimulatedMachine {
+  nodeId: string;
+  nodeCredential: string;
 }
 
 export interface SimulatedFleet {
   poolId: string;
   nodeIds: string[];
+  /** Every machine now in the fleet, returning ones first. */
+  machines: SimulatedMachine[];
   stop(): Promise<void>;
 }
 
@@ -76,14 +89,26 @@ export async function startSimulatedFleet(
     for (const tenant of options.offerTo ?? [])
       await api('pools.offer', { poolId, offerTenantId: tenant }, options.token);
   }
-  const specs = seedFleet(options.nodes, createRandom(options.seed ?? 1));
-  const { token } = await api<{ token: string }>(
-    'joinTokens.create',
-    { poolId, uses: Math.max(1, specs.length), lifetimeSeconds: 3600, description: 'dev --sim' },
-    options.token,
-  );
-  const credentials: string[] = [];
-  const nodeIds: string[] = [];
+  // Returning machines first: one whose heartbeat is refused (its store was reset) is replaced.
+  const machines: SimulatedMachine[] = [];
+  for (const machine of (options.machines ?? []).slice(0, options.nodes)) {
+    const answered = await api('nodes.heartbeat', { nodeCredential: machine.nodeCredential }).then(
+      () => true,
+      () => false,
+    );
+    if (answered) machines.push(machine);
+  }
+  const specs = seedFleet(options.nodes, createRandom(options.seed ?? 1)).slice(machines.length);
+  const { token } =
+    specs.length > 0
+      ? await api<{ token: string }>(
+          'joinTokens.create',
+          { poolId, uses: specs.length, lifetimeSeconds: 3600, description: 'dev --sim' },
+          options.token,
+        )
+      : { token: '' };
+  const credentials: string[] = machines.map((m) => m.nodeCredential);
+  const nodeIds: string[] = machines.map((m) => m.nodeId);
   for (const spec of specs) {
     const asked = await api<{ joinRequestId: string; claimSecret: string }>('nodes.join', {
       joinToken: token,
@@ -98,6 +123,7 @@ export async function startSimulatedFleet(
     });
     credentials.push(claimed.nodeCredential);
     nodeIds.push(claimed.nodeId);
+    machines.push({ nodeId: claimed.nodeId, nodeCredential: claimed.nodeCredential });
   }
   let stopped = false;
   const beat = async () => {
@@ -115,6 +141,7 @@ export async function startSimulatedFleet(
   return {
     poolId,
     nodeIds,
+    machines,
     async stop() {
       stopped = true;
       clearInterval(timer);
