@@ -1,6 +1,12 @@
-// better-compute's real server (the built package, the Node adapter, the whole pipeline) on an
-// in-memory PGlite, for benchmarks.
-import { betterCompute, serve } from '../../packages/better-compute/dist/index.js';
+// The real server for benchmarks (the Node adapter, the whole
+// pipeline, `serve` with the api role) on BENCH_DATABASE_URL, from BENCH_COMPUTE_DIST when set (a
+// build of the package elsewhere) or the package's dist.
+import { pathToFileURL } from 'node:url';
+
+const dist = process.env.BENCH_COMPUTE_DIST
+  ? pathToFileURL(process.env.BENCH_COMPUTE_DIST).href
+  : new URL('../../packages/better-compute/dist/index.js', import.meta.url).href;
+const { betterCompute, serve } = await import(dist);
 
 const compute = await betterCompute({
   database: process.env.BENCH_DATABASE_URL ?? 'pglite:memory',
@@ -8,6 +14,20 @@ const compute = await betterCompute({
 });
 await compute.migrate();
 const controller = new AbortController();
+// BENCH_PROFILE=<file>: a CPU profile of the server from start to SIGTERM (open it in Chrome's DevTools).
+let stopProfile = async () => {};
+if (process.env.BENCH_PROFILE) {
+  const { Session } = await import('node:inspector/promises');
+  const { writeFile } = await import('node:fs/promises');
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  stopProfile = async () => {
+    const { profile } = await session.post('Profiler.stop');
+    await writeFile(process.env.BENCH_PROFILE, JSON.stringify(profile));
+  };
+}
 process.on('SIGTERM', () => controller.abort());
 await serve({
   compute,
@@ -21,4 +41,5 @@ await serve({
   },
   onListening: (url) => console.log(url),
 });
+await stopProfile();
 process.exit(0);

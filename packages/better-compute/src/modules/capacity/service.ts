@@ -198,106 +198,152 @@ export async function findPlacement(
   return place(toFree(groups), gpus, true);
 }
 
+/** A bound GPU as the binding statement returns it, and what a reservation's view is built from. */
+interface BoundGpu {
+  node_id: string;
+  gpu_index: number;
+  group_no: number;
+  model: string;
+  product: string;
+  nvlink_domain: string | null;
+}
+
+/** Reservation columns to insert: a reserve that binds in the same statement inserts its row active. */
+type NewReservation = {
+  id: string;
+  tenant_id: string;
+  pool_id: string;
+  project_id: string | null;
+  state: 'active';
+  gpus: number;
+  duration_seconds: number;
+  nvlink: boolean;
+  selector: string | null;
+  gpu_model: string | null;
+  gpu_product: string | null;
+  tolerations: string[];
+  created_at: Date;
+  activated_at: Date;
+  ends_at: Date;
+  version: number;
+};
+
 /**
- * Binds the allocation's GPUs to the reservation: nodes locked in id order and checked ready, free
- * counts decremented, GPU rows claimed only while unclaimed, bindings inserted under the unique
- * index. False when a node stopped being ready since placement (the caller places again).
+ * The writes of a bind, in one statement (raw SQL: data-modifying CTEs have no Kysely builder): the
+ * nodes' and groups' free counts decremented, the lowest free indices of each group claimed only
+ * while unclaimed (`reservation_id is null` is checked again on the locked rows, so a GPU is never
+ * claimed twice), and the bindings inserted under the unique index `gpu_bindings_one_active`. With
+ * `insert`, the reservation row is inserted by the same statement. The caller holds the nodes' locks.
+ */
+async function writeBinding(
+  db: FleetDb,
+  reservation: { id: string; tenant_id: string; pool_id: string },
+  allocations: readonly Allocation[],
+  now: Date,
+  insert?: NewReservation,
+): Promise<{ bindings: BoundGpu[]; row: ReservationRow | undefined }> {
+  const wanted = allocations.reduce((sum, a) => sum + a.count, 0);
+  const values = sql.join(
+    allocations.map((a) => sql`(${a.nodeId}::text, ${a.groupNo}::int, ${a.count}::int)`),
+  );
+  const nodeIds = [...new Set(allocations.map((a) => a.nodeId))];
+  const insertCte = insert
+    ? sql`r as (
+        insert into compute.reservations (id, tenant_id, pool_id, project_id, state, gpus, duration_seconds, nvlink,
+          selector, gpu_model, gpu_product, tolerations, created_at, activated_at, ends_at, version)
+        values (${insert.id}, ${insert.tenant_id}, ${insert.pool_id}, ${insert.project_id}, ${insert.state},
+          ${insert.gpus}, ${insert.duration_seconds}, ${insert.nvlink}, ${insert.selector}, ${insert.gpu_model},
+          ${insert.gpu_product}, ${sql.val(insert.tolerations)}::text[], ${insert.created_at}, ${insert.activated_at},
+          ${insert.ends_at}, ${insert.version})
+        returning *),`
+    : sql``;
+  const result = await sql<BoundGpu & { seq: ReservationRow['seq'] | null }>`
+    with ${insertCte}
+    a (node_id, group_no, cnt) as (values ${values}),
+    per_node as (select node_id, sum(cnt)::int as cnt from a group by node_id),
+    nodes_done as (
+      update compute.nodes n set free_gpus = n.free_gpus - per_node.cnt
+      from per_node where n.id = per_node.node_id
+      returning n.id),
+    groups_done as (
+      update compute.gpu_groups g set free = g.free - a.cnt
+      from a where g.node_id = a.node_id and g.group_no = a.group_no
+      returning g.node_id),
+    claimed as (
+      update compute.gpus u set reservation_id = ${reservation.id}
+      from (
+        select x.node_id, x.idx
+        from (
+          select node_id, idx, group_no, row_number() over (partition by node_id, group_no order by idx) as rn
+          from compute.gpus
+          where node_id in (${sql.join(nodeIds)}) and reservation_id is null) x
+        join a on a.node_id = x.node_id and a.group_no = x.group_no
+        where x.rn <= a.cnt) pick
+      where u.node_id = pick.node_id and u.idx = pick.idx and u.reservation_id is null
+      returning u.node_id, u.idx, u.group_no, u.model, u.product, u.nvlink_domain),
+    bound as (
+      insert into compute.gpu_bindings (reservation_id, tenant_id, pool_id, node_id, gpu_index, group_no, model,
+        product, nvlink_domain, bound_at)
+      select ${reservation.id}, ${reservation.tenant_id}, ${reservation.pool_id}, c.node_id, c.idx, c.group_no,
+        c.model, c.product, c.nvlink_domain, ${now}::timestamptz
+      from claimed c order by c.node_id collate "C", c.idx
+      returning node_id, gpu_index, group_no, model, product, nvlink_domain)
+    select b.*, ${insert ? sql`(select r.seq from r)` : sql`null::bigint`} as seq
+    from bound b
+    order by b.node_id collate "C", b.gpu_index`.execute(db);
+  if (result.rows.length !== wanted) {
+    throw new ComputeError(
+      'INTERNAL',
+      `nodes ${nodeIds.join(', ')} have fewer free GPUs than their counters say`,
+    );
+  }
+  const bindings = result.rows.map(({ seq: _seq, ...b }) => b);
+  const seq = result.rows[0]?.seq;
+  const row: ReservationRow | undefined =
+    insert && seq !== undefined && seq !== null
+      ? { ...insert, seq, ended_at: null, end_reason: null }
+      : undefined;
+  return { bindings, row };
+}
+
+/**
+ * Binds the allocation's GPUs to the reservation: nodes locked in id order and checked ready, then
+ * one statement for the writes (writeBinding). False when a node stopped being ready since placement
+ * (the caller places again).
  */
 async function bind(
   db: FleetDb,
   reservation: { id: string; tenant_id: string; pool_id: string },
   allocations: Allocation[],
   now: Date,
-  /** The caller already holds the (one) node's lock and saw it ready with room. */
-  nodeLocked = false,
-): Promise<boolean> {
+): Promise<BoundGpu[] | false> {
   const perNode = new Map<string, number>();
   for (const a of allocations) perNode.set(a.nodeId, (perNode.get(a.nodeId) ?? 0) + a.count);
   const nodeIds = [...perNode.keys()].sort();
-  if (!nodeLocked) {
-    // SKIP LOCKED: binding never waits for a node, so it cannot close a cycle of waits with a release
-    // that holds the node (see the header); a node busy now is simply not used this time.
-    const locked = await db
-      .selectFrom('compute.nodes')
-      .select(['id', 'state', 'free_gpus'])
-      .where('id', 'in', nodeIds)
-      .orderBy('id')
-      .forUpdate()
-      .skipLocked()
-      .execute();
-    if (
-      locked.length !== nodeIds.length ||
-      locked.some((n) => n.state !== 'ready' || n.free_gpus < perNode.get(n.id)!)
-    )
-      return false;
-  }
-  for (const nodeId of nodeIds) {
-    await db
-      .updateTable('compute.nodes')
-      .set((eb) => ({ free_gpus: eb('free_gpus', '-', perNode.get(nodeId)!) }))
-      .where('id', '=', nodeId)
-      .execute();
-  }
-  const bindings: {
-    node_id: string;
-    idx: number;
-    group_no: number;
-    model: string;
-    product: string;
-    nvlink_domain: string | null;
-  }[] = [];
-  for (const a of [...allocations].sort((x, y) =>
-    x.nodeId < y.nodeId ? -1 : x.nodeId > y.nodeId ? 1 : x.groupNo - y.groupNo,
-  )) {
-    await db
-      .updateTable('compute.gpu_groups')
-      .set((eb) => ({ free: eb('free', '-', a.count) }))
-      .where('node_id', '=', a.nodeId)
-      .where('group_no', '=', a.groupNo)
-      .execute();
-    // Raw SQL: claim the lowest free indices of the group in one statement; `reservation_id is null`
-    // is checked again on the locked rows, so a GPU is never claimed twice.
-    const claimed = await sql<{
-      idx: number;
-      group_no: number;
-      model: string;
-      product: string;
-      nvlink_domain: string | null;
-    }>`
-      update compute.gpus set reservation_id = ${reservation.id}
-      where node_id = ${a.nodeId} and reservation_id is null and idx in (
-        select idx from compute.gpus where node_id = ${a.nodeId} and group_no = ${a.groupNo} and reservation_id is null
-        order by idx limit ${a.count})
-      returning idx, group_no, model, product, nvlink_domain`.execute(db);
-    if (claimed.rows.length !== a.count) {
-      throw new ComputeError('INTERNAL', `node ${a.nodeId} has fewer free GPUs than its counters say`);
-    }
-    bindings.push(...claimed.rows.map((r) => ({ node_id: a.nodeId, ...r })));
-  }
-  await db
-    .insertInto('compute.gpu_bindings')
-    .values(
-      bindings
-        .sort((x, y) => (x.node_id < y.node_id ? -1 : x.node_id > y.node_id ? 1 : x.idx - y.idx))
-        .map((b) => ({
-          reservation_id: reservation.id,
-          tenant_id: reservation.tenant_id,
-          pool_id: reservation.pool_id,
-          node_id: b.node_id,
-          gpu_index: b.idx,
-          group_no: b.group_no,
-          model: b.model,
-          product: b.product,
-          nvlink_domain: b.nvlink_domain,
-          bound_at: now,
-        })),
-    )
+  // SKIP LOCKED: binding never waits for a node, so it cannot close a cycle of waits with a release
+  // that holds the node (see the header); a node busy now is simply not used this time.
+  const locked = await db
+    .selectFrom('compute.nodes')
+    .select(['id', 'state', 'free_gpus'])
+    .where('id', 'in', nodeIds)
+    .orderBy('id')
+    .forUpdate()
+    .skipLocked()
     .execute();
-  return true;
+  if (
+    locked.length !== nodeIds.length ||
+    locked.some((n) => n.state !== 'ready' || n.free_gpus < perNode.get(n.id)!)
+  )
+    return false;
+  return (await writeBinding(db, reservation, allocations, now)).bindings;
 }
 
 /** Places and binds, placing again if a node changed state in between. */
-async function placeAndBind(db: FleetDb, reservation: ReservationRow, now: Date): Promise<boolean> {
+async function placeAndBind(
+  db: FleetDb,
+  reservation: ReservationRow,
+  now: Date,
+): Promise<BoundGpu[] | false> {
   const terms = requestTerms({
     selector: reservation.selector,
     gpuModel: reservation.gpu_model,
@@ -307,7 +353,8 @@ async function placeAndBind(db: FleetDb, reservation: ReservationRow, now: Date)
   for (let attempt = 0; attempt < 5; attempt++) {
     const allocations = await findPlacement(db, request, terms);
     if (!allocations) return false;
-    if (await bind(db, reservation, allocations, now)) return true;
+    const bound = await bind(db, reservation, allocations, now);
+    if (bound) return bound;
   }
   return false;
 }
@@ -325,7 +372,14 @@ function requestOf(row: ReservationRow): PlacementRequest {
   };
 }
 
-async function activate(db: FleetDb, row: ReservationRow, now: Date, emit: Emit): Promise<ReservationRow> {
+/** Marks a bound reservation active and tells; `bound` is what its bind returned (on ready nodes). */
+async function activate(
+  db: FleetDb,
+  row: ReservationRow,
+  now: Date,
+  emit: Emit,
+  bound: readonly BoundGpu[],
+): Promise<{ row: ReservationRow; binding: BindingView[] }> {
   const endsAt = new Date(now.getTime() + row.duration_seconds * 1000);
   const updated = await db
     .updateTable('compute.reservations')
@@ -333,7 +387,18 @@ async function activate(db: FleetDb, row: ReservationRow, now: Date, emit: Emit)
     .where('id', '=', row.id)
     .returningAll()
     .executeTakeFirstOrThrow();
-  const binding = await bindingOf(db, [row.id]);
+  const binding = boundViews(bound, 'ready');
+  emitActivated(row, endsAt, binding, updated.version, emit);
+  return { row: updated, binding };
+}
+
+function emitActivated(
+  row: ReservationRow,
+  endsAt: Date,
+  binding: readonly BindingView[],
+  version: number,
+  emit: Emit,
+): void {
   emit({
     type: 'reservation.activated',
     tenantId: row.tenant_id,
@@ -343,11 +408,10 @@ async function activate(db: FleetDb, row: ReservationRow, now: Date, emit: Emit)
       poolId: row.pool_id,
       gpus: row.gpus,
       endsAt: iso(endsAt),
-      binding: (binding.get(row.id) ?? []).map(({ nodeState: _s, ...b }) => b),
-      version: updated.version,
+      binding: binding.map(({ nodeState: _s, ...b }) => b),
+      version,
     },
   });
-  return updated;
 }
 
 /** Whether the tenant's quota on the pool lets `row` hold its GPUs (`activeOnly` at activation). */
@@ -471,8 +535,9 @@ export async function activateQueue(db: FleetDb, poolId: string, now: Date, emit
       if (shadow === undefined) shadow = await shadowOf(db, head, now);
       if (shadow !== null && now.getTime() + row.duration_seconds * 1000 > shadow) continue;
     }
-    if (await placeAndBind(db, row, now)) {
-      await activate(db, row, now, emit);
+    const bound = await placeAndBind(db, row, now);
+    if (bound) {
+      await activate(db, row, now, emit, bound);
       activated.push(row.id);
       free -= row.gpus;
     } else {
@@ -493,61 +558,59 @@ async function shadowOf(db: FleetDb, row: ReservationRow, now: Date): Promise<nu
   return at === null ? null : at.getTime();
 }
 
-/** Gives a reservation's GPUs back and ends it; drained nodes and the queue follow. The pool must be locked. */
+/**
+ * Gives a reservation's GPUs back and ends it, then completes drains it finished. The pool must be
+ * locked, or nothing queued in it; when the reservation holds GPUs on more than one node, the caller
+ * has locked them in id order (lockNodesOf). One statement (raw SQL: data-modifying CTEs have no
+ * Kysely builder) releases the bindings and GPUs, gives the counts back (each node's row before its
+ * groups', as everywhere) and ends the row. Returns the ended row and its binding view.
+ */
 async function endReservation(
   db: FleetDb,
   row: ReservationRow,
   reason: EndReason,
   now: Date,
   emit: Emit,
-): Promise<ReservationRow> {
-  let nodeIds: string[] = [];
-  if (row.state === 'active') {
-    const released = await db
-      .updateTable('compute.gpu_bindings')
-      .set({ released_at: now })
-      .where('reservation_id', '=', row.id)
-      .where('released_at', 'is', null)
-      .returning(['node_id', 'group_no'])
-      .execute();
-    await db
-      .updateTable('compute.gpus')
-      .set({ reservation_id: null })
-      .where('reservation_id', '=', row.id)
-      .execute();
-    const perGroup = new Map<string, { nodeId: string; groupNo: number; count: number }>();
-    for (const b of released) {
-      const key = `${b.node_id}/${b.group_no}`;
-      const entry = perGroup.get(key) ?? { nodeId: b.node_id, groupNo: b.group_no, count: 0 };
-      entry.count++;
-      perGroup.set(key, entry);
+): Promise<{ row: ReservationRow; binding: BindingView[] }> {
+  const result = await sql<
+    ReservationRow & {
+      released: (BoundGpu & { state: string | null })[] | string;
+      draining: string[] | null;
     }
-    const perNode = new Map<string, number>();
-    for (const g of perGroup.values()) perNode.set(g.nodeId, (perNode.get(g.nodeId) ?? 0) + g.count);
-    for (const nodeId of [...perNode.keys()].sort()) {
-      const node = await db
-        .updateTable('compute.nodes')
-        .set((eb) => ({ free_gpus: eb('free_gpus', '+', perNode.get(nodeId)!) }))
-        .where('id', '=', nodeId)
-        .returning('state')
-        .executeTakeFirst();
-      if (node?.state === 'draining') nodeIds.push(nodeId);
-    }
-    for (const g of perGroup.values()) {
-      await db
-        .updateTable('compute.gpu_groups')
-        .set((eb) => ({ free: eb('free', '+', g.count) }))
-        .where('node_id', '=', g.nodeId)
-        .where('group_no', '=', g.groupNo)
-        .execute();
-    }
-  }
-  const updated = await db
-    .updateTable('compute.reservations')
-    .set({ state: 'ended', ended_at: now, end_reason: reason, version: row.version + 1 })
-    .where('id', '=', row.id)
-    .returningAll()
-    .executeTakeFirstOrThrow();
+  >`
+    with released as (
+      update compute.gpu_bindings set released_at = ${now}::timestamptz
+      where reservation_id = ${row.id} and released_at is null
+      returning node_id, group_no, gpu_index, model, product, nvlink_domain),
+    freed as (update compute.gpus set reservation_id = null where reservation_id = ${row.id}),
+    per_node as (select node_id, count(*)::int as cnt from released group by node_id),
+    nodes_done as (
+      update compute.nodes n set free_gpus = n.free_gpus + per_node.cnt
+      from per_node where n.id = per_node.node_id
+      returning n.id, n.state),
+    per_group as (select node_id, group_no, count(*)::int as cnt from released group by node_id, group_no),
+    groups_done as (
+      update compute.gpu_groups g set free = g.free + per_group.cnt
+      from per_group join nodes_done d on d.id = per_group.node_id
+      where g.node_id = per_group.node_id and g.group_no = per_group.group_no),
+    ended as (
+      update compute.reservations
+      set state = 'ended', ended_at = ${now}::timestamptz, end_reason = ${reason}, version = ${row.version + 1}
+      where id = ${row.id}
+      returning *)
+    select e.*,
+      (select coalesce(jsonb_agg(jsonb_build_object('node_id', b.node_id, 'gpu_index', b.gpu_index,
+          'group_no', b.group_no, 'model', b.model, 'product', b.product, 'nvlink_domain', b.nvlink_domain,
+          'state', d.state)), '[]'::jsonb)
+        from released b left join nodes_done d on d.id = b.node_id) as released,
+      (select array_agg(d.id order by d.id) from nodes_done d where d.state = 'draining') as draining
+    from ended e`.execute(db);
+  const first = result.rows[0];
+  if (!first) throw notFound('reservation', row.id);
+  const { released: raw, draining, ...updated } = first;
+  const released = (typeof raw === 'string' ? JSON.parse(raw) : raw) as (BoundGpu & {
+    state: string | null;
+  })[];
   const type =
     reason === 'expired'
       ? 'reservation.expired'
@@ -566,8 +629,8 @@ async function endReservation(
       version: updated.version,
     },
   });
-  await completeDrains(db, nodeIds, now, emit);
-  return updated;
+  await completeDrains(db, draining ?? [], now, emit);
+  return { row: updated, binding: boundViews(released, null) };
 }
 
 /** Locks, in id order, every node the given reservations hold GPUs on: before ending several at once. */
@@ -658,23 +721,51 @@ async function bindingOf(db: FleetDb, ids: string[]): Promise<Map<string, Bindin
     .execute();
   for (const r of rows) {
     const list = map.get(r.reservation_id) ?? [];
-    let entry = list.find((b) => b.nodeId === r.node_id);
-    if (!entry) {
-      entry = {
-        nodeId: r.node_id,
-        gpuIndices: [],
-        nvlinkDomain: r.nvlink_domain,
-        gpuModel: r.model,
-        gpuProduct: r.product,
-        nodeState: r.state ?? 'deleted',
-      };
-      list.push(entry);
-    }
-    entry.gpuIndices.push(r.gpu_index);
-    if (entry.nvlinkDomain !== r.nvlink_domain) entry.nvlinkDomain = null;
+    addBinding(list, r);
     map.set(r.reservation_id, list);
   }
   return map;
+}
+
+/** Adds one bound GPU to a reservation's binding view; rows come ordered by node id, then GPU index. */
+function addBinding(
+  list: BindingView[],
+  r: {
+    node_id: string;
+    gpu_index: number;
+    nvlink_domain: string | null;
+    model: string;
+    product: string;
+    state: string | null;
+  },
+): void {
+  let entry = list.find((b) => b.nodeId === r.node_id);
+  if (!entry) {
+    entry = {
+      nodeId: r.node_id,
+      gpuIndices: [],
+      nvlinkDomain: r.nvlink_domain,
+      gpuModel: r.model,
+      gpuProduct: r.product,
+      nodeState: r.state ?? 'deleted',
+    };
+    list.push(entry);
+  }
+  entry.gpuIndices.push(r.gpu_index);
+  if (entry.nvlinkDomain !== r.nvlink_domain) entry.nvlinkDomain = null;
+}
+
+/** The binding view of GPUs a statement just bound or released, ordered as bindingOf orders them. */
+function boundViews(
+  bound: readonly (BoundGpu & { state?: string | null })[],
+  state: string | null,
+): BindingView[] {
+  const list: BindingView[] = [];
+  const sorted = [...bound].sort((x, y) =>
+    x.node_id < y.node_id ? -1 : x.node_id > y.node_id ? 1 : x.gpu_index - y.gpu_index,
+  );
+  for (const b of sorted) addBinding(list, { ...b, state: b.state === undefined ? state : b.state });
+  return list;
 }
 
 async function queuePosition(db: FleetDb, row: ReservationRow): Promise<number | null> {
@@ -787,6 +878,12 @@ export async function createReservation(
   const db = fleetDb(ctx.db);
   const { input } = ctx;
   const terms = requestTerms(input);
+  if (!input.projectId) {
+    // The common reserve checks the pool in its one read (see reserveFast); when it does not apply,
+    // the checks below run and say why.
+    const fast = await reserveFast(ctx, db, input.poolId, terms, ctx.now(), true);
+    if (fast) return fast;
+  }
   const { pool } = await visiblePool(db, ctx.tenantId, input.poolId);
   if (pool.state !== 'active') throw new ComputeError('INVALID_STATE', `pool ${pool.id} is archived`);
   if (pool.class !== 'gpu')
@@ -852,7 +949,11 @@ export async function createReservation(
   });
   let current = row;
   if (!queueAhead) {
-    if (await placeAndBind(db, row, now)) current = await activate(db, row, now, ctx.emit);
+    const bound = await placeAndBind(db, row, now);
+    if (bound) {
+      const activated = await activate(db, row, now, ctx.emit, bound);
+      return reservationView(activated.row, activated.binding, null);
+    }
   } else {
     const started = await activateQueue(db, pool.id, now, ctx.emit);
     if (started.includes(row.id)) current = await loadReservation(db, ctx.tenantId, row.id);
@@ -912,61 +1013,81 @@ async function reserveFast(
   poolId: string,
   terms: readonly SelectorTerm[],
   now: Date,
+  /** Whether the read also checks the pool (visible to the tenant, active, a gpu pool). */
+  checkPool = false,
 ): Promise<ReservationView | undefined> {
   const { input } = ctx;
   if ((input.nvlink && input.gpus > 1) || terms.some((t) => t.field !== null)) return undefined;
-  const queued = await db
-    .selectFrom('compute.reservations')
-    .select('id')
-    .where('pool_id', '=', poolId)
-    .where('state', '=', 'queued')
-    .limit(1)
-    .executeTakeFirst();
-  if (queued) return undefined;
-  // A tenant with a quota on the pool takes the locked path, where its holdings are counted consistently.
-  const limits = await quotaLimits(db, ctx.tenantId, poolId);
-  if (limits.gpus !== null || limits.reservations !== null) return undefined;
-  const node = await db
-    .selectFrom('compute.nodes as n')
-    .select('n.id')
-    .where('n.pool_id', '=', poolId)
-    .where('n.state', '=', 'ready')
-    .where('n.free_gpus', '>=', input.gpus)
-    .where(filterSql(terms, input.tolerations))
-    .orderBy('n.free_gpus')
-    .orderBy('n.seq')
-    .limit(1)
-    .forUpdate()
-    .skipLocked()
-    .executeTakeFirst();
+  // One statement: nothing queued in the pool and no quota for the tenant on it (a tenant with a
+  // quota takes the locked path, where its holdings are counted consistently), and the best-fitting
+  // ready node taken with FOR UPDATE SKIP LOCKED. Its columns are the newest version (read under the
+  // lock); the subqueries read the statement's snapshot, which may be older: the node's groups are
+  // used only when the node's inventory revision is the same in both, and there is one group
+  // (whose free count is then the node's, read under the lock).
+  const node = (
+    await sql<{
+      id: string;
+      seq: number;
+      free_gpus: number;
+      inventory_revision: number;
+      seen_revision: number | null;
+      groups: number[] | null;
+    }>`
+      select n.id, n.seq, n.free_gpus, n.inventory_revision,
+        (select s.inventory_revision from compute.nodes s where s.id = n.id) as seen_revision,
+        (select array_agg(g.group_no) from compute.gpu_groups g where g.node_id = n.id) as groups
+      from compute.nodes n
+      where n.pool_id = ${poolId} and n.state = 'ready' and n.free_gpus >= ${input.gpus}
+        and ${filterSql(terms, input.tolerations)}
+        and not exists (select 1 from compute.reservations q where q.pool_id = ${poolId} and q.state = 'queued')
+        and not exists (select 1 from compute.quotas x where x.tenant_id = ${ctx.tenantId} and x.pool_id = ${poolId})
+        ${
+          checkPool
+            ? sql`and exists (
+                select 1 from compute.pools p
+                where p.id = ${poolId} and p.state = 'active' and p.class = 'gpu'
+                  and (p.tenant_id = ${ctx.tenantId} or exists (
+                    select 1 from compute.pool_offers o where o.pool_id = p.id and o.tenant_id = ${ctx.tenantId})))`
+            : sql``
+        }
+      order by n.free_gpus, n.seq
+      limit 1
+      for update of n skip locked`.execute(db)
+  ).rows[0];
   if (!node) return undefined;
-  const groups = await groupsQuery(db, poolId, filterSql(terms, input.tolerations))
-    .where('g.node_id', '=', node.id)
-    .orderBy('g.group_no')
-    .execute();
-  const allocations = place(toFree(groups), input.gpus, false);
+  let allocations: Allocation[] | null;
+  if (node.groups?.length === 1 && node.seen_revision === node.inventory_revision) {
+    allocations = [{ nodeId: node.id, groupNo: node.groups[0]!, count: input.gpus }];
+  } else {
+    const groups = await groupsQuery(db, poolId, filterSql(terms, input.tolerations))
+      .where('g.node_id', '=', node.id)
+      .orderBy('g.group_no')
+      .execute();
+    allocations = place(toFree(groups), input.gpus, false);
+  }
   if (!allocations) return undefined;
-  const row = await db
-    .insertInto('compute.reservations')
-    .values({
-      id: newId('reservation'),
-      tenant_id: ctx.tenantId,
-      pool_id: poolId,
-      project_id: input.projectId ?? null,
-      state: 'queued',
-      gpus: input.gpus,
-      duration_seconds: input.durationSeconds,
-      nvlink: input.nvlink,
-      selector: input.selector?.trim() ? input.selector.trim() : null,
-      gpu_model: input.gpuModel ?? null,
-      gpu_product: input.gpuProduct ?? null,
-      tolerations: [...input.tolerations],
-      created_at: now,
-    })
-    .returningAll()
-    .executeTakeFirstOrThrow();
-  if (!(await bind(db, row, allocations, now, true)))
-    throw new ComputeError('INTERNAL', `node ${node.id} changed under its lock`);
+  const endsAt = new Date(now.getTime() + input.durationSeconds * 1000);
+  const insert: NewReservation = {
+    id: newId('reservation'),
+    tenant_id: ctx.tenantId,
+    pool_id: poolId,
+    project_id: input.projectId ?? null,
+    state: 'active',
+    gpus: input.gpus,
+    duration_seconds: input.durationSeconds,
+    nvlink: input.nvlink,
+    selector: input.selector?.trim() ? input.selector.trim() : null,
+    gpu_model: input.gpuModel ?? null,
+    gpu_product: input.gpuProduct ?? null,
+    tolerations: [...input.tolerations],
+    created_at: now,
+    activated_at: now,
+    ends_at: endsAt,
+    // Created (version 1) and activated (version 2) by one statement; both events are told.
+    version: 2,
+  };
+  const { bindings, row } = await writeBinding(db, insert, allocations, now, insert);
+  if (!row) throw new ComputeError('INTERNAL', `reservation ${insert.id} was not written`);
   ctx.emit({
     type: 'reservation.created',
     subject: { type: 'reservation', id: row.id },
@@ -976,10 +1097,12 @@ async function reserveFast(
       gpus: row.gpus,
       durationSeconds: row.duration_seconds,
       nvlink: row.nvlink,
-      version: row.version,
+      version: 1,
     },
   });
-  return viewOf(db, await activate(db, row, now, ctx.emit));
+  const binding = boundViews(bindings, 'ready');
+  emitActivated(row, endsAt, binding, row.version, ctx.emit);
+  return reservationView(row, binding, null);
 }
 
 /** Whether the request could ever fit on the pool's nodes that may take work again (every state but retired). */
@@ -1050,6 +1173,26 @@ export async function releaseReservation(
   ctx: CallContext<{ reservationId: string; ifVersion?: number | undefined }>,
 ) {
   const db = fleetDb(ctx.db);
+  // The common case in one statement: nothing queued in the pool (so the pool's lock is not needed),
+  // the reservation's row locked, and the nodes it holds GPUs on.
+  const fast = (
+    await sql<ReservationRow & { node_ids: string[] | null }>`
+      select r.*,
+        (select array_agg(distinct b.node_id) from compute.gpu_bindings b
+         where b.reservation_id = r.id and b.released_at is null) as node_ids
+      from compute.reservations r
+      where r.id = ${ctx.input.reservationId} and r.tenant_id = ${ctx.tenantId}
+        and not exists (select 1 from compute.reservations q where q.pool_id = r.pool_id and q.state = 'queued')
+      for update of r`.execute(db)
+  ).rows[0];
+  if (fast && fast.state !== 'queued') {
+    const { node_ids: nodeIds, ...row } = fast;
+    checkVersion('reservation', row.id, row.version, ctx.input.ifVersion);
+    if (row.state === 'ended') return viewOf(db, row);
+    if ((nodeIds?.length ?? 0) > 1) await lockNodesOf(db, [row.id]);
+    const ended = await endReservation(db, row, 'released', ctx.now(), ctx.emit);
+    return reservationView(ended.row, ended.binding, null);
+  }
   const peek = await loadReservation(db, ctx.tenantId, ctx.input.reservationId);
   const queued =
     peek.state === 'queued' ||
@@ -1065,6 +1208,7 @@ export async function releaseReservation(
   checkVersion('reservation', row.id, row.version, ctx.input.ifVersion);
   if (row.state === 'ended') return viewOf(db, row);
   if (row.state === 'queued' && !queued) await lockPool(db, row.pool_id); // activated or queued since the peek: cannot happen to a queued one, kept for safety
+  if (row.state === 'active') await lockNodesOf(db, [row.id]);
   const now = ctx.now();
   const ended = await endReservation(
     db,
@@ -1074,7 +1218,7 @@ export async function releaseReservation(
     ctx.emit,
   );
   if (queued) await activateQueue(db, row.pool_id, now, ctx.emit);
-  return viewOf(db, ended);
+  return reservationView(ended.row, ended.binding, null);
 }
 
 /** Ends active reservations of the pool whose time is up, then starts what now fits. */
@@ -1105,68 +1249,61 @@ export async function expirePool(db: FleetDb, poolId: string, now: Date, emit: E
 
 export async function getCapacity(ctx: CallContext<{ poolId?: string | undefined }>) {
   const db = fleetDb(ctx.db);
-  let pools = db
-    .selectFrom('compute.pools')
-    .select(['id', 'name', 'class'])
-    .where('state', '=', 'active')
-    .where((eb) =>
-      eb.or([
-        eb('tenant_id', '=', ctx.tenantId),
-        eb(
-          'id',
-          'in',
-          eb.selectFrom('compute.pool_offers').select('pool_id').where('tenant_id', '=', ctx.tenantId),
-        ),
-      ]),
-    );
-  if (ctx.input.poolId) pools = pools.where('id', '=', ctx.input.poolId);
-  const poolRows = await pools.orderBy('id').execute();
-  if (ctx.input.poolId && poolRows.length === 0) throw notFound('pool', ctx.input.poolId);
-  const ids = poolRows.map((p) => p.id);
-  if (ids.length === 0) return { items: [], nextCursor: null };
-  // One pass over the groups' counters (one row per node and product), never over GPUs or reservations.
-  const counts = await db
-    .selectFrom('compute.gpu_groups as g')
-    .innerJoin('compute.nodes as n', 'n.id', 'g.node_id')
-    .select([
-      'g.pool_id',
-      'g.model',
-      sql<number>`sum(g.total)::int`.as('total'),
-      sql<number>`sum(g.total - g.free)::int`.as('reserved'),
-      sql<number>`sum(case when n.state = 'ready' then g.free else 0 end)::int`.as('free'),
-      sql<number>`sum(case when n.state = 'ready' then 0 else g.free end)::int`.as('unavailable'),
-    ])
-    .where('g.pool_id', 'in', ids)
-    .where('n.state', '<>', 'retired')
-    .groupBy(['g.pool_id', 'g.model'])
-    .orderBy('g.pool_id')
-    .orderBy('g.model')
-    .execute();
-  const queued = await db
-    .selectFrom('compute.reservations')
-    .select([
-      'pool_id',
-      sql<number>`count(*)::int`.as('n'),
-      sql<number>`coalesce(sum(gpus), 0)::int`.as('gpus'),
-    ])
-    .where('pool_id', 'in', ids)
-    .where('state', '=', 'queued')
-    .groupBy('pool_id')
-    .execute();
+  // One statement (raw SQL: Kysely has no builder for the nested aggregate): the pools the tenant
+  // owns or is offered, one pass over their groups' counters (one row per node and product, never
+  // GPUs or reservations) and their queues.
+  const poolFilter = ctx.input.poolId ? sql`and p.id = ${ctx.input.poolId}` : sql``;
+  const rows = (
+    await sql<{
+      id: string;
+      name: string;
+      class: string;
+      models:
+        { gpuModel: string; total: number; reserved: number; free: number; unavailable: number }[] | string;
+      queued_n: number;
+      queued_gpus: number;
+    }>`
+      with p as (
+        select p.id, p.name, p.class from compute.pools p
+        where p.state = 'active'
+          and (p.tenant_id = ${ctx.tenantId}
+               or p.id in (select o.pool_id from compute.pool_offers o where o.tenant_id = ${ctx.tenantId}))
+          ${poolFilter}),
+      c as (
+        select g.pool_id, g.model,
+          sum(g.total)::int as total,
+          sum(g.total - g.free)::int as reserved,
+          sum(case when n.state = 'ready' then g.free else 0 end)::int as free,
+          sum(case when n.state = 'ready' then 0 else g.free end)::int as unavailable
+        from compute.gpu_groups g
+        join compute.nodes n on n.id = g.node_id
+        where g.pool_id in (select id from p) and n.state <> 'retired'
+        group by g.pool_id, g.model),
+      q as (
+        select pool_id, count(*)::int as n, coalesce(sum(gpus), 0)::int as gpus
+        from compute.reservations
+        where pool_id in (select id from p) and state = 'queued'
+        group by pool_id)
+      select p.id, p.name, p.class,
+        (select coalesce(jsonb_agg(jsonb_build_object('gpuModel', c.model, 'total', c.total,
+            'reserved', c.reserved, 'free', c.free, 'unavailable', c.unavailable) order by c.model), '[]'::jsonb)
+         from c where c.pool_id = p.id) as models,
+        coalesce(q.n, 0) as queued_n, coalesce(q.gpus, 0) as queued_gpus
+      from p left join q on q.pool_id = p.id
+      order by p.id`.execute(db)
+  ).rows;
+  if (ctx.input.poolId && rows.length === 0) throw notFound('pool', ctx.input.poolId);
   return {
-    items: poolRows.map((pool) => {
-      const models = counts
-        .filter((c) => c.pool_id === pool.id)
-        .map((c) => ({
-          gpuModel: c.model,
-          total: c.total,
-          reserved: c.reserved,
-          free: c.free,
-          unavailable: c.unavailable,
-        }));
+    items: rows.map((pool) => {
+      const models = (typeof pool.models === 'string' ? JSON.parse(pool.models) : pool.models) as {
+        gpuModel: string;
+        total: number;
+        reserved: number;
+        free: number;
+        unavailable: number;
+      }[];
       const sum = (key: 'total' | 'reserved' | 'free' | 'unavailable') =>
         models.reduce((s, m) => s + m[key], 0);
-      const q = queued.find((r) => r.pool_id === pool.id);
       return {
         poolId: pool.id,
         name: pool.name,
@@ -1175,8 +1312,8 @@ export async function getCapacity(ctx: CallContext<{ poolId?: string | undefined
         reserved: sum('reserved'),
         free: sum('free'),
         unavailable: sum('unavailable'),
-        queuedReservations: q?.n ?? 0,
-        queuedGpus: q?.gpus ?? 0,
+        queuedReservations: Number(pool.queued_n),
+        queuedGpus: Number(pool.queued_gpus),
         models,
       };
     }),
