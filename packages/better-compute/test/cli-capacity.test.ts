@@ -137,13 +137,17 @@ describe('pools, quotas and drivers', () => {
       OPS,
     );
     expect(first.status).toBe(0);
-    expect(first.err).toBe('idempotency key: cli-test-key-1');
+    expect(first.err).toBe(
+      'idempotency key: cli-test-key-1 (repeat with --key cli-test-key-1 to retry without creating twice)',
+    );
     expect(again.out).toBe(first.out);
     const fresh = await run(
       ['pools', 'create', '--site', site.id, '--name', 'cli-pool-2', '--query', 'id'],
       OPS,
     );
-    expect(fresh.err).toMatch(/^idempotency key: cli-[0-9a-f-]{36}$/);
+    expect(fresh.err).toMatch(
+      /^idempotency key: (cli-[0-9a-f-]{36}) \(repeat with --key \1 to retry without creating twice\)$/,
+    );
     const archived = await run(['pools', 'archive', first.out, '--query', 'state'], OPS);
     expect(archived).toMatchObject({ status: 0, out: 'archived' });
   });
@@ -262,7 +266,7 @@ describe('reservations', () => {
     const first = await run([...args, '--format', 'compact']);
     expect(first.status).toBe(0);
     const key =
-      /^idempotency key: (cli-[0-9a-f-]{36}) \(repeat with --key \1 to retry without reserving twice\)$/.exec(
+      /^idempotency key: (cli-[0-9a-f-]{36}) \(repeat with --key \1 to retry without creating twice\)$/.exec(
         first.err,
       )?.[1];
     expect(key).toBeDefined();

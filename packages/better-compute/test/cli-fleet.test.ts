@@ -88,8 +88,10 @@ describe('sites', () => {
     expect(site.id).toMatch(/^site_/);
     siteId = site.id;
     const key = sent[0]!.body.idempotencyKey as string;
-    expect(key).toMatch(/^cli_[0-9a-f-]{36}$/);
-    expect(first.err).toEqual([`idempotency key: ${key} (repeat with --key ${key} to retry)`]);
+    expect(key).toMatch(/^cli-[0-9a-f-]{36}$/);
+    expect(first.err).toEqual([
+      `idempotency key: ${key} (repeat with --key ${key} to retry without creating twice)`,
+    ]);
 
     const again = await json(['sites', 'create', 'fra-9']);
     expect(sent[1]!.body.idempotencyKey).not.toBe(key);
@@ -104,7 +106,9 @@ describe('sites', () => {
       '--format',
       'compact',
     ]);
-    expect(keyed.err).toEqual([]);
+    expect(keyed.err).toEqual([
+      'idempotency key: site-ams-1-attempt (repeat with --key site-ams-1-attempt to retry without creating twice)',
+    ]);
     const retried = await json(['sites', 'create', 'ams-1', '--key', 'site-ams-1-attempt']);
     expect(retried.id).toBe(JSON.parse(keyed.out[0]!).id);
     expect(sent.slice(2).map((call) => call.body.idempotencyKey)).toEqual([
@@ -182,7 +186,7 @@ describe('projects', () => {
       archivedAt: null,
     });
     projectId = created.id;
-    expect(sent[0]!.body.idempotencyKey).toMatch(/^cli_/);
+    expect(sent[0]!.body.idempotencyKey).toMatch(/^cli-/);
     const { out } = await run(['projects', 'list']);
     const lines = out[0]!.split('\n');
     expect(lines[0]).toMatch(/^id\s+name\s+state\s+description\s+version\s+createdAt$/);

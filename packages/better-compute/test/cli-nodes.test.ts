@@ -3,7 +3,7 @@
  * with the real embedded Better IAM on PGlite and bootstrapDev()'s API keys. The test plays the
  * node daemon by calling the public nodes.join, nodes.claim and nodes.heartbeat routes itself.
  */
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '@better-compute/db/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

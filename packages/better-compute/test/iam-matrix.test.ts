@@ -16,7 +16,18 @@ const kinds = await testDatabaseKinds();
 
 type Role = 'viewer' | 'member' | 'operator' | 'tenant-admin' | 'platform-admin';
 
-const OPERATOR_GROUPS = ['nodes', 'pools', 'sites', 'capacity', 'reservations', 'events', 'quotas', 'join-tokens', 'join-requests', 'usage'];
+const OPERATOR_GROUPS = [
+  'nodes',
+  'pools',
+  'sites',
+  'capacity',
+  'reservations',
+  'events',
+  'quotas',
+  'join-tokens',
+  'join-requests',
+  'usage',
+];
 
 /** What each built-in role may do, as the product promises it (not read from IAM's tables). */
 function expected(role: Role, action: string): boolean {
@@ -29,7 +40,14 @@ function expected(role: Role, action: string): boolean {
     case 'operator':
       return verb === 'read' || OPERATOR_GROUPS.includes(group);
     case 'member':
-      return verb === 'read' || ['compute:reservations:create', 'compute:reservations:extend', 'compute:reservations:release'].includes(action);
+      return (
+        verb === 'read' ||
+        [
+          'compute:reservations:create',
+          'compute:reservations:extend',
+          'compute:reservations:release',
+        ].includes(action)
+      );
     case 'viewer':
       return verb === 'read';
   }
@@ -37,7 +55,12 @@ function expected(role: Role, action: string): boolean {
 
 /** An input whose every field is a plausible value, enough for a method's resource function. */
 const anyInput = new Proxy({} as Record<string, unknown>, {
-  get: (_target, field) => (field === 'tenantId' ? 'acme' : typeof field === 'string' ? `${field.replace(/Id$/, '')}_01m00000000000000000000000` : undefined),
+  get: (_target, field) =>
+    field === 'tenantId'
+      ? 'acme'
+      : typeof field === 'string'
+        ? `${field.replace(/Id$/, '')}_01m00000000000000000000000`
+        : undefined,
 });
 
 describe.each(kinds)('the authorization matrix on %s', (kind) => {
@@ -77,11 +100,17 @@ describe.each(kinds)('the authorization matrix on %s', (kind) => {
     const response = await compute.handler(
       new Request(`http://localhost/api/compute${methodPath(method)}`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+        headers: {
+          'content-type': 'application/json',
+          ...(token ? { authorization: `Bearer ${token}` } : {}),
+        },
         body: JSON.stringify(body),
       }),
     );
-    return { status: response.status, body: (await response.json()) as { error?: { code: string; details?: { reason?: string } } } };
+    return {
+      status: response.status,
+      body: (await response.json()) as { error?: { code: string; details?: { reason?: string } } },
+    };
   }
 
   it('covers a real table', () => {
@@ -99,25 +128,40 @@ describe.each(kinds)('the authorization matrix on %s', (kind) => {
   it('another tenant’s credential is refused on every tenant-scoped method before its input is read', async () => {
     for (const method of methodList.filter((m) => m.tenantScoped && !('public' in m.access))) {
       const { status, body } = await call(method, { tenantId: 'acme', garbage: true }, keys.foreign);
-      expect([status, body.error?.code, body.error?.details?.reason], methodKey(method)).toEqual([403, 'ACCESS_DENIED', 'foreign-tenant']);
+      expect([status, body.error?.code, body.error?.details?.reason], methodKey(method)).toEqual([
+        403,
+        'ACCESS_DENIED',
+        'foreign-tenant',
+      ]);
     }
   });
 
-  it.each(['viewer', 'member', 'operator', 'tenant-admin', 'platform-admin'] as const)('%s: IAM decides every action as the role promises', async (role) => {
-    const mismatches: string[] = [];
-    for (const method of methodList) {
-      const action = methodAction(method);
-      if (!action) continue;
-      const resource = { type: 'tenant', id: 'acme', ...method.resource?.(anyInput), tenantId: 'acme' };
-      const [decision] = await compute.iam.authorize(identities[role], [{ action, resource }]);
-      if (decision?.allowed !== expected(role, action)) mismatches.push(`${methodKey(method)} (${action}): ${decision?.allowed ? 'allowed' : 'denied'}, ${decision?.reason}`);
-    }
-    expect(mismatches).toEqual([]);
-  });
+  it.each(['viewer', 'member', 'operator', 'tenant-admin', 'platform-admin'] as const)(
+    '%s: IAM decides every action as the role promises',
+    async (role) => {
+      const mismatches: string[] = [];
+      for (const method of methodList) {
+        const action = methodAction(method);
+        if (!action) continue;
+        const resource = { type: 'tenant', id: 'acme', ...method.resource?.(anyInput), tenantId: 'acme' };
+        const [decision] = await compute.iam.authorize(identities[role], [{ action, resource }]);
+        if (decision?.allowed !== expected(role, action))
+          mismatches.push(
+            `${methodKey(method)} (${action}): ${decision?.allowed ? 'allowed' : 'denied'}, ${decision?.reason}`,
+          );
+      }
+      expect(mismatches).toEqual([]);
+    },
+  );
 
   it('through the handler, real calls meet the same decisions', async () => {
     const byName = new Map(methodList.map((m) => [methodKey(m), m]));
-    const site = (role: Role) => call(byName.get('sites.create')!, { tenantId: 'acme', name: `site-${role}`, region: 'eu-west' }, keys[role]);
+    const site = (role: Role) =>
+      call(
+        byName.get('sites.create')!,
+        { tenantId: 'acme', name: `site-${role}`, region: 'eu-west' },
+        keys[role],
+      );
     expect((await site('viewer')).body.error?.code).toBe('ACCESS_DENIED');
     expect((await site('member')).body.error?.code).toBe('ACCESS_DENIED');
     expect((await site('tenant-admin')).status).toBe(200);

@@ -22,6 +22,8 @@ export interface EventRecord {
 export interface ListEventsOptions {
   tenantId: string;
   type?: string | undefined;
+  /** Only the events about one resource (a node's, say). */
+  subject?: { type: string; id: string } | undefined;
   limit: number;
   cursor?: string | undefined;
 }
@@ -57,6 +59,11 @@ export async function listEvents(
     // Raw SQL: Kysely has no builder for snapshot functions or xid8 row comparisons.
     .where(sql<boolean>`tx_id < pg_snapshot_xmin(pg_current_snapshot())`);
   if (after) query = query.where(sql<boolean>`(tx_id, tx_index) > (${after.tx}::xid8, ${after.index})`);
+  if (options.subject) {
+    query = query
+      .where('subject_type', '=', options.subject.type)
+      .where('subject_id', '=', options.subject.id);
+  }
   if (options.type) {
     const filter = typeFilter(options.type);
     query =

@@ -3,8 +3,9 @@
  * and taints, and the node's GPU tables (one row per GPU, one per group of GPUs sharing a product
  * and an NVLink domain on a node, with free counts for placement).
  */
-import { ComputeError, formatListCursor, parsePosition } from '@better-compute/core';
-import { sql, type Selectable } from 'kysely';
+import { listEvents } from '../events/service.js';
+import { ComputeError } from '@better-compute/core';
+import type { Selectable } from 'kysely';
 import type { CallContext } from '../define-module.js';
 import { activateQueue, endReservationsOnNode, lockPool } from '../capacity/service.js';
 import { checkVersion, invalidState, iso, isoOrNull, notFound, pageOfRows } from './common.js';
@@ -144,52 +145,17 @@ export async function getNode(ctx: CallContext<{ nodeId: string }>) {
   return nodeView(row, (await gpusOf(db, [row.id])).get(row.id) ?? []);
 }
 
-/** A node's events from the outbox, read below the oldest running transaction like `events.list`. */
+/** A node's events, through the events module's reader (it pages the outbox safely). */
 export async function nodeEvents(
   ctx: CallContext<{ nodeId: string; limit: number; cursor?: string | undefined }>,
 ) {
-  const db = fleetDb(ctx.db);
-  await loadNode(db, ctx.tenantId, ctx.input.nodeId);
-  const after = ctx.input.cursor ? parsePosition(ctx.input.cursor, 'list', 'cursor') : undefined;
-  let query = db
-    .selectFrom('compute.events')
-    .select([
-      'id',
-      sql<string>`tx_id::text`.as('tx'),
-      'tx_index',
-      'type',
-      'tenant_id',
-      'subject_type',
-      'subject_id',
-      'data',
-      'actor',
-      'request_id',
-      'occurred_at',
-    ])
-    .where('subject_type', '=', 'node')
-    .where('subject_id', '=', ctx.input.nodeId)
-    .where('tenant_id', '=', ctx.tenantId)
-    // Raw SQL: snapshot functions and xid8 row comparisons have no Kysely builder.
-    .where(sql<boolean>`tx_id < pg_snapshot_xmin(pg_current_snapshot())`);
-  if (after) query = query.where(sql<boolean>`(tx_id, tx_index) > (${after.tx}::xid8, ${after.index})`);
-  const rows = await query
-    .orderBy('tx_id')
-    .orderBy('tx_index')
-    .limit(ctx.input.limit + 1)
-    .execute();
-  const items = rows.slice(0, ctx.input.limit).map((row) => ({
-    id: row.id,
-    position: formatListCursor({ tx: row.tx, index: row.tx_index }),
-    type: row.type,
-    tenantId: row.tenant_id,
-    subject: { type: row.subject_type, id: row.subject_id },
-    data: row.data,
-    actor: row.actor,
-    requestId: row.request_id,
-    occurredAt: iso(row.occurred_at),
-  }));
-  const last = items.at(-1);
-  return { items, nextCursor: rows.length > ctx.input.limit && last ? last.position : null };
+  await loadNode(fleetDb(ctx.db), ctx.tenantId, ctx.input.nodeId);
+  return listEvents(ctx.db, {
+    tenantId: ctx.tenantId,
+    subject: { type: 'node', id: ctx.input.nodeId },
+    limit: ctx.input.limit,
+    cursor: ctx.input.cursor,
+  });
 }
 
 type StateInput = { nodeId: string; reason?: string | undefined; ifVersion?: number | undefined };

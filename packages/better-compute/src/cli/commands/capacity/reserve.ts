@@ -5,7 +5,8 @@
  * the reservation as it is.
  */
 import { defineCommand } from '../../define.js';
-import { checkKey, checkSelector, newIdempotencyKey } from './shared.js';
+import { checkSelector } from './shared.js';
+import { idempotencyKeyFor } from '../shared.js';
 
 const POLL_MS = 500;
 
@@ -64,9 +65,8 @@ export default defineCommand({
     'better-compute reserve --pool pool_01k… --gpus 2 --for 2h --key cli-3f1c… --wait 0',
   ],
   async run({ flags, api, log, commandName }) {
-    const key = flags.key !== undefined ? checkKey(commandName, flags.key) : await newIdempotencyKey();
     await checkSelector(flags.selector);
-    log(`idempotency key: ${key} (repeat with --key ${key} to retry without reserving twice)`);
+    const key = idempotencyKeyFor({ log, commandName }, flags.key);
     const client = await api();
     let reservation = await client.call('reservations.create', {
       poolId: flags.pool,

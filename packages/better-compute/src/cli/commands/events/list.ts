@@ -5,7 +5,7 @@
  */
 import { defineCommand } from '../../define.js';
 import { CliError } from '../../errors.js';
-import { pageView } from '../capacity/shared.js';
+import { listResult } from '../shared.js';
 
 export default defineCommand({
   name: 'events list',
@@ -53,7 +53,7 @@ export default defineCommand({
       ...(flags.limit !== undefined ? { limit: flags.limit } : {}),
       ...(flags.cursor !== undefined ? { cursor: flags.cursor.trim() } : {}),
     });
-    return pageView(page, global, (e) => ({
+    return listResult({ global }, page, (e) => ({
       position: e.position,
       type: e.type,
       subject: e.subject.id ?? e.subject.type,

@@ -1,6 +1,6 @@
 /** `nodes cordon NODE [--reason] [--if-version N]`: nodes.cordon. */
 import { defineCommand } from '../../define.js';
-import { defined, ifVersionFlag } from './shared.js';
+import { defined, ifVersionFlag } from '../shared.js';
 
 export default defineCommand({
   name: 'nodes cordon',

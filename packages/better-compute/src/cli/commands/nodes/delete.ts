@@ -4,7 +4,7 @@
  */
 import { CliError } from '../../errors.js';
 import { defineCommand } from '../../define.js';
-import { defined, ifVersionFlag } from './shared.js';
+import { defined, ifVersionFlag } from '../shared.js';
 
 export default defineCommand({
   name: 'nodes delete',

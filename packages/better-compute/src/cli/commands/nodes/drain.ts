@@ -1,6 +1,6 @@
 /** `nodes drain NODE [--reason] [--if-version N]`: nodes.drain. */
 import { defineCommand } from '../../define.js';
-import { defined, ifVersionFlag } from './shared.js';
+import { defined, ifVersionFlag } from '../shared.js';
 
 export default defineCommand({
   name: 'nodes drain',

@@ -1,6 +1,6 @@
 /** `nodes events NODE`: nodes.events, oldest first, as a table by default. */
 import { defineCommand } from '../../define.js';
-import { listResult, pageFlags, pageOf } from './shared.js';
+import { listResult, pageFlags, pageOf } from '../shared.js';
 
 export default defineCommand({
   name: 'nodes events',

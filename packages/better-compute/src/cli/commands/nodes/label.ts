@@ -1,7 +1,7 @@
 /** `nodes label NODE KEY=VALUE… [--remove KEY] [--if-version N]`: nodes.label. */
 import { CliError } from '../../errors.js';
 import { defineCommand } from '../../define.js';
-import { defined, ifVersionFlag, keyValues } from './shared.js';
+import { defined, ifVersionFlag, keyValues } from '../shared.js';
 
 export default defineCommand({
   name: 'nodes label',

@@ -1,6 +1,6 @@
 /** `nodes list [--pool] [--state]`: nodes.list, as a table by default. */
 import { defineCommand } from '../../define.js';
-import { defined, gpuSummary, listResult, pageFlags, pageOf } from './shared.js';
+import { defined, gpuSummary, listResult, pageFlags, pageOf } from '../shared.js';
 
 export const NODE_STATES = [
   'joining',

@@ -1,6 +1,6 @@
 /** `nodes retire NODE [--force] [--reason] [--if-version N]`: nodes.retire. */
 import { defineCommand } from '../../define.js';
-import { defined, ifVersionFlag } from './shared.js';
+import { defined, ifVersionFlag } from '../shared.js';
 
 export default defineCommand({
   name: 'nodes retire',

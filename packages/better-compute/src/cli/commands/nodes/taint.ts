@@ -1,7 +1,7 @@
 /** `nodes taint NODE KEY[=VALUE][:NoSchedule]… [--remove KEY] [--if-version N]`: nodes.taint. */
 import { CliError } from '../../errors.js';
 import { defineCommand } from '../../define.js';
-import { defined, ifVersionFlag } from './shared.js';
+import { defined, ifVersionFlag } from '../shared.js';
 
 const EFFECTS = ['NoSchedule'] as const;
 

@@ -1,6 +1,6 @@
 /** `nodes uncordon NODE [--reason] [--if-version N]`: nodes.uncordon. */
 import { defineCommand } from '../../define.js';
-import { defined, ifVersionFlag } from './shared.js';
+import { defined, ifVersionFlag } from '../shared.js';
 
 export default defineCommand({
   name: 'nodes uncordon',

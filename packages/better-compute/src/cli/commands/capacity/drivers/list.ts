@@ -1,6 +1,6 @@
 /** `drivers list`: the machine drivers this build supports. */
 import { defineCommand } from '../../../define.js';
-import { pageView } from '../shared.js';
+import { listResult } from '../../shared.js';
 
 export default defineCommand({
   name: 'drivers list',
@@ -12,7 +12,7 @@ export default defineCommand({
   examples: ['better-compute drivers list'],
   async run({ api, global }) {
     const page = await (await api()).call('drivers.list', {});
-    return pageView(page, global, (d) => ({
+    return listResult({ global }, page, (d) => ({
       name: d.name,
       classes: d.classes.join(','),
       joins: d.joins,

@@ -1,6 +1,6 @@
 /** `pools create --site SITE --name NAME`: retry-safe with --key; a new key on every run otherwise. */
 import { defineCommand } from '../../../define.js';
-import { checkKey, newIdempotencyKey, parseLabels } from '../shared.js';
+import { keyValues, idempotencyKeyFor } from '../../shared.js';
 
 export default defineCommand({
   name: 'pools create',
@@ -40,9 +40,8 @@ export default defineCommand({
     'better-compute pools create --site site_01k… --name vps-eu --class vps --label zone=eu-1',
   ],
   async run({ flags, api, log, commandName }) {
-    const labels = parseLabels(flags.label);
-    const key = flags.key !== undefined ? checkKey(commandName, flags.key) : await newIdempotencyKey();
-    log(`idempotency key: ${key}`);
+    const labels = keyValues(commandName, 'label', flags.label);
+    const key = idempotencyKeyFor({ log, commandName }, flags.key);
     return (await api()).call('pools.create', {
       siteId: flags.site,
       name: flags.name,

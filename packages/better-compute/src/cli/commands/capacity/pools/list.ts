@@ -1,6 +1,6 @@
 /** `pools list`: the tenant's own pools and the pools offered to it. */
 import { defineCommand } from '../../../define.js';
-import { pageView } from '../shared.js';
+import { listResult } from '../../shared.js';
 
 export default defineCommand({
   name: 'pools list',
@@ -25,7 +25,7 @@ export default defineCommand({
       ...(flags.limit !== undefined ? { limit: flags.limit } : {}),
       ...(flags.cursor ? { cursor: flags.cursor } : {}),
     });
-    return pageView(page, global, (p) => ({
+    return listResult({ global }, page, (p) => ({
       id: p.id,
       name: p.name,
       class: p.class,

@@ -1,7 +1,7 @@
 /** `pools update POOL [--name] [--description] [--label k=v] [--if-version N]`. */
 import { defineCommand } from '../../../define.js';
 import { CliError } from '../../../errors.js';
-import { parseLabels } from '../shared.js';
+import { keyValues } from '../../shared.js';
 
 export default defineCommand({
   name: 'pools update',
@@ -27,7 +27,7 @@ export default defineCommand({
     },
   },
   examples: ['better-compute pools update pool_01k… --name gpu-main-2 --if-version 3'],
-  async run({ args, flags, api }) {
+  async run({ args, flags, api, commandName }) {
     if (flags.name === undefined && flags.description === undefined && flags.label.length === 0) {
       throw new CliError('INVALID_ARGUMENT', 'pools update needs --name, --description or --label', {
         details: { field: 'name' },
@@ -37,7 +37,7 @@ export default defineCommand({
       poolId: args.pool,
       ...(flags.name !== undefined ? { name: flags.name } : {}),
       ...(flags.description !== undefined ? { description: flags.description } : {}),
-      ...(flags.label.length ? { labels: parseLabels(flags.label) } : {}),
+      ...(flags.label.length ? { labels: keyValues(commandName, 'label', flags.label) } : {}),
       ...(flags.ifVersion !== undefined ? { ifVersion: flags.ifVersion } : {}),
     });
   },

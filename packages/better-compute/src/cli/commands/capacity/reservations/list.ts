@@ -1,6 +1,7 @@
 /** `reservations list [--state] [--pool]`: newest first, a table by default. */
 import { defineCommand } from '../../../define.js';
-import { pageView, reservationColumns } from '../shared.js';
+import { reservationColumns } from '../shared.js';
+import { listResult } from '../../shared.js';
 
 export default defineCommand({
   name: 'reservations list',
@@ -32,6 +33,6 @@ export default defineCommand({
       ...(flags.limit !== undefined ? { limit: flags.limit } : {}),
       ...(flags.cursor ? { cursor: flags.cursor } : {}),
     });
-    return pageView(page, global, reservationColumns);
+    return listResult({ global }, page, reservationColumns);
   },
 });

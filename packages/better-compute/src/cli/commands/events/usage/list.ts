@@ -1,7 +1,7 @@
 /** `usage list`: GPU-seconds per tenant, pool and GPU model, per hour; a table by default. */
 import { defineCommand } from '../../../define.js';
 import { CliError } from '../../../errors.js';
-import { pageView } from '../../capacity/shared.js';
+import { listResult } from '../../shared.js';
 
 /** Checks --from and --to locally: ISO 8601 times with an offset, as the server takes them. */
 export function checkTimes(flags: { from?: string | undefined; to?: string | undefined }): void {
@@ -56,7 +56,7 @@ export default defineCommand({
       ...(flags.limit !== undefined ? { limit: flags.limit } : {}),
       ...(flags.cursor ? { cursor: flags.cursor } : {}),
     });
-    return pageView(page, global, (u) => ({
+    return listResult({ global }, page, (u) => ({
       window: u.windowStart,
       tenant: u.tenantId,
       pool: u.poolId,

@@ -1,6 +1,6 @@
 /** `projects archive PROJECT [--if-version N]`: projects.archive. */
 import { defineCommand } from '../../../define.js';
-import { defined, ifVersionFlag } from '../../nodes/shared.js';
+import { defined, ifVersionFlag } from '../../shared.js';
 
 export default defineCommand({
   name: 'projects archive',

@@ -1,6 +1,6 @@
 /** `projects create NAME [--description] [--key]`: projects.create, retry-safe. */
 import { defineCommand } from '../../../define.js';
-import { defined, idempotencyKeyFor, keyFlag } from '../../nodes/shared.js';
+import { defined, idempotencyKeyFor, keyFlag } from '../../shared.js';
 
 export default defineCommand({
   name: 'projects create',

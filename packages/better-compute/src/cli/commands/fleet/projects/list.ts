@@ -1,6 +1,6 @@
 /** `projects list [--state]`: projects.list, as a table by default. */
 import { defineCommand } from '../../../define.js';
-import { defined, listResult, pageFlags, pageOf } from '../../nodes/shared.js';
+import { defined, listResult, pageFlags, pageOf } from '../../shared.js';
 
 export default defineCommand({
   name: 'projects list',

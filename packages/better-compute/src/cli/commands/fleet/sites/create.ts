@@ -1,6 +1,6 @@
 /** `sites create NAME [--region] [--description] [--label K=V] [--key]`: sites.create, retry-safe. */
 import { defineCommand } from '../../../define.js';
-import { defined, idempotencyKeyFor, keyFlag, keyValues } from '../../nodes/shared.js';
+import { defined, idempotencyKeyFor, keyFlag, keyValues } from '../../shared.js';
 
 export default defineCommand({
   name: 'sites create',

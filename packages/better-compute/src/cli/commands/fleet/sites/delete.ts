@@ -1,6 +1,6 @@
 /** `sites delete SITE [--if-version N]`: sites.delete (a site with pools is refused by the server). */
 import { defineCommand } from '../../../define.js';
-import { defined, ifVersionFlag } from '../../nodes/shared.js';
+import { defined, ifVersionFlag } from '../../shared.js';
 
 export default defineCommand({
   name: 'sites delete',

@@ -1,6 +1,6 @@
 /** `sites list`: sites.list, as a table by default. */
 import { defineCommand } from '../../../define.js';
-import { listResult, pageFlags, pageOf } from '../../nodes/shared.js';
+import { listResult, pageFlags, pageOf } from '../../shared.js';
 
 export default defineCommand({
   name: 'sites list',

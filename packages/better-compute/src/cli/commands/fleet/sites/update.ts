@@ -1,7 +1,7 @@
 /** `sites update SITE [--name] [--region] [--description] [--label K=V] [--if-version N]`: sites.update. */
 import { CliError } from '../../../errors.js';
 import { defineCommand } from '../../../define.js';
-import { defined, ifVersionFlag, keyValues } from '../../nodes/shared.js';
+import { defined, ifVersionFlag, keyValues } from '../../shared.js';
 
 export default defineCommand({
   name: 'sites update',

@@ -1,6 +1,6 @@
 /** `inventory diff NODE [--from REV] [--to REV]`: inventory.diff (default: the last two revisions). */
 import { defineCommand } from '../../../define.js';
-import { defined } from '../shared.js';
+import { defined } from '../../shared.js';
 
 export default defineCommand({
   name: 'inventory diff',

@@ -1,6 +1,6 @@
 /** `inventory history NODE`: inventory.history, newest first, as a table by default. */
 import { defineCommand } from '../../../define.js';
-import { gpuSummary, listResult, pageFlags, pageOf } from '../shared.js';
+import { gpuSummary, listResult, pageFlags, pageOf } from '../../shared.js';
 
 export default defineCommand({
   name: 'inventory history',

@@ -1,6 +1,6 @@
 /** `join-requests approve JREQ [--label KEY=VALUE]`: joinRequests.approve; the machine becomes a node. */
 import { defineCommand } from '../../../define.js';
-import { defined, keyValues } from '../shared.js';
+import { defined, keyValues } from '../../shared.js';
 
 export default defineCommand({
   name: 'join-requests approve',

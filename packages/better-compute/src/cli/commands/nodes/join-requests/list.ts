@@ -1,6 +1,6 @@
 /** `join-requests list [--state] [--pool]`: joinRequests.list, as a table by default. */
 import { defineCommand } from '../../../define.js';
-import { defined, gpuSummary, listResult, pageFlags, pageOf } from '../shared.js';
+import { defined, gpuSummary, listResult, pageFlags, pageOf } from '../../shared.js';
 
 export default defineCommand({
   name: 'join-requests list',

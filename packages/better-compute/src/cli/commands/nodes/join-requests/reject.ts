@@ -1,6 +1,6 @@
 /** `join-requests reject JREQ [--reason]`: joinRequests.reject. */
 import { defineCommand } from '../../../define.js';
-import { defined } from '../shared.js';
+import { defined } from '../../shared.js';
 
 export default defineCommand({
   name: 'join-requests reject',

@@ -7,7 +7,7 @@
  */
 import { ComputeError } from '@better-compute/core';
 import { defineCommand } from '../../../define.js';
-import { defined } from '../shared.js';
+import { defined } from '../../shared.js';
 
 export default defineCommand({
   name: 'join-tokens create',

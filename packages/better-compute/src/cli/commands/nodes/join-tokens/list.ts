@@ -1,6 +1,6 @@
 /** `join-tokens list [--pool]`: joinTokens.list (never the secrets), as a table by default. */
 import { defineCommand } from '../../../define.js';
-import { defined, listResult, pageFlags, pageOf } from '../shared.js';
+import { defined, listResult, pageFlags, pageOf } from '../../shared.js';
 
 export default defineCommand({
   name: 'join-tokens list',

@@ -5,7 +5,7 @@
 import { ID_PREFIXES, isId } from '@better-compute/core';
 import { CliError } from '../../../errors.js';
 import { defineCommand } from '../../../define.js';
-import { assertNoSecret } from '../shared.js';
+import { assertNoSecret } from '../../shared.js';
 
 export default defineCommand({
   name: 'join-tokens revoke',
@@ -15,14 +15,14 @@ export default defineCommand({
   calls: ['joinTokens.revoke'],
   positionals: [{ name: 'joinToken', description: 'The join token id (jtok_…)', required: true }],
   examples: ['better-compute join-tokens revoke jtok_01k…'],
-  async run({ args, api, commandName }) {
-    assertNoSecret(commandName, 'joinToken', args.joinToken);
+  async run({ args, api }) {
+    assertNoSecret('joinToken', args.joinToken);
     if (!isId('joinToken', args.joinToken))
       throw new CliError(
         'INVALID_ARGUMENT',
         `joinToken must be a joinToken id like ${ID_PREFIXES.joinToken}_01… (got "${args.joinToken}")`,
         {
-          hint: `Run "better-compute help ${commandName}" for its flags and examples.`,
+          hint: `Run "better-compute help join-tokens revoke" for its flags and examples.`,
           details: { field: 'joinToken' },
         },
       );

@@ -1,10 +1,10 @@
 /**
- * What the nodes and fleet commands share: page flags, `--if-version`, `KEY=VALUE` items, the
- * idempotency key of creates, and list results shaped for `--format table`. Light on purpose:
- * help loads the command definitions, so nothing heavy is imported here.
+ * What the token commands share: page flags, `--if-version`, `KEY=VALUE` items, the idempotency
+ * key of creates, and list results shaped for `--format table`. Light on purpose: help loads the
+ * command definitions, so nothing heavy is imported here.
  */
-import type { CommandContext, NumberFlag, StringFlag } from '../../define.js';
-import { CliError } from '../../errors.js';
+import type { CommandContext, NumberFlag, StringFlag } from '../define.js';
+import { CliError } from '../errors.js';
 
 export const pageFlags = {
   limit: {
@@ -67,16 +67,28 @@ export function keyValues(
   return record;
 }
 
-/** A new idempotency key for a create, unless --key gave one; logged so a retry can reuse it. */
-export function idempotencyKeyFor(context: Pick<CommandContext, 'log'>, key: string | undefined): string {
-  if (key !== undefined) return key;
-  const created = `cli_${crypto.randomUUID()}`;
-  context.log(`idempotency key: ${created} (repeat with --key ${created} to retry)`);
-  return created;
+/**
+ * The idempotency key of a create: --key when given (checked like the server checks it), else a new
+ * one. Either way it is logged, so a retry can reuse it.
+ */
+export function idempotencyKeyFor(
+  context: Pick<CommandContext, 'log' | 'commandName'>,
+  key: string | undefined,
+): string {
+  if (key !== undefined && !/^[A-Za-z0-9._:-]{8,200}$/.test(key)) {
+    throw usage(
+      context.commandName,
+      `--key must be 8 to 200 letters, digits and . _ : - (got "${key}")`,
+      'key',
+    );
+  }
+  const used = key ?? `cli-${crypto.randomUUID()}`;
+  context.log(`idempotency key: ${used} (repeat with --key ${used} to retry without creating twice)`);
+  return used;
 }
 
 /** Refuses a pasted token (anything with a `.`) where an id is expected, before anything is sent. */
-export function assertNoSecret(commandName: string, field: string, value: string): void {
+export function assertNoSecret(field: string, value: string): void {
   if (value.includes('.'))
     throw new CliError(
       'INVALID_ARGUMENT',
