@@ -310,3 +310,43 @@ describe('rate limiting', () => {
     }
   });
 });
+
+describe('idempotency keys after 24 hours', () => {
+  it('a key past its 24 hours is forgotten: the same key runs as a new call, even with another input', async () => {
+    let now = Date.now();
+    const { createTestDatabase } = await import('@better-compute/db/testing');
+    const { betterCompute } = await import('../src/index.js');
+    const { TestBridge, widgetsModule } = await import('./support.js');
+    const database = await createTestDatabase('pglite');
+    try {
+      const compute = await betterCompute(
+        { database, iam: new TestBridge(), rateLimit: false },
+        { modules: [widgetsModule], log: () => {}, now: () => new Date(now) },
+      );
+      await compute.migrate();
+      const input = { name: 'day-one', idempotencyKey: 'key-expiry-0001' };
+      const first = await call(compute, 'plugins.test.widgets.create', input, { token: acme });
+      const replay = await call(compute, 'plugins.test.widgets.create', input, { token: acme });
+      expect((replay.body.data as { id: string }).id).toBe((first.body.data as { id: string }).id);
+      now += 24 * 60 * 60 * 1000 + 1000;
+      const later = await call(
+        compute,
+        'plugins.test.widgets.create',
+        { ...input, name: 'day-two' },
+        { token: acme },
+      );
+      expect(later.status).toBe(200);
+      expect((later.body.data as { id: string; name: string }).name).toBe('day-two');
+      const again = await call(
+        compute,
+        'plugins.test.widgets.create',
+        { ...input, name: 'day-two' },
+        { token: acme },
+      );
+      expect((again.body.data as { id: string }).id).toBe((later.body.data as { id: string }).id);
+      await compute.close();
+    } finally {
+      await database.close();
+    }
+  });
+});

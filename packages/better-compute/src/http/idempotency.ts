@@ -46,12 +46,8 @@ export async function claimIdempotencyKey(
   const scopeHash = sha256(canonicalJson([scope.tenantId, scope.principalId, scope.method, scope.key]));
   const { idempotencyKey: _key, ...rest } = input;
   const inputHash = sha256(canonicalJson(rest));
-  // A key past its 24 hours is forgotten: the call runs as new.
-  await trx
-    .deleteFrom('compute.idempotency_keys')
-    .where('scope_hash', '=', scopeHash)
-    .where('expires_at', '<=', now)
-    .execute();
+  // One statement claims a new key, or takes over one past its 24 hours (forgotten: the call runs as
+  // new); a live key is left alone and read below.
   const inserted = await trx
     .insertInto('compute.idempotency_keys')
     .values({
@@ -62,7 +58,17 @@ export async function claimIdempotencyKey(
       response: null,
       expires_at: new Date(now.getTime() + IDEMPOTENCY_TTL_MS),
     })
-    .onConflict((oc) => oc.column('scope_hash').doNothing())
+    .onConflict((oc) =>
+      oc
+        .column('scope_hash')
+        .doUpdateSet((eb) => ({
+          input_hash: eb.ref('excluded.input_hash'),
+          response: null,
+          created_at: now,
+          expires_at: eb.ref('excluded.expires_at'),
+        }))
+        .where('compute.idempotency_keys.expires_at', '<=', now),
+    )
     .returning('scope_hash')
     .executeTakeFirst();
   if (inserted) return { kind: 'new', scopeHash };
