@@ -670,31 +670,34 @@ export function createIam(options: CreateIamOptions): Iam {
     return person !== undefined && !person.disabled;
   }
 
+  /** A session with what authenticating it needs of its principal and tenant. */
+  function sessionWithPrincipal() {
+    return db
+      .selectFrom('iam.sessions as s')
+      .innerJoin('iam.principals as p', 'p.id', 's.principal_id')
+      .innerJoin('iam.tenants as t', 't.id', 'p.tenant_id')
+      .select([
+        's.id',
+        's.token_hash',
+        's.mfa',
+        's.expires_at',
+        's.revoked_at',
+        's.principal_id',
+        'p.kind',
+        'p.tenant_id',
+        'p.display_name',
+        'p.email',
+        'p.disabled',
+        'p.acting_for',
+        't.state',
+      ]);
+  }
+
   async function authenticateToken(credential: string, hash: string): Promise<TokenEntry | null> {
     const isSession = credential.startsWith(SESSION_TOKEN_PREFIX);
     const now = clock();
     if (isSession) {
-      const row = await db
-        .selectFrom('iam.sessions as s')
-        .innerJoin('iam.principals as p', 'p.id', 's.principal_id')
-        .innerJoin('iam.tenants as t', 't.id', 'p.tenant_id')
-        .select([
-          's.id',
-          's.token_hash',
-          's.mfa',
-          's.expires_at',
-          's.revoked_at',
-          's.principal_id',
-          'p.kind',
-          'p.tenant_id',
-          'p.display_name',
-          'p.email',
-          'p.disabled',
-          'p.acting_for',
-          't.state',
-        ])
-        .where('s.token_hash', '=', hash)
-        .executeTakeFirst();
+      const row = await sessionWithPrincipal().where('s.token_hash', '=', hash).executeTakeFirst();
       if (!row || !safeEqual(row.token_hash, hash)) return null;
       if (row.revoked_at !== null || new Date(row.expires_at) <= now || !(await principalUsable(row)))
         return null;
@@ -773,26 +776,7 @@ export function createIam(options: CreateIamOptions): Iam {
     }
     if (typeof claims.sid !== 'string' || typeof claims.sub !== 'string' || typeof claims.exp !== 'number')
       return null;
-    const row = await db
-      .selectFrom('iam.sessions as s')
-      .innerJoin('iam.principals as p', 'p.id', 's.principal_id')
-      .innerJoin('iam.tenants as t', 't.id', 'p.tenant_id')
-      .select([
-        's.id',
-        's.mfa',
-        's.expires_at',
-        's.revoked_at',
-        's.principal_id',
-        'p.kind',
-        'p.tenant_id',
-        'p.display_name',
-        'p.email',
-        'p.disabled',
-        'p.acting_for',
-        't.state',
-      ])
-      .where('s.id', '=', claims.sid)
-      .executeTakeFirst();
+    const row = await sessionWithPrincipal().where('s.id', '=', claims.sid).executeTakeFirst();
     if (
       !row ||
       row.principal_id !== claims.sub ||
