@@ -29,10 +29,10 @@ import {
 } from '@better-compute/core';
 import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
-import { writeAudit, writeEvents } from '../db/unit-of-work.js';
+import { recordMutation, writeAudit } from '../db/unit-of-work.js';
 import type { CallContext, EventDraft, MethodHandler } from '../modules/define-module.js';
 import { credentialOf } from './credentials.js';
-import { claimIdempotencyKey, storeIdempotentResponse } from './idempotency.js';
+import { claimIdempotencyKey } from './idempotency.js';
 import { RateLimiter, type RateLimitOptions } from './rate-limit.js';
 
 /**
@@ -236,9 +236,12 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
         }
         const data = await handler(context(trx));
         const output = method.output.parse(data);
-        await writeEvents(trx, events, { tenantId, actor: identity?.principalId ?? null, requestId });
-        if (audit) await writeAudit(trx, { ...audit, outcome: 'allowed' });
-        if (scopeHash) await storeIdempotentResponse(trx, scopeHash, output);
+        await recordMutation(trx, {
+          events,
+          meta: { tenantId, actor: identity?.principalId ?? null, requestId },
+          audit: audit && { ...audit, outcome: 'allowed' },
+          idempotency: scopeHash ? { scopeHash, response: output } : undefined,
+        });
         return { replayed: false as const, data: output };
       });
       return dataAnswer(

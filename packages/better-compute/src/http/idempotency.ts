@@ -86,18 +86,6 @@ export async function claimIdempotencyKey(
   return { kind: 'replay', response: existing.response };
 }
 
-export async function storeIdempotentResponse(
-  trx: Kysely<ComputeTables>,
-  scopeHash: string,
-  response: unknown,
-): Promise<void> {
-  await trx
-    .updateTable('compute.idempotency_keys')
-    .set({ response: JSON.stringify(response ?? null) })
-    .where('scope_hash', '=', scopeHash)
-    .execute();
-}
-
 /** Forgets keys older than 24 hours; the maintenance job calls it. */
 export async function purgeExpiredIdempotencyKeys(db: Kysely<ComputeTables>, now: Date): Promise<number> {
   const result = await db
