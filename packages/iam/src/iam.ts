@@ -1023,7 +1023,8 @@ export function createIam(options: CreateIamOptions): Iam {
     return row;
   }
 
-  async function bindingRow(bindingId: string, trx: Db = db): Promise<BindingRow | undefined> {
+  /** Bindings with their role's name, as the answers show them. */
+  function bindingsWithRole(trx: Db = db) {
     return trx
       .selectFrom('iam.bindings as b')
       .innerJoin('iam.roles as r', 'r.id', 'b.role_id')
@@ -1039,9 +1040,11 @@ export function createIam(options: CreateIamOptions): Iam {
         'b.scope_resource_type',
         'b.created_at',
         'b.revoked_at',
-      ])
-      .where('b.id', '=', bindingId)
-      .executeTakeFirst();
+      ]);
+  }
+
+  async function bindingRow(bindingId: string, trx: Db = db): Promise<BindingRow | undefined> {
+    return bindingsWithRole(trx).where('b.id', '=', bindingId).executeTakeFirst();
   }
 
   // ---------------------------------------------------------------- sessions and TOTP
@@ -1580,22 +1583,7 @@ export function createIam(options: CreateIamOptions): Iam {
     },
     async listBindings(input) {
       const limit = input.limit ?? 50;
-      let query = db
-        .selectFrom('iam.bindings as b')
-        .innerJoin('iam.roles as r', 'r.id', 'b.role_id')
-        .select([
-          'b.id',
-          'b.tenant_id',
-          'b.role_id',
-          'r.name as role_name',
-          'b.principal_id',
-          'b.group_id',
-          'b.scope_type',
-          'b.scope_id',
-          'b.scope_resource_type',
-          'b.created_at',
-          'b.revoked_at',
-        ])
+      let query = bindingsWithRole()
         .where('b.tenant_id', '=', input.tenantId)
         .where('b.revoked_at', 'is', null)
         .orderBy('b.id')

@@ -228,6 +228,29 @@ type NewReservation = {
   version: number;
 };
 
+/** The columns of a new reservation that come from the request, whether it queues or binds at once. */
+function requestedColumns(
+  ctx: CallContext<PlacementRequest & { projectId?: string | undefined }>,
+  poolId: string,
+  now: Date,
+) {
+  const { input } = ctx;
+  return {
+    id: newId('reservation'),
+    tenant_id: ctx.tenantId,
+    pool_id: poolId,
+    project_id: input.projectId ?? null,
+    gpus: input.gpus,
+    duration_seconds: input.durationSeconds,
+    nvlink: input.nvlink,
+    selector: input.selector?.trim() ? input.selector.trim() : null,
+    gpu_model: input.gpuModel ?? null,
+    gpu_product: input.gpuProduct ?? null,
+    tolerations: [...input.tolerations],
+    created_at: now,
+  };
+}
+
 /**
  * The writes of a bind, in one statement (raw SQL: data-modifying CTEs have no Kysely builder): the
  * nodes' and groups' free counts decremented, the lowest free indices of each group claimed only
@@ -919,19 +942,8 @@ export async function createReservation(
   const row = await db
     .insertInto('compute.reservations')
     .values({
-      id: newId('reservation'),
-      tenant_id: ctx.tenantId,
-      pool_id: pool.id,
-      project_id: input.projectId ?? null,
+      ...requestedColumns(ctx, pool.id, now),
       state: 'queued',
-      gpus: input.gpus,
-      duration_seconds: input.durationSeconds,
-      nvlink: input.nvlink,
-      selector: input.selector?.trim() ? input.selector.trim() : null,
-      gpu_model: input.gpuModel ?? null,
-      gpu_product: input.gpuProduct ?? null,
-      tolerations: [...input.tolerations],
-      created_at: now,
     })
     .returningAll()
     .executeTakeFirstOrThrow();
@@ -1068,19 +1080,8 @@ async function reserveFast(
   if (!allocations) return undefined;
   const endsAt = new Date(now.getTime() + input.durationSeconds * 1000);
   const insert: NewReservation = {
-    id: newId('reservation'),
-    tenant_id: ctx.tenantId,
-    pool_id: poolId,
-    project_id: input.projectId ?? null,
+    ...requestedColumns(ctx, poolId, now),
     state: 'active',
-    gpus: input.gpus,
-    duration_seconds: input.durationSeconds,
-    nvlink: input.nvlink,
-    selector: input.selector?.trim() ? input.selector.trim() : null,
-    gpu_model: input.gpuModel ?? null,
-    gpu_product: input.gpuProduct ?? null,
-    tolerations: [...input.tolerations],
-    created_at: now,
     activated_at: now,
     ends_at: endsAt,
     // Created (version 1) and activated (version 2) by one statement; both events are told.
