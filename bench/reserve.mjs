@@ -9,13 +9,14 @@
 //
 // Run: npm run build && node bench/reserve.mjs [seconds=10] [clients=16]
 // Env: BENCH_PG_URL (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_NODES (10000),
-//      BENCH_COMPUTE_DIST (the built better-compute index.js to run; default the package's dist).
+//      BENCH_COMPUTE_DIST (the built better-compute index.js to run; default the package's dist),
+//      BENCH_KEEP_DB=1 (keep the database afterwards, to study its plans).
 import http from 'node:http';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { newId } from '../packages/core/dist/index.js';
 import { openDatabase } from '../packages/db/dist/index.js';
-import { startChild } from './lib/load.mjs';
+import { cpuPerOperation, cpuSnapshot, startChild } from './lib/load.mjs';
 
 const seconds = Number(process.argv[2] ?? 10);
 const clients = Number(process.argv[3] ?? 16);
@@ -49,32 +50,18 @@ let server;
 let direct;
 try {
   // ------------------------------------------------------------------ setup (in process)
+  // Statements are counted as the driver sends them (begin and commit apart), whatever built them.
   let counting = false;
-  const counted = { read: 0, write: 0, kinds: [] };
-  const kindOf = (node) => {
-    if (node.kind === 'SelectQueryNode') return 'read';
-    if (node.kind === 'RawNode') {
-      const text = node.sqlFragments.join('?').trim().toLowerCase();
-      return /\b(insert|update|delete)\b/.test(text.replace(/for (no key )?update/g, '')) ? 'write' : 'read';
-    }
-    return 'write';
+  const counted = { read: 0, write: 0 };
+  const countStatement = (text) => {
+    if (!counting) return;
+    const lower = text.trim().toLowerCase();
+    if (/^(begin|commit|rollback)\b/.test(lower)) return;
+    const writes = /\b(insert|update|delete)\b/.test(lower.replace(/for (no key )?update/g, ''));
+    counted[writes ? 'write' : 'read']++;
   };
-  const counter = {
-    transformQuery: (args) => {
-      if (counting) {
-        const kind = kindOf(args.node);
-        counted[kind]++;
-        counted.kinds.push(args.node.kind);
-      }
-      return args.node;
-    },
-    transformResult: async (args) => args.result,
-  };
-  const opened = await openDatabase({ url });
-  const compute = await betterCompute(
-    { database: { ...opened, db: opened.db.withPlugin(counter) }, rateLimit: false },
-    { log: () => {} },
-  );
+  const opened = await openDatabase({ url, onQuery: countStatement });
+  const compute = await betterCompute({ database: opened, rateLimit: false }, { log: () => {} });
   await compute.migrate();
   const accounts = await compute.embeddedIam.bootstrapDev();
   const rootKey = accounts.rootAdmin.apiKey;
@@ -266,14 +253,19 @@ try {
     reserve.sort((a, b) => a - b);
     release.sort((a, b) => a - b);
     if (firstError) console.log(`  first error: ${firstError.message}`);
-    return { rate: release.length / elapsed, reserve, release, errors };
+    return { rate: release.length / elapsed, count: release.length, reserve, release, errors };
   }
   await pairs(Math.min(2, seconds)); // warm-up
+  const cpuBefore = await cpuSnapshot(server.pid);
   const result = await pairs(seconds);
+  const cpuAfter = await cpuSnapshot(server.pid);
   console.log(
     `reserve+release over HTTP     ${result.rate.toFixed(0).padStart(6)} reservations/s  ` +
       `reserve p50 ${fmt(pct(result.reserve, 50))} ms p99 ${fmt(pct(result.reserve, 99))} ms  ` +
       `release p50 ${fmt(pct(result.release, 50))} ms p99 ${fmt(pct(result.release, 99))} ms  errors ${result.errors}`,
+  );
+  console.log(
+    `  ${cpuPerOperation(cpuBefore, cpuAfter, result.count)} (one operation: a reserve and its release)`,
   );
 
   // ------------------------------------------------------------------ raw floor through pg
@@ -319,13 +311,23 @@ try {
       }),
     );
     latencies.sort((a, b) => a - b);
-    return { rate: latencies.length / ((performance.now() - started) / 1000), latencies };
+    return {
+      rate: latencies.length / ((performance.now() - started) / 1000),
+      count: latencies.length,
+      latencies,
+    };
   }
   await floor(Math.min(2, seconds));
+  const floorBefore = await cpuSnapshot(process.pid);
   const raw = await floor(seconds);
+  const floorAfter = await cpuSnapshot(process.pid);
   console.log(
     `raw floor through pg          ${raw.rate.toFixed(0).padStart(6)} pairs/s (${(raw.rate * 2).toFixed(0)} transactions/s)  ` +
       `first-transaction p50 ${fmt(pct(raw.latencies, 50))} ms p99 ${fmt(pct(raw.latencies, 99))} ms`,
+  );
+  // The floor has no server: its "server" column is this process again, so it is left out.
+  console.log(
+    `  ${cpuPerOperation(floorBefore, floorAfter, raw.count).replace(/server [\d.]+ ms, /, '')} (one operation: a pair of transactions)`,
   );
   const ratio = result.rate / raw.rate;
 
@@ -380,7 +382,11 @@ try {
   process.on('uncaughtException', (error) => {
     if (!/terminating connection/.test(String(error?.message))) throw error;
   });
-  await admin.query(`drop database if exists ${dbName} with (force)`).catch((e) => console.error(e.message));
+  if (process.env.BENCH_KEEP_DB) console.log(`kept database ${dbName}`);
+  else
+    await admin
+      .query(`drop database if exists ${dbName} with (force)`)
+      .catch((e) => console.error(e.message));
   await admin.end();
 }
 process.exit(0);

@@ -69,10 +69,63 @@ export async function startChild(script, args = [], env = {}) {
   });
   return {
     url,
+    pid: child.pid,
     stop: () =>
       new Promise((resolve) => {
         child.once('exit', resolve);
         child.kill('SIGTERM');
       }),
   };
+}
+
+/**
+ * CPU seconds (user + system) used so far by the process `pid`, by each PostgreSQL process on this
+ * machine (its backends do the SQL), and by this process: read from /proc, so Linux only (null
+ * elsewhere). Two snapshots' difference tells where a measured interval's CPU went.
+ */
+export async function cpuSnapshot(pid) {
+  const { readFile, readdir } = await import('node:fs/promises');
+  const ticks = 100; // USER_HZ on Linux
+  const cpuOf = async (p) => {
+    try {
+      const stat = await readFile(`/proc/${p}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      return {
+        comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')),
+        seconds: (Number(fields[11]) + Number(fields[12])) / ticks,
+      };
+    } catch {
+      return null;
+    }
+  };
+  let entries;
+  try {
+    entries = await readdir('/proc');
+  } catch {
+    return null;
+  }
+  const postgres = new Map();
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    const cpu = await cpuOf(entry);
+    if (cpu?.comm === 'postgres') postgres.set(entry, cpu.seconds);
+  }
+  const self = process.cpuUsage();
+  return { server: (await cpuOf(pid))?.seconds ?? 0, postgres, self: (self.user + self.system) / 1e6 };
+}
+
+/**
+ * Milliseconds of CPU per operation between two snapshots, as text. PostgreSQL is counted per
+ * process: one that started in between counts whole, one that ended in between is not seen (its
+ * share is lost, so measure while the connections stay open).
+ */
+export function cpuPerOperation(before, after, operations) {
+  if (!before || !after || operations === 0) return 'CPU per operation: not measured (no /proc)';
+  let postgres = 0;
+  for (const [pid, seconds] of after.postgres) postgres += seconds - (before.postgres.get(pid) ?? 0);
+  const ms = (seconds) => ((seconds * 1000) / operations).toFixed(2);
+  return (
+    `CPU per operation: server ${ms(after.server - before.server)} ms, PostgreSQL ${ms(postgres)} ms, ` +
+    `load generator ${ms(after.self - before.self)} ms`
+  );
 }

@@ -2,7 +2,8 @@
  * One way to open the store: PostgreSQL through `pg`, or PGlite embedded (in memory or in a
  * directory). Both answer the same types: int8 as a JavaScript number, numeric as a string.
  */
-import { Kysely, PostgresDialect, sql } from 'kysely';
+import { createHash } from 'node:crypto';
+import { Kysely, type KyselyConfig, PostgresDialect, sql } from 'kysely';
 import { ComputeError } from '@better-compute/core';
 import { PGliteDialect } from './pglite-dialect.js';
 
@@ -23,8 +24,12 @@ export interface Database {
   close(): Promise<void>;
 }
 
-export type DatabaseOptions =
-  { url: string; poolSize?: number } | { pglite: { dataDir?: string; loadDataDir?: Blob } };
+export type DatabaseOptions = (
+  { url: string; poolSize?: number } | { pglite: { dataDir?: string; loadDataDir?: Blob } }
+) & {
+  /** Called with every statement sent, `begin` and `commit` included: for counting, never for secrets. */
+  onQuery?: (sql: string) => void;
+};
 
 const INT8 = 20;
 const NUMERIC = 1700;
@@ -45,11 +50,16 @@ export function redactDatabaseUrl(url: string): string {
  * `pglite:/path/to/dir` for the embedded engine.
  */
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
-  if ('pglite' in options) return openPGlite(options.pglite);
+  const log: KyselyConfig['log'] = options.onQuery
+    ? (event) => {
+        if (event.level === 'query') options.onQuery!(event.query.sql);
+      }
+    : undefined;
+  if ('pglite' in options) return openPGlite(options.pglite, log);
   const { url } = options;
   if (url.startsWith('pglite:')) {
     const target = url.slice('pglite:'.length);
-    return openPGlite(target === 'memory' || target === '' ? {} : { dataDir: target });
+    return openPGlite(target === 'memory' || target === '' ? {} : { dataDir: target }, log);
   }
   if (!/^postgres(ql)?:\/\//.test(url)) {
     throw new ComputeError(
@@ -71,18 +81,22 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   const pool = new pg.default.Pool({ connectionString: url, max: options.poolSize ?? 10, types });
   // An idle client that loses its server must not crash the process; the next query reports it.
   pool.on('error', () => {});
-  const db = new Kysely({ dialect: new PostgresDialect({ pool }) });
+  pool.on('connect', (client) => prepareStatements(client as unknown as PgClient));
+  const db = new Kysely({ dialect: new PostgresDialect({ pool }), ...(log ? { log } : {}) });
   return { db, kind: 'postgres', url, description: redactDatabaseUrl(url), close: () => db.destroy() };
 }
 
-async function openPGlite(options: { dataDir?: string; loadDataDir?: Blob }): Promise<Database> {
+async function openPGlite(
+  options: { dataDir?: string; loadDataDir?: Blob },
+  log?: KyselyConfig['log'],
+): Promise<Database> {
   const { PGlite, types } = await import('@electric-sql/pglite');
   const client = await PGlite.create({
     ...(options.dataDir ? { dataDir: options.dataDir } : {}),
     ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}),
     parsers: { [types.INT8]: (value: string) => Number(value), [types.NUMERIC]: (value: string) => value },
   });
-  const db = new Kysely({ dialect: new PGliteDialect(client) });
+  const db = new Kysely({ dialect: new PGliteDialect(client), ...(log ? { log } : {}) });
   return {
     db,
     kind: 'pglite',
@@ -95,4 +109,41 @@ async function openPGlite(options: { dataDir?: string; loadDataDir?: Blob }): Pr
 export async function databaseNow(database: Database): Promise<Date> {
   const result = await sql<{ now: Date }>`select now() as now`.execute(database.db);
   return new Date(result.rows[0]!.now);
+}
+
+/** The part of a `pg` client that prepareStatements wraps. */
+interface PgClient {
+  query(config: unknown, values?: unknown, callback?: unknown): unknown;
+}
+
+/** Distinct statements a connection keeps prepared; past this, statements are sent unnamed. */
+const PREPARED_PER_CONNECTION = 500;
+
+/**
+ * Makes every parameterised statement a named, server-side prepared statement, keyed by its text:
+ * PostgreSQL parses it once per connection, and after a few runs plans it once too when a generic
+ * plan is as good (docs/decisions/prepared-statements.md). Statements without parameters (begin,
+ * commit, DDL) go as they are. A statement whose prepared form went stale (a table's columns changed
+ * under it: "cached plan must not change result type") fails once and is prepared afresh next time.
+ */
+function prepareStatements(client: PgClient): void {
+  const send = client.query.bind(client);
+  const names = new Map<string, string>();
+  let renamed = 0;
+  client.query = (config: unknown, values?: unknown, callback?: unknown) => {
+    if (typeof config !== 'string' || !Array.isArray(values) || values.length === 0)
+      return send(config, values, callback);
+    let name = names.get(config);
+    if (name === undefined) {
+      if (names.size >= PREPARED_PER_CONNECTION) return send(config, values, callback);
+      name = `bc_${createHash('sha1').update(config).digest('base64url')}`;
+      names.set(config, name);
+    }
+    const result = send({ name, text: config, values }, callback) as Promise<unknown> | undefined;
+    if (!result || typeof result.then !== 'function') return result;
+    return result.catch((error: { code?: string }) => {
+      if (error?.code === '0A000') names.set(config, `${name}_${++renamed}`);
+      throw error;
+    });
+  };
 }

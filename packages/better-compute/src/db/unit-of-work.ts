@@ -3,7 +3,7 @@
  * change itself, so a failure anywhere writes none of them.
  */
 import { newId } from '@better-compute/core';
-import { type Compilable, type Kysely, sql } from 'kysely';
+import { CompiledQuery, type Kysely } from 'kysely';
 import type { EventDraft } from '../modules/define-module.js';
 import type { ComputeTables } from './tables.js';
 
@@ -31,17 +31,18 @@ export async function writeEvents(
   meta: EventMeta,
 ): Promise<void> {
   if (events.length === 0) return;
-  await insertEvents(db, events, meta).execute();
+  await recordMutation(db, { events, meta });
 }
 
 export async function writeAudit(db: Kysely<ComputeTables>, entry: AuditDraft): Promise<void> {
-  await insertAudit(db, entry).execute();
+  await recordMutation(db, { events: [], meta: entry, audit: entry });
 }
 
 /**
  * Everything a mutation writes besides its change (its events, its audit entry, the answer its
  * idempotency key keeps) in one round trip: the writes go out as one statement of data-modifying
- * CTEs, which commit or roll back with the transaction like any other.
+ * CTEs, which commit or roll back with the transaction like any other. Every call runs it, so its
+ * text is written here, once per shape, rather than built and compiled per call.
  */
 export async function recordMutation(
   trx: Kysely<ComputeTables>,
@@ -52,59 +53,70 @@ export async function recordMutation(
     idempotency?: { scopeHash: string; response: unknown } | undefined;
   },
 ): Promise<void> {
-  const writes: Compilable[] = [];
-  if (parts.events.length > 0) writes.push(insertEvents(trx, parts.events, parts.meta));
-  if (parts.audit) writes.push(insertAudit(trx, parts.audit));
-  if (parts.idempotency) {
-    writes.push(
-      trx
-        .updateTable('compute.idempotency_keys')
-        .set({ response: JSON.stringify(parts.idempotency.response ?? null) })
-        .where('scope_hash', '=', parts.idempotency.scopeHash),
+  const { events, meta, audit, idempotency } = parts;
+  if (events.length === 0 && !audit && !idempotency) return;
+  const values: unknown[] = [];
+  for (const [index, event] of events.entries()) {
+    values.push(
+      newId('event'),
+      index,
+      event.tenantId ?? meta.tenantId,
+      event.type,
+      event.subject.type,
+      event.subject.id,
+      JSON.stringify(event.data ?? {}),
+      meta.actor,
+      meta.requestId,
     );
   }
-  const last = writes.pop();
-  if (!last) return;
-  if (writes.length === 0) {
-    await trx.executeQuery(last.compile());
-    return;
+  if (audit) {
+    values.push(
+      newId('audit'),
+      audit.tenantId,
+      audit.actor,
+      audit.actorKind,
+      audit.action,
+      audit.method,
+      audit.resource.type,
+      audit.resource.id ?? null,
+      audit.outcome,
+      audit.errorCode ?? null,
+      audit.requestId,
+    );
   }
-  // Raw SQL: Kysely has no builder for a WITH of inserts and updates; the parts are its own builders.
-  const ctes = sql.join(
-    writes.map((write, index) => sql`${sql.raw(`write_${index}`)} as (${write})`),
-    sql`, `,
-  );
-  await sql`with ${ctes} ${last}`.execute(trx);
+  if (idempotency) values.push(JSON.stringify(idempotency.response ?? null), idempotency.scopeHash);
+  const text = recordText(events.length, Boolean(audit), Boolean(idempotency));
+  await trx.executeQuery(CompiledQuery.raw(text, values));
 }
 
-function insertEvents(db: Kysely<ComputeTables>, events: readonly EventDraft[], meta: EventMeta) {
-  return db.insertInto('compute.events').values(
-    events.map((event, index) => ({
-      id: newId('event'),
-      tx_index: index,
-      tenant_id: event.tenantId ?? meta.tenantId,
-      type: event.type,
-      subject_type: event.subject.type,
-      subject_id: event.subject.id,
-      data: JSON.stringify(event.data ?? {}),
-      actor: meta.actor,
-      request_id: meta.requestId,
-    })),
-  );
-}
+const EVENT_COLUMNS = 'id, tx_index, tenant_id, type, subject_type, subject_id, data, actor, request_id';
+const AUDIT_COLUMNS =
+  'id, tenant_id, actor, actor_kind, action, method, resource_type, resource_id, outcome, error_code, request_id';
+const recordTexts = new Map<string, string>();
 
-function insertAudit(db: Kysely<ComputeTables>, entry: AuditDraft) {
-  return db.insertInto('compute.audit_events').values({
-    id: newId('audit'),
-    tenant_id: entry.tenantId,
-    actor: entry.actor,
-    actor_kind: entry.actorKind,
-    action: entry.action,
-    method: entry.method,
-    resource_type: entry.resource.type,
-    resource_id: entry.resource.id ?? null,
-    outcome: entry.outcome,
-    error_code: entry.errorCode ?? null,
-    request_id: entry.requestId,
-  });
+/** The statement for a shape of record: `events` rows, an audit entry or not, a kept answer or not. */
+function recordText(events: number, audit: boolean, idempotency: boolean): string {
+  const shape = `${events}:${audit}:${idempotency}`;
+  let text = recordTexts.get(shape);
+  if (text !== undefined) return text;
+  let next = 1;
+  const row = (columns: number) => `(${Array.from({ length: columns }, () => `$${next++}`).join(', ')})`;
+  const writes: string[] = [];
+  if (events > 0) {
+    const rows = Array.from({ length: events }, () => row(9)).join(', ');
+    writes.push(`insert into compute.events (${EVENT_COLUMNS}) values ${rows}`);
+  }
+  if (audit) writes.push(`insert into compute.audit_events (${AUDIT_COLUMNS}) values ${row(11)}`);
+  if (idempotency) {
+    writes.push(
+      `update compute.idempotency_keys set response = $${next}::jsonb where scope_hash = $${next + 1}`,
+    );
+    next += 2;
+  }
+  const last = writes.pop()!;
+  text =
+    writes.length === 0 ? last : `with ${writes.map((w, i) => `write_${i} as (${w})`).join(', ')} ${last}`;
+  // The shapes are few (a call tells a handful of events), but nothing here should grow unbounded.
+  if (recordTexts.size < 1000) recordTexts.set(shape, text);
+  return text;
 }

@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { ComputeError } from '@better-compute/core';
-import type { Kysely } from 'kysely';
+import { CompiledQuery, type Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
 
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
@@ -34,6 +34,20 @@ export interface IdempotencyScope {
   key: string;
 }
 
+// A claim: insert, or take over an expired key; when neither happens (the key is live), read it.
+const CLAIM = `
+  with claimed as (
+    insert into compute.idempotency_keys (scope_hash, tenant_id, method, input_hash, response, expires_at)
+    values ($1, $2, $3, $4, null, $5)
+    on conflict (scope_hash) do update
+      set input_hash = excluded.input_hash, response = null, created_at = $6, expires_at = excluded.expires_at
+      where compute.idempotency_keys.expires_at <= $6
+    returning true as claimed, input_hash, response)
+  select claimed, input_hash, response from claimed
+  union all
+  select false, k.input_hash, k.response from compute.idempotency_keys k
+  where k.scope_hash = $1 and not exists (select 1 from claimed)`;
+
 export type IdempotencyClaim = { kind: 'new'; scopeHash: string } | { kind: 'replay'; response: unknown };
 
 /** Claims the key inside the mutation's transaction, or returns the first call's answer. */
@@ -47,36 +61,25 @@ export async function claimIdempotencyKey(
   const { idempotencyKey: _key, ...rest } = input;
   const inputHash = sha256(canonicalJson(rest));
   // One statement claims a new key, or takes over one past its 24 hours (forgotten: the call runs as
-  // new); a live key is left alone and read below.
-  const inserted = await trx
-    .insertInto('compute.idempotency_keys')
-    .values({
-      scope_hash: scopeHash,
-      tenant_id: scope.tenantId,
-      method: scope.method,
-      input_hash: inputHash,
-      response: null,
-      expires_at: new Date(now.getTime() + IDEMPOTENCY_TTL_MS),
-    })
-    .onConflict((oc) =>
-      oc
-        .column('scope_hash')
-        .doUpdateSet((eb) => ({
-          input_hash: eb.ref('excluded.input_hash'),
-          response: null,
-          created_at: now,
-          expires_at: eb.ref('excluded.expires_at'),
-        }))
-        .where('compute.idempotency_keys.expires_at', '<=', now),
-    )
-    .returning('scope_hash')
-    .executeTakeFirst();
-  if (inserted) return { kind: 'new', scopeHash };
-  const existing = await trx
-    .selectFrom('compute.idempotency_keys')
-    .select(['input_hash', 'response'])
-    .where('scope_hash', '=', scopeHash)
-    .executeTakeFirstOrThrow();
+  // new), or, for a key that was live when the statement began, answers its stored input and
+  // response. A key claimed by a call still running is waited for (the unique index); the statement's
+  // snapshot predates that call's commit, so its row is read by a second statement.
+  const expiresAt = new Date(now.getTime() + IDEMPOTENCY_TTL_MS);
+  const claimed = await trx.executeQuery<{ claimed: boolean; input_hash: string; response: unknown }>(
+    CompiledQuery.raw(CLAIM, [scopeHash, scope.tenantId, scope.method, inputHash, expiresAt, now]),
+  );
+  const claim = claimed.rows[0];
+  if (claim?.claimed) return { kind: 'new', scopeHash };
+  const existing =
+    claim ??
+    (
+      await trx.executeQuery<{ input_hash: string; response: unknown }>(
+        CompiledQuery.raw('select input_hash, response from compute.idempotency_keys where scope_hash = $1', [
+          scopeHash,
+        ]),
+      )
+    ).rows[0];
+  if (!existing) throw new ComputeError('INTERNAL', 'an idempotency key vanished while it was claimed');
   if (existing.input_hash !== inputHash) {
     throw new ComputeError('CONFLICT', 'this idempotency key was used with a different input', {
       details: { idempotencyKey: scope.key },

@@ -605,7 +605,9 @@ async function endReservation(
       update compute.gpu_bindings set released_at = ${now}::timestamptz
       where reservation_id = ${row.id} and released_at is null
       returning node_id, group_no, gpu_index, model, product, nvlink_domain),
-    freed as (update compute.gpus set reservation_id = null where reservation_id = ${row.id}),
+    freed as (
+      update compute.gpus u set reservation_id = null
+      from released r where u.node_id = r.node_id and u.idx = r.gpu_index),
     per_node as (select node_id, count(*)::int as cnt from released group by node_id),
     nodes_done as (
       update compute.nodes n set free_gpus = n.free_gpus + per_node.cnt
@@ -1251,8 +1253,8 @@ export async function expirePool(db: FleetDb, poolId: string, now: Date, emit: E
 export async function getCapacity(ctx: CallContext<{ poolId?: string | undefined }>) {
   const db = fleetDb(ctx.db);
   // One statement (raw SQL: Kysely has no builder for the nested aggregate): the pools the tenant
-  // owns or is offered, one pass over their groups' counters (one row per node and product, never
-  // GPUs or reservations) and their queues.
+  // owns or is offered, one pass over their groups' counters (one narrow row per node and product,
+  // carrying the node's state: never the nodes, GPUs or reservations) and their queues.
   const poolFilter = ctx.input.poolId ? sql`and p.id = ${ctx.input.poolId}` : sql``;
   const rows = (
     await sql<{
@@ -1274,11 +1276,10 @@ export async function getCapacity(ctx: CallContext<{ poolId?: string | undefined
         select g.pool_id, g.model,
           sum(g.total)::int as total,
           sum(g.total - g.free)::int as reserved,
-          sum(case when n.state = 'ready' then g.free else 0 end)::int as free,
-          sum(case when n.state = 'ready' then 0 else g.free end)::int as unavailable
+          coalesce(sum(g.free) filter (where g.node_state = 'ready'), 0)::int as free,
+          coalesce(sum(g.free) filter (where g.node_state <> 'ready'), 0)::int as unavailable
         from compute.gpu_groups g
-        join compute.nodes n on n.id = g.node_id
-        where g.pool_id in (select id from p) and n.state <> 'retired'
+        where g.pool_id in (select id from p) and g.node_state <> 'retired'
         group by g.pool_id, g.model),
       q as (
         select pool_id, count(*)::int as n, coalesce(sum(gpus), 0)::int as gpus

@@ -234,4 +234,42 @@ insert into compute.jobs (id, kind, payload, run_at) values ('job_fleet_controll
 create index events_fleet_subject on compute.events (subject_id, tx_id, tx_index) where subject_type = 'node';
 `,
   },
+  {
+    name: '0002_capacity_reads',
+    sql: `
+-- capacity reads one narrow table: each GPU group carries its node's state, kept by triggers (set
+-- when the group is written, changed with the node's state), so it never joins the wide nodes rows.
+alter table compute.gpu_groups add column node_state text;
+update compute.gpu_groups g set node_state = n.state from compute.nodes n where n.id = g.node_id;
+alter table compute.gpu_groups alter column node_state set not null;
+
+create function compute.gpu_group_node_state() returns trigger language plpgsql as $$
+begin
+  new.node_state := (select n.state from compute.nodes n where n.id = new.node_id);
+  return new;
+end
+$$;
+create trigger gpu_groups_node_state before insert on compute.gpu_groups
+  for each row execute function compute.gpu_group_node_state();
+
+create function compute.node_state_to_gpu_groups() returns trigger language plpgsql as $$
+begin
+  update compute.gpu_groups set node_state = new.state where node_id = new.id;
+  return null;
+end
+$$;
+create trigger nodes_state_to_gpu_groups after update of state on compute.nodes
+  for each row when (old.state is distinct from new.state) execute function compute.node_state_to_gpu_groups();
+
+-- A release frees its GPUs by their key (node, index), from its bindings; the index by reservation
+-- cost every claim and release an index write and served nothing else.
+drop index compute.gpus_reservation;
+
+-- Rows that every reserve and release rewrites, on columns no index covers, leave room on their page
+-- so the new version stays there (a HOT update: no index entry written). New pages get the room;
+-- a database that already holds rows gains it as they move.
+alter table compute.gpus set (fillfactor = 70);
+alter table compute.gpu_groups set (fillfactor = 70);
+`,
+  },
 ];

@@ -139,6 +139,8 @@ export interface GpuGroupsTable {
   nvlink_domain: string | null;
   total: number;
   free: number;
+  /** The node's state, copied by triggers (migration 0002): what capacity reads without the nodes. */
+  node_state: Generated<string>;
 }
 
 export interface GpusTable {
