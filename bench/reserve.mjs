@@ -11,12 +11,11 @@
 // Env: BENCH_PG_URL (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_NODES (10000),
 //      BENCH_COMPUTE_DIST (the built better-compute index.js to run; default the package's dist),
 //      BENCH_KEEP_DB=1 (keep the database afterwards, to study its plans).
-import http from 'node:http';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { newId } from '../packages/core/dist/index.js';
 import { openDatabase } from '../packages/db/dist/index.js';
-import { cpuPerOperation, cpuSnapshot, startChild } from './lib/load.mjs';
+import { connect, cpuPerOperation, cpuSnapshot, startChild } from './lib/load.mjs';
 
 const seconds = Number(process.argv[2] ?? 10);
 const clients = Number(process.argv[3] ?? 16);
@@ -192,37 +191,21 @@ try {
     BENCH_DATABASE_URL: url,
     ...(process.env.BENCH_COMPUTE_DIST ? { BENCH_COMPUTE_DIST: process.env.BENCH_COMPUTE_DIST } : {}),
   });
-  const base = new URL(server.url);
-  const agent = new http.Agent({ keepAlive: true, maxSockets: clients });
-  const post = (method, body, token) =>
-    new Promise((resolve, reject) => {
-      const payload = Buffer.from(JSON.stringify(body));
-      const request = http.request(
-        {
-          agent,
-          host: base.hostname,
-          port: base.port,
-          path: `/api/compute/${method.replaceAll('.', '/')}`,
-          method: 'POST',
-          headers: {
-            'content-type': 'application/json',
-            'content-length': payload.length,
-            authorization: `Bearer ${token}`,
-          },
-        },
-        (response) => {
-          const chunks = [];
-          response.on('data', (c) => chunks.push(c));
-          response.on('end', () => {
-            const answer = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-            if (answer.error) reject(new Error(`${method}: ${answer.error.code}: ${answer.error.message}`));
-            else resolve(answer.data);
-          });
-        },
-      );
-      request.on('error', reject);
-      request.end(payload);
-    });
+  // One keep-alive connection per client; `post` answers the data or throws the error it carries.
+  const connections = Array.from({ length: clients }, () => connect(server.url));
+  const post = async (method, body, token, client = connections[0]) => {
+    const answer = JSON.parse(
+      (
+        await client.post(
+          `/api/compute/${method.replaceAll('.', '/')}`,
+          JSON.stringify(body),
+          `authorization: Bearer ${token}\r\n`,
+        )
+      ).body,
+    );
+    if (answer.error) throw new Error(`${method}: ${answer.error.code}: ${answer.error.message}`);
+    return answer.data;
+  };
 
   async function pairs(durationSeconds) {
     const reserve = [];
@@ -237,10 +220,15 @@ try {
         while (performance.now() < deadline) {
           try {
             const t = performance.now();
-            const created = await post('reservations.create', reserveBody(1 + (i++ % 8)), memberKey);
+            const created = await post(
+              'reservations.create',
+              reserveBody(1 + (i++ % 8)),
+              memberKey,
+              connections[c],
+            );
             const t1 = performance.now();
             reserve.push(t1 - t);
-            await post('reservations.release', { reservationId: created.id }, memberKey);
+            await post('reservations.release', { reservationId: created.id }, memberKey, connections[c]);
             release.push(performance.now() - t1);
           } catch (error) {
             errors++;
@@ -353,10 +341,10 @@ try {
   const capacity = [];
   const capDeadline = performance.now() + Math.min(5, seconds) * 1000;
   await Promise.all(
-    Array.from({ length: 4 }, async () => {
+    Array.from({ length: 4 }, async (_, c) => {
       while (performance.now() < capDeadline) {
         const t = performance.now();
-        await post('capacity.get', { poolId: pool.id }, memberKey);
+        await post('capacity.get', { poolId: pool.id }, memberKey, connections[c]);
         capacity.push(performance.now() - t);
       }
     }),
@@ -365,7 +353,7 @@ try {
   console.log(
     `capacity.get (${recorded} reservations on record, 4 clients)  p50 ${fmt(pct(capacity, 50))} ms p99 ${fmt(pct(capacity, 99))} ms`,
   );
-  agent.destroy();
+  for (const client of connections) client.close();
 
   const goal = (ok) => (ok ? 'met' : 'NOT met');
   console.log('');
