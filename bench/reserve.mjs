@@ -268,14 +268,29 @@ try {
   );
   await direct.query('analyze public.floor');
   let seq = 0;
+  // Named statements, prepared once per connection as the server's are: the floor is the best the
+  // same statements can do through pg, not a strawman that parses and plans each one.
   async function transaction(client, shape) {
     await client.query('begin');
     for (let i = 0; i < shape.read; i++)
-      await client.query('select n, note from public.floor where id = $1', [1 + ((seq++ * 7919) % 10000)]);
+      await client.query({
+        name: 'floor_read',
+        text: 'select n, note from public.floor where id = $1',
+        values: [1 + ((seq++ * 7919) % 10000)],
+      });
     for (let i = 0; i < shape.write; i++) {
       if (i % 2 === 0)
-        await client.query('update public.floor set n = n + 1 where id = $1', [1 + ((seq++ * 7919) % 10000)]);
-      else await client.query('insert into public.floor_log (k, at) values ($1, now())', [seq++]);
+        await client.query({
+          name: 'floor_update',
+          text: 'update public.floor set n = n + 1 where id = $1',
+          values: [1 + ((seq++ * 7919) % 10000)],
+        });
+      else
+        await client.query({
+          name: 'floor_insert',
+          text: 'insert into public.floor_log (k, at) values ($1, now())',
+          values: [seq++],
+        });
     }
     await client.query('commit');
   }

@@ -57,9 +57,23 @@ export interface IdSource {
   randomBytes(size: number): Uint8Array;
 }
 
+// Random bytes are drawn 4 KiB at a time and handed out in slices: one call into the platform's
+// generator per 256 ids instead of one per id, which showed in profiles of the busiest paths.
+const RANDOM_POOL_BYTES = 4096;
+let randomPool = new Uint8Array(0);
+let randomOffset = 0;
+
 const defaultSource: IdSource = {
   now: () => Date.now(),
-  randomBytes: (size) => crypto.getRandomValues(new Uint8Array(size)),
+  randomBytes: (size) => {
+    if (size > RANDOM_POOL_BYTES) return crypto.getRandomValues(new Uint8Array(size));
+    if (randomOffset + size > randomPool.length) {
+      randomPool = crypto.getRandomValues(new Uint8Array(RANDOM_POOL_BYTES));
+      randomOffset = 0;
+    }
+    randomOffset += size;
+    return randomPool.subarray(randomOffset - size, randomOffset);
+  },
 };
 
 /** A lowercase ULID: 10 characters of milliseconds, 16 of randomness. */

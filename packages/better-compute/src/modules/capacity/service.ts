@@ -1037,7 +1037,9 @@ async function reserveFast(
   // ready node taken with FOR UPDATE SKIP LOCKED. Its columns are the newest version (read under the
   // lock); the subqueries read the statement's snapshot, which may be older: the node's groups are
   // used only when the node's inventory revision is the same in both, and there is one group
-  // (whose free count is then the node's, read under the lock).
+  // (whose free count is then the node's, read under the lock). The GPU count is read through a
+  // subquery so the planner estimates the same with or without its value, and the prepared statement
+  // keeps one generic plan instead of planning every reserve (docs/decisions/prepared-statements.md).
   const node = (
     await sql<{
       id: string;
@@ -1051,7 +1053,7 @@ async function reserveFast(
         (select s.inventory_revision from compute.nodes s where s.id = n.id) as seen_revision,
         (select array_agg(g.group_no) from compute.gpu_groups g where g.node_id = n.id) as groups
       from compute.nodes n
-      where n.pool_id = ${poolId} and n.state = 'ready' and n.free_gpus >= ${input.gpus}
+      where n.pool_id = ${poolId} and n.state = 'ready' and n.free_gpus >= (select ${input.gpus}::int)
         and ${filterSql(terms, input.tolerations)}
         and not exists (select 1 from compute.reservations q where q.pool_id = ${poolId} and q.state = 'queued')
         and not exists (select 1 from compute.quotas x where x.tenant_id = ${ctx.tenantId} and x.pool_id = ${poolId})
