@@ -345,11 +345,13 @@ function createBindings(iam: Iam, internals: IamInternals): Bindings {
     },
     'bindings.create': {
       resource: (_input, { tenantId }) => ({ type: 'iam-binding', tenantId }),
-      async run(input, { tenantId }) {
+      async run(input, context) {
+        const { tenantId } = context;
         return {
           data: await iam.createBinding({
             tenantId,
             role: input.role,
+            grantedBy: requireIdentity(context),
             ...(input.principalId ? { principalId: input.principalId } : {}),
             ...(input.groupId ? { groupId: input.groupId } : {}),
             ...(input.scope ? { scope: input.scope } : {}),

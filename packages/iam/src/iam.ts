@@ -37,6 +37,7 @@ import {
   decide,
   isPatternShape,
   patternMatches,
+  RESERVED_ACTIONS,
   type PolicyBinding,
   type PrincipalSnapshot,
   type PolicyRole,
@@ -372,6 +373,11 @@ export interface Iam {
     principalId?: string;
     groupId?: string;
     scope?: BindingScope;
+    /**
+     * Who asks (the route passes its caller): a binding then grants nothing its creator does not
+     * hold at the binding's scope. Unset for the service's own bootstrap.
+     */
+    grantedBy?: Identity;
   }): Promise<Binding>;
   getBinding(id: string): Promise<Binding>;
   listBindings(input: { tenantId: string; principalId?: string } & PageOptions): Promise<Page<Binding>>;
@@ -978,6 +984,51 @@ export function createIam(options: CreateIamOptions): Iam {
     }
   }
 
+  /**
+   * Refuses a binding that would give more than its creator holds (docs/decisions/iam-no-escalation.md):
+   * every known action the role names must be allowed to the creator on the binding's scope (for an
+   * `@own` pattern, on a resource of the creator's own). compute:fleet:admin counts only where a
+   * binding can carry it, a root-tenant binding at tenant scope.
+   */
+  async function checkGrant(
+    granter: Identity,
+    role: { name: string; actions: string[] },
+    tenantId: string,
+    scope: BindingScope,
+    known: readonly string[],
+  ): Promise<void> {
+    const onScope: AuthorizationCheck['resource'] =
+      scope.type === 'tenant'
+        ? { type: 'tenant', id: tenantId, tenantId }
+        : scope.type === 'project'
+          ? { type: 'project', id: scope.id, tenantId, projectId: scope.id }
+          : { type: scope.resourceType, id: scope.id, tenantId };
+    const platform = tenantId === ROOT_TENANT && scope.type === 'tenant';
+    const checks = new Map<string, AuthorizationCheck>();
+    for (const source of role.actions) {
+      const pattern = compilePattern(source);
+      for (const action of known) {
+        if (!patternMatches(pattern, action)) continue;
+        if (RESERVED_ACTIONS.has(action) && !platform) continue;
+        const resource = pattern.own ? { ...onScope, ownerId: granter.principalId } : onScope;
+        checks.set(`${action}${pattern.own ? '@own' : ''}`, { action, resource });
+      }
+    }
+    const wanted = [...checks.values()];
+    const decisions = await authorize(granter, wanted);
+    const missing = wanted.filter((_, index) => !decisions[index]?.allowed).map((check) => check.action);
+    if (missing.length === 0) return;
+    const where = scope.type === 'tenant' ? `tenant ${tenantId}` : `${scope.type} ${scope.id}`;
+    throw new ComputeError(
+      'ACCESS_DENIED',
+      `role ${role.name} grants ${missing.length === 1 ? 'an action' : `${missing.length} actions`} you do not hold on ${where}: ${missing.slice(0, 5).join(', ')}${missing.length > 5 ? ', …' : ''}`,
+      {
+        details: { reason: 'escalation', role: role.name, missing },
+        hint: 'Bind a role that grants only what you hold there, or ask someone who holds it to bind it.',
+      },
+    );
+  }
+
   async function installActions(catalog: ActionCatalogEntry[]): Promise<void> {
     for (const entry of catalog) {
       if (!/^[a-z0-9-]+(:[a-z0-9-]+)+$/.test(entry.action)) {
@@ -1542,7 +1593,9 @@ export function createIam(options: CreateIamOptions): Iam {
           throw new ComputeError('INVALID_ARGUMENT', 'platform-admin can only be bound in the root tenant');
         }
         // Built-in roles may name actions of modules this deployment does not run; custom ones may not.
-        if (role.tenant_id !== null) checkPatterns(role.actions, await knownActions(trx));
+        const known = await knownActions(trx);
+        if (role.tenant_id !== null) checkPatterns(role.actions, known);
+        if (input.grantedBy) await checkGrant(input.grantedBy, role, input.tenantId, scope, known);
         if (input.principalId !== undefined) {
           const principal = await principalRow(input.principalId, trx);
           if (!principal || (principal.tenant_id !== input.tenantId && principal.tenant_id !== ROOT_TENANT)) {

@@ -342,6 +342,74 @@ describe.each(kinds)('IAM routes on %s', (kind) => {
     expect(many.body.error?.code).toBe('INVALID_ARGUMENT');
   });
 
+  it('a binding grants nothing its creator does not hold there, and a refused one writes nothing', async () => {
+    const role = await call(
+      'roles/create',
+      { name: 'binder', actions: ['iam:bindings:create', 'iam:bindings:list', 'iam:roles:list'] },
+      bearer(adminToken),
+    );
+    expect(role.status).toBe(200);
+    // The administrator holds every action of tenant-admin in the tenant: it may bind it, and binder.
+    const binder = await iam.createPerson({
+      tenantId,
+      email: `binder@${tenantId}.test`,
+      password: 'binder password 1',
+    });
+    secrets.push('binder password 1');
+    const granted = await call(
+      'bindings/create',
+      { role: 'binder', principalId: binder.id },
+      bearer(adminToken),
+    );
+    expect(granted.status).toBe(200);
+    const binderKey = (await iam.createApiKey(binder.id, { name: 'binder' })).key;
+    secrets.push(binderKey);
+    const before = await iam.listBindings({ tenantId, principalId: binder.id });
+    // The binder may create bindings, but not one that makes itself (or anyone) an administrator.
+    const escalation = await call(
+      'bindings/create',
+      { role: 'tenant-admin', principalId: binder.id },
+      bearer(binderKey),
+    );
+    expect(escalation.status).toBe(403);
+    expect(escalation.body.error).toMatchObject({
+      code: 'ACCESS_DENIED',
+      details: { reason: 'escalation', role: 'tenant-admin' },
+    });
+    expect(escalation.body.error!.message).toMatch(
+      /^role tenant-admin grants \d+ actions you do not hold on tenant /,
+    );
+    expect(escalation.body.error!.details!.missing).toContain('compute:reservations:create');
+    expect((await iam.listBindings({ tenantId, principalId: binder.id })).items).toEqual(before.items);
+    // What it holds it may pass on, at tenant scope or narrower.
+    const sa = await iam.createServiceAccount({ tenantId, displayName: 'helper' });
+    const passOn = await call(
+      'bindings/create',
+      {
+        role: 'binder',
+        principalId: sa.id,
+        scope: { type: 'project', id: 'prj_01jz0000000000000000000000' },
+      },
+      bearer(binderKey),
+    );
+    expect(passOn.status).toBe(200);
+    // The tenant administrator can make another administrator: compute:fleet:admin, which no tenant
+    // binding carries, is not asked of it.
+    const second = await call(
+      'bindings/create',
+      { role: 'tenant-admin', principalId: sa.id },
+      bearer(adminToken),
+    );
+    expect(second.status).toBe(200);
+    // And a tenant's administrator binds nothing in root.
+    const platform = await call(
+      'bindings/create',
+      { tenantId: 'root', role: 'operator', principalId: sa.id },
+      bearer(adminToken),
+    );
+    expect(platform.status).toBe(403);
+  });
+
   it('TOTP over HTTP, then jwt.issue and the JWKS route', async () => {
     const person = await iam.createPerson({
       tenantId,
