@@ -118,6 +118,12 @@ const LIVE_TTL_MS = 60_000;
 const UNSURE_TTL_MS = 1_000;
 const FLUSH_EVERY_MS = 5_000;
 const SIGN_IN_FAILED = 'invalid email, password or tenant';
+/** Failed sign-ins of one account that count together, and how many pass before it must wait. */
+const SIGN_IN_WINDOW_MS = 15 * 60_000;
+const SIGN_IN_FREE_FAILURES = 5;
+/** The first wait, doubled with each further failure, never longer than the last. */
+const SIGN_IN_FIRST_LOCK_MS = 30_000;
+const SIGN_IN_MAX_LOCK_MS = 15 * 60_000;
 
 type Db = Kysely<IamDatabase>;
 
@@ -984,6 +990,51 @@ export function createIam(options: CreateIamOptions): Iam {
     }
   }
 
+  // ---------------------------------------------------------------- sign-in throttling
+
+  /** Refuses a sign-in while the account is locked after repeated failures. */
+  async function checkSignInLock(account: string): Promise<void> {
+    const row = await db
+      .selectFrom('iam.sign_in_attempts')
+      .select('locked_until')
+      .where('account_hash', '=', account)
+      .executeTakeFirst();
+    const until = row?.locked_until ? new Date(row.locked_until).getTime() : 0;
+    const waitMs = until - nowMs();
+    if (waitMs > 0) {
+      throw new ComputeError(
+        'RATE_LIMITED',
+        'too many failed sign-ins for this account; wait before trying again',
+        {
+          details: { retryAfterMs: waitMs },
+          hint: `Try again in ${Math.ceil(waitMs / 1000)} s. An administrator can reset the password meanwhile.`,
+        },
+      );
+    }
+  }
+
+  /**
+   * Counts a failed sign-in in one statement (concurrent failures all count): failures within
+   * SIGN_IN_WINDOW_MS add up, and from the SIGN_IN_FREE_FAILURES-th on the account waits, twice as
+   * long each time, up to SIGN_IN_MAX_LOCK_MS.
+   */
+  async function recordSignInFailure(account: string): Promise<void> {
+    const now = clock();
+    const windowStart = new Date(now.getTime() - SIGN_IN_WINDOW_MS);
+    await sql`
+      insert into iam.sign_in_attempts as a (account_hash, failures, first_failed_at, locked_until)
+      values (${account}, 1, ${now}, null)
+      on conflict (account_hash) do update set
+        failures = case when a.first_failed_at < ${windowStart} then 1 else a.failures + 1 end,
+        first_failed_at = case when a.first_failed_at < ${windowStart} then ${now} else a.first_failed_at end,
+        locked_until = case
+          when a.first_failed_at < ${windowStart} or a.failures + 1 < ${SIGN_IN_FREE_FAILURES} then a.locked_until
+          else ${now}::timestamptz + make_interval(secs => least(
+            ${SIGN_IN_MAX_LOCK_MS / 1000}::float8,
+            ${SIGN_IN_FIRST_LOCK_MS / 1000}::float8 * power(2, a.failures + 1 - ${SIGN_IN_FREE_FAILURES})))
+        end`.execute(db);
+  }
+
   /**
    * Refuses a binding that would give more than its creator holds (docs/decisions/iam-no-escalation.md):
    * every known action the role names must be allowed to the creator on the binding's scope (for an
@@ -1277,6 +1328,8 @@ export function createIam(options: CreateIamOptions): Iam {
     enablePrincipal: (principalId) => setDisabled(principalId, false),
 
     async signIn(email, password, tenantId, totp) {
+      const account = hashToken(`${tenantId}\n${normalEmail(email)}`);
+      await checkSignInLock(account);
       const row = isTenantId(tenantId)
         ? await db
             .selectFrom('iam.principals as p')
@@ -1290,40 +1343,49 @@ export function createIam(options: CreateIamOptions): Iam {
       // The same check, and the same answer, for an unknown email, a wrong password and a disabled person.
       const passwordOk = await verifyPassword(password, row?.password_hash ?? null);
       if (!row || !passwordOk || row.disabled || row.state === 'deleted') {
+        await recordSignInFailure(account);
         throw new ComputeError('UNAUTHENTICATED', SIGN_IN_FAILED);
       }
       if (row.state !== 'active')
         throw new ComputeError('TENANT_SUSPENDED', `tenant ${tenantId} is suspended`);
-      return db.transaction().execute(async (trx) => {
-        const factor = await trx
-          .selectFrom('iam.totp')
-          .select(['secret', 'last_counter'])
-          .where('principal_id', '=', row.id)
-          .where('confirmed', '=', true)
-          .forUpdate()
-          .executeTakeFirst();
-        if (factor) {
-          if (totp === undefined) {
-            throw new ComputeError('UNAUTHENTICATED', 'a TOTP code is required', {
-              details: { mfaRequired: true },
-              hint: 'Send the current code from your authenticator as totp.',
-            });
-          }
-          const counter = totpCounter(factor.secret, totp, factor.last_counter);
-          if (counter === null)
-            throw new ComputeError('UNAUTHENTICATED', 'invalid TOTP code', {
-              details: { mfaRequired: true },
-            });
-          await trx
-            .updateTable('iam.totp')
-            .set({ last_counter: counter })
+      try {
+        return await db.transaction().execute(async (trx) => {
+          const factor = await trx
+            .selectFrom('iam.totp')
+            .select(['secret', 'last_counter'])
             .where('principal_id', '=', row.id)
-            .execute();
-        }
-        const { token, session } = await createSession(row.id, factor !== undefined, trx);
-        const principal = toPrincipal(await requirePrincipal(row.id, trx));
-        return { token, session, principal };
-      });
+            .where('confirmed', '=', true)
+            .forUpdate()
+            .executeTakeFirst();
+          if (factor) {
+            if (totp === undefined) {
+              throw new ComputeError('UNAUTHENTICATED', 'a TOTP code is required', {
+                details: { mfaRequired: true },
+                hint: 'Send the current code from your authenticator as totp.',
+              });
+            }
+            const counter = totpCounter(factor.secret, totp, factor.last_counter);
+            if (counter === null) {
+              throw new ComputeError('UNAUTHENTICATED', 'invalid TOTP code', {
+                details: { mfaRequired: true, codeRejected: true },
+              });
+            }
+            await trx
+              .updateTable('iam.totp')
+              .set({ last_counter: counter })
+              .where('principal_id', '=', row.id)
+              .execute();
+          }
+          await trx.deleteFrom('iam.sign_in_attempts').where('account_hash', '=', account).execute();
+          const { token, session } = await createSession(row.id, factor !== undefined, trx);
+          const principal = toPrincipal(await requirePrincipal(row.id, trx));
+          return { token, session, principal };
+        });
+      } catch (error) {
+        // A wrong code is a failed attempt like a wrong password; asking for the code is not.
+        if (error instanceof ComputeError && error.details?.codeRejected) await recordSignInFailure(account);
+        throw error;
+      }
     },
     signOut: (sessionId) => revokeSessionById(sessionId),
     async getSession(sessionId) {

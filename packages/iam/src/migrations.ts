@@ -163,7 +163,22 @@ insert into iam.roles (id, tenant_id, name, description, actions) values
 /** IAM's tables, for `migrate(db, [...computeMigrations, iamMigrations])`. */
 export const iamMigrations: ModuleMigrations = {
   module: 'iam',
-  migrations: [{ name: '0001_init', sql: INIT }],
+  migrations: [
+    { name: '0001_init', sql: INIT },
+    {
+      name: '0002_sign_in_attempts',
+      sql: `
+-- Failed sign-ins per account (a hash of tenant and email, so unknown emails are throttled alike):
+-- after a few failures the account's sign-ins wait (docs/decisions/iam-sign-in-throttling.md).
+create table iam.sign_in_attempts (
+  account_hash text primary key,
+  failures integer not null,
+  first_failed_at timestamptz not null,
+  locked_until timestamptz
+);
+`,
+    },
+  ],
 };
 
 /** The fixed ids of the built-in roles the first migration creates. */

@@ -127,6 +127,14 @@ export interface IamDatabase {
   'iam.bindings': BindingsTable;
   'iam.signing_keys': SigningKeysTable;
   'iam.action_catalog': ActionCatalogTable;
+  'iam.sign_in_attempts': SignInAttemptsTable;
+}
+
+export interface SignInAttemptsTable {
+  account_hash: string;
+  failures: number;
+  first_failed_at: Date;
+  locked_until: Date | null;
 }
 
 export type IamDb = Kysely<IamDatabase>;

@@ -135,6 +135,65 @@ describe.each(kinds)('Better IAM on %s', (kind) => {
     });
   });
 
+  it('after five failed sign-ins an account waits, longer after each further failure; success resets it', async () => {
+    const { tenantId } = await tenantWithPeople();
+    const email = `member@${tenantId}.test`;
+    const failOnce = () =>
+      expect(iam.signIn(email, 'not the password', tenantId)).rejects.toMatchObject({
+        code: 'UNAUTHENTICATED',
+      });
+    for (let i = 0; i < 5; i++) await failOnce();
+    // Even the right password waits now: the lock does not tell a right guess from a wrong one.
+    const locked = await iam.signIn(email, 'correct horse battery', tenantId).catch((e: unknown) => e);
+    expect(locked).toMatchObject({ code: 'RATE_LIMITED' });
+    const waitMs = (e: unknown) => (e as { details: { retryAfterMs: number } }).details.retryAfterMs;
+    expect(waitMs(locked)).toBeGreaterThan(29_000);
+    expect(waitMs(locked)).toBeLessThanOrEqual(30_000);
+    clock.advance(30_001);
+    await failOnce();
+    const longer = await iam.signIn(email, 'correct horse battery', tenantId).catch((e: unknown) => e);
+    expect(longer).toMatchObject({ code: 'RATE_LIMITED' });
+    expect(waitMs(longer)).toBeGreaterThan(59_000);
+    expect(waitMs(longer)).toBeLessThanOrEqual(60_000);
+    clock.advance(60_001);
+    const { token } = await iam.signIn(email, 'correct horse battery', tenantId);
+    expect(await iam.authenticate(token)).not.toBeNull();
+    // The success forgot the failures: four more fail without a wait.
+    for (let i = 0; i < 4; i++) await failOnce();
+    await expect(iam.signIn(email, 'correct horse battery', tenantId)).resolves.toMatchObject({});
+    // An email nobody has is throttled the same way, so the answer tells nothing of who exists.
+    const nobody = `nobody@${tenantId}.test`;
+    for (let i = 0; i < 5; i++)
+      await expect(iam.signIn(nobody, 'guess', tenantId)).rejects.toMatchObject({ code: 'UNAUTHENTICATED' });
+    await expect(iam.signIn(nobody, 'guess', tenantId)).rejects.toMatchObject({ code: 'RATE_LIMITED' });
+    // Failures more than 15 minutes apart do not add up.
+    const spaced = `spaced@${tenantId}.test`;
+    for (let i = 0; i < 6; i++) {
+      await expect(iam.signIn(spaced, 'guess', tenantId)).rejects.toMatchObject({ code: 'UNAUTHENTICATED' });
+      clock.advance(16 * 60_000);
+    }
+  });
+
+  it('a wrong TOTP code counts as a failed sign-in', async () => {
+    const { tenantId, member } = await tenantWithPeople();
+    const { secret } = await iam.enrollTotp(member.id);
+    await iam.confirmTotp(member.id, codeFor(secret, clock.now()));
+    clock.advance(30_000);
+    const email = `member@${tenantId}.test`;
+    // Being asked for the code is not a failure; a wrong code is.
+    for (let i = 0; i < 3; i++)
+      await expect(iam.signIn(email, 'correct horse battery', tenantId)).rejects.toMatchObject({
+        details: { mfaRequired: true },
+      });
+    for (let i = 0; i < 5; i++)
+      await expect(iam.signIn(email, 'correct horse battery', tenantId, '000000')).rejects.toMatchObject({
+        message: 'invalid TOTP code',
+      });
+    await expect(
+      iam.signIn(email, 'correct horse battery', tenantId, codeFor(secret, clock.now())),
+    ).rejects.toMatchObject({ code: 'RATE_LIMITED' });
+  });
+
   it('an expired session is refused, even while cached', async () => {
     const { tenantId } = await tenantWithPeople();
     const { token } = await iam.signIn(`member@${tenantId}.test`, 'correct horse battery', tenantId);
