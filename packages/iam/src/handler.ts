@@ -133,7 +133,12 @@ function createBindings(iam: Iam, internals: IamInternals): Bindings {
           selfOr(input.principalId, requireIdentity(context)),
           context.tenantId,
         );
-        return { data: await iam.listSessions(principal.id) };
+        return {
+          data: await iam.listSessions(principal.id, {
+            limit: input.limit,
+            ...(input.cursor ? { cursor: input.cursor } : {}),
+          }),
+        };
       },
     },
     'sessions.revoke': {

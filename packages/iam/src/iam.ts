@@ -349,7 +349,7 @@ export interface Iam {
   signIn(email: string, password: string, tenantId: string, totp?: string): Promise<SignInResult>;
   signOut(sessionId: string): Promise<Session>;
   getSession(sessionId: string): Promise<Session>;
-  listSessions(principalId: string): Promise<Page<Session>>;
+  listSessions(principalId: string, page?: PageOptions): Promise<Page<Session>>;
   revokeSession(sessionId: string): Promise<Session>;
   enrollTotp(principalId: string): Promise<{ secret: string; uri: string }>;
   confirmTotp(principalId: string, code: string): Promise<{ confirmed: true }>;
@@ -1397,17 +1397,18 @@ export function createIam(options: CreateIamOptions): Iam {
       if (!row) throw notFound(`session ${sessionId}`);
       return toSession(row);
     },
-    async listSessions(principalId) {
-      const rows = await db
+    async listSessions(principalId, page = {}) {
+      const limit = page.limit ?? 50;
+      let query = db
         .selectFrom('iam.sessions')
         .select(SESSION_COLUMNS)
         .where('principal_id', '=', principalId)
         .where('revoked_at', 'is', null)
         .where('expires_at', '>', clock())
         .orderBy('id')
-        .limit(500)
-        .execute();
-      return { items: rows.map(toSession), nextCursor: null };
+        .limit(limit + 1);
+      if (page.cursor !== undefined) query = query.where('id', '>', page.cursor);
+      return pageOf((await query.execute()).map(toSession), limit);
     },
     revokeSession: (sessionId) => revokeSessionById(sessionId),
     async enrollTotp(principalId) {

@@ -188,7 +188,9 @@ export const iamMethods = {
     summary: 'A principal’s open sessions (your own by default)',
     access: { action: 'iam:sessions:list' },
     tenantScoped: true,
-    input: z.object({ tenantId: tenantId.optional(), principalId: principalId.optional() }).strict(),
+    input: z
+      .object({ tenantId: tenantId.optional(), principalId: principalId.optional(), limit, cursor })
+      .strict(),
     output: pageOf(session),
   }),
   'sessions.revoke': iamMethod({

@@ -538,6 +538,14 @@ describe.each(kinds)('Better IAM on %s', (kind) => {
     const first = await iam.signIn(`member@${tenantId}.test`, 'correct horse battery', tenantId);
     await iam.signIn(`member@${tenantId}.test`, 'correct horse battery', tenantId);
     expect((await iam.listSessions(member.id)).items).toHaveLength(2);
+    // Pages: one at a time, in id order, the second page after the first's cursor.
+    const page1 = await iam.listSessions(member.id, { limit: 1 });
+    expect(page1.items).toHaveLength(1);
+    expect(page1.nextCursor).toBe(page1.items[0]!.id);
+    const page2 = await iam.listSessions(member.id, { limit: 1, cursor: page1.nextCursor! });
+    expect(page2.items).toHaveLength(1);
+    expect(page2.items[0]!.id > page1.items[0]!.id).toBe(true);
+    expect(page2.nextCursor).toBeNull();
     expect(await iam.authenticate(first.token)).not.toBeNull();
     await iam.signOut(first.session.id);
     expect(await iam.authenticate(first.token)).toBeNull();
