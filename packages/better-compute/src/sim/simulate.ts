@@ -38,7 +38,7 @@ export interface SimulationOptions {
   /** A database to run on; a fresh in-memory PGlite by default. */
   database?: Database;
   /** Called every `progressEvery` steps. */
-  onProgress?: (step: number, elapsedMs: number) => void;
+  onProgress?: (step: number, elapsedMs: number, phasesMs: Readonly<Record<string, number>>) => void;
   progressEvery?: number;
 }
 
@@ -354,7 +354,7 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
       }
       phase('checks');
       if (options.onProgress && options.progressEvery && step % options.progressEvery === 0)
-        options.onProgress(step, performance.now() - runStart);
+        options.onProgress(step, performance.now() - runStart, phasesMs);
     }
     const runMs = performance.now() - runStart;
 

@@ -61,8 +61,13 @@ export default defineCommand({
       tenants: flags.tenants,
       faults: flags.faults,
       progressEvery: Math.max(1000, Math.floor(flags.steps / 10)),
-      onProgress: (step, elapsedMs) =>
-        log(`sim: step ${step} of ${flags.steps} (${Math.round(elapsedMs)} ms)`),
+      // Where the time went so far, by phase: a long run that slows down says why as it goes.
+      onProgress: (step, elapsedMs, phasesMs) =>
+        log(
+          `sim: step ${step} of ${flags.steps} (${Math.round(elapsedMs)} ms; ${Object.entries(phasesMs)
+            .map(([phase, ms]) => `${phase} ${Math.round(ms)}`)
+            .join(', ')})`,
+        ),
     });
     print(report);
     if (!report.ok) {
