@@ -437,6 +437,8 @@ function emitActivated(
   });
 }
 
+type Held = Awaited<ReturnType<typeof heldBy>>;
+
 /** Whether the tenant's quota on the pool lets `row` hold its GPUs (`activeOnly` at activation). */
 async function quotaAllows(
   db: FleetDb,
@@ -544,6 +546,23 @@ export async function activateQueue(db: FleetDb, poolId: string, now: Date, emit
   const failed = new Map<string, number>();
   const shapeOf = (row: ReservationRow) =>
     JSON.stringify([row.nvlink, row.selector, row.gpu_model, row.gpu_product, row.tolerations]);
+  // Each tenant's limits and active holdings on the pool, read once per pass and kept up to date as
+  // the pass activates: under the pool's lock nothing else changes them (quotaAllows, per row, read
+  // them again for every queued reservation: two queries each, hundreds a pass on a long queue).
+  const quotas = new Map<string, { limits: Awaited<ReturnType<typeof quotaLimits>>; held: Held | null }>();
+  const quotaFits = async (row: ReservationRow): Promise<boolean> => {
+    let quota = quotas.get(row.tenant_id);
+    if (!quota) {
+      const limits = await quotaLimits(db, row.tenant_id, poolId);
+      const limited = limits.gpus !== null || limits.reservations !== null;
+      quota = { limits, held: limited ? await heldBy(db, row.tenant_id, poolId, true) : null };
+      quotas.set(row.tenant_id, quota);
+    }
+    const { limits, held } = quota;
+    if (!held) return true;
+    if (limits.gpus !== null && held.gpus + row.gpus > limits.gpus) return false;
+    return limits.reservations === null || held.reservations + 1 <= limits.reservations;
+  };
   const activated: string[] = [];
   for (const row of queued) {
     if (free <= 0) break;
@@ -552,8 +571,7 @@ export async function activateQueue(db: FleetDb, poolId: string, now: Date, emit
       head ??= row;
       continue;
     }
-    const quota = await quotaAllows(db, row.tenant_id, row.pool_id, row.gpus, true);
-    if (!quota.ok) continue; // held back by its own tenant's quota, not by capacity: it blocks no one
+    if (!(await quotaFits(row))) continue; // held back by its own tenant's quota, not by capacity: it blocks no one
     if (head) {
       if (shadow === undefined) shadow = await shadowOf(db, head, now);
       if (shadow !== null && now.getTime() + row.duration_seconds * 1000 > shadow) continue;
@@ -563,6 +581,11 @@ export async function activateQueue(db: FleetDb, poolId: string, now: Date, emit
       await activate(db, row, now, emit, bound);
       activated.push(row.id);
       free -= row.gpus;
+      const quota = quotas.get(row.tenant_id);
+      if (quota?.held) {
+        quota.held.gpus += row.gpus;
+        quota.held.reservations += 1;
+      }
     } else {
       failed.set(shape, Math.min(row.gpus, failed.get(shape) ?? Infinity));
       head ??= row;
