@@ -38,7 +38,12 @@ export interface SimulationOptions {
   /** A database to run on; a fresh in-memory PGlite by default. */
   database?: Database;
   /** Called every `progressEvery` steps. */
-  onProgress?: (step: number, elapsedMs: number, phasesMs: Readonly<Record<string, number>>) => void;
+  onProgress?: (
+    step: number,
+    elapsedMs: number,
+    phasesMs: Readonly<Record<string, number>>,
+    violations: number,
+  ) => void;
   progressEvery?: number;
 }
 
@@ -360,7 +365,7 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
       }
       phase('checks');
       if (options.onProgress && options.progressEvery && step % options.progressEvery === 0)
-        options.onProgress(step, performance.now() - runStart, phasesMs);
+        options.onProgress(step, performance.now() - runStart, phasesMs, violations.length);
     }
     const runMs = performance.now() - runStart;
 

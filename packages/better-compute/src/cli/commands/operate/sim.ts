@@ -62,9 +62,11 @@ export default defineCommand({
       faults: flags.faults,
       progressEvery: Math.max(1000, Math.floor(flags.steps / 10)),
       // Where the time went so far, by phase: a long run that slows down says why as it goes.
-      onProgress: (step, elapsedMs, phasesMs) =>
+      onProgress: (step, elapsedMs, phasesMs, violations) =>
         log(
-          `sim: step ${step} of ${flags.steps} (${Math.round(elapsedMs)} ms; ${Object.entries(phasesMs)
+          `sim: step ${step} of ${flags.steps}, ${violations} violation(s) so far (${Math.round(elapsedMs)} ms; ${Object.entries(
+            phasesMs,
+          )
             .map(([phase, ms]) => `${phase} ${Math.round(ms)}`)
             .join(', ')})`,
         ),
