@@ -438,24 +438,32 @@ function emitActivated(
 }
 
 type Held = Awaited<ReturnType<typeof heldBy>>;
+type QuotaVerdict = { ok: boolean; resource?: 'gpus' | 'reservations'; limit?: number; used?: number };
 
-/** Whether the tenant's quota on the pool lets `row` hold its GPUs (`activeOnly` at activation). */
-async function quotaAllows(
-  db: FleetDb,
-  tenantId: string,
-  poolId: string,
+/** Whether what a tenant holds, plus one more reservation of `gpus`, stays within its limits. */
+function withinQuota(
+  limits: Awaited<ReturnType<typeof quotaLimits>>,
+  held: Held,
   gpus: number,
-  activeOnly: boolean,
-): Promise<{ ok: boolean; resource?: 'gpus' | 'reservations'; limit?: number; used?: number }> {
-  // Read under the pool's lock, which every reserve of a tenant with a quota on the pool takes.
-  const limits = await quotaLimits(db, tenantId, poolId);
-  if (limits.gpus === null && limits.reservations === null) return { ok: true };
-  const held = await heldBy(db, tenantId, poolId, activeOnly);
+): QuotaVerdict {
   if (limits.gpus !== null && held.gpus + gpus > limits.gpus)
     return { ok: false, resource: 'gpus', limit: limits.gpus, used: held.gpus };
   if (limits.reservations !== null && held.reservations + 1 > limits.reservations)
     return { ok: false, resource: 'reservations', limit: limits.reservations, used: held.reservations };
   return { ok: true };
+}
+
+/** Whether the tenant's quota on the pool lets a new reservation of `gpus` be made (queued or active count). */
+async function quotaAllows(
+  db: FleetDb,
+  tenantId: string,
+  poolId: string,
+  gpus: number,
+): Promise<QuotaVerdict> {
+  // Read under the pool's lock, which every reserve of a tenant with a quota on the pool takes.
+  const limits = await quotaLimits(db, tenantId, poolId);
+  if (limits.gpus === null && limits.reservations === null) return { ok: true };
+  return withinQuota(limits, await heldBy(db, tenantId, poolId, false), gpus);
 }
 
 /** The pool's releases to come: GPUs per group and the time their reservation ends. */
@@ -547,8 +555,8 @@ export async function activateQueue(db: FleetDb, poolId: string, now: Date, emit
   const shapeOf = (row: ReservationRow) =>
     JSON.stringify([row.nvlink, row.selector, row.gpu_model, row.gpu_product, row.tolerations]);
   // Each tenant's limits and active holdings on the pool, read once per pass and kept up to date as
-  // the pass activates: under the pool's lock nothing else changes them (quotaAllows, per row, read
-  // them again for every queued reservation: two queries each, hundreds a pass on a long queue).
+  // the pass activates (active ones only: the queued are what it decides on); under the pool's lock
+  // nothing else changes them. Read per queued reservation, they were hundreds of queries a pass.
   const quotas = new Map<string, { limits: Awaited<ReturnType<typeof quotaLimits>>; held: Held | null }>();
   const quotaFits = async (row: ReservationRow): Promise<boolean> => {
     let quota = quotas.get(row.tenant_id);
@@ -558,10 +566,7 @@ export async function activateQueue(db: FleetDb, poolId: string, now: Date, emit
       quota = { limits, held: limited ? await heldBy(db, row.tenant_id, poolId, true) : null };
       quotas.set(row.tenant_id, quota);
     }
-    const { limits, held } = quota;
-    if (!held) return true;
-    if (limits.gpus !== null && held.gpus + row.gpus > limits.gpus) return false;
-    return limits.reservations === null || held.reservations + 1 <= limits.reservations;
+    return !quota.held || withinQuota(quota.limits, quota.held, row.gpus).ok;
   };
   const activated: string[] = [];
   for (const row of queued) {
@@ -955,7 +960,7 @@ export async function createReservation(
   const fast = await reserveFast(ctx, db, pool.id, terms, now);
   if (fast) return fast;
   await lockPool(db, pool.id);
-  const quota = await quotaAllows(db, ctx.tenantId, pool.id, input.gpus, false);
+  const quota = await quotaAllows(db, ctx.tenantId, pool.id, input.gpus);
   if (!quota.ok) throw quotaExceeded(ctx.tenantId, pool.id, input.gpus, quota);
   const queueAhead = await db
     .selectFrom('compute.reservations')
