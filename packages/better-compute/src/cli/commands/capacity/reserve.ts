@@ -5,7 +5,7 @@
  * the reservation as it is.
  */
 import { defineCommand } from '../../define.js';
-import { checkSelector } from './shared.js';
+import { checkSelector, matchFlags } from './shared.js';
 import { idempotencyKeyFor } from '../shared.js';
 
 const POLL_MS = 500;
@@ -25,18 +25,7 @@ export default defineCommand({
       description: 'How long, such as 8h or 1d',
       placeholder: 'DURATION',
     },
-    nvlink: { type: 'boolean', description: 'Every GPU in one NVLink domain' },
-    selector: {
-      type: 'string',
-      description: 'GPU and node match, such as "gpuProduct in (H100-SXM5-80GB), vramGiB >= 80"',
-      placeholder: 'EXPR',
-    },
-    model: { type: 'string', description: 'Only GPUs of this model (gpuModel)', placeholder: 'MODEL' },
-    product: {
-      type: 'string',
-      description: 'Only GPUs of this product (gpuProduct)',
-      placeholder: 'PRODUCT',
-    },
+    ...matchFlags,
     tolerate: {
       type: 'string',
       repeated: true,

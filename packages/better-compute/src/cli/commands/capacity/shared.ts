@@ -3,12 +3,24 @@
  * help, so anything heavy is imported inside `run`.
  */
 import { ComputeError, formatDuration } from '@better-compute/core';
+import type { BooleanFlag, StringFlag } from '../../define.js';
 import { CliError } from '../../errors.js';
 
-/**
- * A page as the table shows it: the items mapped to readable columns, the cursor kept so the table
- * ends with `(more rows: --cursor …)`. JSON formats get the page untouched.
- */
+/** What a request asks of its GPUs, the same on `reserve` and `capacity --preview`. */
+export const matchFlags = {
+  nvlink: { type: 'boolean', description: 'Every GPU in one NVLink domain' },
+  selector: {
+    type: 'string',
+    description: 'GPU and node match, such as "gpuProduct in (H100-SXM5-80GB), vramGiB >= 80"',
+    placeholder: 'EXPR',
+  },
+  model: { type: 'string', description: 'Only GPUs of this model (gpuModel)', placeholder: 'MODEL' },
+  product: {
+    type: 'string',
+    description: 'Only GPUs of this product (gpuProduct)',
+    placeholder: 'PRODUCT',
+  },
+} as const satisfies { nvlink: BooleanFlag; selector: StringFlag; model: StringFlag; product: StringFlag };
 
 /** Validates a --selector locally with the server's own parser (INVALID_ARGUMENT, exit 2). */
 export async function checkSelector(selector: string | undefined): Promise<void> {
