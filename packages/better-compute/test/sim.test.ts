@@ -1,6 +1,10 @@
 /** The simulator: a run with faults keeps every invariant, and the same seed gives the same state hash. */
+import { openDatabase } from '@better-compute/db';
+import { sql, type Kysely } from 'kysely';
 import { describe, expect, it } from 'vitest';
+import type { ComputeTables } from '../src/db/tables.js';
 import { runSimulation, startSimulatedFleet } from '../src/sim/index.js';
+import { checkAll, EventReplay } from '../src/sim/invariants.js';
 import { ACME, createFleetDeployment, OPS } from './fleet-support.js';
 
 describe('the deterministic simulator', () => {
@@ -18,6 +22,53 @@ describe('the deterministic simulator', () => {
     expect(other.ok).toBe(true);
     expect(other.stateHash).not.toBe(first.stateHash);
   }, 180_000);
+});
+
+describe('the simulator’s checks', () => {
+  it('see a change made without its event, and counters that drift', async () => {
+    const database = await openDatabase({ pglite: {} });
+    try {
+      const report = await runSimulation({ seed: 3, nodes: 12, steps: 120, faults: false, database });
+      expect(report.ok).toBe(true);
+      const db = database.db as Kysely<ComputeTables>;
+      const replay = new EventReplay();
+      await replay.catchUp(db);
+      expect(await replay.compare(db, 1)).toEqual([]);
+      const pool = (await sql<{ id: string }>`select id from compute.pools`.execute(db)).rows[0]!.id;
+      // An active reservation moved without an event: the incremental comparison reads it.
+      const active = (
+        await sql<{ id: string }>`select id from compute.reservations where state = 'active' limit 1`.execute(
+          db,
+        )
+      ).rows[0]!.id;
+      await sql`update compute.reservations set ends_at = ends_at + interval '1 hour' where id = ${active}`.execute(
+        db,
+      );
+      const seen = await replay.compare(db, 2);
+      expect(seen.map((v) => v.message).join()).toContain(active);
+      // An ended one changed: only the full comparison reads every row.
+      await sql`update compute.reservations set ends_at = ends_at - interval '1 hour' where id = ${active}`.execute(
+        db,
+      );
+      const ended = (
+        await sql<{ id: string }>`select id from compute.reservations where state = 'ended' limit 1`.execute(
+          db,
+        )
+      ).rows[0]!.id;
+      await sql`update compute.reservations set end_reason = 'cancelled' where id = ${ended}`.execute(db);
+      expect(await replay.compare(db, 3)).toEqual([]);
+      expect((await replay.compare(db, 4, true)).map((v) => v.message).join()).toContain(ended);
+      // A group's free count that no longer matches its GPUs.
+      expect(await checkAll(db, 5, new Map(), pool)).toEqual([]);
+      await sql`update compute.gpu_groups set free = free - 1 where free > 0 and group_no = 0 and node_id = (select min(node_id) from compute.gpu_groups where free > 0)`.execute(
+        db,
+      );
+      const drift = await checkAll(db, 6, new Map(), pool);
+      expect(drift.map((v) => v.invariant)).toContain('counters-match');
+    } finally {
+      await database.close();
+    }
+  }, 120_000);
 });
 
 describe('dev --sim', () => {

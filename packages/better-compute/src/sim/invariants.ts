@@ -124,8 +124,9 @@ export async function checkAll(
     await count(
       db,
       sql`
-    select count(*)::int as n from compute.reservations r
-    where r.state <> 'active' and exists (select 1 from compute.gpu_bindings b where b.reservation_id = r.id and b.released_at is null)`,
+    select count(distinct r.id)::int as n
+    from compute.gpu_bindings b join compute.reservations r on r.id = b.reservation_id
+    where b.released_at is null and r.state <> 'active'`,
     ),
     'queued or ended reservation(s) holding GPUs',
   );
@@ -182,14 +183,19 @@ interface ReplayedReservation {
 
 /**
  * Folds events into reservations and nodes as a reader of the outbox would, incrementally, and
- * compares the result with the tables.
+ * compares the result with the tables. A comparison reads the reservations that are not ended on
+ * either side and those events touched since the last one; ended reservations change no more, so
+ * a `full` comparison (which reads every row) is needed only now and then.
  */
 export class EventReplay {
   readonly reservations = new Map<string, ReplayedReservation>();
   readonly nodes = new Map<string, string>();
   #after: { tx: string; index: number } = { tx: '0', index: -1 };
+  /** Reservations events touched since the last comparison. */
+  #touched = new Set<string>();
+  /** Reservations not ended according to the events. */
+  #open = new Set<string>();
   eventCount = 0;
-  typeDigest: string[] = [];
 
   async catchUp(db: Db): Promise<void> {
     const rows = (
@@ -233,18 +239,25 @@ export class EventReplay {
       current.gpus = [];
     }
     this.reservations.set(id, current);
+    this.#touched.add(id);
+    if (current.state === 'ended') this.#open.delete(id);
+    else this.#open.add(id);
   }
 
-  async compare(db: Db, step: number): Promise<Violation[]> {
+  async compare(db: Db, step: number, full = false): Promise<Violation[]> {
     const violations: Violation[] = [];
+    const wanted = [...new Set([...this.#touched, ...this.#open])];
+    this.#touched = new Set();
     const rows = (
-      await sql<{
-        id: string;
-        state: string;
-        end_reason: string | null;
-        ends_at: Date | null;
-      }>`select id, state, end_reason, ends_at from compute.reservations`.execute(db)
+      full
+        ? await sql<ReservationState>`select id, state, end_reason, ends_at from compute.reservations`.execute(db)
+        : await sql<ReservationState>`
+            select id, state, end_reason, ends_at from compute.reservations
+            where state in ('queued', 'active') or id = any(${wanted}::text[])`.execute(db)
     ).rows;
+    const total = Number(
+      (await sql<{ n: number }>`select count(*)::int as n from compute.reservations`.execute(db)).rows[0]?.n,
+    );
     const bound = (
       await sql<{ reservation_id: string; node_id: string; gpu_index: number }>`
       select reservation_id, node_id, gpu_index from compute.gpu_bindings where released_at is null`.execute(
@@ -254,14 +267,16 @@ export class EventReplay {
     const gpusOf = new Map<string, string[]>();
     for (const b of bound)
       gpusOf.set(b.reservation_id, [...(gpusOf.get(b.reservation_id) ?? []), `${b.node_id}/${b.gpu_index}`]);
-    if (rows.length !== this.reservations.size) {
+    if (total !== this.reservations.size) {
       violations.push({
         step,
         invariant: 'events-replay',
-        message: `${rows.length} reservations in the table, ${this.reservations.size} from events`,
+        message: `${total} reservations in the table, ${this.reservations.size} from events`,
       });
     }
+    const seen = new Set<string>();
     for (const row of rows) {
+      seen.add(row.id);
       const replayed = this.reservations.get(row.id);
       const endsAt = row.ends_at ? new Date(row.ends_at).toISOString() : null;
       const gpus = (gpusOf.get(row.id) ?? []).sort();
@@ -280,6 +295,14 @@ export class EventReplay {
         if (violations.length > 10) break;
       }
     }
+    for (const id of wanted) {
+      if (!seen.has(id) && violations.length <= 10)
+        violations.push({
+          step,
+          invariant: 'events-replay',
+          message: `reservation ${id} is missing from the table, ${JSON.stringify(this.reservations.get(id))} from events`,
+        });
+    }
     const nodes = (await sql<{ id: string; state: string }>`select id, state from compute.nodes`.execute(db))
       .rows;
     for (const node of nodes) {
@@ -293,4 +316,11 @@ export class EventReplay {
     }
     return violations;
   }
+}
+
+interface ReservationState {
+  id: string;
+  state: string;
+  end_reason: string | null;
+  ends_at: Date | null;
 }

@@ -466,14 +466,19 @@ async function quotaAllows(
   return withinQuota(limits, await heldBy(db, tenantId, poolId, false), gpus);
 }
 
-/** The pool's releases to come: GPUs per group and the time their reservation ends. */
+/**
+ * The pool's releases to come: GPUs per group and the time their reservation ends. Read from the
+ * pool's active reservations (a partial index), so its cost follows what runs now, not the pool's
+ * whole history of bindings.
+ */
 async function releasesOf(db: FleetDb, poolId: string) {
   const rows = await db
-    .selectFrom('compute.gpu_bindings as b')
-    .innerJoin('compute.reservations as r', 'r.id', 'b.reservation_id')
+    .selectFrom('compute.reservations as r')
+    .innerJoin('compute.gpu_bindings as b', 'b.reservation_id', 'r.id')
     .innerJoin('compute.nodes as n', 'n.id', 'b.node_id')
     .select(['b.node_id', 'b.group_no', 'r.ends_at', sql<number>`count(*)::int`.as('count')])
-    .where('b.pool_id', '=', poolId)
+    .where('r.pool_id', '=', poolId)
+    .where('r.state', '=', 'active')
     .where('b.released_at', 'is', null)
     .where('n.state', '=', 'ready')
     .groupBy(['b.node_id', 'b.group_no', 'r.ends_at'])
