@@ -250,7 +250,9 @@ export class EventReplay {
     this.#touched = new Set();
     const rows = (
       full
-        ? await sql<ReservationState>`select id, state, end_reason, ends_at from compute.reservations`.execute(db)
+        ? await sql<ReservationState>`select id, state, end_reason, ends_at from compute.reservations`.execute(
+            db,
+          )
         : await sql<ReservationState>`
             select id, state, end_reason, ends_at from compute.reservations
             where state in ('queued', 'active') or id = any(${wanted}::text[])`.execute(db)
