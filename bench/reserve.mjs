@@ -129,14 +129,15 @@ try {
     [joined.nodeId],
   );
   await direct.query(
-    `insert into compute.gpu_groups (node_id, group_no, pool_id, model, product, vram_gib, nvlink_domain, total, free)
-     select b.id, g.group_no, g.pool_id, g.model, g.product, g.vram_gib, b.domain, g.total, g.free
+    `insert into compute.gpu_groups (node_id, group_no, pool_id, model, product, vram_gib, nvlink_domain, total, free,
+       gpu_indices, holders)
+     select b.id, g.group_no, g.pool_id, g.model, g.product, g.vram_gib, b.domain, g.total, g.free, g.gpu_indices, g.holders
      from bench_ids b cross join compute.gpu_groups g where g.node_id = $1`,
     [joined.nodeId],
   );
   await direct.query(
-    `insert into compute.gpus (node_id, idx, group_no, pool_id, model, product, vram_gib, nvlink_domain, reservation_id)
-     select b.id, g.idx, g.group_no, g.pool_id, g.model, g.product, g.vram_gib, b.domain, null
+    `insert into compute.gpus (node_id, idx, group_no, pool_id, model, product, vram_gib, nvlink_domain)
+     select b.id, g.idx, g.group_no, g.pool_id, g.model, g.product, g.vram_gib, b.domain
      from bench_ids b cross join compute.gpus g where g.node_id = $1`,
     [joined.nodeId],
   );
@@ -346,9 +347,9 @@ try {
          now() - interval '1 day', 'released'
        from generate_series(1, $2::int) g
        returning id, activated_at, ended_at)
-     insert into compute.gpu_bindings (reservation_id, tenant_id, pool_id, node_id, gpu_index, group_no, model, product,
-       nvlink_domain, bound_at, released_at)
-     select id, 'acme', $1, $3, 0, 0, 'H100', 'H100-SXM5-80GB', 'nvl-00000', activated_at, ended_at from made`,
+     insert into compute.gpu_bindings (reservation_id, tenant_id, pool_id, node_id, group_no, gpu_indices, gpu_count,
+       model, product, nvlink_domain, bound_at, released_at)
+     select id, 'acme', $1, $3, 0, '{0}', 1, 'H100', 'H100-SXM5-80GB', 'nvl-00000', activated_at, ended_at from made`,
     [pool.id, RECORDED, anyNode],
   );
   await direct.query('analyze');

@@ -109,7 +109,11 @@ export async function load({ url, body = '{}', connections = 32, seconds = 5, he
 /** Starts `node script` and resolves with the URL the child prints on its first line. */
 export async function startChild(script, args = [], env = {}) {
   const { spawn } = await import('node:child_process');
-  const child = spawn(process.execPath, [script, ...args], {
+  // BENCH_PROFILE_DIR=<dir>: the child writes a CPU profile there when it exits (open it in Chrome's DevTools).
+  const profile = process.env.BENCH_PROFILE_DIR
+    ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`]
+    : [];
+  const child = spawn(process.execPath, [...profile, script, ...args], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: { ...process.env, ...env },
   });

@@ -6,6 +6,7 @@ import { isPostgresReachable } from '@better-compute/db/testing';
 import fc from 'fast-check';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { checkAll } from '../src/sim/invariants.js';
 import {
   a100x8,
   ACME,
@@ -61,39 +62,10 @@ describe.runIf(reachable)('random concurrent work on PostgreSQL', () => {
     bindingsBefore: number,
   ): Promise<void> {
     const db = d.db;
-    const twice = await sql<{
-      n: number;
-    }>`select count(*)::int as n from (select node_id, gpu_index from compute.gpu_bindings where released_at is null and pool_id = ${poolId} group by 1, 2 having count(*) > 1) x`.execute(
-      db,
-    );
-    expect(twice.rows[0]!.n).toBe(0);
-    const counters = await sql<{ n: number }>`
-      select count(*)::int as n from compute.gpu_groups g
-      where g.pool_id = ${poolId} and g.free <> g.total - (select count(*) from compute.gpus x where x.node_id = g.node_id and x.group_no = g.group_no and x.reservation_id is not null)`.execute(
-      db,
-    );
-    expect(counters.rows[0]!.n).toBe(0);
-    const nodeCounters = await sql<{ n: number }>`
-      select count(*)::int as n from compute.nodes n
-      where n.pool_id = ${poolId} and n.free_gpus <> (select coalesce(sum(free), 0) from compute.gpu_groups g where g.node_id = n.id)`.execute(
-      db,
-    );
-    expect(nodeCounters.rows[0]!.n).toBe(0);
-    const sizes = await sql<{ n: number }>`
-      select count(*)::int as n from compute.reservations r
-      where r.pool_id = ${poolId} and r.state = 'active' and (
-        r.gpus <> (select count(*) from compute.gpu_bindings b where b.reservation_id = r.id and b.released_at is null)
-        or (r.nvlink and r.gpus > 1 and (select count(distinct coalesce(b.nvlink_domain, '∅' || b.node_id)) from compute.gpu_bindings b where b.reservation_id = r.id) <> 1)
-        or (r.nvlink and r.gpus > 1 and exists (select 1 from compute.gpu_bindings b where b.reservation_id = r.id and b.nvlink_domain is null)))`.execute(
-      db,
-    );
-    expect(sizes.rows[0]!.n).toBe(0);
-    const quota = await sql<{
-      gpus: number;
-    }>`select coalesce(sum(gpus), 0)::int as gpus from compute.reservations where pool_id = ${poolId} and tenant_id = 'acme' and state = 'active'`.execute(
-      db,
-    );
-    expect(quota.rows[0]!.gpus).toBeLessThanOrEqual(QUOTA);
+    // The simulator's invariants (one definition of them): no GPU bound twice, slots and counters
+    // agreeing with the bindings, active reservations holding exactly their GPUs (in one NVLink domain
+    // when asked), states with reasons, drains completed, and acme's quota.
+    expect(await checkAll(db, 0, new Map([['acme', QUOTA]]), poolId)).toEqual([]);
     if (stuckNodes.size) {
       const fresh = await sql<{
         n: number;

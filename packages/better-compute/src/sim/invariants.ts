@@ -30,8 +30,8 @@ export async function checkStep(
 ): Promise<{ violations: Violation[]; lastBindingId: number }> {
   const violations: Violation[] = [];
   const fresh = (
-    await sql<{ id: number; node_id: string; gpu_index: number; tenant_id: string }>`
-    select id::int as id, node_id, gpu_index, tenant_id from compute.gpu_bindings where id > ${options.lastBindingId} order by id`.execute(
+    await sql<{ id: number; node_id: string; gpu_indices: number[]; tenant_id: string }>`
+    select id::int as id, node_id, gpu_indices, tenant_id from compute.gpu_bindings where id > ${options.lastBindingId} order by id`.execute(
       db,
     )
   ).rows;
@@ -41,19 +41,28 @@ export async function checkStep(
       violations.push({
         step,
         invariant: 'no-new-work-on-unready-nodes',
-        message: `node ${b.node_id} was not ready and got GPU ${b.gpu_index}`,
+        message: `node ${b.node_id} was not ready and got GPU(s) ${b.gpu_indices.join(', ')}`,
       });
     }
   }
+  // A GPU's slot in its group names one reservation; a new binding whose slots do not name its own
+  // reservation shares a GPU with another (or lost it).
   const twice = await count(
     db,
     sql<{ n: number }>`
-    select count(*)::int as n from compute.gpu_bindings b
+    select count(*)::int as n
+    from compute.gpu_bindings b
+    join compute.gpu_groups g on g.node_id = b.node_id and g.group_no = b.group_no
+    cross join unnest(b.gpu_indices) as i(idx)
     where b.released_at is null and b.id > ${options.lastBindingId}
-      and exists (select 1 from compute.gpu_bindings c where c.released_at is null and c.node_id = b.node_id and c.gpu_index = b.gpu_index and c.id <> b.id)`,
+      and g.holders[array_position(g.gpu_indices, i.idx)] is distinct from b.reservation_id`,
   );
   if (twice > 0)
-    violations.push({ step, invariant: 'no-gpu-bound-twice', message: `${twice} GPU(s) bound twice` });
+    violations.push({
+      step,
+      invariant: 'no-gpu-bound-twice',
+      message: `${twice} newly bound GPU(s) held by another reservation`,
+    });
   for (const tenant of new Set(fresh.map((b) => b.tenant_id))) {
     const limit = options.quotas.get(tenant);
     if (limit === undefined) continue;
@@ -82,23 +91,40 @@ export async function checkAll(
   const violations: Violation[] = [];
   const add = (invariant: string, n: number, message: string) =>
     n > 0 && violations.push({ step, invariant, message: `${n} ${message}` });
+  // Every GPU of an active binding is held by its reservation in its group's slot, no GPU is in two
+  // active bindings, and no slot is held without an active binding.
+  const active = sql`(
+    select b.reservation_id, b.node_id, b.group_no, i.idx
+    from compute.gpu_bindings b cross join unnest(b.gpu_indices) as i(idx)
+    where b.released_at is null)`;
   add(
     'no-gpu-bound-twice',
     await count(
       db,
-      sql`select count(*)::int as n from (select 1 from compute.gpu_bindings where released_at is null group by node_id, gpu_index having count(*) > 1) x`,
+      sql`select count(*)::int as n from (select 1 from ${active} a group by a.node_id, a.idx having count(*) > 1) x`,
     ),
     'GPU(s) bound twice',
   );
   add(
-    'counters-match',
+    'no-gpu-bound-twice',
     await count(
       db,
       sql`
-    select count(*)::int as n from compute.gpu_groups g
-    where g.free <> g.total - (select count(*) from compute.gpus x where x.node_id = g.node_id and x.group_no = g.group_no and x.reservation_id is not null)`,
+    select count(*)::int as n from ${active} a
+    join compute.gpu_groups g on g.node_id = a.node_id and g.group_no = a.group_no
+    where g.holders[array_position(g.gpu_indices, a.idx)] is distinct from a.reservation_id`,
     ),
-    'GPU group(s) whose free count is wrong',
+    'bound GPU(s) whose slot names another reservation',
+  );
+  add(
+    'counters-match',
+    Math.abs(
+      (await count(
+        db,
+        sql`select count(*)::int as n from compute.gpu_groups g, unnest(g.holders) as h(id) where h.id is not null`,
+      )) - (await count(db, sql`select count(*)::int as n from ${active} a`)),
+    ),
+    'GPU slot(s) held without an active binding, or bindings without their slot',
   );
   add(
     'counters-match',
@@ -115,7 +141,8 @@ export async function checkAll(
       db,
       sql`
     select count(*)::int as n from compute.reservations r
-    where r.state = 'active' and r.gpus <> (select count(*) from compute.gpu_bindings b where b.reservation_id = r.id and b.released_at is null)`,
+    where r.state = 'active'
+      and r.gpus <> (select coalesce(sum(b.gpu_count), 0) from compute.gpu_bindings b where b.reservation_id = r.id and b.released_at is null)`,
     ),
     'active reservation(s) without exactly their GPUs',
   );
@@ -262,9 +289,9 @@ export class EventReplay {
     );
     const bound = (
       await sql<{ reservation_id: string; node_id: string; gpu_index: number }>`
-      select reservation_id, node_id, gpu_index from compute.gpu_bindings where released_at is null`.execute(
-        db,
-      )
+      select b.reservation_id, b.node_id, i.gpu_index
+      from compute.gpu_bindings b cross join unnest(b.gpu_indices) as i(gpu_index)
+      where b.released_at is null`.execute(db)
     ).rows;
     const gpusOf = new Map<string, string[]>();
     for (const b of bound)

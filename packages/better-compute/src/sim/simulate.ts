@@ -447,7 +447,8 @@ async function hashState(db: Kysely<ComputeTables>, nodes: ReadonlyMap<string, S
       bound_at: Date;
       released_at: Date | null;
     }>`
-    select reservation_id, node_id, gpu_index, bound_at, released_at from compute.gpu_bindings`.execute(db)
+    select b.reservation_id, b.node_id, i.gpu_index, b.bound_at, b.released_at
+    from compute.gpu_bindings b cross join unnest(b.gpu_indices) as i(gpu_index)`.execute(db)
   ).rows
     .map((b) => [
       seqOf.get(b.reservation_id),

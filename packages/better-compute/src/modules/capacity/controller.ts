@@ -13,7 +13,7 @@ import { setNodeState } from '../fleet/node-states.js';
 import { OFFLINE_AFTER_SECONDS } from '../fleet/nodes.js';
 import { fleetDb, type FleetDb } from '../fleet/tables.js';
 import { acquireLease } from '../../workers/leases.js';
-import { activateQueue, expirePool } from './service.js';
+import { activateQueue, expirePool, reservationsOnNode } from './service.js';
 
 export const CONTROLLER_JOB = 'fleet.controller';
 /** This process's name on the controller lease, so two replicas never run a pass at once. */
@@ -80,15 +80,15 @@ export async function runFleetController(
         stateBeforeOffline: before,
         reason: 'no heartbeat',
       });
-      const held = await trx
-        .selectFrom('compute.gpu_bindings as b')
-        .innerJoin('compute.reservations as r', 'r.id', 'b.reservation_id')
-        .select(['r.id', 'r.tenant_id'])
-        .distinct()
-        .where('b.node_id', '=', id)
-        .where('b.released_at', 'is', null)
-        .orderBy('r.id')
-        .execute();
+      const holding = await reservationsOnNode(trx, id);
+      const held = holding.length
+        ? await trx
+            .selectFrom('compute.reservations')
+            .select(['id', 'tenant_id'])
+            .where('id', 'in', holding)
+            .orderBy('id')
+            .execute()
+        : [];
       for (const r of held) {
         emit({
           type: 'reservation.degraded',

@@ -8,10 +8,10 @@
  * with FOR UPDATE SKIP LOCKED), and a release while nothing is queued (its reservation row, then
  * its nodes in id order). Whatever holds node rows takes them in id order before waiting for
  * another, and binding GPUs never waits for a node (SKIP LOCKED), so waits cannot form a cycle:
- * order is pool → reservation rows → node rows (id order) → GPU groups and GPUs. A node's state is
- * checked again under its row lock when GPUs are bound, so a node cordoned, drained or gone offline
- * concurrently never receives new work; and the partial unique index `gpu_bindings_one_active`
- * refuses a second active binding of one GPU whatever the code above it does.
+ * order is pool → reservation rows → node rows (id order) → GPU groups. A node's state is checked
+ * again under its row lock when GPUs are bound, so a node cordoned, drained or gone offline
+ * concurrently never receives new work. Who holds a GPU is its slot in the group's row (`holders`):
+ * a slot is claimed only while empty, under that row's lock, so no GPU is ever held twice.
  */
 import { ComputeError, newId } from '@better-compute/core';
 import { sql, type RawBuilder, type Selectable } from 'kysely';
@@ -198,11 +198,11 @@ export async function findPlacement(
   return place(toFree(groups), gpus, true);
 }
 
-/** A bound GPU as the binding statement returns it, and what a reservation's view is built from. */
-interface BoundGpu {
+/** GPUs of one group bound to a reservation (a binding row), and what a reservation's view is built from. */
+interface BoundGroup {
   node_id: string;
-  gpu_index: number;
   group_no: number;
+  gpu_indices: number[];
   model: string;
   product: string;
   nvlink_domain: string | null;
@@ -253,10 +253,10 @@ function requestedColumns(
 
 /**
  * The writes of a bind, in one statement (raw SQL: data-modifying CTEs have no Kysely builder): the
- * nodes' and groups' free counts decremented, the lowest free indices of each group claimed only
- * while unclaimed (`reservation_id is null` is checked again on the locked rows, so a GPU is never
- * claimed twice), and the bindings inserted under the unique index `gpu_bindings_one_active`. With
- * `insert`, the reservation row is inserted by the same statement. The caller holds the nodes' locks.
+ * nodes' free counts decremented; in each group, the lowest empty slots given to the reservation
+ * (`free >= cnt` is checked again on the locked row, so a slot is never taken twice); and one
+ * binding row per group. With `insert`, the reservation row is inserted by the same statement. The
+ * caller holds the nodes' locks.
  */
 async function writeBinding(
   db: FleetDb,
@@ -264,8 +264,7 @@ async function writeBinding(
   allocations: readonly Allocation[],
   now: Date,
   insert?: NewReservation,
-): Promise<{ bindings: BoundGpu[]; row: ReservationRow | undefined }> {
-  const wanted = allocations.reduce((sum, a) => sum + a.count, 0);
+): Promise<{ bindings: BoundGroup[]; row: ReservationRow | undefined }> {
   const values = sql.join(
     allocations.map((a) => sql`(${a.nodeId}::text, ${a.groupNo}::int, ${a.count}::int)`),
   );
@@ -280,7 +279,9 @@ async function writeBinding(
           ${insert.ends_at}, ${insert.version})
         returning *),`
     : sql``;
-  const result = await sql<BoundGpu & { seq: ReservationRow['seq'] | null }>`
+  // The slots a group gives: its first \`cnt\` empty ones (array_positions lists them in order).
+  const picked = sql`(array_positions(g.holders, null))[1:a.cnt]`;
+  const result = await sql<BoundGroup & { seq: ReservationRow['seq'] | null }>`
     with ${insertCte}
     a (node_id, group_no, cnt) as (values ${values}),
     per_node as (select node_id, sum(cnt)::int as cnt from a group by node_id),
@@ -288,33 +289,31 @@ async function writeBinding(
       update compute.nodes n set free_gpus = n.free_gpus - per_node.cnt
       from per_node where n.id = per_node.node_id
       returning n.id),
-    groups_done as (
-      update compute.gpu_groups g set free = g.free - a.cnt
-      from a where g.node_id = a.node_id and g.group_no = a.group_no
-      returning g.node_id),
     claimed as (
-      update compute.gpus u set reservation_id = ${reservation.id}
-      from (
-        select x.node_id, x.idx
-        from (
-          select node_id, idx, group_no, row_number() over (partition by node_id, group_no order by idx) as rn
-          from compute.gpus
-          where node_id in (${sql.join(nodeIds)}) and reservation_id is null) x
-        join a on a.node_id = x.node_id and a.group_no = x.group_no
-        where x.rn <= a.cnt) pick
-      where u.node_id = pick.node_id and u.idx = pick.idx and u.reservation_id is null
-      returning u.node_id, u.idx, u.group_no, u.model, u.product, u.nvlink_domain),
+      update compute.gpu_groups g
+      set free = g.free - a.cnt,
+        holders = array(
+          select case when i = any(${picked}) then ${reservation.id}::text else g.holders[i] end
+          from generate_subscripts(g.holders, 1) i order by i)
+      from a where g.node_id = a.node_id and g.group_no = a.group_no and g.free >= a.cnt
+      returning g.node_id, g.group_no, g.model, g.product, g.nvlink_domain,
+        array(select g.gpu_indices[i] from generate_subscripts(g.holders, 1) i
+              where g.holders[i] = ${reservation.id}::text order by i) as gpu_indices),
     bound as (
-      insert into compute.gpu_bindings (reservation_id, tenant_id, pool_id, node_id, gpu_index, group_no, model,
-        product, nvlink_domain, bound_at)
-      select ${reservation.id}, ${reservation.tenant_id}, ${reservation.pool_id}, c.node_id, c.idx, c.group_no,
-        c.model, c.product, c.nvlink_domain, ${now}::timestamptz
-      from claimed c order by c.node_id collate "C", c.idx
-      returning node_id, gpu_index, group_no, model, product, nvlink_domain)
+      insert into compute.gpu_bindings (reservation_id, tenant_id, pool_id, node_id, group_no, gpu_indices, gpu_count,
+        model, product, nvlink_domain, bound_at)
+      select ${reservation.id}, ${reservation.tenant_id}, ${reservation.pool_id}, c.node_id, c.group_no,
+        c.gpu_indices, cardinality(c.gpu_indices), c.model, c.product, c.nvlink_domain, ${now}::timestamptz
+      from claimed c order by c.node_id collate "C", c.group_no
+      returning node_id, group_no, gpu_indices, model, product, nvlink_domain)
     select b.*, ${insert ? sql`(select r.seq from r)` : sql`null::bigint`} as seq
     from bound b
-    order by b.node_id collate "C", b.gpu_index`.execute(db);
-  if (result.rows.length !== wanted) {
+    order by b.node_id collate "C", b.group_no`.execute(db);
+  const claimedGpus = result.rows.reduce((sum, b) => sum + b.gpu_indices.length, 0);
+  if (
+    result.rows.length !== allocations.length ||
+    claimedGpus !== allocations.reduce((sum, a) => sum + a.count, 0)
+  ) {
     throw new ComputeError(
       'INTERNAL',
       `nodes ${nodeIds.join(', ')} have fewer free GPUs than their counters say`,
@@ -339,7 +338,7 @@ async function bind(
   reservation: { id: string; tenant_id: string; pool_id: string },
   allocations: Allocation[],
   now: Date,
-): Promise<BoundGpu[] | false> {
+): Promise<BoundGroup[] | false> {
   const perNode = new Map<string, number>();
   for (const a of allocations) perNode.set(a.nodeId, (perNode.get(a.nodeId) ?? 0) + a.count);
   const nodeIds = [...perNode.keys()].sort();
@@ -366,7 +365,7 @@ async function placeAndBind(
   db: FleetDb,
   reservation: ReservationRow,
   now: Date,
-): Promise<BoundGpu[] | false> {
+): Promise<BoundGroup[] | false> {
   const terms = requestTerms({
     selector: reservation.selector,
     gpuModel: reservation.gpu_model,
@@ -401,7 +400,7 @@ async function activate(
   row: ReservationRow,
   now: Date,
   emit: Emit,
-  bound: readonly BoundGpu[],
+  bound: readonly BoundGroup[],
 ): Promise<{ row: ReservationRow; binding: BindingView[] }> {
   const endsAt = new Date(now.getTime() + row.duration_seconds * 1000);
   const updated = await db
@@ -476,7 +475,7 @@ async function releasesOf(db: FleetDb, poolId: string) {
     .selectFrom('compute.reservations as r')
     .innerJoin('compute.gpu_bindings as b', 'b.reservation_id', 'r.id')
     .innerJoin('compute.nodes as n', 'n.id', 'b.node_id')
-    .select(['b.node_id', 'b.group_no', 'r.ends_at', sql<number>`count(*)::int`.as('count')])
+    .select(['b.node_id', 'b.group_no', 'r.ends_at', sql<number>`sum(b.gpu_count)::int`.as('count')])
     .where('r.pool_id', '=', poolId)
     .where('r.state', '=', 'active')
     .where('b.released_at', 'is', null)
@@ -630,35 +629,32 @@ async function endReservation(
 ): Promise<{ row: ReservationRow; binding: BindingView[] }> {
   const result = await sql<
     ReservationRow & {
-      released: (BoundGpu & { state: string | null })[] | string;
+      released: (BoundGroup & { state: string | null })[] | string;
       draining: string[] | null;
     }
   >`
     with released as (
       update compute.gpu_bindings set released_at = ${now}::timestamptz
       where reservation_id = ${row.id} and released_at is null
-      returning node_id, group_no, gpu_index, model, product, nvlink_domain),
-    freed as (
-      update compute.gpus u set reservation_id = null
-      from released r where u.node_id = r.node_id and u.idx = r.gpu_index),
-    per_node as (select node_id, count(*)::int as cnt from released group by node_id),
+      returning node_id, group_no, gpu_indices, gpu_count, model, product, nvlink_domain),
+    per_node as (select node_id, sum(gpu_count)::int as cnt from released group by node_id),
     nodes_done as (
       update compute.nodes n set free_gpus = n.free_gpus + per_node.cnt
       from per_node where n.id = per_node.node_id
       returning n.id, n.state),
-    per_group as (select node_id, group_no, count(*)::int as cnt from released group by node_id, group_no),
     groups_done as (
-      update compute.gpu_groups g set free = g.free + per_group.cnt
-      from per_group join nodes_done d on d.id = per_group.node_id
-      where g.node_id = per_group.node_id and g.group_no = per_group.group_no),
+      update compute.gpu_groups g
+      set free = g.free + r.gpu_count, holders = array_replace(g.holders, ${row.id}::text, null)
+      from released r join nodes_done d on d.id = r.node_id
+      where g.node_id = r.node_id and g.group_no = r.group_no),
     ended as (
       update compute.reservations
       set state = 'ended', ended_at = ${now}::timestamptz, end_reason = ${reason}, version = ${row.version + 1}
       where id = ${row.id}
       returning *)
     select e.*,
-      (select coalesce(jsonb_agg(jsonb_build_object('node_id', b.node_id, 'gpu_index', b.gpu_index,
-          'group_no', b.group_no, 'model', b.model, 'product', b.product, 'nvlink_domain', b.nvlink_domain,
+      (select coalesce(jsonb_agg(jsonb_build_object('node_id', b.node_id, 'group_no', b.group_no,
+          'gpu_indices', b.gpu_indices, 'model', b.model, 'product', b.product, 'nvlink_domain', b.nvlink_domain,
           'state', d.state)), '[]'::jsonb)
         from released b left join nodes_done d on d.id = b.node_id) as released,
       (select array_agg(d.id order by d.id) from nodes_done d where d.state = 'draining') as draining
@@ -666,7 +662,7 @@ async function endReservation(
   const first = result.rows[0];
   if (!first) throw notFound('reservation', row.id);
   const { released: raw, draining, ...updated } = first;
-  const released = (typeof raw === 'string' ? JSON.parse(raw) : raw) as (BoundGpu & {
+  const released = (typeof raw === 'string' ? JSON.parse(raw) : raw) as (BoundGroup & {
     state: string | null;
   })[];
   const type =
@@ -711,6 +707,15 @@ async function lockNodesOf(db: FleetDb, reservationIds: readonly string[]): Prom
     .execute();
 }
 
+/** The reservations holding GPUs on a node, by id: read from its groups' slots, whatever its history. */
+export async function reservationsOnNode(db: FleetDb, nodeId: string): Promise<string[]> {
+  const rows = await sql<{ id: string }>`
+    select distinct h.id from compute.gpu_groups g, unnest(g.holders) as h(id)
+    where g.node_id = ${nodeId} and h.id is not null
+    order by h.id`.execute(db);
+  return rows.rows.map((r) => r.id);
+}
+
 /** Ends every reservation bound to a node (it is being retired). The pool must be locked, the node not yet. */
 export async function endReservationsOnNode(
   db: FleetDb,
@@ -718,22 +723,12 @@ export async function endReservationsOnNode(
   now: Date,
   emit: Emit,
 ): Promise<void> {
-  const ids = await db
-    .selectFrom('compute.gpu_bindings')
-    .select('reservation_id')
-    .distinct()
-    .where('node_id', '=', nodeId)
-    .where('released_at', 'is', null)
-    .execute();
+  const ids = await reservationsOnNode(db, nodeId);
   if (ids.length === 0) return;
   const rows = await db
     .selectFrom('compute.reservations')
     .selectAll()
-    .where(
-      'id',
-      'in',
-      ids.map((r) => r.reservation_id),
-    )
+    .where('id', 'in', ids)
     .orderBy('seq')
     .forUpdate()
     .execute();
@@ -766,7 +761,8 @@ async function bindingOf(db: FleetDb, ids: string[]): Promise<Map<string, Bindin
     .select([
       'b.reservation_id',
       'b.node_id',
-      'b.gpu_index',
+      'b.group_no',
+      'b.gpu_indices',
       'b.nvlink_domain',
       'b.model',
       'b.product',
@@ -775,7 +771,7 @@ async function bindingOf(db: FleetDb, ids: string[]): Promise<Map<string, Bindin
     .where('b.reservation_id', 'in', ids)
     .orderBy('b.reservation_id')
     .orderBy('b.node_id')
-    .orderBy('b.gpu_index')
+    .orderBy('b.group_no')
     .execute();
   for (const r of rows) {
     const list = map.get(r.reservation_id) ?? [];
@@ -785,12 +781,12 @@ async function bindingOf(db: FleetDb, ids: string[]): Promise<Map<string, Bindin
   return map;
 }
 
-/** Adds one bound GPU to a reservation's binding view; rows come ordered by node id, then GPU index. */
+/** Adds one group's bound GPUs to a reservation's binding view (one entry per node, its indices ascending). */
 function addBinding(
   list: BindingView[],
   r: {
     node_id: string;
-    gpu_index: number;
+    gpu_indices: number[];
     nvlink_domain: string | null;
     model: string;
     product: string;
@@ -808,19 +804,19 @@ function addBinding(
       nodeState: r.state ?? 'deleted',
     };
     list.push(entry);
-  }
-  entry.gpuIndices.push(r.gpu_index);
-  if (entry.nvlinkDomain !== r.nvlink_domain) entry.nvlinkDomain = null;
+  } else if (entry.nvlinkDomain !== r.nvlink_domain) entry.nvlinkDomain = null;
+  entry.gpuIndices.push(...r.gpu_indices);
+  entry.gpuIndices.sort((a, b) => a - b);
 }
 
-/** The binding view of GPUs a statement just bound or released, ordered as bindingOf orders them. */
+/** The binding view of groups a statement just bound or released, ordered as bindingOf orders them. */
 function boundViews(
-  bound: readonly (BoundGpu & { state?: string | null })[],
+  bound: readonly (BoundGroup & { state?: string | null })[],
   state: string | null,
 ): BindingView[] {
   const list: BindingView[] = [];
   const sorted = [...bound].sort((x, y) =>
-    x.node_id < y.node_id ? -1 : x.node_id > y.node_id ? 1 : x.gpu_index - y.gpu_index,
+    x.node_id < y.node_id ? -1 : x.node_id > y.node_id ? 1 : x.group_no - y.group_no,
   );
   for (const b of sorted) addBinding(list, { ...b, state: b.state === undefined ? state : b.state });
   return list;
@@ -1372,50 +1368,24 @@ export async function previewCapacity(ctx: CallContext<PlacementRequest>) {
     .executeTakeFirstOrThrow();
   const allocations = await findPlacement(db, input, terms);
   if (allocations) {
-    const details = await db
+    const groups = await db
       .selectFrom('compute.gpu_groups')
-      .select(['node_id', 'group_no', 'model', 'product', 'nvlink_domain'])
+      .select(['node_id', 'group_no', 'model', 'product', 'nvlink_domain', 'gpu_indices', 'holders'])
       .where('node_id', 'in', [...new Set(allocations.map((a) => a.nodeId))])
       .execute();
-    const free = await db
-      .selectFrom('compute.gpus')
-      .select(['node_id', 'group_no', 'idx'])
-      .where('node_id', 'in', [...new Set(allocations.map((a) => a.nodeId))])
-      .where('reservation_id', 'is', null)
-      .orderBy('node_id')
-      .orderBy('idx')
-      .execute();
-    const placement = new Map<
-      string,
-      {
-        nodeId: string;
-        gpuIndices: number[];
-        nvlinkDomain: string | null;
-        gpuModel: string;
-        gpuProduct: string;
-      }
-    >();
-    for (const a of allocations) {
-      const group = details.find((d) => d.node_id === a.nodeId && d.group_no === a.groupNo)!;
-      const indices = free
-        .filter((f) => f.node_id === a.nodeId && f.group_no === a.groupNo)
-        .slice(0, a.count)
-        .map((f) => f.idx);
-      const entry = placement.get(a.nodeId) ?? {
-        nodeId: a.nodeId,
-        gpuIndices: [],
-        nvlinkDomain: group.nvlink_domain,
-        gpuModel: group.model,
-        gpuProduct: group.product,
-      };
-      entry.gpuIndices.push(...indices);
-      if (entry.nvlinkDomain !== group.nvlink_domain) entry.nvlinkDomain = null;
-      placement.set(a.nodeId, entry);
+    // The GPUs a reserve would take: each group's first empty slots, as writeBinding picks them.
+    const views: BindingView[] = [];
+    for (const a of [...allocations].sort((x, y) =>
+      x.nodeId < y.nodeId ? -1 : x.nodeId > y.nodeId ? 1 : x.groupNo - y.groupNo,
+    )) {
+      const group = groups.find((g) => g.node_id === a.nodeId && g.group_no === a.groupNo)!;
+      const indices = group.gpu_indices.filter((_, i) => group.holders[i] === null).slice(0, a.count);
+      addBinding(views, { ...group, gpu_indices: indices, state: 'ready' });
     }
-    for (const p of placement.values()) p.gpuIndices.sort((a, b) => a - b);
+    const placement = views.map(({ nodeState: _state, ...view }) => view);
     return {
       fits: true,
-      placement: [...placement.values()].sort((a, b) => (a.nodeId < b.nodeId ? -1 : 1)),
+      placement,
       earliestStartAt: iso(now),
       queuedAhead: queued.n,
       reason:

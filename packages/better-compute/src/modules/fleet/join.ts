@@ -5,9 +5,9 @@
  * checked in constant time). See docs/decisions/fleet-joining.md.
  */
 import { ComputeError, newId } from '@better-compute/core';
-import type { Selectable } from 'kysely';
+import { type Selectable, sql } from 'kysely';
 import { canonicalJson } from '../../http/idempotency.js';
-import { activateQueue, lockPool } from '../capacity/service.js';
+import { activateQueue, lockPool, reservationsOnNode } from '../capacity/service.js';
 import type { CallContext } from '../define-module.js';
 import {
   iso,
@@ -467,23 +467,13 @@ export async function heartbeat(
   } else if (node.state === 'offline') {
     const back = node.state_before_offline ?? 'ready';
     await setNodeState(db, node, back, now, emit, { stateBeforeOffline: null, eventType: 'node.online' });
-    const reservations = await db
-      .selectFrom('compute.gpu_bindings')
-      .select('reservation_id')
-      .distinct()
-      .where('node_id', '=', node.id)
-      .where('released_at', 'is', null)
-      .orderBy('reservation_id')
-      .execute();
+    const reservations = await reservationsOnNode(db, node.id);
     const owners = reservations.length
       ? await db
           .selectFrom('compute.reservations')
           .select(['id', 'tenant_id'])
-          .where(
-            'id',
-            'in',
-            reservations.map((r) => r.reservation_id),
-          )
+          .where('id', 'in', reservations)
+          .orderBy('id')
           .execute()
       : [];
     for (const r of owners)
@@ -533,15 +523,16 @@ export async function heartbeat(
     freed = (await applyInventory(db, node.id, now, emit)) || freed;
   }
   if (freed) await activateQueue(db, node.pool_id, now, ctx.emit);
-  const bindings = await db
-    .selectFrom('compute.gpu_bindings as b')
-    .innerJoin('compute.reservations as r', 'r.id', 'b.reservation_id')
-    .select(['b.reservation_id', 'b.gpu_index', 'r.ends_at'])
-    .where('b.node_id', '=', node.id)
-    .where('b.released_at', 'is', null)
-    .orderBy('b.reservation_id')
-    .orderBy('b.gpu_index')
-    .execute();
+  // What runs on the node: its groups' slots (migration 0003), with each holder's end time.
+  const bindings = (
+    await sql<{ reservation_id: string; gpu_index: number; ends_at: Date | null }>`
+      select h.reservation_id, h.gpu_index, r.ends_at
+      from compute.gpu_groups g
+      cross join unnest(g.holders, g.gpu_indices) as h(reservation_id, gpu_index)
+      join compute.reservations r on r.id = h.reservation_id
+      where g.node_id = ${node.id}
+      order by h.reservation_id, h.gpu_index`.execute(db)
+  ).rows;
   const byReservation = new Map<string, { reservationId: string; gpuIndices: number[]; endsAt: string }>();
   for (const b of bindings) {
     const entry = byReservation.get(b.reservation_id) ?? {

@@ -5,7 +5,7 @@
  */
 import { listEvents } from '../events/service.js';
 import { ComputeError } from '@better-compute/core';
-import type { Selectable } from 'kysely';
+import { type Selectable, sql } from 'kysely';
 import type { CallContext } from '../define-module.js';
 import { activateQueue, endReservationsOnNode, lockPool } from '../capacity/service.js';
 import { checkVersion, invalidState, iso, isoOrNull, notFound, pageOfRows } from './common.js';
@@ -67,12 +67,24 @@ export function nodeView(row: NodeRow, gpus: GpuRow[]) {
 async function gpusOf(db: FleetDb, nodeIds: string[]): Promise<Map<string, GpuRow[]>> {
   const map = new Map<string, GpuRow[]>();
   if (nodeIds.length === 0) return map;
+  // Who holds each GPU is its slot in the group's row (migration 0003).
   const rows = await db
-    .selectFrom('compute.gpus')
-    .select(['node_id', 'idx', 'model', 'product', 'vram_gib', 'nvlink_domain', 'reservation_id'])
-    .where('node_id', 'in', nodeIds)
-    .orderBy('node_id')
-    .orderBy('idx')
+    .selectFrom('compute.gpus as u')
+    .innerJoin('compute.gpu_groups as g', (join) =>
+      join.onRef('g.node_id', '=', 'u.node_id').onRef('g.group_no', '=', 'u.group_no'),
+    )
+    .select([
+      'u.node_id',
+      'u.idx',
+      'u.model',
+      'u.product',
+      'u.vram_gib',
+      'u.nvlink_domain',
+      sql<string | null>`g.holders[array_position(g.gpu_indices, u.idx)]`.as('reservation_id'),
+    ])
+    .where('u.node_id', 'in', nodeIds)
+    .orderBy('u.node_id')
+    .orderBy('u.idx')
     .execute();
   for (const row of rows) map.set(row.node_id, [...(map.get(row.node_id) ?? []), row]);
   return map;
@@ -386,6 +398,8 @@ export async function writeGpus(
         nvlink_domain: g.nvlinkDomain,
         total: g.indices.length,
         free: g.indices.length,
+        gpu_indices: g.indices,
+        holders: g.indices.map(() => null),
       })),
     )
     .execute();
@@ -402,7 +416,6 @@ export async function writeGpus(
           product: g.product,
           vram_gib: g.vramGiB,
           nvlink_domain: g.nvlinkDomain,
-          reservation_id: null,
         })),
       ),
     )

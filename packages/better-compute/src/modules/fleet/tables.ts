@@ -139,6 +139,10 @@ export interface GpuGroupsTable {
   nvlink_domain: string | null;
   total: number;
   free: number;
+  /** The group's GPU indices on the node, ascending. */
+  gpu_indices: ColumnType<number[], number[], number[]>;
+  /** Parallel to gpu_indices: the reservation holding each GPU, or null (migration 0003). */
+  holders: ColumnType<(string | null)[], (string | null)[], (string | null)[]>;
   /** The node's state, copied by triggers (migration 0002): what capacity reads without the nodes. */
   node_state: Generated<string>;
 }
@@ -152,7 +156,6 @@ export interface GpusTable {
   product: string;
   vram_gib: number;
   nvlink_domain: string | null;
-  reservation_id: string | null;
 }
 
 export interface NodeInventoriesTable {
@@ -193,8 +196,10 @@ export interface GpuBindingsTable {
   tenant_id: string;
   pool_id: string;
   node_id: string;
-  gpu_index: number;
   group_no: number;
+  /** The GPUs' indices on the node, ascending (migration 0003: one row per reservation, node and group). */
+  gpu_indices: ColumnType<number[], number[], number[]>;
+  gpu_count: number;
   model: string;
   product: string;
   nvlink_domain: string | null;

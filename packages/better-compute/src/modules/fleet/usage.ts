@@ -1,6 +1,6 @@
 /**
  * Usage: GPU-seconds per tenant, pool and GPU model in hour windows, from the GPU bindings (each
- * binding is one GPU from `bound_at` to `released_at`, or to now while it runs). A tenant sees its
+ * binding is `gpu_count` GPUs of one group from `bound_at` to `released_at`, or to now while it runs). A tenant sees its
  * own usage and every tenant's on the pools it owns.
  */
 import { ComputeError } from '@better-compute/core';
@@ -34,7 +34,7 @@ export async function computeUsage(ctx: CallContext<UsageInput>): Promise<UsageR
     });
   let query = db
     .selectFrom('compute.gpu_bindings as b')
-    .select(['b.tenant_id', 'b.pool_id', 'b.model', 'b.bound_at', 'b.released_at'])
+    .select(['b.tenant_id', 'b.pool_id', 'b.model', 'b.gpu_count', 'b.bound_at', 'b.released_at'])
     .where('b.bound_at', '<', new Date(to))
     .where((eb) => eb.or([eb('b.released_at', 'is', null), eb('b.released_at', '>', new Date(from))]))
     .where((eb) =>
@@ -66,7 +66,7 @@ export async function computeUsage(ctx: CallContext<UsageInput>): Promise<UsageR
         gpuSeconds: 0,
         ms: 0,
       };
-      entry.ms += ms;
+      entry.ms += ms * row.gpu_count;
       sums.set(key, entry);
     }
   }
