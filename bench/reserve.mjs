@@ -244,17 +244,46 @@ try {
     if (firstError) console.log(`  first error: ${firstError.message}`);
     return { rate: release.length / elapsed, count: release.length, reserve, release, errors };
   }
+  // Write-ahead log written per operation: unlike CPU time, it does not move with the host's load.
+  const walPosition = async () =>
+    (await direct.query('select pg_current_wal_insert_lsn()::text as lsn')).rows[0].lsn;
+  const walPerOperation = async (before, operations) => {
+    const { bytes } = (
+      await direct.query('select pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::float8 as bytes', [
+        before,
+      ])
+    ).rows[0];
+    // BENCH_WAL_STATS=<pg_waldump path>: what the interval wrote, by record type (a local cluster only).
+    if (process.env.BENCH_WAL_STATS) {
+      const { execFileSync } = await import('node:child_process');
+      const dir = (await direct.query('show data_directory')).rows[0].data_directory;
+      const end = await walPosition();
+      await direct.query('select pg_switch_wal()');
+      console.log(
+        execFileSync(
+          process.env.BENCH_WAL_STATS,
+          ['-p', `${dir}/pg_wal`, '--stats=record', '-s', before, '-e', end],
+          {
+            encoding: 'utf8',
+          },
+        ),
+      );
+    }
+    return `WAL per operation: ${(bytes / operations / 1024).toFixed(1)} KiB`;
+  };
   await pairs(Math.min(2, seconds)); // warm-up
   const cpuBefore = await cpuSnapshot(server.pid);
+  const walBefore = await walPosition();
   const result = await pairs(seconds);
   const cpuAfter = await cpuSnapshot(server.pid);
+  const walUsed = await walPerOperation(walBefore, result.count);
   console.log(
     `reserve+release over HTTP     ${result.rate.toFixed(0).padStart(6)} reservations/s  ` +
       `reserve p50 ${fmt(pct(result.reserve, 50))} ms p99 ${fmt(pct(result.reserve, 99))} ms  ` +
       `release p50 ${fmt(pct(result.release, 50))} ms p99 ${fmt(pct(result.release, 99))} ms  errors ${result.errors}`,
   );
   console.log(
-    `  ${cpuPerOperation(cpuBefore, cpuAfter, result.count)} (one operation: a reserve and its release)`,
+    `  ${cpuPerOperation(cpuBefore, cpuAfter, result.count)}; ${walUsed} (one operation: a reserve and its release)`,
   );
 
   // ------------------------------------------------------------------ raw floor through pg
@@ -323,15 +352,17 @@ try {
   }
   await floor(Math.min(2, seconds));
   const floorBefore = await cpuSnapshot(process.pid);
+  const floorWal = await walPosition();
   const raw = await floor(seconds);
   const floorAfter = await cpuSnapshot(process.pid);
+  const floorWalUsed = await walPerOperation(floorWal, raw.count);
   console.log(
     `raw floor through pg          ${raw.rate.toFixed(0).padStart(6)} pairs/s (${(raw.rate * 2).toFixed(0)} transactions/s)  ` +
       `first-transaction p50 ${fmt(pct(raw.latencies, 50))} ms p99 ${fmt(pct(raw.latencies, 99))} ms`,
   );
   // The floor has no server: its "server" column is this process again, so it is left out.
   console.log(
-    `  ${cpuPerOperation(floorBefore, floorAfter, raw.count).replace(/server [\d.]+ ms, /, '')} (one operation: a pair of transactions)`,
+    `  ${cpuPerOperation(floorBefore, floorAfter, raw.count).replace(/server [\d.]+ ms, /, '')}; ${floorWalUsed} (one operation: a pair of transactions)`,
   );
   const ratio = result.rate / raw.rate;
 

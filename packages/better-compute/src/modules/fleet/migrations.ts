@@ -332,4 +332,32 @@ create index gpu_bindings_tenant_time on compute.gpu_bindings (tenant_id, bound_
 create index gpu_bindings_pool_time on compute.gpu_bindings (pool_id, bound_at);
 `,
   },
+  {
+    name: '0004_hot_path_writes',
+    sql: `
+-- What every reserve and release paid for and what it bought (docs/decisions/reserve-writes.md).
+-- seq columns are identities, unique by construction and read through other indexes (best fit,
+-- the queue); their unique indexes cost an entry for every new row version.
+alter table compute.nodes drop constraint nodes_seq_key;
+alter table compute.reservations drop constraint reservations_seq_key;
+-- Pools and reservations are archived or ended, never deleted. The foreign keys to them locked the
+-- pool's row (FOR KEY SHARE) in every reserve, so concurrent reserves shared that one row through
+-- multixacts, and every binding locked its reservation the same way.
+-- (By lookup: 0003 created the bindings' key beside the old table's, so its name was chosen for it.)
+do $$
+declare
+  fk record;
+begin
+  for fk in
+    select conrelid::regclass as tab, conname from pg_constraint
+    where contype = 'f' and (
+      (conrelid = 'compute.reservations'::regclass and confrelid = 'compute.pools'::regclass)
+      or (conrelid = 'compute.gpu_bindings'::regclass and confrelid = 'compute.reservations'::regclass))
+  loop
+    execute format('alter table %s drop constraint %I', fk.tab, fk.conname);
+  end loop;
+end
+$$;
+`,
+  },
 ];
