@@ -252,7 +252,14 @@ export async function betterCompute(
     startWorkers(roles: WorkerRole[]) {
       const background = roles.includes('controllers') || roles.includes('sinks');
       if (!background) return { stop: async () => {} };
-      return startWorkerLoop({ db, jobs, maintenance: roles.includes('controllers'), now, log });
+      return startWorkerLoop({
+        db,
+        jobs,
+        maintenance: roles.includes('controllers'),
+        vacuum: database.kind === 'pglite',
+        now,
+        log,
+      });
     },
     async close() {
       await embeddedIam?.close();

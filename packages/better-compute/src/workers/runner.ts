@@ -1,10 +1,11 @@
 /**
  * The worker loop of a replica: claims due jobs of the kinds its modules handle and runs them, and,
- * while it holds the maintenance lease, runs the periodic sweeps. `stop()` stops claiming, waits for
- * the jobs in flight, and releases the lease.
+ * while it holds the maintenance lease, runs the periodic sweeps: expired idempotency keys, and on a
+ * database without autovacuum (PGlite) a VACUUM ANALYZE. `stop()` stops claiming, waits for the jobs
+ * in flight, and releases the lease.
  */
 import { newId } from '@better-compute/core';
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
 import { purgeExpiredIdempotencyKeys } from '../http/idempotency.js';
 import type { HandlerLog } from '../http/handler.js';
@@ -17,6 +18,11 @@ export interface WorkerOptions {
   jobs: Record<string, (context: JobContext) => Promise<void>>;
   /** Whether this replica competes for the maintenance lease. */
   maintenance: boolean;
+  /**
+   * Whether maintenance vacuums (the database runs no autovacuum, as PGlite does): without it, every
+   * rewritten row stays behind as a dead version, tables grow and statistics go stale.
+   */
+  vacuum?: boolean;
   now: () => Date;
   log: HandlerLog;
   pollMs?: number;
@@ -24,6 +30,7 @@ export interface WorkerOptions {
 
 const MAINTENANCE_LEASE = 'maintenance';
 const MAINTENANCE_EVERY_MS = 60_000;
+const VACUUM_EVERY_MS = 10 * 60_000;
 
 export function startWorkerLoop(options: WorkerOptions): { stop(): Promise<void> } {
   const runner = newId('job').replace('job_', 'runner_');
@@ -31,6 +38,7 @@ export function startWorkerLoop(options: WorkerOptions): { stop(): Promise<void>
   const kinds = Object.keys(options.jobs);
   let stopped = false;
   let lastMaintenance = 0;
+  let lastVacuum = 0;
   let wake: (() => void) | undefined;
   let timer: NodeJS.Timeout | undefined;
 
@@ -63,6 +71,10 @@ export function startWorkerLoop(options: WorkerOptions): { stop(): Promise<void>
       ) {
         lastMaintenance = now.getTime();
         await purgeExpiredIdempotencyKeys(options.db, now);
+        if (options.vacuum && now.getTime() - lastVacuum >= VACUUM_EVERY_MS) {
+          lastVacuum = now.getTime();
+          await sql`vacuum analyze`.execute(options.db);
+        }
       }
     }
   }
