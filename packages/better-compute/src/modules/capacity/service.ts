@@ -467,21 +467,19 @@ async function quotaAllows(
 
 /**
  * The pool's releases to come: GPUs per group and the time their reservation ends. Read from the
- * pool's active reservations (a partial index), so its cost follows what runs now, not the pool's
- * whole history of bindings.
+ * GPU slots of the pool's groups on ready nodes (raw SQL: Kysely has no builder for unnest), so
+ * its cost follows the fleet, never the history of bindings.
  */
 async function releasesOf(db: FleetDb, poolId: string) {
-  const rows = await db
-    .selectFrom('compute.reservations as r')
-    .innerJoin('compute.gpu_bindings as b', 'b.reservation_id', 'r.id')
-    .innerJoin('compute.nodes as n', 'n.id', 'b.node_id')
-    .select(['b.node_id', 'b.group_no', 'r.ends_at', sql<number>`sum(b.gpu_count)::int`.as('count')])
-    .where('r.pool_id', '=', poolId)
-    .where('r.state', '=', 'active')
-    .where('b.released_at', 'is', null)
-    .where('n.state', '=', 'ready')
-    .groupBy(['b.node_id', 'b.group_no', 'r.ends_at'])
-    .execute();
+  const rows = (
+    await sql<{ node_id: string; group_no: number; ends_at: Date | null; count: number }>`
+      select g.node_id, g.group_no, r.ends_at, count(*)::int as count
+      from compute.gpu_groups g
+      cross join unnest(g.holders) as h(reservation_id)
+      join compute.reservations r on r.id = h.reservation_id
+      where g.pool_id = ${poolId} and g.node_state = 'ready'
+      group by g.node_id, g.group_no, r.ends_at`.execute(db)
+  ).rows;
   return rows.map((r) => ({
     nodeId: r.node_id,
     groupNo: r.group_no,
