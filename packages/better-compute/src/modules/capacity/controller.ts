@@ -80,16 +80,7 @@ export async function runFleetController(
         stateBeforeOffline: before,
         reason: 'no heartbeat',
       });
-      const holding = await reservationsOnNode(trx, id);
-      const held = holding.length
-        ? await trx
-            .selectFrom('compute.reservations')
-            .select(['id', 'tenant_id'])
-            .where('id', 'in', holding)
-            .orderBy('id')
-            .execute()
-        : [];
-      for (const r of held) {
+      for (const r of await reservationsOnNode(trx, id)) {
         emit({
           type: 'reservation.degraded',
           tenantId: r.tenant_id,

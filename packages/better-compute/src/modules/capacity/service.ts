@@ -468,16 +468,19 @@ async function quotaAllows(
 /**
  * The pool's releases to come: GPUs per group and the time their reservation ends. Read from the
  * GPU slots of the pool's groups on ready nodes (raw SQL: Kysely has no builder for unnest), so
- * its cost follows the fleet, never the history of bindings.
+ * its cost follows the fleet, never the history of bindings; the pool's running reservations are
+ * read once and matched by hash, not looked up slot by slot.
  */
 async function releasesOf(db: FleetDb, poolId: string) {
   const rows = (
     await sql<{ node_id: string; group_no: number; ends_at: Date | null; count: number }>`
+      with running as materialized (
+        select id, ends_at from compute.reservations where pool_id = ${poolId} and state = 'active')
       select g.node_id, g.group_no, r.ends_at, count(*)::int as count
       from compute.gpu_groups g
       cross join unnest(g.holders) as h(reservation_id)
-      join compute.reservations r on r.id = h.reservation_id
-      where g.pool_id = ${poolId} and g.node_state = 'ready'
+      join running r on r.id = h.reservation_id
+      where g.pool_id = ${poolId} and g.node_state = 'ready' and g.free < g.total
       group by g.node_id, g.group_no, r.ends_at`.execute(db)
   ).rows;
   return rows.map((r) => ({
@@ -705,13 +708,17 @@ async function lockNodesOf(db: FleetDb, reservationIds: readonly string[]): Prom
     .execute();
 }
 
-/** The reservations holding GPUs on a node, by id: read from its groups' slots, whatever its history. */
-export async function reservationsOnNode(db: FleetDb, nodeId: string): Promise<string[]> {
-  const rows = await sql<{ id: string }>`
-    select distinct h.id from compute.gpu_groups g, unnest(g.holders) as h(id)
-    where g.node_id = ${nodeId} and h.id is not null
-    order by h.id`.execute(db);
-  return rows.rows.map((r) => r.id);
+/** The reservations holding GPUs on a node, in id order: read from its groups' slots, whatever its history. */
+export async function reservationsOnNode(
+  db: FleetDb,
+  nodeId: string,
+): Promise<{ id: string; tenant_id: string }[]> {
+  const rows = await sql<{ id: string; tenant_id: string }>`
+    select r.id, r.tenant_id from compute.reservations r
+    where r.id in (
+      select h.id from compute.gpu_groups g, unnest(g.holders) as h(id) where g.node_id = ${nodeId})
+    order by r.id`.execute(db);
+  return rows.rows;
 }
 
 /** Ends every reservation bound to a node (it is being retired). The pool must be locked, the node not yet. */
@@ -721,12 +728,16 @@ export async function endReservationsOnNode(
   now: Date,
   emit: Emit,
 ): Promise<void> {
-  const ids = await reservationsOnNode(db, nodeId);
-  if (ids.length === 0) return;
+  const held = await reservationsOnNode(db, nodeId);
+  if (held.length === 0) return;
   const rows = await db
     .selectFrom('compute.reservations')
     .selectAll()
-    .where('id', 'in', ids)
+    .where(
+      'id',
+      'in',
+      held.map((r) => r.id),
+    )
     .orderBy('seq')
     .forUpdate()
     .execute();

@@ -467,16 +467,7 @@ export async function heartbeat(
   } else if (node.state === 'offline') {
     const back = node.state_before_offline ?? 'ready';
     await setNodeState(db, node, back, now, emit, { stateBeforeOffline: null, eventType: 'node.online' });
-    const reservations = await reservationsOnNode(db, node.id);
-    const owners = reservations.length
-      ? await db
-          .selectFrom('compute.reservations')
-          .select(['id', 'tenant_id'])
-          .where('id', 'in', reservations)
-          .orderBy('id')
-          .execute()
-      : [];
-    for (const r of owners)
+    for (const r of await reservationsOnNode(db, node.id))
       ctx.emit({
         tenantId: r.tenant_id,
         type: 'reservation.recovered',
