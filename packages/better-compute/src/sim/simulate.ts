@@ -214,20 +214,6 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
     const replay = new EventReplay();
     const violations: Violation[] = [];
     let lastBindingId = 0;
-    const nodeStates = new Map<string, string>(
-      (await sql<{ id: string; state: string }>`select id, state from compute.nodes`.execute(db)).rows.map(
-        (r) => [r.id, r.state],
-      ),
-    );
-    const refreshStates = async (since: Date) => {
-      for (const row of (
-        await sql<{
-          id: string;
-          state: string;
-        }>`select id, state from compute.nodes where state_changed_at >= ${since}`.execute(db)
-      ).rows)
-        nodeStates.set(row.id, row.state);
-    };
     const runStart = performance.now();
     const phasesMs: Record<string, number> = {
       heartbeats: 0,
@@ -245,7 +231,6 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
 
     for (let step = 1; step <= options.steps && violations.length < 50; step++) {
       nowMs += stepSeconds * 1000;
-      const stepStart = new Date(nowMs);
       // Heartbeats of the nodes whose turn it is.
       for (const node of nodes) {
         if (node.retired || node.silentUntil > step || (step + node.phase) % heartbeatEvery !== 0) continue;
@@ -283,9 +268,10 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
         }
       }
       phase('faults');
-      // What may take new work from here to the end of the step.
-      await refreshStates(stepStart);
-      const notReady = new Set([...nodeStates].filter(([, state]) => state !== 'ready').map(([id]) => id));
+      // What may take new work from here to the end of the step, as the nodes' events tell it (the
+      // replay reads only the events since its last read; the full checks hold the events to the table).
+      await replay.catchUp(db);
+      const notReady = new Set([...replay.nodes].filter(([, state]) => state !== 'ready').map(([id]) => id));
       phase('checks');
       // One tenant acts.
       const tenant = tenants[Math.floor(random() * tenants.length)]!;
@@ -349,7 +335,6 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
       const checked = await checkStep(db, step, { lastBindingId, notReady, quotas, poolId });
       violations.push(...checked.violations);
       lastBindingId = checked.lastBindingId;
-      await refreshStates(stepStart);
       // PGlite has no autovacuum: without this, every row a step rewrites (heartbeats, counters,
       // bindings) stays behind as a dead version, tables and indexes grow with the run, statistics
       // go stale and each step gets slower than the last. A server's autovacuum does this for it.

@@ -466,65 +466,45 @@ async function quotaAllows(
 }
 
 /**
- * The pool's releases to come: GPUs per group and the time their reservation ends. Read from the
- * GPU slots of the pool's groups on ready nodes (raw SQL: Kysely has no builder for unnest), so
- * its cost follows the fleet, never the history of bindings; the pool's running reservations are
- * read once and matched by hash, not looked up slot by slot.
+ * When the request could start, given the running reservations' end times; null when never on these
+ * nodes. Two reads whose cost follows the fleet, never the history: the matching groups on ready
+ * nodes with their GPU slots, and the pool's running reservations (a partial index); the slots say
+ * which GPUs each one gives back, and when.
  */
-async function releasesOf(db: FleetDb, poolId: string) {
-  const rows = (
-    await sql<{ node_id: string; group_no: number; ends_at: Date | null; count: number }>`
-      with running as materialized (
-        select id, ends_at from compute.reservations where pool_id = ${poolId} and state = 'active')
-      select g.node_id, g.group_no, r.ends_at, count(*)::int as count
-      from compute.gpu_groups g
-      cross join unnest(g.holders) as h(reservation_id)
-      join running r on r.id = h.reservation_id
-      where g.pool_id = ${poolId} and g.node_state = 'ready' and g.free < g.total
-      group by g.node_id, g.group_no, r.ends_at`.execute(db)
-  ).rows;
-  return rows.map((r) => ({
-    nodeId: r.node_id,
-    groupNo: r.group_no,
-    count: r.count,
-    at: new Date(r.ends_at ?? 0).getTime(),
-  }));
-}
-
-/** Every matching group on the pool's ready nodes (free or not), for the earliest-start estimate. */
-async function matchingGroups(
-  db: FleetDb,
-  request: PlacementRequest,
-  terms: readonly SelectorTerm[],
-): Promise<FreeGroup[]> {
-  const rows = await db
-    .selectFrom('compute.gpu_groups as g')
-    .innerJoin('compute.nodes as n', 'n.id', 'g.node_id')
-    .select(['g.node_id', 'n.seq', 'g.group_no', 'g.nvlink_domain', 'g.free'])
-    .where('g.pool_id', '=', request.poolId)
-    .where('n.state', '=', 'ready')
-    .where(filterSql(terms, request.tolerations))
-    .orderBy('n.seq')
-    .orderBy('g.group_no')
-    .execute();
-  return toFree(rows);
-}
-
-/** When the request could start, given the running reservations' end times; null when never on these nodes. */
 export async function earliestStart(
   db: FleetDb,
   request: PlacementRequest,
   terms: readonly SelectorTerm[],
   now: Date,
 ): Promise<Date | null> {
-  const groups = await matchingGroups(db, request, terms);
-  const at = earliestFit(
-    groups,
-    await releasesOf(db, request.poolId),
-    request.gpus,
-    request.nvlink,
-    now.getTime(),
-  );
+  const groups = await db
+    .selectFrom('compute.gpu_groups as g')
+    .innerJoin('compute.nodes as n', 'n.id', 'g.node_id')
+    .select(['g.node_id', 'n.seq', 'g.group_no', 'g.nvlink_domain', 'g.free', 'g.holders'])
+    .where('g.pool_id', '=', request.poolId)
+    .where('n.state', '=', 'ready')
+    .where(filterSql(terms, request.tolerations))
+    .orderBy('n.seq')
+    .orderBy('g.group_no')
+    .execute();
+  const running = await db
+    .selectFrom('compute.reservations')
+    .select(['id', 'ends_at'])
+    .where('pool_id', '=', request.poolId)
+    .where('state', '=', 'active')
+    .execute();
+  const endsAt = new Map(running.map((r) => [r.id, new Date(r.ends_at ?? 0).getTime()]));
+  const releases: { nodeId: string; groupNo: number; count: number; at: number }[] = [];
+  for (const g of groups) {
+    const perReservation = new Map<string, number>();
+    for (const holder of g.holders)
+      if (holder !== null) perReservation.set(holder, (perReservation.get(holder) ?? 0) + 1);
+    for (const [id, count] of perReservation) {
+      const at = endsAt.get(id);
+      if (at !== undefined) releases.push({ nodeId: g.node_id, groupNo: g.group_no, count, at });
+    }
+  }
+  const at = earliestFit(toFree(groups), releases, request.gpus, request.nvlink, now.getTime());
   return at === null ? null : new Date(at);
 }
 
