@@ -10,7 +10,10 @@
 // Run: npm run build && node bench/reserve.mjs [seconds=10] [clients=16]
 // Env: BENCH_PG_URL (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_NODES (10000),
 //      BENCH_COMPUTE_DIST (the built better-compute index.js to run; default the package's dist),
-//      BENCH_KEEP_DB=1 (keep the database afterwards, to study its plans).
+//      BENCH_KEEP_DB=1 (keep the database afterwards, to study its plans),
+//      BENCH_PROFILE_DIR=<dir> (the server writes a CPU profile there),
+//      BENCH_WAL_STATS=<path of pg_waldump> (the reserve interval's WAL by record type; a local cluster).
+// Besides CPU per operation it prints WAL per operation, which does not move with the host's load.
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { newId } from '../packages/core/dist/index.js';

@@ -189,6 +189,42 @@ describe.each(kinds)('reservations on %s', (kind) => {
     for (const r of [third, short, long]) await d.api('reservations.release', { reservationId: r.id }, ACME);
   });
 
+  it('release: a stale version, another tenant, twice, and a reservation across nodes', async () => {
+    const { poolId } = await seedPool(d, 'releases');
+    const one = await addNode(d, poolId, 'r-l40s-1', l40sx4());
+    const two = await addNode(d, poolId, 'r-l40s-2', l40sx4());
+    const held = await d.api('reservations.create', { poolId, gpus: 2, durationSeconds: HOUR }, ACME);
+    const stale = await d.fails(
+      'reservations.release',
+      { reservationId: held.id, ifVersion: held.version - 1 },
+      ACME,
+    );
+    expect(stale.code).toBe('CONFLICT');
+    expect((await d.fails('reservations.release', { reservationId: held.id }, GLOBEX)).code).toBe(
+      'NOT_FOUND',
+    );
+    expect((await d.api('reservations.get', { reservationId: held.id }, ACME)).state).toBe('active');
+    const released = await d.api(
+      'reservations.release',
+      { reservationId: held.id, ifVersion: held.version },
+      ACME,
+    );
+    expect(released).toMatchObject({ state: 'ended', endReason: 'released', version: held.version + 1 });
+    expect(released.binding).toEqual(held.binding.map((b: object) => ({ ...b, nodeState: 'ready' })));
+    const again = await d.api('reservations.release', { reservationId: held.id }, ACME);
+    expect(again).toMatchObject({ state: 'ended', version: released.version });
+    // Six GPUs on two 4-GPU nodes: the release gives every one back.
+    const wide = await d.api('reservations.create', { poolId, gpus: 6, durationSeconds: HOUR }, ACME);
+    expect(wide.binding.map((b: { nodeId: string }) => b.nodeId).sort()).toEqual(
+      [one.nodeId, two.nodeId].sort(),
+    );
+    await d.api('reservations.release', { reservationId: wide.id }, ACME);
+    const capacity = await d.api('capacity.get', { poolId }, ACME);
+    expect(capacity.items[0]).toMatchObject({ total: 8, free: 8, reserved: 0 });
+    const nodes = await d.api('nodes.list', { poolId });
+    expect(nodes.items.map((n: { freeGpus: number }) => n.freeGpus)).toEqual([4, 4]);
+  });
+
   it('extend moves the end; expiry at the end time ends it and starts the queue', async () => {
     const { poolId } = await seedPool(d, 'expiry');
     const node = await addNode(d, poolId, 'e-l40s', l40sx4());

@@ -597,9 +597,7 @@ async function shadowOf(db: FleetDb, row: ReservationRow, now: Date): Promise<nu
 /**
  * Gives a reservation's GPUs back and ends it, then completes drains it finished. The pool must be
  * locked, or nothing queued in it; when the reservation holds GPUs on more than one node, the caller
- * has locked them in id order (lockNodesOf). One statement (raw SQL: data-modifying CTEs have no
- * Kysely builder) releases the bindings and GPUs, gives the counts back (each node's row before its
- * groups', as everywhere) and ends the row. Returns the ended row and its binding view.
+ * has locked them in id order (lockNodesOf). Returns the ended row and its binding view.
  */
 async function endReservation(
   db: FleetDb,
@@ -608,15 +606,39 @@ async function endReservation(
   now: Date,
   emit: Emit,
 ): Promise<{ row: ReservationRow; binding: BindingView[] }> {
+  const ended = await endWhere(db, row.id, null, reason, now, emit, row.state);
+  if (!ended) throw notFound('reservation', row.id);
+  return ended;
+}
+
+/**
+ * The statement that ends a reservation (raw SQL: data-modifying CTEs have no Kysely builder): its
+ * bindings released, its GPUs' slots emptied and the counts given back (each node's row before its
+ * groups', as everywhere), its row ended. With a `guard` over its row (as `r`), the row is locked
+ * first and nothing happens unless the guard holds on its newest version: undefined then.
+ */
+async function endWhere(
+  db: FleetDb,
+  id: string,
+  guard: RawBuilder<boolean> | null,
+  reason: EndReason,
+  now: Date,
+  emit: Emit,
+  previousState: ReservationRow['state'],
+): Promise<{ row: ReservationRow; binding: BindingView[] } | undefined> {
+  const target = guard
+    ? sql`select r.id from compute.reservations r where r.id = ${id} and ${guard} for update of r`
+    : sql`select ${id}::text as id`;
   const result = await sql<
     ReservationRow & {
       released: (BoundGroup & { state: string | null })[] | string;
       draining: string[] | null;
     }
   >`
-    with released as (
+    with target as (${target}),
+    released as (
       update compute.gpu_bindings set released_at = ${now}::timestamptz
-      where reservation_id = ${row.id} and released_at is null
+      where reservation_id in (select id from target) and released_at is null
       returning node_id, group_no, gpu_indices, gpu_count, model, product, nvlink_domain),
     per_node as (select node_id, sum(gpu_count)::int as cnt from released group by node_id),
     nodes_done as (
@@ -625,13 +647,13 @@ async function endReservation(
       returning n.id, n.state),
     groups_done as (
       update compute.gpu_groups g
-      set free = g.free + r.gpu_count, holders = array_replace(g.holders, ${row.id}::text, null)
+      set free = g.free + r.gpu_count, holders = array_replace(g.holders, ${id}::text, null)
       from released r join nodes_done d on d.id = r.node_id
       where g.node_id = r.node_id and g.group_no = r.group_no),
     ended as (
       update compute.reservations
-      set state = 'ended', ended_at = ${now}::timestamptz, end_reason = ${reason}, version = ${row.version + 1}
-      where id = ${row.id}
+      set state = 'ended', ended_at = ${now}::timestamptz, end_reason = ${reason}, version = version + 1
+      where id in (select id from target)
       returning *)
     select e.*,
       (select coalesce(jsonb_agg(jsonb_build_object('node_id', b.node_id, 'group_no', b.group_no,
@@ -641,7 +663,7 @@ async function endReservation(
       (select array_agg(d.id order by d.id) from nodes_done d where d.state = 'draining') as draining
     from ended e`.execute(db);
   const first = result.rows[0];
-  if (!first) throw notFound('reservation', row.id);
+  if (!first) return undefined;
   const { released: raw, draining, ...updated } = first;
   const released = (typeof raw === 'string' ? JSON.parse(raw) : raw) as (BoundGroup & {
     state: string | null;
@@ -654,13 +676,13 @@ async function endReservation(
         : 'reservation.released';
   emit({
     type,
-    tenantId: row.tenant_id,
-    subject: { type: 'reservation', id: row.id },
+    tenantId: updated.tenant_id,
+    subject: { type: 'reservation', id },
     data: {
       state: 'ended',
       endReason: reason,
-      previousState: row.state,
-      poolId: row.pool_id,
+      previousState,
+      poolId: updated.pool_id,
       version: updated.version,
     },
   });
@@ -1196,26 +1218,25 @@ export async function releaseReservation(
   ctx: CallContext<{ reservationId: string; ifVersion?: number | undefined }>,
 ) {
   const db = fleetDb(ctx.db);
-  // The common case in one statement: nothing queued in the pool (so the pool's lock is not needed),
-  // the reservation's row locked, and the nodes it holds GPUs on.
-  const fast = (
-    await sql<ReservationRow & { node_ids: string[] | null }>`
-      select r.*,
-        (select array_agg(distinct b.node_id) from compute.gpu_bindings b
-         where b.reservation_id = r.id and b.released_at is null) as node_ids
-      from compute.reservations r
-      where r.id = ${ctx.input.reservationId} and r.tenant_id = ${ctx.tenantId}
-        and not exists (select 1 from compute.reservations q where q.pool_id = r.pool_id and q.state = 'queued')
-      for update of r`.execute(db)
-  ).rows[0];
-  if (fast && fast.state !== 'queued') {
-    const { node_ids: nodeIds, ...row } = fast;
-    checkVersion('reservation', row.id, row.version, ctx.input.ifVersion);
-    if (row.state === 'ended') return viewOf(db, row);
-    if ((nodeIds?.length ?? 0) > 1) await lockNodesOf(db, [row.id]);
-    const ended = await endReservation(db, row, 'released', ctx.now(), ctx.emit);
-    return reservationView(ended.row, ended.binding, null);
-  }
+  const { reservationId, ifVersion } = ctx.input;
+  // The common case in one statement: an active reservation of the caller's tenant at the version
+  // asked for, on one node, in a pool where nothing is queued (so neither the pool's lock nor the
+  // queue is needed); the statement locks its row and ends it. Anything else takes the path below,
+  // which says why or does the rest.
+  const released = await endWhere(
+    db,
+    reservationId,
+    sql<boolean>`r.tenant_id = ${ctx.tenantId} and r.state = 'active'
+      and ${ifVersion === undefined ? sql`true` : sql`r.version = ${ifVersion}`}
+      and not exists (select 1 from compute.reservations q where q.pool_id = r.pool_id and q.state = 'queued')
+      and (select count(distinct b.node_id) from compute.gpu_bindings b
+           where b.reservation_id = r.id and b.released_at is null) <= 1`,
+    'released',
+    ctx.now(),
+    ctx.emit,
+    'active',
+  );
+  if (released) return reservationView(released.row, released.binding, null);
   const peek = await loadReservation(db, ctx.tenantId, ctx.input.reservationId);
   const queued =
     peek.state === 'queued' ||
