@@ -194,6 +194,18 @@ describe.each(kinds)('reservations on %s', (kind) => {
     const one = await addNode(d, poolId, 'r-l40s-1', l40sx4());
     const two = await addNode(d, poolId, 'r-l40s-2', l40sx4());
     const held = await d.api('reservations.create', { poolId, gpus: 2, durationSeconds: HOUR }, ACME);
+    // The node and its daemon see who holds which GPU.
+    const [bound] = held.binding;
+    const node = [one, two].find((n) => n.nodeId === bound.nodeId)!;
+    const holders = async () =>
+      (await d.api('nodes.get', { nodeId: bound.nodeId })).gpus
+        .filter((g: { reservationId: string | null }) => g.reservationId === held.id)
+        .map((g: { index: number }) => g.index);
+    expect(await holders()).toEqual(bound.gpuIndices);
+    const beat = await d.api('nodes.heartbeat', { nodeCredential: node.credential }, '');
+    expect(beat.bindings).toEqual([
+      { reservationId: held.id, gpuIndices: bound.gpuIndices, endsAt: held.endsAt },
+    ]);
     const stale = await d.fails(
       'reservations.release',
       { reservationId: held.id, ifVersion: held.version - 1 },
@@ -211,6 +223,7 @@ describe.each(kinds)('reservations on %s', (kind) => {
     );
     expect(released).toMatchObject({ state: 'ended', endReason: 'released', version: held.version + 1 });
     expect(released.binding).toEqual(held.binding.map((b: object) => ({ ...b, nodeState: 'ready' })));
+    expect(await holders()).toEqual([]);
     const again = await d.api('reservations.release', { reservationId: held.id }, ACME);
     expect(again).toMatchObject({ state: 'ended', version: released.version });
     // Six GPUs on two 4-GPU nodes: the release gives every one back.
