@@ -1,7 +1,8 @@
 /**
  * Nodes: reading them, operators' state changes (cordon, uncordon, drain, retire, delete), labels
- * and taints, and the node's GPU tables (one row per GPU, one per group of GPUs sharing a product
- * and an NVLink domain on a node, with free counts for placement).
+ * and taints, and the node's GPU tables (one row per GPU for its inventory, one per group of GPUs
+ * sharing a product and an NVLink domain on a node, with the free count placement reads and a slot
+ * per GPU naming the reservation that holds it).
  */
 import { listEvents } from '../events/service.js';
 import { ComputeError } from '@better-compute/core';
