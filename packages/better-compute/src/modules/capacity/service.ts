@@ -279,7 +279,7 @@ async function writeBinding(
           ${insert.ends_at}, ${insert.version})
         returning *),`
     : sql``;
-  // The slots a group gives: its first \`cnt\` empty ones (array_positions lists them in order).
+  // The slots a group gives: its first `cnt` empty ones (array_positions lists them in order).
   const picked = sql`(array_positions(g.holders, null))[1:a.cnt]`;
   const result = await sql<BoundGroup & { seq: ReservationRow['seq'] | null }>`
     with ${insertCte}
@@ -1384,15 +1384,14 @@ export async function previewCapacity(ctx: CallContext<PlacementRequest>) {
       .where('node_id', 'in', [...new Set(allocations.map((a) => a.nodeId))])
       .execute();
     // The GPUs a reserve would take: each group's first empty slots, as writeBinding picks them.
-    const views: BindingView[] = [];
-    for (const a of [...allocations].sort((x, y) =>
-      x.nodeId < y.nodeId ? -1 : x.nodeId > y.nodeId ? 1 : x.groupNo - y.groupNo,
-    )) {
+    const chosen = allocations.map((a) => {
       const group = groups.find((g) => g.node_id === a.nodeId && g.group_no === a.groupNo)!;
-      const indices = group.gpu_indices.filter((_, i) => group.holders[i] === null).slice(0, a.count);
-      addBinding(views, { ...group, gpu_indices: indices, state: 'ready' });
-    }
-    const placement = views.map(({ nodeState: _state, ...view }) => view);
+      return {
+        ...group,
+        gpu_indices: group.gpu_indices.filter((_, i) => group.holders[i] === null).slice(0, a.count),
+      };
+    });
+    const placement = boundViews(chosen, 'ready').map(({ nodeState: _state, ...view }) => view);
     return {
       fits: true,
       placement,
