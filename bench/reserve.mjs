@@ -108,7 +108,7 @@ try {
     '',
   );
   await inProcess('nodes.heartbeat', { nodeCredential: joined.nodeCredential }, '');
-  direct = new pg.Pool({ connectionString: url, max: clients });
+  direct = new pg.Pool({ connectionString: url, max: clients, pipeline: true });
   const ids = Array.from({ length: NODES - 1 }, () => newId('node'));
   const t0 = performance.now();
   await direct.query('begin');
@@ -211,7 +211,7 @@ try {
     return answer.data;
   };
 
-  async function pairs(durationSeconds) {
+  async function pairs(durationSeconds, concurrency = clients) {
     const reserve = [];
     const release = [];
     let errors = 0;
@@ -219,7 +219,7 @@ try {
     const deadline = performance.now() + durationSeconds * 1000;
     const started = performance.now();
     await Promise.all(
-      Array.from({ length: clients }, async (_, c) => {
+      Array.from({ length: concurrency }, async (_, c) => {
         let i = c;
         while (performance.now() < deadline) {
           try {
@@ -275,6 +275,9 @@ try {
     return `WAL per operation: ${(bytes / operations / 1024).toFixed(1)} KiB`;
   };
   await pairs(Math.min(2, seconds)); // warm-up
+  // BENCH_STATEMENTS=1: the measured interval's statements by time, planning included
+  // (pg_stat_statements loaded with track_planning, and created in the database of BENCH_PG_URL).
+  if (process.env.BENCH_STATEMENTS) await admin.query('select pg_stat_statements_reset()');
   const cpuBefore = await cpuSnapshot(server.pid);
   const walBefore = await walPosition();
   const result = await pairs(seconds);
@@ -288,6 +291,31 @@ try {
   console.log(
     `  ${cpuPerOperation(cpuBefore, cpuAfter, result.count)}; ${walUsed} (one operation: a reserve and its release)`,
   );
+  if (process.env.BENCH_STATEMENTS) {
+    const { rows } = await admin.query(
+      `select calls, plans, (total_exec_time + total_plan_time) / $1 as ms, wal_records::float8 / $1 as wal,
+         regexp_replace(query, '\\s+', ' ', 'g') as query
+       from pg_stat_statements where dbid = (select oid from pg_database where datname = $2)
+       order by total_exec_time + total_plan_time desc limit 12`,
+      [result.count, dbName],
+    );
+    for (const row of rows)
+      console.log(
+        `    ${row.ms.toFixed(3)} ms ${row.wal.toFixed(1)} WAL records per pair, ${row.calls} calls, ${row.plans} plans: ${row.query.slice(0, 100)}`,
+      );
+  }
+
+  // Latency against load: in a closed loop the median is mostly the queue (clients over two cores),
+  // so fewer clients show what a reserve costs when the machine is not saturated.
+  const sweep = [];
+  for (const concurrency of [2, 4, 8].filter((c) => c < clients)) {
+    const at = await pairs(Math.min(3, seconds), concurrency);
+    sweep.push({ concurrency, ...at });
+    console.log(
+      `  at ${String(concurrency).padStart(2)} clients ${at.rate.toFixed(0).padStart(6)} reservations/s  ` +
+        `reserve p50 ${fmt(pct(at.reserve, 50))} ms p99 ${fmt(pct(at.reserve, 99))} ms  errors ${at.errors}`,
+    );
+  }
 
   // ------------------------------------------------------------------ raw floor through pg
   await direct.query(
@@ -301,31 +329,43 @@ try {
   );
   await direct.query('analyze public.floor');
   let seq = 0;
-  // Named statements, prepared once per connection as the server's are: the floor is the best the
-  // same statements can do through pg, not a strawman that parses and plans each one.
+  // Named statements, prepared once per connection as the server's are, and `begin` written with
+  // the first statement and the last with `commit`, as the server's driver writes them
+  // (docs/decisions/pipelined-transactions.md): the floor is the best the same statements can do
+  // through pg, not a strawman that parses and plans each one or waits for `begin`.
+  const floorStatement = (i) =>
+    i % 2 === 0
+      ? {
+          name: 'floor_update',
+          text: 'update public.floor set n = n + 1 where id = $1',
+          values: [1 + ((seq++ * 7919) % 10000)],
+        }
+      : {
+          name: 'floor_insert',
+          text: 'insert into public.floor_log (k, at) values ($1, now())',
+          values: [seq++],
+        };
+  const together = (client, queries) => {
+    client.connection.stream.cork();
+    try {
+      return Promise.all(queries.map((q) => client.query(q)));
+    } finally {
+      client.connection.stream.uncork();
+    }
+  };
   async function transaction(client, shape) {
-    await client.query('begin');
+    const queries = [];
     for (let i = 0; i < shape.read; i++)
-      await client.query({
+      queries.push({
         name: 'floor_read',
         text: 'select n, note from public.floor where id = $1',
         values: [1 + ((seq++ * 7919) % 10000)],
       });
-    for (let i = 0; i < shape.write; i++) {
-      if (i % 2 === 0)
-        await client.query({
-          name: 'floor_update',
-          text: 'update public.floor set n = n + 1 where id = $1',
-          values: [1 + ((seq++ * 7919) % 10000)],
-        });
-      else
-        await client.query({
-          name: 'floor_insert',
-          text: 'insert into public.floor_log (k, at) values ($1, now())',
-          values: [seq++],
-        });
-    }
-    await client.query('commit');
+    for (let i = 0; i < shape.write; i++) queries.push(floorStatement(i));
+    if (queries.length === 1) return together(client, ['begin', queries[0], 'commit']);
+    await together(client, ['begin', queries[0]]);
+    for (const query of queries.slice(1, -1)) await client.query(query);
+    await together(client, [queries.at(-1), 'commit']);
   }
   async function floor(durationSeconds) {
     const latencies = [];
@@ -365,7 +405,7 @@ try {
   );
   // The floor has no server: its "server" column is this process again, so it is left out.
   console.log(
-    `  ${cpuPerOperation(floorBefore, floorAfter, raw.count).replace(/server [\d.]+ ms, /, '')}; ${floorWalUsed} (one operation: a pair of transactions)`,
+    `  ${cpuPerOperation(floorBefore, floorAfter, raw.count).replace(/server [\d.]+ ms \(kernel [\d.]+\), /, '')}; ${floorWalUsed} (one operation: a pair of transactions)`,
   );
   const ratio = result.rate / raw.rate;
 
@@ -411,6 +451,14 @@ try {
   console.log(`ratio to raw floor ${ratio.toFixed(2)} (goal >= 0.5: ${goal(ratio >= 0.5)})`);
   console.log(
     `reserve p99 ${fmt(pct(result.reserve, 99))} ms (goal < 20: ${goal(pct(result.reserve, 99) < 20)})`,
+  );
+  const withinLatency = [...sweep, { concurrency: clients, ...result }]
+    .filter((at) => pct(at.reserve, 99) < 20)
+    .sort((a, b) => b.rate - a.rate)[0];
+  console.log(
+    withinLatency
+      ? `most reservations/s with reserve p99 < 20 ms: ${withinLatency.rate.toFixed(0)} at ${withinLatency.concurrency} clients (p99 ${fmt(pct(withinLatency.reserve, 99))} ms)`
+      : 'most reservations/s with reserve p99 < 20 ms: none of the loads measured',
   );
   console.log(`capacity p50 ${fmt(pct(capacity, 50))} ms (goal < 20: ${goal(pct(capacity, 50) < 20)})`);
 } finally {

@@ -152,6 +152,7 @@ export async function cpuSnapshot(pid) {
       return {
         comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')),
         seconds: (Number(fields[11]) + Number(fields[12])) / ticks,
+        kernel: Number(fields[12]) / ticks,
       };
     } catch {
       return null;
@@ -167,10 +168,15 @@ export async function cpuSnapshot(pid) {
   for (const entry of entries) {
     if (!/^\d+$/.test(entry)) continue;
     const cpu = await cpuOf(entry);
-    if (cpu?.comm === 'postgres') postgres.set(entry, cpu.seconds);
+    if (cpu?.comm === 'postgres') postgres.set(entry, cpu);
   }
   const self = process.cpuUsage();
-  return { server: (await cpuOf(pid))?.seconds ?? 0, postgres, self: (self.user + self.system) / 1e6 };
+  const server = await cpuOf(pid);
+  return {
+    server: server ?? { seconds: 0, kernel: 0 },
+    postgres,
+    self: { seconds: (self.user + self.system) / 1e6, kernel: self.system / 1e6 },
+  };
 }
 
 /**
@@ -180,11 +186,18 @@ export async function cpuSnapshot(pid) {
  */
 export function cpuPerOperation(before, after, operations) {
   if (!before || !after || operations === 0) return 'CPU per operation: not measured (no /proc)';
-  let postgres = 0;
-  for (const [pid, seconds] of after.postgres) postgres += seconds - (before.postgres.get(pid) ?? 0);
+  const postgres = { seconds: 0, kernel: 0 };
+  for (const [pid, cpu] of after.postgres) {
+    const earlier = before.postgres.get(pid);
+    postgres.seconds += cpu.seconds - (earlier?.seconds ?? 0);
+    postgres.kernel += cpu.kernel - (earlier?.kernel ?? 0);
+  }
   const ms = (seconds) => ((seconds * 1000) / operations).toFixed(2);
+  // Kernel time apart: on loopback it is mostly the round trips' sends and wake-ups.
+  const spent = (first, last) =>
+    `${ms(last.seconds - first.seconds)} ms (kernel ${ms(last.kernel - first.kernel)})`;
   return (
-    `CPU per operation: server ${ms(after.server - before.server)} ms, PostgreSQL ${ms(postgres)} ms, ` +
-    `load generator ${ms(after.self - before.self)} ms`
+    `CPU per operation: server ${spent(before.server, after.server)}, PostgreSQL ${spent({ seconds: 0, kernel: 0 }, postgres)}, ` +
+    `load generator ${spent(before.self, after.self)}`
   );
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createTestDatabase, testDatabaseKinds } from '@better-compute/db/testing';
 import { migrate } from '@better-compute/db';
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import { foundationMigrations } from '../src/db/migrations.js';
 import type { ComputeTables } from '../src/db/tables.js';
 import { writeEvents } from '../src/db/unit-of-work.js';
@@ -41,6 +41,8 @@ describe.runIf(kinds.includes('postgres'))('the outbox under concurrent writers 
       // The early transaction takes its id first, then stays open while a later one commits.
       const early = db.transaction().execute(async (trx) => {
         await writeEvents(trx, [draft('early')], meta);
+        // On PostgreSQL the record waits to go out with the next statement or the commit: send one.
+        await sql`select 1`.execute(trx);
         started();
         await held;
       });

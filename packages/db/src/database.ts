@@ -78,10 +78,21 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
       return pg.default.types.getTypeParser(oid, format);
     },
   };
-  const pool = new pg.default.Pool({ connectionString: url, max: options.poolSize ?? 10, types });
+  // Pipeline mode lets pipelineTransactions put a transaction's `begin` and its statement sent at
+  // commit on the wire with the statement that follows them; every other statement is still
+  // awaited before the next is sent.
+  const pool = new pg.default.Pool({
+    connectionString: url,
+    max: options.poolSize ?? 10,
+    types,
+    pipeline: true,
+  } as ConstructorParameters<typeof pg.default.Pool>[0]);
   // An idle client that loses its server must not crash the process; the next query reports it.
   pool.on('error', () => {});
-  pool.on('connect', (client) => prepareStatements(client as unknown as PgClient));
+  pool.on('connect', (client) => {
+    prepareStatements(client as unknown as PgClient);
+    pipelineTransactions(client as unknown as PgClient);
+  });
   const db = new Kysely({ dialect: new PostgresDialect({ pool }), ...(log ? { log } : {}) });
   return { db, kind: 'postgres', url, description: redactDatabaseUrl(url), close: () => db.destroy() };
 }
@@ -111,9 +122,10 @@ export async function databaseNow(database: Database): Promise<Date> {
   return new Date(result.rows[0]!.now);
 }
 
-/** The part of a `pg` client that prepareStatements wraps. */
+/** The part of a `pg` client that prepareStatements and pipelineTransactions wrap. */
 interface PgClient {
   query(config: unknown, values?: unknown, callback?: unknown): unknown;
+  connection?: { stream?: { cork?: () => void; uncork?: () => void } };
 }
 
 /** Distinct statements a connection keeps prepared; past this, statements are sent unnamed. */
@@ -146,4 +158,95 @@ function prepareStatements(client: PgClient): void {
       throw error;
     });
   };
+}
+
+/**
+ * Marks a statement whose result nobody reads as one to send with the transaction's `commit`
+ * (or with the next statement, if one comes first): on PostgreSQL it costs no round trip of its
+ * own. Its error, if any, is the commit's. Outside a transaction, and on PGlite, it runs at once.
+ */
+export function sentWithCommit(text: string): string {
+  return SENT_WITH_COMMIT + text;
+}
+
+const SENT_WITH_COMMIT = '/* sent with commit */ ';
+
+interface PgResult {
+  command: string | null;
+  rowCount: number | null;
+  rows: unknown[];
+}
+
+/**
+ * Saves a transaction two round trips (docs/decisions/pipelined-transactions.md): `begin` is not
+ * sent alone but written to the wire with the statement that follows it, and a statement marked by
+ * sentWithCommit is written with the `commit` (or the next statement). Each still has its own Sync,
+ * so a failure stops what follows it in the transaction exactly as it would have unpipelined; the
+ * first failure is the one reported. A transaction that sent nothing commits without a round trip.
+ */
+function pipelineTransactions(client: PgClient): void {
+  const send = client.query.bind(client) as (text: string, values?: unknown[]) => Promise<PgResult>;
+  let beginPending = false;
+  let held: { text: string; values: unknown[] } | null = null;
+  const answered = (command: string): Promise<PgResult> =>
+    Promise.resolve({ command, rowCount: 0, rows: [] });
+  /** Writes what is pending, then `text`, as one write to the socket; answers `text`'s result. */
+  const sendWithPending = async (text: string, values: unknown[]): Promise<PgResult> => {
+    const stream = client.connection?.stream;
+    const sent: Promise<PgResult>[] = [];
+    stream?.cork?.();
+    try {
+      if (beginPending) sent.push(send('begin', []));
+      if (held) sent.push(send(held.text, held.values));
+      sent.push(send(text, values));
+    } finally {
+      beginPending = false;
+      held = null;
+      stream?.uncork?.();
+    }
+    // Every promise is settled before answering, so no failure goes unobserved; the first one wins.
+    const settled = await Promise.allSettled(sent);
+    const failed = settled.find((s) => s.status === 'rejected');
+    if (failed) throw failed.reason;
+    return (settled.at(-1) as PromiseFulfilledResult<PgResult>).value;
+  };
+  client.query = (config: unknown, values?: unknown, callback?: unknown) => {
+    if (
+      typeof config !== 'string' ||
+      callback !== undefined ||
+      (values !== undefined && !Array.isArray(values))
+    )
+      return send(config as string, values as unknown[]);
+    const parameters = (values as unknown[] | undefined) ?? [];
+    const word = config.length <= 8 ? config.toLowerCase() : '';
+    if (word === 'begin') {
+      beginPending = true;
+      return answered('BEGIN');
+    }
+    if (word === 'commit' && beginPending && !held) {
+      beginPending = false;
+      return answered('COMMIT');
+    }
+    if (word === 'rollback') {
+      held = null;
+      if (beginPending) {
+        beginPending = false;
+        return answered('ROLLBACK');
+      }
+      return send(config, parameters);
+    }
+    if (config.startsWith(SENT_WITH_COMMIT) && (beginPending || inTransaction(client))) {
+      if (held) return sendWithPending(config, parameters).then(() => answered('UPDATE'));
+      held = { text: config, values: parameters };
+      return answered('UPDATE');
+    }
+    if (beginPending || held) return sendWithPending(config, parameters);
+    return send(config, parameters);
+  };
+}
+
+/** Whether the client's last answer left it inside a transaction block. */
+function inTransaction(client: PgClient): boolean {
+  const status = (client as { getTransactionStatus?: () => string | null }).getTransactionStatus?.();
+  return status === 'T' || status === 'E';
 }

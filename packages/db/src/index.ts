@@ -2,6 +2,7 @@ export {
   openDatabase,
   databaseNow,
   redactDatabaseUrl,
+  sentWithCommit,
   type Database,
   type DatabaseKind,
   type DatabaseOptions,

@@ -3,6 +3,7 @@
  * change itself, so a failure anywhere writes none of them.
  */
 import { newId } from '@better-compute/core';
+import { sentWithCommit } from '@better-compute/db';
 import { CompiledQuery, type Kysely } from 'kysely';
 import type { EventDraft } from '../modules/define-module.js';
 import type { ComputeTables } from './tables.js';
@@ -86,7 +87,8 @@ export async function recordMutation(
   }
   if (idempotency) values.push(JSON.stringify(idempotency.response ?? null), idempotency.scopeHash);
   const text = recordText(events.length, Boolean(audit), Boolean(idempotency));
-  await trx.executeQuery(CompiledQuery.raw(text, values));
+  // Nothing reads its result, so on PostgreSQL it travels with the commit (no round trip of its own).
+  await trx.executeQuery(CompiledQuery.raw(sentWithCommit(text), values));
 }
 
 const EVENT_COLUMNS = 'id, tx_index, tenant_id, type, subject_type, subject_id, data, actor, request_id';
