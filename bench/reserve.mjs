@@ -12,7 +12,9 @@
 //      BENCH_COMPUTE_DIST (the built better-compute index.js to run; default the package's dist),
 //      BENCH_KEEP_DB=1 (keep the database afterwards, to study its plans),
 //      BENCH_PROFILE_DIR=<dir> (the server writes a CPU profile there),
-//      BENCH_WAL_STATS=<path of pg_waldump> (the reserve interval's WAL by record type; a local cluster).
+//      BENCH_WAL_STATS=<path of pg_waldump> (the reserve interval's WAL by record type; a local cluster),
+//      BENCH_STATEMENTS=1 (the interval's statements by time; pg_stat_statements loaded, track_planning on),
+//      BENCH_POOL=<n> (the server's PostgreSQL connections).
 // Besides CPU per operation it prints WAL per operation, which does not move with the host's load.
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import pg from 'pg';

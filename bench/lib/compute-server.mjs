@@ -8,8 +8,15 @@ const dist = process.env.BENCH_COMPUTE_DIST
   : new URL('../../packages/better-compute/dist/index.js', import.meta.url).href;
 const { betterCompute, serve } = await import(dist);
 
+// BENCH_POOL=<n>: the server's PostgreSQL connections (the deployment's default otherwise).
+const databaseUrl = process.env.BENCH_DATABASE_URL ?? 'pglite:memory';
+const database = process.env.BENCH_POOL
+  ? await (
+      await import('@better-compute/db')
+    ).openDatabase({ url: databaseUrl, poolSize: Number(process.env.BENCH_POOL) })
+  : databaseUrl;
 const compute = await betterCompute({
-  database: process.env.BENCH_DATABASE_URL ?? 'pglite:memory',
+  database,
   rateLimit: false,
 });
 await compute.migrate();
