@@ -24,6 +24,8 @@ export interface FleetDeployment {
   database: TestDatabase;
   db: Kysely<ComputeTables>;
   clock: Clock;
+  /** Every statement sent to the database, in order (`begin` and `commit` included); tests may empty it. */
+  statements: string[];
   /** Calls a method; returns its data, or throws the error envelope as `{ code, message }`. */
   api<T = any>(method: string, body: Record<string, unknown>, token?: string): Promise<T>;
   /** Calls a method and returns the error (or fails when it succeeds). */
@@ -50,7 +52,8 @@ export async function createFleetDeployment(
   start = '2026-01-01T00:00:00.000Z',
   poolSize = 10,
 ): Promise<FleetDeployment> {
-  const database = await createTestDatabase(kind, poolSize);
+  const statements: string[] = [];
+  const database = await createTestDatabase(kind, poolSize, (text) => void statements.push(text));
   let nowMs = Date.parse(start);
   const clock: Clock = { now: () => new Date(nowMs), advance: (seconds) => void (nowMs += seconds * 1000) };
   const compute = await betterCompute(
@@ -71,6 +74,7 @@ export async function createFleetDeployment(
     database,
     db: database.db as Kysely<ComputeTables>,
     clock,
+    statements,
     api,
     async fails(method, body, token = OPS) {
       const { body: answer } = await call(compute, method, body, { token });

@@ -111,6 +111,49 @@ describe.each(kinds)('reservations on %s', (kind) => {
     await d.api('reservations.release', { reservationId: queued.id }, ACME);
   });
 
+  it('reserve without --nvlink: best fit on one node, across its domains when it has several', async () => {
+    const { poolId, h100, a100, l40s } = await mixedPool('fit');
+    // The H100 node (8 in one domain) would tie with the A100 node and win on age: out of the way.
+    await d.api('nodes.cordon', { nodeId: h100 });
+    // The statements a call sends, begin and commit apart.
+    const sentBy = async <T>(run: () => Promise<T>): Promise<[T, string[]]> => {
+      d.statements.length = 0;
+      const answer = await run();
+      return [answer, d.statements.filter((text) => !/^(begin|commit)$/i.test(text.trim()))];
+    };
+    // Best fit for 3 is the 4-GPU L40S node: one group, picked and bound by one statement, then the
+    // call's record.
+    const [three, sentForThree] = await sentBy(() =>
+      d.api('reservations.create', { poolId, gpus: 3, durationSeconds: HOUR }, ACME),
+    );
+    expect(three).toMatchObject({ state: 'active', version: 2 });
+    expect(three.binding).toEqual([expect.objectContaining({ nodeId: l40s, gpuIndices: [0, 1, 2] })]);
+    expect(sentForThree).toHaveLength(2);
+    expect(sentForThree[0]).toContain('pick as');
+    // 6 go to the A100 node (two domains of 4): one node, so one entry, in no single domain. The
+    // one statement writes nothing for a node of several groups; the node is then placed apart.
+    const [six, sentForSix] = await sentBy(() =>
+      d.api('reservations.create', { poolId, gpus: 6, durationSeconds: HOUR }, ACME),
+    );
+    expect(six.binding).toEqual([
+      expect.objectContaining({ nodeId: a100, gpuIndices: [0, 1, 2, 3, 4, 5], nvlinkDomain: null }),
+    ]);
+    expect(sentForSix.length).toBeGreaterThan(2);
+    // 2 fits the A100's last two exactly, in its second domain.
+    const two = await d.api('reservations.create', { poolId, gpus: 2, durationSeconds: HOUR }, ACME);
+    expect(two.binding).toEqual([expect.objectContaining({ nodeId: a100, gpuIndices: [6, 7] })]);
+    const capacity = await d.api('capacity.get', { poolId }, ACME);
+    expect(capacity.items[0]).toMatchObject({ total: 20, reserved: 11, free: 1, unavailable: 8 });
+    for (const r of [three, six, two]) await d.api('reservations.release', { reservationId: r.id }, ACME);
+    await d.api('nodes.uncordon', { nodeId: h100 });
+    const after = await d.api('capacity.get', { poolId }, ACME);
+    expect(after.items[0]).toMatchObject({ reserved: 0, free: 20, unavailable: 0 });
+    // Whatever the path, every reservation was recorded as created and activated.
+    const events = await d.api('events.list', { type: 'reservation.activated', limit: 100 }, ACME);
+    const activated = events.items.map((e: { subject: { id: string } }) => e.subject.id);
+    expect(activated).toEqual(expect.arrayContaining([three.id, six.id, two.id]));
+  });
+
   it('a rack-scale NVLink domain spans nodes', async () => {
     const { poolId } = await seedPool(d, 'rack');
     for (let i = 0; i < 18; i++)

@@ -77,10 +77,15 @@ async function loadPGliteTemplate(): Promise<Blob> {
 export async function createTestDatabase(
   kind: DatabaseKind = 'postgres',
   poolSize = 10,
+  /** Called with every statement sent (see DatabaseOptions.onQuery). */
+  onQuery?: (sql: string) => void,
 ): Promise<TestDatabase> {
   if (kind === 'pglite') {
     pgliteTemplate ??= loadPGliteTemplate();
-    const database = await openDatabase({ pglite: { loadDataDir: await pgliteTemplate } });
+    const database = await openDatabase({
+      pglite: { loadDataDir: await pgliteTemplate },
+      ...(onQuery ? { onQuery } : {}),
+    });
     return { ...database, url: undefined };
   }
   const name = `bc_test_${randomBytes(6).toString('hex')}`;
@@ -93,7 +98,7 @@ export async function createTestDatabase(
   }
   const url = new URL(TEST_DATABASE_URL);
   url.pathname = `/${name}`;
-  const database = await openDatabase({ url: url.toString(), poolSize });
+  const database = await openDatabase({ url: url.toString(), poolSize, ...(onQuery ? { onQuery } : {}) });
   return {
     ...database,
     url: url.toString(),
