@@ -735,11 +735,14 @@ export async function reservationsOnNode(
 ): Promise<{ id: string; tenant_id: string }[]> {
   const rows = await sql<{ id: string; tenant_id: string }>`
     select r.id, r.tenant_id from compute.reservations r
-    where r.id in (
-      select h.id from compute.gpu_groups g, unnest(g.holders) as h(id) where g.node_id = ${nodeId})
+    where r.id in ${holdersOf(nodeId)}
     order by r.id`.execute(db);
   return rows.rows;
 }
+
+/** The ids in a node's GPU slots, as a subquery. */
+const holdersOf = (nodeId: string) =>
+  sql<string>`(select h.id from compute.gpu_groups g, unnest(g.holders) as h(id) where g.node_id = ${nodeId})`;
 
 /** Ends every reservation bound to a node (it is being retired). The pool must be locked, the node not yet. */
 export async function endReservationsOnNode(
@@ -748,19 +751,14 @@ export async function endReservationsOnNode(
   now: Date,
   emit: Emit,
 ): Promise<void> {
-  const held = await reservationsOnNode(db, nodeId);
-  if (held.length === 0) return;
   const rows = await db
     .selectFrom('compute.reservations')
     .selectAll()
-    .where(
-      'id',
-      'in',
-      held.map((r) => r.id),
-    )
+    .where('id', 'in', holdersOf(nodeId))
     .orderBy('seq')
     .forUpdate()
     .execute();
+  if (rows.length === 0) return;
   await lockNodesOf(
     db,
     rows.map((r) => r.id),
