@@ -185,7 +185,8 @@ interface PgResult {
  * first failure is the one reported. A transaction that sent nothing commits without a round trip.
  */
 function pipelineTransactions(client: PgClient): void {
-  const send = client.query.bind(client) as (text: string, values?: unknown[]) => Promise<PgResult>;
+  const original = client.query.bind(client);
+  const send = original as (text: string, values?: unknown[]) => Promise<PgResult>;
   let beginPending = false;
   let held: { text: string; values: unknown[] } | null = null;
   const answered = (command: string): Promise<PgResult> =>
@@ -216,7 +217,7 @@ function pipelineTransactions(client: PgClient): void {
       callback !== undefined ||
       (values !== undefined && !Array.isArray(values))
     )
-      return send(config as string, values as unknown[]);
+      return original(config, values, callback);
     const parameters = (values as unknown[] | undefined) ?? [];
     const word = config.length <= 8 ? config.toLowerCase() : '';
     if (word === 'begin') {
