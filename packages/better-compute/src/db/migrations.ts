@@ -81,5 +81,17 @@ create table compute.leases (
 );
 `,
     },
+    {
+      // An event is read by its position, never by its id (unique by construction), so the position
+      // is the primary key and the id needs no index of its own: one index entry fewer per event,
+      // and a call writes one to three events (docs/decisions/reserve-writes.md).
+      name: '0002_event_position_key',
+      sql: `
+alter table compute.events
+  drop constraint events_pkey,
+  drop constraint events_tx_id_tx_index_key,
+  add constraint events_pkey primary key (tx_id, tx_index);
+`,
+    },
   ],
 };
