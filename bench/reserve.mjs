@@ -189,7 +189,7 @@ try {
   console.log(
     `statements per transaction: reserve ${total(statements.create)} (${statements.create.read} read, ${statements.create.write} write), ` +
       `release ${total(statements.release)} (${statements.release.read} read, ${statements.release.write} write), ` +
-      `pair ${total(statements.create) + total(statements.release)} (+ begin/commit each)`,
+      `pair ${total(statements.create) + total(statements.release)} (begin and commit travel with the first and last)`,
   );
 
   // ------------------------------------------------------------------ reserve + release over HTTP
