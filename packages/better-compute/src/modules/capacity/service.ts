@@ -274,7 +274,7 @@ async function writeBinding(
   source: BindSource,
   now: Date,
   insert?: NewReservation,
-): Promise<{ bindings: BoundGroup[]; row: ReservationRow | undefined }> {
+): Promise<{ bindings: BoundGroup[]; row: ReservationRow | undefined; pickedNode: string | null }> {
   const rows =
     'allocations' in source
       ? sql`values ${sql.join(
@@ -296,7 +296,12 @@ async function writeBinding(
   // The slots a group gives: its first `cnt` empty ones (array_positions lists them in order).
   const picked = sql`(array_positions(g.holders, null))[1:a.cnt]`;
   const result = await sql<
-    BoundGroup & { seq: ReservationRow['seq'] | null; groups_wanted: number; node_ids: string | null }
+    BoundGroup & {
+      seq: ReservationRow['seq'] | null;
+      groups_wanted: number;
+      node_ids: string | null;
+      picked_node: string | null;
+    }
   >`
     with ${'pick' in source ? sql`${source.pick},` : sql``}
     a (node_id, group_no, cnt) as (${rows}),
@@ -324,26 +329,29 @@ async function writeBinding(
       from claimed c order by c.node_id collate "C", c.group_no
       returning node_id, group_no, gpu_indices, model, product, nvlink_domain)
     select b.*, ${insert ? sql`(select r.seq from r)` : sql`null::bigint`} as seq,
-      (select count(*) from a)::int as groups_wanted, (select string_agg(node_id, ', ') from a) as node_ids
+      (select count(*) from a)::int as groups_wanted, (select string_agg(node_id, ', ') from a) as node_ids,
+      ${'pick' in source ? sql`(select p.id from pick p)` : sql`null::text`} as picked_node
     from (select 1) as one left join bound b on true
     order by b.node_id collate "C", b.group_no`.execute(db);
   // One row even when nothing was bound (node_id null then), so a shortfall is told from "nothing to bind".
-  const { groups_wanted: groupsWanted, node_ids: nodeIds } = result.rows[0]!;
+  const { groups_wanted: groupsWanted, node_ids: nodeIds, picked_node: pickedNode } = result.rows[0]!;
   const bound = result.rows.filter((b) => b.node_id !== null);
-  if (groupsWanted === 0) return { bindings: [], row: undefined };
+  if (groupsWanted === 0) return { bindings: [], row: undefined, pickedNode };
   const wanted =
     'allocations' in source ? source.allocations.reduce((sum, a) => sum + a.count, 0) : source.gpus;
   const claimedGpus = bound.reduce((sum, b) => sum + b.gpu_indices.length, 0);
   if (bound.length !== groupsWanted || claimedGpus !== wanted) {
     throw new ComputeError('INTERNAL', `nodes ${nodeIds} have fewer free GPUs than their counters say`);
   }
-  const bindings = bound.map(({ seq: _seq, groups_wanted: _wanted, node_ids: _ids, ...b }) => b);
+  const bindings = bound.map(
+    ({ seq: _seq, groups_wanted: _wanted, node_ids: _ids, picked_node: _picked, ...b }) => b,
+  );
   const seq = bound[0]?.seq;
   const row: ReservationRow | undefined =
     insert && seq !== undefined && seq !== null
       ? { ...insert, seq, ended_at: null, end_reason: null }
       : undefined;
-  return { bindings, row };
+  return { bindings, row, pickedNode };
 }
 
 /**
@@ -1128,8 +1136,8 @@ async function reserveFast(
   };
   // The common node, one GPU group, is picked and bound by one statement: one round trip fewer, and
   // the node's lock is held from the pick to the commit without a round trip in between. A node of
-  // several groups (or none) writes nothing there; the pick is then read on its own (this
-  // transaction's lock does not make it skip the node it holds) and its groups placed.
+  // several groups writes nothing there but stays locked, and the statement says which node it
+  // picked: its groups are then placed. No node picked: the locked path decides.
   let written = await writeBinding(
     db,
     insert,
@@ -1143,10 +1151,9 @@ async function reserveFast(
     insert,
   );
   if (!written.row) {
-    const node = (await sql<{ id: string }>`${pick}`.execute(db)).rows[0];
-    if (!node) return undefined;
+    if (!written.pickedNode) return undefined;
     const groups = await groupsQuery(db, poolId, filterSql(terms, input.tolerations))
-      .where('g.node_id', '=', node.id)
+      .where('g.node_id', '=', written.pickedNode)
       .orderBy('g.group_no')
       .execute();
     const allocations = place(toFree(groups), input.gpus, false);
