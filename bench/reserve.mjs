@@ -122,13 +122,11 @@ try {
   );
   await direct.query(
     `insert into compute.nodes (id, tenant_id, pool_id, name, state, state_before_offline, labels, taints,
-       no_schedule, cpu_cores, memory_gib, inventory, inventory_revision, reported_revision, credential_hash,
+       no_schedule, cpu_cores, memory_gib, inventory_revision, reported_revision, credential_hash,
        gpu_count, free_gpus, last_heartbeat_at, state_changed_at, version, created_at, updated_at)
      select b.id, n.tenant_id, n.pool_id, b.name, n.state, n.state_before_offline, n.labels, n.taints,
-       n.no_schedule, n.cpu_cores, n.memory_gib,
-       jsonb_set(n.inventory, '{gpus}', (select jsonb_agg(jsonb_set(g, '{nvlinkDomain}', to_jsonb(b.domain)))
-                                         from jsonb_array_elements(n.inventory->'gpus') g)),
-       n.inventory_revision, n.reported_revision, n.credential_hash, n.gpu_count, n.free_gpus,
+       n.no_schedule, n.cpu_cores, n.memory_gib, n.inventory_revision, n.reported_revision, n.credential_hash,
+       n.gpu_count, n.free_gpus,
        n.last_heartbeat_at, n.state_changed_at, n.version, n.created_at, n.updated_at
      from bench_ids b cross join compute.nodes n where n.id = $1 order by b.ord`,
     [joined.nodeId],
@@ -148,8 +146,11 @@ try {
   );
   await direct.query(
     `insert into compute.node_inventories (node_id, revision, inventory, recorded_at)
-     select b.id, i.revision, n.inventory, i.recorded_at
-     from bench_ids b join compute.nodes n on n.id = b.id cross join compute.node_inventories i where i.node_id = $1`,
+     select b.id, i.revision,
+       jsonb_set(i.inventory, '{gpus}', (select jsonb_agg(jsonb_set(g, '{nvlinkDomain}', to_jsonb(b.domain)))
+                                         from jsonb_array_elements(i.inventory->'gpus') g)),
+       i.recorded_at
+     from bench_ids b cross join compute.node_inventories i where i.node_id = $1`,
     [joined.nodeId],
   );
   await direct.query('commit');
@@ -433,7 +434,7 @@ try {
   const capacity = [];
   const capDeadline = performance.now() + Math.min(5, seconds) * 1000;
   await Promise.all(
-    Array.from({ length: 4 }, async (_, c) => {
+    Array.from({ length: Math.min(4, clients) }, async (_, c) => {
       while (performance.now() < capDeadline) {
         const t = performance.now();
         await post('capacity.get', { poolId: pool.id }, memberKey, connections[c]);
@@ -443,7 +444,7 @@ try {
   );
   capacity.sort((a, b) => a - b);
   console.log(
-    `capacity.get (${recorded} reservations on record, 4 clients)  p50 ${fmt(pct(capacity, 50))} ms p99 ${fmt(pct(capacity, 99))} ms`,
+    `capacity.get (${recorded} reservations on record, ${Math.min(4, clients)} clients)  p50 ${fmt(pct(capacity, 50))} ms p99 ${fmt(pct(capacity, 99))} ms`,
   );
   for (const client of connections) client.close();
 

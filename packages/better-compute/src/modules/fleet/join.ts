@@ -566,7 +566,6 @@ async function applyInventory(
   await db
     .updateTable('compute.nodes')
     .set({
-      inventory: JSON.stringify(inventory),
       inventory_revision: latest.revision,
       cpu_cores: inventory.cpuCores,
       memory_gib: inventory.memoryGiB,

@@ -360,4 +360,14 @@ end
 $$;
 `,
   },
+  {
+    name: '0005_node_inventory_once',
+    sql: `
+-- A node's row gets a new version at every reserve, release and heartbeat (free_gpus and
+-- last_heartbeat_at are indexed, so none of these updates is HOT), and it carried a copy of the
+-- inventory in use, about 1 KiB of JSON for eight GPUs, into every version and the WAL. Nothing read
+-- that copy: the inventory in use is node_inventories at inventory_revision, kept there anyway.
+alter table compute.nodes drop column inventory;
+`,
+  },
 ];

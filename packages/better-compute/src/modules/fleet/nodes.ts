@@ -452,7 +452,6 @@ export async function createNode(
       no_schedule: [],
       cpu_cores: inventory.cpuCores,
       memory_gib: inventory.memoryGiB,
-      inventory: JSON.stringify(inventory),
       credential_hash: options.credentialHash,
       gpu_count: inventory.gpus.length,
       free_gpus: inventory.gpus.length,

@@ -116,7 +116,7 @@ export interface NodesTable {
   no_schedule: ColumnType<string[], string[], string[]>;
   cpu_cores: number;
   memory_gib: number;
-  inventory: Json<StoredInventory>;
+  /** The inventory in use is node_inventories at this revision (the node's row keeps no copy since 0005). */
   inventory_revision: Generated<number>;
   reported_revision: Generated<number>;
   credential_hash: string | null;
