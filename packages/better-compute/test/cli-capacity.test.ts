@@ -3,9 +3,11 @@
  * (exit 2 before anything is sent), tables, idempotency keys, waiting while queued, and the usage
  * export's new 0600 file.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createNodeServer } from '../src/host/node-adapter.js';
 import type { ComputeInstance } from '../src/types.js';
 import { createCli, main } from '../src/cli/index.js';
 import { captureIO } from './cli-support.js';
@@ -314,6 +316,32 @@ describe('reservations', () => {
     );
   });
 
+  it('a reserve that reuses --key with another input prints the server’s hint, in process and over --url', async () => {
+    const server = createNodeServer(d.compute);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const key = 'cli-hint-key-1';
+      const args = ['reserve', '--pool', poolId, '--for', '1h', '--wait', '0', '--key', key];
+      const first = await run([...args, '--gpus', '1', '--query', 'id']);
+      expect(first.status).toBe(0);
+      for (const where of [[], ['--url', url]]) {
+        const reused = await run([...args, '--gpus', '2', ...where]);
+        expect(reused.status).toBe(1);
+        expect(reused.out).toBe('');
+        expect(reused.err.split('\n')).toEqual([
+          `idempotency key: ${key} (repeat with --key ${key} to retry without creating twice)`,
+          'CONFLICT: this idempotency key was used with a different input',
+          'hint: Use a new --key for a different request, or repeat the first request exactly.',
+          expect.stringMatching(/^request id: req_[0-9a-f]{32}$/),
+        ]);
+      }
+      expect((await run(['release', first.out, '--query', 'state'])).out).toBe('ended');
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+
   it('reserve waits up to --wait seconds while queued, then prints the reservation as it is', async () => {
     const big = await run(['reserve', '--pool', poolId, '--gpus', '16', '--for', '1h', '--query', 'id']);
     expect(big.status).toBe(0);
@@ -415,6 +443,49 @@ describe('events and usage', () => {
     expect(refused.out).toBe('');
     expect(readFileSync(existing, 'utf8')).toBe('keep me');
     expect(existsSync(join(scratch, 'missing.jsonl'))).toBe(false);
+  });
+
+  it('usage export --out into a directory that does not exist is a usage error with a hint; nothing is created', async () => {
+    const before = readdirSync(scratch);
+    const missing = await run(['usage', 'export', '--out', 'no-such-dir/usage.csv']);
+    expect(missing).toEqual({
+      status: 2,
+      out: '',
+      err: [
+        `INVALID_ARGUMENT: the directory of --out no-such-dir/usage.csv does not exist: ${join(scratch, 'no-such-dir')}`,
+        'hint: Create the directory first, or pass --out a path in an existing one.',
+      ].join('\n'),
+    });
+    writeFileSync(join(scratch, 'a-file'), '');
+    const notDirectory = await run(['usage', 'export', '--out', 'a-file/usage.csv']);
+    expect(notDirectory.status).toBe(2);
+    expect(notDirectory.err.split('\n')).toEqual([
+      `INVALID_ARGUMENT: the directory of --out a-file/usage.csv is not a directory: a part of ${join(scratch, 'a-file')} is a file`,
+      'hint: Pass --out a path in an existing directory.',
+    ]);
+    rmSync(join(scratch, 'a-file'));
+    expect(readdirSync(scratch)).toEqual(before);
+  });
+
+  it('usage export refuses an existing --out with the file’s own hint', async () => {
+    writeFileSync(join(scratch, 'taken.csv'), 'keep me');
+    const refused = await run(['usage', 'export', '--out', 'taken.csv']);
+    expect(refused).toEqual({
+      status: 1,
+      out: '',
+      err: [
+        'ALREADY_EXISTS: taken.csv already exists; usage export never writes over a file',
+        'hint: Pass --out the name of a file that does not exist yet, or move the existing one away.',
+      ].join('\n'),
+    });
+    expect(readFileSync(join(scratch, 'taken.csv'), 'utf8')).toBe('keep me');
+  });
+
+  it('usage export leaves no file behind when the call fails', async () => {
+    const refused = await run(['usage', 'export', '--out', 'refused.csv'], 'not-a-token');
+    expect(refused.status).toBe(1);
+    expect(refused.err.split('\n')[0]).toMatch(/^UNAUTHENTICATED: /);
+    expect(existsSync(join(scratch, 'refused.csv'))).toBe(false);
   });
 });
 

@@ -117,6 +117,18 @@ describe('sites', () => {
     ]);
   });
 
+  it('create with a name that is taken says ALREADY_EXISTS with a hint about names, not files', async () => {
+    const taken = await status(['sites', 'create', 'fra-1', '--key', 'site-fra-1-again']);
+    expect(taken.code).toBe(1);
+    expect(taken.out).toEqual([]);
+    expect(taken.err).toEqual([
+      'idempotency key: site-fra-1-again (repeat with --key site-fra-1-again to retry without creating twice)',
+      'ALREADY_EXISTS: a site named fra-1 exists',
+      'hint: Choose another name, or list what exists; nothing was changed.',
+      expect.stringMatching(/^request id: req_[0-9a-f]{32}$/),
+    ]);
+  });
+
   it('list prints a table by default', async () => {
     const { out } = await run(['sites', 'list']);
     const lines = out[0]!.split('\n');

@@ -227,7 +227,7 @@ describe('flags and positionals', () => {
     expect(await main(['probe', 'ti'], cli, io)).toBe(2);
     expect(err).toEqual([
       'INVALID_COMMAND: unknown command "probe ti"; did you mean "probe it"?',
-      'hint: Run "better-compute help" for every command.',
+      'hint: Run "better-compute probe" for the commands under probe, or "better-compute help" for every command.',
     ]);
     const other = captureIO();
     expect(await main(['zzzzzz'], cli, other.io)).toBe(2);
@@ -243,6 +243,70 @@ describe('flags and positionals', () => {
     expect(out[0]).toContain('default: on; --no-verify turns it off');
     expect(out[0]).toContain('--wait DURATION');
     expect(out[0]).toContain('default: 20s');
+  });
+});
+
+describe('the built-in commands, as a person meets them', () => {
+  const cli = createCli({ projectCommands: false });
+  async function line(argv: string[]) {
+    const { io, out, err } = captureIO();
+    const status = await main(argv, cli, io);
+    return { status, out, err };
+  }
+  const formatLine = (help: string) =>
+    help.split('\n').find((text) => text.trimStart().startsWith('--format '));
+
+  it.each([
+    ['pools list', 'a table'],
+    ['events list', 'a table'],
+    ['nodes list', 'a table'],
+    ['inventory diff', 'indented JSON'],
+    ['reservations get', 'indented JSON'],
+    ['capacity', 'a table; indented JSON with --preview'],
+    ['api', 'indented JSON; a table with --list'],
+  ])('help %s says what --format defaults to: %s', async (command, words) => {
+    const { status, out } = await line(['help', ...command.split(' ')]);
+    expect(status).toBe(0);
+    expect(formatLine(out[0]!)).toMatch(
+      new RegExp(
+        `^  --format json\\|compact\\|table +Output format: indented JSON, JSON on one line, or a table \\(default: ${words.replace(/[()]/g, '\\$&')}\\)$`,
+      ),
+    );
+  });
+
+  it('an unknown command under a known group is reported with every word given', async () => {
+    expect(await line(['events', 'foo'])).toEqual({
+      status: 2,
+      out: [],
+      err: [
+        'INVALID_COMMAND: unknown command "events foo"',
+        'hint: Run "better-compute events" for the commands under events, or "better-compute help" for every command.',
+      ],
+    });
+    expect((await line(['events', 'watch'])).err[0]).toBe('INVALID_COMMAND: unknown command "events watch"');
+    expect((await line(['nodes', 'foo'])).err[0]).toBe(
+      'INVALID_COMMAND: unknown command "nodes foo"; did you mean "nodes get"?',
+    );
+    expect((await line(['nodes', 'zzzzzzzz'])).err[0]).toBe(
+      'INVALID_COMMAND: unknown command "nodes zzzzzzzz"',
+    );
+    expect((await line(['help', 'events', 'foo'])).err[0]).toBe(
+      'INVALID_COMMAND: unknown command "events foo"',
+    );
+    expect((await line(['evnts', 'list'])).err[0]).toBe(
+      'INVALID_COMMAND: unknown command "evnts list"; did you mean "events list"?',
+    );
+  });
+
+  it('a group lists its commands, counted in words that agree', async () => {
+    const events = await line(['events']);
+    expect(events.status).toBe(0);
+    expect(events.out[0]!.split('\n').slice(0, 3)).toEqual([
+      'better-compute events: 1 command',
+      '',
+      expect.stringMatching(/^  events list {2}/),
+    ]);
+    expect((await line(['nodes'])).out[0]).toMatch(/^better-compute nodes: \d+ commands\n/);
   });
 });
 

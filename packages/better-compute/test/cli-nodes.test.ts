@@ -171,7 +171,8 @@ describe('a machine joins a pool through the nodes commands', () => {
     sent.length = 0;
     const failed = await status(['join-tokens', 'create', '--pool', poolId, '--out', 'join.token']);
     expect(failed.code).toBe(1);
-    expect(failed.err[0]).toBe(
+    // The idempotency key line, when the command logs one, comes before the refusal.
+    expect(failed.err.filter((line) => !line.startsWith('idempotency key: '))[0]).toBe(
       'ALREADY_EXISTS: join.token already exists; a token is never written over a file',
     );
     expect(sent).toEqual([]);
@@ -199,7 +200,7 @@ describe('a machine joins a pool through the nodes commands', () => {
     expect(failed.err.join('\n')).not.toContain(token.split('.')[1]);
     const wrongKind = await status(['join-tokens', 'revoke', 'node_01k5w00000000000000000000']);
     expect(wrongKind.code).toBe(2);
-    expect(wrongKind.err[0]).toMatch(/^INVALID_ARGUMENT: joinToken must be a joinToken id like jtok_01…/);
+    expect(wrongKind.err[0]).toMatch(/^INVALID_ARGUMENT: joinToken must be a join token id like jtok_01…/);
     expect(sent).toEqual([]);
   });
 
@@ -240,7 +241,7 @@ describe('a machine joins a pool through the nodes commands', () => {
     const failed = await status(['join-requests', 'approve', nodeId]);
     expect(failed.code).toBe(2);
     expect(failed.err[0]).toBe(
-      `INVALID_ARGUMENT: joinRequest must be a joinRequest id like jreq_01… (got "${nodeId}")`,
+      `INVALID_ARGUMENT: joinRequest must be a join request id like jreq_01… (got "${nodeId}")`,
     );
     expect(sent).toEqual([]);
   });
@@ -309,7 +310,17 @@ describe('a machine joins a pool through the nodes commands', () => {
       toRevision: 2,
       changes: [{ path: 'memoryGiB', kind: 'changed', before: 512, after: 1024 }],
     });
-    expect(await run(['inventory', 'diff', nodeId])).toEqual([
+  });
+
+  it('inventory diff prints indented JSON by default, since it is not a list; --format table shows the changes', async () => {
+    const diff = {
+      nodeId,
+      fromRevision: 1,
+      toRevision: 2,
+      changes: [{ path: 'memoryGiB', kind: 'changed', before: 512, after: 1024 }],
+    };
+    expect(await run(['inventory', 'diff', nodeId])).toEqual([JSON.stringify(diff, null, 2)]);
+    expect(await run(['inventory', 'diff', nodeId, '--format', 'table'])).toEqual([
       'path       kind     before  after\nmemoryGiB  changed  512     1024',
     ]);
   });
@@ -397,5 +408,45 @@ describe('a machine joins a pool through the nodes commands', () => {
       'unknown host',
     ]);
     expect(rejected).toMatchObject({ state: 'rejected', reason: 'unknown host', nodeId: null });
+  });
+
+  it('join-tokens create prints its idempotency key; run again with --key, it prints the same token and mints none', async () => {
+    const before = (await json(['join-tokens', 'list'])).items.length;
+    const first = await status(['join-tokens', 'create', '--pool', poolId, '--format', 'compact']);
+    expect(first.code).toBe(0);
+    const key = /^idempotency key: (cli-[0-9a-f-]{36}) /.exec(first.err[0]!)?.[1];
+    expect(key).toBeDefined();
+    const again = await status([
+      'join-tokens',
+      'create',
+      '--pool',
+      poolId,
+      '--key',
+      key!,
+      '--format',
+      'compact',
+    ]);
+    expect(again.code).toBe(0);
+    expect(again.out).toEqual(first.out);
+    expect(JSON.parse(first.out[0]!).token).toMatch(/^jtok_[0-9a-z]{26}\./);
+    expect((await json(['join-tokens', 'list'])).items.length).toBe(before + 1);
+    // The same --key with other flags is another request: refused, with the server's hint.
+    const other = await status(['join-tokens', 'create', '--pool', poolId, '--uses', '5', '--key', key!]);
+    expect(other.code).toBe(1);
+    expect(other.err.slice(1, 3)).toEqual([
+      'CONFLICT: this idempotency key was used with a different input',
+      'hint: Use a new --key for a different request, or repeat the first request exactly.',
+    ]);
+  });
+
+  it('join-tokens create --out into a missing directory is INVALID_ARGUMENT and sends nothing', async () => {
+    sent.length = 0;
+    const failed = await status(['join-tokens', 'create', '--pool', poolId, '--out', 'missing/join.token']);
+    expect(failed.code).toBe(2);
+    expect(failed.err[0]).toBe(
+      `INVALID_ARGUMENT: the directory of --out missing/join.token does not exist: ${join(scratch, 'missing')}`,
+    );
+    expect(failed.err[1]).toBe('hint: Create the directory first, or pass --out a path in an existing one.');
+    expect(sent).toEqual([]);
   });
 });

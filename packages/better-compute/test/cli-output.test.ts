@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { ComputeError } from '@better-compute/core';
+import { ComputeError, ERROR_STATUS } from '@better-compute/core';
 import {
   applyQuery,
   CliError,
   exitStatusOf,
   formatResult,
+  hintFor,
   printFailure,
   RemoteExitError,
   renderTable,
@@ -65,6 +66,24 @@ describe('the output formatter', () => {
     expect(formatResult({ items: [{ id: 'a' }] }, { query: 'items[].id', format: 'compact' })).toBe('["a"]');
   });
 
+  it.each(['json', 'compact', 'table'] as const)(
+    'a --query that selects a string prints it raw under --format %s, so a script captures the value itself',
+    (format) => {
+      expect(formatResult({ nextCursor: '184467:12' }, { query: 'nextCursor', format })).toBe('184467:12');
+      expect(formatResult({ reason: hostile }, { query: 'reason', format })).toBe('a [31mred b c 2Jd\ne');
+      expect(formatResult('plain', { format })).toBe('plain');
+    },
+  );
+
+  it('a --query that selects anything but a string still follows --format', () => {
+    const value = { limit: 12, labels: { gpu: 'h100' }, ids: ['a'] };
+    expect(formatResult(value, { query: 'limit', format: 'json' })).toBe('12');
+    expect(formatResult(value, { query: 'labels', format: 'compact' })).toBe('{"gpu":"h100"}');
+    expect(formatResult(value, { query: 'labels', format: 'json' })).toBe('{\n  "gpu": "h100"\n}');
+    expect(formatResult(value, { query: 'ids', format: 'compact' })).toBe('["a"]');
+    expect(formatResult(value, { query: 'labels', format: 'table' })).toBe('key  value\ngpu  h100');
+  });
+
   it('refuses a malformed --query as a usage mistake', () => {
     expect(() => applyQuery({}, 'a..b')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
     expect(() => applyQuery({}, '')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
@@ -123,6 +142,34 @@ describe('the failure printer and exit statuses', () => {
   it('gives TENANT_SUSPENDED the guide’s hint', () => {
     expect(print(new ComputeError('TENANT_SUSPENDED', 'tenant acme is suspended'))[1]).toBe(
       'hint: The tenant is suspended or deleted in IAM; an administrator of a parent tenant can reactivate it.',
+    );
+  });
+
+  it.each(Object.keys(ERROR_STATUS))('%s has a default hint that says what to do next', (code) => {
+    const hint = hintFor(new ComputeError(code, 'x'));
+    expect(hint).not.toMatch(/^Run again with BETTER_COMPUTE_DEBUG=1 for details/);
+    expect(hint).not.toMatch(/^The message says what failed/);
+    expect(hint.length).toBeGreaterThan(20);
+  });
+
+  it.each([
+    ['ALREADY_EXISTS', 'Choose another name, or list what exists; nothing was changed.'],
+    [
+      'CONFLICT',
+      'Read it again with its get command, then retry; a --key used before needs its first request exactly, or a new key.',
+    ],
+    ['INVALID_STATE', "Check the resource's state with its get command; the message says what it must be."],
+    [
+      'QUOTA_EXCEEDED',
+      'Release something you hold (reservations list shows it), or ask the pool\'s owner for a larger quota ("quotas get --pool POOL" shows yours).',
+    ],
+  ])('the default hint of %s fits every place the code comes from', (code, hint) => {
+    expect(print(new ComputeError(code, 'x'))).toEqual([`${code}: x`, `hint: ${hint}`]);
+  });
+
+  it('a code outside the table still gets a hint that names the command', () => {
+    expect(hintFor(new ComputeError('SOMETHING_NEW', 'x'), 'sites create')).toBe(
+      'The message says what failed; run "better-compute help sites create" for the command\'s flags and examples.',
     );
   });
 

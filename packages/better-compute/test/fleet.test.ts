@@ -70,6 +70,45 @@ describe.each(kinds)('the fleet on %s', (kind) => {
     );
   });
 
+  it('a join token create retried with its key answers the same token, which the database keeps only sealed', async () => {
+    const { poolId } = await seedPool(d, 'retry');
+    const idempotencyKey = 'jt-retry-0123456789abcdef';
+    const first = await d.api('joinTokens.create', { poolId, uses: 3, idempotencyKey });
+    const again = await d.api('joinTokens.create', { poolId, uses: 3, idempotencyKey });
+    // The same answer, key for key and in the same order.
+    expect(JSON.stringify(again)).toBe(JSON.stringify(first));
+    const minted = (await d.api('joinTokens.list', { poolId })).items;
+    expect(minted.map((t: { id: string }) => t.id)).toEqual([first.joinToken.id]);
+    // The kept answer names the token's id but holds its secret only sealed.
+    const secret = first.token.split('.')[1];
+    const kept = (await d.db
+      .selectFrom('compute.idempotency_keys' as never)
+      .select('response' as never)
+      .where('method' as never, '=', 'joinTokens.create' as never)
+      .execute()) as { response: unknown }[];
+    expect(kept).toHaveLength(1);
+    const text = JSON.stringify(kept[0]!.response);
+    expect(text).toContain(first.joinToken.id);
+    expect(text).not.toContain(secret);
+    expect(text).toMatch(/"token":"sealed:v1:/);
+    // Another input under the same key is refused; another key mints another token.
+    expect((await d.fails('joinTokens.create', { poolId, uses: 4, idempotencyKey })).code).toBe('CONFLICT');
+    const other = await d.api('joinTokens.create', {
+      poolId,
+      uses: 3,
+      idempotencyKey: `${idempotencyKey}-2`,
+    });
+    expect(other.token).not.toBe(first.token);
+    // The token answered by the retry is the one that works.
+    const joined = await d.api(
+      'nodes.join',
+      { joinToken: again.token, hostname: 'gpu-retry', inventory: inventory() },
+      '',
+    );
+    expect(joined).toMatchObject({ state: 'pending' });
+    await d.api('joinRequests.reject', { joinRequestId: joined.joinRequestId, reason: 'a test machine' });
+  });
+
   it('a machine joins through a join request, an approval, a claim and a heartbeat', async () => {
     const { poolId } = await seedPool(d, 'join');
     const minted = await d.api('joinTokens.create', { poolId, uses: 2, lifetimeSeconds: HOUR });

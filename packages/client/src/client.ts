@@ -100,7 +100,10 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   });
 }
 
-/** Reads the envelope of an answer: its `data`, or a ComputeClientError with the server's code. */
+/**
+ * Reads the envelope of an answer: its `data`, or a ComputeClientError with the server's code,
+ * message, details and hint (the server's advice is more precise than any default of the caller).
+ */
 export async function readEnvelope(
   response: Response,
   method: string,
@@ -125,6 +128,7 @@ export async function readEnvelope(
           requestId: typeof error.requestId === 'string' ? error.requestId : requestId,
           method,
           ...(isRecord(error.details) ? { details: error.details } : {}),
+          ...(typeof error.hint === 'string' && error.hint !== '' ? { hint: error.hint } : {}),
         },
       ),
     );

@@ -118,6 +118,32 @@ describe('createComputeClient', () => {
     });
   });
 
+  it('keeps the server’s hint on the error, so the caller prints the server’s advice', async () => {
+    answer = () => ({
+      status: 409,
+      body: {
+        error: {
+          code: 'CONFLICT',
+          message: 'this idempotency key was used with a different input',
+          hint: 'Use a new --key for a different request, or repeat the first request exactly.',
+          requestId: 'req_server',
+        },
+      },
+    });
+    const client = createComputeClient({ baseURL: origin, token: 't', tenant: 'acme' });
+    const error = await client.call('sites.create', { name: 'x' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ComputeClientError);
+    expect(error).toMatchObject({
+      code: 'CONFLICT',
+      hint: 'Use a new --key for a different request, or repeat the first request exactly.',
+      requestId: 'req_server',
+    });
+    answer = () => ({ status: 404, body: { error: { code: 'NOT_FOUND', message: 'gone', requestId: 'r' } } });
+    expect(await client.call('sites.create', { name: 'x' }).catch((e: ComputeClientError) => e.hint)).toBe(
+      undefined,
+    );
+  });
+
   it('retries once after a short RATE_LIMITED, with the same request id', async () => {
     answer = (_, count) =>
       count === 1

@@ -39,6 +39,12 @@ export interface MethodDefinition<Input extends z.ZodType = z.ZodType, Output ex
   resource?: (input: z.output<Input>) => Omit<ResourceRef, 'tenantId'>;
   /** Creates take an `idempotencyKey`; the same key and input return the first answer. */
   idempotent?: boolean;
+  /**
+   * Top-level output fields that are secrets shown once (a join token): an idempotent method's kept
+   * answer stores them sealed under its idempotency key, so a retry gets them back and the database
+   * does not hold them.
+   */
+  sealed?: readonly string[];
   input: Input;
   output: Output;
 }

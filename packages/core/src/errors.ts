@@ -46,6 +46,14 @@ export interface ComputeErrorOptions {
   cause?: unknown;
 }
 
+/** A ComputeError as JSON: what the envelope's `error` carries besides the request id. */
+export interface ComputeErrorJSON {
+  code: string;
+  message: string;
+  details?: Record<string, unknown>;
+  hint?: string;
+}
+
 // A brand shared by every copy of this class: the CLI's bundle carries its own copy of core, and
 // an error thrown by a package that imports core separately must still be a ComputeError to it.
 const BRAND = Symbol.for('better-compute.ComputeError');
@@ -76,11 +84,15 @@ export class ComputeError extends Error {
     return httpStatusOf(this.code);
   }
 
-  /** The `error` member of the envelope: never the cause, never a stack. */
-  toJSON(): { code: string; message: string; details?: Record<string, unknown> } {
-    return this.details === undefined
-      ? { code: this.code, message: this.message }
-      : { code: this.code, message: this.message, details: this.details };
+  /**
+   * The `error` member of the envelope: never the cause, never a stack. The hint travels with it,
+   * so a client (the CLI over --url) can print the server's advice rather than a generic one.
+   */
+  toJSON(): ComputeErrorJSON {
+    const json: ComputeErrorJSON = { code: this.code, message: this.message };
+    if (this.details !== undefined) json.details = this.details;
+    if (this.hint !== undefined) json.hint = this.hint;
+    return json;
   }
 }
 

@@ -1,15 +1,15 @@
 /**
  * The envelope every API answers with, shared by compute's handler and IAM's routes:
- * `{ "data": … }` on success, `{ "error": { code, message, details?, requestId } }` on failure,
- * with the HTTP status taken from the error code.
+ * `{ "data": … }` on success, `{ "error": { code, message, details?, hint?, requestId } }` on
+ * failure, with the HTTP status taken from the error code.
  */
-import { ComputeError, httpStatusOf } from './errors.js';
+import { ComputeError, type ComputeErrorJSON, httpStatusOf } from './errors.js';
 
 /** The largest request body any route accepts. */
 export const BODY_LIMIT_BYTES = 64 * 1024;
 
 export interface ErrorEnvelope {
-  error: { code: string; message: string; details?: Record<string, unknown>; requestId: string };
+  error: ComputeErrorJSON & { requestId: string };
 }
 
 const JSON_HEADERS = { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' };

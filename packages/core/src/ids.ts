@@ -109,10 +109,28 @@ export function isId(kind: IdKind, value: unknown): value is string {
   return typeof value === 'string' && patternOf(kind).test(value);
 }
 
+// Kinds whose words are not just their camelCase split: `apiKey` reads "API key".
+const KIND_WORDS: Partial<Record<IdKind, string>> = { apiKey: 'API key' };
+
+/**
+ * An id kind as people read it in a message or in help, with its article: `node` → "a node id",
+ * `joinToken` → "a join token id", `instance` → "an instance id". Messages name the kind this
+ * way, never as the camelCase key of code.
+ */
+export function idKindPhrase(kind: IdKind): string {
+  const words = KIND_WORDS[kind] ?? kind.replace(/[A-Z]/g, (char) => ` ${char.toLowerCase()}`);
+  return `${/^[aeiou]/i.test(words) ? 'an' : 'a'} ${words} id`;
+}
+
+/** What an id of the wrong shape is told: `joinToken must be a join token id like jtok_01…`. */
+export function idShapeMessage(field: string, kind: IdKind): string {
+  return `${field} must be ${idKindPhrase(kind)} like ${ID_PREFIXES[kind]}_01…`;
+}
+
 /** Throws INVALID_ARGUMENT unless `value` looks like an id of `kind`. */
 export function assertId(kind: IdKind, value: unknown, field: string = `${kind}Id`): string {
   if (isId(kind, value)) return value;
-  throw new ComputeError('INVALID_ARGUMENT', `${field} must be a ${kind} id like ${ID_PREFIXES[kind]}_01…`, {
+  throw new ComputeError('INVALID_ARGUMENT', idShapeMessage(field, kind), {
     details: { field, expected: `${ID_PREFIXES[kind]}_<ulid>` },
   });
 }

@@ -1,7 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import {
+  assertId,
   ComputeError,
   ERROR_STATUS,
+  errorAnswer,
+  idKindPhrase,
   formatDuration,
   formatListCursor,
   formatStreamCursor,
@@ -36,6 +39,29 @@ describe('ids', () => {
     expect(isId('node', 'node_01K5W0000000000000000000000')).toBe(false);
     expect(isId('node', 'node_01k5w')).toBe(false);
     expect(isId('node', 'node_01k5w00000000000000000000u')).toBe(false); // u is not Crockford
+  });
+
+  it.each([
+    ['node', 'a node id'],
+    ['joinToken', 'a join token id'],
+    ['joinRequest', 'a join request id'],
+    ['sandboxTemplate', 'a sandbox template id'],
+    ['instance', 'an instance id'],
+    ['apiKey', 'an API key id'],
+  ] as const)('names the %s kind in words people read: %s', (kind, phrase) => {
+    expect(idKindPhrase(kind)).toBe(phrase);
+  });
+
+  it('an id of the wrong shape is INVALID_ARGUMENT naming the kind in words', () => {
+    expect(() => assertId('joinToken', 'jtok_bad')).toThrow(
+      expect.objectContaining({
+        code: 'INVALID_ARGUMENT',
+        message: 'joinTokenId must be a join token id like jtok_01…',
+      }),
+    );
+    expect(() => assertId('joinRequest', 'x', 'joinRequest')).toThrow(
+      'joinRequest must be a join request id like jreq_01…',
+    );
   });
 
   it('sorts by creation time', () => {
@@ -73,6 +99,27 @@ describe('errors', () => {
   it('serialises without its cause', () => {
     const error = new ComputeError('INTERNAL', 'internal error', { cause: new Error('password=hunter2') });
     expect(JSON.stringify(error)).toBe('{"code":"INTERNAL","message":"internal error"}');
+  });
+
+  it('the error envelope carries the hint, so a client can print the server’s advice', () => {
+    const error = new ComputeError('CONFLICT', 'this idempotency key was used with a different input', {
+      details: { idempotencyKey: 'k' },
+      hint: 'Use a new --key for a different request, or repeat the first request exactly.',
+    });
+    const answer = errorAnswer(error, 'req_1');
+    expect(answer.status).toBe(409);
+    expect(JSON.parse(answer.body)).toEqual({
+      error: {
+        code: 'CONFLICT',
+        message: 'this idempotency key was used with a different input',
+        details: { idempotencyKey: 'k' },
+        hint: 'Use a new --key for a different request, or repeat the first request exactly.',
+        requestId: 'req_1',
+      },
+    });
+    expect(JSON.parse(errorAnswer(new ComputeError('NOT_FOUND', 'no pool'), 'req_2').body)).toEqual({
+      error: { code: 'NOT_FOUND', message: 'no pool', requestId: 'req_2' },
+    });
   });
 });
 

@@ -3,7 +3,13 @@
  * `exitStatusOf` is the one place a code becomes an exit status: 2 for usage mistakes, the remote
  * program's own status for tunnels, 1 for everything else.
  */
-import { ComputeError, type ComputeErrorOptions, safeText } from '@better-compute/core';
+import {
+  ComputeError,
+  type ComputeErrorOptions,
+  type ErrorCode,
+  isErrorCode,
+  safeText,
+} from '@better-compute/core';
 
 /** A usage mistake or a local refusal of the CLI; it keeps the ComputeError shape and code. */
 export class CliError extends ComputeError {}
@@ -42,7 +48,12 @@ export function toFailure(error: unknown): ComputeError {
   return new ComputeError('INTERNAL', message || 'internal error', { cause: error });
 }
 
-const DEFAULT_HINTS: Record<string, string> = {
+/**
+ * The hint of each code when the error brings none of its own, phrased for every place the code
+ * can come from: the server's hint (carried in the envelope) and the CLI's own refusals, which
+ * name their flag or file, take precedence. Typed by ERROR_STATUS, so a new code needs one.
+ */
+const DEFAULT_HINTS: Readonly<Record<ErrorCode, string>> = {
   INVALID_ARGUMENT: 'Run "better-compute help COMMAND" for the command\'s flags and examples.',
   INVALID_COMMAND: 'Run "better-compute help" for every command.',
   MISSING_ENV: 'Set BETTER_COMPUTE_TOKEN, or run "better-compute auth login" to save a credential.',
@@ -61,17 +72,33 @@ const DEFAULT_HINTS: Record<string, string> = {
   UNAVAILABLE: 'Check --url (BETTER_COMPUTE_URL) and that the server is running.',
   INVALID_RESPONSE: 'Check that --url points at a better-compute API.',
   NOT_FOUND: 'Check the id or name; list commands show what exists.',
-  ALREADY_EXISTS: 'Choose another path or name; nothing is written over an existing file.',
-  CONFLICT: 'It changed meanwhile: read it again, then retry.',
+  ALREADY_EXISTS: 'Choose another name, or list what exists; nothing was changed.',
+  CONFLICT:
+    'Read it again with its get command, then retry; a --key used before needs its first request exactly, or a new key.',
+  INVALID_STATE: "Check the resource's state with its get command; the message says what it must be.",
+  QUOTA_EXCEEDED:
+    'Release something you hold (reservations list shows it), or ask the pool\'s owner for a larger quota ("quotas get --pool POOL" shows yours).',
+  PAYLOAD_TOO_LARGE: 'Send less in one call: the API takes at most 64 KiB a request.',
   DOCTOR_FINDINGS: 'Fix the findings above, then run "better-compute doctor --strict" again.',
   UNSUPPORTED: 'See "better-compute help COMMAND" for what the command needs.',
   INTERNAL: 'Run again with BETTER_COMPUTE_DEBUG=1 to see the stack trace.',
 };
 
-/** The hint printed under a failure: the error's own, else the code's. */
+// Codes outside ERROR_STATUS that the CLI itself answers with.
+const CLI_HINTS: Readonly<Record<string, string>> = {
+  REMOTE_EXIT: "The remote program's own output above says why it failed.",
+};
+
+/**
+ * The hint printed under a failure: the error's own (the server's, carried in the envelope, or the
+ * CLI's), else the code's, naming the failed command where it says COMMAND. An error's own hint
+ * is printed as it came: it is never rewritten.
+ */
 export function hintFor(error: ComputeError, commandName?: string): string {
+  if (error.hint !== undefined) return error.hint;
   const hint =
-    error.hint ?? DEFAULT_HINTS[error.code] ?? 'Run again with BETTER_COMPUTE_DEBUG=1 for details.';
+    (isErrorCode(error.code) ? DEFAULT_HINTS[error.code] : CLI_HINTS[error.code]) ??
+    'The message says what failed; run "better-compute help COMMAND" for the command\'s flags and examples.';
   return commandName ? hint.replace('COMMAND', commandName) : hint;
 }
 

@@ -3,21 +3,60 @@
  * --query; token commands take --url, --tenant, --profile and --config (the configuration is their
  * in-process transport); config commands take --config.
  */
-import type { AnyCommand, FlagSpecs } from './define.js';
+import { type AnyCommand, type FlagSpecs, kebabCase, type OutputFormat, type StringFlag } from './define.js';
 
-export const OUTPUT_FLAGS = {
-  format: {
-    type: 'string',
-    choices: ['json', 'compact', 'table'],
-    description: 'Output format: indented JSON (the default), JSON on one line, or a table for lists',
-    placeholder: 'FORMAT',
-  },
-  query: {
-    type: 'string',
-    description: 'Print part of the result, like binding, items[].id or findings[].check; strings print raw',
-    placeholder: 'PATH',
-  },
-} as const satisfies FlagSpecs;
+const FORMAT_WORDS: Record<OutputFormat, string> = {
+  json: 'indented JSON',
+  compact: 'JSON on one line',
+  table: 'a table',
+};
+
+/**
+ * What --format's help says the default is, from the command's own `defaultFormat`: help must not
+ * promise JSON on a list that prints a table. A default that depends on the flags is tried with
+ * each boolean flag flipped, so the line can name the flags that change it.
+ */
+function formatDefaultOf(command: Pick<AnyCommand, 'defaultFormat' | 'flags'>): string {
+  const given = command.defaultFormat;
+  if (typeof given !== 'function') return FORMAT_WORDS[given ?? 'json'];
+  const flags = command.flags ?? {};
+  const base: Record<string, unknown> = {};
+  for (const [key, spec] of Object.entries(flags))
+    base[key] = spec.type === 'boolean' ? (spec.default ?? false) : spec.default;
+  try {
+    const plain = given(base);
+    const changes: string[] = [];
+    for (const [key, spec] of Object.entries(flags)) {
+      if (spec.type !== 'boolean') continue;
+      const format = given({ ...base, [key]: !base[key] });
+      const flag = base[key] ? `--no-${kebabCase(key)}` : `--${kebabCase(key)}`;
+      if (format !== plain) changes.push(`${FORMAT_WORDS[format]} with ${flag}`);
+    }
+    return [FORMAT_WORDS[plain], ...changes].join('; ');
+  } catch {
+    // A project command's function may expect flags help cannot guess; help must still render.
+    return 'it depends on the other flags';
+  }
+}
+
+const QUERY_FLAG = {
+  type: 'string',
+  description: 'Print part of the result, like binding, items[].id or findings[].check; strings print raw',
+  placeholder: 'PATH',
+} as const satisfies StringFlag;
+
+/** The output flags of a command: --format's help states the command's real default. */
+function outputFlagsOf(command: Pick<AnyCommand, 'defaultFormat' | 'flags'>): FlagSpecs {
+  return {
+    format: {
+      type: 'string',
+      choices: ['json', 'compact', 'table'],
+      description: `Output format: indented JSON, JSON on one line, or a table (default: ${formatDefaultOf(command)})`,
+      placeholder: 'FORMAT',
+    },
+    query: QUERY_FLAG,
+  };
+}
 
 export const CONFIG_FLAGS = {
   config: {
@@ -48,9 +87,11 @@ export const TOKEN_FLAGS = {
   ...CONFIG_FLAGS,
 } as const satisfies FlagSpecs;
 
-/** The shared flags a command takes, before its own. */
-export function globalFlagsOf(command: Pick<AnyCommand, 'target' | 'output'>): FlagSpecs {
-  const output: FlagSpecs = command.output === false ? {} : OUTPUT_FLAGS;
+/** The shared flags a command takes, before its own; --format's help names the command's default. */
+export function globalFlagsOf(
+  command: Pick<AnyCommand, 'target' | 'output' | 'defaultFormat' | 'flags'>,
+): FlagSpecs {
+  const output: FlagSpecs = command.output === false ? {} : outputFlagsOf(command);
   if (command.target === 'token') return { ...TOKEN_FLAGS, ...output };
   if (command.target === 'config') return { ...CONFIG_FLAGS, ...output };
   return { ...output };

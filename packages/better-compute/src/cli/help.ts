@@ -2,7 +2,7 @@
  * Help text, rendered from the manifest. The caller prints it through safeText, since project
  * commands bring their own words.
  */
-import { ID_PREFIXES, type IdKind } from '@better-compute/core';
+import { ID_PREFIXES, idKindPhrase, type IdKind } from '@better-compute/core';
 import type { Manifest, ManifestCommand, ManifestFlag } from './manifest.js';
 
 function columns(rows: [string, string][], indent = '  '): string[] {
@@ -36,7 +36,7 @@ export function renderOverview(manifest: Manifest): string {
 export function renderPrefix(manifest: Manifest, prefix: string): string {
   const commands = manifest.commands.filter((c) => c.name.startsWith(`${prefix} `));
   return [
-    `${manifest.program} ${prefix}: ${commands.length} commands`,
+    `${manifest.program} ${prefix}: ${commands.length} ${commands.length === 1 ? 'command' : 'commands'}`,
     '',
     ...columns(commands.map((c) => [c.name, c.summary])),
   ].join('\n');
@@ -91,7 +91,7 @@ export function renderCommand(manifest: Manifest, command: ManifestCommand): str
       ...columns(
         command.positionals.map((p) => [
           p.name.toUpperCase(),
-          `${p.description}${p.kind ? ` (a ${p.kind} id, ${ID_PREFIXES[p.kind]}_…)` : ''}${p.required ? '' : ' (optional)'}`,
+          `${p.description}${p.kind ? ` (${idKindPhrase(p.kind)}, ${ID_PREFIXES[p.kind]}_…)` : ''}${p.required ? '' : ' (optional)'}`,
         ]),
       ),
     );

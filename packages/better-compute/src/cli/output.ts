@@ -136,9 +136,9 @@ export function formatResult(value: unknown, options: FormatOptions = {}): strin
   let many = false;
   if (options.query !== undefined) ({ value: selected, many } = applyQuery(value, options.query));
   if (selected === undefined && options.query === undefined) return undefined;
-  // A string (or a --query that selects one) prints raw, made safe for the terminal.
-  if (typeof selected === 'string' && options.format !== 'json' && options.format !== 'compact')
-    return safeText(selected);
+  // A string (or a --query that selects one) prints raw under every --format, made safe for the
+  // terminal: `C=$(… --format json --query nextCursor)` must capture the cursor, not its quotes.
+  if (typeof selected === 'string') return safeText(selected);
   // `--query items[].id` without --format prints one value per line, for shell loops.
   if (
     many &&

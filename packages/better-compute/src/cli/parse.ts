@@ -4,7 +4,7 @@
  * you mean"), a missing value, a value outside the choices, a number or duration that does not
  * parse, an id that does not look like its kind.
  */
-import { ID_PREFIXES, isId, parseDuration } from '@better-compute/core';
+import { ID_PREFIXES, idShapeMessage, isId, parseDuration } from '@better-compute/core';
 import type { AnyCommand, FlagSpec, FlagSpecs } from './define.js';
 import { kebabCase } from './define.js';
 import { CliError } from './errors.js';
@@ -62,11 +62,7 @@ function convert(commandName: string, flag: string, spec: FlagSpec, raw: string)
       }
     case 'id':
       if (!isId(spec.kind, raw))
-        throw usage(
-          commandName,
-          `--${flag} must be a ${spec.kind} id like ${ID_PREFIXES[spec.kind]}_01… (got "${raw}")`,
-          flag,
-        );
+        throw usage(commandName, `${idShapeMessage(`--${flag}`, spec.kind)} (got "${raw}")`, flag);
       return raw;
     case 'boolean':
       if (raw === 'true') return true;
@@ -199,11 +195,7 @@ export function parseLine(command: AnyCommand, specs: FlagSpecs, tokens: readonl
       const kind = positional.kind;
       for (const value of values) {
         if (value !== undefined && !isId(kind, value)) {
-          throw usage(
-            name,
-            `${positional.name} must be a ${kind} id like ${ID_PREFIXES[kind]}_01… (got "${value}")`,
-            positional.name,
-          );
+          throw usage(name, `${idShapeMessage(positional.name, kind)} (got "${value}")`, positional.name);
         }
       }
     }

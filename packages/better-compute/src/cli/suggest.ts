@@ -34,27 +34,39 @@ export function didYouMean(input: string, candidates: Iterable<string>): string 
   return bestDistance <= limit ? best : undefined;
 }
 
-/** INVALID_COMMAND for words that name no command, with the nearest command when there is one. */
+/** How many leading words name a group of commands (`events` of `events list`), longest first. */
+function groupLength(words: readonly string[], names: readonly string[]): number {
+  for (let n = words.length - 1; n > 0; n--) {
+    const prefix = `${words.slice(0, n).join(' ')} `;
+    if (names.some((name) => name.startsWith(prefix))) return n;
+  }
+  return 0;
+}
+
+/**
+ * INVALID_COMMAND for words that name no command, with the nearest command when there is one.
+ * Words under a known group (`events foo`) are reported whole: the group is right, so the mistake
+ * is the word after it, and a suggestion must complete the group rather than replace that word.
+ */
 export function unknownCommandError(words: readonly string[], names: readonly string[]): CliError {
+  const group = groupLength(words, names);
   let typed = words[0] ?? '';
   let near: string | undefined;
-  // Compare as many of the typed words as could be command words, longest first.
-  for (let n = Math.min(words.length, 3); n > 0 && !near; n--) {
+  // Compare as many of the typed words as could be command words, longest first, and never fewer
+  // than the group and the word after it: `events` alone would "match" every events command.
+  for (let n = Math.min(words.length, Math.max(3, group + 1)); n > group && !near; n--) {
     typed = words.slice(0, n).join(' ');
     near = didYouMean(typed, names);
   }
-  if (!near) {
-    const first = words[0] ?? '';
-    typed =
-      words.length > 1 && names.some((name) => name.startsWith(`${first} `))
-        ? words.slice(0, 2).join(' ')
-        : first;
-  }
+  if (!near) typed = words.slice(0, group + 1).join(' ');
+  const groupWords = words.slice(0, group).join(' ');
   return new CliError(
     'INVALID_COMMAND',
     `unknown command "${typed}"${near ? `; did you mean "${near}"?` : ''}`,
     {
-      hint: 'Run "better-compute help" for every command.',
+      hint: group
+        ? `Run "better-compute ${groupWords}" for the commands under ${groupWords}, or "better-compute help" for every command.`
+        : 'Run "better-compute help" for every command.',
       details: { command: typed, ...(near ? { suggestion: near } : {}) },
     },
   );

@@ -32,7 +32,7 @@ import type { ComputeTables } from '../db/tables.js';
 import { recordMutation, writeAudit } from '../db/unit-of-work.js';
 import type { CallContext, EventDraft, MethodHandler } from '../modules/define-module.js';
 import { credentialOf } from './credentials.js';
-import { claimIdempotencyKey } from './idempotency.js';
+import { claimIdempotencyKey, type IdempotencyScope, openFields, sealFields } from './idempotency.js';
 import { RateLimiter, type RateLimitOptions } from './rate-limit.js';
 
 /**
@@ -223,15 +223,18 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
       const result = await db.transaction().execute(async (trx) => {
         const idempotencyKey =
           method.idempotent && typeof input.idempotencyKey === 'string' ? input.idempotencyKey : undefined;
+        const scope: IdempotencyScope | undefined = idempotencyKey
+          ? { tenantId, principalId: identity?.principalId ?? '', method: key, key: idempotencyKey }
+          : undefined;
         let scopeHash: string | undefined;
-        if (idempotencyKey) {
-          const claim = await claimIdempotencyKey(
-            trx,
-            { tenantId, principalId: identity?.principalId ?? '', method: key, key: idempotencyKey },
-            input,
-            options.now(),
-          );
-          if (claim.kind === 'replay') return { replayed: true as const, data: claim.response };
+        if (scope) {
+          const claim = await claimIdempotencyKey(trx, scope, input, options.now());
+          // Parsed again, so a replay's keys come in the first answer's order (jsonb sorts them).
+          if (claim.kind === 'replay')
+            return {
+              replayed: true as const,
+              data: method.output.parse(openFields(claim.response, method.sealed, scope)),
+            };
           scopeHash = claim.scopeHash;
         }
         const data = await handler(context(trx));
@@ -240,7 +243,10 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
           events,
           meta: { tenantId, actor: identity?.principalId ?? null, requestId },
           audit: audit && { ...audit, outcome: 'allowed' },
-          idempotency: scopeHash ? { scopeHash, response: output } : undefined,
+          idempotency:
+            scope && scopeHash
+              ? { scopeHash, response: sealFields(output, method.sealed, scope) }
+              : undefined,
         });
         return { replayed: false as const, data: output };
       });

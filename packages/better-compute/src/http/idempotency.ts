@@ -2,9 +2,10 @@
  * Idempotency keys (DESIGN section 4, step 8). The key's row is inserted in the mutation's own
  * transaction: a concurrent call with the same key blocks on the unique index until the first
  * commits, then finds the stored answer. The same key with another input is CONFLICT. Keys are kept
- * 24 hours.
+ * 24 hours. A kept answer's secrets (a method's `sealed` fields) are stored sealed under a key
+ * derived from the idempotency key, which the database never holds.
  */
-import { createHash } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
 import { ComputeError } from '@better-compute/core';
 import { CompiledQuery, type Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
@@ -87,6 +88,72 @@ export async function claimIdempotencyKey(
     });
   }
   return { kind: 'replay', response: existing.response };
+}
+
+// Sealed values: `sealed:v1:` + base64url(12-byte IV | AES-256-GCM ciphertext | 16-byte tag).
+const SEALED = 'sealed:v1:';
+
+/**
+ * The key that seals a kept answer's secrets: HKDF-SHA256 of the idempotency key, salted with who
+ * called what. A replay carries the idempotency key, so it can open them; a reader of the table
+ * cannot, unless the key can be guessed (the CLI's own keys carry 122 random bits; the key's scope
+ * hash is a plain SHA-256, so a guessable key is as exposed there as here).
+ */
+function sealingKey(scope: IdempotencyScope): Buffer {
+  const salt = canonicalJson([scope.tenantId, scope.principalId, scope.method]);
+  return Buffer.from(hkdfSync('sha256', scope.key, salt, 'better-compute kept answer', 32));
+}
+
+/** A copy of `answer` with each named top-level string field passed through `change`. */
+function withFields(
+  answer: unknown,
+  fields: readonly string[] | undefined,
+  change: (value: string) => string,
+): unknown {
+  if (!fields?.length || !answer || typeof answer !== 'object') return answer;
+  const copy: Record<string, unknown> = { ...(answer as Record<string, unknown>) };
+  for (const field of fields) {
+    const value = copy[field];
+    if (typeof value === 'string') copy[field] = change(value);
+  }
+  return copy;
+}
+
+/** The answer to keep: the named top-level string fields sealed, the rest as it is. */
+export function sealFields(
+  answer: unknown,
+  fields: readonly string[] | undefined,
+  scope: IdempotencyScope,
+): unknown {
+  return withFields(answer, fields, (value) => {
+    const iv = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', sealingKey(scope), iv);
+    const sealed = Buffer.concat([iv, cipher.update(value, 'utf8'), cipher.final(), cipher.getAuthTag()]);
+    return SEALED + sealed.toString('base64url');
+  });
+}
+
+/** A kept answer as it is replayed: its sealed fields opened with the same scope's key. */
+export function openFields(
+  kept: unknown,
+  fields: readonly string[] | undefined,
+  scope: IdempotencyScope,
+): unknown {
+  return withFields(kept, fields, (value) => {
+    if (!value.startsWith(SEALED)) return value;
+    const sealed = Buffer.from(value.slice(SEALED.length), 'base64url');
+    try {
+      const decipher = createDecipheriv('aes-256-gcm', sealingKey(scope), sealed.subarray(0, 12));
+      decipher.setAuthTag(sealed.subarray(sealed.length - 16));
+      return Buffer.concat([
+        decipher.update(sealed.subarray(12, sealed.length - 16)),
+        decipher.final(),
+      ]).toString('utf8');
+    } catch (cause) {
+      // Only a row changed behind the server's back gets here: the scope hash matched, so did the key.
+      throw new ComputeError('INTERNAL', 'a kept answer could not be opened', { cause });
+    }
+  });
 }
 
 /** Forgets keys older than 24 hours; the maintenance job calls it. */

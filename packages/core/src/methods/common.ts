@@ -1,13 +1,13 @@
 /** Schemas shared by the method groups. */
 import { z } from 'zod';
-import { ID_PREFIXES, type IdKind, isId, TENANT_ID_PATTERN } from '../ids.js';
+import { ID_PREFIXES, type IdKind, idKindPhrase, isId, TENANT_ID_PATTERN } from '../ids.js';
 
 export const tenantId = z.string().regex(TENANT_ID_PATTERN, 'must be a tenant id such as acme');
 
 /** An id of one kind, checked by its prefix. */
 export function idOf(kind: IdKind) {
   return z.string().refine((value) => isId(kind, value), {
-    message: `must be a ${kind} id like ${ID_PREFIXES[kind]}_01…`,
+    message: `must be ${idKindPhrase(kind)} like ${ID_PREFIXES[kind]}_01…`,
   });
 }
 

@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { defineMethod } from '../contract.js';
-import { idOf, isoTime, pageInput, pageOf, tenantId } from './common.js';
+import { idempotencyKey, idOf, isoTime, pageInput, pageOf, tenantId } from './common.js';
 
 export const joinTokenSchema = z.object({
   id: z.string(),
@@ -25,11 +25,13 @@ export const joinTokensCreate = defineMethod({
   group: 'joinTokens',
   name: 'create',
   kind: 'mutation',
-  // Not idempotent on purpose: a replayed answer would have to keep the secret in the database.
-  summary: 'Mint a join token for a pool; the secret is in this answer only',
+  summary: 'Mint a join token for a pool; the secret is in this answer (and its retries) only',
   module: 'fleet',
   access: { action: 'compute:join-tokens:create' },
   tenantScoped: true,
+  idempotent: true,
+  // A retry with the same key gets the same token back; the kept answer holds it sealed.
+  sealed: ['token'],
   input: z
     .object({
       tenantId,
@@ -43,6 +45,7 @@ export const joinTokensCreate = defineMethod({
         .default(86_400),
       preApproved: z.boolean().default(false),
       description: z.string().max(500).optional(),
+      idempotencyKey: idempotencyKey.optional(),
     })
     .strict(),
   output: z.object({ joinToken: joinTokenSchema, token: z.string() }),

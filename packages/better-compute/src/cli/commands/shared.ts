@@ -1,7 +1,7 @@
 /**
  * What the token commands share: page flags, `--if-version`, `KEY=VALUE` items, the idempotency
- * key of creates, and list results shaped for `--format table`. Light on purpose: help loads the
- * command definitions, so nothing heavy is imported here.
+ * key of creates, list results shaped for `--format table`, and new --out files. Light on purpose:
+ * help loads the command definitions, so nothing heavy is imported here (node:fs only when run).
  */
 import type { CommandContext, NumberFlag, StringFlag } from '../define.js';
 import { CliError } from '../errors.js';
@@ -125,4 +125,98 @@ export function gpuSummary(gpus: readonly { product: string }[]): string {
   const counts = new Map<string, number>();
   for (const gpu of gpus) counts.set(gpu.product, (counts.get(gpu.product) ?? 0) + 1);
   return [...counts].map(([product, count]) => `${count}x ${product}`).join(', ');
+}
+
+/** A new --out file, opened before the call whose answer it will hold. */
+export interface OutFile {
+  /** The absolute path written. */
+  readonly path: string;
+  /** Writes the content, keeps the mode 0600 whatever the umask, and closes the file; removes it when that fails. */
+  write(content: string): Promise<void>;
+  /** Closes and removes the file: the call failed, so nothing is left behind. */
+  discard(): Promise<void>;
+}
+
+/**
+ * Creates `--out` as a new file of mode 0600, before anything is sent: an existing file is
+ * ALREADY_EXISTS (`refusal` says what is never written over it), a missing or unwritable
+ * directory is INVALID_ARGUMENT, each with a hint about the path, so a bad --out costs no call and
+ * mints no secret. Every command that writes a secret or an export to --out opens it here.
+ */
+export async function createOutFile(cwd: string, out: string, refusal: string): Promise<OutFile> {
+  const [{ open, unlink }, { dirname, resolve }] = await Promise.all([
+    import('node:fs/promises'),
+    import('node:path'),
+  ]);
+  const path = resolve(cwd, out);
+  let handle: Awaited<ReturnType<typeof open>>;
+  try {
+    // Exclusive: an existing file, directory or dangling symlink fails here, never written over.
+    handle = await open(path, 'wx', 0o600);
+  } catch (error) {
+    throw outFileError(error, out, dirname(path), refusal);
+  }
+  const discard = async (): Promise<void> => {
+    await handle.close().catch(() => {});
+    await unlink(path).catch(() => {});
+  };
+  return {
+    path,
+    async write(content) {
+      try {
+        await handle.writeFile(content, 'utf8');
+        await handle.chmod(0o600);
+      } catch (error) {
+        // A half-written secret or export is worse than none.
+        await discard();
+        throw error;
+      }
+      await handle.close();
+    },
+    discard,
+  };
+}
+
+const OUT_FIELD = { field: 'out' } as const;
+
+/** The refusal of an --out path, by the reason the system gave; anything else is rethrown. */
+function outFileError(error: unknown, out: string, directory: string, refusal: string): unknown {
+  switch ((error as NodeJS.ErrnoException).code) {
+    case 'EEXIST':
+      return new CliError('ALREADY_EXISTS', `${out} already exists; ${refusal}`, {
+        hint: 'Pass --out the name of a file that does not exist yet, or move the existing one away.',
+        details: OUT_FIELD,
+      });
+    case 'ENOENT':
+      return new CliError('INVALID_ARGUMENT', `the directory of --out ${out} does not exist: ${directory}`, {
+        hint: 'Create the directory first, or pass --out a path in an existing one.',
+        details: { ...OUT_FIELD, directory },
+      });
+    case 'ENOTDIR':
+      return new CliError(
+        'INVALID_ARGUMENT',
+        `the directory of --out ${out} is not a directory: a part of ${directory} is a file`,
+        {
+          hint: 'Pass --out a path in an existing directory.',
+          details: { ...OUT_FIELD, directory },
+        },
+      );
+    case 'EACCES':
+    case 'EPERM':
+      return new CliError(
+        'INVALID_ARGUMENT',
+        `--out ${out} cannot be created: permission denied in ${directory}`,
+        {
+          hint: 'Pass --out a path in a directory you may write to.',
+          details: { ...OUT_FIELD, directory },
+        },
+      );
+    case 'EROFS':
+      return new CliError('INVALID_ARGUMENT', `--out ${out} cannot be created: ${directory} is read-only`, {
+        hint: 'Pass --out a path on a writable file system.',
+        details: { ...OUT_FIELD, directory },
+      });
+    default:
+      return error;
+  }
 }

@@ -1,18 +1,12 @@
 /**
  * `usage export --export-format csv|jsonl --out FILE`: the billing export, written to a NEW file
- * with mode 0600 (never over an existing one: ALREADY_EXISTS, and nothing written). The export
- * itself is never printed; the command prints where it went and how many rows.
+ * with mode 0600 (never over an existing one: ALREADY_EXISTS, and nothing written). The file is
+ * created before the call, so a bad --out costs nothing, and removed when the call fails. The
+ * export itself is never printed; the command prints where it went and how many rows.
  */
-import { ComputeError } from '@better-compute/core';
 import { defineCommand } from '../../../define.js';
+import { createOutFile } from '../../shared.js';
 import { checkTimes } from './list.js';
-
-function alreadyExists(path: string): ComputeError {
-  return new ComputeError('ALREADY_EXISTS', `${path} already exists; usage export never writes over a file`, {
-    hint: 'Pass --out with a new file name.',
-    details: { field: 'out' },
-  });
-}
 
 export default defineCommand({
   name: 'usage export',
@@ -47,41 +41,24 @@ export default defineCommand({
   ],
   async run({ flags, api, io }) {
     checkTimes(flags);
-    const [{ open, stat }, { resolve }] = await Promise.all([
-      import('node:fs/promises'),
-      import('node:path'),
-    ]);
-    const path = resolve(io.cwd, flags.out);
-    // Checked before the call, so an existing file costs nothing; 'wx' below closes the race.
-    if (
-      await stat(path).then(
-        () => true,
-        () => false,
-      )
-    )
-      throw alreadyExists(flags.out);
-    const exported = await (
-      await api()
-    ).call('usage.export', {
-      format: flags.exportFormat as 'csv' | 'jsonl',
-      ...(flags.pool ? { poolId: flags.pool } : {}),
-      ...(flags.from ? { from: flags.from } : {}),
-      ...(flags.to ? { to: flags.to } : {}),
-    });
-    let handle;
+    const file = await createOutFile(io.cwd, flags.out, 'usage export never writes over a file');
+    let exported;
     try {
-      handle = await open(path, 'wx', 0o600);
+      exported = await (
+        await api()
+      ).call('usage.export', {
+        format: flags.exportFormat as 'csv' | 'jsonl',
+        ...(flags.pool ? { poolId: flags.pool } : {}),
+        ...(flags.from ? { from: flags.from } : {}),
+        ...(flags.to ? { to: flags.to } : {}),
+      });
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'EEXIST') throw alreadyExists(flags.out);
+      await file.discard();
       throw error;
     }
-    try {
-      await handle.writeFile(exported.content, 'utf8');
-    } finally {
-      await handle.close();
-    }
+    await file.write(exported.content);
     return {
-      out: path,
+      out: file.path,
       format: exported.format,
       rows: exported.rows,
       bytes: Buffer.byteLength(exported.content, 'utf8'),

@@ -13,11 +13,11 @@ export default defineCommand({
     from: { type: 'number', integer: true, min: 1, description: 'The older revision', placeholder: 'REV' },
     to: { type: 'number', integer: true, min: 1, description: 'The newer revision', placeholder: 'REV' },
   },
-  defaultFormat: 'table',
+  // Not a list, so JSON by default like every other result; --format table shows one row per change.
   tableRows: (result) => (result as { changes: unknown[] }).changes,
   examples: [
     'better-compute inventory diff node_01k…',
-    'better-compute inventory diff node_01k… --from 1 --to 3 --format json',
+    'better-compute inventory diff node_01k… --from 1 --to 3 --format table',
   ],
   async run({ args, flags, api }) {
     return (await api()).call(

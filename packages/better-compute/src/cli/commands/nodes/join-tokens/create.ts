@@ -2,12 +2,12 @@
  * `join-tokens create --pool POOL [--uses N] [--ttl DURATION] [--pre-approved] [--out FILE]`:
  * joinTokens.create. With --out the one-time token goes to a new file of mode 0600, created before
  * the call (an existing file is ALREADY_EXISTS and no token is minted), and the answer is printed
- * without it; without --out the token is printed this once. The method is not idempotent on purpose
- * (a replay would have to keep the secret), so there is no --key.
+ * without it; without --out the token is printed. Retry-safe like every create: a new idempotency key
+ * each run unless --key, and a retry with the same --key gets the same token back (the server keeps it
+ * sealed under the key, docs/decisions/join-token-retries.md).
  */
-import { ComputeError } from '@better-compute/core';
 import { defineCommand } from '../../../define.js';
-import { defined } from '../../shared.js';
+import { createOutFile, defined, idempotencyKeyFor, keyFlag } from '../../shared.js';
 
 export default defineCommand({
   name: 'join-tokens create',
@@ -41,12 +41,14 @@ export default defineCommand({
       description: 'Write the one-time token to this new file (mode 0600) instead of printing it',
       placeholder: 'FILE',
     },
+    key: keyFlag,
   },
   examples: [
     'better-compute join-tokens create --pool pool_01k… --uses 10 --ttl 2h --out join.token',
     'better-compute join-tokens create --pool pool_01k… --pre-approved --query token',
   ],
-  async run({ flags, io, api }) {
+  async run(context) {
+    const { flags, io, api } = context;
     const input = defined({
       poolId: flags.pool,
       uses: flags.uses,
@@ -54,42 +56,22 @@ export default defineCommand({
       preApproved: flags.preApproved ? true : undefined,
       description: flags.description,
     });
-    if (flags.out === undefined) return (await api()).call('joinTokens.create', input);
+    // The key is told just before the call: a refused --out sends nothing, so has no key to retry with.
+    const key = () => idempotencyKeyFor(context, flags.key);
+    if (flags.out === undefined)
+      return (await api()).call('joinTokens.create', { ...input, idempotencyKey: key() });
 
-    const [{ open, unlink }, { resolve }] = await Promise.all([
-      import('node:fs/promises'),
-      import('node:path'),
-    ]);
-    const path = resolve(io.cwd, flags.out);
-    // Created first, exclusively: an existing file fails here, before a token is minted for nothing.
-    let file: Awaited<ReturnType<typeof open>>;
+    // Created first, exclusively: an existing file or a missing directory fails here, before a token
+    // is minted for nothing.
+    const file = await createOutFile(io.cwd, flags.out, 'a token is never written over a file');
+    let answer;
     try {
-      file = await open(path, 'wx', 0o600);
+      answer = await (await api()).call('joinTokens.create', { ...input, idempotencyKey: key() });
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'EEXIST')
-        throw new ComputeError(
-          'ALREADY_EXISTS',
-          `${flags.out} already exists; a token is never written over a file`,
-          {
-            details: { field: 'out' },
-          },
-        );
+      await file.discard();
       throw error;
     }
-    try {
-      let answer;
-      try {
-        answer = await (await api()).call('joinTokens.create', input);
-      } catch (error) {
-        await file.close();
-        await unlink(path).catch(() => {});
-        throw error;
-      }
-      await file.writeFile(`${answer.token}\n`, 'utf8');
-      await file.chmod(0o600);
-      return { joinToken: answer.joinToken, out: path };
-    } finally {
-      await file.close().catch(() => {});
-    }
+    await file.write(`${answer.token}\n`);
+    return { joinToken: answer.joinToken, out: file.path };
   },
 });

@@ -2,7 +2,7 @@
  * `join-tokens revoke TOKEN_ID`: joinTokens.revoke. Anything with a `.` is a pasted token, not an
  * id, and is refused before anything is sent, so a secret never travels as an id.
  */
-import { ID_PREFIXES, isId } from '@better-compute/core';
+import { idShapeMessage, isId } from '@better-compute/core';
 import { CliError } from '../../../errors.js';
 import { defineCommand } from '../../../define.js';
 import { assertNoSecret } from '../../shared.js';
@@ -20,7 +20,7 @@ export default defineCommand({
     if (!isId('joinToken', args.joinToken))
       throw new CliError(
         'INVALID_ARGUMENT',
-        `joinToken must be a joinToken id like ${ID_PREFIXES.joinToken}_01… (got "${args.joinToken}")`,
+        `${idShapeMessage('joinToken', 'joinToken')} (got "${args.joinToken}")`,
         {
           hint: `Run "better-compute help join-tokens revoke" for its flags and examples.`,
           details: { field: 'joinToken' },
