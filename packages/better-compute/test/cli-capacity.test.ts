@@ -82,6 +82,27 @@ describe('pools, quotas and drivers', () => {
     expect(flag.err).toMatch(/^INVALID_ARGUMENT: --pool must be a pool id like pool_01…/);
   });
 
+  it.each([
+    [['extend', 'rsv_01k5w000000000000000000000', '--by', '100d'], '--by must be at most 30d (got 100d)'],
+    [['extend', 'rsv_01k5w000000000000000000000', '--by', '30s'], '--by must be at least 1m (got 30s)'],
+    [
+      ['reserve', '--pool', 'pool_01k5w000000000000000000000', '--gpus', '1', '--for', '31d'],
+      '--for must be at most 30d (got 31d)',
+    ],
+    [
+      ['join-tokens', 'create', '--pool', 'pool_01k5w000000000000000000000', '--ttl', '30s'],
+      '--ttl must be at least 1m (got 30s)',
+    ],
+  ])(
+    'a duration outside what the server takes is named by its flag before anything is sent: %j',
+    async (argv, message) => {
+      // A dead --url: anything sent would fail as UNAVAILABLE instead.
+      const result = await run([...argv, '--url', 'http://127.0.0.1:9'], OPS);
+      expect(result.status).toBe(2);
+      expect(result.err.split('\n')[0]).toBe(`INVALID_ARGUMENT: ${message}`);
+    },
+  );
+
   it('pools offer checks the tenant; quotas set and get work as the owner', async () => {
     const bad = await run(['pools', 'offer', poolId, '--to', 'Not A Tenant'], OPS);
     expect(bad.status).toBe(2);

@@ -46,6 +46,9 @@ export interface DurationFlag extends FlagBase {
   type: 'duration';
   /** A duration such as `20s` or `4h`; the value is whole seconds. */
   default?: string;
+  /** The shortest and longest the server takes, as durations (`1m`, `30d`): refused before sending, named by the flag. */
+  min?: string;
+  max?: string;
 }
 export interface IdFlag extends FlagBase {
   type: 'id';

@@ -54,12 +54,19 @@ function convert(commandName: string, flag: string, spec: FlagSpec, raw: string)
         throw usage(commandName, `--${flag} must be at most ${spec.max} (got ${raw})`, flag);
       return value;
     }
-    case 'duration':
+    case 'duration': {
+      let seconds: number;
       try {
-        return parseDuration(raw, `--${flag}`);
+        seconds = parseDuration(raw, `--${flag}`);
       } catch (error) {
         throw usage(commandName, error instanceof Error ? error.message : String(error), flag);
       }
+      if (spec.min !== undefined && seconds < parseDuration(spec.min))
+        throw usage(commandName, `--${flag} must be at least ${spec.min} (got ${raw})`, flag);
+      if (spec.max !== undefined && seconds > parseDuration(spec.max))
+        throw usage(commandName, `--${flag} must be at most ${spec.max} (got ${raw})`, flag);
+      return seconds;
+    }
     case 'id':
       if (!isId(spec.kind, raw))
         throw usage(commandName, `${idShapeMessage(`--${flag}`, spec.kind)} (got "${raw}")`, flag);

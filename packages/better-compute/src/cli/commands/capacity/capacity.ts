@@ -59,7 +59,9 @@ export default defineCommand({
     gpus: { type: 'number', integer: true, min: 1, max: 4096, description: 'GPUs (with --preview)' },
     for: {
       type: 'duration',
-      description: 'How long, such as 8h or 1d (with --preview)',
+      min: '1m',
+      max: '30d',
+      description: 'How long, such as 8h or 1d, 1m to 30d (with --preview)',
       placeholder: 'DURATION',
     },
     ...matchFlags,

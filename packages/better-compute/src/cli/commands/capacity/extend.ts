@@ -14,7 +14,9 @@ export default defineCommand({
     by: {
       type: 'duration',
       required: true,
-      description: 'How much longer, such as 4h',
+      min: '1m',
+      max: '30d',
+      description: 'How much longer, such as 4h (1m to 30d; a reservation lasts 30d at most)',
       placeholder: 'DURATION',
     },
     ifVersion: {

@@ -22,7 +22,9 @@ export default defineCommand({
     for: {
       type: 'duration',
       required: true,
-      description: 'How long, such as 8h or 1d',
+      min: '1m',
+      max: '30d',
+      description: 'How long, such as 8h or 1d (1m to 30d)',
       placeholder: 'DURATION',
     },
     ...matchFlags,

@@ -28,6 +28,8 @@ export default defineCommand({
     },
     ttl: {
       type: 'duration',
+      min: '1m',
+      max: '30d',
       description: 'How long it stays valid, 1m to 30d (default 1d)',
       placeholder: 'DURATION',
     },
