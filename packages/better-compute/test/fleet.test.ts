@@ -48,6 +48,24 @@ describe.each(kinds)('the fleet on %s', (kind) => {
     expect((await d.api('pools.get', { poolId: pool.id })).state).toBe('archived');
   });
 
+  it.each([
+    ['sites.list', 'root'],
+    ['pools.list', 'root'],
+    ['nodes.list', 'root'],
+    ['joinTokens.list', 'root'],
+    ['joinRequests.list', 'root'],
+    ['projects.list', 'acme'],
+    ['reservations.list', 'acme'],
+  ])('%s refuses a cursor it did not give instead of paging from nowhere', async (method, tenant) => {
+    // Not an id at all, and an id of another kind.
+    for (const cursor of ['garbage', 'inst_01k5w000000000000000000000']) {
+      expect(await d.fails(method, { cursor }, tenant === 'acme' ? ACME : undefined)).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: 'cursor: must be a cursor from a previous page',
+      });
+    }
+  });
+
   it('projects are created, listed and archived', async () => {
     const project = await d.api('projects.create', { name: 'llm-train' }, ACME);
     expect((await d.api('projects.list', {}, ACME)).items.map((p: { id: string }) => p.id)).toEqual([

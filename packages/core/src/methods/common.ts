@@ -17,6 +17,20 @@ export const pageInput = {
   cursor: z.string().min(1).max(200).optional(),
 };
 
+/**
+ * `limit` and `cursor` of a list that pages by id: the cursor is the last id of the page before, so
+ * anything else (a pasted typo, another list's cursor) is refused instead of paging from nowhere.
+ */
+export function pageInputById(kind: IdKind) {
+  return {
+    limit: pageInput.limit,
+    cursor: z
+      .string()
+      .refine((value) => isId(kind, value), { message: 'must be a cursor from a previous page' })
+      .optional(),
+  };
+}
+
 /** `{ items, nextCursor }`, the answer of every list method. */
 export function pageOf<T extends z.ZodType>(item: T) {
   return z.object({ items: z.array(item), nextCursor: z.string().nullable() });

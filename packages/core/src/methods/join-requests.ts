@@ -1,7 +1,7 @@
 /** The `joinRequests` group: machines that asked to join with a join token, waiting for an operator. */
 import { z } from 'zod';
 import { defineMethod } from '../contract.js';
-import { idOf, isoTime, pageInput, pageOf, tenantId } from './common.js';
+import { idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 import { inventorySchema } from './inventory.js';
 import { labels } from './sites.js';
 
@@ -33,7 +33,7 @@ export const joinRequestsList = defineMethod({
       tenantId,
       state: z.enum(['pending', 'approved', 'rejected']).optional(),
       poolId: idOf('pool').optional(),
-      ...pageInput,
+      ...pageInputById('joinRequest'),
     })
     .strict(),
   output: pageOf(joinRequestSchema),

@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { defineMethod } from '../contract.js';
-import { idempotencyKey, idOf, isoTime, pageInput, pageOf, tenantId } from './common.js';
+import { idempotencyKey, idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 
 export const joinTokenSchema = z.object({
   id: z.string(),
@@ -59,7 +59,7 @@ export const joinTokensList = defineMethod({
   module: 'fleet',
   access: { action: 'compute:join-tokens:read' },
   tenantScoped: true,
-  input: z.object({ tenantId, poolId: idOf('pool').optional(), ...pageInput }).strict(),
+  input: z.object({ tenantId, poolId: idOf('pool').optional(), ...pageInputById('joinToken') }).strict(),
   output: pageOf(joinTokenSchema),
 });
 

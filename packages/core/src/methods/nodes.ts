@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import { defineMethod } from '../contract.js';
-import { idOf, isoTime, pageInput, pageOf, tenantId } from './common.js';
+import { idOf, isoTime, pageInput, pageInputById, pageOf, tenantId } from './common.js';
 import { eventSchema } from './events.js';
 import { inventorySchema } from './inventory.js';
 import { ifVersion, labelKey, labels } from './sites.js';
@@ -71,7 +71,12 @@ export const nodesList = defineMethod({
   access: { action: 'compute:nodes:read' },
   tenantScoped: true,
   input: z
-    .object({ tenantId, poolId: idOf('pool').optional(), state: nodeState.optional(), ...pageInput })
+    .object({
+      tenantId,
+      poolId: idOf('pool').optional(),
+      state: nodeState.optional(),
+      ...pageInputById('node'),
+    })
     .strict(),
   output: pageOf(nodeSchema),
 });

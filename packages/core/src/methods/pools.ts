@@ -1,7 +1,7 @@
 /** The `pools` group: pools of machines at a site, with a class and an owner, offered to other tenants. */
 import { z } from 'zod';
 import { defineMethod } from '../contract.js';
-import { idempotencyKey, idOf, isoTime, pageInput, pageOf, tenantId } from './common.js';
+import { idempotencyKey, idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 import { ifVersion, labels, resourceName } from './sites.js';
 
 export const poolClass = z.enum(['gpu', 'vps', 'metal']);
@@ -39,7 +39,7 @@ export const poolsList = defineMethod({
       tenantId,
       class: poolClass.optional(),
       includeArchived: z.boolean().default(false),
-      ...pageInput,
+      ...pageInputById('pool'),
     })
     .strict(),
   output: pageOf(poolSchema),

@@ -1,7 +1,7 @@
 /** The `projects` group: a tenant's projects, which group work and scope IAM bindings. */
 import { z } from 'zod';
 import { defineMethod } from '../contract.js';
-import { idempotencyKey, idOf, isoTime, pageInput, pageOf, tenantId } from './common.js';
+import { idempotencyKey, idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 import { ifVersion, resourceName } from './sites.js';
 
 export const projectSchema = z.object({
@@ -23,7 +23,9 @@ export const projectsList = defineMethod({
   module: 'fleet',
   access: { action: 'compute:projects:read' },
   tenantScoped: true,
-  input: z.object({ tenantId, state: z.enum(['active', 'archived']).optional(), ...pageInput }).strict(),
+  input: z
+    .object({ tenantId, state: z.enum(['active', 'archived']).optional(), ...pageInputById('project') })
+    .strict(),
   output: pageOf(projectSchema),
 });
 

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { defineMethod } from '../contract.js';
-import { idempotencyKey, idOf, isoTime, pageInput, pageOf, tenantId } from './common.js';
+import { idempotencyKey, idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 import { ifVersion, labelKey } from './sites.js';
 
 export const MAX_RESERVATION_SECONDS = 30 * 86_400;
@@ -106,7 +106,12 @@ export const reservationsList = defineMethod({
   access: { action: 'compute:reservations:read' },
   tenantScoped: true,
   input: z
-    .object({ tenantId, state: reservationState.optional(), poolId: idOf('pool').optional(), ...pageInput })
+    .object({
+      tenantId,
+      state: reservationState.optional(),
+      poolId: idOf('pool').optional(),
+      ...pageInputById('reservation'),
+    })
     .strict(),
   output: pageOf(reservationSchema),
 });

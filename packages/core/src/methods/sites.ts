@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { defineMethod } from '../contract.js';
-import { idempotencyKey, idOf, isoTime, pageInput, pageOf, tenantId } from './common.js';
+import { idempotencyKey, idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 
 /** A resource name: lowercase letters, digits and dashes. */
 export const resourceName = z
@@ -49,7 +49,7 @@ export const sitesList = defineMethod({
   module: 'fleet',
   access: { action: 'compute:sites:read' },
   tenantScoped: true,
-  input: z.object({ tenantId, ...pageInput }).strict(),
+  input: z.object({ tenantId, ...pageInputById('site') }).strict(),
   output: pageOf(siteSchema),
 });
 
