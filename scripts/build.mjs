@@ -4,9 +4,9 @@
 // (an error thrown by core is `instanceof ComputeError` everywhere). Entry points are the package's
 // exports; code splitting lets a program load a module only when it runs it.
 //
-// A package's `binBundle` is its command's start-up file: one CommonJS bundle (CommonJS loads
-// faster than a tree of ES modules) with the packages it names inlined; everything a command needs
-// beyond its definition stays behind a dynamic import. Core's ComputeError recognises errors of any
+// A package's `binBundle` is its command's start-up file, or a list of them: each one CommonJS
+// bundle (CommonJS loads faster than a tree of ES modules) with the packages it names inlined;
+// everything a command needs beyond its definition stays behind a dynamic import. Core's ComputeError recognises errors of any
 // copy of itself, so an inlined copy is safe.
 import { build } from 'esbuild';
 import { readFileSync, rmSync } from 'node:fs';
@@ -37,11 +37,11 @@ for (const dir of workspaces) {
     chunkNames: 'chunks/[name]-[hash]',
     logLevel: 'warning',
   });
-  if (pkg.binBundle) {
-    const inline = new Set(pkg.binBundle.inline ?? []);
+  for (const bundle of [pkg.binBundle ?? []].flat()) {
+    const inline = new Set(bundle.inline ?? []);
     await build({
-      entryPoints: [join(pkgDir, pkg.binBundle.entry)],
-      outfile: join(pkgDir, pkg.binBundle.outfile),
+      entryPoints: [join(pkgDir, bundle.entry)],
+      outfile: join(pkgDir, bundle.outfile),
       bundle: true,
       format: 'cjs',
       platform: 'node',

@@ -6,4 +6,4 @@ export * from './terminal-safe.js';
 export * from './contract.js';
 export * from './bridge.js';
 export * from './http.js';
-export { VERSION, PRODUCT } from './version.js';
+export { PRODUCT, VERSION, VERSION_LINE } from './version.js';

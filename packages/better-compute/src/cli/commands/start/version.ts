@@ -1,5 +1,5 @@
 /** `version`: the release of this binary. Loads nothing but core's constants. */
-import { PRODUCT, VERSION } from '@better-compute/core';
+import { VERSION_LINE } from '@better-compute/core';
 import { defineCommand } from '../../define.js';
 
 export default defineCommand({
@@ -9,5 +9,6 @@ export default defineCommand({
   target: 'none',
   output: false,
   examples: ['better-compute version'],
-  run: () => `${PRODUCT} ${VERSION}`,
+  // The binary's entry prints the same line without loading the commands (cli/bin.ts).
+  run: () => VERSION_LINE,
 });
