@@ -134,6 +134,42 @@ describe.runIf(postgres)('an operator on PostgreSQL', () => {
     expect(await again.stop()).toBe(0);
   });
 
+  it('serve says why it cannot start: a port in use, an address not of this machine, no role', async () => {
+    const { createServer } = await import('node:net');
+    const taken = createServer();
+    const port = await freePort();
+    await new Promise<void>((resolve) => taken.listen(port, '127.0.0.1', resolve));
+    try {
+      const inUse = compute(['serve', '--port', String(port), '--roles', 'api']);
+      expect(inUse.status).toBe(1);
+      expect(inUse.stderr).toBe(
+        `UNAVAILABLE: 127.0.0.1:${port} is in use by another program\nhint: Stop what listens there, or pass another --port.\n`,
+      );
+    } finally {
+      taken.close();
+    }
+    const badHost = compute(['serve', '--port', '0', '--host', '999.1.1.1', '--roles', 'api']);
+    expect(badHost.status).toBe(2);
+    expect(badHost.stderr).toMatch(
+      /^INVALID_ARGUMENT: --host 999\.1\.1\.1 is not an address of this machine\n/,
+    );
+    const noRole = compute(['serve', '--roles', '']);
+    expect(noRole.status).toBe(2);
+    expect(noRole.stderr).toMatch(/^INVALID_ARGUMENT: --roles names no role\nhint: /);
+  });
+
+  it('a database that does not answer is UNAVAILABLE, and its password is never shown', async () => {
+    const port = await freePort();
+    const result = compute(['migrate'], {
+      BETTER_COMPUTE_DATABASE_URL: `postgres://postgres:pw-never-shown@127.0.0.1:${port}/compute`,
+    });
+    expect(result.status).toBe(1);
+    expect(result.stderr).toBe(
+      `UNAVAILABLE: the database postgres://postgres:***@127.0.0.1:${port}/compute cannot be used: nothing listens there (ECONNREFUSED)\n` +
+        'hint: Check BETTER_COMPUTE_DATABASE_URL (or the configuration’s database) and that PostgreSQL is running.\n',
+    );
+  });
+
   it('auth login saves a profile file only its owner can read', () => {
     const credentials = join(cwd, 'credentials.json');
     const result = compute(

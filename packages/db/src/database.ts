@@ -93,8 +93,16 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     prepareStatements(client as unknown as PgClient);
     pipelineTransactions(client as unknown as PgClient);
   });
+  const description = redactDatabaseUrl(url);
+  // A database that cannot be reached is UNAVAILABLE wherever the first query meets it (migrate,
+  // a request), said without the URL's password, instead of the driver's bare error.
+  const connect = pool.connect.bind(pool) as () => Promise<unknown>;
+  (pool as unknown as { connect: typeof connect }).connect = () =>
+    connect().catch((error: unknown) => {
+      throw connectionError(error, description);
+    });
   const db = new Kysely({ dialect: new PostgresDialect({ pool }), ...(log ? { log } : {}) });
-  return { db, kind: 'postgres', url, description: redactDatabaseUrl(url), close: () => db.destroy() };
+  return { db, kind: 'postgres', url, description, close: () => db.destroy() };
 }
 
 async function openPGlite(
@@ -114,6 +122,33 @@ async function openPGlite(
     description: options.dataDir ? `pglite:${options.dataDir}` : 'pglite:memory',
     close: () => db.destroy(),
   };
+}
+
+// What connecting may fail with, by the driver's code or PostgreSQL's SQLSTATE, and what to check.
+const CONNECTION_FAILURES: Record<string, string> = {
+  ECONNREFUSED: 'nothing listens there',
+  ENOTFOUND: 'its host name does not resolve',
+  EAI_AGAIN: 'its host name does not resolve',
+  ETIMEDOUT: 'it does not answer',
+  EHOSTUNREACH: 'its host cannot be reached',
+  ECONNRESET: 'it closed the connection',
+  '28P01': 'it refused the password',
+  '28000': 'it refused the user',
+  '3D000': 'the database does not exist',
+  '57P03': 'it is starting up or shutting down',
+  '53300': 'it has no connection left',
+};
+
+/** A failure to connect as UNAVAILABLE, naming the database without its password; anything else as it came. */
+function connectionError(error: unknown, description: string): unknown {
+  const code = (error as { code?: unknown }).code;
+  const why = typeof code === 'string' ? CONNECTION_FAILURES[code] : undefined;
+  if (!why) return error;
+  return new ComputeError('UNAVAILABLE', `the database ${description} cannot be used: ${why} (${code})`, {
+    hint: 'Check BETTER_COMPUTE_DATABASE_URL (or the configuration’s database) and that PostgreSQL is running.',
+    details: { code },
+    cause: error,
+  });
 }
 
 /** Checks the database answers; returns its clock, for skew checks. */

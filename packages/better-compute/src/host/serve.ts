@@ -61,7 +61,7 @@ async function ensureRootAdministrator(
 
 export function listen(server: Server, port: number, host: string): Promise<string> {
   return new Promise((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (error) => reject(listenError(error, port, host)));
     server.listen(port, host, () => {
       server.off('error', reject);
       const address = server.address();
@@ -70,6 +70,32 @@ export function listen(server: Server, port: number, host: string): Promise<stri
       resolve(`http://${shownHost}:${actualPort}`);
     });
   });
+}
+
+/** Why a server could not listen, said as the operator can act on it; anything else as it came. */
+function listenError(error: unknown, port: number, host: string): unknown {
+  const where = `${host.includes(':') ? `[${host}]` : host}:${port}`;
+  switch ((error as NodeJS.ErrnoException).code) {
+    case 'EADDRINUSE':
+      return new ComputeError('UNAVAILABLE', `${where} is in use by another program`, {
+        hint: 'Stop what listens there, or pass another --port.',
+        details: { host, port },
+      });
+    case 'EACCES':
+      return new ComputeError('ACCESS_DENIED', `listening on ${where} is not allowed for this user`, {
+        hint: 'Pass a --port above 1023, or run with the right to bind low ports.',
+        details: { host, port },
+      });
+    case 'EADDRNOTAVAIL':
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return new ComputeError('INVALID_ARGUMENT', `--host ${host} is not an address of this machine`, {
+        hint: 'Pass --host an address this machine has, such as 127.0.0.1 or 0.0.0.0.',
+        details: { field: 'host', host },
+      });
+    default:
+      return error;
+  }
 }
 
 /** Stops accepting, waits for requests in flight, then closes idle keep-alive connections. */

@@ -1,5 +1,6 @@
 /** `serve`: the API and the worker roles of one replica, until SIGINT or SIGTERM. */
 import { defineCommand } from '../../define.js';
+import { CliError } from '../../errors.js';
 
 export default defineCommand({
   name: 'serve',
@@ -36,6 +37,12 @@ export default defineCommand({
     'better-compute serve --roles controllers,sinks',
   ],
   async run({ flags, compute, io, log }) {
+    // `--roles ''` would start a replica that serves nothing and runs nothing.
+    if (flags.roles.length === 0)
+      throw new CliError('INVALID_ARGUMENT', '--roles names no role', {
+        hint: 'Pass --roles with api, controllers or sinks (comma-separated), or leave it out for all three.',
+        details: { field: 'roles' },
+      });
     const { serve } = await import('../../../host/serve.js');
     const instance = await compute();
     await serve({
