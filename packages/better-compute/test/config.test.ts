@@ -82,4 +82,40 @@ export default defineConfig({ database: 'pglite:memory', trustedOrigins: origins
     expect(await readdir(dir)).toEqual(['better-compute.config.ts']);
     expect(findConfigFile({ cwd: dir, env: {} })).toBe(join(dir, 'better-compute.config.ts'));
   });
+
+  it.each([
+    [
+      'c1.mjs',
+      'export default defineConfig({ database: "pglite:memory" })',
+      'does not load: defineConfig is not defined',
+    ],
+    // The runtime's own words for a syntax error (the test runner loads modules its own way).
+    ['c2.mjs', 'export default {', /^ does not load: \S/],
+    [
+      'c3.ts',
+      'export default {',
+      'does not load: line 2, column 1: Expected identifier but found end of file',
+    ],
+    ['c4.mjs', 'export default 5', 'exports a number, not a configuration'],
+    ['c5.mjs', 'export const commands = []', 'has no default export'],
+    [
+      'c6.mjs',
+      'export default { database: 42 }',
+      ': database must be a URL (postgres://… or pglite:…) or an opened database, not a number',
+    ],
+  ])('a configuration that is wrong says what is wrong in it: %s', async (name, text, message) => {
+    const dir = join(root, 'wrong');
+    await mkdir(dir, { recursive: true });
+    const path = join(dir, name);
+    await writeFile(path, `${text}\n`);
+    const failure = await loadConfig({ configPath: path, cwd: dir, env: {} }).catch(
+      (error: unknown) => error,
+    );
+    expect(failure).toMatchObject({ code: 'INVALID_CONFIG' });
+    const said = (failure as Error).message;
+    expect(said.startsWith(path)).toBe(true);
+    if (message instanceof RegExp) expect(said.slice(path.length)).toMatch(message);
+    else expect(said.slice(path.length)).toBe(`${message.startsWith(':') ? '' : ' '}${message}`);
+    expect((failure as { hint?: string }).hint).toMatch(/\S/);
+  });
 });

@@ -58,8 +58,31 @@ export function findConfigFile(options: LoadConfigOptions): string | null {
   }
 }
 
+/** INVALID_CONFIG for a file that does not load, saying where when the compiler or runtime knows. */
+function doesNotLoad(path: string, error: unknown): ComputeError {
+  // esbuild's failure lists its errors with their place; the first one says what to fix.
+  const first = (
+    error as { errors?: { text?: string; location?: { line: number; column: number } | null }[] }
+  ).errors?.[0];
+  const reason = first?.text
+    ? `${first.location ? `line ${first.location.line}, column ${first.location.column + 1}: ` : ''}${first.text}`
+    : error instanceof Error
+      ? error.message.split('\n')[0]
+      : String(error);
+  return new ComputeError('INVALID_CONFIG', `${path} does not load: ${reason}`, {
+    hint: 'Fix the configuration file (BETTER_COMPUTE_DEBUG=1 shows where it failed), then run the command again.',
+    cause: error,
+  });
+}
+
 async function importConfigModule(path: string): Promise<Record<string, unknown>> {
-  if (!/\.m?ts$/.test(path)) return import(pathToFileURL(path).href);
+  if (!/\.m?ts$/.test(path)) {
+    try {
+      return await import(pathToFileURL(path).href);
+    } catch (error) {
+      throw doesNotLoad(path, error);
+    }
+  }
   const { build } = await import('esbuild');
   // The compiled file sits beside the source so its imports resolve from the same node_modules.
   const out = join(dirname(path), `.better-compute.config.${randomBytes(4).toString('hex')}.mjs`);
@@ -78,13 +101,7 @@ async function importConfigModule(path: string): Promise<Record<string, unknown>
     return await import(pathToFileURL(out).href);
   } catch (error) {
     if (error instanceof ComputeError) throw error;
-    throw new ComputeError(
-      'INVALID_CONFIG',
-      `${path} does not load: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`,
-      {
-        cause: error,
-      },
-    );
+    throw doesNotLoad(path, error);
   } finally {
     await rm(out, { force: true });
   }
@@ -101,10 +118,29 @@ export async function loadConfig(options: LoadConfigOptions): Promise<LoadedConf
   }
   const loaded = await importConfigModule(path);
   const config = (loaded.default ?? loaded.config) as ComputeConfig | undefined;
-  if (!config || typeof config !== 'object') {
+  if (config === undefined) {
     throw new ComputeError('INVALID_CONFIG', `${path} has no default export`, {
       hint: 'Export the configuration: export default defineConfig({ … }).',
     });
+  }
+  if (!config || typeof config !== 'object' || Array.isArray(config)) {
+    throw new ComputeError(
+      'INVALID_CONFIG',
+      `${path} exports ${config === null ? 'null' : Array.isArray(config) ? 'an array' : `a ${typeof config}`}, not a configuration`,
+      { hint: 'Export the configuration object: export default defineConfig({ database: … }).' },
+    );
+  }
+  const { database } = config as { database?: unknown };
+  if (
+    database !== undefined &&
+    typeof database !== 'string' &&
+    (typeof database !== 'object' || database === null)
+  ) {
+    throw new ComputeError(
+      'INVALID_CONFIG',
+      `${path}: database must be a URL (postgres://… or pglite:…) or an opened database, not ${database === null ? 'null' : `a ${typeof database}`}`,
+      { hint: 'Set database to a URL such as process.env.BETTER_COMPUTE_DATABASE_URL.' },
+    );
   }
   const commands = Array.isArray(loaded.commands) ? loaded.commands : [];
   // The environment's database URL fills in when the file names none.
