@@ -34,6 +34,10 @@ describe.runIf(postgres)('an operator on PostgreSQL', () => {
     const second = runBin(computeBin, ['init'], { cwd: dir, env: { HOME: dir } });
     expect(second.status).toBe(1);
     expect(second.stderr).toMatch(/^ALREADY_EXISTS: /);
+    // It prints what it did, not a result: the output flags are not offered.
+    const formatted = runBin(computeBin, ['init', '--format', 'json'], { cwd: dir, env: { HOME: dir } });
+    expect(formatted.status).toBe(2);
+    expect(formatted.stderr).toMatch(/^INVALID_ARGUMENT: unknown flag --format for "init"/);
   });
 
   it('without any configuration a config command is CONFIG_NOT_FOUND', () => {

@@ -20,6 +20,8 @@ export default defineCommand({
   group: 'Start',
   summary: 'Write a starter better-compute.config.ts',
   target: 'none',
+  // It prints what it did and what to run next, not a result to format or query.
+  output: false,
   examples: ['better-compute init'],
   async run({ io }) {
     const { join } = await import('node:path');
