@@ -84,6 +84,7 @@ describe.each(kinds)('the request pipeline on %s', (kind) => {
     expect(foreign.body.error).toMatchObject({
       code: 'ACCESS_DENIED',
       details: { reason: 'foreign-tenant' },
+      hint: 'Act in acme (--tenant acme, or leave --tenant out), or use a credential of globex.',
     });
     const operator = await call(
       deployment.compute,
@@ -120,9 +121,11 @@ describe.each(kinds)('the request pipeline on %s', (kind) => {
       { token: 't-acme-denied' },
     );
     expect(status).toBe(403);
+    // The tenant is right, so the hint names what is missing: a role that grants the action.
     expect(body.error).toMatchObject({
       code: 'ACCESS_DENIED',
       details: { action: 'compute:widgets:create', reason: 'no binding' },
+      hint: 'Your roles in tenant acme do not grant compute:widgets:create: ask an administrator of acme to bind a role that does (better-iam bindings).',
     });
     const audit = await deployment.database.db
       .selectFrom('compute.audit_events')

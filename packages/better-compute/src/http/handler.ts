@@ -84,8 +84,8 @@ export interface HandlerOptions {
 
 const IAM_BASE = '/api/iam';
 
-function denied(message: string, details?: Record<string, unknown>): ComputeError {
-  return new ComputeError('ACCESS_DENIED', message, details ? { details } : {});
+function denied(message: string, details: Record<string, unknown>, hint: string): ComputeError {
+  return new ComputeError('ACCESS_DENIED', message, { details, hint });
 }
 
 export function createHandler(options: HandlerOptions): ComputeHandler {
@@ -110,9 +110,8 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
     if (actingTenant !== identity.tenantId && identity.tenantId !== ROOT_TENANT) {
       throw denied(
         `this credential belongs to tenant ${identity.tenantId} and cannot act in ${actingTenant}`,
-        {
-          reason: 'foreign-tenant',
-        },
+        { reason: 'foreign-tenant' },
+        `Act in ${identity.tenantId} (--tenant ${identity.tenantId}, or leave --tenant out), or use a credential of ${actingTenant}.`,
       );
     }
     for (const tenant of new Set([identity.tenantId, actingTenant])) {
@@ -199,10 +198,12 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
       if (!decision?.allowed) {
         if (audit)
           await writeAudit(options.db(), { ...audit, outcome: 'denied', errorCode: 'ACCESS_DENIED' });
-        throw denied(`${action} is not allowed on ${resource.type}${resource.id ? ` ${resource.id}` : ''}`, {
-          action,
-          reason: decision?.reason ?? 'no decision',
-        });
+        // The tenant was checked above: what is missing is a role that grants the action.
+        throw denied(
+          `${action} is not allowed on ${resource.type}${resource.id ? ` ${resource.id}` : ''}`,
+          { action, reason: decision?.reason ?? 'no decision' },
+          `Your roles in tenant ${tenantId} do not grant ${action}: ask an administrator of ${tenantId} to bind a role that does (better-iam bindings).`,
+        );
       }
     }
     const db = options.db();
