@@ -215,9 +215,78 @@ describe('better-compute api over --url', () => {
     expect(server.calls.length).toBe(before);
   });
 
+  it('never echoes a token pasted where the method or an item was meant', async () => {
+    const pasted = 'biam_key_FAKEFAKEFAKEFAKEFAKEFAKE';
+    const method = captureIO(env());
+    expect(await main(['api', pasted], cli, method.io)).toBe(2);
+    expect(method.err[0]).toBe(
+      'INVALID_ARGUMENT: a value that looks like a credential (not shown) is not a method name like group.method or plugins.ID.GROUP.METHOD',
+    );
+    const item = captureIO(env());
+    expect(await main(['api', 'system.whoami', pasted], cli, item.io)).toBe(2);
+    expect(item.err[0]).toBe(
+      'INVALID_ARGUMENT: item a value that looks like a credential (not shown) is not name=value or name:=json',
+    );
+    expect([...method.err, ...item.err].join('\n')).not.toContain('FAKE');
+  });
+
+  it('api --list GROUP of a group the deployment does not serve is NOT_FOUND with the nearest group', async () => {
+    const { io, out, err } = captureIO(env());
+    expect(await main(['api', '--list', 'evnts'], cli, io)).toBe(1);
+    expect(out).toEqual([]);
+    expect(err).toEqual([
+      'NOT_FOUND: the deployment serves no group "evnts"; did you mean "events"?',
+      'hint: Run "better-compute api --list" for every route and its group.',
+    ]);
+    const plugin = captureIO(env());
+    await cli.run(['api', '--list', 'plugins.acme', '--query', 'items[].method'], plugin.io);
+    expect(plugin.out).toEqual(['plugins.acme.invoices.list']);
+  });
+
+  it('an empty --url is a usage error, while an empty BETTER_COMPUTE_URL means unset', async () => {
+    const { io, out, err } = captureIO({ BETTER_COMPUTE_TOKEN: 't', HOME: dir });
+    expect(await main(['api', 'system.version', '--url', ''], cli, io)).toBe(2);
+    expect(out).toEqual([]);
+    expect(err).toEqual([
+      'INVALID_ARGUMENT: --url needs a URL (got an empty value)',
+      'hint: Pass --url with an origin such as https://compute.example.com, or leave it out to run in process.',
+    ]);
+    const status = captureIO({ HOME: dir, BETTER_COMPUTE_URL: '' });
+    expect(await main(['auth', 'status', '--url='], cli, status.io)).toBe(2);
+    expect(status.err[0]).toBe('INVALID_ARGUMENT: --url needs a URL (got an empty value)');
+    const unset = captureIO({ HOME: dir, BETTER_COMPUTE_URL: '' });
+    await cli.run(['auth', 'status', '--query', 'target'], unset.io);
+    expect(unset.out).toEqual(['in-process']);
+  });
+
   it('reads --data - from the CliIO’s standard input', async () => {
     const { io, out } = captureIO(env(), { stdin: async () => '{"month":"2026-02"}' });
     await cli.run(['api', 'plugins.acme.invoices.list', '--data', '-', '--format', 'compact'], io);
     expect(out).toEqual(['{"got":{"month":"2026-02"}}']);
+  });
+});
+
+describe('api --list against a malformed route table', () => {
+  let server: FakeServer;
+  const cli = createCli({ projectCommands: false });
+  beforeAll(async () => {
+    server = await fakeServer({
+      '/api/compute/system/routes': () => ({ data: { routes: [{ method: 'system.version' }] } }),
+    });
+  });
+  afterAll(() => server.close());
+
+  it('is INVALID_RESPONSE with the hint of every other malformed answer, not INTERNAL', async () => {
+    const { io, out, err } = captureIO({
+      BETTER_COMPUTE_URL: server.url,
+      BETTER_COMPUTE_TOKEN: 't',
+      HOME: dir,
+    });
+    expect(await main(['api', '--list'], cli, io)).toBe(1);
+    expect(out).toEqual([]);
+    expect(err).toEqual([
+      "INVALID_RESPONSE: system.routes: the server's answer is not a route table",
+      'hint: Check that the URL points at a better-compute API (an origin, or the full endpoint such as https://host/api/compute).',
+    ]);
   });
 });

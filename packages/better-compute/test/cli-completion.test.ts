@@ -166,6 +166,23 @@ describe('the scripts themselves', () => {
     expect(existsSync(pwned)).toBe(false);
   });
 
+  it('describes --no-verify as what it does in fish, not as --verify', () => {
+    const file = join(dir, 'completion.fish');
+    const result = spawnSync(
+      'fish',
+      ['--no-config', '-c', `source ${q(file)}; complete -C ${q('better-compute auth login --')}`],
+      {
+        encoding: 'utf8',
+        env: { PATH: process.env.PATH ?? '', HOME: dir, XDG_CONFIG_HOME: dir, XDG_DATA_HOME: dir },
+      },
+    );
+    const lines = result.stdout.split('\n').filter((l) => /^--(no-)?verify\t/.test(l));
+    expect(lines.sort()).toEqual([
+      '--no-verify\tDo not check the token with system.whoami before saving it',
+      '--verify\tCheck the token with system.whoami before saving it',
+    ]);
+  });
+
   it('quotes a hostile description in fish so that it stays text', async () => {
     const text = await import('node:fs').then((fs) => fs.readFileSync(join(dir, 'completion.fish'), 'utf8'));
     const line = text.split('\n').find((l) => l.includes("-a 'hostile'"))!;

@@ -229,10 +229,15 @@ describe('auth login, status and logout', () => {
     });
   });
 
-  it('never takes the token from an argument', async () => {
+  it('never takes the token from an argument, and never prints the argument back', async () => {
     const { io, err } = captureIO(env, { stdin: async () => '' });
-    expect(await main(['auth', 'login', 'biam_in_argv', '--no-verify'], cli, io)).toBe(2);
-    expect(err[0]).toBe('INVALID_ARGUMENT: unexpected argument "biam_in_argv" for "auth login"');
+    const pasted = 'biam_key_FAKEFAKEFAKEFAKEFAKEFAKE';
+    expect(await main(['auth', 'login', pasted, '--no-verify'], cli, io)).toBe(2);
+    expect(err).toEqual([
+      'INVALID_ARGUMENT: unexpected argument 1 for "auth login": it takes no arguments (the argument is not shown)',
+      'hint: auth login reads the token from standard input or BETTER_COMPUTE_TOKEN, never from an argument: better-compute auth login < token.txt',
+    ]);
+    expect(err.join('\n')).not.toContain('FAKE');
     const empty = captureIO(env, { stdin: async () => '  \n' });
     expect(await main(['auth', 'login', '--no-verify'], cli, empty.io)).toBe(1);
     expect(empty.err[0]).toMatch(/^MISSING_ENV: no token to save/);
@@ -281,5 +286,111 @@ describe('auth login, status and logout', () => {
       `MISSING_ENV: events.list needs a credential: BETTER_COMPUTE_TOKEN is not set and no saved session or profile applies (profile "default" was saved for https://a.example.com, not ${server.url})`,
     );
     expect(server.calls.length).toBe(before);
+  });
+});
+
+describe('a credential that cannot travel as a header', () => {
+  let server: FakeServer;
+  const cli = createCli({ projectCommands: false });
+  beforeAll(async () => {
+    server = await fakeServer({
+      '/api/compute/system/whoami': (call) => ({ data: { ...WHOAMI, auth: call.headers.authorization } }),
+    });
+  });
+  afterAll(() => server.close());
+
+  it('BETTER_COMPUTE_TOKEN with a line break is a usage error naming the variable, never echoed, nothing sent', async () => {
+    const before = server.calls.length;
+    const { io, out, err } = captureIO({
+      ...env,
+      BETTER_COMPUTE_URL: server.url,
+      BETTER_COMPUTE_TOKEN: 'abc\r\nX-Evil: 1',
+    });
+    expect(await main(['api', 'system.whoami'], cli, io)).toBe(2);
+    expect(out).toEqual([]);
+    expect(err).toEqual([
+      'INVALID_ARGUMENT: BETTER_COMPUTE_TOKEN must be one line of printable characters without spaces',
+      'hint: Set BETTER_COMPUTE_TOKEN to the token alone: no quotes, spaces or line breaks inside it.',
+    ]);
+    expect(err.join('\n')).not.toContain('Evil');
+    expect(server.calls.length).toBe(before);
+  });
+
+  it('a token with only a trailing line break is trimmed and works', async () => {
+    const { io, out } = captureIO({
+      ...env,
+      BETTER_COMPUTE_URL: server.url,
+      BETTER_COMPUTE_TOKEN: 'biam_good\r\n',
+    });
+    expect(await main(['api', 'system.whoami', '--query', 'auth'], cli, io)).toBe(0);
+    expect(out).toEqual(['Bearer biam_good']);
+  });
+
+  it('a saved profile with a space in its token names where it was saved; such a Better IAM session is passed over', async () => {
+    await saveProfiles({ ci: { url: server.url, token: 'biam bad' } }, 'ci');
+    const saved = captureIO({ ...env, BETTER_COMPUTE_URL: server.url });
+    expect(await main(['api', 'system.whoami'], cli, saved.io)).toBe(2);
+    expect(saved.err).toEqual([
+      `INVALID_ARGUMENT: the token saved in profile "ci" (${file()}) must be one line of printable characters without spaces`,
+      'hint: Run "better-compute auth login --profile ci" again, or set BETTER_COMPUTE_TOKEN.',
+    ]);
+    // Better IAM's session is another program's file: like an expired one, it is passed over.
+    await saveProfiles({ ci: { url: server.url, token: 'biam_good' } }, 'ci');
+    saveIamSession({ url: server.url, token: 'iam\ttoken', expiresAt: null });
+    const iam = captureIO({ ...env, BETTER_COMPUTE_URL: server.url });
+    expect(await main(['api', 'system.whoami', '--query', 'auth'], cli, iam.io)).toBe(0);
+    expect(iam.out).toEqual(['Bearer biam_good']);
+    expect(iam.err.join('\n')).not.toContain('iam\ttoken');
+  });
+
+  it('auth login refuses a BETTER_COMPUTE_TOKEN with a space, naming the variable', async () => {
+    const { io, err } = captureIO({ ...env, BETTER_COMPUTE_TOKEN: 'biam key' });
+    expect(await main(['auth', 'login', '--no-verify'], cli, io)).toBe(2);
+    expect(err).toEqual([
+      'INVALID_ARGUMENT: BETTER_COMPUTE_TOKEN must be one line of printable characters without spaces',
+      'hint: Set BETTER_COMPUTE_TOKEN to the token alone: no quotes, spaces or line breaks inside it.',
+    ]);
+  });
+});
+
+describe('auth status and --profile', () => {
+  const cli = createCli({ projectCommands: false });
+
+  it('auth status shows Better IAM’s profile store as the path of its session', async () => {
+    saveIamSession({ url: 'https://compute.example.com', token: 'iam', expiresAt: null });
+    const { io, out } = captureIO({
+      ...env,
+      BETTER_COMPUTE_URL: 'https://compute.example.com',
+      BETTER_COMPUTE_CREDENTIALS: join(home, 'creds.json'),
+    });
+    await cli.run(['auth', 'status', '--format', 'compact'], io);
+    expect(JSON.parse(out[0]!)).toMatchObject({
+      source: 'better-iam',
+      profile: 'default',
+      path: join(home, 'iam', 'profiles.json'),
+    });
+  });
+
+  it('a malformed --profile is a usage error even when BETTER_COMPUTE_TOKEN or a session would apply', async () => {
+    saveIamSession({ url: 'https://compute.example.com', token: 'iam', expiresAt: null });
+    for (const extra of [{}, { BETTER_COMPUTE_TOKEN: 'biam_env' }]) {
+      const { io, out, err } = captureIO({
+        ...env,
+        ...extra,
+        BETTER_COMPUTE_URL: 'https://compute.example.com',
+      });
+      expect(await main(['api', 'system.whoami', '--profile', '../x'], cli, io)).toBe(2);
+      expect(out).toEqual([]);
+      expect(err).toEqual([
+        'INVALID_ARGUMENT: --profile must be letters, digits, . _ or - (got "../x")',
+        'hint: Pass --profile with a name such as default or ci; "better-compute auth status" lists the saved profiles.',
+      ]);
+    }
+    const fromEnv = captureIO({ ...env, BETTER_COMPUTE_TOKEN: 'biam_env', BETTER_COMPUTE_PROFILE: 'a b' });
+    expect(await main(['auth', 'status'], cli, fromEnv.io)).toBe(2);
+    expect(fromEnv.err).toEqual([
+      'INVALID_ARGUMENT: BETTER_COMPUTE_PROFILE must be letters, digits, . _ or - (got "a b")',
+      'hint: Set BETTER_COMPUTE_PROFILE to a name such as default or ci; "better-compute auth status" lists the saved profiles.',
+    ]);
   });
 });

@@ -173,10 +173,10 @@ describe('the failure printer and exit statuses', () => {
     );
   });
 
-  it('keeps the error’s own hint, and makes the message terminal-safe', () => {
+  it('keeps the error’s own hint, and makes the message terminal-safe and one line', () => {
     expect(
       print(new ComputeError('NOT_FOUND', `no pool ${hostile}`, { hint: 'Run better-compute pools list.' })),
-    ).toEqual(['NOT_FOUND: no pool a [31mred b c 2Jd\ne', 'hint: Run better-compute pools list.']);
+    ).toEqual(['NOT_FOUND: no pool a [31mred b c 2Jd e', 'hint: Run better-compute pools list.']);
   });
 
   it('prints the stack under BETTER_COMPUTE_DEBUG=1 only', () => {

@@ -6,7 +6,7 @@
 import type { MethodInput, MethodOutput } from '@better-compute/core';
 import type { MethodName, MethodTable } from '@better-compute/core/methods';
 import { resolveEndpoint, methodRoute } from './endpoint.js';
-import { ComputeClientError } from './errors.js';
+import { ComputeClientError, INVALID_RESPONSE_HINT } from './errors.js';
 
 /** The fetch the client calls with: one Request in, one Response out. Global fetch fits. */
 export type ClientFetch = (request: Request) => Promise<Response>;
@@ -141,9 +141,58 @@ export async function readEnvelope(
       status: response.status,
       requestId,
       method,
-      hint: 'Check that the URL points at a better-compute API (an origin, or the full endpoint such as https://host/api/compute).',
+      hint: INVALID_RESPONSE_HINT,
     },
   );
+}
+
+// A header value: visible ASCII and inner spaces or tabs, no line breaks or other controls.
+const HEADER_VALUE = /^[\x20-\x7e\t]*$/;
+const TOKEN_SHAPE = /^[\x21-\x7e]+$/;
+
+/**
+ * The token as it is sent: surrounding whitespace (a trailing line break of a file) is trimmed;
+ * anything else outside visible ASCII is refused, without quoting the token.
+ */
+function checkedToken(token: string): string {
+  const trimmed = token.trim();
+  if (!TOKEN_SHAPE.test(trimmed)) {
+    throw new ComputeClientError(
+      'INVALID_ARGUMENT',
+      'the token must be one line of printable characters without spaces',
+      {
+        status: 0,
+        details: { field: 'token' },
+        hint: 'Pass the token alone: no quotes, spaces or line breaks inside it.',
+      },
+    );
+  }
+  return trimmed;
+}
+
+function checkedHeaders(headers: Record<string, string> | undefined, field: string): Record<string, string> {
+  if (!headers) return {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (
+      !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name) ||
+      typeof value !== 'string' ||
+      !HEADER_VALUE.test(value)
+    ) {
+      throw new ComputeClientError(
+        'INVALID_ARGUMENT',
+        `${field}: a header name must be a token and its value one line of printable characters`,
+        { status: 0, details: { field } },
+      );
+    }
+  }
+  return headers;
+}
+
+/** A message with every header value the client sent replaced by …, in case a fetch quotes one. */
+function withoutSecrets(message: string, secrets: readonly string[]): string {
+  let text = message;
+  for (const secret of secrets) text = text.split(secret).join('…');
+  return text;
 }
 
 function retryWaitOf(error: ComputeClientError, response: Response | undefined): number | undefined {
@@ -164,37 +213,57 @@ function retryWaitOf(error: ComputeClientError, response: Response | undefined):
 export function createComputeClient(options: ComputeClientOptions): ComputeClient {
   const endpoint = resolveEndpoint(options.baseURL).href;
   const fetchImpl: ClientFetch = options.fetch ?? ((request) => fetch(request));
+  // Checked here, before any request: a token with a line break or a space would otherwise fail
+  // inside fetch, whose message quotes the whole header value.
+  const token = options.token ? checkedToken(options.token) : undefined;
+  const extraHeaders = checkedHeaders(options.headers, 'headers');
+  // Every header value the client sends, so no message of it ever quotes one.
+  const secrets = [token, ...Object.values(extraHeaders)].filter(
+    (value): value is string => typeof value === 'string' && value.length >= 4,
+  );
 
   async function send(method: string, body: unknown, callOptions: CallOptions): Promise<unknown> {
     const requestId = callOptions.requestId ?? newRequestId();
     const url = endpoint + methodRoute(method);
+    const callHeaders = checkedHeaders(callOptions.headers, 'call headers');
     const headers: Record<string, string> = {
-      ...options.headers,
-      ...callOptions.headers,
+      ...extraHeaders,
+      ...callHeaders,
       'content-type': 'application/json',
       accept: 'application/json',
       'x-request-id': requestId,
     };
-    if (options.token) headers.authorization = `Bearer ${options.token}`;
+    if (token) headers.authorization = `Bearer ${token}`;
+    const hidden = [...secrets, ...Object.values(callHeaders).filter((value) => value.length >= 4)];
     const payload = JSON.stringify(body ?? {});
     for (let attempt = 0; ; attempt++) {
       let response: Response | undefined;
+      let request: Request;
       try {
-        response = await fetchImpl(
-          new Request(url, {
-            method: 'POST',
-            headers,
-            body: payload,
-            ...(callOptions.signal ? { signal: callOptions.signal } : {}),
-          }),
-        );
+        request = new Request(url, {
+          method: 'POST',
+          headers,
+          body: payload,
+          ...(callOptions.signal ? { signal: callOptions.signal } : {}),
+        });
+      } catch {
+        // Never the cause's message: it quotes the header value it refused.
+        throw new ComputeClientError('INVALID_ARGUMENT', `${method}: the request could not be built`, {
+          requestId,
+          method,
+          status: 0,
+          hint: 'Check the token and headers given to the client: one line of printable characters each.',
+        });
+      }
+      try {
+        response = await fetchImpl(request);
       } catch (cause) {
         const aborted = callOptions.signal?.aborted === true;
         throw new ComputeClientError(
           'UNAVAILABLE',
           aborted
             ? `${method}: the call was aborted`
-            : `${method}: could not reach ${new URL(endpoint).origin}: ${cause instanceof Error ? cause.message : String(cause)}`,
+            : `${method}: could not reach ${new URL(endpoint).origin}: ${withoutSecrets(cause instanceof Error ? cause.message : String(cause), hidden)}`,
           {
             requestId,
             method,

@@ -6,6 +6,16 @@
  */
 import { ComputeError } from '@better-compute/core';
 
+/**
+ * A word of the caller's inside a message: quoted, or described when it looks like a credential
+ * (a token pasted where a method or URL was meant must not end up in a terminal or a log).
+ */
+function shown(word: string): string {
+  return word.length > 40 || /_[A-Za-z0-9+/=.-]{20,}/.test(word) || /[A-Za-z0-9+/=]{32,}/.test(word)
+    ? 'a value that looks like a credential (not shown)'
+    : `"${word}"`;
+}
+
 /** The base path compute's routes are mounted at when the URL names only an origin. */
 export const DEFAULT_BASE_PATH = '/api/compute';
 
@@ -25,7 +35,7 @@ export function resolveEndpoint(baseURL: string | URL): URL {
   try {
     url = new URL(String(baseURL));
   } catch {
-    throw new ComputeError('INVALID_ARGUMENT', `not a URL: ${String(baseURL)}`, {
+    throw new ComputeError('INVALID_ARGUMENT', `not a URL: ${shown(String(baseURL))}`, {
       hint: 'Pass an origin such as https://compute.example.com, or a full endpoint.',
       details: { field: 'url' },
     });
@@ -68,7 +78,7 @@ export function methodRoute(method: string): string {
   if (!valid) {
     throw new ComputeError(
       'INVALID_ARGUMENT',
-      `"${method}" is not a method name like group.method or plugins.ID.GROUP.METHOD`,
+      `${shown(method)} is not a method name like group.method or plugins.ID.GROUP.METHOD`,
       {
         details: { field: 'method' },
       },

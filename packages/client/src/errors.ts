@@ -33,6 +33,10 @@ export class ComputeClientError extends ComputeError {
   }
 }
 
+/** The hint of INVALID_RESPONSE: an answer that is not the API's (or not the shape a method answers). */
+export const INVALID_RESPONSE_HINT =
+  'Check that the URL points at a better-compute API (an origin, or the full endpoint such as https://host/api/compute).';
+
 export function isComputeClientError(value: unknown): value is ComputeClientError {
   return value instanceof ComputeClientError;
 }

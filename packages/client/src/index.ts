@@ -13,5 +13,10 @@ export {
   type ComputeClientGroups,
   type ComputeClientOptions,
 } from './client.js';
-export { ComputeClientError, isComputeClientError, type ComputeClientErrorOptions } from './errors.js';
+export {
+  ComputeClientError,
+  INVALID_RESPONSE_HINT,
+  isComputeClientError,
+  type ComputeClientErrorOptions,
+} from './errors.js';
 export { DEFAULT_BASE_PATH, isLoopbackHost, methodRoute, resolveEndpoint } from './endpoint.js';

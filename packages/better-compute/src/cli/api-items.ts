@@ -13,6 +13,7 @@
  * and `--data JSON | @file | -` for the whole body. Items are applied over --data.
  */
 import { CliError } from './errors.js';
+import { shownWord } from './shown.js';
 
 export interface ItemSources {
   /** Reads a file named after `@` (relative to the working directory). */
@@ -87,7 +88,7 @@ function assign(target: Record<string, unknown>, key: Key, value: unknown, item:
 /** One item as its key and value. */
 export async function parseItem(item: string, sources: ItemSources): Promise<{ key: Key; value: unknown }> {
   const eq = item.indexOf('=');
-  if (eq <= 0) throw invalid(`item "${item}" is not name=value or name:=json`);
+  if (eq <= 0) throw invalid(`item ${shownWord(item)} is not name=value or name:=json`);
   const json = item[eq - 1] === ':';
   const key = parseKey(item.slice(0, json ? eq - 1 : eq), item);
   const raw = item.slice(eq + 1);

@@ -28,6 +28,16 @@ export function safeDescription(text: string): string {
     .slice(0, 100);
 }
 
+/** What `--no-X` does, from X's description: "Check the token…" → "Do not check the token…". */
+export function negatedDescription(description: string): string {
+  if (description === '') return '';
+  // Lowercase a leading verb ("Check"), never an acronym ("IAM").
+  const text = /^[A-Z][a-z]/.test(description)
+    ? `${description.charAt(0).toLowerCase()}${description.slice(1)}`
+    : description;
+  return safeDescription(`Do not ${text}`);
+}
+
 function quote(text: string): string {
   // Callers pass only WORD/CHOICE-shaped text or safeDescription output: neither holds a quote.
   if (text.includes("'")) throw new Error('unquotable completion text');
@@ -77,7 +87,12 @@ function treeOf(manifest: Manifest): Map<string, Node> {
       const choices = (flag.choices ?? []).filter((choice) => CHOICE.test(choice));
       target.flags.push({ name: flag.name, description, takesValue: flag.type !== 'boolean', choices });
       if (flag.type === 'boolean')
-        target.flags.push({ name: `no-${flag.name}`, description, takesValue: false, choices: [] });
+        target.flags.push({
+          name: `no-${flag.name}`,
+          description: negatedDescription(description),
+          takesValue: false,
+          choices: [],
+        });
     }
   }
   return tree;

@@ -13,6 +13,7 @@ import { chmod, mkdir, open, readFile, rename, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { ComputeError } from '@better-compute/core';
 import { CliError } from './errors.js';
+import { shownWord } from './shown.js';
 import type { CredentialInfo } from './transport-types.js';
 
 export interface SavedProfile {
@@ -44,13 +45,41 @@ export type CallTarget = { origin: string } | null;
 
 const PROFILE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
-export function assertProfileName(name: string): string {
+export function assertProfileName(name: string, source = '--profile'): string {
   if (!PROFILE_NAME.test(name)) {
-    throw new CliError('INVALID_ARGUMENT', `--profile must be letters, digits, . _ or - (got "${name}")`, {
-      details: { field: 'profile' },
-    });
+    throw new CliError(
+      'INVALID_ARGUMENT',
+      `${source} must be letters, digits, . _ or - (got ${shownWord(name)})`,
+      {
+        hint:
+          source === '--profile'
+            ? 'Pass --profile with a name such as default or ci; "better-compute auth status" lists the saved profiles.'
+            : `Set ${source} to a name such as default or ci; "better-compute auth status" lists the saved profiles.`,
+        details: { field: 'profile' },
+      },
+    );
   }
   return name;
+}
+
+// A bearer credential: visible ASCII only, so it is one header value with nothing to split or hide.
+const TOKEN_SHAPE = /^[\x21-\x7e]+$/;
+
+/**
+ * A credential as it will be sent: surrounding whitespace (a trailing line break from a file or a
+ * pasted line) is trimmed; anything else outside visible ASCII is refused, naming where it came
+ * from and never echoing it.
+ */
+export function checkedToken(token: string, source: string, hint: string): string {
+  const trimmed = token.trim();
+  if (!TOKEN_SHAPE.test(trimmed)) {
+    throw new CliError(
+      'INVALID_ARGUMENT',
+      `${source} must be one line of printable characters without spaces`,
+      { hint, details: { field: 'token' } },
+    );
+  }
+  return trimmed;
 }
 
 /**
@@ -163,6 +192,8 @@ export function mayUse(savedUrl: string | null | undefined, target: CallTarget):
 }
 
 interface IamSession {
+  /** Better IAM's profile store, where the session was read from. */
+  path: string | null;
   token: string;
   url: string | null;
   tenantId: string | null;
@@ -175,10 +206,19 @@ async function readIamSession(env: Record<string, string | undefined>): Promise<
   try {
     const module = (await import('better-iam/profiles')) as unknown as {
       readSavedIamSession?: (env: Record<string, string | undefined>) => unknown;
+      profilesPath?: (env: Record<string, string | undefined>) => unknown;
     };
     const session = module.readSavedIamSession?.(env);
     if (!isRecord(session) || typeof session.token !== 'string' || session.token === '') return null;
+    let path: string | null = null;
+    try {
+      const found = module.profilesPath?.(env);
+      if (typeof found === 'string') path = found;
+    } catch {
+      path = null;
+    }
     return {
+      path,
       token: session.token,
       url: typeof session.url === 'string' ? session.url : null,
       tenantId: typeof session.tenantId === 'string' ? session.tenantId : null,
@@ -209,17 +249,31 @@ export async function resolveCredential(options: ResolveOptions): Promise<Creden
   const { env, target } = options;
   const now = options.now ?? new Date();
   const skipped: string[] = [];
-  if (env.BETTER_COMPUTE_TOKEN)
-    return { credential: { source: 'env', token: env.BETTER_COMPUTE_TOKEN }, skipped };
+  // A malformed --profile is a usage mistake whichever credential would apply.
+  if (options.profile) assertProfileName(options.profile);
+  if (env.BETTER_COMPUTE_TOKEN) {
+    const token = checkedToken(
+      env.BETTER_COMPUTE_TOKEN,
+      'BETTER_COMPUTE_TOKEN',
+      'Set BETTER_COMPUTE_TOKEN to the token alone: no quotes, spaces or line breaks inside it.',
+    );
+    return { credential: { source: 'env', token }, skipped };
+  }
 
   const session = await readIamSession(env);
-  if (session && !expired(session.expiresAt, now)) {
+  // Better IAM's session is another program's file: one that cannot be used (expired, or a token
+  // that cannot travel as a header) is passed over like a missing one, and said in `skipped`.
+  const sessionToken = session?.token.trim();
+  if (session && sessionToken !== undefined && !TOKEN_SHAPE.test(sessionToken)) {
+    skipped.push(`Better IAM's session${session.path ? ` (${session.path})` : ''} holds a malformed token`);
+  } else if (session && sessionToken !== undefined && !expired(session.expiresAt, now)) {
     if (mayUse(session.url, target)) {
       return {
         credential: {
           source: 'better-iam',
-          token: session.token,
+          token: sessionToken,
           ...(session.profile ? { profile: session.profile } : {}),
+          ...(session.path ? { path: session.path } : {}),
           url: session.url,
           tenantId: session.tenantId,
           expiresAt: session.expiresAt,
@@ -263,7 +317,11 @@ export async function resolveCredential(options: ResolveOptions): Promise<Creden
   return {
     credential: {
       source: 'profile',
-      token: profile.token,
+      token: checkedToken(
+        profile.token,
+        `the token saved in profile "${name}" (${path})`,
+        `Run "better-compute auth login --profile ${name}" again, or set BETTER_COMPUTE_TOKEN.`,
+      ),
       profile: name,
       path,
       url: profile.url,

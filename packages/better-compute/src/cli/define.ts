@@ -164,6 +164,8 @@ export interface CommandDefinition<
   flags?: F;
   positionals?: P;
   examples?: readonly string[];
+  /** The hint when an argument is given that the command does not take (`auth login` reads its token from standard input). */
+  argumentsHint?: string;
   /** The methods `run` calls (`system.whoami`); a test checks each exists in the method table. */
   calls?: readonly string[];
   /** The format when `--format` is not given: lists default to `table`. A function decides by the flags. */

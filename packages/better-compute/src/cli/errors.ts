@@ -8,6 +8,7 @@ import {
   type ComputeErrorOptions,
   type ErrorCode,
   isErrorCode,
+  safeCell,
   safeText,
 } from '@better-compute/core';
 
@@ -92,14 +93,41 @@ const CLI_HINTS: Readonly<Record<string, string>> = {
 /**
  * The hint printed under a failure: the error's own (the server's, carried in the envelope, or the
  * CLI's), else the code's, naming the failed command where it says COMMAND. An error's own hint
- * is printed as it came: it is never rewritten.
+ * is printed as it came, with one exception: CONFIG_NOT_FOUND never suggests --url to a command
+ * that does not take it.
  */
-export function hintFor(error: ComputeError, commandName?: string): string {
+export function hintFor(error: ComputeError, commandName?: string, situation: FailureSituation = {}): string {
+  // A command without --url (migrate, doctor, serve, dev) is never told to pass one.
+  if (
+    error.code === 'CONFIG_NOT_FOUND' &&
+    situation.acceptsUrl === false &&
+    (error.hint === undefined || error.hint.includes('--url'))
+  )
+    return CONFIG_NOT_FOUND_WITHOUT_URL;
   if (error.hint !== undefined) return error.hint;
+  // Under BETTER_COMPUTE_DEBUG the stack is already printed below: say what to do with it.
+  if (error.code === 'INTERNAL' && situation.debug)
+    return 'The stack trace below shows where it failed; include it (and the request id, if one is printed) when you report the problem.';
   const hint =
     (isErrorCode(error.code) ? DEFAULT_HINTS[error.code] : CLI_HINTS[error.code]) ??
     'The message says what failed; run "better-compute help COMMAND" for the command\'s flags and examples.';
   return commandName ? hint.replace('COMMAND', commandName) : hint;
+}
+
+/** What the hint may depend on besides the error: the failed command's flags, and debug output. */
+export interface FailureSituation {
+  /** Whether the failed command takes --url; false for config commands. */
+  acceptsUrl?: boolean;
+  /** BETTER_COMPUTE_DEBUG is on, so the stack is printed under the hint. */
+  debug?: boolean;
+}
+
+const CONFIG_NOT_FOUND_WITHOUT_URL =
+  'Run "better-compute init", pass --config, or set BETTER_COMPUTE_DATABASE_URL.';
+
+/** One line for the terminal: line breaks and other controls become spaces. */
+function oneLine(text: string): string {
+  return safeCell(text.replace(/[ \t]*(\r\n|[\r\n\u2028\u2029])+[ \t]*/g, ' '));
 }
 
 // Failures already printed (by compute's commands inside another CLI), with their exit status.
@@ -119,13 +147,15 @@ export function printFailure(
   if (typeof error === 'object' && error !== null && reported.has(error)) return;
   const write = io.err ?? io.out;
   const failure = toFailure(error);
-  const commandName = failure instanceof ComputeError ? commandOf(failure) : undefined;
-  write(`${safeText(failure.code)}: ${safeText(failure.message)}`);
-  write(`hint: ${safeText(hintFor(failure, commandName))}`);
+  const noted = commandOf(failure);
+  const debugValue = io.env.BETTER_COMPUTE_DEBUG;
+  const debug = !!debugValue && debugValue !== '0' && debugValue !== 'false';
+  // The code, the message and the hint are one line each, whatever the server or a file put in them.
+  write(`${oneLine(failure.code)}: ${oneLine(failure.message)}`);
+  write(`hint: ${oneLine(hintFor(failure, noted?.name, { ...noted?.situation, debug }))}`);
   const requestId = (failure as { requestId?: unknown }).requestId;
-  if (typeof requestId === 'string') write(`request id: ${safeText(requestId)}`);
-  const debug = io.env.BETTER_COMPUTE_DEBUG;
-  if (debug && debug !== '0' && debug !== 'false') {
+  if (typeof requestId === 'string') write(`request id: ${oneLine(requestId)}`);
+  if (debug) {
     write(safeText(failure.stack ?? String(failure)));
     let cause: unknown = failure.cause;
     while (cause instanceof Error) {
@@ -136,13 +166,13 @@ export function printFailure(
 }
 
 // The command a failure happened in, so the hint can name `help COMMAND` exactly.
-const failedCommands = new WeakMap<object, string>();
+const failedCommands = new WeakMap<object, { name: string; situation: FailureSituation }>();
 
-export function noteCommand(error: unknown, commandName: string): void {
+export function noteCommand(error: unknown, commandName: string, situation: FailureSituation = {}): void {
   if (typeof error === 'object' && error !== null && !failedCommands.has(error))
-    failedCommands.set(error, commandName);
+    failedCommands.set(error, { name: commandName, situation });
 }
 
-function commandOf(error: object): string | undefined {
+function commandOf(error: object): { name: string; situation: FailureSituation } | undefined {
   return failedCommands.get(error);
 }

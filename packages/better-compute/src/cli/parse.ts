@@ -8,6 +8,7 @@ import { ID_PREFIXES, idShapeMessage, isId, parseDuration } from '@better-comput
 import type { AnyCommand, FlagSpec, FlagSpecs } from './define.js';
 import { kebabCase } from './define.js';
 import { CliError } from './errors.js';
+import { looksLikeSecret, shownWord } from './shown.js';
 import { didYouMean } from './suggest.js';
 
 export interface ParsedLine {
@@ -37,7 +38,7 @@ function convert(commandName: string, flag: string, spec: FlagSpec, raw: string)
         const near = didYouMean(raw, spec.choices);
         throw usage(
           commandName,
-          `--${flag} must be one of ${spec.choices.join(', ')} (got "${raw}")${near ? `; did you mean "${near}"?` : ''}`,
+          `--${flag} must be one of ${spec.choices.join(', ')} (got ${shownWord(raw)})${near ? `; did you mean "${near}"?` : ''}`,
           flag,
         );
       }
@@ -45,9 +46,9 @@ function convert(commandName: string, flag: string, spec: FlagSpec, raw: string)
     case 'number': {
       const value = /^-?(\d+(\.\d+)?|\.\d+)$/.test(raw.trim()) ? Number(raw) : Number.NaN;
       if (!Number.isFinite(value))
-        throw usage(commandName, `--${flag} must be a number (got "${raw}")`, flag);
+        throw usage(commandName, `--${flag} must be a number (got ${shownWord(raw)})`, flag);
       if (spec.integer && !Number.isInteger(value))
-        throw usage(commandName, `--${flag} must be a whole number (got "${raw}")`, flag);
+        throw usage(commandName, `--${flag} must be a whole number (got ${shownWord(raw)})`, flag);
       if (spec.min !== undefined && value < spec.min)
         throw usage(commandName, `--${flag} must be at least ${spec.min} (got ${raw})`, flag);
       if (spec.max !== undefined && value > spec.max)
@@ -69,12 +70,12 @@ function convert(commandName: string, flag: string, spec: FlagSpec, raw: string)
     }
     case 'id':
       if (!isId(spec.kind, raw))
-        throw usage(commandName, `${idShapeMessage(`--${flag}`, spec.kind)} (got "${raw}")`, flag);
+        throw usage(commandName, `${idShapeMessage(`--${flag}`, spec.kind)} (got ${shownWord(raw)})`, flag);
       return raw;
     case 'boolean':
       if (raw === 'true') return true;
       if (raw === 'false') return false;
-      throw usage(commandName, `--${flag} takes no value (or true/false; got "${raw}")`, flag);
+      throw usage(commandName, `--${flag} takes no value (or true/false; got ${shownWord(raw)})`, flag);
   }
 }
 
@@ -114,13 +115,16 @@ export function parseLine(command: AnyCommand, specs: FlagSpecs, tokens: readonl
         const candidates = [...byFlag.entries()].flatMap(([f, { spec }]) =>
           spec.type === 'boolean' ? [f, `no-${f}`] : [f],
         );
-        const near = didYouMean(flag, candidates);
+        const secret = looksLikeSecret(flag);
+        const near = secret ? undefined : didYouMean(flag, candidates);
         throw new CliError(
           'INVALID_ARGUMENT',
-          `unknown flag --${flag} for "${name}"${near ? `; did you mean --${near}?` : ''}`,
+          secret
+            ? `unknown flag for "${name}": a flag name that looks like a credential (not shown)`
+            : `unknown flag --${flag} for "${name}"${near ? `; did you mean --${near}?` : ''}`,
           {
             hint: `Run "better-compute help ${name}" for its flags.`,
-            details: { field: flag, ...(near ? { suggestion: `--${near}` } : {}) },
+            details: secret ? {} : { field: flag, ...(near ? { suggestion: `--${near}` } : {}) },
           },
         );
       }
@@ -143,10 +147,17 @@ export function parseLine(command: AnyCommand, specs: FlagSpecs, tokens: readonl
       continue;
     }
     if (token.startsWith('-') && token.length > 1 && !/^-\d/.test(token)) {
-      throw new CliError('INVALID_ARGUMENT', `unknown flag ${token} for "${name}"`, {
-        hint: `Flags are spelled --name; run "better-compute help ${name}" for them.`,
-        details: { field: token },
-      });
+      const secret = looksLikeSecret(token);
+      throw new CliError(
+        'INVALID_ARGUMENT',
+        secret
+          ? `unknown flag for "${name}": a word starting with - that looks like a credential (not shown)`
+          : `unknown flag ${token} for "${name}"`,
+        {
+          hint: `Flags are spelled --name; run "better-compute help ${name}" for them.`,
+          details: secret ? {} : { field: token },
+        },
+      );
     }
     positionals.push(token);
   }
@@ -202,13 +213,28 @@ export function parseLine(command: AnyCommand, specs: FlagSpecs, tokens: readonl
       const kind = positional.kind;
       for (const value of values) {
         if (value !== undefined && !isId(kind, value)) {
-          throw usage(name, `${idShapeMessage(positional.name, kind)} (got "${value}")`, positional.name);
+          throw usage(
+            name,
+            `${idShapeMessage(positional.name, kind)} (got ${shownWord(value)})`,
+            positional.name,
+          );
         }
       }
     }
   }
   if (index < positionals.length && !help) {
-    throw usage(name, `unexpected argument "${positionals[index]}" for "${name}"`);
+    // Never the argument itself: it may be a secret pasted by mistake (a token after `auth login`).
+    const takes = specsOfArgs.length
+      ? `it takes ${specsOfArgs.map((p) => (p.variadic ? `${p.name.toUpperCase()}…` : p.name.toUpperCase())).join(' ')}`
+      : 'it takes no arguments';
+    throw new CliError(
+      'INVALID_ARGUMENT',
+      `unexpected argument ${index + 1} for "${name}": ${takes} (the argument is not shown)`,
+      {
+        hint: command.argumentsHint ?? `Run "better-compute help ${name}" for its flags and examples.`,
+        details: { field: 'arguments', position: index + 1 },
+      },
+    );
   }
   return { flags, args, rest, help };
 }

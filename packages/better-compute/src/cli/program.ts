@@ -26,6 +26,8 @@ import { formatResult } from './output.js';
 import { parseLine } from './parse.js';
 import { CommandRegistry } from './registry.js';
 import { unknownCommandError } from './suggest.js';
+import { looksLikeSecret } from './shown.js';
+import { assertProfileName } from './credentials.js';
 import { safeText } from '@better-compute/core';
 import type { CliApi } from './transport-types.js';
 
@@ -146,10 +148,28 @@ export function createCli(options: CliOptions = {}): ComputeCli {
     if (!match) {
       if (project.state === 'failed') throw project.error;
       // `better-compute auth` lists the commands under `auth`.
-      if (words.length > 0 && registry.isPrefix(words) && tokens.length === words.length) {
-        const text = renderPrefix(buildManifest(registry.list(), groups), words.join(' '));
-        io.out(safeText(text));
-        return text;
+      if (words.length > 0 && registry.isPrefix(words)) {
+        const after = tokens.slice(words.length);
+        if (after.length === 0 || after.every((token) => token === '--help' || token === '-h')) {
+          const text = renderPrefix(buildManifest(registry.list(), groups), words.join(' '));
+          io.out(safeText(text));
+          return text;
+        }
+        // `auth --bogus`: the group is right, and it needs one of its commands before any flag.
+        const group = words.join(' ');
+        const under = registry
+          .names()
+          .filter((name) => name.startsWith(`${group} `))
+          .map((name) => name.slice(group.length + 1).split(' ')[0]!);
+        const flag = after[0]!.split('=')[0]!;
+        throw new CliError(
+          'INVALID_COMMAND',
+          `"${group}" is a group of commands, not a command: name one of ${[...new Set(under)].sort().join(', ')} before ${looksLikeSecret(flag) ? 'any flag' : flag}`,
+          {
+            hint: `Run "better-compute ${group}" for the commands under ${group}.`,
+            details: { command: group },
+          },
+        );
       }
       throw unknownCommandError(words, registry.names());
     }
@@ -163,6 +183,13 @@ export function createCli(options: CliOptions = {}): ComputeCli {
       return text;
     }
 
+    // An empty --url is a mistake, not "in process" (an empty BETTER_COMPUTE_URL still means unset).
+    if (parsed.flags.url === '') {
+      throw new CliError('INVALID_ARGUMENT', '--url needs a URL (got an empty value)', {
+        hint: 'Pass --url with an origin such as https://compute.example.com, or leave it out to run in process.',
+        details: { field: 'url' },
+      });
+    }
     const env = io.env;
     const token = command.target === 'token';
     const global: GlobalOptions = {
@@ -189,6 +216,12 @@ export function createCli(options: CliOptions = {}): ComputeCli {
         },
       );
     }
+    // Checked before the credential order is walked: a malformed --profile is a usage mistake
+    // whichever credential would have applied.
+    const profileFlag = parsed.flags.profile;
+    if (typeof profileFlag === 'string') assertProfileName(profileFlag, '--profile');
+    else if ((token || 'profile' in (command.flags ?? {})) && env.BETTER_COMPUTE_PROFILE)
+      assertProfileName(env.BETTER_COMPUTE_PROFILE, 'BETTER_COMPUTE_PROFILE');
     const flags: Record<string, unknown> = {};
     for (const key of Object.keys(command.flags ?? {})) flags[key] = parsed.flags[key];
 
@@ -231,7 +264,7 @@ export function createCli(options: CliOptions = {}): ComputeCli {
       if (result !== undefined) print(result);
       return result;
     } catch (error) {
-      noteCommand(error, command.name);
+      noteCommand(error, command.name, { acceptsUrl: 'url' in parsed.flags || 'url' in shared });
       throw error;
     } finally {
       // A command may have handed its deployment on (serve closes its own); a second close is harmless.

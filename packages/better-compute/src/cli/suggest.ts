@@ -1,5 +1,6 @@
 /** "Did you mean": the closest known word, when it is close enough to be a typo. */
 import { CliError } from './errors.js';
+import { looksLikeSecret } from './shown.js';
 
 function distance(a: string, b: string): number {
   const previous = Array.from({ length: b.length + 1 }, (_, i) => i);
@@ -25,7 +26,13 @@ export function didYouMean(input: string, candidates: Iterable<string>): string 
   let bestDistance = Infinity;
   const limit = Math.max(1, Math.min(3, Math.floor(input.length / 3)));
   for (const candidate of candidates) {
-    const d = candidate.startsWith(input) && input.length >= 3 ? 0.5 : distance(input, candidate);
+    // `--STRICT` for `--strict`: a difference of case alone is the nearest typo there is.
+    const d =
+      candidate !== input && candidate.toLowerCase() === input.toLowerCase()
+        ? 0.25
+        : candidate.startsWith(input) && input.length >= 3
+          ? 0.5
+          : distance(input, candidate);
     if (d < bestDistance) {
       best = candidate;
       bestDistance = d;
@@ -49,6 +56,33 @@ function groupLength(words: readonly string[], names: readonly string[]): number
  * is the word after it, and a suggestion must complete the group rather than replace that word.
  */
 export function unknownCommandError(words: readonly string[], names: readonly string[]): CliError {
+  // A word that looks like a credential (a token pasted where a command was meant) is never echoed.
+  const secretAt = words.findIndex((word) => looksLikeSecret(word));
+  if (secretAt !== -1) {
+    const before = words.slice(0, secretAt).join(' ');
+    return new CliError(
+      'INVALID_COMMAND',
+      `unknown command: word ${secretAt + 1}${before ? ` (after "${before}")` : ''} looks like a credential, not a command (not shown)`,
+      {
+        hint: 'Run "better-compute help" for every command; tokens are read from standard input or BETTER_COMPUTE_TOKEN, never from an argument.',
+      },
+    );
+  }
+  // `migrate extra`: the leading words are a command; the words after them are not part of it.
+  const exact = [...words.keys()]
+    .map((i) => words.slice(0, words.length - i).join(' '))
+    .find((name, i) => i > 0 && names.includes(name));
+  if (exact !== undefined) {
+    const extra = words.slice(exact.split(' ').length).join(' ');
+    return new CliError(
+      'INVALID_COMMAND',
+      `unknown command "${words.join(' ')}": "${exact}" is a command, and "${extra}" is not part of it`,
+      {
+        hint: `Run "better-compute help ${exact}" for what it takes.`,
+        details: { command: words.join(' '), suggestion: exact },
+      },
+    );
+  }
   const group = groupLength(words, names);
   let typed = words[0] ?? '';
   let near: string | undefined;

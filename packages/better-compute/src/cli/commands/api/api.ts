@@ -2,6 +2,7 @@
  * `api GROUP.METHOD [items…]`: calls any method, plugin methods included, with the input built from
  * items and --data; `api --list [GROUP]` prints the deployment's live route table.
  */
+import { ComputeError } from '@better-compute/core';
 import { CliError } from '../../errors.js';
 import { defineCommand } from '../../define.js';
 
@@ -9,7 +10,28 @@ interface RouteRow {
   method: string;
   public: boolean;
   action: string | null;
-  summary: string;
+  summary?: string;
+}
+
+function isRouteRow(value: unknown): value is RouteRow {
+  if (typeof value !== 'object' || value === null) return false;
+  const row = value as Record<string, unknown>;
+  return (
+    typeof row.method === 'string' &&
+    typeof row.public === 'boolean' &&
+    (row.action === null || row.action === undefined || typeof row.action === 'string') &&
+    (row.summary === undefined || typeof row.summary === 'string')
+  );
+}
+
+/** The rows of a system.routes answer; INVALID_RESPONSE when it is not a route table. */
+function routeRows(answer: unknown, hint: string): RouteRow[] {
+  const items = (answer as { items?: unknown } | null)?.items;
+  if (typeof answer === 'object' && answer !== null && Array.isArray(items) && items.every(isRouteRow))
+    return items;
+  throw new ComputeError('INVALID_RESPONSE', "system.routes: the server's answer is not a route table", {
+    hint,
+  });
 }
 
 export default defineCommand({
@@ -52,17 +74,40 @@ export default defineCommand({
           details: { field: 'items' },
         });
       const group = args.method;
-      const routes = (await (await api()).call('system.routes', group ? { group } : {})) as {
-        items: RouteRow[];
-      };
-      const items = routes.items
-        .filter((route) => !group || route.method.startsWith(`${group}.`))
-        .map((route) => ({
-          method: route.method,
-          access: route.public ? 'public' : 'token',
-          action: route.action ?? (route.public ? '-' : 'any identity'),
-          summary: route.summary,
-        }));
+      const client = await api();
+      const { INVALID_RESPONSE_HINT: hint } = await import('@better-compute/client');
+      const routes = routeRows(await client.call('system.routes', group ? { group } : {}), hint);
+      let rows = routes.filter((route) => !group || route.method.startsWith(`${group}.`));
+      // Nothing under the group: read the whole table, both to find it there (a plugin's
+      // `plugins.ID` the server does not filter by) and to name the nearest group.
+      const all = group && rows.length === 0 ? routeRows(await client.call('system.routes', {}), hint) : [];
+      if (group && rows.length === 0) rows = all.filter((route) => route.method.startsWith(`${group}.`));
+      if (group && rows.length === 0) {
+        // A group the deployment does not serve is a mistake, not an empty table: name the nearest.
+        const groups = new Set(
+          all.flatMap((route) => {
+            const parts = route.method.split('.');
+            return parts.slice(0, -1).map((_, i) => parts.slice(0, i + 1).join('.'));
+          }),
+        );
+        const { didYouMean } = await import('../../suggest.js');
+        const { shownWord } = await import('../../shown.js');
+        const near = didYouMean(group, groups);
+        throw new CliError(
+          'NOT_FOUND',
+          `the deployment serves no group ${shownWord(group)}${near ? `; did you mean "${near}"?` : ''}`,
+          {
+            hint: 'Run "better-compute api --list" for every route and its group.',
+            details: { field: 'method', ...(near ? { suggestion: near } : {}) },
+          },
+        );
+      }
+      const items = rows.map((route) => ({
+        method: route.method,
+        access: route.public ? 'public' : 'token',
+        action: route.action ?? (route.public ? '-' : 'any identity'),
+        summary: route.summary ?? '',
+      }));
       return { items, nextCursor: null };
     }
     if (!args.method) {

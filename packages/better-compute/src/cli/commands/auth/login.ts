@@ -19,6 +19,8 @@ export default defineCommand({
       description: 'Check the token with system.whoami before saving it',
     },
   },
+  argumentsHint:
+    'auth login reads the token from standard input or BETTER_COMPUTE_TOKEN, never from an argument: better-compute auth login < token.txt',
   examples: [
     'better-compute auth login --url https://compute.example.com < token.txt',
     'BETTER_COMPUTE_TOKEN=biam_key_… better-compute auth login --profile ci --no-verify',
@@ -27,7 +29,7 @@ export default defineCommand({
     const { resolveEndpoint } = await import('@better-compute/client');
     const credentials = await import('../../credentials.js');
     const profile = credentials.assertProfileName(global.profile ?? 'default');
-    const fromEnv = io.env.BETTER_COMPUTE_TOKEN;
+    const fromEnv = io.env.BETTER_COMPUTE_TOKEN || undefined;
     let token = fromEnv ?? '';
     if (!token && io.stdin) token = (await io.stdin()).trim();
     if (!token) {
@@ -39,11 +41,13 @@ export default defineCommand({
         },
       );
     }
-    if (/\s/.test(token)) {
-      throw new ComputeError('INVALID_ARGUMENT', 'the token must be one line without spaces', {
-        details: { field: 'token' },
-      });
-    }
+    token = credentials.checkedToken(
+      token,
+      fromEnv ? 'BETTER_COMPUTE_TOKEN' : 'the token on standard input',
+      fromEnv
+        ? 'Set BETTER_COMPUTE_TOKEN to the token alone: no quotes, spaces or line breaks inside it.'
+        : 'Pipe in the token alone, on one line: better-compute auth login < token.txt',
+    );
     // Resolved first: a malformed URL or plain http to another machine fails before the token is sent.
     const url = global.url ? resolveEndpoint(global.url).href : null;
     let tenantId = global.tenant ?? null;

@@ -34,7 +34,13 @@ export default defineCommand({
     return {
       source: credential?.source ?? 'none',
       profile: credential?.profile ?? null,
-      path: credential?.source === 'env' ? null : (credential?.path ?? path),
+      // The file the credential was read from: Better IAM's profile store for its session.
+      path:
+        credential?.source === 'env'
+          ? null
+          : credential?.source === 'better-iam'
+            ? (credential.path ?? null)
+            : (credential?.path ?? path),
       url: credential?.url ?? null,
       tenantId: credential?.tenantId ?? null,
       expiresAt: credential?.expiresAt ?? null,

@@ -1,6 +1,8 @@
 /** `help`, `help COMMAND`, `help --json`: rendered from the manifest, project commands included. */
 import { defineCommand } from '../../define.js';
 import { renderCommand, renderOverview, renderPrefix } from '../../help.js';
+import { CliError } from '../../errors.js';
+import { looksLikeSecret } from '../../shown.js';
 import { unknownCommandError } from '../../suggest.js';
 
 export default defineCommand({
@@ -17,6 +19,19 @@ export default defineCommand({
   async run({ flags, args, program }) {
     const manifest = await program.manifest();
     const name = args.command.join(' ');
+    // `help migrate extra`: "migrate" is a command; the words after it are refused, never "did you mean migrate".
+    for (let n = args.command.length - 1; n > 0; n--) {
+      const prefix = args.command.slice(0, n).join(' ');
+      if (!manifest.commands.some((c) => c.name === prefix)) continue;
+      const extra = args.command.slice(n);
+      const shown = extra.some((word) => looksLikeSecret(word))
+        ? `the ${extra.length === 1 ? 'word' : 'words'} after it ${extra.length === 1 ? 'is' : 'are'} not part of it`
+        : `"${extra.join(' ')}" is not part of it`;
+      throw new CliError('INVALID_COMMAND', `"help ${prefix}" takes one command; ${shown}`, {
+        hint: `Run "better-compute help ${prefix}".`,
+        details: { command: name, suggestion: prefix },
+      });
+    }
     if (flags.json) {
       if (!name) return manifest;
       const command = manifest.commands.find((c) => c.name === name);
