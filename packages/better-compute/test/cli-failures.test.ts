@@ -112,7 +112,9 @@ describe('the CONFIG_NOT_FOUND hint', () => {
     const result = await run(['api', 'system.version']);
     expect(result.status).toBe(1);
     expect(result.err[0]).toBe('CONFIG_NOT_FOUND: no configuration found');
-    expect(result.err[1]).toContain('--url');
+    expect(result.err[1]).toBe(
+      'hint: Run "better-compute init", pass --config, or set BETTER_COMPUTE_DATABASE_URL. Or pass --url (BETTER_COMPUTE_URL) to call a running server.',
+    );
   });
 });
 

@@ -93,17 +93,9 @@ const CLI_HINTS: Readonly<Record<string, string>> = {
 /**
  * The hint printed under a failure: the error's own (the server's, carried in the envelope, or the
  * CLI's), else the code's, naming the failed command where it says COMMAND. An error's own hint
- * is printed as it came, with one exception: CONFIG_NOT_FOUND never suggests --url to a command
- * that does not take it.
+ * is printed as it came.
  */
 export function hintFor(error: ComputeError, commandName?: string, situation: FailureSituation = {}): string {
-  // A command without --url (migrate, doctor, serve, dev) is never told to pass one.
-  if (
-    error.code === 'CONFIG_NOT_FOUND' &&
-    situation.acceptsUrl === false &&
-    (error.hint === undefined || error.hint.includes('--url'))
-  )
-    return CONFIG_NOT_FOUND_WITHOUT_URL;
   if (error.hint !== undefined) return error.hint;
   // Under BETTER_COMPUTE_DEBUG the stack is already printed below: say what to do with it.
   if (error.code === 'INTERNAL' && situation.debug)
@@ -114,16 +106,11 @@ export function hintFor(error: ComputeError, commandName?: string, situation: Fa
   return commandName ? hint.replace('COMMAND', commandName) : hint;
 }
 
-/** What the hint may depend on besides the error: the failed command's flags, and debug output. */
+/** What the hint may depend on besides the error. */
 export interface FailureSituation {
-  /** Whether the failed command takes --url; false for config commands. */
-  acceptsUrl?: boolean;
   /** BETTER_COMPUTE_DEBUG is on, so the stack is printed under the hint. */
   debug?: boolean;
 }
-
-const CONFIG_NOT_FOUND_WITHOUT_URL =
-  'Run "better-compute init", pass --config, or set BETTER_COMPUTE_DATABASE_URL.';
 
 /** One line for the terminal: line breaks and other controls become spaces. */
 function oneLine(text: string): string {
@@ -152,7 +139,7 @@ export function printFailure(
   const debug = !!debugValue && debugValue !== '0' && debugValue !== 'false';
   // The code, the message and the hint are one line each, whatever the server or a file put in them.
   write(`${oneLine(failure.code)}: ${oneLine(failure.message)}`);
-  write(`hint: ${oneLine(hintFor(failure, noted?.name, { ...noted?.situation, debug }))}`);
+  write(`hint: ${oneLine(hintFor(failure, noted, { debug }))}`);
   const requestId = (failure as { requestId?: unknown }).requestId;
   if (typeof requestId === 'string') write(`request id: ${oneLine(requestId)}`);
   if (debug) {
@@ -166,13 +153,13 @@ export function printFailure(
 }
 
 // The command a failure happened in, so the hint can name `help COMMAND` exactly.
-const failedCommands = new WeakMap<object, { name: string; situation: FailureSituation }>();
+const failedCommands = new WeakMap<object, string>();
 
-export function noteCommand(error: unknown, commandName: string, situation: FailureSituation = {}): void {
+export function noteCommand(error: unknown, commandName: string): void {
   if (typeof error === 'object' && error !== null && !failedCommands.has(error))
-    failedCommands.set(error, { name: commandName, situation });
+    failedCommands.set(error, commandName);
 }
 
-function commandOf(error: object): { name: string; situation: FailureSituation } | undefined {
+function commandOf(error: object): string | undefined {
   return failedCommands.get(error);
 }

@@ -264,7 +264,7 @@ export function createCli(options: CliOptions = {}): ComputeCli {
       if (result !== undefined) print(result);
       return result;
     } catch (error) {
-      noteCommand(error, command.name, { acceptsUrl: 'url' in parsed.flags || 'url' in shared });
+      noteCommand(error, command.name);
       throw error;
     } finally {
       // A command may have handed its deployment on (serve closes its own); a second close is harmless.

@@ -53,7 +53,21 @@ export async function createCliApi(options: TransportOptions): Promise<CliApi> {
       ...(io.fetch ? { fetch: io.fetch } : {}),
     });
   } else {
-    const compute = await options.compute();
+    // A token command without --url runs the deployment in process; without a configuration for
+    // that, a running server is the other way, and only a token command can be told so.
+    const compute = await options.compute().catch((error: unknown) => {
+      if (
+        error instanceof ComputeError &&
+        error.code === 'CONFIG_NOT_FOUND' &&
+        !error.hint?.includes('--url')
+      )
+        throw new ComputeError(error.code, error.message, {
+          hint: `${error.hint ?? 'Run better-compute init.'} Or pass --url (BETTER_COMPUTE_URL) to call a running server.`,
+          ...(error.details ? { details: error.details } : {}),
+          cause: error,
+        });
+      throw error;
+    });
     const basePath = compute.config.basePath || DEFAULT_BASE_PATH;
     client = createComputeClient({
       baseURL: new URL(basePath, 'http://localhost'),

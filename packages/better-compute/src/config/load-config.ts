@@ -113,7 +113,7 @@ export async function loadConfig(options: LoadConfigOptions): Promise<LoadedConf
   if (!path) {
     if (databaseUrl) return { config: { database: databaseUrl }, path: null, commands: [] };
     throw new ComputeError('CONFIG_NOT_FOUND', 'no configuration found', {
-      hint: 'Run better-compute init, pass --config, or set BETTER_COMPUTE_DATABASE_URL (or --url for a running server).',
+      hint: 'Run "better-compute init", pass --config, or set BETTER_COMPUTE_DATABASE_URL.',
     });
   }
   const loaded = await importConfigModule(path);
