@@ -156,6 +156,19 @@ describe('better-compute api over --url', () => {
     expect(out).toEqual(['{"got":{"month":"2026-01"}}']);
   });
 
+  it('says, rather than guesses, that --tenant is not added to a plugin method’s input', async () => {
+    const told = captureIO({ ...env(), BETTER_COMPUTE_TENANT: 'globex' });
+    await cli.run(['api', 'plugins.acme.invoices.list', 'month=2026-01', '--format', 'compact'], told.io);
+    expect(told.out).toEqual(['{"got":{"month":"2026-01"}}']);
+    expect(told.err).toEqual([
+      'note: plugins.acme.invoices.list is not a method this CLI knows, so the tenant globex is not added to its input; pass tenantId=globex if it takes one',
+    ]);
+    const given = captureIO(env());
+    await cli.run(['api', 'plugins.acme.invoices.list', 'tenantId=globex', '--tenant', 'globex'], given.io);
+    expect(given.err).toEqual([]);
+    expect(server.calls.at(-1)!.body).toEqual({ tenantId: 'globex' });
+  });
+
   it('needs no credential for a public method, and stops with MISSING_ENV for the others', async () => {
     const { io, out } = captureIO({ BETTER_COMPUTE_URL: server.url, HOME: dir });
     await cli.run(['api', 'system.version', '--query', 'version'], io);

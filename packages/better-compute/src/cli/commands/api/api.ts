@@ -24,6 +24,10 @@ function isRouteRow(value: unknown): value is RouteRow {
   );
 }
 
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
 /** The rows of a system.routes answer; INVALID_RESPONSE when it is not a route table. */
 function routeRows(answer: unknown, hint: string): RouteRow[] {
   const items = (answer as { items?: unknown } | null)?.items;
@@ -67,7 +71,7 @@ export default defineCommand({
     "better-compute api webhooks.create tenantId=acme url=https://hooks.example.com/compute 'events[]=reservation.*'",
     'better-compute api reservations.get tenantId=acme reservationId=rsv_… --query binding',
   ],
-  async run({ flags, args, io, api }) {
+  async run({ flags, args, io, api, global, log }) {
     if (flags.list) {
       if (args.items.length > 0)
         throw new CliError('INVALID_ARGUMENT', 'api --list takes at most a group', {
@@ -126,6 +130,15 @@ export default defineCommand({
       readFile: (path) => readFile(resolve(io.cwd, path), 'utf8'),
       stdin: io.stdin?.bind(io),
     });
+    // The client fills tenantId only into methods it knows; a plugin's method takes the input its
+    // plugin defines, so the acting tenant is not guessed into it, but the caller is told.
+    if (global.tenant && isRecord(input) && input.tenantId === undefined) {
+      const { methods } = await import('@better-compute/core/methods');
+      if (!Object.hasOwn(methods, args.method))
+        log(
+          `note: ${args.method} is not a method this CLI knows, so the tenant ${global.tenant} is not added to its input; pass tenantId=${global.tenant} if it takes one`,
+        );
+    }
     return (await api()).request(args.method, input);
   },
 });
