@@ -261,8 +261,9 @@ export async function resolveCredential(options: ResolveOptions): Promise<Creden
   }
 
   const session = await readIamSession(env);
-  // Better IAM's session is another program's file: one that cannot be used (expired, or a token
-  // that cannot travel as a header) is passed over like a missing one, and said in `skipped`.
+  // Better IAM's session is another program's file: one that cannot be used is passed over like a
+  // missing one. Better IAM's reader answers none for an expired session; a token that cannot travel
+  // as a header is said in `skipped`.
   const sessionToken = session?.token.trim();
   if (session && sessionToken !== undefined && !TOKEN_SHAPE.test(sessionToken)) {
     skipped.push(`Better IAM's session${session.path ? ` (${session.path})` : ''} holds a malformed token`);
