@@ -102,10 +102,12 @@ describe('the order credentials are taken in', () => {
       token: 'iam',
       expiresAt: '2000-01-01T00:00:00.000Z',
     });
-    expect((await resolveCredential({ env, target: remote })).credential).toMatchObject({
-      source: 'profile',
-      token: 'saved',
-    });
+    const afterExpiry = await resolveCredential({ env, target: remote });
+    expect(afterExpiry.credential).toMatchObject({ source: 'profile', token: 'saved' });
+    // Passed over, and said so (auth status and MISSING_ENV show `skipped`).
+    expect(afterExpiry.skipped).toEqual([
+      `Better IAM's session (${join(home, 'iam', 'profiles.json')}) expired at 2000-01-01T00:00:00.000Z`,
+    ]);
     writeFileSync(join(home, 'iam', 'profiles.json'), '{ broken');
     expect((await resolveCredential({ env, target: remote })).credential).toMatchObject({
       source: 'profile',

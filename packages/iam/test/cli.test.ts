@@ -6,7 +6,7 @@ import * as OTPAuth from 'otpauth';
 import { testDatabaseKinds, type TestDatabase } from '@better-compute/db/testing';
 import { createIam, type Iam } from '../src/index.js';
 import { type CliIo, iamBaseUrl, main } from '../src/cli/index.js';
-import { profilesPath, readSavedIamSession } from '../src/cli/profile-store.js';
+import { profilesPath, readCurrentIamSession, readSavedIamSession } from '../src/cli/profile-store.js';
 import { migratedDatabase } from './helpers.js';
 
 const [kind] = await testDatabaseKinds();
@@ -51,6 +51,11 @@ describe('the better-iam profile store', () => {
       profile: 'work',
     });
     expect(readSavedIamSession({ ...env, BETTER_IAM_PROFILE: 'old' })).toBeNull();
+    // The current session as saved, expired or not, so compute can say why it passed one over.
+    expect(readCurrentIamSession({ ...env, BETTER_IAM_PROFILE: 'old' })).toMatchObject({
+      token: 'biam_ses_old',
+      expiresAt: '2001-01-01T00:00:00.000Z',
+    });
     expect(readSavedIamSession({ ...env, BETTER_IAM_PROFILE: 'key' })?.token).toBe('biam_key_k');
     expect(readSavedIamSession({ ...env, BETTER_IAM_PROFILE: 'missing' })).toBeNull();
     expect(readSavedIamSession({ ...env, BETTER_IAM_PROFILE: '__proto__' })).toBeNull();

@@ -205,10 +205,11 @@ interface IamSession {
 async function readIamSession(env: Record<string, string | undefined>): Promise<IamSession | null> {
   try {
     const module = (await import('better-iam/profiles')) as unknown as {
-      readSavedIamSession?: (env: Record<string, string | undefined>) => unknown;
+      readCurrentIamSession?: (env: Record<string, string | undefined>) => unknown;
       profilesPath?: (env: Record<string, string | undefined>) => unknown;
     };
-    const session = module.readSavedIamSession?.(env);
+    // Expired or not: an expired session is passed over here, and said in `skipped`.
+    const session = module.readCurrentIamSession?.(env);
     if (!isRecord(session) || typeof session.token !== 'string' || session.token === '') return null;
     let path: string | null = null;
     try {
@@ -230,10 +231,11 @@ async function readIamSession(env: Record<string, string | undefined>): Promise<
   }
 }
 
+/** Whether a session is past its end; an end that does not parse counts as past, as Better IAM counts it. */
 function expired(expiresAt: string | null | undefined, now: Date): boolean {
   if (!expiresAt) return false;
   const time = Date.parse(expiresAt);
-  return Number.isFinite(time) && time <= now.getTime();
+  return !Number.isFinite(time) || time <= now.getTime();
 }
 
 export interface ResolveOptions {
@@ -261,14 +263,15 @@ export async function resolveCredential(options: ResolveOptions): Promise<Creden
   }
 
   const session = await readIamSession(env);
-  // Better IAM's session is another program's file: one that cannot be used is passed over like a
-  // missing one. Better IAM's reader answers none for an expired session; a token that cannot travel
-  // as a header is said in `skipped`.
-  const sessionToken = session?.token.trim();
-  if (session && sessionToken !== undefined && !TOKEN_SHAPE.test(sessionToken)) {
-    skipped.push(`Better IAM's session${session.path ? ` (${session.path})` : ''} holds a malformed token`);
-  } else if (session && sessionToken !== undefined && !expired(session.expiresAt, now)) {
-    if (mayUse(session.url, target)) {
+  // Better IAM's session is another program's file: one that cannot be used (expired, unreadable
+  // expiry, or a token that cannot travel as a header) is passed over like a missing one, and said.
+  if (session) {
+    const sessionToken = session.token.trim();
+    const where = session.path ? ` (${session.path})` : '';
+    if (!TOKEN_SHAPE.test(sessionToken)) skipped.push(`Better IAM's session${where} holds a malformed token`);
+    else if (expired(session.expiresAt, now))
+      skipped.push(`Better IAM's session${where} expired at ${session.expiresAt}`);
+    else if (mayUse(session.url, target))
       return {
         credential: {
           source: 'better-iam',
@@ -281,8 +284,7 @@ export async function resolveCredential(options: ResolveOptions): Promise<Creden
         },
         skipped,
       };
-    }
-    skipped.push(`Better IAM's session was saved for ${session.url ?? 'an in-process deployment'}`);
+    else skipped.push(`Better IAM's session was saved for ${session.url ?? 'an in-process deployment'}`);
   }
 
   let path: string;

@@ -99,15 +99,24 @@ export function writeProfiles(env: Env, file: ProfileFile): string {
  * null when there is none, when it has expired, and for any missing, unreadable or broken file.
  */
 export function readSavedIamSession(env: Env, now: Date = new Date()): SavedIamSession | null {
+  const session = readCurrentIamSession(env);
+  if (session?.expiresAt != null) {
+    const ends = Date.parse(session.expiresAt);
+    if (Number.isNaN(ends) || ends <= now.getTime()) return null;
+  }
+  return session;
+}
+
+/**
+ * The current saved session whether or not it has expired, so a caller can say why it passed one
+ * over; null when there is none, and for any missing, unreadable or broken file.
+ */
+export function readCurrentIamSession(env: Env): SavedIamSession | null {
   try {
     const file = readProfiles(env);
     const name = env.BETTER_IAM_PROFILE || file.current;
     const profile = Object.hasOwn(file.profiles, name) ? file.profiles[name] : undefined;
     if (!profile) return null;
-    if (profile.expiresAt !== null) {
-      const ends = Date.parse(profile.expiresAt);
-      if (Number.isNaN(ends) || ends <= now.getTime()) return null;
-    }
     return {
       token: profile.token,
       url: profile.url,
