@@ -104,10 +104,15 @@ describe('config commands', () => {
     expect(JSON.parse(out[0]!)).toMatchObject({ applied: [] });
   });
 
-  it('doctor prints its findings as a table; --query picks the checks', async () => {
+  it('doctor prints its report as JSON, its findings as a table on request; --query picks the checks', async () => {
     const { io, out } = captureIO({});
     await cli.run(['doctor'], io);
-    expect(out[0]!.split('\n')[0]).toMatch(/^check\s+severity\s+message$/);
+    expect(JSON.parse(out[0]!)).toMatchObject({
+      findings: expect.arrayContaining([expect.objectContaining({ check: 'database.reachable' })]),
+    });
+    const table = captureIO({});
+    await cli.run(['doctor', '--format', 'table'], table.io);
+    expect(table.out[0]!.split('\n')[0]).toMatch(/^check\s+severity\s+message$/);
     const checks = captureIO({});
     await cli.run(['doctor', '--query', 'findings[].check'], checks.io);
     expect(checks.out[0]).toContain('database.reachable');
@@ -135,7 +140,7 @@ describe('config commands', () => {
         }) as ComputeInstance,
     });
     const strict = captureIO({});
-    expect(await main(['doctor', '--strict'], failing, strict.io)).toBe(1);
+    expect(await main(['doctor', '--strict', '--format', 'table'], failing, strict.io)).toBe(1);
     expect(strict.out).toEqual(['check       severity  message\nclock.skew  warning   off by 3s']);
     expect(strict.err[0]).toBe('DOCTOR_FINDINGS: 1 finding(s): clock.skew (warning)');
   });

@@ -11,9 +11,13 @@ export default defineCommand({
   flags: {
     strict: { type: 'boolean', description: 'Fail with DOCTOR_FINDINGS on any warning or error' },
   },
-  defaultFormat: 'table',
+  // A report, not a list page: indented JSON by default, as the guide has it; a table on request.
   tableRows: (result) => (result as DoctorReport).findings,
-  examples: ['better-compute doctor', 'better-compute doctor --strict --query findings[].check'],
+  examples: [
+    'better-compute doctor',
+    'better-compute doctor --format table',
+    'better-compute doctor --strict --query findings[].check',
+  ],
   async run({ compute, flags, print }) {
     const report = await (await compute()).doctor();
     print(report);
