@@ -44,6 +44,11 @@ export interface ComputeErrorOptions {
   /** A line telling the user what to run or set next; the CLI prints it under the message. */
   hint?: string;
   cause?: unknown;
+  /**
+   * The message names the deployment's own parts (a database's address): the operator running a
+   * command sees it, an API answer keeps only the code (see toComputeError).
+   */
+  operatorOnly?: boolean;
 }
 
 /** A ComputeError as JSON: what the envelope's `error` carries besides the request id. */
@@ -72,12 +77,14 @@ export class ComputeError extends Error {
   readonly code: string;
   readonly details: Record<string, unknown> | undefined;
   readonly hint: string | undefined;
+  readonly operatorOnly: boolean;
 
   constructor(code: ErrorCode | (string & {}), message: string, options: ComputeErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.details = options.details;
     this.hint = options.hint;
+    this.operatorOnly = options.operatorOnly === true;
   }
 
   get status(): number {

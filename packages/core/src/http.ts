@@ -64,11 +64,19 @@ export function errorResponse(error: ComputeError, requestId: string): Response 
 }
 
 /**
- * Any thrown value as a ComputeError. Unknown throws become INTERNAL with a fixed message: the
- * cause stays on the error for the server's log and never reaches the answer.
+ * Any thrown value as the ComputeError an answer carries. Unknown throws become INTERNAL with a
+ * fixed message, and an operator-only error keeps its code with a fixed message: the original stays
+ * as the cause, for the server's log, and never reaches the answer. A caller logs whatever came
+ * back as another object than it threw.
  */
 export function toComputeError(error: unknown): ComputeError {
-  if (error instanceof ComputeError) return error;
+  if (error instanceof ComputeError) {
+    if (!error.operatorOnly) return error;
+    return new ComputeError(error.code, `the deployment cannot serve this call now (${error.code})`, {
+      hint: 'Try again shortly; the server log tells its operators why.',
+      cause: error,
+    });
+  }
   return new ComputeError('INTERNAL', 'internal error', { cause: error });
 }
 

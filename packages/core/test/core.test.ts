@@ -18,6 +18,7 @@ import {
   safeCell,
   safeJson,
   safeText,
+  toComputeError,
   ulid,
 } from '../src/index.js';
 
@@ -120,6 +121,29 @@ describe('errors', () => {
     expect(JSON.parse(errorAnswer(new ComputeError('NOT_FOUND', 'no pool'), 'req_2').body)).toEqual({
       error: { code: 'NOT_FOUND', message: 'no pool', requestId: 'req_2' },
     });
+  });
+
+  it('an operator-only error keeps its code in an answer, never its message or details', () => {
+    const outage = new ComputeError(
+      'UNAVAILABLE',
+      'the database postgres://compute:***@db.internal:5432/compute cannot be used: nothing listens there (ECONNREFUSED)',
+      { details: { code: 'ECONNREFUSED' }, operatorOnly: true },
+    );
+    const answered = toComputeError(outage);
+    expect(answered).not.toBe(outage);
+    expect(answered.cause).toBe(outage);
+    expect(JSON.parse(errorAnswer(answered, 'req_3').body)).toEqual({
+      error: {
+        code: 'UNAVAILABLE',
+        message: 'the deployment cannot serve this call now (UNAVAILABLE)',
+        hint: 'Try again shortly; the server log tells its operators why.',
+        requestId: 'req_3',
+      },
+    });
+    // Any other ComputeError is answered as it is; an unknown throw is INTERNAL.
+    const plain = new ComputeError('NOT_FOUND', 'no pool');
+    expect(toComputeError(plain)).toBe(plain);
+    expect(toComputeError(new Error('db.internal refused')).message).toBe('internal error');
   });
 });
 

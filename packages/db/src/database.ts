@@ -148,6 +148,8 @@ function connectionError(error: unknown, description: string): unknown {
     hint: 'Check BETTER_COMPUTE_DATABASE_URL (or the configuration’s database) and that PostgreSQL is running.',
     details: { code },
     cause: error,
+    // It names the database: for whoever runs the deployment, not for the API's callers.
+    operatorOnly: true,
   });
 }
 

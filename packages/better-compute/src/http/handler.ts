@@ -287,7 +287,8 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
       return await call(request, bound, requestId);
     } catch (error) {
       const failure = toComputeError(error);
-      if (failure.code === 'INTERNAL')
+      // INTERNAL, and what the answer does not say (an unknown throw, an operator-only error), go to the log.
+      if (failure.code === 'INTERNAL' || failure !== error)
         options.log({ level: 'error', message: 'request failed', requestId, error });
       return errorAnswer(failure, requestId);
     }
