@@ -126,6 +126,7 @@ export async function betterCompute(
     embeddedIam = createIam({
       database,
       ...(config.trustedOrigins ? { trustedOrigins: config.trustedOrigins } : {}),
+      log,
     });
     iam = embeddedIam.bridge;
     iamHandler = embeddedIam.handler.bind(embeddedIam);

@@ -554,7 +554,11 @@ export function createIamHandler(iam: Iam, internals: IamInternals): (request: R
       const answer = await binding.run(parsed.data as never, context);
       return dataResponse(answer.data, requestId, 200, answer.headers ?? {});
     } catch (error) {
-      return errorResponse(toComputeError(error), requestId);
+      const failure = toComputeError(error);
+      // INTERNAL, and what the answer does not say (an unknown throw, an operator-only error), go to the log.
+      if (failure.code === 'INTERNAL' || failure !== error)
+        internals.log?.({ level: 'error', message: 'IAM request failed', requestId, error });
+      return errorResponse(failure, requestId);
     }
   };
 }

@@ -82,6 +82,13 @@ export interface CreateIamOptions {
    * `url` when it has one (test databases do). Without it, cache entries live one second.
    */
   listenUrl?: string;
+  /** Where a route's failure that its answer does not tell (an unknown throw) is written; default none. */
+  log?: IamLog;
+}
+
+/** A log entry IAM writes: a route failure, with the request it came from. */
+export interface IamLog {
+  (entry: { level: 'error'; message: string; requestId: string; error: unknown }): void;
 }
 
 export interface SignInResult {
@@ -407,6 +414,7 @@ export interface Iam {
 export interface IamInternals {
   trustedOrigins: string[] | undefined;
   now(): Date;
+  log: IamLog | undefined;
 }
 
 /** Creates the embedded IAM over a database whose `iam` migrations have run. */
@@ -1216,7 +1224,11 @@ export function createIam(options: CreateIamOptions): Iam {
       installActions: (catalog) => installActions(catalog),
     },
     handler(request) {
-      handle ??= createIamHandler(iam, { trustedOrigins: options.trustedOrigins, now: clock });
+      handle ??= createIamHandler(iam, {
+        trustedOrigins: options.trustedOrigins,
+        now: clock,
+        log: options.log,
+      });
       return handle(request);
     },
     migrations: iamMigrations,

@@ -6,6 +6,7 @@ export {
   createIam,
   type CreateIamOptions,
   type Iam,
+  type IamLog,
   type SignInResult,
   type CreatedApiKey,
   type DevAccount,
