@@ -81,13 +81,11 @@ export default defineCommand({
       const client = await api();
       const { INVALID_RESPONSE_HINT: hint } = await import('@better-compute/client');
       const routes = routeRows(await client.call('system.routes', group ? { group } : {}), hint);
-      let rows = routes.filter((route) => !group || route.method.startsWith(`${group}.`));
-      // Nothing under the group: read the whole table, both to find it there (a plugin's
-      // `plugins.ID` the server does not filter by) and to name the nearest group.
-      const all = group && rows.length === 0 ? routeRows(await client.call('system.routes', {}), hint) : [];
-      if (group && rows.length === 0) rows = all.filter((route) => route.method.startsWith(`${group}.`));
+      const rows = routes.filter((route) => !group || route.method.startsWith(`${group}.`));
       if (group && rows.length === 0) {
-        // A group the deployment does not serve is a mistake, not an empty table: name the nearest.
+        // A group the deployment does not serve is a mistake, not an empty table: the whole table
+        // is read to name the nearest group.
+        const all = routeRows(await client.call('system.routes', {}), hint);
         const groups = new Set(
           all.flatMap((route) => {
             const parts = route.method.split('.');
