@@ -3,6 +3,7 @@
  * API's envelope. Types come from the method table; at run time the table is loaded on the first
  * call only (it brings zod), so importing the client stays cheap.
  */
+import { isRecord } from '@better-compute/core';
 import type { MethodInput, MethodOutput } from '@better-compute/core';
 import type { MethodName, MethodTable } from '@better-compute/core/methods';
 import { resolveEndpoint, methodRoute } from './endpoint.js';
@@ -79,10 +80,6 @@ function methodTable(): Promise<Record<string, MethodMeta>> {
 /** A new request id, the same shape the server makes. */
 export function newRequestId(): string {
   return `req_${crypto.randomUUID().replaceAll('-', '')}`;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {

@@ -6,4 +6,5 @@ export * from './terminal-safe.js';
 export * from './contract.js';
 export * from './bridge.js';
 export * from './http.js';
+export * from './records.js';
 export { PRODUCT, VERSION, VERSION_LINE } from './version.js';

@@ -12,6 +12,7 @@
  *
  * and `--data JSON | @file | -` for the whole body. Items are applied over --data.
  */
+import { isRecord } from '@better-compute/core';
 import { CliError } from './errors.js';
 import { shownWord } from './shown.js';
 
@@ -50,10 +51,6 @@ function parseJson(text: string, what: string): unknown {
   } catch (error) {
     throw invalid(`${what} is not valid JSON: ${error instanceof Error ? error.message : String(error)}`);
   }
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function assign(target: Record<string, unknown>, key: Key, value: unknown, item: string): void {

@@ -11,7 +11,7 @@
 import { randomBytes } from 'node:crypto';
 import { chmod, mkdir, open, readFile, rename, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { ComputeError } from '@better-compute/core';
+import { ComputeError, isRecord } from '@better-compute/core';
 import { CliError } from './errors.js';
 import { shownWord } from './shown.js';
 import type { CredentialInfo } from './transport-types.js';
@@ -112,10 +112,6 @@ export function credentialsPath(
 
 function emptyFile(): CredentialsFile {
   return { version: 1, current: null, profiles: {} };
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /** Reads the file; a missing file is empty, a malformed one INVALID_CONFIG. */

@@ -4,7 +4,7 @@
  * line breaks and tabs stay), table cells through safeCell (one line, no controls at all), and JSON
  * through safeJson (DEL, the C1 controls and U+2028/U+2029 escaped as \uXXXX).
  */
-import { safeCell, safeJson, safeText } from '@better-compute/core';
+import { safeCell, safeJson, safeText, isRecord } from '@better-compute/core';
 import { CliError } from './errors.js';
 import type { OutputFormat } from './define.js';
 
@@ -16,10 +16,6 @@ export interface FormatOptions {
   query?: string | undefined;
   /** The rows of a table view, when they are not the value itself or its `items`. */
   tableRows?: ((value: unknown) => unknown[] | undefined) | undefined;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 type Segment = { field: string } | { index: number } | { each: true };

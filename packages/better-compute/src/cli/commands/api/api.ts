@@ -2,7 +2,7 @@
  * `api GROUP.METHOD [items…]`: calls any method, plugin methods included, with the input built from
  * items and --data; `api --list [GROUP]` prints the deployment's live route table.
  */
-import { ComputeError } from '@better-compute/core';
+import { ComputeError, isRecord } from '@better-compute/core';
 import { CliError } from '../../errors.js';
 import { defineCommand } from '../../define.js';
 
@@ -22,10 +22,6 @@ function isRouteRow(value: unknown): value is RouteRow {
     (row.action === null || row.action === undefined || typeof row.action === 'string') &&
     (row.summary === undefined || typeof row.summary === 'string')
   );
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /** The rows of a system.routes answer; INVALID_RESPONSE when it is not a route table. */
