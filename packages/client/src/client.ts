@@ -3,7 +3,7 @@
  * API's envelope. Types come from the method table; at run time the table is loaded on the first
  * call only (it brings zod), so importing the client stays cheap.
  */
-import { isRecord } from '@better-compute/core';
+import { isBearerToken, isRecord } from '@better-compute/core';
 import type { MethodInput, MethodOutput } from '@better-compute/core';
 import type { MethodName, MethodTable } from '@better-compute/core/methods';
 import { resolveEndpoint, methodRoute } from './endpoint.js';
@@ -145,7 +145,6 @@ export async function readEnvelope(
 
 // A header value: visible ASCII and inner spaces or tabs, no line breaks or other controls.
 const HEADER_VALUE = /^[\x20-\x7e\t]*$/;
-const TOKEN_SHAPE = /^[\x21-\x7e]+$/;
 
 /**
  * The token as it is sent: surrounding whitespace (a trailing line break of a file) is trimmed;
@@ -153,7 +152,7 @@ const TOKEN_SHAPE = /^[\x21-\x7e]+$/;
  */
 function checkedToken(token: string): string {
   const trimmed = token.trim();
-  if (!TOKEN_SHAPE.test(trimmed)) {
+  if (!isBearerToken(trimmed)) {
     throw new ComputeClientError(
       'INVALID_ARGUMENT',
       'the token must be one line of printable characters without spaces',

@@ -11,7 +11,7 @@
 import { randomBytes } from 'node:crypto';
 import { chmod, mkdir, open, readFile, rename, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { ComputeError, isRecord } from '@better-compute/core';
+import { ComputeError, isBearerToken, isRecord } from '@better-compute/core';
 import { CliError } from './errors.js';
 import { shownWord } from './shown.js';
 import type { CredentialInfo } from './transport-types.js';
@@ -62,9 +62,6 @@ export function assertProfileName(name: string, source = '--profile'): string {
   return name;
 }
 
-// A bearer credential: visible ASCII only, so it is one header value with nothing to split or hide.
-const TOKEN_SHAPE = /^[\x21-\x7e]+$/;
-
 /**
  * A credential as it will be sent: surrounding whitespace (a trailing line break from a file or a
  * pasted line) is trimmed; anything else outside visible ASCII is refused, naming where it came
@@ -72,7 +69,7 @@ const TOKEN_SHAPE = /^[\x21-\x7e]+$/;
  */
 export function checkedToken(token: string, source: string, hint: string): string {
   const trimmed = token.trim();
-  if (!TOKEN_SHAPE.test(trimmed)) {
+  if (!isBearerToken(trimmed)) {
     throw new CliError(
       'INVALID_ARGUMENT',
       `${source} must be one line of printable characters without spaces`,
@@ -264,7 +261,7 @@ export async function resolveCredential(options: ResolveOptions): Promise<Creden
   if (session) {
     const sessionToken = session.token.trim();
     const where = session.path ? ` (${session.path})` : '';
-    if (!TOKEN_SHAPE.test(sessionToken)) skipped.push(`Better IAM's session${where} holds a malformed token`);
+    if (!isBearerToken(sessionToken)) skipped.push(`Better IAM's session${where} holds a malformed token`);
     else if (expired(session.expiresAt, now))
       skipped.push(`Better IAM's session${where} expired at ${session.expiresAt}`);
     else if (mayUse(session.url, target))
