@@ -81,6 +81,14 @@ export function toComputeError(error: unknown): ComputeError {
 }
 
 /**
+ * Whether a failure goes to the server's log: INTERNAL, and whatever its answer does not tell (an
+ * unknown throw, an operator-only error: toComputeError answered another object than was thrown).
+ */
+export function belongsInLog(answered: ComputeError, thrown: unknown): boolean {
+  return answered.code === 'INTERNAL' || answered !== thrown;
+}
+
+/**
  * Reads a JSON body of at most `limit` bytes. A declared Content-Length over the limit is refused
  * before reading; a body without one is counted as it streams.
  */

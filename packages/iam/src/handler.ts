@@ -17,6 +17,7 @@ import {
   type ResourceRef,
   ROOT_TENANT,
   toComputeError,
+  belongsInLog,
 } from '@better-compute/core';
 import type { Iam, IamInternals } from './iam.js';
 import { type IamMethodName, iamMethods } from './methods.js';
@@ -555,8 +556,7 @@ export function createIamHandler(iam: Iam, internals: IamInternals): (request: R
       return dataResponse(answer.data, requestId, 200, answer.headers ?? {});
     } catch (error) {
       const failure = toComputeError(error);
-      // INTERNAL, and what the answer does not say (an unknown throw, an operator-only error), go to the log.
-      if (failure.code === 'INTERNAL' || failure !== error)
+      if (belongsInLog(failure, error))
         internals.log?.({ level: 'error', message: 'IAM request failed', requestId, error });
       return errorResponse(failure, requestId);
     }

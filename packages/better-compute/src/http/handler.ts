@@ -25,6 +25,7 @@ import {
   type ResourceRef,
   type RouteInfo,
   toComputeError,
+  belongsInLog,
   toResponse,
 } from '@better-compute/core';
 import type { Kysely } from 'kysely';
@@ -287,8 +288,7 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
       return await call(request, bound, requestId);
     } catch (error) {
       const failure = toComputeError(error);
-      // INTERNAL, and what the answer does not say (an unknown throw, an operator-only error), go to the log.
-      if (failure.code === 'INTERNAL' || failure !== error)
+      if (belongsInLog(failure, error))
         options.log({ level: 'error', message: 'request failed', requestId, error });
       return errorAnswer(failure, requestId);
     }
