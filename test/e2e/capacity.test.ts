@@ -23,6 +23,9 @@ let server: RunningServer | undefined;
 let url = '';
 let token = '';
 let poolId = '';
+type DevAccount = { email: string; password: string; apiKey: string };
+type DevFile = Record<'rootAdmin' | 'acmeAdmin' | 'acmeMember', DevAccount>;
+let dev: DevFile;
 
 function compute(args: string[]): Promise<Result> {
   return new Promise((resolve, reject) => {
@@ -62,9 +65,7 @@ beforeAll(async () => {
   poolId = /simulated fleet: 4 machine\(s\) in pool (pool_\w+) \(sim-gpu, offered to acme\)/.exec(
     startup,
   )![1]!;
-  const dev = JSON.parse(readFileSync(join(work, '.better-compute', 'dev.json'), 'utf8')) as {
-    acmeAdmin: { apiKey: string };
-  };
+  dev = JSON.parse(readFileSync(join(work, '.better-compute', 'dev.json'), 'utf8')) as DevFile;
   token = dev.acmeAdmin.apiKey;
 }, 60_000);
 
@@ -75,6 +76,16 @@ afterAll(async () => {
 
 describe('the Capacity flow through the real binary against dev --sim 4', () => {
   let reservationId = '';
+
+  it('dev names its accounts and prints none of their passwords or keys', () => {
+    const startup = server!.output();
+    for (const account of [dev.rootAdmin, dev.acmeAdmin, dev.acmeMember]) {
+      expect(startup).toContain(account.email);
+      expect(account.password.length).toBeGreaterThan(0);
+      expect(startup).not.toContain(account.password);
+      expect(startup).not.toContain(account.apiKey);
+    }
+  });
 
   it('pools list shows the simulated pool offered to acme', async () => {
     const result = await compute(['pools', 'list']);

@@ -2,8 +2,9 @@
  * `dev`: a local control plane in one process. It uses the configuration when one is found, else
  * PGlite under `.better-compute/dev/` (or in memory with --memory); applies migrations; on a new
  * store creates the root administrator, a tenant `acme` with an administrator and a member, and an
- * API key for each; prints the URL and those credentials and writes them to
- * `.better-compute/dev.json` (mode 0600). Runs until the abort signal.
+ * API key for each, and writes them to `.better-compute/dev.json` (mode 0600). Prints the URL and
+ * who those accounts are, never their passwords or keys: a secret reaches the output only when one
+ * asks for it (docs/decisions/dev-credentials.md). Runs until the abort signal.
  */
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -14,8 +15,25 @@ import type { ComputeConfig } from '../config/define-config.js';
 import type { SimulatedMachine } from '../sim/fleet-runner.js';
 import { serve } from './serve.js';
 
-interface SavedDev {
-  rootAdmin?: { apiKey?: string };
+interface SavedAccount {
+  tenantId?: string;
+  email?: string;
+  role?: string;
+  apiKey?: string;
+}
+
+type SavedDev = Partial<Record<'rootAdmin' | 'acmeAdmin' | 'acmeMember', SavedAccount>>;
+
+const ACCOUNTS = ['rootAdmin', 'acmeAdmin', 'acmeMember'] as const;
+
+/** One line per account: its name in dev.json, tenant, email and role; never its secrets. */
+function accountLines(saved: SavedDev): string[] {
+  const rows = ACCOUNTS.flatMap((name) => {
+    const account = saved[name];
+    return account ? [[name, account.tenantId ?? '', account.email ?? '', account.role ?? '']] : [];
+  });
+  const widths = [0, 1, 2].map((i) => Math.max(...rows.map((row) => row[i]!.length)));
+  return rows.map((row) => `  ${row.map((cell, i) => (i < 3 ? cell.padEnd(widths[i]!) : cell)).join('  ')}`);
 }
 
 export interface DevOptions {
@@ -96,19 +114,20 @@ export async function startDev(options: DevOptions): Promise<void> {
       `${JSON.stringify({ url, apiBase, database: compute.database.description, ...created }, null, 2)}\n`,
     );
   }
-  const saved: unknown = created ?? (await readJsonFile(devFile));
+  const saved = (created ?? (await readJsonFile(devFile))) as SavedDev | null;
+  const devPath = join(DEV_DIR, 'dev.json');
   options.log(`better-compute dev: ${apiBase}`);
   options.log(`store: ${compute.database.description}`);
   if (saved) {
-    options.log(`credentials (also in ${join(DEV_DIR, 'dev.json')}, mode 0600):`);
-    options.log(JSON.stringify(saved, null, 2));
+    options.log(`accounts (their passwords and API keys are in ${devPath}, mode 0600):`);
+    for (const line of accountLines(saved)) options.log(line);
   } else {
     options.log(
-      `this store's credentials were printed when it was created; remove ${join(DEV_DIR, 'dev')} to start over`,
+      `this store's accounts were written to ${devPath} when it was created, and that file is gone; remove ${join(DEV_DIR, 'dev')} to start over`,
     );
   }
   if (options.sim && options.sim > 0) {
-    const token = (saved as SavedDev | null)?.rootAdmin?.apiKey;
+    const token = saved?.rootAdmin?.apiKey;
     if (!token) {
       options.log(
         `--sim ${options.sim}: no root administrator key in ${join(DEV_DIR, 'dev.json')}, so no simulated machines`,
@@ -142,8 +161,9 @@ export async function startDev(options: DevOptions): Promise<void> {
       }
     }
   }
+  // The key is read from the file by the shell, so it is not printed here or echoed by a terminal.
   options.log(
-    `try: BETTER_COMPUTE_URL=${url} BETTER_COMPUTE_TOKEN=<an apiKey above> npx better-compute api system.whoami`,
+    `try: BETTER_COMPUTE_URL=${url} BETTER_COMPUTE_TOKEN="$(node -p "require('./${DEV_DIR}/dev.json').acmeMember.apiKey")" npx better-compute api system.whoami`,
   );
   options.onListening?.(url);
   return running;
