@@ -56,6 +56,7 @@ describe.each(kinds)('the fleet on %s', (kind) => {
     ['joinRequests.list', 'root'],
     ['projects.list', 'acme'],
     ['reservations.list', 'acme'],
+    ['usage.list', 'acme'],
   ])('%s refuses a cursor it did not give instead of paging from nowhere', async (method, tenant) => {
     // Not an id at all, and an id of another kind.
     for (const cursor of ['garbage', 'inst_01k5w000000000000000000000']) {

@@ -623,7 +623,7 @@ export async function inventoryHistory(
   if (ctx.input.cursor) {
     const before = Number(ctx.input.cursor);
     if (!Number.isInteger(before))
-      throw new ComputeError('INVALID_ARGUMENT', 'cursor must be a cursor from a previous page', {
+      throw new ComputeError('INVALID_ARGUMENT', 'cursor: must be a cursor from a previous page', {
         details: { field: 'cursor' },
       });
     query = query.where('revision', '<', before);

@@ -90,7 +90,7 @@ export async function listUsage(
   const rows = await computeUsage(ctx);
   const offset = ctx.input.cursor ? Number(ctx.input.cursor) : 0;
   if (!Number.isInteger(offset) || offset < 0)
-    throw new ComputeError('INVALID_ARGUMENT', 'cursor must be a cursor from a previous page', {
+    throw new ComputeError('INVALID_ARGUMENT', 'cursor: must be a cursor from a previous page', {
       details: { field: 'cursor' },
     });
   const items = rows.slice(offset, offset + ctx.input.limit);
