@@ -367,6 +367,25 @@ describe.each(kinds)('reservations on %s', (kind) => {
     expect((await d.api('reservations.get', { reservationId: queued.id }, ACME)).state).toBe('active');
   });
 
+  it("a queued reservation its tenant's quota holds back is not the head: it holds back no backfill", async () => {
+    const { poolId } = await seedPool(d, 'quota-head');
+    await addNode(d, poolId, 'qh-h100', h100x8('qh-nvl'));
+    const filler = await d.api('reservations.create', { poolId, gpus: 6, durationSeconds: HOUR }, GLOBEX);
+    const big = await d.api('reservations.create', { poolId, gpus: 8, durationSeconds: HOUR }, ACME);
+    expect(big.state).toBe('queued');
+    // While big is the head, a request that would outlast its start waits behind it.
+    const before = await d.api('reservations.create', { poolId, gpus: 2, durationSeconds: 3 * HOUR }, GLOBEX);
+    expect(before.state).toBe('queued');
+    await d.api('reservations.release', { reservationId: before.id }, GLOBEX);
+    // Now acme may hold 4 GPUs: big cannot start whatever frees, so it is no one's head.
+    await d.api('quotas.set', { poolId, subjectTenantId: 'acme', resource: 'gpus', limit: 4 });
+    const after = await d.api('reservations.create', { poolId, gpus: 2, durationSeconds: 3 * HOUR }, GLOBEX);
+    expect(after.state).toBe('active');
+    expect((await d.api('reservations.get', { reservationId: big.id }, ACME)).state).toBe('queued');
+    await d.api('reservations.release', { reservationId: big.id }, ACME);
+    for (const r of [filler, after]) await d.api('reservations.release', { reservationId: r.id }, GLOBEX);
+  });
+
   it('100 concurrent reserves with one idempotency key give one reservation', async () => {
     const { poolId } = await seedPool(d, 'idem');
     await addNode(d, poolId, 'i-h100', h100x8('i-nvl'));

@@ -582,12 +582,14 @@ export async function activateQueue(db: FleetDb, poolId: string, now: Date, emit
   const activated: string[] = [];
   for (const row of queued) {
     if (free <= 0) break;
+    // One its own tenant's quota holds back blocks no one: it neither starts nor becomes the head,
+    // whether or not it would fit, so its shadow never holds back another tenant's backfill.
+    if (!(await quotaFits(row))) continue;
     const shape = shapeOf(row);
     if (row.gpus > free || row.gpus >= (failed.get(shape) ?? Infinity)) {
       head ??= row;
       continue;
     }
-    if (!(await quotaFits(row))) continue; // held back by its own tenant's quota, not by capacity: it blocks no one
     if (head) {
       if (shadow === undefined) shadow = await shadowOf(db, head, now);
       if (shadow !== null && now.getTime() + row.duration_seconds * 1000 > shadow) continue;
