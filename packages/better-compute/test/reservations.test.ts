@@ -367,6 +367,30 @@ describe.each(kinds)('reservations on %s', (kind) => {
     expect((await d.api('reservations.get', { reservationId: queued.id }, ACME)).state).toBe('active');
   });
 
+  it('a cleared quota keeps counting its version, so an old --if-version cannot pass after it', async () => {
+    const { poolId } = await seedPool(d, 'quota-aba');
+    await addNode(d, poolId, 'qa-l40s', l40sx4());
+    const quota = { poolId, subjectTenantId: 'acme', resource: 'gpus' };
+    expect((await d.api('quotas.set', { ...quota, limit: 2 })).version).toBe(1);
+    expect((await d.api('quotas.set', { ...quota, limit: 3 })).version).toBe(2);
+    const cleared = await d.api('quotas.set', { ...quota, limit: null, ifVersion: 2 });
+    expect(cleared).toMatchObject({ limit: null, version: 3 });
+    const listed = await d.api('quotas.get', { poolId }, ACME);
+    expect(listed.items.find((q: { resource: string }) => q.resource === 'gpus')).toMatchObject({
+      limit: null,
+      version: 3,
+    });
+    // No limit while cleared: the fast reserve applies, and four GPUs are held at once.
+    const all = await d.api('reservations.create', { poolId, gpus: 4, durationSeconds: HOUR }, ACME);
+    expect(all.state).toBe('active');
+    await d.api('reservations.release', { reservationId: all.id }, ACME);
+    expect((await d.api('quotas.set', { ...quota, limit: 5 })).version).toBe(4);
+    expect(await d.fails('quotas.set', { ...quota, limit: 1, ifVersion: 2 })).toMatchObject({
+      code: 'CONFLICT',
+    });
+    expect((await d.api('quotas.get', { poolId }, ACME)).items[0]).toMatchObject({ limit: 5, version: 4 });
+  });
+
   it("a queued reservation its tenant's quota holds back is not the head: it holds back no backfill", async () => {
     const { poolId } = await seedPool(d, 'quota-head');
     await addNode(d, poolId, 'qh-h100', h100x8('qh-nvl'));

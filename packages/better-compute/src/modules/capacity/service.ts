@@ -1114,7 +1114,7 @@ async function reserveFast(
       where n.pool_id = ${poolId} and n.state = 'ready' and n.free_gpus >= (select ${input.gpus}::int)
         and ${filterSql(terms, input.tolerations)}
         and not exists (select 1 from compute.reservations q where q.pool_id = ${poolId} and q.state = 'queued')
-        and not exists (select 1 from compute.quotas x where x.tenant_id = ${ctx.tenantId} and x.pool_id = ${poolId})
+        and not exists (select 1 from compute.quotas x where x.tenant_id = ${ctx.tenantId} and x.pool_id = ${poolId} and x.limit_value is not null)
         ${
           checkPool
             ? sql`and exists (

@@ -370,4 +370,13 @@ $$;
 alter table compute.nodes drop column inventory;
 `,
   },
+  {
+    name: '0006_quota_versions_survive_clearing',
+    sql: `
+-- Clearing a quota deleted its row, so the next limit set started again at version 1 and a writer
+-- holding an old version could pass --if-version. A cleared quota now keeps its row, with no limit,
+-- and its version goes on counting.
+alter table compute.quotas alter column limit_value drop not null;
+`,
+  },
 ];

@@ -337,7 +337,7 @@ export async function quotaLimits(
   if (lock) query = query.forUpdate();
   const rows = await query.execute();
   const limits = { gpus: null as number | null, reservations: null as number | null };
-  for (const row of rows) limits[row.resource] = Number(row.limit_value);
+  for (const row of rows) if (row.limit_value !== null) limits[row.resource] = Number(row.limit_value);
   return limits;
 }
 
@@ -364,7 +364,7 @@ export async function getQuotas(ctx: CallContext<{ poolId: string; subjectTenant
         tenantId: subject,
         poolId: ctx.input.poolId,
         resource,
-        limit: row ? Number(row.limit_value) : null,
+        limit: row?.limit_value == null ? null : Number(row.limit_value),
         used: held[resource],
         version: row?.version ?? 0,
         updatedAt: row ? iso(row.updated_at) : null,
@@ -396,15 +396,10 @@ export async function setQuota(
     .executeTakeFirst();
   checkVersion('quota', `${input.subjectTenantId}/${input.resource}`, current?.version ?? 0, input.ifVersion);
   const now = ctx.now();
+  // A cleared quota keeps its row (no limit), so its version goes on counting and an --if-version
+  // read before the clearing cannot pass after a new limit is set.
   let version = 0;
-  if (input.limit === null) {
-    await db
-      .deleteFrom('compute.quotas')
-      .where('tenant_id', '=', input.subjectTenantId)
-      .where('pool_id', '=', input.poolId)
-      .where('resource', '=', input.resource)
-      .execute();
-  } else if (current) {
+  if (current) {
     version = current.version + 1;
     await db
       .updateTable('compute.quotas')
@@ -413,7 +408,7 @@ export async function setQuota(
       .where('pool_id', '=', input.poolId)
       .where('resource', '=', input.resource)
       .execute();
-  } else {
+  } else if (input.limit !== null) {
     version = 1;
     await db
       .insertInto('compute.quotas')
@@ -439,6 +434,6 @@ export async function setQuota(
     limit: input.limit,
     used: held[input.resource],
     version,
-    updatedAt: input.limit === null ? null : iso(now),
+    updatedAt: version === 0 ? null : iso(now),
   };
 }

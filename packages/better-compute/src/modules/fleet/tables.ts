@@ -54,7 +54,8 @@ export interface QuotasTable {
   tenant_id: string;
   pool_id: string;
   resource: 'gpus' | 'reservations';
-  limit_value: number;
+  /** Null once cleared: the row stays, so its version keeps counting. */
+  limit_value: number | null;
   version: Generated<number>;
   updated_at: Timestamp;
 }
