@@ -328,6 +328,29 @@ describe.each(kinds)('reservations on %s', (kind) => {
     await d.api('reservations.release', { reservationId: waiting.id }, GLOBEX);
   });
 
+  it('past its end time a reservation has expired, before the controller gets to it', async () => {
+    const { poolId } = await seedPool(d, 'past-end');
+    const node = await addNode(d, poolId, 'pe-l40s', l40sx4());
+    const first = await d.api('reservations.create', { poolId, gpus: 2, durationSeconds: HOUR }, ACME);
+    const second = await d.api('reservations.create', { poolId, gpus: 2, durationSeconds: HOUR }, ACME);
+    d.clock.advance(HOUR + 30);
+    await d.api('nodes.heartbeat', { nodeCredential: node.credential }, '');
+    const late = await d.fails('reservations.extend', { reservationId: first.id, bySeconds: HOUR }, ACME);
+    expect(late).toMatchObject({ code: 'INVALID_STATE', details: { endsAt: first.endsAt } });
+    expect(await d.api('reservations.get', { reservationId: first.id }, ACME).then((r) => r.endsAt)).toBe(
+      first.endsAt,
+    );
+    // A release then ends it as expired, at its end time; so does the controller for the other.
+    const released = await d.api('reservations.release', { reservationId: first.id }, ACME);
+    expect(released).toMatchObject({ state: 'ended', endReason: 'expired', endedAt: first.endsAt });
+    await runFleetController(d.db, d.clock.now());
+    expect(await d.api('reservations.get', { reservationId: second.id }, ACME)).toMatchObject({
+      state: 'ended',
+      endReason: 'expired',
+      endedAt: second.endsAt,
+    });
+  });
+
   it('a request no node set could ever hold is refused, not queued forever', async () => {
     const { poolId } = await seedPool(d, 'never');
     await addNode(d, poolId, 'n-l40s', l40sx4());

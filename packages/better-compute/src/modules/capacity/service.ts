@@ -1210,6 +1210,13 @@ export async function extendReservation(
       details: { state: row.state, endReason: row.end_reason },
     });
   }
+  // Expiry is at the end time, whenever the controller gets to it: past it, nothing extends.
+  if (row.state === 'active' && row.ends_at && new Date(row.ends_at) <= ctx.now()) {
+    throw new ComputeError('INVALID_STATE', `reservation ${row.id} reached its end at ${iso(row.ends_at)}`, {
+      details: { state: row.state, endsAt: iso(row.ends_at) },
+      hint: 'A reservation is extended before its end time; reserve again for more time.',
+    });
+  }
   const duration = row.duration_seconds + ctx.input.bySeconds;
   if (duration > 30 * 86_400) {
     throw new ComputeError(
@@ -1250,6 +1257,7 @@ export async function releaseReservation(
 ) {
   const db = fleetDb(ctx.db);
   const { reservationId, ifVersion } = ctx.input;
+  const now = ctx.now();
   // The common case in one statement: an active reservation of the caller's tenant at the version
   // asked for, on one node, in a pool where nothing is queued (so neither the pool's lock nor the
   // queue is needed); the statement locks its row and ends it. Anything else takes the path below,
@@ -1257,13 +1265,13 @@ export async function releaseReservation(
   const released = await endWhere(
     db,
     reservationId,
-    sql<boolean>`r.tenant_id = ${ctx.tenantId} and r.state = 'active'
+    sql<boolean>`r.tenant_id = ${ctx.tenantId} and r.state = 'active' and r.ends_at > ${now}::timestamptz
       and ${ifVersion === undefined ? sql`true` : sql`r.version = ${ifVersion}`}
       and not exists (select 1 from compute.reservations q where q.pool_id = r.pool_id and q.state = 'queued')
       and (select count(distinct b.node_id) from compute.gpu_bindings b
            where b.reservation_id = r.id and b.released_at is null) <= 1`,
     'released',
-    ctx.now(),
+    now,
     ctx.emit,
     'active',
   );
@@ -1284,12 +1292,15 @@ export async function releaseReservation(
   if (row.state === 'ended') return viewOf(db, row);
   if (row.state === 'queued' && !queued) await lockPool(db, row.pool_id); // activated or queued since the peek: cannot happen to a queued one, kept for safety
   if (row.state === 'active') await lockNodesOf(db, [row.id]);
-  const now = ctx.now();
+  // Past its end time it has expired, whether or not the controller has got to it yet: it ends so,
+  // at that time, as the controller would have ended it.
+  const endsAt = row.ends_at ? new Date(row.ends_at) : null;
+  const expired = row.state === 'active' && endsAt !== null && endsAt <= now;
   const ended = await endReservation(
     db,
     row,
-    row.state === 'queued' ? 'cancelled' : 'released',
-    now,
+    row.state === 'queued' ? 'cancelled' : expired ? 'expired' : 'released',
+    expired ? endsAt : now,
     ctx.emit,
   );
   if (queued) await activateQueue(db, row.pool_id, now, ctx.emit);
@@ -1314,7 +1325,8 @@ export async function expirePool(db: FleetDb, poolId: string, now: Date, emit: E
     db,
     due.map((r) => r.id),
   );
-  for (const row of due) await endReservation(db, row, 'expired', now, emit);
+  // Each ends at its end time, not when this pass ran: what it held and used stops there.
+  for (const row of due) await endReservation(db, row, 'expired', new Date(row.ends_at!), emit);
   await activateQueue(db, poolId, now, emit);
   return due.length;
 }
