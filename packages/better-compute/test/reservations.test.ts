@@ -360,6 +360,13 @@ describe.each(kinds)('reservations on %s', (kind) => {
       (await d.fails('reservations.create', { poolId, gpus: 2, durationSeconds: HOUR, nvlink: true }, ACME))
         .code,
     ).toBe('INVALID_ARGUMENT');
+    // One GPU with --nvlink still asks for a GPU in an NVLink domain, which an L40S is not in.
+    expect(
+      await d.fails('reservations.create', { poolId, gpus: 1, durationSeconds: HOUR, nvlink: true }, ACME),
+    ).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: `pool ${poolId} has no NVLink domain with 1 GPU matching this request`,
+    });
   });
 
   it('quotas hold at reserve and at activation', async () => {

@@ -163,7 +163,7 @@ export async function checkAll(
       db,
       sql`
     select count(*)::int as n from compute.reservations r
-    where r.state = 'active' and r.nvlink and r.gpus > 1 and (
+    where r.state = 'active' and r.nvlink and (
       (select count(distinct b.nvlink_domain) from compute.gpu_bindings b where b.reservation_id = r.id and b.released_at is null) <> 1
       or exists (select 1 from compute.gpu_bindings b where b.reservation_id = r.id and b.released_at is null and b.nvlink_domain is null))`,
     ),

@@ -61,9 +61,12 @@ function placeAnywhere(groups: FreeGroup[], count: number): Allocation[] | null 
   return result;
 }
 
-/** Where `count` GPUs go, or null when they do not fit. With `nvlink`, all in one NVLink domain. */
+/**
+ * Where `count` GPUs go, or null when they do not fit. With `nvlink`, all in one NVLink domain, even
+ * one GPU: a GPU without NVLink is in no domain, and the binding would say so.
+ */
 export function place(groups: readonly FreeGroup[], count: number, nvlink: boolean): Allocation[] | null {
-  if (!nvlink || count === 1) return placeAnywhere([...groups], count);
+  if (!nvlink) return placeAnywhere([...groups], count);
   const domains = new Map<string, FreeGroup[]>();
   for (const g of groups)
     if (g.nvlinkDomain !== null && g.free > 0)

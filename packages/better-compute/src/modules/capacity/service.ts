@@ -129,7 +129,7 @@ export async function findPlacement(
 ): Promise<Allocation[] | null> {
   const filter = filterSql(terms, request.tolerations);
   const { poolId, gpus } = request;
-  if (!request.nvlink || gpus === 1) {
+  if (!request.nvlink) {
     const gpuFields = terms.some((t) => t.field !== null);
     let nodeId: string | undefined;
     if (!gpuFields) {
@@ -1043,7 +1043,7 @@ export async function createReservation(
     if (never) {
       throw new ComputeError(
         'INVALID_ARGUMENT',
-        `pool ${pool.id} has no ${input.nvlink ? 'NVLink domain' : 'set of nodes'} with ${input.gpus} GPUs matching this request`,
+        `pool ${pool.id} has no ${input.nvlink ? 'NVLink domain' : 'set of nodes'} with ${input.gpus === 1 ? '1 GPU' : `${input.gpus} GPUs`} matching this request`,
         {
           details: { field: 'gpus', poolId: pool.id, gpus: input.gpus, nvlink: input.nvlink },
           hint: 'Ask for fewer GPUs, drop --nvlink or loosen --selector; better-compute capacity shows what the pool has.',
@@ -1097,7 +1097,7 @@ async function reserveFast(
   checkPool = false,
 ): Promise<ReservationView | undefined> {
   const { input } = ctx;
-  if ((input.nvlink && input.gpus > 1) || terms.some((t) => t.field !== null)) return undefined;
+  if (input.nvlink || terms.some((t) => t.field !== null)) return undefined;
   // The pick: nothing queued in the pool and no quota for the tenant on it (a tenant with a quota
   // takes the locked path, where its holdings are counted consistently), and the best-fitting ready
   // node taken with FOR UPDATE SKIP LOCKED. Its columns are the newest version (read under the
@@ -1455,7 +1455,7 @@ export async function previewCapacity(ctx: CallContext<PlacementRequest>) {
     queuedAhead: queued.n,
     reason:
       ever === null
-        ? `the pool has no ${input.nvlink ? 'NVLink domain' : 'set of nodes'} with ${input.gpus} matching GPUs`
+        ? `the pool has no ${input.nvlink ? 'NVLink domain' : 'set of nodes'} with ${input.gpus} matching GPU${input.gpus === 1 ? '' : 's'}`
         : at
           ? 'not enough matching GPUs are free now; the earliest start counts only reservations running now, not the queue'
           : 'the matching GPUs are on nodes that take no new work now (cordoned, draining, offline)',
