@@ -408,6 +408,40 @@ describe('reservations', () => {
   });
 });
 
+describe('a credential pasted as a value is never printed back, by the CLI or the server', () => {
+  const secret = 'Zq3xW8vN2kLp5RtY7uB0cD4eF6gH9jKmA1sT-u_X';
+  const joinToken = `jtok_01m8y835dq99ammqcng4whf1b6.${secret}`;
+  it.each([
+    ['events list --cursor', ['events', 'list', '--cursor', joinToken]],
+    ['usage list --from', ['usage', 'list', '--from', joinToken]],
+    [
+      'reserve --selector',
+      ['reserve', '--pool', 'POOL', '--gpus', '1', '--for', '1h', '--selector', joinToken],
+    ],
+    ['api events.list cursor=', ['api', 'events.list', 'tenantId=acme', `cursor=${joinToken}`]],
+    [
+      'api capacity.preview selector=',
+      [
+        'api',
+        'capacity.preview',
+        'tenantId=acme',
+        'poolId=POOL',
+        'gpus:=1',
+        'durationSeconds:=60',
+        `selector=${joinToken}`,
+      ],
+    ],
+  ])('%s', async (_, argv) => {
+    const result = await run(
+      argv.map((word) => (word === 'POOL' ? poolId : word.replace('poolId=POOL', `poolId=${poolId}`))),
+    );
+    expect(result.status).not.toBe(0);
+    expect(result.err).toMatch(/^INVALID_ARGUMENT: /);
+    expect(result.err).not.toContain(secret);
+    expect(result.out).not.toContain(secret);
+  });
+});
+
 describe('events and usage', () => {
   it('events list is a table; --cursor takes only the colon form', async () => {
     const listed = await run(['events', 'list', '--type', 'reservation.', '--limit', '2']);

@@ -7,4 +7,5 @@ export * from './contract.js';
 export * from './bridge.js';
 export * from './http.js';
 export * from './records.js';
+export * from './secrets-shown.js';
 export { PRODUCT, VERSION, VERSION_LINE } from './version.js';

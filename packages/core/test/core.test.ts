@@ -8,11 +8,13 @@ import {
   formatDuration,
   formatListCursor,
   formatStreamCursor,
+  hideSecrets,
   httpStatusOf,
   ID_PREFIXES,
   isId,
   newId,
   parseDuration,
+  SECRET_SHOWN,
   parsePosition,
   comparePositions,
   safeCell,
@@ -237,5 +239,32 @@ describe('the method table', async () => {
   it('declares each method once, under its own group and name', async () => {
     const { methods } = await import('../src/methods/index.js');
     for (const [key, method] of Object.entries(methods)) expect(methodKey(method)).toBe(key);
+  });
+});
+
+describe('hideSecrets: a credential quoted in a message is described, never shown', () => {
+  const secret = 'Zq3xW8vN2kLp5RtY7uB0cD4eF6gH9jKmA1sT-u_X';
+  it('hides a join token’s secret and an API key, and keeps ids, hashes and UUIDs readable', () => {
+    expect(hideSecrets(`cursor "jtok_01m8y835dq99ammqcng4whf1b6.${secret}" is not a position`)).toBe(
+      `cursor "jtok_01m8y835dq99ammqcng4whf1b6.${SECRET_SHOWN}" is not a position`,
+    );
+    expect(hideSecrets(`got biam_key_Ro9uqeYNVXrP8XtYZQTdXZD55An4r685P_Amzc8zp88`)).toBe(
+      `got ${SECRET_SHOWN}`,
+    );
+    const plain =
+      'node node_01m8y835dq99ammqcng4whf1b6, key 3f1c2d4e-5a6b-4c7d-8e9f-0a1b2c3d4e5f, root 9efd4829a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c';
+    expect(hideSecrets(plain)).toBe(plain);
+  });
+
+  it('an error answer hides them in its message and hint', () => {
+    const answer = errorAnswer(
+      new ComputeError('INVALID_ARGUMENT', `selector "${secret}" does not parse`, { hint: `not ${secret}` }),
+      'req_1',
+    );
+    expect(answer.body).not.toContain(secret);
+    expect(JSON.parse(answer.body).error).toMatchObject({
+      message: `selector "${SECRET_SHOWN}" does not parse`,
+      hint: `not ${SECRET_SHOWN}`,
+    });
   });
 });

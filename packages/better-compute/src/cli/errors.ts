@@ -7,6 +7,7 @@ import {
   ComputeError,
   type ComputeErrorOptions,
   type ErrorCode,
+  hideSecrets,
   isErrorCode,
   safeCell,
   safeText,
@@ -138,8 +139,9 @@ export function printFailure(
   const debugValue = io.env.BETTER_COMPUTE_DEBUG;
   const debug = !!debugValue && debugValue !== '0' && debugValue !== 'false';
   // The code, the message and the hint are one line each, whatever the server or a file put in them.
-  write(`${oneLine(failure.code)}: ${oneLine(failure.message)}`);
-  write(`hint: ${oneLine(hintFor(failure, noted, { debug }))}`);
+  // Nor a credential quoted in them (hideSecrets): the server hides them too, this CLI's own messages here.
+  write(`${oneLine(failure.code)}: ${oneLine(hideSecrets(failure.message))}`);
+  write(`hint: ${oneLine(hideSecrets(hintFor(failure, noted, { debug })))}`);
   const requestId = (failure as { requestId?: unknown }).requestId;
   if (typeof requestId === 'string') write(`request id: ${oneLine(requestId)}`);
   if (debug) {
