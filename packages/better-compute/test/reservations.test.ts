@@ -440,6 +440,61 @@ describe.each(kinds)('reservations on %s', (kind) => {
     for (const r of [filler, after]) await d.api('reservations.release', { reservationId: r.id }, GLOBEX);
   });
 
+  it('preview answers as reserve would: behind a queue, and not on an archived pool', async () => {
+    const { poolId } = await seedPool(d, 'preview-queue');
+    await addNode(d, poolId, 'pq-h100', h100x8('pq-nvl'));
+    const filler = await d.api('reservations.create', { poolId, gpus: 6, durationSeconds: HOUR }, GLOBEX);
+    const head = await d.api('reservations.create', { poolId, gpus: 8, durationSeconds: HOUR }, ACME);
+    expect(head.state).toBe('queued');
+    // 2 GPUs are free; the head starts when the filler ends, in an hour.
+    const long = await d.api('capacity.preview', { poolId, gpus: 2, durationSeconds: 3 * HOUR }, ACME);
+    expect(long).toMatchObject({
+      fits: false,
+      placement: null,
+      earliestStartAt: filler.endsAt,
+      queuedAhead: 1,
+    });
+    const reserved = await d.api('reservations.create', { poolId, gpus: 2, durationSeconds: 3 * HOUR }, ACME);
+    expect(reserved.state).toBe('queued');
+    await d.api('reservations.release', { reservationId: reserved.id }, ACME);
+    const short = await d.api('capacity.preview', { poolId, gpus: 2, durationSeconds: 1800 }, ACME);
+    expect(short).toMatchObject({ fits: true, queuedAhead: 1 });
+    await d.api('reservations.release', { reservationId: head.id }, ACME);
+    await d.api('pools.archive', { poolId });
+    expect(await d.fails('capacity.preview', { poolId, gpus: 1, durationSeconds: HOUR }, ACME)).toMatchObject(
+      { code: 'INVALID_STATE' },
+    );
+    // Still listed while it has GPUs, its free ones unavailable: it takes no new work.
+    const { items } = await d.api('capacity.get', {}, GLOBEX);
+    expect(items.find((p: { poolId: string }) => p.poolId === poolId)).toMatchObject({
+      total: 8,
+      reserved: 6,
+      free: 0,
+      unavailable: 2,
+    });
+    await d.api('reservations.release', { reservationId: filler.id }, GLOBEX);
+  });
+
+  it('a pool no longer offered: running reservations run to their end, queued ones are cancelled', async () => {
+    const { poolId } = await seedPool(d, 'unoffered');
+    await addNode(d, poolId, 'uo-l40s', l40sx4());
+    const running = await d.api('reservations.create', { poolId, gpus: 3, durationSeconds: HOUR }, ACME);
+    const waiting = await d.api('reservations.create', { poolId, gpus: 2, durationSeconds: HOUR }, ACME);
+    expect(waiting.state).toBe('queued');
+    await d.api('pools.unoffer', { poolId, offerTenantId: 'acme' });
+    expect(
+      await d.fails('reservations.extend', { reservationId: running.id, bySeconds: HOUR }, ACME),
+    ).toMatchObject({ code: 'INVALID_STATE', message: `pool ${poolId} is no longer offered to acme` });
+    await d.api('reservations.release', { reservationId: running.id }, ACME);
+    expect(await d.api('reservations.get', { reservationId: waiting.id }, ACME)).toMatchObject({
+      state: 'ended',
+      endReason: 'cancelled',
+    });
+    expect(
+      (await d.api('capacity.get', {})).items.find((p: { poolId: string }) => p.poolId === poolId),
+    ).toMatchObject({ reserved: 0, free: 4 });
+  });
+
   it('100 concurrent reserves with one idempotency key give one reservation', async () => {
     const { poolId } = await seedPool(d, 'idem');
     await addNode(d, poolId, 'i-h100', h100x8('i-nvl'));

@@ -550,6 +550,24 @@ export async function activateQueue(db: FleetDb, poolId: string, now: Date, emit
     .limit(MAX_QUEUE_SCAN)
     .execute();
   if (queued.length === 0) return [];
+  // A request whose tenant may no longer use the pool (archived, or no longer offered to it) can
+  // never start: it is cancelled, so it neither waits forever nor counts as queued ahead.
+  const pool = await db
+    .selectFrom('compute.pools')
+    .select(['state', 'tenant_id'])
+    .where('id', '=', poolId)
+    .executeTakeFirstOrThrow();
+  const offered = new Set(
+    (
+      await db.selectFrom('compute.pool_offers').select('tenant_id').where('pool_id', '=', poolId).execute()
+    ).map((o) => o.tenant_id),
+  );
+  const mayUse = (tenantId: string) =>
+    pool.state === 'active' && (tenantId === pool.tenant_id || offered.has(tenantId));
+  for (const row of queued.filter((r) => !mayUse(r.tenant_id)))
+    await endReservation(db, row, 'cancelled', now, emit);
+  const waiting = queued.filter((r) => mayUse(r.tenant_id));
+  if (waiting.length === 0) return [];
   const freeRow = await db
     .selectFrom('compute.nodes')
     .select(sql<number>`coalesce(sum(free_gpus), 0)::int`.as('free'))
@@ -580,7 +598,7 @@ export async function activateQueue(db: FleetDb, poolId: string, now: Date, emit
     return !quota.held || withinQuota(quota.limits, quota.held, row.gpus).ok;
   };
   const activated: string[] = [];
-  for (const row of queued) {
+  for (const row of waiting) {
     if (free <= 0) break;
     // One its own tenant's quota holds back blocks no one: it neither starts nor becomes the head,
     // whether or not it would fit, so its shadow never holds back another tenant's backfill.
@@ -610,6 +628,29 @@ export async function activateQueue(db: FleetDb, poolId: string, now: Date, emit
     }
   }
   return activated;
+}
+
+/**
+ * When the pool's queue head can start (its shadow), in ms; null when there is none or it could
+ * never start on the ready nodes. The head is the first queued reservation its tenant's quota does
+ * not hold back, as activateQueue finds it (the pass has started every earlier one that fits).
+ */
+async function queueHeadStart(db: FleetDb, poolId: string, now: Date): Promise<number | null> {
+  const queued = await db
+    .selectFrom('compute.reservations')
+    .selectAll()
+    .where('pool_id', '=', poolId)
+    .where('state', '=', 'queued')
+    .orderBy('seq')
+    .limit(MAX_QUEUE_SCAN)
+    .execute();
+  for (const row of queued) {
+    const limits = await quotaLimits(db, row.tenant_id, poolId);
+    const limited = limits.gpus !== null || limits.reservations !== null;
+    if (limited && !withinQuota(limits, await heldBy(db, row.tenant_id, poolId, true), row.gpus).ok) continue;
+    return shadowOf(db, row, now);
+  }
+  return null;
 }
 
 async function shadowOf(db: FleetDb, row: ReservationRow, now: Date): Promise<number | null> {
@@ -975,14 +1016,7 @@ export async function createReservation(
     const fast = await reserveFast(ctx, db, input.poolId, terms, ctx.now(), true);
     if (fast) return fast;
   }
-  const { pool } = await visiblePool(db, ctx.tenantId, input.poolId);
-  if (pool.state !== 'active') throw new ComputeError('INVALID_STATE', `pool ${pool.id} is archived`);
-  if (pool.class !== 'gpu')
-    throw new ComputeError(
-      'INVALID_ARGUMENT',
-      `pool ${pool.id} is a ${pool.class} pool; reservations take GPUs from gpu pools`,
-      { details: { field: 'poolId' } },
-    );
+  const pool = await reservablePool(db, ctx.tenantId, input.poolId);
   if (input.projectId) {
     const project = await db
       .selectFrom('compute.projects')
@@ -1057,6 +1091,23 @@ export async function createReservation(
     });
   }
   return viewOf(db, current);
+}
+
+/** A pool the tenant may reserve from: visible to it (NOT_FOUND), active and a gpu pool. */
+async function reservablePool(db: FleetDb, tenantId: string, poolId: string) {
+  const { pool } = await visiblePool(db, tenantId, poolId);
+  if (pool.state !== 'active')
+    throw new ComputeError('INVALID_STATE', `pool ${pool.id} is archived`, {
+      details: { state: pool.state },
+      hint: 'An archived pool takes no new reservations; better-compute pools list shows the active ones.',
+    });
+  if (pool.class !== 'gpu')
+    throw new ComputeError(
+      'INVALID_ARGUMENT',
+      `pool ${pool.id} is a ${pool.class} pool; reservations take GPUs from gpu pools`,
+      { details: { field: 'poolId' } },
+    );
+  return pool;
 }
 
 function quotaExceeded(
@@ -1210,6 +1261,15 @@ export async function extendReservation(
       details: { state: row.state, endReason: row.end_reason },
     });
   }
+  // A pool no longer offered to the tenant lets its running reservations run to their end, and
+  // no further; an owner always sees its pool.
+  await visiblePool(db, ctx.tenantId, row.pool_id).catch((error: unknown) => {
+    if (!(error instanceof ComputeError) || error.code !== 'NOT_FOUND') throw error;
+    throw new ComputeError('INVALID_STATE', `pool ${row.pool_id} is no longer offered to ${ctx.tenantId}`, {
+      details: { poolId: row.pool_id },
+      hint: 'Its running reservations run to their end; ask the pool’s owner to offer it again for more time.',
+    });
+  });
   // Expiry is at the end time, whenever the controller gets to it: past it, nothing extends.
   if (row.state === 'active' && row.ends_at && new Date(row.ends_at) <= ctx.now()) {
     throw new ComputeError('INVALID_STATE', `reservation ${row.id} reached its end at ${iso(row.ends_at)}`, {
@@ -1340,6 +1400,11 @@ export async function getCapacity(ctx: CallContext<{ poolId?: string | undefined
   // owns or is offered, one pass over their groups' counters (one narrow row per node and product,
   // carrying the node's state: never the nodes, GPUs or reservations) and their queues.
   const poolFilter = ctx.input.poolId ? sql`and p.id = ${ctx.input.poolId}` : sql``;
+  // An archived pool takes no new work, so its free GPUs count as unavailable; it is listed while
+  // it still has GPUs (running reservations run to their end there), and always when asked for.
+  const archivedShown = ctx.input.poolId
+    ? sql`true`
+    : sql`exists (select 1 from compute.gpu_groups a where a.pool_id = p.id and a.node_state <> 'retired')`;
   const rows = (
     await sql<{
       id: string;
@@ -1351,8 +1416,8 @@ export async function getCapacity(ctx: CallContext<{ poolId?: string | undefined
       queued_gpus: number;
     }>`
       with p as (
-        select p.id, p.name, p.class from compute.pools p
-        where p.state = 'active'
+        select p.id, p.name, p.class, p.state = 'active' as active from compute.pools p
+        where (p.state = 'active' or ${archivedShown})
           and (p.tenant_id = ${ctx.tenantId}
                or p.id in (select o.pool_id from compute.pool_offers o where o.tenant_id = ${ctx.tenantId}))
           ${poolFilter}),
@@ -1360,10 +1425,10 @@ export async function getCapacity(ctx: CallContext<{ poolId?: string | undefined
         select g.pool_id, g.model,
           sum(g.total)::int as total,
           sum(g.total - g.free)::int as reserved,
-          coalesce(sum(g.free) filter (where g.node_state = 'ready'), 0)::int as free,
-          coalesce(sum(g.free) filter (where g.node_state <> 'ready'), 0)::int as unavailable
-        from compute.gpu_groups g
-        where g.pool_id in (select id from p) and g.node_state <> 'retired'
+          coalesce(sum(g.free) filter (where g.node_state = 'ready' and p.active), 0)::int as free,
+          coalesce(sum(g.free) filter (where g.node_state <> 'ready' or not p.active), 0)::int as unavailable
+        from compute.gpu_groups g join p on p.id = g.pool_id
+        where g.node_state <> 'retired'
         group by g.pool_id, g.model),
       q as (
         select pool_id, count(*)::int as n, coalesce(sum(gpus), 0)::int as gpus
@@ -1411,7 +1476,7 @@ export async function previewCapacity(ctx: CallContext<PlacementRequest>) {
   const db = fleetDb(ctx.db);
   const { input } = ctx;
   const terms = requestTerms(input);
-  const { pool } = await visiblePool(db, ctx.tenantId, input.poolId);
+  const pool = await reservablePool(db, ctx.tenantId, input.poolId);
   const now = ctx.now();
   const queued = await db
     .selectFrom('compute.reservations')
@@ -1420,6 +1485,19 @@ export async function previewCapacity(ctx: CallContext<PlacementRequest>) {
     .where('state', '=', 'queued')
     .executeTakeFirstOrThrow();
   const allocations = await findPlacement(db, input, terms);
+  // With a queue, a reserve that fits starts now only if it ends by the head's start (EASY
+  // backfill, as activateQueue decides); otherwise it queues behind them, and it cannot start
+  // before the head does.
+  const headStart = queued.n > 0 && allocations ? await queueHeadStart(db, pool.id, now) : null;
+  if (headStart !== null && now.getTime() + input.durationSeconds * 1000 > headStart) {
+    return {
+      fits: false,
+      placement: null,
+      earliestStartAt: iso(new Date(headStart)),
+      queuedAhead: queued.n,
+      reason: `${queued.n} reservation(s) are queued ahead and the first can start at ${iso(new Date(headStart))}; this request would run past that, so it queues behind them and starts no earlier (a request that ends by then starts now)`,
+    };
+  }
   if (allocations) {
     const groups = await db
       .selectFrom('compute.gpu_groups')
