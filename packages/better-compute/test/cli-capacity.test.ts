@@ -196,6 +196,33 @@ describe('capacity', () => {
     );
   });
 
+  it('capacity --preview --tolerate counts a tainted node, as reserve --tolerate does', async () => {
+    const node = await addNode(d, poolId, 'h100-tainted', h100x8('nvl-t'), { rack: 'tainted' });
+    await d.api('nodes.taint', { nodeId: node.nodeId, add: [{ key: 'maintenance' }] });
+    const preview = (extra: string[]) =>
+      run([
+        'capacity',
+        '--preview',
+        '--pool',
+        poolId,
+        '--gpus',
+        '8',
+        '--for',
+        '1h',
+        '--selector',
+        'rack = tainted',
+        '--query',
+        'fits',
+        ...extra,
+      ]);
+    expect((await preview([])).out).toBe('false');
+    expect((await preview(['--tolerate', 'maintenance'])).out).toBe('true');
+    const stray = await run(['capacity', '--tolerate', 'maintenance']);
+    expect(stray.status).toBe(2);
+    expect(stray.err.split('\n')[0]).toBe('INVALID_ARGUMENT: --tolerate needs --preview');
+    await d.api('nodes.retire', { nodeId: node.nodeId, force: true });
+  });
+
   it('capacity --preview needs --pool, --gpus and --for, and checks the selector locally', async () => {
     const missing = await run(['capacity', '--preview', '--pool', poolId, '--gpus', '8']);
     expect(missing.status).toBe(2);

@@ -79,8 +79,10 @@ export default defineCommand({
         if (flags[name] !== undefined)
           throw new CliError('INVALID_ARGUMENT', `--${name} needs --preview`, { details: { field: name } });
       }
-      if (flags.nvlink)
-        throw new CliError('INVALID_ARGUMENT', '--nvlink needs --preview', { details: { field: 'nvlink' } });
+      for (const name of ['nvlink', 'tolerate'] as const) {
+        if (name === 'nvlink' ? flags.nvlink : flags.tolerate.length > 0)
+          throw new CliError('INVALID_ARGUMENT', `--${name} needs --preview`, { details: { field: name } });
+      }
       return (await api()).call('capacity.get', flags.pool ? { poolId: flags.pool } : {});
     }
     for (const name of ['pool', 'gpus', 'for'] as const) {
@@ -99,6 +101,7 @@ export default defineCommand({
       ...(flags.selector !== undefined ? { selector: flags.selector } : {}),
       ...(flags.model !== undefined ? { gpuModel: flags.model } : {}),
       ...(flags.product !== undefined ? { gpuProduct: flags.product } : {}),
+      ...(flags.tolerate.length ? { tolerations: flags.tolerate } : {}),
     });
   },
 });

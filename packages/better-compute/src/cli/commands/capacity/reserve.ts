@@ -28,12 +28,6 @@ export default defineCommand({
       placeholder: 'DURATION',
     },
     ...matchFlags,
-    tolerate: {
-      type: 'string',
-      repeated: true,
-      description: 'A taint key whose NoSchedule this reservation tolerates (repeatable)',
-      placeholder: 'KEY',
-    },
     project: { type: 'id', kind: 'project', description: 'The project it is for' },
     key: {
       type: 'string',

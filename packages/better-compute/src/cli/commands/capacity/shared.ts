@@ -20,7 +20,19 @@ export const matchFlags = {
     description: 'Only GPUs of this product (gpuProduct)',
     placeholder: 'PRODUCT',
   },
-} as const satisfies { nvlink: BooleanFlag; selector: StringFlag; model: StringFlag; product: StringFlag };
+  tolerate: {
+    type: 'string',
+    repeated: true,
+    description: 'A taint key whose NoSchedule the request tolerates (repeatable)',
+    placeholder: 'KEY',
+  },
+} as const satisfies {
+  nvlink: BooleanFlag;
+  selector: StringFlag;
+  model: StringFlag;
+  product: StringFlag;
+  tolerate: StringFlag;
+};
 
 /** Validates a --selector locally with the server's own parser (INVALID_ARGUMENT, exit 2). */
 export async function checkSelector(selector: string | undefined): Promise<void> {
