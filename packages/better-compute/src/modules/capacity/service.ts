@@ -541,14 +541,7 @@ export async function earliestStart(
  */
 export async function activateQueue(db: FleetDb, poolId: string, now: Date, emit: Emit): Promise<string[]> {
   await lockPool(db, poolId);
-  const queued = await db
-    .selectFrom('compute.reservations')
-    .selectAll()
-    .where('pool_id', '=', poolId)
-    .where('state', '=', 'queued')
-    .orderBy('seq')
-    .limit(MAX_QUEUE_SCAN)
-    .execute();
+  const queued = await queueOf(db, poolId);
   if (queued.length === 0) return [];
   // A request whose tenant may no longer use the pool (archived, or no longer offered to it) can
   // never start: it is cancelled, so it neither waits forever nor counts as queued ahead.
@@ -630,13 +623,9 @@ export async function activateQueue(db: FleetDb, poolId: string, now: Date, emit
   return activated;
 }
 
-/**
- * When the pool's queue head can start (its shadow), in ms; null when there is none or it could
- * never start on the ready nodes. The head is the first queued reservation its tenant's quota does
- * not hold back, as activateQueue finds it (the pass has started every earlier one that fits).
- */
-async function queueHeadStart(db: FleetDb, poolId: string, now: Date): Promise<number | null> {
-  const queued = await db
+/** The pool's queued reservations in queue order, as far as one pass looks. */
+function queueOf(db: FleetDb, poolId: string): Promise<ReservationRow[]> {
+  return db
     .selectFrom('compute.reservations')
     .selectAll()
     .where('pool_id', '=', poolId)
@@ -644,6 +633,15 @@ async function queueHeadStart(db: FleetDb, poolId: string, now: Date): Promise<n
     .orderBy('seq')
     .limit(MAX_QUEUE_SCAN)
     .execute();
+}
+
+/**
+ * When the pool's queue head can start (its shadow), in ms; null when there is none or it could
+ * never start on the ready nodes. The head is the first queued reservation its tenant's quota does
+ * not hold back, as activateQueue finds it (the pass has started every earlier one that fits).
+ */
+async function queueHeadStart(db: FleetDb, poolId: string, now: Date): Promise<number | null> {
+  const queued = await queueOf(db, poolId);
   for (const row of queued) {
     const limits = await quotaLimits(db, row.tenant_id, poolId);
     const limited = limits.gpus !== null || limits.reservations !== null;
