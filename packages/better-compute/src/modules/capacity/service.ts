@@ -576,26 +576,13 @@ export async function activateQueue(db: FleetDb, poolId: string, now: Date, emit
   const failed = new Map<string, number>();
   const shapeOf = (row: ReservationRow) =>
     JSON.stringify([row.nvlink, row.selector, row.gpu_model, row.gpu_product, row.tolerations]);
-  // Each tenant's limits and active holdings on the pool, read once per pass and kept up to date as
-  // the pass activates (active ones only: the queued are what it decides on); under the pool's lock
-  // nothing else changes them. Read per queued reservation, they were hundreds of queries a pass.
-  const quotas = new Map<string, { limits: Awaited<ReturnType<typeof quotaLimits>>; held: Held | null }>();
-  const quotaFits = async (row: ReservationRow): Promise<boolean> => {
-    let quota = quotas.get(row.tenant_id);
-    if (!quota) {
-      const limits = await quotaLimits(db, row.tenant_id, poolId);
-      const limited = limits.gpus !== null || limits.reservations !== null;
-      quota = { limits, held: limited ? await heldBy(db, row.tenant_id, poolId, true) : null };
-      quotas.set(row.tenant_id, quota);
-    }
-    return !quota.held || withinQuota(quota.limits, quota.held, row.gpus).ok;
-  };
+  const quota = quotaGate(db, poolId);
   const activated: string[] = [];
   for (const row of waiting) {
     if (free <= 0) break;
     // One its own tenant's quota holds back blocks no one: it neither starts nor becomes the head,
     // whether or not it would fit, so its shadow never holds back another tenant's backfill.
-    if (!(await quotaFits(row))) continue;
+    if (!(await quota.fits(row))) continue;
     const shape = shapeOf(row);
     if (row.gpus > free || row.gpus >= (failed.get(shape) ?? Infinity)) {
       head ??= row;
@@ -610,17 +597,41 @@ export async function activateQueue(db: FleetDb, poolId: string, now: Date, emit
       await activate(db, row, now, emit, bound);
       activated.push(row.id);
       free -= row.gpus;
-      const quota = quotas.get(row.tenant_id);
-      if (quota?.held) {
-        quota.held.gpus += row.gpus;
-        quota.held.reservations += 1;
-      }
+      quota.started(row);
     } else {
       failed.set(shape, Math.min(row.gpus, failed.get(shape) ?? Infinity));
       head ??= row;
     }
   }
   return activated;
+}
+
+/**
+ * Whether each tenant's quota on the pool lets one more of its queued reservations start. Each
+ * tenant's limits and active holdings are read once and kept current by `started` (under the pool's
+ * lock nothing else changes them); read per queued reservation, they were hundreds of queries a pass.
+ */
+function quotaGate(db: FleetDb, poolId: string) {
+  const quotas = new Map<string, { limits: Awaited<ReturnType<typeof quotaLimits>>; held: Held | null }>();
+  return {
+    async fits(row: ReservationRow): Promise<boolean> {
+      let quota = quotas.get(row.tenant_id);
+      if (!quota) {
+        const limits = await quotaLimits(db, row.tenant_id, poolId);
+        const limited = limits.gpus !== null || limits.reservations !== null;
+        quota = { limits, held: limited ? await heldBy(db, row.tenant_id, poolId, true) : null };
+        quotas.set(row.tenant_id, quota);
+      }
+      return !quota.held || withinQuota(quota.limits, quota.held, row.gpus).ok;
+    },
+    started(row: ReservationRow): void {
+      const held = quotas.get(row.tenant_id)?.held;
+      if (held) {
+        held.gpus += row.gpus;
+        held.reservations += 1;
+      }
+    },
+  };
 }
 
 /** The pool's queued reservations in queue order, as far as one pass looks. */
@@ -642,12 +653,8 @@ function queueOf(db: FleetDb, poolId: string): Promise<ReservationRow[]> {
  */
 async function queueHeadStart(db: FleetDb, poolId: string, now: Date): Promise<number | null> {
   const queued = await queueOf(db, poolId);
-  for (const row of queued) {
-    const limits = await quotaLimits(db, row.tenant_id, poolId);
-    const limited = limits.gpus !== null || limits.reservations !== null;
-    if (limited && !withinQuota(limits, await heldBy(db, row.tenant_id, poolId, true), row.gpus).ok) continue;
-    return shadowOf(db, row, now);
-  }
+  const quota = quotaGate(db, poolId);
+  for (const row of queued) if (await quota.fits(row)) return shadowOf(db, row, now);
   return null;
 }
 
