@@ -16,6 +16,14 @@ export const eventSchema = z.object({
   occurredAt: z.string(),
 });
 
+/**
+ * What `type` takes: one event type (at least two dotted words), or a prefix of dotted words
+ * ending with `.` or `.*`. Anything else (`node*`, `*`, `.`, `node..`, `node.*.changed`) would
+ * match no event, so it is refused rather than answered with an empty page; so is an empty type,
+ * which a script's unset variable gives and which must not quietly mean every event.
+ */
+const TYPE_FILTER = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\.(\*|[A-Za-z0-9_-]+)?$/;
+
 export const eventsList = defineMethod({
   group: 'events',
   name: 'list',
@@ -27,8 +35,15 @@ export const eventsList = defineMethod({
   input: z
     .object({
       tenantId,
-      /** A type, or a prefix ending with `.` (`reservation.`) or `.*`. */
-      type: z.string().max(100).optional(),
+      /** A type (`reservation.created`), or a prefix ending with `.` (`reservation.`) or `.*` (`node.*`). */
+      type: z
+        .string()
+        .max(100, 'must be at most 100 characters')
+        .regex(
+          TYPE_FILTER,
+          'must be an event type like reservation.created, or a prefix ending with . or .* like reservation. or node.*',
+        )
+        .optional(),
       ...pageInput,
     })
     .strict(),

@@ -28,7 +28,10 @@ export interface ListEventsOptions {
   cursor?: string | undefined;
 }
 
-/** `reservation.` and `reservation.*` match a prefix; anything else one type exactly. */
+/**
+ * `reservation.` and `reservation.*` match a prefix; anything else one type exactly. events.list's
+ * input schema has already refused every other form (a `*` elsewhere, an empty type).
+ */
 function typeFilter(type: string): { prefix: string } | { exact: string } {
   if (type.endsWith('.*')) return { prefix: type.slice(0, -1) };
   if (type.endsWith('.')) return { prefix: type };

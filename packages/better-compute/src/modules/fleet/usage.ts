@@ -2,8 +2,11 @@
  * Usage: GPU-seconds per tenant, pool and GPU model in hour windows, from the GPU bindings (each
  * binding is `gpu_count` GPUs of one group from `bound_at` to `released_at`, or to now while it runs). A tenant sees its
  * own usage and every tenant's on the pools it owns.
+ *
+ * Both bounds are used as given: a row's window is its hour clipped to [from, to), and
+ * windowStart and windowEnd say the clipped bounds (docs/decisions/usage-paging.md).
  */
-import { ComputeError } from '@better-compute/core';
+import { ComputeError, isId, isTenantId } from '@better-compute/core';
 import type { CallContext } from '../define-module.js';
 import { fleetDb } from './tables.js';
 
@@ -21,16 +24,26 @@ export interface UsageRow {
 
 type UsageInput = { poolId?: string | undefined; from?: string | undefined; to?: string | undefined };
 
-export async function computeUsage(ctx: CallContext<UsageInput>): Promise<UsageRow[]> {
+/** A row with its place in the list's order: the hour it falls in, then tenant, pool and model. */
+interface KeyedRow extends UsageRow {
+  hour: number;
+}
+
+/** The usage rows of [from, to), in the list's order. */
+async function computeUsage(ctx: CallContext<UsageInput>): Promise<KeyedRow[]> {
   const db = fleetDb(ctx.db);
   const now = ctx.now().getTime();
   const to = ctx.input.to ? Date.parse(ctx.input.to) : now;
-  const from = Math.floor((ctx.input.from ? Date.parse(ctx.input.from) : to - 24 * HOUR) / HOUR) * HOUR;
+  const from = ctx.input.from ? Date.parse(ctx.input.from) : to - 24 * HOUR;
   if (!(from < to))
-    throw new ComputeError('INVALID_ARGUMENT', 'from must be before to', { details: { field: 'from' } });
+    throw new ComputeError('INVALID_ARGUMENT', 'from must be before to', {
+      details: { field: 'from' },
+      hint: 'Pass --from a time earlier than --to (--to is exclusive; the default --to is now).',
+    });
   if ((to - from) / HOUR > MAX_WINDOWS)
     throw new ComputeError('INVALID_ARGUMENT', 'a usage query spans at most 93 days', {
       details: { field: 'from' },
+      hint: 'Ask for 93 days or less at a time: one query per period.',
     });
   let query = db
     .selectFrom('compute.gpu_bindings as b')
@@ -49,7 +62,7 @@ export async function computeUsage(ctx: CallContext<UsageInput>): Promise<UsageR
     );
   if (ctx.input.poolId) query = query.where('b.pool_id', '=', ctx.input.poolId);
   const rows = await query.execute();
-  const sums = new Map<string, UsageRow & { ms: number }>();
+  const sums = new Map<string, KeyedRow & { ms: number }>();
   for (const row of rows) {
     const start = Math.max(new Date(row.bound_at).getTime(), from);
     const end = Math.min(row.released_at ? new Date(row.released_at).getTime() : now, to);
@@ -58,8 +71,10 @@ export async function computeUsage(ctx: CallContext<UsageInput>): Promise<UsageR
       if (ms <= 0) continue;
       const key = `${window}|${row.tenant_id}|${row.pool_id}|${row.model}`;
       const entry = sums.get(key) ?? {
-        windowStart: new Date(window).toISOString(),
-        windowEnd: new Date(window + HOUR).toISOString(),
+        hour: window / HOUR,
+        // The hour clipped to [from, to): a window cut short by a bound says so.
+        windowStart: new Date(Math.max(window, from)).toISOString(),
+        windowEnd: new Date(Math.min(window + HOUR, to)).toISOString(),
         tenantId: row.tenant_id,
         poolId: row.pool_id,
         gpuModel: row.model,
@@ -73,31 +88,83 @@ export async function computeUsage(ctx: CallContext<UsageInput>): Promise<UsageR
   return [...sums.values()]
     .map(({ ms, ...row }) => ({ ...row, gpuSeconds: Math.round(ms / 1000) }))
     .filter((row) => row.gpuSeconds > 0)
-    .sort(
-      (a, b) =>
-        cmp(a.windowStart, b.windowStart) ||
-        cmp(a.tenantId, b.tenantId) ||
-        cmp(a.poolId, b.poolId) ||
-        cmp(a.gpuModel, b.gpuModel),
-    );
+    .sort(compareRows);
+}
+
+/** The list's order, which its cursor is a position in. */
+function compareRows(a: UsageKey, b: UsageKey): number {
+  return (
+    a.hour - b.hour || cmp(a.tenantId, b.tenantId) || cmp(a.poolId, b.poolId) || cmp(a.gpuModel, b.gpuModel)
+  );
 }
 
 const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
+type UsageKey = Pick<KeyedRow, 'hour' | 'tenantId' | 'poolId' | 'gpuModel'>;
+
+/**
+ * A cursor is the sort key of the last row of a page, opaque to callers. It names the hour rather
+ * than windowStart, so a page read after the default --from has moved on within the first hour
+ * still starts after the same row.
+ */
+function encodeCursor(row: UsageKey): string {
+  return Buffer.from(JSON.stringify([row.hour, row.tenantId, row.poolId, row.gpuModel])).toString(
+    'base64url',
+  );
+}
+
+const MAX_CURSOR = 400;
+
+function decodeCursor(cursor: string): UsageKey {
+  const key = parseCursor(cursor);
+  if (!key)
+    throw new ComputeError('INVALID_ARGUMENT', 'cursor: must be a cursor from a previous page', {
+      details: { field: 'cursor' },
+      hint: 'Pass the cursor a previous page of usage list ended with, or leave it out for the first page.',
+    });
+  return key;
+}
+
+function parseCursor(cursor: string): UsageKey | undefined {
+  // Only what encodeCursor gives: base64url that encodes back to itself, so no other spelling passes.
+  if (cursor.length > MAX_CURSOR || !/^[A-Za-z0-9_-]+$/.test(cursor)) return undefined;
+  const text = Buffer.from(cursor, 'base64url').toString('utf8');
+  if (Buffer.from(text).toString('base64url') !== cursor) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (!Array.isArray(value) || value.length !== 4) return undefined;
+  const [hour, tenantId, poolId, gpuModel] = value as unknown[];
+  if (!Number.isSafeInteger(hour) || !isTenantId(tenantId) || !isId('pool', poolId)) return undefined;
+  if (typeof gpuModel !== 'string' || gpuModel === '') return undefined;
+  return { hour: hour as number, tenantId, poolId, gpuModel };
+}
+
+/**
+ * A page of usage rows. Paging is by key, not by offset: a page after a cursor starts strictly
+ * after the row the cursor names, so rows that appear or go between pages never repeat or shift
+ * rows over the page boundary.
+ */
 export async function listUsage(
   ctx: CallContext<UsageInput & { limit: number; cursor?: string | undefined }>,
 ) {
+  // Checked before anything is read, as every list does (docs/decisions/list-cursors.md).
+  const after = ctx.input.cursor ? decodeCursor(ctx.input.cursor) : undefined;
   const rows = await computeUsage(ctx);
-  const offset = ctx.input.cursor ? Number(ctx.input.cursor) : 0;
-  if (!Number.isInteger(offset) || offset < 0)
-    throw new ComputeError('INVALID_ARGUMENT', 'cursor: must be a cursor from a previous page', {
-      details: { field: 'cursor' },
-    });
-  const items = rows.slice(offset, offset + ctx.input.limit);
+  const rest = after ? rows.filter((row) => compareRows(row, after) > 0) : rows;
+  const page = rest.slice(0, ctx.input.limit);
+  const last = page.at(-1);
   return {
-    items,
-    nextCursor: offset + ctx.input.limit < rows.length ? String(offset + ctx.input.limit) : null,
+    items: page.map(withoutKey),
+    nextCursor: rest.length > page.length && last ? encodeCursor(last) : null,
   };
+}
+
+function withoutKey({ hour: _hour, ...row }: KeyedRow): UsageRow {
+  return row;
 }
 
 const COLUMNS = ['windowStart', 'windowEnd', 'tenantId', 'poolId', 'gpuModel', 'gpuSeconds'] as const;
@@ -109,8 +176,9 @@ function csvField(value: string | number): string {
   return /[",\n\r]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
 }
 
+/** Every row of the period, in the list's order; there is no paging. */
 export async function exportUsage(ctx: CallContext<UsageInput & { format: 'csv' | 'jsonl' }>) {
-  const rows = await computeUsage(ctx);
+  const rows = (await computeUsage(ctx)).map(withoutKey);
   const content =
     ctx.input.format === 'csv'
       ? [COLUMNS.join(','), ...rows.map((row) => COLUMNS.map((c) => csvField(row[c])).join(','))].join('\n') +

@@ -1,7 +1,8 @@
 /**
  * `events list [--type T] [--limit N] [--cursor 184467:12]`: the tenant's events in commit order,
  * a table by default. --cursor takes only the list's colon form; the stream's dotted form (what
- * `events watch --since` prints) is a usage error before anything is sent.
+ * `events watch --since` prints) is a usage error before anything is sent. --type is checked
+ * before sending too, by events.list's own schema, so the CLI and `api events.list` agree.
  */
 import { defineCommand } from '../../define.js';
 import { CliError } from '../../errors.js';
@@ -16,7 +17,7 @@ export default defineCommand({
   flags: {
     type: {
       type: 'string',
-      description: 'A type, or a prefix ending with . or .* (reservation.)',
+      description: 'A type (reservation.created), or a prefix ending with . or .* (reservation., node.*)',
       placeholder: 'TYPE',
     },
     limit: { type: 'number', integer: true, min: 1, max: 500, description: 'Rows per page (default 50)' },
@@ -32,6 +33,7 @@ export default defineCommand({
     'better-compute events list --limit 100 --cursor 184467:12',
   ],
   async run({ flags, api, global }) {
+    if (flags.type !== undefined) await checkType(flags.type);
     if (flags.cursor !== undefined) {
       const { parsePosition } = await import('@better-compute/core');
       try {
@@ -62,3 +64,21 @@ export default defineCommand({
     }));
   },
 });
+
+/** Refuses a --type that events.list would refuse, with the flag's name and a hint. */
+async function checkType(type: string): Promise<void> {
+  const { methods } = await import('@better-compute/core/methods');
+  const checked = methods['events.list'].input.shape.type.safeParse(type);
+  if (checked.success) return;
+  // `node*`, `node.` with extra dots or stars: the words before them, as a prefix.
+  const words = type.trim().replace(/[.*]+$/, '');
+  const prefix = `${words}.*`;
+  const hint =
+    words !== '' && methods['events.list'].input.shape.type.safeParse(prefix).success
+      ? `For every ${words} event pass --type ${prefix}; for one type, the whole type (reservation.created).`
+      : 'Pass one type (reservation.created) or a prefix ending with . or .* (reservation., node.*); leave --type out for every event.';
+  throw new CliError('INVALID_ARGUMENT', `--type ${checked.error.issues[0]?.message} (got "${type}")`, {
+    hint,
+    details: { field: 'type' },
+  });
+}

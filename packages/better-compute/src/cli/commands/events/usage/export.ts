@@ -2,7 +2,8 @@
  * `usage export --export-format csv|jsonl --out FILE`: the billing export, written to a NEW file
  * with mode 0600 (never over an existing one: ALREADY_EXISTS, and nothing written). The file is
  * created before the call, so a bad --out costs nothing, and removed when the call fails. The
- * export itself is never printed; the command prints where it went and how many rows.
+ * export itself is never printed; the command prints where it went and how many rows. It holds
+ * every window of the period, unpaged, cut to [--from, --to) as usage list's windows are.
  */
 import { defineCommand } from '../../../define.js';
 import { createOutFile } from '../../shared.js';
@@ -30,10 +31,15 @@ export default defineCommand({
     pool: { type: 'id', kind: 'pool', description: 'Only this pool' },
     from: {
       type: 'string',
-      description: 'From this hour (default: 24 hours before --to)',
+      description:
+        'From this time, inclusive (default: 24 hours before --to); the first hour window starts here',
       placeholder: 'TIME',
     },
-    to: { type: 'string', description: 'Until this time, exclusive (default: now)', placeholder: 'TIME' },
+    to: {
+      type: 'string',
+      description: 'Until this time, exclusive (default: now); the last hour window ends here',
+      placeholder: 'TIME',
+    },
   },
   examples: [
     'better-compute usage export --export-format csv --out usage-2026-01.csv',

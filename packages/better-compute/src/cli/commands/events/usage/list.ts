@@ -1,4 +1,8 @@
-/** `usage list`: GPU-seconds per tenant, pool and GPU model, per hour; a table by default. */
+/**
+ * `usage list`: GPU-seconds per tenant, pool and GPU model, per hour; a table by default. --from
+ * and --to are used as given: each window is its hour cut to [--from, --to), and windowStart and
+ * windowEnd say where it was cut. --cursor is the opaque cursor a previous page ended with.
+ */
 import { defineCommand } from '../../../define.js';
 import { CliError } from '../../../errors.js';
 import { listResult } from '../../shared.js';
@@ -33,10 +37,15 @@ export default defineCommand({
     pool: { type: 'id', kind: 'pool', description: 'Only this pool' },
     from: {
       type: 'string',
-      description: 'From this hour (default: 24 hours before --to)',
+      description:
+        'From this time, inclusive (default: 24 hours before --to); the first hour window starts here',
       placeholder: 'TIME',
     },
-    to: { type: 'string', description: 'Until this time, exclusive (default: now)', placeholder: 'TIME' },
+    to: {
+      type: 'string',
+      description: 'Until this time, exclusive (default: now); the last hour window ends here',
+      placeholder: 'TIME',
+    },
     limit: { type: 'number', integer: true, min: 1, max: 500, description: 'Rows per page (default 50)' },
     cursor: { type: 'string', description: 'The next page, from a previous page', placeholder: 'CURSOR' },
   },
