@@ -67,7 +67,7 @@ export const joinTokensRevoke = defineMethod({
   group: 'joinTokens',
   name: 'revoke',
   kind: 'mutation',
-  summary: 'Revoke a join token',
+  summary: 'Revoke a join token; the join requests made with it that wait are rejected',
   module: 'fleet',
   access: { action: 'compute:join-tokens:revoke' },
   tenantScoped: true,

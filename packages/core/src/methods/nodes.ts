@@ -128,7 +128,7 @@ export const nodesCordon = stateChange(
 );
 export const nodesUncordon = stateChange(
   'uncordon',
-  'Uncordon a cordoned or drained node: it takes new reservations again',
+  'Uncordon a cordoned, draining or drained node: it takes new reservations again',
 );
 export const nodesDrain = stateChange(
   'drain',
@@ -154,7 +154,7 @@ export const nodesTaint = defineMethod({
   group: 'nodes',
   name: 'taint',
   kind: 'mutation',
-  summary: 'Add or remove a node’s taints',
+  summary: 'Add or remove a node’s taints (keys under better-compute.io/ are compute’s own)',
   module: 'fleet',
   access: { action: 'compute:nodes:taint' },
   tenantScoped: true,
@@ -194,7 +194,8 @@ export const nodesDelete = defineMethod({
   group: 'nodes',
   name: 'delete',
   kind: 'mutation',
-  summary: 'Remove a retired or cordoned node that holds no reservation',
+  summary:
+    'Remove a retired or cordoned node that holds no reservation (retire with force ends what it holds)',
   module: 'fleet',
   access: { action: 'compute:nodes:delete' },
   tenantScoped: true,

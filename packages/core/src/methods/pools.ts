@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import { defineMethod } from '../contract.js';
 import { idempotencyKey, idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
-import { ifVersion, labels, resourceName } from './sites.js';
+import { ifVersion, labelKey, labels, resourceName } from './sites.js';
 
 export const poolClass = z.enum(['gpu', 'vps', 'metal']);
 
@@ -97,7 +97,10 @@ export const poolsUpdate = defineMethod({
       poolId: idOf('pool'),
       name: resourceName.optional(),
       description: z.string().max(1000).optional(),
+      /** Replace the pool's labels. */
       labels: labels.optional(),
+      /** Label keys to remove (after `labels`, when given, replaced them); a key it lacks is no change. */
+      removeLabels: z.array(labelKey).max(64).optional(),
       ifVersion,
     })
     .strict(),
@@ -108,7 +111,8 @@ export const poolsArchive = defineMethod({
   group: 'pools',
   name: 'archive',
   kind: 'mutation',
-  summary: 'Archive a pool: it takes no new reservations and no new nodes',
+  summary:
+    'Archive a pool: it takes no new reservations and no new nodes; its join tokens are revoked and their pending join requests rejected',
   module: 'fleet',
   access: { action: 'compute:pools:archive' },
   tenantScoped: true,
@@ -121,7 +125,7 @@ export const poolsOffer = defineMethod({
   group: 'pools',
   name: 'offer',
   kind: 'mutation',
-  summary: 'Offer a pool to another tenant, so it can reserve from it',
+  summary: 'Offer a pool to another tenant, so it can reserve from it (already offered: no change)',
   module: 'fleet',
   access: { action: 'compute:pools:offer' },
   tenantScoped: true,
@@ -134,7 +138,8 @@ export const poolsUnoffer = defineMethod({
   group: 'pools',
   name: 'unoffer',
   kind: 'mutation',
-  summary: 'Withdraw a pool’s offer from a tenant (its running reservations run to their end)',
+  summary:
+    'Withdraw a pool’s offer from a tenant (its running reservations run to their end; not offered: no change)',
   module: 'fleet',
   access: { action: 'compute:pools:unoffer' },
   tenantScoped: true,

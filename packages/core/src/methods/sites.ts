@@ -104,7 +104,10 @@ export const sitesUpdate = defineMethod({
       name: resourceName.optional(),
       region: z.string().min(1).max(100).nullable().optional(),
       description: z.string().max(1000).optional(),
+      /** Replace the site's labels. */
       labels: labels.optional(),
+      /** Label keys to remove (after `labels`, when given, replaced them); a key it lacks is no change. */
+      removeLabels: z.array(labelKey).max(64).optional(),
       ifVersion,
     })
     .strict(),
@@ -115,7 +118,7 @@ export const sitesDelete = defineMethod({
   group: 'sites',
   name: 'delete',
   kind: 'mutation',
-  summary: 'Delete a site that has no pools',
+  summary: 'Delete a site that never had a pool (pools are archived, never deleted, and keep their site)',
   module: 'fleet',
   access: { action: 'compute:sites:delete' },
   tenantScoped: true,

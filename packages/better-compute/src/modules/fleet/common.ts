@@ -1,4 +1,4 @@
-/** Small helpers the fleet's services share: times, versions, pages, secrets. */
+/** Small helpers the fleet's services share: times, versions, labels, pages, secrets. */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { ComputeError } from '@better-compute/core';
 
@@ -18,6 +18,23 @@ export function checkVersion(kind: string, id: string, current: number, ifVersio
       hint: `Read the ${kind} again and retry with --if-version ${current}.`,
     });
   }
+}
+
+/** The labels after an update: `labels` replace them when given, then the `remove` keys go; sorted by key. */
+export function nextLabels(
+  current: Record<string, string>,
+  labels: Record<string, string> | undefined,
+  remove: readonly string[] | undefined,
+): Record<string, string> {
+  const next = { ...(labels ?? current) };
+  for (const key of remove ?? []) delete next[key];
+  return Object.fromEntries(Object.entries(next).sort(([a], [b]) => (a < b ? -1 : 1)));
+}
+
+/** Whether two label records hold the same keys and values: an update to the same is no change. */
+export function sameLabels(a: Record<string, string>, b: Record<string, string>): boolean {
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((key) => b[key] === a[key]);
 }
 
 export function notFound(kind: string, id: string): ComputeError {

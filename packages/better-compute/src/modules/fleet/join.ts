@@ -19,9 +19,9 @@ import {
   sha256Hex,
   splitToken,
 } from './common.js';
-import { completeDrains, setNodeState } from './node-states.js';
-import { createNode, HEARTBEAT_INTERVAL_SECONDS, OFFLINE_AFTER_SECONDS, writeGpus } from './nodes.js';
-import { ownedPool } from './pools.js';
+import { completeDrains, setNodeState, settleInventory } from './node-states.js';
+import { createNode, HEARTBEAT_INTERVAL_SECONDS, OFFLINE_AFTER_SECONDS } from './nodes.js';
+import { closeJoinTokens, ownedPool } from './pools.js';
 import {
   type FleetDb,
   fleetDb,
@@ -133,20 +133,17 @@ export async function revokeJoinToken(ctx: CallContext<{ joinTokenId: string }>)
   const db = fleetDb(ctx.db);
   const row = await db
     .selectFrom('compute.join_tokens')
-    .selectAll()
+    .select('id')
     .where('id', '=', ctx.input.joinTokenId)
     .where('tenant_id', '=', ctx.tenantId)
-    .forUpdate()
     .executeTakeFirst();
   if (!row) throw notFound('join token', ctx.input.joinTokenId);
-  if (row.revoked_at) return tokenView(row, ctx.now());
+  await closeJoinTokens(db, { tokenId: row.id }, 'join token revoked', ctx.now(), ctx.emit);
   const updated = await db
-    .updateTable('compute.join_tokens')
-    .set({ revoked_at: ctx.now() })
+    .selectFrom('compute.join_tokens')
+    .selectAll()
     .where('id', '=', row.id)
-    .returningAll()
     .executeTakeFirstOrThrow();
-  ctx.emit({ type: 'joinToken.revoked', subject: { type: 'joinToken', id: row.id } });
   return tokenView(updated, ctx.now());
 }
 
@@ -183,7 +180,11 @@ async function pendingRequest(db: FleetDb, tenantId: string, id: string): Promis
   if (!row) throw notFound('join request', id);
   if (row.state !== 'pending')
     throw new ComputeError('INVALID_STATE', `join request ${id} is already ${row.state}`, {
-      details: { state: row.state },
+      details: { state: row.state, nodeId: row.node_id, reason: row.reason },
+      hint:
+        row.state === 'approved'
+          ? `It made node ${row.node_id}: see it with "better-compute nodes get ${row.node_id}".`
+          : `It was turned down${row.reason ? ` (${row.reason})` : ''}; the machine asks again with a join token, and "better-compute join-requests list --state pending" shows what waits.`,
     });
   return row;
 }
@@ -388,7 +389,10 @@ export async function claimNode(ctx: CallContext<{ joinRequestId: string; claimS
     .forUpdate()
     .executeTakeFirst();
   const matches = secretMatches(ctx.input.claimSecret, request?.claim_hash ?? null);
-  if (!request || !matches) throw new ComputeError('UNAUTHENTICATED', 'unknown join request or claim secret');
+  if (!request || !matches)
+    throw new ComputeError('UNAUTHENTICATED', 'unknown join request or claim secret', {
+      hint: 'Send the join request id and claim secret the nodes.join answer gave (a claim secret works until the credential is issued); a machine that lost them joins again with a new join token (better-compute join-tokens create).',
+    });
   if (request.state !== 'approved' || !request.node_id) {
     return {
       state: request.state,
@@ -435,7 +439,10 @@ export async function heartbeat(
 ) {
   const db = fleetDb(ctx.db);
   const parts = splitToken(ctx.input.nodeCredential, 'node');
-  const unknown = () => new ComputeError('UNAUTHENTICATED', 'the node credential is unknown or revoked');
+  const unknown = () =>
+    new ComputeError('UNAUTHENTICATED', 'the node credential is unknown or revoked', {
+      hint: 'A node credential is issued once and cleared when its node is retired: join the machine again with a new join token (better-compute join-tokens create).',
+    });
   if (!parts) throw unknown();
   const peek = await db.selectFrom('compute.nodes').selectAll().where('id', '=', parts.id).executeTakeFirst();
   const matches = secretMatches(parts.secret, peek?.credential_hash ?? null);
@@ -474,8 +481,10 @@ export async function heartbeat(
         subject: { type: 'reservation', id: r.id },
         data: { nodeId: node.id },
       });
-    // A node that was draining may have lost its last reservation while it was away.
-    if (back === 'draining') await completeDrains(db, [node.id], now, emit);
+    // A node that was draining may have lost its last reservation while it was away; the answer
+    // tells the state after this call.
+    if (back === 'draining' && (await completeDrains(db, [node.id], now, emit)).length > 0)
+      node.state = 'drained';
     freed = back === 'ready';
   }
   if (ctx.input.inventory) {
@@ -506,13 +515,9 @@ export async function heartbeat(
       emit({ type: 'node.inventory.changed', subject: { type: 'node', id: node.id }, data: { revision } });
     }
   }
-  if (
-    node.reported_revision > node.inventory_revision &&
-    node.free_gpus === node.gpu_count &&
-    node.state !== 'retired'
-  ) {
-    freed = (await applyInventory(db, node.id, now, emit)) || freed;
-  }
+  // Put in use now if that is safe, else the node is tainted until it is (node-states.ts).
+  if (node.reported_revision > node.inventory_revision)
+    freed = (await settleInventory(db, node.id, now, emit)) || freed;
   if (freed) await activateQueue(db, node.pool_id, now, ctx.emit);
   // What runs on the node: its groups' slots (migration 0003), with each holder's end time.
   const bindings = (
@@ -541,47 +546,6 @@ export async function heartbeat(
     offlineAfterSeconds: OFFLINE_AFTER_SECONDS,
     bindings: [...byReservation.values()],
   };
-}
-
-/** Puts the newest reported inventory in use; the node must hold no binding. */
-async function applyInventory(
-  db: FleetDb,
-  nodeId: string,
-  now: Date,
-  emit: CallContext['emit'],
-): Promise<boolean> {
-  const node = await db
-    .selectFrom('compute.nodes')
-    .selectAll()
-    .where('id', '=', nodeId)
-    .executeTakeFirstOrThrow();
-  const latest = await db
-    .selectFrom('compute.node_inventories')
-    .selectAll()
-    .where('node_id', '=', nodeId)
-    .where('revision', '=', node.reported_revision)
-    .executeTakeFirstOrThrow();
-  const inventory = latest.inventory;
-  await writeGpus(db, node, inventory);
-  await db
-    .updateTable('compute.nodes')
-    .set({
-      inventory_revision: latest.revision,
-      cpu_cores: inventory.cpuCores,
-      memory_gib: inventory.memoryGiB,
-      gpu_count: inventory.gpus.length,
-      free_gpus: inventory.gpus.length,
-      version: node.version + 1,
-      updated_at: now,
-    })
-    .where('id', '=', nodeId)
-    .execute();
-  emit({
-    type: 'node.inventory.applied',
-    subject: { type: 'node', id: nodeId },
-    data: { revision: latest.revision, gpus: inventory.gpus.length },
-  });
-  return node.state === 'ready';
 }
 
 export async function getInventory(ctx: CallContext<{ nodeId: string }>) {

@@ -9,8 +9,27 @@ import { ComputeError } from '@better-compute/core';
 import { type Selectable, sql } from 'kysely';
 import type { CallContext } from '../define-module.js';
 import { activateQueue, endReservationsOnNode, lockPool } from '../capacity/service.js';
-import { checkVersion, invalidState, iso, isoOrNull, notFound, pageOfRows } from './common.js';
-import { completeDrains, type Emit, setNodeState } from './node-states.js';
+import { canonicalJson } from '../../http/idempotency.js';
+import {
+  checkVersion,
+  invalidState,
+  iso,
+  isoOrNull,
+  nextLabels,
+  notFound,
+  pageOfRows,
+  sameLabels,
+} from './common.js';
+import {
+  completeDrains,
+  type Emit,
+  INVENTORY_PENDING,
+  setNodeState,
+  sortedTaints,
+  SYSTEM_TAINT_PREFIX,
+  taintColumns,
+  writeGpus,
+} from './node-states.js';
 import {
   type FleetDb,
   fleetDb,
@@ -271,10 +290,11 @@ export async function deleteNode(ctx: CallContext<{ nodeId: string; ifVersion?: 
     );
   }
   if (node.free_gpus < node.gpu_count) {
+    // A cordoned node keeps what it holds; draining it would make it drained, which delete refuses.
     throw invalidState(
       `node ${node.id} still holds reservations`,
-      { reservedGpus: node.gpu_count - node.free_gpus },
-      'Drain it first.',
+      { state: node.state, reservedGpus: node.gpu_count - node.free_gpus },
+      'Wait until its reservations end or are released (nodes get shows which reservation holds each GPU), or retire it with --force, which ends them with reason node-retired; then delete it.',
     );
   }
   await db.deleteFrom('compute.nodes').where('id', '=', node.id).execute();
@@ -297,9 +317,9 @@ export async function labelNode(
   const db = fleetDb(ctx.db);
   const node = await lockNodeForChange(db, ctx.tenantId, ctx.input.nodeId);
   checkVersion('node', node.id, node.version, ctx.input.ifVersion);
-  const labels = { ...node.labels, ...ctx.input.set };
-  for (const key of ctx.input.remove) delete labels[key];
-  const sorted = Object.fromEntries(Object.entries(labels).sort(([a], [b]) => (a < b ? -1 : 1)));
+  const sorted = nextLabels(node.labels, { ...node.labels, ...ctx.input.set }, ctx.input.remove);
+  // Nothing changes (a key removed that it lacks, a label set to its value): no version, no event.
+  if (sameLabels(sorted, node.labels)) return viewOf(db, node.id);
   await db
     .updateTable('compute.nodes')
     .set({ labels: JSON.stringify(sorted), version: node.version + 1, updated_at: ctx.now() })
@@ -324,18 +344,24 @@ export async function taintNode(
   const db = fleetDb(ctx.db);
   const node = await lockNodeForChange(db, ctx.tenantId, ctx.input.nodeId);
   checkVersion('node', node.id, node.version, ctx.input.ifVersion);
+  const system = [...ctx.input.remove, ...ctx.input.add.map((t) => t.key)].find((key) =>
+    key.startsWith(SYSTEM_TAINT_PREFIX),
+  );
+  if (system !== undefined) {
+    throw new ComputeError('INVALID_ARGUMENT', `taint ${system} is set and cleared by compute only`, {
+      details: { field: ctx.input.remove.includes(system) ? 'remove' : 'add', key: system },
+      hint: `${INVENTORY_PENDING} goes when the node's reported inventory is put in use: at its next heartbeat once it holds no reservation. Use taint keys of your own.`,
+    });
+  }
   const byKey = new Map(node.taints.map((t) => [t.key, t]));
   for (const key of ctx.input.remove) byKey.delete(key);
   for (const taint of ctx.input.add) byKey.set(taint.key, taint);
-  const taints = [...byKey.values()].sort((a, b) => (a.key < b.key ? -1 : 1));
+  const taints = sortedTaints(byKey.values());
+  // Nothing changes (a key removed that it lacks, a taint added as it is): no version, no event.
+  if (canonicalJson(taints) === canonicalJson(sortedTaints(node.taints))) return viewOf(db, node.id);
   await db
     .updateTable('compute.nodes')
-    .set({
-      taints: JSON.stringify(taints),
-      no_schedule: taints.filter((t) => t.effect === 'NoSchedule').map((t) => t.key),
-      version: node.version + 1,
-      updated_at: ctx.now(),
-    })
+    .set({ ...taintColumns(taints), version: node.version + 1, updated_at: ctx.now() })
     .where('id', '=', node.id)
     .execute();
   ctx.emit({
@@ -343,84 +369,10 @@ export async function taintNode(
     subject: { type: 'node', id: node.id },
     data: { taints, version: node.version + 1 },
   });
-  if (ctx.input.remove.length > 0) await activateQueue(db, node.pool_id, ctx.now(), ctx.emit);
+  // A node that lost a NoSchedule taint may take queued work now.
+  if (node.no_schedule.some((key) => !byKey.has(key)))
+    await activateQueue(db, node.pool_id, ctx.now(), ctx.emit);
   return viewOf(db, node.id);
-}
-
-/** GPUs grouped by product, VRAM and NVLink domain, in index order. */
-export function gpuGroupsOf(inventory: StoredInventory) {
-  const groups: {
-    key: string;
-    model: string;
-    product: string;
-    vramGiB: number;
-    nvlinkDomain: string | null;
-    indices: number[];
-  }[] = [];
-  for (const gpu of [...inventory.gpus].sort((a, b) => a.index - b.index)) {
-    const key = JSON.stringify([gpu.model, gpu.product, gpu.vramGiB, gpu.nvlinkDomain]);
-    let group = groups.find((g) => g.key === key);
-    if (!group) {
-      group = {
-        key,
-        model: gpu.model,
-        product: gpu.product,
-        vramGiB: gpu.vramGiB,
-        nvlinkDomain: gpu.nvlinkDomain,
-        indices: [],
-      };
-      groups.push(group);
-    }
-    group.indices.push(gpu.index);
-  }
-  return groups;
-}
-
-/** Writes a node's GPU rows and groups from an inventory (the node holds no binding). */
-export async function writeGpus(
-  db: FleetDb,
-  node: { id: string; pool_id: string },
-  inventory: StoredInventory,
-): Promise<void> {
-  await db.deleteFrom('compute.gpus').where('node_id', '=', node.id).execute();
-  await db.deleteFrom('compute.gpu_groups').where('node_id', '=', node.id).execute();
-  const groups = gpuGroupsOf(inventory);
-  if (groups.length === 0) return;
-  await db
-    .insertInto('compute.gpu_groups')
-    .values(
-      groups.map((g, groupNo) => ({
-        node_id: node.id,
-        group_no: groupNo,
-        pool_id: node.pool_id,
-        model: g.model,
-        product: g.product,
-        vram_gib: g.vramGiB,
-        nvlink_domain: g.nvlinkDomain,
-        total: g.indices.length,
-        free: g.indices.length,
-        gpu_indices: g.indices,
-        holders: g.indices.map(() => null),
-      })),
-    )
-    .execute();
-  await db
-    .insertInto('compute.gpus')
-    .values(
-      groups.flatMap((g, groupNo) =>
-        g.indices.map((idx) => ({
-          node_id: node.id,
-          idx,
-          group_no: groupNo,
-          pool_id: node.pool_id,
-          model: g.model,
-          product: g.product,
-          vram_gib: g.vramGiB,
-          nvlink_domain: g.nvlinkDomain,
-        })),
-      ),
-    )
-    .execute();
 }
 
 /** A new node in `joining`, with its GPUs and its first inventory revision. */

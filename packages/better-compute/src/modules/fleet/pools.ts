@@ -5,8 +5,9 @@
 import { ComputeError, newId } from '@better-compute/core';
 import { sql, type Selectable } from 'kysely';
 import type { CallContext } from '../define-module.js';
-import { checkVersion, iso, notFound, pageOfRows } from './common.js';
+import { checkVersion, iso, nextLabels, notFound, pageOfRows, sameLabels } from './common.js';
 import { findDriver } from './drivers.js';
+import type { Emit } from './node-states.js';
 import { type FleetDb, fleetDb, type PoolsTable } from './tables.js';
 
 export type PoolRow = Selectable<PoolsTable>;
@@ -228,43 +229,110 @@ export async function updatePool(
     name?: string | undefined;
     description?: string | undefined;
     labels?: Record<string, string> | undefined;
+    removeLabels?: string[] | undefined;
     ifVersion?: number | undefined;
   }>,
 ) {
   const { input } = ctx;
-  const pool = await ownedPool(fleetDb(ctx.db), ctx.tenantId, input.poolId, true);
+  const db = fleetDb(ctx.db);
+  const pool = await ownedPool(db, ctx.tenantId, input.poolId, true);
   checkVersion('pool', pool.id, pool.version, input.ifVersion);
-  if (input.name !== undefined && input.name !== pool.name) {
-    const taken = await fleetDb(ctx.db)
+  const labels = nextLabels(pool.labels, input.labels, input.removeLabels);
+  const set = {
+    ...(input.name !== undefined && input.name !== pool.name ? { name: input.name } : {}),
+    ...(input.description !== undefined && input.description !== pool.description
+      ? { description: input.description }
+      : {}),
+    ...(!sameLabels(labels, pool.labels) ? { labels: JSON.stringify(labels) } : {}),
+  };
+  // Nothing changes: no version, no event, so an --if-version writer is not sent a CONFLICT for it.
+  if (Object.keys(set).length === 0)
+    return poolView(pool, ctx.tenantId, (await offersOf(db, [pool.id])).get(pool.id) ?? []);
+  if (set.name !== undefined) {
+    const taken = await db
       .selectFrom('compute.pools')
       .select('id')
       .where('tenant_id', '=', ctx.tenantId)
-      .where('name', '=', input.name)
+      .where('name', '=', set.name)
       .executeTakeFirst();
     if (taken)
-      throw new ComputeError('ALREADY_EXISTS', `a pool named ${input.name} exists`, {
+      throw new ComputeError('ALREADY_EXISTS', `a pool named ${set.name} exists`, {
         details: { id: taken.id },
       });
   }
-  const view = await bumpPool(ctx, pool, {
-    ...(input.name !== undefined ? { name: input.name } : {}),
-    ...(input.description !== undefined ? { description: input.description } : {}),
-    ...(input.labels !== undefined ? { labels: JSON.stringify(input.labels) } : {}),
-  });
+  const view = await bumpPool(ctx, pool, set);
   ctx.emit({ type: 'pool.updated', subject: { type: 'pool', id: pool.id }, data: { version: view.version } });
   return view;
 }
 
+/**
+ * Closes join tokens, one or every token of a pool being archived: each is revoked, and the join
+ * requests made with them that still wait are rejected with `reason`, so no machine is admitted on
+ * a token that no longer vouches for it and the token lists as what it is. Here, not in join.ts,
+ * because archiving needs it and join.ts imports this module. Locks tokens, then requests; the
+ * caller takes the pool's row after them (joins and approvals lock a token or request first, then
+ * the pool's key through their inserts).
+ */
+export async function closeJoinTokens(
+  db: FleetDb,
+  target: { tokenId: string } | { poolId: string },
+  reason: string,
+  now: Date,
+  emit: Emit,
+): Promise<void> {
+  const revoked = await db
+    .updateTable('compute.join_tokens')
+    .set({ revoked_at: now })
+    .where('revoked_at', 'is', null)
+    .where((eb) => ('tokenId' in target ? eb('id', '=', target.tokenId) : eb('pool_id', '=', target.poolId)))
+    .returning(['id', 'tenant_id', 'pool_id'])
+    .execute();
+  for (const token of revoked.sort((a, b) => (a.id < b.id ? -1 : 1)))
+    emit({
+      type: 'joinToken.revoked',
+      tenantId: token.tenant_id,
+      subject: { type: 'joinToken', id: token.id },
+      data: { poolId: token.pool_id, reason },
+    });
+  const rejected = await db
+    .updateTable('compute.join_requests')
+    .set({ state: 'rejected', reason, decided_at: now })
+    .where('state', '=', 'pending')
+    .where((eb) =>
+      'tokenId' in target ? eb('join_token_id', '=', target.tokenId) : eb('pool_id', '=', target.poolId),
+    )
+    .returning(['id', 'tenant_id'])
+    .execute();
+  for (const request of rejected.sort((a, b) => (a.id < b.id ? -1 : 1)))
+    emit({
+      type: 'joinRequest.rejected',
+      tenantId: request.tenant_id,
+      subject: { type: 'joinRequest', id: request.id },
+      data: { reason },
+    });
+}
+
 export async function archivePool(ctx: CallContext<{ poolId: string; ifVersion?: number | undefined }>) {
-  const pool = await ownedPool(fleetDb(ctx.db), ctx.tenantId, ctx.input.poolId, true);
+  const db = fleetDb(ctx.db);
+  const peek = await ownedPool(db, ctx.tenantId, ctx.input.poolId);
+  // Its join tokens close first (see closeJoinTokens for the lock order); an archived pool admits
+  // no machine, so they list as revoked, as the join route answers them. Repeated on an archived
+  // pool, it closes tokens left open by an archive from before this rule.
+  await closeJoinTokens(db, { poolId: peek.id }, 'pool archived', ctx.now(), ctx.emit);
+  const pool = await ownedPool(db, ctx.tenantId, ctx.input.poolId, true);
   checkVersion('pool', pool.id, pool.version, ctx.input.ifVersion);
   if (pool.state === 'archived')
-    return poolView(pool, ctx.tenantId, (await offersOf(fleetDb(ctx.db), [pool.id])).get(pool.id) ?? []);
+    return poolView(pool, ctx.tenantId, (await offersOf(db, [pool.id])).get(pool.id) ?? []);
   const view = await bumpPool(ctx, pool, { state: 'archived' });
   ctx.emit({ type: 'pool.archived', subject: { type: 'pool', id: pool.id } });
   return view;
 }
 
+/**
+ * Offers a pool to a tenant, or withdraws the offer. Offering a tenant it is offered to, or
+ * withdrawing from one it is not, changes nothing and succeeds as it is (no version, no event), so
+ * a retried call and an --if-version writer behave; the answer's offeredTo shows the offers.
+ */
 export async function offerPool(
   ctx: CallContext<{ poolId: string; offerTenantId: string; ifVersion?: number | undefined }>,
   offer: boolean,
@@ -279,19 +347,21 @@ export async function offerPool(
       { details: { field: 'offerTenantId' } },
     );
   }
-  if (offer) {
-    await db
-      .insertInto('compute.pool_offers')
-      .values({ pool_id: pool.id, tenant_id: ctx.input.offerTenantId, created_at: ctx.now() })
-      .onConflict((oc) => oc.columns(['pool_id', 'tenant_id']).doNothing())
-      .execute();
-  } else {
-    await db
-      .deleteFrom('compute.pool_offers')
-      .where('pool_id', '=', pool.id)
-      .where('tenant_id', '=', ctx.input.offerTenantId)
-      .execute();
-  }
+  const changed = offer
+    ? await db
+        .insertInto('compute.pool_offers')
+        .values({ pool_id: pool.id, tenant_id: ctx.input.offerTenantId, created_at: ctx.now() })
+        .onConflict((oc) => oc.columns(['pool_id', 'tenant_id']).doNothing())
+        .returning('tenant_id')
+        .execute()
+    : await db
+        .deleteFrom('compute.pool_offers')
+        .where('pool_id', '=', pool.id)
+        .where('tenant_id', '=', ctx.input.offerTenantId)
+        .returning('tenant_id')
+        .execute();
+  if (changed.length === 0)
+    return poolView(pool, ctx.tenantId, (await offersOf(db, [pool.id])).get(pool.id) ?? []);
   const view = await bumpPool(ctx, pool, {});
   ctx.emit({
     type: offer ? 'pool.offered' : 'pool.unoffered',
@@ -396,9 +466,23 @@ export async function setQuota(
     .executeTakeFirst();
   checkVersion('quota', `${input.subjectTenantId}/${input.resource}`, current?.version ?? 0, input.ifVersion);
   const now = ctx.now();
+  const held = await heldBy(db, input.subjectTenantId, input.poolId, false);
+  // The limit it has already (none included): nothing changes, no version, no event.
+  const limitNow = current?.limit_value == null ? null : Number(current.limit_value);
+  if (limitNow === input.limit) {
+    return {
+      tenantId: input.subjectTenantId,
+      poolId: input.poolId,
+      resource: input.resource,
+      limit: input.limit,
+      used: held[input.resource],
+      version: current?.version ?? 0,
+      updatedAt: current ? iso(current.updated_at) : null,
+    };
+  }
   // A cleared quota keeps its row (no limit), so its version goes on counting and an --if-version
   // read before the clearing cannot pass after a new limit is set.
-  let version = 0;
+  let version: number;
   if (current) {
     version = current.version + 1;
     await db
@@ -408,7 +492,7 @@ export async function setQuota(
       .where('pool_id', '=', input.poolId)
       .where('resource', '=', input.resource)
       .execute();
-  } else if (input.limit !== null) {
+  } else {
     version = 1;
     await db
       .insertInto('compute.quotas')
@@ -426,7 +510,6 @@ export async function setQuota(
     subject: { type: 'pool', id: input.poolId },
     data: { tenantId: input.subjectTenantId, resource: input.resource, limit: input.limit },
   });
-  const held = await heldBy(db, input.subjectTenantId, input.poolId, false);
   return {
     tenantId: input.subjectTenantId,
     poolId: input.poolId,
@@ -434,6 +517,6 @@ export async function setQuota(
     limit: input.limit,
     used: held[input.resource],
     version,
-    updatedAt: version === 0 ? null : iso(now),
+    updatedAt: iso(now),
   };
 }

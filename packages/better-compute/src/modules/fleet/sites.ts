@@ -1,7 +1,16 @@
 /** Sites and projects: a tenant's places and groupings. */
 import { ComputeError, newId } from '@better-compute/core';
 import type { CallContext } from '../define-module.js';
-import { checkVersion, invalidState, iso, isoOrNull, notFound, pageOfRows } from './common.js';
+import {
+  checkVersion,
+  invalidState,
+  iso,
+  isoOrNull,
+  nextLabels,
+  notFound,
+  pageOfRows,
+  sameLabels,
+} from './common.js';
 import { fleetDb, type ProjectsTable, type SitesTable } from './tables.js';
 import type { Selectable } from 'kysely';
 
@@ -102,22 +111,27 @@ export async function updateSite(
     region?: string | null | undefined;
     description?: string | undefined;
     labels?: Record<string, string> | undefined;
+    removeLabels?: string[] | undefined;
     ifVersion?: number | undefined;
   }>,
 ) {
   const { input } = ctx;
   const current = await loadSite(ctx, input.siteId, true);
   checkVersion('site', current.id, current.version, input.ifVersion);
+  const labels = nextLabels(current.labels, input.labels, input.removeLabels);
+  const set = {
+    ...(input.name !== undefined && input.name !== current.name ? { name: input.name } : {}),
+    ...(input.region !== undefined && input.region !== current.region ? { region: input.region } : {}),
+    ...(input.description !== undefined && input.description !== current.description
+      ? { description: input.description }
+      : {}),
+    ...(!sameLabels(labels, current.labels) ? { labels: JSON.stringify(labels) } : {}),
+  };
+  // Nothing changes: no version, no event, so an --if-version writer is not sent a CONFLICT for it.
+  if (Object.keys(set).length === 0) return siteView(current);
   const row = await fleetDb(ctx.db)
     .updateTable('compute.sites')
-    .set({
-      ...(input.name !== undefined ? { name: input.name } : {}),
-      ...(input.region !== undefined ? { region: input.region } : {}),
-      ...(input.description !== undefined ? { description: input.description } : {}),
-      ...(input.labels !== undefined ? { labels: JSON.stringify(input.labels) } : {}),
-      version: current.version + 1,
-      updated_at: ctx.now(),
-    })
+    .set({ ...set, version: current.version + 1, updated_at: ctx.now() })
     .where('id', '=', current.id)
     .returningAll()
     .executeTakeFirstOrThrow()
@@ -130,21 +144,28 @@ export async function updateSite(
   return siteView(row);
 }
 
+/**
+ * Deletes a site that never had a pool. Pools are archived, never deleted (reservations, usage and
+ * retired nodes name them, and each names its site), so a site that had one stays as their record.
+ */
 export async function deleteSite(ctx: CallContext<{ siteId: string; ifVersion?: number | undefined }>) {
   const current = await loadSite(ctx, ctx.input.siteId, true);
   checkVersion('site', current.id, current.version, ctx.input.ifVersion);
   const db = fleetDb(ctx.db);
-  const pool = await db
+  const pools = await db
     .selectFrom('compute.pools')
-    .select('id')
+    .select(['id', 'state'])
     .where('site_id', '=', current.id)
-    .executeTakeFirst();
-  if (pool)
+    .orderBy('id')
+    .execute();
+  if (pools.length > 0) {
+    const active = pools.filter((p) => p.state === 'active');
     throw invalidState(
-      `site ${current.id} still has pools`,
-      { poolId: pool.id },
-      'Archive and move its pools first.',
+      `site ${current.id} has ${pools.length} pool(s), ${active.length} of them active; a site that has had a pool is kept`,
+      { pools: pools.length, activePools: active.length, poolId: (active[0] ?? pools[0])!.id },
+      'Pools are archived, never deleted or moved, so this site stays as their record: archive its active pools (better-compute pools archive POOL) so they take no new work, and rename or relabel the site with better-compute sites update.',
     );
+  }
   await db.deleteFrom('compute.sites').where('id', '=', current.id).execute();
   ctx.emit({ type: 'site.deleted', subject: { type: 'site', id: current.id } });
   return { id: current.id, deleted: true as const };

@@ -24,7 +24,7 @@ export default defineCommand({
         'INVALID_ARGUMENT',
         `nodes delete removes ${args.node} for good: pass --yes to confirm`,
         {
-          hint: `Run "better-compute ${commandName} ${args.node} --yes"; retire or cordon the node first.`,
+          hint: `Run "better-compute ${commandName} ${args.node} --yes"; the node must be retired, or cordoned and hold no reservation.`,
           details: { field: 'yes' },
         },
       );

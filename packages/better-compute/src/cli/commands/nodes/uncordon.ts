@@ -3,5 +3,5 @@ import { nodeStateCommand } from './state-command.js';
 
 export default nodeStateCommand(
   'uncordon',
-  'Uncordon a cordoned or drained node: it takes new reservations again',
+  'Uncordon a cordoned, draining or drained node: it takes new reservations again',
 );

@@ -4,7 +4,7 @@ import { defineCommand } from '../../../define.js';
 export default defineCommand({
   name: 'pools archive',
   group: 'Capacity',
-  summary: 'Archive a pool: no new reservations or nodes (pools.archive)',
+  summary: 'Archive a pool: no new reservations or nodes; its join tokens are revoked (pools.archive)',
   target: 'token',
   calls: ['pools.archive'],
   positionals: [{ name: 'pool', description: 'The pool, pool_…', required: true, kind: 'pool' }],

@@ -26,7 +26,7 @@ export default defineCommand({
     label: {
       type: 'string',
       repeated: true,
-      description: 'A label, key=value (repeatable)',
+      description: 'A label, key=value',
       placeholder: 'K=V',
     },
     key: {

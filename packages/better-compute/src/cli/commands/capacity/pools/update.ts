@@ -1,4 +1,4 @@
-/** `pools update POOL [--name] [--description] [--label k=v] [--if-version N]`. */
+/** `pools update POOL [--name] [--description] [--label k=v] [--remove-label KEY] [--if-version N]`. */
 import { defineCommand } from '../../../define.js';
 import { CliError } from '../../../errors.js';
 import { keyValues } from '../../shared.js';
@@ -16,8 +16,14 @@ export default defineCommand({
     label: {
       type: 'string',
       repeated: true,
-      description: 'The labels, key=value (repeatable; replaces them all)',
+      description: 'The labels, key=value; the labels given replace them all',
       placeholder: 'K=V',
+    },
+    removeLabel: {
+      type: 'string',
+      repeated: true,
+      description: 'A label key to remove, the other labels staying; remove every key to clear them',
+      placeholder: 'KEY',
     },
     ifVersion: {
       type: 'number',
@@ -26,10 +32,19 @@ export default defineCommand({
       description: 'Apply only at this version (else CONFLICT)',
     },
   },
-  examples: ['better-compute pools update pool_01k… --name gpu-main-2 --if-version 3'],
+  examples: [
+    'better-compute pools update pool_01k… --name gpu-main-2 --if-version 3',
+    'better-compute pools update pool_01k… --remove-label zone,tier',
+  ],
   async run({ args, flags, api, commandName }) {
-    if (flags.name === undefined && flags.description === undefined && flags.label.length === 0) {
+    if (
+      flags.name === undefined &&
+      flags.description === undefined &&
+      flags.label.length === 0 &&
+      flags.removeLabel.length === 0
+    ) {
       throw new CliError('INVALID_ARGUMENT', 'pools update needs --name, --description or --label', {
+        hint: `Run "better-compute help ${commandName}" for its flags and examples; --remove-label KEY removes a label.`,
         details: { field: 'name' },
       });
     }
@@ -38,6 +53,7 @@ export default defineCommand({
       ...(flags.name !== undefined ? { name: flags.name } : {}),
       ...(flags.description !== undefined ? { description: flags.description } : {}),
       ...(flags.label.length ? { labels: keyValues(commandName, 'label', flags.label) } : {}),
+      ...(flags.removeLabel.length ? { removeLabels: flags.removeLabel } : {}),
       ...(flags.ifVersion !== undefined ? { ifVersion: flags.ifVersion } : {}),
     });
   },

@@ -1,11 +1,14 @@
-/** `sites delete SITE [--if-version N]`: sites.delete (a site with pools is refused by the server). */
+/**
+ * `sites delete SITE [--if-version N]`: sites.delete. The server refuses a site that has had a pool:
+ * pools are archived, never deleted, and keep their site.
+ */
 import { defineCommand } from '../../../define.js';
 import { defined, ifVersionFlag } from '../../shared.js';
 
 export default defineCommand({
   name: 'sites delete',
   group: 'Fleet',
-  summary: 'Delete a site that has no pools (sites.delete)',
+  summary: 'Delete a site that never had a pool (sites.delete)',
   target: 'token',
   calls: ['sites.delete'],
   positionals: [{ name: 'site', description: 'The site id', required: true, kind: 'site' }],

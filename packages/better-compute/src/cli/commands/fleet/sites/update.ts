@@ -1,4 +1,7 @@
-/** `sites update SITE [--name] [--region] [--description] [--label K=V] [--if-version N]`: sites.update. */
+/**
+ * `sites update SITE [--name] [--region] [--description] [--label K=V] [--remove-label KEY]
+ * [--if-version N]`: sites.update.
+ */
 import { CliError } from '../../../errors.js';
 import { defineCommand } from '../../../define.js';
 import { defined, ifVersionFlag, keyValues } from '../../shared.js';
@@ -20,9 +23,18 @@ export default defineCommand({
       description: 'A KEY=VALUE label; the labels given replace the site’s labels',
       placeholder: 'KEY=VALUE',
     },
+    removeLabel: {
+      type: 'string',
+      repeated: true,
+      description: 'A label key to remove, the other labels staying; remove every key to clear them',
+      placeholder: 'KEY',
+    },
     ifVersion: ifVersionFlag,
   },
-  examples: ['better-compute sites update site_01k… --region eu-west --if-version 2'],
+  examples: [
+    'better-compute sites update site_01k… --region eu-west --if-version 2',
+    'better-compute sites update site_01k… --remove-label tier',
+  ],
   async run({ args, flags, api, commandName }) {
     const labels = keyValues(commandName, 'label', flags.label);
     const input = defined({
@@ -30,13 +42,14 @@ export default defineCommand({
       region: flags.region,
       description: flags.description,
       labels: flags.label.length ? labels : undefined,
+      removeLabels: flags.removeLabel.length ? flags.removeLabel : undefined,
     });
     if (Object.keys(input).length === 0)
       throw new CliError(
         'INVALID_ARGUMENT',
         'sites update needs something to change: --name, --region, --description or --label',
         {
-          hint: `Run "better-compute help ${commandName}" for its flags and examples.`,
+          hint: `Run "better-compute help ${commandName}" for its flags and examples; --remove-label KEY removes a label.`,
         },
       );
     return (await api()).call('sites.update', {

@@ -10,7 +10,8 @@ import { assertNoSecret } from '../../shared.js';
 export default defineCommand({
   name: 'join-tokens revoke',
   group: 'Nodes',
-  summary: 'Revoke a join token by its id, never the token itself (joinTokens.revoke)',
+  summary:
+    'Revoke a join token by its id, never the token itself; its waiting join requests are rejected (joinTokens.revoke)',
   target: 'token',
   calls: ['joinTokens.revoke'],
   positionals: [{ name: 'joinToken', description: 'The join token id (jtok_…)', required: true }],
