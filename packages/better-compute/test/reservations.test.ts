@@ -351,6 +351,18 @@ describe.each(kinds)('reservations on %s', (kind) => {
     });
   });
 
+  it("no request tolerates compute's own taints, which keep work off a node until it is safe", async () => {
+    const { poolId } = await seedPool(d, 'system-taint');
+    const input = {
+      poolId,
+      gpus: 1,
+      durationSeconds: HOUR,
+      tolerations: ['better-compute.io/inventory-pending'],
+    };
+    for (const method of ['reservations.create', 'capacity.preview'])
+      expect(await d.fails(method, input, ACME)).toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
+
   it('a request no node set could ever hold is refused, not queued forever', async () => {
     const { poolId } = await seedPool(d, 'never');
     await addNode(d, poolId, 'n-l40s', l40sx4());

@@ -51,6 +51,7 @@ export { eventSchema } from './events.js';
 export { gpuInventorySchema, inventorySchema } from './inventory.js';
 export { nodeSchema, nodeState, taintSchema } from './nodes.js';
 export { reservationSchema, bindingSchema, MAX_RESERVATION_SECONDS } from './reservations.js';
+export { SYSTEM_TAINT_PREFIX } from './sites.js';
 
 export const methods = {
   'system.version': systemVersion,

@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { defineMethod } from '../contract.js';
 import { idempotencyKey, idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
-import { ifVersion, labelKey } from './sites.js';
+import { ifVersion, labelKey, SYSTEM_TAINT_PREFIX } from './sites.js';
 
 export const MAX_RESERVATION_SECONDS = 30 * 86_400;
 
@@ -60,8 +60,15 @@ export const placementRequest = {
   selector: z.string().max(1000).optional(),
   gpuModel: z.string().max(64).optional(),
   gpuProduct: z.string().max(64).optional(),
-  /** Taint keys whose NoSchedule this reservation tolerates. */
-  tolerations: z.array(labelKey).max(16).default([]),
+  /** Taint keys whose NoSchedule this reservation tolerates; never compute's own, which guard placement. */
+  tolerations: z
+    .array(
+      labelKey.refine((key) => !key.startsWith(SYSTEM_TAINT_PREFIX), {
+        message: `must not be one of compute's own taints (${SYSTEM_TAINT_PREFIX}…), which keep work off a node until it is safe`,
+      }),
+    )
+    .max(16)
+    .default([]),
 };
 
 export const reservationsCreate = defineMethod({

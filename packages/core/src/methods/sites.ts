@@ -21,6 +21,9 @@ export const labelKey = z
     /^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?\/)?[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$/,
     'must be a label key like zone or example.com/rack',
   );
+/** Taint keys under this prefix are compute's own: it sets and clears them; no caller does, or tolerates them. */
+export const SYSTEM_TAINT_PREFIX = 'better-compute.io/';
+
 export const labelValue = z
   .string()
   .regex(/^([A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?$/, 'must be up to 63 letters, digits, - _ .');

@@ -6,6 +6,7 @@
  *   joining ──heartbeat──▶ ready ⇄ cordoned          draining ──last reservation ends──▶ drained
  *   any live state ──no heartbeat──▶ offline ──heartbeat──▶ the state it had     any ──▶ retired
  */
+import { SYSTEM_TAINT_PREFIX } from '@better-compute/core/methods';
 import { canonicalJson } from '../../http/idempotency.js';
 import type { EventDraft } from '../define-module.js';
 import type { FleetDb, NodeState, StoredInventory, Taint } from './tables.js';
@@ -15,8 +16,8 @@ export type Emit = (event: EventDraft) => void;
 /** States whose nodes take new reservations. */
 export const SCHEDULABLE: readonly NodeState[] = ['ready'];
 
-/** Taint keys under this prefix are compute's own: it sets and clears them, `nodes.taint` never does. */
-export const SYSTEM_TAINT_PREFIX = 'better-compute.io/';
+// Taint keys under SYSTEM_TAINT_PREFIX are compute's own: it sets and clears them, `nodes.taint` never does.
+export { SYSTEM_TAINT_PREFIX };
 
 /**
  * The NoSchedule taint of a node whose reported inventory waits to be put in use: placement (the

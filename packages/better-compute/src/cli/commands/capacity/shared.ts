@@ -23,7 +23,7 @@ export const matchFlags = {
   tolerate: {
     type: 'string',
     repeated: true,
-    description: 'A taint key whose NoSchedule the request tolerates (repeatable)',
+    description: 'A taint key whose NoSchedule the request tolerates',
     placeholder: 'KEY',
   },
 } as const satisfies {
