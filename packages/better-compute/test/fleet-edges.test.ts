@@ -104,9 +104,9 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
       // The same report again changes nothing: the taint is there once.
       await beat(node.credential, one);
       expect((await getNode(node.nodeId)).version).toBe(waiting.version);
-      // Emptied, the next heartbeat puts it in use: one GPU, no taint, and the queue starts on GPU 0.
+      // The release that empties it puts it in use, without waiting for a heartbeat: one GPU, no
+      // taint, and the queue starts on GPU 0.
       await release(held.id);
-      await beat(node.credential);
       expect(await inventoryOf(node.nodeId)).toMatchObject({ revision: 2, applied: true });
       expect(await getNode(node.nodeId)).toMatchObject({ taints: [], gpuCount: 1 });
       expect(await d.api('reservations.get', { reservationId: later.id }, ACME)).toMatchObject({
@@ -167,7 +167,7 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
           code: 'INVALID_ARGUMENT',
           message: `taint ${PENDING} is set and cleared by compute only`,
         });
-        expect(refused.hint).toContain('next heartbeat');
+        expect(refused.hint).toContain('as soon as it holds no reservation');
       }
     });
   });

@@ -17,7 +17,7 @@ import { ComputeError, newId } from '@better-compute/core';
 import { sql, type RawBuilder, type Selectable } from 'kysely';
 import type { CallContext } from '../define-module.js';
 import { checkVersion, iso, isoOrNull, notFound } from '../fleet/common.js';
-import { completeDrains, type Emit } from '../fleet/node-states.js';
+import { completeDrains, type Emit, settleInventory } from '../fleet/node-states.js';
 import { heldBy, quotaLimits, visiblePool } from '../fleet/pools.js';
 import type { EndReason, FleetDb, ReservationsTable } from '../fleet/tables.js';
 import { fleetDb } from '../fleet/tables.js';
@@ -707,6 +707,7 @@ async function endWhere(
     ReservationRow & {
       released: (BoundGroup & { state: string | null })[] | string;
       draining: string[] | null;
+      settling: string[] | null;
     }
   >`
     with target as (${target}),
@@ -718,7 +719,8 @@ async function endWhere(
     nodes_done as (
       update compute.nodes n set free_gpus = n.free_gpus + per_node.cnt
       from per_node where n.id = per_node.node_id
-      returning n.id, n.state),
+      returning n.id, n.state,
+        n.reported_revision > n.inventory_revision and n.free_gpus = n.gpu_count as settles),
     groups_done as (
       update compute.gpu_groups g
       set free = g.free + r.gpu_count, holders = array_replace(g.holders, ${id}::text, null)
@@ -734,11 +736,12 @@ async function endWhere(
           'gpu_indices', b.gpu_indices, 'model', b.model, 'product', b.product, 'nvlink_domain', b.nvlink_domain,
           'state', d.state)), '[]'::jsonb)
         from released b left join nodes_done d on d.id = b.node_id) as released,
-      (select array_agg(d.id order by d.id) from nodes_done d where d.state = 'draining') as draining
+      (select array_agg(d.id order by d.id) from nodes_done d where d.state = 'draining') as draining,
+      (select array_agg(d.id order by d.id) from nodes_done d where d.settles) as settling
     from ended e`.execute(db);
   const first = result.rows[0];
   if (!first) return undefined;
-  const { released: raw, draining, ...updated } = first;
+  const { released: raw, draining, settling, ...updated } = first;
   const released = (typeof raw === 'string' ? JSON.parse(raw) : raw) as (BoundGroup & {
     state: string | null;
   })[];
@@ -761,6 +764,9 @@ async function endWhere(
     },
   });
   await completeDrains(db, draining ?? [], now, emit);
+  // A reported inventory that waited for its node to hold nothing is put in use now, not at the
+  // node's next heartbeat (its row is locked by this statement).
+  for (const nodeId of settling ?? []) await settleInventory(db, nodeId, now, emit);
   return { row: updated, binding: boundViews(released, null) };
 }
 

@@ -111,33 +111,6 @@ export async function completeDrains(
   return draining.map((n) => n.id);
 }
 
-/**
- * GPUs were given back on these nodes (their rows locked): drains they finished complete, and
- * inventories that waited for them to hold nothing are put in use. Returns whether a ready node
- * can take work it could not before. (For releases: capacity's endWhere calls completeDrains with
- * the draining nodes only, so a waiting inventory is put in use at the node's next heartbeat.)
- */
-export async function nodesFreed(
-  db: FleetDb,
-  nodeIds: readonly string[],
-  now: Date,
-  emit: Emit,
-): Promise<boolean> {
-  await completeDrains(db, nodeIds, now, emit);
-  if (nodeIds.length === 0) return false;
-  const waiting = await db
-    .selectFrom('compute.nodes')
-    .select('id')
-    .where('id', 'in', [...new Set(nodeIds)])
-    .whereRef('reported_revision', '>', 'inventory_revision')
-    .whereRef('free_gpus', '=', 'gpu_count')
-    .orderBy('id')
-    .execute();
-  let freed = false;
-  for (const { id } of waiting) freed = (await settleInventory(db, id, now, emit)) || freed;
-  return freed;
-}
-
 export function sortedTaints(taints: Iterable<Taint>): Taint[] {
   return [...taints].sort((a, b) => (a.key < b.key ? -1 : 1));
 }

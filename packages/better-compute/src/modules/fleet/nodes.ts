@@ -350,7 +350,7 @@ export async function taintNode(
   if (system !== undefined) {
     throw new ComputeError('INVALID_ARGUMENT', `taint ${system} is set and cleared by compute only`, {
       details: { field: ctx.input.remove.includes(system) ? 'remove' : 'add', key: system },
-      hint: `${INVENTORY_PENDING} goes when the node's reported inventory is put in use: at its next heartbeat once it holds no reservation. Use taint keys of your own.`,
+      hint: `${INVENTORY_PENDING} goes when the node's reported inventory is put in use, as soon as it holds no reservation. Use taint keys of your own.`,
     });
   }
   const byKey = new Map(node.taints.map((t) => [t.key, t]));
