@@ -244,6 +244,29 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
     });
   });
 
+  describe('3. offers and quotas name tenants IAM knows', () => {
+    it('refuses an unknown tenant and stores nothing; withdrawing and clearing still work', async () => {
+      const { poolId } = await seedPool(d, 'unknown-tenant');
+      const before = await d.api('pools.get', { poolId });
+      expect(await d.fails('pools.offer', { poolId, offerTenantId: 'nosuch' })).toMatchObject({
+        code: 'NOT_FOUND',
+        message: 'tenant nosuch does not exist',
+        details: { field: 'offerTenantId' },
+      });
+      expect(
+        await d.fails('quotas.set', { poolId, subjectTenantId: 'nosuch', resource: 'gpus', limit: 3 }),
+      ).toMatchObject({ code: 'NOT_FOUND', message: 'tenant nosuch does not exist' });
+      const after = await d.api('pools.get', { poolId });
+      expect(after).toMatchObject({ version: before.version, offeredTo: before.offeredTo });
+      expect((await d.api('quotas.get', { poolId, subjectTenantId: 'nosuch' })).items[0]).toMatchObject({
+        limit: null,
+        version: 0,
+      });
+      await d.api('pools.unoffer', { poolId, offerTenantId: 'nosuch' });
+      await d.api('quotas.set', { poolId, subjectTenantId: 'nosuch', resource: 'gpus', limit: null });
+    });
+  });
+
   describe('4. nodes delete says what works', () => {
     it('a cordoned node that holds reservations: wait or release them, or retire with --force; each works', async () => {
       const { poolId } = await seedPool(d, 'del-hint');

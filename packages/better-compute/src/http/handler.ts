@@ -218,6 +218,7 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
       emit: (event) => void events.push(event),
       now: options.now,
       routes: options.routes,
+      tenantExists: async (id) => (await iam.tenantState(id)) !== null,
     });
     if (method.kind === 'query') return dataAnswer(await handler(context(db)), requestId);
     // 8 + 9. idempotency, the change, its events and its audit entry: one transaction
