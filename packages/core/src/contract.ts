@@ -45,6 +45,11 @@ export interface MethodDefinition<Input extends z.ZodType = z.ZodType, Output ex
    * does not hold them.
    */
   sealed?: readonly string[];
+  /**
+   * Top-level input fields that name another tenant (an offer's, a quota's): the handler refuses a
+   * tenant IAM does not know with NOT_FOUND before the method runs, so a typo is never stored.
+   */
+  namesTenants?: readonly string[];
   input: Input;
   output: Output;
 }

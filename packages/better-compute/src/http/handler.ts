@@ -207,6 +207,16 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
         );
       }
     }
+    // Other tenants the input names must exist, asked before the transaction: an embedded IAM may
+    // share the database, and on PGlite its one connection.
+    for (const field of method.namesTenants ?? []) {
+      const named = (input as Record<string, unknown>)[field];
+      if (typeof named === 'string' && (await iam.tenantState(named)) === null)
+        throw new ComputeError('NOT_FOUND', `tenant ${named} does not exist`, {
+          details: { id: named, field },
+          hint: 'Name a tenant by its id in Better IAM, such as acme.',
+        });
+    }
     const db = options.db();
     const events: EventDraft[] = [];
     const context = (executor: Kysely<ComputeTables>): CallContext => ({
@@ -218,7 +228,6 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
       emit: (event) => void events.push(event),
       now: options.now,
       routes: options.routes,
-      tenantExists: async (id) => (await iam.tenantState(id)) !== null,
     });
     if (method.kind === 'query') return dataAnswer(await handler(context(db)), requestId);
     // 8 + 9. idempotency, the change, its events and its audit entry: one transaction

@@ -33,8 +33,6 @@ export interface CallContext<Input = unknown> {
   now(): Date;
   /** The live route table, for `system.routes`. */
   routes(): import('@better-compute/core').RouteInfo[];
-  /** Whether IAM knows the tenant (in any state): for methods that name another tenant. */
-  tenantExists(tenantId: string): Promise<boolean>;
 }
 
 export type MethodHandler<M extends AnyMethod = AnyMethod> = (

@@ -130,6 +130,7 @@ export const poolsOffer = defineMethod({
   access: { action: 'compute:pools:offer' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-pool', id: input.poolId }),
+  namesTenants: ['offerTenantId'],
   input: z.object({ tenantId, poolId: idOf('pool'), offerTenantId: tenantId, ifVersion }).strict(),
   output: poolSchema,
 });

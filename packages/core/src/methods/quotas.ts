@@ -48,6 +48,7 @@ export const quotasSet = defineMethod({
   access: { action: 'compute:quotas:set' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-pool', id: input.poolId }),
+  namesTenants: ['subjectTenantId'],
   input: z
     .object({
       tenantId,

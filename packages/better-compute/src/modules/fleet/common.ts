@@ -41,22 +41,6 @@ export function notFound(kind: string, id: string): ComputeError {
   return new ComputeError('NOT_FOUND', `${kind} ${id} does not exist`, { details: { id } });
 }
 
-/**
- * Refuses a tenant IAM does not know, before an offer or a quota names it: a typo would otherwise
- * be stored and limit or admit no one.
- */
-export async function checkTenantExists(
-  ctx: { tenantExists(tenantId: string): Promise<boolean> },
-  tenantId: string,
-  field: string,
-): Promise<void> {
-  if (await ctx.tenantExists(tenantId)) return;
-  throw new ComputeError('NOT_FOUND', `tenant ${tenantId} does not exist`, {
-    details: { id: tenantId, field },
-    hint: 'Name a tenant by its id in Better IAM, such as acme.',
-  });
-}
-
 export function invalidState(
   message: string,
   details: Record<string, unknown> = {},

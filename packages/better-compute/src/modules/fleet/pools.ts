@@ -5,15 +5,7 @@
 import { ComputeError, newId } from '@better-compute/core';
 import { sql, type Selectable } from 'kysely';
 import type { CallContext } from '../define-module.js';
-import {
-  checkTenantExists,
-  checkVersion,
-  iso,
-  nextLabels,
-  notFound,
-  pageOfRows,
-  sameLabels,
-} from './common.js';
+import { checkVersion, iso, nextLabels, notFound, pageOfRows, sameLabels } from './common.js';
 import { findDriver } from './drivers.js';
 import type { Emit } from './node-states.js';
 import { type FleetDb, fleetDb, type PoolsTable } from './tables.js';
@@ -355,8 +347,6 @@ export async function offerPool(
       { details: { field: 'offerTenantId' } },
     );
   }
-  // Withdrawing an offer from a tenant since deleted still works; offering names a live one.
-  if (offer) await checkTenantExists(ctx, ctx.input.offerTenantId, 'offerTenantId');
   const changed = offer
     ? await db
         .insertInto('compute.pool_offers')
@@ -466,8 +456,6 @@ export async function setQuota(
   const db = fleetDb(ctx.db);
   const { input } = ctx;
   await ownedPool(db, ctx.tenantId, input.poolId);
-  // Clearing a quota of a tenant since deleted still works; a limit names a live one.
-  if (input.limit !== null) await checkTenantExists(ctx, input.subjectTenantId, 'subjectTenantId');
   const current = await db
     .selectFrom('compute.quotas')
     .selectAll()
