@@ -6,23 +6,11 @@
  * derived from the idempotency key, which the database never holds.
  */
 import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
-import { ComputeError } from '@better-compute/core';
+import { canonicalJson, ComputeError } from '@better-compute/core';
 import { CompiledQuery, type Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
 
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
-
-/** JSON with object keys sorted, so equal inputs hash equally whatever their key order. */
-export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
-  }
-  return JSON.stringify(value);
-}
 
 function sha256(text: string): string {
   return createHash('sha256').update(text).digest('hex');

@@ -4,9 +4,8 @@
  * once approved, `nodes.heartbeat` with that credential (`node_….SECRET`, also stored hashed and
  * checked in constant time). See docs/decisions/fleet-joining.md.
  */
-import { ComputeError, newId } from '@better-compute/core';
+import { canonicalJson, ComputeError, newId } from '@better-compute/core';
 import { type Selectable, sql } from 'kysely';
-import { canonicalJson } from '../../http/idempotency.js';
 import { activateQueue, lockPool, reservationsOnNode } from '../capacity/service.js';
 import type { CallContext } from '../define-module.js';
 import {

@@ -6,8 +6,8 @@
  *   joining ──heartbeat──▶ ready ⇄ cordoned          draining ──last reservation ends──▶ drained
  *   any live state ──no heartbeat──▶ offline ──heartbeat──▶ the state it had     any ──▶ retired
  */
+import { canonicalJson } from '@better-compute/core';
 import { SYSTEM_TAINT_PREFIX } from '@better-compute/core/methods';
-import { canonicalJson } from '../../http/idempotency.js';
 import type { EventDraft } from '../define-module.js';
 import type { FleetDb, NodeState, StoredInventory, Taint } from './tables.js';
 

@@ -5,11 +5,10 @@
  * per GPU naming the reservation that holds it).
  */
 import { listEvents } from '../events/service.js';
-import { ComputeError } from '@better-compute/core';
+import { canonicalJson, ComputeError } from '@better-compute/core';
 import { type Selectable, sql } from 'kysely';
 import type { CallContext } from '../define-module.js';
 import { activateQueue, endReservationsOnNode, lockPool } from '../capacity/service.js';
-import { canonicalJson } from '../../http/idempotency.js';
 import {
   checkVersion,
   invalidState,
