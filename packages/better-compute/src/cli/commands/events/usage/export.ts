@@ -7,7 +7,7 @@
  */
 import { defineCommand } from '../../../define.js';
 import { createOutFile } from '../../shared.js';
-import { checkTimes } from './list.js';
+import { checkTimes, usageFilterFlags } from './list.js';
 
 export default defineCommand({
   name: 'usage export',
@@ -28,18 +28,7 @@ export default defineCommand({
       description: 'A new file to write (mode 0600)',
       placeholder: 'FILE',
     },
-    pool: { type: 'id', kind: 'pool', description: 'Only this pool' },
-    from: {
-      type: 'string',
-      description:
-        'From this time, inclusive (default: 24 hours before --to); the first hour window starts here',
-      placeholder: 'TIME',
-    },
-    to: {
-      type: 'string',
-      description: 'Until this time, exclusive (default: now); the last hour window ends here',
-      placeholder: 'TIME',
-    },
+    ...usageFilterFlags,
   },
   examples: [
     'better-compute usage export --export-format csv --out usage-2026-01.csv',

@@ -3,9 +3,25 @@
  * and --to are used as given: each window is its hour cut to [--from, --to), and windowStart and
  * windowEnd say where it was cut. --cursor is the opaque cursor a previous page ended with.
  */
-import { defineCommand } from '../../../define.js';
+import { defineCommand, type IdFlag, type StringFlag } from '../../../define.js';
 import { CliError } from '../../../errors.js';
 import { listResult } from '../../shared.js';
+
+/** The flags usage list and usage export share: which pool, and the period. */
+export const usageFilterFlags = {
+  pool: { type: 'id', kind: 'pool', description: 'Only this pool' },
+  from: {
+    type: 'string',
+    description:
+      'From this time, inclusive (default: 24 hours before --to); the first hour window starts here',
+    placeholder: 'TIME',
+  },
+  to: {
+    type: 'string',
+    description: 'Until this time, exclusive (default: now); the last hour window ends here',
+    placeholder: 'TIME',
+  },
+} as const satisfies { pool: IdFlag; from: StringFlag; to: StringFlag };
 
 /** Checks --from and --to locally: ISO 8601 times with an offset, as the server takes them. */
 export function checkTimes(flags: { from?: string | undefined; to?: string | undefined }): void {
@@ -34,18 +50,7 @@ export default defineCommand({
   target: 'token',
   calls: ['usage.list'],
   flags: {
-    pool: { type: 'id', kind: 'pool', description: 'Only this pool' },
-    from: {
-      type: 'string',
-      description:
-        'From this time, inclusive (default: 24 hours before --to); the first hour window starts here',
-      placeholder: 'TIME',
-    },
-    to: {
-      type: 'string',
-      description: 'Until this time, exclusive (default: now); the last hour window ends here',
-      placeholder: 'TIME',
-    },
+    ...usageFilterFlags,
     limit: { type: 'number', integer: true, min: 1, max: 500, description: 'Rows per page (default 50)' },
     cursor: { type: 'string', description: 'The next page, from a previous page', placeholder: 'CURSOR' },
   },
