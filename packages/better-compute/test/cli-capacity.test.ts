@@ -8,9 +8,8 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNodeServer } from '../src/host/node-adapter.js';
-import type { ComputeInstance } from '../src/types.js';
-import { createCli, main } from '../src/cli/index.js';
-import { captureIO } from './cli-support.js';
+import { main } from '../src/cli/index.js';
+import { captureIO, cliLending } from './cli-support.js';
 import {
   ACME,
   a100x8,
@@ -25,17 +24,7 @@ import {
 let d: FleetDeployment;
 let poolId = '';
 const scratch = mkdtempSync(join(import.meta.dirname, '.tmp-cli-capacity-'));
-const cli = createCli({
-  projectCommands: false,
-  loadCompute: async () => {
-    const c = d.compute;
-    return {
-      ...c,
-      handler: (request: Request) => c.handler(request),
-      close: async () => undefined,
-    } as ComputeInstance;
-  },
-});
+const cli = cliLending(() => d.compute);
 const env = (token = ACME): Record<string, string> => ({
   HOME: scratch,
   BETTER_IAM_HOME: join(scratch, 'iam'),

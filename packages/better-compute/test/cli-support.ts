@@ -1,7 +1,8 @@
 /** Test support for the CLI suites: a captured CliIO and a fake compute server on loopback. */
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { CliIO } from '../src/cli/index.js';
+import { createCli, type CliIO } from '../src/cli/index.js';
+import type { ComputeInstance } from '../src/types.js';
 
 export interface Captured {
   io: CliIO;
@@ -21,6 +22,20 @@ export function captureIO(
     err,
     io: { out: (line) => out.push(line), err: (line) => err.push(line), env, cwd: process.cwd(), ...extra },
   };
+}
+
+/**
+ * The CLI in process, calling a deployment the test owns: the CLI's close() leaves it open, and
+ * `compute()` is read at each command, so the deployment may be made after the CLI.
+ */
+export function cliLending(compute: () => ComputeInstance) {
+  return createCli({
+    projectCommands: false,
+    loadCompute: async () => {
+      const c = compute();
+      return { ...c, handler: (request: Request) => c.handler(request), close: async () => undefined };
+    },
+  });
 }
 
 export interface Call {

@@ -10,10 +10,9 @@ import { join } from 'node:path';
 import { testDatabaseKinds } from '@better-compute/db/testing';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createCli, main } from '../src/cli/index.js';
-import type { ComputeInstance } from '../src/index.js';
+import { main } from '../src/cli/index.js';
 import { runFleetController } from '../src/modules/capacity/index.js';
-import { captureIO } from './cli-support.js';
+import { captureIO, cliLending } from './cli-support.js';
 import {
   ACME,
   addNode,
@@ -61,10 +60,7 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
   const inventoryOf = (nodeId: string) => d.api('inventory.get', { nodeId });
 
   /** The CLI in process against this deployment, acting as the root tenant's operator. */
-  const cli = createCli({
-    projectCommands: false,
-    loadCompute: async () => ({ ...d.compute, close: async () => undefined }) as ComputeInstance,
-  });
+  const cli = cliLending(() => d.compute);
   const env = {
     HOME: scratch,
     BETTER_IAM_HOME: join(scratch, 'iam'),

@@ -8,9 +8,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { testDatabaseKinds } from '@better-compute/db/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createCli, main } from '../src/cli/index.js';
-import type { ComputeInstance } from '../src/types.js';
-import { captureIO } from './cli-support.js';
+import { main } from '../src/cli/index.js';
+import { captureIO, cliLending } from './cli-support.js';
 import {
   a100x8,
   ACME,
@@ -266,17 +265,7 @@ describe('the usage and events commands', () => {
   let poolId = '';
   let hour = 0;
   const scratch = mkdtempSync(join(import.meta.dirname, '.tmp-usage-events-'));
-  const cli = createCli({
-    projectCommands: false,
-    loadCompute: async () => {
-      const c = d.compute;
-      return {
-        ...c,
-        handler: (request: Request) => c.handler(request),
-        close: async () => undefined,
-      } as ComputeInstance;
-    },
-  });
+  const cli = cliLending(() => d.compute);
   async function run(argv: string[], token = ACME) {
     const { io, out, err } = captureIO(
       { HOME: scratch, BETTER_IAM_HOME: join(scratch, 'iam'), BETTER_COMPUTE_TOKEN: token },
