@@ -468,4 +468,59 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
       expect((await getNode(node.nodeId)).state).toBe('drained');
     });
   });
+
+  describe('11. what capacity, the event log and the page flags say', () => {
+    it('capacity counts the free GPUs of a node whose inventory waits as unavailable', async () => {
+      const { poolId } = await seedPool(d, 'cap-waiting');
+      const node = await addNode(d, poolId, 'cw-a', l40sx4());
+      const held = await reserve(poolId, 2);
+      const capacity = async () => (await d.api('capacity.get', { poolId }, ACME)).items[0];
+      expect(await capacity()).toMatchObject({ total: 4, reserved: 2, free: 2, unavailable: 0 });
+      await beat(node.credential, inventory(l40sx4().slice(0, 1)));
+      // Nothing may be placed on its two idle GPUs until the change is in use.
+      expect(await capacity()).toMatchObject({ total: 4, reserved: 2, free: 0, unavailable: 2 });
+      await release(held.id);
+      expect(await capacity()).toMatchObject({ total: 1, reserved: 0, free: 1, unavailable: 0 });
+      // A taint of the operator's own keeps the GPUs free: a request that tolerates it may use them.
+      await d.api('nodes.taint', {
+        nodeId: node.nodeId,
+        add: [{ key: 'maintenance', effect: 'NoSchedule' }],
+      });
+      expect(await capacity()).toMatchObject({ free: 1, unavailable: 0 });
+    });
+
+    it('a queued reservation that ends without starting is recorded as cancelled, not released', async () => {
+      const { poolId } = await seedPool(d, 'cancelled-events');
+      await addNode(d, poolId, 'ce-a', l40sx4());
+      const running = await reserve(poolId, 4);
+      const mine = await reserve(poolId, 4);
+      const withdrawn = await reserve(poolId, 2);
+      expect([mine.state, withdrawn.state]).toEqual(['queued', 'queued']);
+      // Its tenant withdraws one; the pool's offer is withdrawn under the other.
+      expect(await release(mine.id)).toMatchObject({ state: 'ended', endReason: 'cancelled' });
+      await d.api('pools.unoffer', { poolId, offerTenantId: 'acme' });
+      await release(running.id);
+      expect(await d.api('reservations.get', { reservationId: withdrawn.id }, ACME)).toMatchObject({
+        state: 'ended',
+        endReason: 'cancelled',
+      });
+      for (const id of [mine.id, withdrawn.id])
+        expect((await eventsOf(id)).at(-1)).toBe('reservation.cancelled');
+      expect((await eventsOf(running.id)).at(-1)).toBe('reservation.released');
+    });
+
+    it('an empty --cursor is refused by every list, not taken for the first page', async () => {
+      for (const list of [
+        ['reservations', 'list'],
+        ['pools', 'list'],
+        ['nodes', 'list'],
+        ['usage', 'list'],
+        ['sites', 'list'],
+      ]) {
+        const result = await run([...list, '--cursor', '']);
+        expect(result.code, list.join(' ')).toBe(2);
+        expect(result.err[0], list.join(' ')).toMatch(/^INVALID_ARGUMENT: cursor/);
+      }
+    });
+  });
 });

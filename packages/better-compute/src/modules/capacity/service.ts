@@ -685,6 +685,14 @@ async function endReservation(
   return ended;
 }
 
+/** The event each end reason is recorded as. */
+const EVENT_OF_END: Record<EndReason, string> = {
+  released: 'reservation.released',
+  expired: 'reservation.expired',
+  cancelled: 'reservation.cancelled',
+  'node-retired': 'reservation.ended',
+};
+
 /**
  * The statement that ends a reservation (raw SQL: data-modifying CTEs have no Kysely builder): its
  * bindings released, its GPUs' slots emptied and the counts given back (each node's row before its
@@ -745,12 +753,9 @@ async function endWhere(
   const released = (typeof raw === 'string' ? JSON.parse(raw) : raw) as (BoundGroup & {
     state: string | null;
   })[];
-  const type =
-    reason === 'expired'
-      ? 'reservation.expired'
-      : reason === 'node-retired'
-        ? 'reservation.ended'
-        : 'reservation.released';
+  // The event names how it ended: a queued reservation withdrawn, by its tenant or because its
+  // pool can no longer serve it, was cancelled, not released (it held nothing).
+  const type = EVENT_OF_END[reason];
   emit({
     type,
     tenantId: updated.tenant_id,
@@ -1409,10 +1414,14 @@ export async function getCapacity(ctx: CallContext<{ poolId?: string | undefined
   const db = fleetDb(ctx.db);
   // One statement (raw SQL: Kysely has no builder for the nested aggregate): the pools the tenant
   // owns or is offered, one pass over their groups' counters (one narrow row per node and product,
-  // carrying the node's state: never the nodes, GPUs or reservations) and their queues.
+  // carrying the node's state: never the GPUs or reservations) and their queues.
   const poolFilter = ctx.input.poolId ? sql`and p.id = ${ctx.input.poolId}` : sql``;
-  // An archived pool takes no new work, so its free GPUs count as unavailable; it is listed while
-  // it still has GPUs (running reservations run to their end there), and always when asked for.
+  // GPUs count as free where a request could be placed now. An archived pool takes no new work,
+  // nor does a node whose reported inventory waits to be put in use (`waiting`, found by a partial
+  // index: it carries compute's inventory-pending taint, which nothing tolerates), so their free
+  // GPUs count as unavailable. A node its operator tainted keeps its free GPUs free: a request that
+  // tolerates the taint may use them. An archived pool is listed while it still has GPUs (running
+  // reservations run to their end there), and always when asked for.
   const archivedShown = ctx.input.poolId
     ? sql`true`
     : sql`exists (select 1 from compute.gpu_groups a where a.pool_id = p.id and a.node_state <> 'retired')`;
@@ -1432,13 +1441,17 @@ export async function getCapacity(ctx: CallContext<{ poolId?: string | undefined
           and (p.tenant_id = ${ctx.tenantId}
                or p.id in (select o.pool_id from compute.pool_offers o where o.tenant_id = ${ctx.tenantId}))
           ${poolFilter}),
+      waiting as (
+        select n.id from compute.nodes n
+        where n.reported_revision <> n.inventory_revision and n.pool_id in (select id from p)),
       c as (
         select g.pool_id, g.model,
           sum(g.total)::int as total,
           sum(g.total - g.free)::int as reserved,
-          coalesce(sum(g.free) filter (where g.node_state = 'ready' and p.active), 0)::int as free,
-          coalesce(sum(g.free) filter (where g.node_state <> 'ready' or not p.active), 0)::int as unavailable
-        from compute.gpu_groups g join p on p.id = g.pool_id
+          coalesce(sum(g.free) filter (where g.node_state = 'ready' and p.active and w.id is null), 0)::int as free,
+          coalesce(sum(g.free) filter (where g.node_state <> 'ready' or not p.active or w.id is not null), 0)::int
+            as unavailable
+        from compute.gpu_groups g join p on p.id = g.pool_id left join waiting w on w.id = g.node_id
         where g.node_state <> 'retired'
         group by g.pool_id, g.model),
       q as (

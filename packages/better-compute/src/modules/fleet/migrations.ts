@@ -379,4 +379,12 @@ alter table compute.nodes drop column inventory;
 alter table compute.quotas alter column limit_value drop not null;
 `,
   },
+  {
+    name: '0007_nodes_waiting_for_inventory',
+    sql: `
+-- The nodes whose reported inventory waits to be put in use (they take no new work): capacity
+-- counts their free GPUs as unavailable, and finds the few of them without reading every node.
+create index nodes_inventory_waiting on compute.nodes (pool_id) where reported_revision <> inventory_revision;
+`,
+  },
 ];

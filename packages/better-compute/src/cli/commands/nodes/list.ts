@@ -36,7 +36,8 @@ export default defineCommand({
       pool: node.poolId,
       state: node.state,
       gpus: gpuSummary(node.gpus),
-      free: `${node.freeGpus}/${node.gpuCount}`,
+      // Bound to nothing, whatever the state: `capacity` counts a cordoned node's idle GPUs as unavailable.
+      idle: `${node.freeGpus}/${node.gpuCount}`,
       version: node.version,
       heartbeat: node.lastHeartbeatAt ?? '-',
     }));

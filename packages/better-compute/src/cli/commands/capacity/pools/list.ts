@@ -1,6 +1,6 @@
 /** `pools list`: the tenant's own pools and the pools offered to it. */
 import { defineCommand } from '../../../define.js';
-import { listResult } from '../../shared.js';
+import { listResult, pageFlags, pageOf } from '../../shared.js';
 
 export default defineCommand({
   name: 'pools list',
@@ -11,8 +11,7 @@ export default defineCommand({
   flags: {
     class: { type: 'string', choices: ['gpu', 'vps', 'metal'], description: 'Only pools of this class' },
     archived: { type: 'boolean', description: 'Include archived pools' },
-    limit: { type: 'number', integer: true, min: 1, max: 500, description: 'Rows per page (default 50)' },
-    cursor: { type: 'string', description: 'The next page, from a previous page', placeholder: 'CURSOR' },
+    ...pageFlags,
   },
   defaultFormat: 'table',
   examples: ['better-compute pools list', 'better-compute pools list --class gpu --query items[].id'],
@@ -22,8 +21,7 @@ export default defineCommand({
     ).call('pools.list', {
       ...(flags.class ? { class: flags.class } : {}),
       ...(flags.archived ? { includeArchived: true } : {}),
-      ...(flags.limit !== undefined ? { limit: flags.limit } : {}),
-      ...(flags.cursor ? { cursor: flags.cursor } : {}),
+      ...pageOf(flags),
     });
     return listResult({ global }, page, (p) => ({
       id: p.id,

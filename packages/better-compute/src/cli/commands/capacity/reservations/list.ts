@@ -1,7 +1,7 @@
 /** `reservations list [--state] [--pool]`: newest first, a table by default. */
 import { defineCommand } from '../../../define.js';
 import { reservationColumns } from '../shared.js';
-import { listResult } from '../../shared.js';
+import { listResult, pageFlags, pageOf } from '../../shared.js';
 
 export default defineCommand({
   name: 'reservations list',
@@ -16,8 +16,7 @@ export default defineCommand({
       description: 'Only reservations in this state',
     },
     pool: { type: 'id', kind: 'pool', description: 'Only reservations of this pool' },
-    limit: { type: 'number', integer: true, min: 1, max: 500, description: 'Rows per page (default 50)' },
-    cursor: { type: 'string', description: 'The next page, from a previous page', placeholder: 'CURSOR' },
+    ...pageFlags,
   },
   defaultFormat: 'table',
   examples: [
@@ -30,8 +29,7 @@ export default defineCommand({
     ).call('reservations.list', {
       ...(flags.state ? { state: flags.state as 'queued' | 'active' | 'ended' } : {}),
       ...(flags.pool ? { poolId: flags.pool } : {}),
-      ...(flags.limit !== undefined ? { limit: flags.limit } : {}),
-      ...(flags.cursor ? { cursor: flags.cursor } : {}),
+      ...pageOf(flags),
     });
     return listResult({ global }, page, reservationColumns);
   },

@@ -5,7 +5,7 @@
  */
 import { defineCommand, type IdFlag, type StringFlag } from '../../../define.js';
 import { CliError } from '../../../errors.js';
-import { listResult } from '../../shared.js';
+import { listResult, pageFlags, pageOf } from '../../shared.js';
 
 /** The flags usage list and usage export share: which pool, and the period. */
 export const usageFilterFlags = {
@@ -51,8 +51,7 @@ export default defineCommand({
   calls: ['usage.list'],
   flags: {
     ...usageFilterFlags,
-    limit: { type: 'number', integer: true, min: 1, max: 500, description: 'Rows per page (default 50)' },
-    cursor: { type: 'string', description: 'The next page, from a previous page', placeholder: 'CURSOR' },
+    ...pageFlags,
   },
   defaultFormat: 'table',
   examples: [
@@ -67,8 +66,7 @@ export default defineCommand({
       ...(flags.pool ? { poolId: flags.pool } : {}),
       ...(flags.from ? { from: flags.from } : {}),
       ...(flags.to ? { to: flags.to } : {}),
-      ...(flags.limit !== undefined ? { limit: flags.limit } : {}),
-      ...(flags.cursor ? { cursor: flags.cursor } : {}),
+      ...pageOf(flags),
     });
     return listResult({ global }, page, (u) => ({
       window: u.windowStart,
