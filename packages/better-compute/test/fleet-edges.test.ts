@@ -12,8 +12,10 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../src/cli/index.js';
 import { runFleetController } from '../src/modules/capacity/index.js';
+import { checkAll } from '../src/sim/invariants.js';
 import { captureIO, cliLending } from './cli-support.js';
 import {
+  a100x8,
   ACME,
   addNode,
   createFleetDeployment,
@@ -508,6 +510,63 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
         expect((await eventsOf(id)).at(-1)).toBe('reservation.cancelled');
       expect((await eventsOf(running.id)).at(-1)).toBe('reservation.released');
     });
+
+    // The locked path places from a read taken before it locks the nodes. Here, between the two, the
+    // reservation on the node moves from one NVLink group to the other (as when one ends and another
+    // takes the first group): the node's free count is the same, the group placed on is now full.
+    // The nodes table is locked so that the reserve stops between its read and its lock.
+    it.runIf(kind === 'postgres')(
+      'a reserve whose group filled between placement and lock is placed again, not an INTERNAL',
+      async () => {
+        const { poolId } = await seedPool(d, 'stale-group');
+        const node = await addNode(d, poolId, 'sg-a', a100x8(`${poolId}-a`, `${poolId}-b`));
+        const first = await d.api(
+          'reservations.create',
+          { poolId, gpus: 4, durationSeconds: HOUR, nvlink: true },
+          ACME,
+        );
+        const firstGroup = first.binding[0].gpuIndices[0] < 4 ? 0 : 1;
+        const otherGroup = 1 - firstGroup;
+        const indicesOf = (group: number) => [0, 1, 2, 3].map((i) => i + group * 4);
+        let second: Promise<any> | undefined;
+        await d.db.transaction().execute(async (trx) => {
+          await sql`lock table compute.nodes in exclusive mode`.execute(trx);
+          second = d.api(
+            'reservations.create',
+            { poolId, gpus: 4, durationSeconds: HOUR, nvlink: true },
+            ACME,
+          );
+          // Until the reserve waits for the node's lock: it has placed on the other group.
+          for (let waited = 0; ; waited += 20) {
+            const waiting = await sql<{ n: number }>`
+              select count(*)::int as n from pg_stat_activity
+              where wait_event_type = 'Lock' and query ilike '%from "compute"."nodes"%for update%'`.execute(
+              d.db,
+            );
+            if (waiting.rows[0]!.n > 0) break;
+            if (waited > 10_000) throw new Error('the reserve never waited for the node lock');
+            await new Promise((resolve) => setTimeout(resolve, 20));
+          }
+          // The first reservation moves to the other group; the node's free count stays 4.
+          const slots = (holder: string | null) =>
+            sql`array[${sql.join([0, 1, 2, 3].map(() => sql`${holder}::text`))}]`;
+          await sql`update compute.gpu_groups set holders = ${slots(first.id)}, free = 0
+            where node_id = ${node.nodeId} and group_no = ${otherGroup}`.execute(trx);
+          await sql`update compute.gpu_groups set holders = ${slots(null)}, free = 4
+            where node_id = ${node.nodeId} and group_no = ${firstGroup}`.execute(trx);
+          await sql`update compute.gpu_bindings set group_no = ${otherGroup}, gpu_indices = ${indicesOf(otherGroup)}::int[],
+              nvlink_domain = ${`${poolId}-${otherGroup ? 'b' : 'a'}`}
+            where reservation_id = ${first.id}`.execute(trx);
+        });
+        const placed = await second!;
+        expect(placed).toMatchObject({
+          state: 'active',
+          binding: [expect.objectContaining({ nodeId: node.nodeId, gpuIndices: indicesOf(firstGroup) })],
+        });
+        expect(await checkAll(d.db, 0, new Map(), poolId)).toEqual([]);
+        for (const r of [first, placed]) await release(r.id);
+      },
+    );
 
     it('an empty --cursor is refused by every list, not taken for the first page', async () => {
       for (const list of [

@@ -267,6 +267,12 @@ type BindSource =
  * binding row per group. With `insert`, the reservation row is inserted by the same statement, only
  * if there is something to bind. With a `pick` source that found nothing, nothing is written and
  * the bindings are empty.
+ *
+ * With `allocations`, placed from a read before their nodes were locked, a group may have fewer
+ * free GPUs now than that read said while its node's total is still enough (another reservation
+ * took GPUs of one group and released those of another): then nothing is written and `stale` is
+ * true, so the caller places again. Those nodes are locked by the caller, so this statement's
+ * snapshot reads their groups as they are.
  */
 async function writeBinding(
   db: FleetDb,
@@ -274,7 +280,12 @@ async function writeBinding(
   source: BindSource,
   now: Date,
   insert?: NewReservation,
-): Promise<{ bindings: BoundGroup[]; row: ReservationRow | undefined; pickedNode: string | null }> {
+): Promise<{
+  bindings: BoundGroup[];
+  row: ReservationRow | undefined;
+  pickedNode: string | null;
+  stale: boolean;
+}> {
   const rows =
     'allocations' in source
       ? sql`values ${sql.join(
@@ -290,9 +301,17 @@ async function writeBinding(
           ${insert.gpu_model}::text, ${insert.gpu_product}::text, ${sql.val(insert.tolerations)}::text[],
           ${insert.created_at}::timestamptz, ${insert.activated_at}::timestamptz,
           ${insert.ends_at}::timestamptz, ${insert.version}::int
-        where exists (select 1 from a)
+        where exists (select 1 from a) and (select ok from fits)
         returning *),`
     : sql``;
+  // Whether every group still has the GPUs the allocations ask of it (always, for a pick: its
+  // node's one group is counted by the node's free count, read under the pick's lock).
+  const fitsCte =
+    'allocations' in source
+      ? sql`fits (ok) as (
+          select count(*) = (select count(*) from a) from a
+          join compute.gpu_groups g on g.node_id = a.node_id and g.group_no = a.group_no and g.free >= a.cnt),`
+      : sql`fits (ok) as (select true),`;
   // The slots a group gives: its first `cnt` empty ones (array_positions lists them in order).
   const picked = sql`(array_positions(g.holders, null))[1:a.cnt]`;
   const result = await sql<
@@ -300,16 +319,18 @@ async function writeBinding(
       seq: ReservationRow['seq'] | null;
       groups_wanted: number;
       node_ids: string | null;
+      fits: boolean;
       picked_node: string | null;
     }
   >`
     with ${'pick' in source ? sql`${source.pick},` : sql``}
     a (node_id, group_no, cnt) as (${rows}),
+    ${fitsCte}
     ${insertCte}
     per_node as (select node_id, sum(cnt)::int as cnt from a group by node_id),
     nodes_done as (
       update compute.nodes n set free_gpus = n.free_gpus - per_node.cnt
-      from per_node where n.id = per_node.node_id
+      from per_node where n.id = per_node.node_id and (select ok from fits)
       returning n.id),
     claimed as (
       update compute.gpu_groups g
@@ -317,7 +338,7 @@ async function writeBinding(
         holders = array(
           select case when i = any(${picked}) then ${reservation.id}::text else g.holders[i] end
           from generate_subscripts(g.holders, 1) i order by i)
-      from a where g.node_id = a.node_id and g.group_no = a.group_no and g.free >= a.cnt
+      from a where g.node_id = a.node_id and g.group_no = a.group_no and g.free >= a.cnt and (select ok from fits)
       returning g.node_id, g.group_no, g.model, g.product, g.nvlink_domain,
         array(select g.gpu_indices[i] from generate_subscripts(g.holders, 1) i
               where g.holders[i] = ${reservation.id}::text order by i) as gpu_indices),
@@ -330,13 +351,15 @@ async function writeBinding(
       returning node_id, group_no, gpu_indices, model, product, nvlink_domain)
     select b.*, ${insert ? sql`(select r.seq from r)` : sql`null::bigint`} as seq,
       (select count(*) from a)::int as groups_wanted, (select string_agg(node_id, ', ') from a) as node_ids,
+      (select ok from fits) as fits,
       ${'pick' in source ? sql`(select p.id from pick p)` : sql`null::text`} as picked_node
     from (select 1) as one left join bound b on true
     order by b.node_id collate "C", b.group_no`.execute(db);
   // One row even when nothing was bound (node_id null then), so a shortfall is told from "nothing to bind".
-  const { groups_wanted: groupsWanted, node_ids: nodeIds, picked_node: pickedNode } = result.rows[0]!;
+  const { groups_wanted: groupsWanted, node_ids: nodeIds, fits, picked_node: pickedNode } = result.rows[0]!;
   const bound = result.rows.filter((b) => b.node_id !== null);
-  if (groupsWanted === 0) return { bindings: [], row: undefined, pickedNode };
+  if (groupsWanted === 0) return { bindings: [], row: undefined, pickedNode, stale: false };
+  if (!fits) return { bindings: [], row: undefined, pickedNode, stale: true };
   const wanted =
     'allocations' in source ? source.allocations.reduce((sum, a) => sum + a.count, 0) : source.gpus;
   const claimedGpus = bound.reduce((sum, b) => sum + b.gpu_indices.length, 0);
@@ -344,20 +367,20 @@ async function writeBinding(
     throw new ComputeError('INTERNAL', `nodes ${nodeIds} have fewer free GPUs than their counters say`);
   }
   const bindings = bound.map(
-    ({ seq: _seq, groups_wanted: _wanted, node_ids: _ids, picked_node: _picked, ...b }) => b,
+    ({ seq: _seq, groups_wanted: _wanted, node_ids: _ids, fits: _fits, picked_node: _picked, ...b }) => b,
   );
   const seq = bound[0]?.seq;
   const row: ReservationRow | undefined =
     insert && seq !== undefined && seq !== null
       ? { ...insert, seq, ended_at: null, end_reason: null }
       : undefined;
-  return { bindings, row, pickedNode };
+  return { bindings, row, pickedNode, stale: false };
 }
 
 /**
  * Binds the allocation's GPUs to the reservation: nodes locked in id order and checked ready, then
- * one statement for the writes (writeBinding). False when a node stopped being ready since placement
- * (the caller places again).
+ * one statement for the writes (writeBinding). False when a node stopped being ready or its groups
+ * changed since placement (the caller places again).
  */
 async function bind(
   db: FleetDb,
@@ -383,7 +406,8 @@ async function bind(
     locked.some((n) => n.state !== 'ready' || n.free_gpus < perNode.get(n.id)!)
   )
     return false;
-  return (await writeBinding(db, reservation, { allocations }, now)).bindings;
+  const written = await writeBinding(db, reservation, { allocations }, now);
+  return written.stale ? false : written.bindings;
 }
 
 /** Places and binds, placing again if a node changed state in between. */
