@@ -134,7 +134,7 @@ describe('the Capacity flow through the real binary against dev --sim 4', () => 
   it('reserve --nvlink prints the key it used on stderr and the reservation on stdout', async () => {
     const result = await compute(['reserve', '--pool', poolId, '--gpus', '4', '--for', '8h', '--nvlink']);
     expect(result.status).toBe(0);
-    expect(result.stderr).toMatch(/^idempotency key: cli-[0-9a-f-]{36} \(repeat with --key /);
+    expect(result.stderr).toMatch(/^idempotency key: cli-[0-9a-f-]{36}\n/);
     const reservation = JSON.parse(result.stdout);
     expect(reservation).toMatchObject({ state: 'active', gpus: 4, nvlink: true, tenantId: 'acme' });
     const domains = new Set(reservation.binding.map((b: { nvlinkDomain: string }) => b.nvlinkDomain));
@@ -206,7 +206,7 @@ describe('the Capacity flow through the real binary against dev --sim 4', () => 
         ]),
       ),
     );
-    for (const result of results) expect(result.stderr).toMatch(new RegExp(`^idempotency key: ${key} `));
+    for (const result of results) expect(result.stderr).toMatch(new RegExp(`^idempotency key: ${key}\n`));
     const ids = new Set(results.map((r) => r.stdout.trim()));
     expect(results.map((r) => r.status)).toEqual(Array(20).fill(0));
     expect(ids.size).toBe(1);

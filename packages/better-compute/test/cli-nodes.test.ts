@@ -184,7 +184,7 @@ describe('a machine joins a pool through the nodes commands', () => {
   it('join-tokens list prints a table by default, never a secret', async () => {
     const out = await run(['join-tokens', 'list']);
     const [header, row, ...more] = out[0]!.split('\n');
-    expect(header).toMatch(/^id\s+pool\s+state\s+uses\s+preApproved\s+expiresAt\s+description$/);
+    expect(header).toMatch(/^id\s+pool\s+state\s+usesLeft\s+preApproved\s+expiresAt\s+description$/);
     expect(row).toMatch(new RegExp(`^${tokenId}\\s+${poolId}\\s+active\\s+2/2\\s+false\\s+\\S+Z$`));
     expect(more).toEqual([]);
     expect(out[0]).not.toContain(token);
@@ -414,7 +414,7 @@ describe('a machine joins a pool through the nodes commands', () => {
     const before = (await json(['join-tokens', 'list'])).items.length;
     const first = await status(['join-tokens', 'create', '--pool', poolId, '--format', 'compact']);
     expect(first.code).toBe(0);
-    const key = /^idempotency key: (cli-[0-9a-f-]{36}) /.exec(first.err[0]!)?.[1];
+    const key = /^idempotency key: (cli-[0-9a-f-]{36})$/.exec(first.err[0]!)?.[1];
     expect(key).toBeDefined();
     const again = await status([
       'join-tokens',

@@ -57,7 +57,7 @@ describe('the output formatter', () => {
     ],
     ['items[1].id', { items: [{ id: 'a' }, { id: 'b' }] }, 'b'],
     ['.name', { name: 'gpu-a' }, 'gpu-a'],
-    ['missing', { name: 'gpu-a' }, 'null'],
+    ['items[0].missing', { items: [{ id: 'a' }] }, 'null'],
   ])('--query %s', (query, value, printed) => {
     expect(formatResult(value, { query })).toBe(printed);
   });

@@ -127,7 +127,10 @@ export function markReported<E>(error: E, exitStatus: number): E {
   return error;
 }
 
-/** Prints a failure: `CODE: message`, the hint, the request id of a server error, and the stack under BETTER_COMPUTE_DEBUG=1. */
+/**
+ * Prints a failure: `CODE: message`, the hint, the retry line of a create worth retrying with its
+ * --key, the request id of a server error, and the stack under BETTER_COMPUTE_DEBUG=1.
+ */
 export function printFailure(
   error: unknown,
   io: { err?(message: string): void; out(message: string): void; env: Record<string, string | undefined> },
@@ -142,6 +145,9 @@ export function printFailure(
   // Nor a credential quoted in them (hideSecrets): the server hides them too, this CLI's own messages here.
   write(`${oneLine(failure.code)}: ${oneLine(hideSecrets(failure.message))}`);
   write(`hint: ${oneLine(hideSecrets(hintFor(failure, noted, { debug })))}`);
+  // Looked up on the thrown value: toFailure makes a new error of anything that is not a ComputeError.
+  const retryKey = typeof error === 'object' && error !== null ? retryKeys.get(error) : undefined;
+  if (retryKey !== undefined) write(oneLine(`repeat with --key ${retryKey} to retry without creating twice`));
   const requestId = (failure as { requestId?: unknown }).requestId;
   if (typeof requestId === 'string') write(`request id: ${oneLine(requestId)}`);
   if (debug) {
@@ -152,6 +158,16 @@ export function printFailure(
       cause = cause.cause;
     }
   }
+}
+
+// The idempotency key of a create that failed where a retry with that key can help (no answer,
+// UNAVAILABLE, …): the retry line is printed under the hint, after the failure it answers, and
+// never under a refusal that the same key would only repeat.
+const retryKeys = new WeakMap<object, string>();
+
+/** Notes that `error` is worth a retry with the idempotency key `key`; printFailure says how. */
+export function noteRetryKey(error: unknown, key: string): void {
+  if (typeof error === 'object' && error !== null) retryKeys.set(error, key);
 }
 
 // The command a failure happened in, so the hint can name `help COMMAND` exactly.

@@ -14,7 +14,7 @@ export interface FormatOptions {
   /** The command's default when --format is absent. */
   defaultFormat?: OutputFormat | undefined;
   query?: string | undefined;
-  /** The rows of a table view, when they are not the value itself or its `items`. */
+  /** The rows of a table view of the whole result, when they are not the value itself or its `items`; never of a --query's selection. */
   tableRows?: ((value: unknown) => unknown[] | undefined) | undefined;
 }
 
@@ -53,14 +53,50 @@ function parseQuery(path: string): Segment[] {
   return segments;
 }
 
+/** What the result is, for a --query that names a field it does not have. */
+function kindOf(value: unknown): string {
+  if (Array.isArray(value)) return 'a list';
+  if (value === null) return 'null';
+  return `a ${typeof value}`;
+}
+
+/**
+ * Refuses a path whose first field is not one of the result's: `--query nosuch` or `--query itme`
+ * would print null (or nothing) and exit 0, so a typo in a script goes unnoticed. Only the first
+ * segment is checked: further in, a field may be absent from some items and an index past the end
+ * of a short list, as data goes, and those select null.
+ */
+function checkFirstField(value: unknown, path: string, first: Segment | undefined): void {
+  if (first === undefined || !('field' in first)) return;
+  if (isRecord(value) && Object.hasOwn(value, first.field)) return;
+  const fields = isRecord(value) ? Object.keys(value) : [];
+  const has = isRecord(value)
+    ? fields.length
+      ? `its fields are ${fields.join(', ')}`
+      : 'it has no fields'
+    : `it is ${kindOf(value)}${Array.isArray(value) ? ': start the path with [] or [N]' : ''}`;
+  throw new CliError(
+    'INVALID_ARGUMENT',
+    `--query "${path}": the result has no field "${first.field}"; ${has}`,
+    {
+      // The command has run by now (a create has created): say so, so nobody retries it to mend a path.
+      hint: "Start the path with one of the result's fields, or run without --query to see the whole result; the command itself ran, only its output was not printed.",
+      details: { field: 'query', fields },
+    },
+  );
+}
+
 /**
  * The part of `value` a --query path selects. `items[].id` maps over the array, so the answer is a
- * list; a field that is absent selects undefined.
+ * list; a field that is absent selects undefined, except the first: a path must start with one of
+ * the result's own fields (INVALID_ARGUMENT otherwise).
  */
 export function applyQuery(value: unknown, path: string): { value: unknown; many: boolean } {
+  const segments = parseQuery(path);
+  checkFirstField(value, path, segments[0]);
   let values: unknown[] = [value];
   let many = false;
-  for (const segment of parseQuery(path)) {
+  for (const segment of segments) {
     if ('field' in segment)
       values = values.map((v) =>
         isRecord(v) && Object.hasOwn(v, segment.field) ? v[segment.field] : undefined,
@@ -90,7 +126,8 @@ function cellOf(value: unknown): string {
 /** Rows as an aligned table: a header of the rows' keys, one line per row. */
 export function renderTable(rows: readonly unknown[]): string {
   if (rows.length === 0) return '(no rows)';
-  const records = rows.every(isRecord);
+  // Records without a single key (labels that are all {}) have no columns: print them as values.
+  const records = rows.every(isRecord) && rows.some((row) => Object.keys(row).length > 0);
   const columns: string[] = [];
   if (records) {
     for (const row of rows as Record<string, unknown>[])
@@ -111,8 +148,8 @@ export function renderTable(rows: readonly unknown[]): string {
   return [line(header), ...cells.map(line)].join('\n');
 }
 
-function tableOf(value: unknown, options: FormatOptions): string {
-  const custom = options.tableRows?.(value);
+function tableOf(value: unknown, tableRows?: FormatOptions['tableRows']): string {
+  const custom = tableRows?.(value);
   if (custom) return renderTable(custom);
   if (isRecord(value) && Array.isArray(value.items)) {
     const body = renderTable(value.items);
@@ -126,26 +163,40 @@ function tableOf(value: unknown, options: FormatOptions): string {
   return jsonOf(value, true);
 }
 
-/** Renders a result as the text to print; undefined prints nothing. */
+const isScalar = (value: unknown): boolean => value === null || typeof value !== 'object';
+
+/**
+ * Renders a result as the text to print; undefined prints nothing. A --query selects from the
+ * command's result, whatever --format says: the format only renders what it selected.
+ */
 export function formatResult(value: unknown, options: FormatOptions = {}): string | undefined {
-  let selected = value;
-  let many = false;
-  if (options.query !== undefined) ({ value: selected, many } = applyQuery(value, options.query));
-  if (selected === undefined && options.query === undefined) return undefined;
+  if (options.query === undefined) {
+    if (value === undefined) return undefined;
+    if (typeof value === 'string') return safeText(value);
+    const format = options.format ?? options.defaultFormat ?? 'json';
+    if (format === 'table') return tableOf(value, options.tableRows);
+    return jsonOf(value, format === 'json');
+  }
+  const { value: selected, many } = applyQuery(value, options.query);
   // A string (or a --query that selects one) prints raw under every --format, made safe for the
   // terminal: `C=$(… --format json --query nextCursor)` must capture the cursor, not its quotes.
   if (typeof selected === 'string') return safeText(selected);
-  // `--query items[].id` without --format prints one value per line, for shell loops.
+  // `--query items[].id` prints one value per line, for shell loops: without --format, and with
+  // --format table too (the default of lists), where a one-column table would only add a header.
+  // An absent field is `null` on its line, as in JSON, never a blank line.
   if (
     many &&
-    options.format === undefined &&
-    (selected as unknown[]).every((v) => v === null || typeof v !== 'object')
+    (options.format === undefined || options.format === 'table') &&
+    (selected as unknown[]).every(isScalar)
   ) {
     return (selected as unknown[])
-      .map((v) => (typeof v === 'string' ? safeText(v) : JSON.stringify(v)))
+      .map((v) => (typeof v === 'string' ? safeText(v) : JSON.stringify(v ?? null)))
       .join('\n');
   }
-  const format = options.format ?? (options.query !== undefined ? 'json' : (options.defaultFormat ?? 'json'));
-  if (format === 'table') return tableOf(selected, options);
+  // A selection is JSON unless --format table asks for a table (an object as key and value rows,
+  // a list of records as rows). Not through the command's tableRows: they shape its whole result,
+  // not a part of it.
+  const format = options.format ?? 'json';
+  if (format === 'table') return tableOf(selected);
   return jsonOf(selected, format === 'json');
 }

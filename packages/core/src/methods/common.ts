@@ -11,10 +11,20 @@ export function idOf(kind: IdKind) {
   });
 }
 
+/** The largest `integer` the database stores: versions and inventory revisions are such columns. */
+export const INT4_MAX = 2_147_483_647;
+
+/** How many labels a site, pool or node carries, and how many taints a node carries, at most. */
+export const MAX_LABELS = 64;
+export const MAX_TAINTS = 32;
+
+/** What every list says of a cursor it could not have given (docs/decisions/list-cursors.md). */
+const NOT_A_CURSOR = 'must be a cursor from a previous page';
+
 /** `limit` and `cursor` of every list method. */
 export const pageInput = {
   limit: z.number().int().min(1).max(500).default(50),
-  cursor: z.string().min(1).max(200).optional(),
+  cursor: z.string().min(1, NOT_A_CURSOR).max(200, NOT_A_CURSOR).optional(),
 };
 
 /**
@@ -26,10 +36,34 @@ export function pageInputById(kind: IdKind) {
     limit: pageInput.limit,
     cursor: z
       .string()
-      .refine((value) => isId(kind, value), { message: 'must be a cursor from a previous page' })
+      .refine((value) => isId(kind, value), { message: NOT_A_CURSOR })
       .optional(),
   };
 }
+
+/**
+ * `limit` and `cursor` of a list that pages by a revision number (newest first): the cursor is the
+ * last revision of the page before, digits only, in the range the database stores. `-5`, `1e3`,
+ * ` 2` or a number past INT4_MAX was never a page's cursor, so it is refused before any read.
+ */
+export function pageInputByRevision() {
+  return {
+    limit: pageInput.limit,
+    cursor: z
+      .string()
+      .refine((value) => /^[1-9][0-9]{0,9}$/.test(value) && Number(value) <= INT4_MAX, {
+        message: NOT_A_CURSOR,
+      })
+      .optional(),
+  };
+}
+
+/** A revision number: a whole number from 1 to INT4_MAX (a larger one is none the database holds). */
+export const revisionNumber = z
+  .number()
+  .int('must be a revision number from 1 to 2147483647')
+  .min(1, 'must be a revision number from 1 to 2147483647')
+  .max(INT4_MAX, 'must be a revision number from 1 to 2147483647');
 
 /** `{ items, nextCursor }`, the answer of every list method. */
 export function pageOf<T extends z.ZodType>(item: T) {

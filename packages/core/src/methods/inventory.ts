@@ -1,7 +1,7 @@
 /** The `inventory` group: a node's hardware inventory (GPUs with their NVLink domains, CPU, memory) and its history. */
 import { z } from 'zod';
 import { defineMethod } from '../contract.js';
-import { idOf, isoTime, pageInput, pageOf, tenantId } from './common.js';
+import { idOf, isoTime, pageInputByRevision, pageOf, revisionNumber, tenantId } from './common.js';
 
 /** One GPU as the node daemon reports it. A domain id may be shared by GPUs of several nodes (rack-scale NVLink). */
 export const gpuInventorySchema = z
@@ -61,7 +61,7 @@ export const inventoryHistory = defineMethod({
   access: { action: 'compute:inventory:read' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-node', id: input.nodeId }),
-  input: z.object({ tenantId, nodeId: idOf('node'), ...pageInput }).strict(),
+  input: z.object({ tenantId, nodeId: idOf('node'), ...pageInputByRevision() }).strict(),
   output: pageOf(inventoryRecordSchema),
 });
 
@@ -86,8 +86,8 @@ export const inventoryDiff = defineMethod({
     .object({
       tenantId,
       nodeId: idOf('node'),
-      fromRevision: z.number().int().min(1).optional(),
-      toRevision: z.number().int().min(1).optional(),
+      fromRevision: revisionNumber.optional(),
+      toRevision: revisionNumber.optional(),
     })
     .strict(),
   output: z.object({

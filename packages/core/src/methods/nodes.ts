@@ -9,7 +9,7 @@ import { defineMethod } from '../contract.js';
 import { idOf, isoTime, pageInput, pageInputById, pageOf, tenantId } from './common.js';
 import { eventSchema } from './events.js';
 import { inventorySchema } from './inventory.js';
-import { ifVersion, labelKey, labels } from './sites.js';
+import { ifVersion, labelKey, labels, labelValue } from './sites.js';
 
 export const nodeState = z.enum([
   'joining',
@@ -24,7 +24,8 @@ export const nodeState = z.enum([
 export const taintSchema = z
   .object({
     key: labelKey,
-    value: z.string().max(63).default(''),
+    /** As a label value is: a value with spaces, `=`, `:` or controls would not read back as it was written. */
+    value: labelValue.default(''),
     /** NoSchedule: no new reservation unless it tolerates the key. */
     effect: z.enum(['NoSchedule']).default('NoSchedule'),
   })

@@ -125,7 +125,8 @@ export const poolsOffer = defineMethod({
   group: 'pools',
   name: 'offer',
   kind: 'mutation',
-  summary: 'Offer a pool to another tenant, so it can reserve from it (already offered: no change)',
+  summary:
+    'Offer an active pool to another tenant, so it can reserve from it (already offered: no change; archived: INVALID_STATE)',
   module: 'fleet',
   access: { action: 'compute:pools:offer' },
   tenantScoped: true,

@@ -28,6 +28,9 @@ export const quotasGet = defineMethod({
   access: { action: 'compute:quotas:read' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-pool', id: input.poolId }),
+  // As quotas.set does: a mistyped --subject is NOT_FOUND, not an empty quota of a tenant that
+  // does not exist (absent, the acting tenant, which the handler has checked already).
+  namesTenants: ['subjectTenantId'],
   input: z
     .object({
       tenantId,
@@ -43,7 +46,8 @@ export const quotasSet = defineMethod({
   group: 'quotas',
   name: 'set',
   kind: 'mutation',
-  summary: 'Set (or clear, with limit null) a tenant’s quota on a pool the acting tenant owns',
+  summary:
+    'Set (or clear, with limit null) a tenant’s quota on a pool the acting tenant owns (an archived pool’s can only be cleared)',
   module: 'fleet',
   access: { action: 'compute:quotas:set' },
   tenantScoped: true,

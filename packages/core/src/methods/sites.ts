@@ -4,7 +4,16 @@
  */
 import { z } from 'zod';
 import { defineMethod } from '../contract.js';
-import { idempotencyKey, idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
+import {
+  idempotencyKey,
+  idOf,
+  INT4_MAX,
+  isoTime,
+  MAX_LABELS,
+  pageInputById,
+  pageOf,
+  tenantId,
+} from './common.js';
 
 /** A resource name: lowercase letters, digits and dashes. */
 export const resourceName = z
@@ -24,13 +33,35 @@ export const labelKey = z
 /** Taint keys under this prefix are compute's own: it sets and clears them; no caller does, or tolerates them. */
 export const SYSTEM_TAINT_PREFIX = 'better-compute.io/';
 
+/** A label value, and a taint's: empty, or up to 63 letters, digits, - _ . starting and ending with a letter or digit. */
 export const labelValue = z
   .string()
   .regex(/^([A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?$/, 'must be up to 63 letters, digits, - _ .');
-export const labels = z.record(labelKey, labelValue);
+
+/**
+ * A record of labels, at most MAX_LABELS of them. A bad key is named with what a key must be: zod's
+ * own "Invalid key in record" hides the key schema's message.
+ */
+export const labels = z
+  .record(labelKey, labelValue, {
+    error: (issue) =>
+      issue.code === 'invalid_key'
+        ? `label key ${JSON.stringify(issue.input)} must be up to 63 letters, digits, - _ . (starting and ending with a letter or digit), optionally after a DNS-name prefix and /, like zone or example.com/rack`
+        : undefined,
+  })
+  .superRefine((record, ctx) => {
+    const count = Object.keys(record).length;
+    if (count > MAX_LABELS)
+      ctx.addIssue({ code: 'custom', message: `must be at most ${MAX_LABELS} labels, not ${count}` });
+  });
 
 /** `ifVersion`: the update applies only while the resource is at this version (else CONFLICT). */
-export const ifVersion = z.number().int().min(1).optional();
+export const ifVersion = z
+  .number()
+  .int('must be a version number from 1 to 2147483647, as the resource showed it')
+  .min(1, 'must be a version number from 1 to 2147483647, as the resource showed it')
+  .max(INT4_MAX, 'must be a version number from 1 to 2147483647, as the resource showed it')
+  .optional();
 
 export const siteSchema = z.object({
   id: z.string(),

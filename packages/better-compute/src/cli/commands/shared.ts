@@ -3,8 +3,9 @@
  * key of creates, list results shaped for `--format table`, and new --out files. Light on purpose:
  * help loads the command definitions, so nothing heavy is imported here (node:fs only when run).
  */
-import type { CommandContext, NumberFlag, StringFlag } from '../define.js';
-import { CliError } from '../errors.js';
+import { ComputeError } from '@better-compute/core';
+import { kebabCase, type CommandContext, type NumberFlag, type StringFlag } from '../define.js';
+import { CliError, noteRetryKey } from '../errors.js';
 
 export const pageFlags = {
   limit: {
@@ -68,8 +69,43 @@ export function keyValues(
 }
 
 /**
+ * Refuses a call that both sets and removes one key (`nodes label NODE x=1 --remove x`, `sites
+ * update SITE --label a=1 --remove-label a`) before anything is sent: which of the two wins would be
+ * a guess, and the server refuses it too. The message names the key and where it was given.
+ */
+export function assertSetOrRemove(
+  commandName: string,
+  change: {
+    /** What the keys are of: `label`, `taint`. */
+    what: string;
+    /** The keys set. */
+    set: Iterable<string>;
+    /** The flag that sets them (`label` for --label); absent for KEY=VALUE arguments. */
+    setFlag?: string;
+    /** The keys removed, and the flag that removes them (`removeLabel` for --remove-label). */
+    remove: readonly string[];
+    removeFlag: string;
+  },
+): void {
+  const removed = new Set(change.remove);
+  for (const key of change.set) {
+    if (!removed.has(key)) continue;
+    const setting = `${change.setFlag ? `--${kebabCase(change.setFlag)} ` : ''}${key}=…`;
+    const removing = `--${kebabCase(change.removeFlag)} ${key}`;
+    throw new CliError(
+      'INVALID_ARGUMENT',
+      `the ${change.what} "${key}" is both set (${setting}) and removed (${removing}); nothing was sent`,
+      {
+        hint: `Give "${key}" once: leave out ${setting} to remove the ${change.what}, or ${removing} to set it. Run "better-compute help ${commandName}" for its flags.`,
+        details: { field: change.removeFlag, key },
+      },
+    );
+  }
+}
+
+/**
  * The idempotency key of a create: --key when given (checked like the server checks it), else a new
- * one. Either way it is logged, so a retry can reuse it.
+ * one. Either way it is logged before the call, so a run that never gets an answer still shows it.
  */
 export function idempotencyKeyFor(
   context: Pick<CommandContext, 'log' | 'commandName'>,
@@ -83,8 +119,43 @@ export function idempotencyKeyFor(
     );
   }
   const used = key ?? `cli-${crypto.randomUUID()}`;
-  context.log(`idempotency key: ${used} (repeat with --key ${used} to retry without creating twice)`);
+  context.log(`idempotency key: ${used}`);
   return used;
+}
+
+/**
+ * The failures after which a create may or may not have happened, or will once it is allowed, so a
+ * run with the same key can help: no answer (UNAVAILABLE: unreachable, aborted), an answer that is
+ * not the API's (INVALID_RESPONSE: a proxy's 502 or 504), a limit (RATE_LIMITED), the server's own
+ * fault (INTERNAL, and anything thrown that is not a ComputeError), and a call waiting for a person
+ * (CONFIRMATION_REQUIRED, as the guide says). Any other refusal (INVALID_ARGUMENT, NOT_FOUND,
+ * ACCESS_DENIED, QUOTA_EXCEEDED, CONFLICT…) is the server's decision, and the same key repeats it.
+ */
+const RETRY_HELPS: ReadonlySet<string> = new Set([
+  'UNAVAILABLE',
+  'INVALID_RESPONSE',
+  'RATE_LIMITED',
+  'INTERNAL',
+  'CONFIRMATION_REQUIRED',
+]);
+
+/**
+ * Runs a create with its idempotency key (idempotencyKeyFor): when it fails where a retry can
+ * help, the failure is printed with "repeat with --key KEY to retry without creating twice" under
+ * its hint; a refusal that the same key would only repeat is printed without it.
+ */
+export async function withIdempotencyKey<T>(
+  context: Pick<CommandContext, 'log' | 'commandName'>,
+  key: string | undefined,
+  create: (idempotencyKey: string) => Promise<T>,
+): Promise<T> {
+  const used = idempotencyKeyFor(context, key);
+  try {
+    return await create(used);
+  } catch (error) {
+    if (!(error instanceof ComputeError) || RETRY_HELPS.has(error.code)) noteRetryKey(error, used);
+    throw error;
+  }
 }
 
 /** Refuses a pasted token (anything with a `.`) where an id is expected, before anything is sent. */
@@ -100,15 +171,20 @@ export function assertNoSecret(field: string, value: string): void {
     );
 }
 
-/** Whether the command will print a table: `--format table`, or the list default with neither --format nor --query. */
+/**
+ * Whether the command will print its result as a table: `--format table` or the list default, and
+ * no --query. A --query picks from the method's result whatever the format, never from the
+ * columns a table shows (`items[].poolId`, not the `pool` column).
+ */
 export function printsTable(context: Pick<CommandContext, 'global'>): boolean {
   const { format, query } = context.global;
-  return format === 'table' || (format === undefined && query === undefined);
+  return query === undefined && (format === undefined || format === 'table');
 }
 
 /**
  * A list page as the command prints it: for a table, the readable columns of each row (the
- * framework adds the `(more rows: --cursor …)` footer); for JSON and --query, the page as it came.
+ * framework adds the `(more rows: --cursor …)` footer); for JSON and any --query, the page as it
+ * came.
  */
 export function listResult<T>(
   context: Pick<CommandContext, 'global'>,

@@ -1,6 +1,7 @@
 /** Small helpers the fleet's services share: times, versions, labels, pages, secrets. */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { ComputeError } from '@better-compute/core';
+import { MAX_LABELS } from '@better-compute/core/methods';
 
 export function iso(value: Date | string): string {
   return new Date(value).toISOString();
@@ -20,14 +21,69 @@ export function checkVersion(kind: string, id: string, current: number, ifVersio
   }
 }
 
-/** The labels after an update: `labels` replace them when given, then the `remove` keys go; sorted by key. */
+/**
+ * INVALID_ARGUMENT when a call both sets and removes one key. Which wins was a matter of the order
+ * the service happened to apply them in (labels: remove, taints: add), so neither is guessed.
+ */
+export function refuseSetAndRemoved(
+  what: 'label' | 'taint',
+  set: readonly string[],
+  remove: readonly string[],
+  field: string,
+  hint: string,
+): void {
+  const removing = new Set(remove);
+  const key = set.find((k) => removing.has(k));
+  if (key === undefined) return;
+  throw new ComputeError(
+    'INVALID_ARGUMENT',
+    `${what} ${key} is both ${what === 'taint' ? 'added' : 'set'} and removed in one call`,
+    { details: { field, key }, hint },
+  );
+}
+
+/**
+ * INVALID_ARGUMENT when a resource would carry more than MAX_LABELS labels after a change. One that
+ * carries more from before the cap (nodes took any number) may still change without growing, so it
+ * can be brought under it.
+ */
+export function checkLabelCount(labels: Record<string, string>, before: number, field: string): void {
+  const count = Object.keys(labels).length;
+  if (count > MAX_LABELS && count > before)
+    throw new ComputeError(
+      'INVALID_ARGUMENT',
+      `a site, pool or node carries at most ${MAX_LABELS} labels; this change would leave it ${count}`,
+      {
+        details: { field, limit: MAX_LABELS, count },
+        hint: 'Remove labels it no longer needs (in the same call, or first), or put fewer keys on it.',
+      },
+    );
+}
+
+/**
+ * The labels after an update, sorted by key: `labels` replace them when given (or, with `merge`,
+ * are set over them), then the `remove` keys go. A key both given and removed, and a result over
+ * MAX_LABELS, are refused (sites, pools and nodes alike).
+ */
 export function nextLabels(
   current: Record<string, string>,
   labels: Record<string, string> | undefined,
   remove: readonly string[] | undefined,
+  options: { merge?: boolean; fields?: { set: string; remove: string } } = {},
 ): Record<string, string> {
-  const next = { ...(labels ?? current) };
+  const fields = options.fields ?? { set: 'labels', remove: 'removeLabels' };
+  refuseSetAndRemoved(
+    'label',
+    Object.keys(labels ?? {}),
+    remove ?? [],
+    fields.remove,
+    options.merge
+      ? 'Set a label or remove it, not both: to change its value, set it alone.'
+      : 'Give the key in the labels or in the keys to remove, not both: the labels given replace them all, so one left out of them is removed too (--label replaces, --remove-label KEY removes one).',
+  );
+  const next = options.merge ? { ...current, ...labels } : { ...(labels ?? current) };
   for (const key of remove ?? []) delete next[key];
+  checkLabelCount(next, Object.keys(current).length, fields.set);
   return Object.fromEntries(Object.entries(next).sort(([a], [b]) => (a < b ? -1 : 1)));
 }
 

@@ -9,6 +9,7 @@ import { type Selectable, sql } from 'kysely';
 import { activateQueue, lockPool, reservationsOnNode } from '../capacity/service.js';
 import type { CallContext } from '../define-module.js';
 import {
+  checkLabelCount,
   iso,
   isoOrNull,
   newSecret,
@@ -19,7 +20,12 @@ import {
   splitToken,
 } from './common.js';
 import { completeDrains, setNodeState, settleInventory } from './node-states.js';
-import { createNode, HEARTBEAT_INTERVAL_SECONDS, OFFLINE_AFTER_SECONDS } from './nodes.js';
+import {
+  createNode,
+  HEARTBEAT_INTERVAL_SECONDS,
+  OFFLINE_AFTER_SECONDS,
+  refuseSystemLabels,
+} from './nodes.js';
 import { closeJoinTokens, ownedPool } from './pools.js';
 import {
   type FleetDb,
@@ -199,6 +205,10 @@ export async function approveJoinRequest(
     .where('id', '=', request.pool_id)
     .executeTakeFirstOrThrow();
   if (pool.state !== 'active') throw new ComputeError('INVALID_STATE', `pool ${pool.id} is archived`);
+  // The node's labels are the machine's and the operator's together, under the rules of nodes.label.
+  refuseSystemLabels(Object.keys(ctx.input.labels ?? {}), 'labels');
+  const labels = { ...request.labels, ...ctx.input.labels };
+  checkLabelCount(labels, 0, 'labels');
   const nodeId = newId('node');
   const now = ctx.now();
   await createNode(db, {
@@ -207,7 +217,7 @@ export async function approveJoinRequest(
     poolId: request.pool_id,
     name: request.hostname,
     inventory: request.inventory,
-    labels: { ...request.labels, ...ctx.input.labels },
+    labels,
     credentialHash: null,
     now,
   });
@@ -264,6 +274,8 @@ export async function joinNode(
   }>,
 ) {
   const db = fleetDb(ctx.db);
+  // What the machine asks to be labelled is checked as nodes.label checks it, before the token is used.
+  refuseSystemLabels(Object.keys(ctx.input.labels ?? {}), 'labels');
   const parts = splitToken(ctx.input.joinToken, 'jtok');
   if (!parts) throw refused();
   const token = await db
@@ -583,14 +595,9 @@ export async function inventoryHistory(
     .executeTakeFirst();
   if (!node) throw notFound('node', ctx.input.nodeId);
   let query = db.selectFrom('compute.node_inventories').selectAll().where('node_id', '=', node.id);
-  if (ctx.input.cursor) {
-    const before = Number(ctx.input.cursor);
-    if (!Number.isInteger(before))
-      throw new ComputeError('INVALID_ARGUMENT', 'cursor: must be a cursor from a previous page', {
-        details: { field: 'cursor' },
-      });
-    query = query.where('revision', '<', before);
-  }
+  // The schema took only a revision this list could have given (pageInputByRevision): digits, in
+  // the range of the column, so the database is never sent a number it refuses.
+  if (ctx.input.cursor) query = query.where('revision', '<', Number(ctx.input.cursor));
   const rows = await query
     .orderBy('revision', 'desc')
     .limit(ctx.input.limit + 1)
@@ -663,6 +670,7 @@ export async function inventoryDiff(
   if (!a || !b)
     throw new ComputeError('NOT_FOUND', `node ${node.id} has no inventory revision ${!a ? from : to}`, {
       details: { latest: node.reported_revision },
+      hint: `Its revisions go from 1 to ${node.reported_revision}: better-compute inventory history ${node.id} lists them.`,
     });
   return {
     nodeId: node.id,

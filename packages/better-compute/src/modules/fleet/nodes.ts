@@ -6,6 +6,7 @@
  */
 import { listEvents } from '../events/service.js';
 import { canonicalJson, ComputeError } from '@better-compute/core';
+import { MAX_TAINTS } from '@better-compute/core/methods';
 import { type Selectable, sql } from 'kysely';
 import type { CallContext } from '../define-module.js';
 import { activateQueue, endReservationsOnNode, lockPool } from '../capacity/service.js';
@@ -17,6 +18,7 @@ import {
   nextLabels,
   notFound,
   pageOfRows,
+  refuseSetAndRemoved,
   sameLabels,
 } from './common.js';
 import {
@@ -146,6 +148,46 @@ async function viewOf(db: FleetDb, nodeId: string) {
   return nodeView(row, (await gpusOf(db, [nodeId])).get(nodeId) ?? []);
 }
 
+/** A retired node is retired for good: nothing but delete changes it. */
+function retiredNode(node: NodeRow, change?: string): ComputeError {
+  return invalidState(
+    `node ${node.id} is retired${change ? `; a retired node's ${change} do not change` : ''}`,
+    { state: node.state },
+    `A retired node is retired for good: delete it (better-compute nodes delete ${node.id} --yes), and join the machine again with a new join token if it comes back.`,
+  );
+}
+
+/**
+ * A joining node has not sent its first heartbeat, which alone makes it ready: cordoning or
+ * draining it would let uncordon make it ready (and take work) without ever having heartbeated.
+ */
+function joiningNode(node: NodeRow, verb: 'cordoned' | 'drained' | 'uncordoned'): ComputeError {
+  return invalidState(
+    `node ${node.id} is joining (no heartbeat yet); a joining node is not ${verb}`,
+    { state: node.state },
+    verb === 'uncordoned'
+      ? 'It becomes ready at its first heartbeat; nothing needs uncordoning.'
+      : `It takes no work until its first heartbeat makes it ready, and can be ${verb} then. If it should not join, retire it (better-compute nodes retire ${node.id}) and delete it (better-compute nodes delete ${node.id} --yes).`,
+  );
+}
+
+/**
+ * Label keys under SYSTEM_TAINT_PREFIX are refused on nodes as taint keys are: the prefix is
+ * compute's own, so a caller's label there could clash with one compute comes to set.
+ */
+export function refuseSystemLabels(keys: readonly string[], field: string): void {
+  const key = keys.find((k) => k.startsWith(SYSTEM_TAINT_PREFIX));
+  if (key === undefined) return;
+  throw new ComputeError(
+    'INVALID_ARGUMENT',
+    `label ${key} is under ${SYSTEM_TAINT_PREFIX}, which is compute's own`,
+    {
+      details: { field, key },
+      hint: `Keys under ${SYSTEM_TAINT_PREFIX} are kept for compute (its taints use them). Use label keys of your own, like example.com/rack.`,
+    },
+  );
+}
+
 export async function listNodes(
   ctx: CallContext<{
     poolId?: string | undefined;
@@ -196,7 +238,8 @@ export async function cordonNode(ctx: CallContext<StateInput>) {
   const node = await lockNodeForChange(db, ctx.tenantId, ctx.input.nodeId);
   checkVersion('node', node.id, node.version, ctx.input.ifVersion);
   const emit: Emit = ctx.emit;
-  if (node.state === 'retired') throw invalidState(`node ${node.id} is retired`, { state: node.state });
+  if (node.state === 'retired') throw retiredNode(node);
+  if (node.state === 'joining') throw joiningNode(node, 'cordoned');
   if (node.state === 'offline') {
     await setNodeState(db, node, 'offline', ctx.now(), emit, {
       stateBeforeOffline: 'cordoned',
@@ -213,12 +256,8 @@ export async function uncordonNode(ctx: CallContext<StateInput>) {
   const db = fleetDb(ctx.db);
   const node = await lockNodeForChange(db, ctx.tenantId, ctx.input.nodeId);
   checkVersion('node', node.id, node.version, ctx.input.ifVersion);
-  if (node.state === 'retired' || node.state === 'joining') {
-    throw invalidState(
-      `node ${node.id} is ${node.state}; only cordoned, draining or drained nodes are uncordoned`,
-      { state: node.state },
-    );
-  }
+  if (node.state === 'retired') throw retiredNode(node);
+  if (node.state === 'joining') throw joiningNode(node, 'uncordoned');
   if (node.state === 'offline') {
     await setNodeState(db, node, 'offline', ctx.now(), ctx.emit, {
       stateBeforeOffline: 'ready',
@@ -239,7 +278,8 @@ export async function drainNode(ctx: CallContext<StateInput>) {
   const db = fleetDb(ctx.db);
   const node = await lockNodeForChange(db, ctx.tenantId, ctx.input.nodeId);
   checkVersion('node', node.id, node.version, ctx.input.ifVersion);
-  if (node.state === 'retired') throw invalidState(`node ${node.id} is retired`, { state: node.state });
+  if (node.state === 'retired') throw retiredNode(node);
+  if (node.state === 'joining') throw joiningNode(node, 'drained');
   if (node.state === 'offline') {
     await setNodeState(db, node, 'offline', ctx.now(), ctx.emit, {
       stateBeforeOffline: 'draining',
@@ -266,7 +306,7 @@ export async function retireNode(ctx: CallContext<StateInput & { force: boolean 
     throw invalidState(
       `node ${node.id} holds reservations`,
       { state: node.state, reservedGpus: node.gpu_count - node.free_gpus },
-      'Drain it and wait until it is drained, or retire it with force: its reservations end with reason node-retired.',
+      `Drain it and wait until it is drained (better-compute nodes drain ${node.id}), or retire it with --force: its reservations end with reason node-retired.`,
     );
   }
   await setNodeState(db, node, 'retired', ctx.now(), ctx.emit, {
@@ -285,7 +325,10 @@ export async function deleteNode(ctx: CallContext<{ nodeId: string; ifVersion?: 
     throw invalidState(
       `node ${node.id} is ${node.state}; only a retired or cordoned node is deleted`,
       { state: node.state },
-      'Cordon or retire it first.',
+      // A joining node is not cordoned (it has not heartbeated): retiring it is the way out.
+      node.state === 'joining'
+        ? `Retire it first (better-compute nodes retire ${node.id}): a joining node is not cordoned.`
+        : 'Cordon or retire it first.',
     );
   }
   if (node.free_gpus < node.gpu_count) {
@@ -316,7 +359,13 @@ export async function labelNode(
   const db = fleetDb(ctx.db);
   const node = await lockNodeForChange(db, ctx.tenantId, ctx.input.nodeId);
   checkVersion('node', node.id, node.version, ctx.input.ifVersion);
-  const sorted = nextLabels(node.labels, { ...node.labels, ...ctx.input.set }, ctx.input.remove);
+  if (node.state === 'retired') throw retiredNode(node, 'labels');
+  refuseSystemLabels(Object.keys(ctx.input.set), 'set');
+  refuseSystemLabels(ctx.input.remove, 'remove');
+  const sorted = nextLabels(node.labels, ctx.input.set, ctx.input.remove, {
+    merge: true,
+    fields: { set: 'set', remove: 'remove' },
+  });
   // Nothing changes (a key removed that it lacks, a label set to its value): no version, no event.
   if (sameLabels(sorted, node.labels)) return viewOf(db, node.id);
   await db
@@ -343,6 +392,7 @@ export async function taintNode(
   const db = fleetDb(ctx.db);
   const node = await lockNodeForChange(db, ctx.tenantId, ctx.input.nodeId);
   checkVersion('node', node.id, node.version, ctx.input.ifVersion);
+  if (node.state === 'retired') throw retiredNode(node, 'taints');
   const system = [...ctx.input.remove, ...ctx.input.add.map((t) => t.key)].find((key) =>
     key.startsWith(SYSTEM_TAINT_PREFIX),
   );
@@ -352,10 +402,31 @@ export async function taintNode(
       hint: `${INVENTORY_PENDING} goes when the node's reported inventory is put in use, as soon as it holds no reservation. Use taint keys of your own.`,
     });
   }
+  refuseSetAndRemoved(
+    'taint',
+    ctx.input.add.map((t) => t.key),
+    ctx.input.remove,
+    'remove',
+    'Add a taint or remove it, not both: to change its value, add it alone.',
+  );
   const byKey = new Map(node.taints.map((t) => [t.key, t]));
   for (const key of ctx.input.remove) byKey.delete(key);
   for (const taint of ctx.input.add) byKey.set(taint.key, taint);
   const taints = sortedTaints(byKey.values());
+  // The cap counts the caller's taints: compute's own (inventory-pending) come and go on their own.
+  // A node over it from before the cap may still change without growing.
+  const own = (list: Iterable<Taint>) =>
+    [...list].filter((t) => !t.key.startsWith(SYSTEM_TAINT_PREFIX)).length;
+  const count = own(taints);
+  if (count > MAX_TAINTS && count > own(node.taints))
+    throw new ComputeError(
+      'INVALID_ARGUMENT',
+      `a node carries at most ${MAX_TAINTS} taints; this change would leave it ${count}`,
+      {
+        details: { field: 'add', limit: MAX_TAINTS, count },
+        hint: 'Remove taints it no longer needs (--remove KEY, in the same call or first), or use fewer keys.',
+      },
+    );
   // Nothing changes (a key removed that it lacks, a taint added as it is): no version, no event.
   if (canonicalJson(taints) === canonicalJson(sortedTaints(node.taints))) return viewOf(db, node.id);
   await db

@@ -74,6 +74,15 @@ export async function visiblePool(
   return { pool, owner: false };
 }
 
+/**
+ * What a tenant offered a pool can do with it, said by the owner-only refusals: the CLI's own
+ * ACCESS_DENIED hint (check --tenant, then your roles) is wrong when the tenant and roles are right
+ * and the pool is someone else's.
+ */
+function offeredCan(poolId: string): string {
+  return `Your tenant is offered it: it can reserve from it (better-compute reserve --pool ${poolId}) and read its own quota (better-compute quotas get --pool ${poolId}).`;
+}
+
 /** A pool the tenant owns: NOT_FOUND when it cannot see it, ACCESS_DENIED when it is only offered. */
 export async function ownedPool(
   db: FleetDb,
@@ -83,11 +92,14 @@ export async function ownedPool(
 ): Promise<PoolRow> {
   const { pool, owner } = await visiblePool(db, tenantId, poolId);
   if (!owner) {
+    // The owner's id is in the message already (and in pools get, which the offered tenant may
+    // read); the hint names nothing more of it.
     throw new ComputeError(
       'ACCESS_DENIED',
       `pool ${poolId} belongs to tenant ${pool.tenant_id}; only its owner can change it`,
       {
         details: { reason: 'not-owner', poolId },
+        hint: `Pool ${poolId} is managed by its owner, tenant ${pool.tenant_id}: an administrator there changes it (its offers, quotas, join tokens, archiving). ${offeredCan(poolId)}`,
       },
     );
   }
@@ -98,6 +110,26 @@ export async function ownedPool(
     .where('id', '=', poolId)
     .forUpdate()
     .executeTakeFirstOrThrow();
+}
+
+/** ALREADY_EXISTS for a pool name the tenant has used, pointing at the pool that has it. */
+async function checkPoolName(db: FleetDb, tenantId: string, name: string): Promise<void> {
+  const taken = await db
+    .selectFrom('compute.pools')
+    .select(['id', 'state'])
+    .where('tenant_id', '=', tenantId)
+    .where('name', '=', name)
+    .executeTakeFirst();
+  if (!taken) return;
+  // Names stay with archived pools, which pools list leaves out unless asked, so the hint says
+  // where that one is and how its name is freed (an archived pool may still be renamed).
+  throw new ComputeError('ALREADY_EXISTS', `a pool named ${name} exists`, {
+    details: { id: taken.id, state: taken.state },
+    hint:
+      taken.state === 'archived'
+        ? `The name belongs to archived pool ${taken.id}, which better-compute pools list --archived shows. Choose another name, or free this one by renaming the archived pool (better-compute pools update ${taken.id} --name NEW); nothing was changed.`
+        : `Pool ${taken.id} has that name (better-compute pools get ${taken.id}): choose another name; nothing was changed.`,
+  });
 }
 
 export async function listPools(
@@ -173,16 +205,7 @@ export async function createPool(
     .where('tenant_id', '=', ctx.tenantId)
     .executeTakeFirst();
   if (!site) throw notFound('site', input.siteId);
-  const taken = await db
-    .selectFrom('compute.pools')
-    .select('id')
-    .where('tenant_id', '=', ctx.tenantId)
-    .where('name', '=', input.name)
-    .executeTakeFirst();
-  if (taken)
-    throw new ComputeError('ALREADY_EXISTS', `a pool named ${input.name} exists`, {
-      details: { id: taken.id },
-    });
+  await checkPoolName(db, ctx.tenantId, input.name);
   const now = ctx.now();
   const row = await db
     .insertInto('compute.pools')
@@ -248,18 +271,7 @@ export async function updatePool(
   // Nothing changes: no version, no event, so an --if-version writer is not sent a CONFLICT for it.
   if (Object.keys(set).length === 0)
     return poolView(pool, ctx.tenantId, (await offersOf(db, [pool.id])).get(pool.id) ?? []);
-  if (set.name !== undefined) {
-    const taken = await db
-      .selectFrom('compute.pools')
-      .select('id')
-      .where('tenant_id', '=', ctx.tenantId)
-      .where('name', '=', set.name)
-      .executeTakeFirst();
-    if (taken)
-      throw new ComputeError('ALREADY_EXISTS', `a pool named ${set.name} exists`, {
-        details: { id: taken.id },
-      });
-  }
+  if (set.name !== undefined) await checkPoolName(db, ctx.tenantId, set.name);
   const view = await bumpPool(ctx, pool, set);
   ctx.emit({ type: 'pool.updated', subject: { type: 'pool', id: pool.id }, data: { version: view.version } });
   return view;
@@ -347,6 +359,9 @@ export async function offerPool(
       { details: { field: 'offerTenantId' } },
     );
   }
+  // An archived pool takes no new work, so it gains no tenant to take it; withdrawing an offer
+  // only removes, and stays allowed (the pool's row is locked, so an archive cannot pass between).
+  if (offer && pool.state !== 'active') throw archived(pool);
   const changed = offer
     ? await db
         .insertInto('compute.pool_offers')
@@ -369,6 +384,14 @@ export async function offerPool(
     data: { tenantId: ctx.input.offerTenantId },
   });
   return view;
+}
+
+/** INVALID_STATE for an archived pool asked to take on something new, as reserving from it is. */
+function archived(pool: PoolRow): ComputeError {
+  return new ComputeError('INVALID_STATE', `pool ${pool.id} is archived`, {
+    details: { state: pool.state },
+    hint: 'An archived pool takes no new work; better-compute pools list shows the active ones.',
+  });
 }
 
 /** GPUs and reservations a tenant holds on a pool: queued and active (or active only). */
@@ -417,7 +440,8 @@ export async function getQuotas(ctx: CallContext<{ poolId: string; subjectTenant
   const { owner } = await visiblePool(db, ctx.tenantId, ctx.input.poolId);
   if (subject !== ctx.tenantId && !owner) {
     throw new ComputeError('ACCESS_DENIED', 'only the pool’s owner reads other tenants’ quotas', {
-      details: { reason: 'not-owner' },
+      details: { reason: 'not-owner', poolId: ctx.input.poolId },
+      hint: `The pool's owner sets and reads every tenant's quotas on it. ${offeredCan(ctx.input.poolId)}`,
     });
   }
   const rows = await db
@@ -455,7 +479,11 @@ export async function setQuota(
 ) {
   const db = fleetDb(ctx.db);
   const { input } = ctx;
-  await ownedPool(db, ctx.tenantId, input.poolId);
+  const pool = await ownedPool(db, ctx.tenantId, input.poolId);
+  // An archived pool takes no new work, so a limit on it would govern nothing: setting one is
+  // refused, clearing one (it only removes) is allowed. Read without the pool's lock, which would
+  // queue behind reservations: a quota set as the pool is archived changes nothing it runs.
+  if (input.limit !== null && pool.state !== 'active') throw archived(pool);
   const current = await db
     .selectFrom('compute.quotas')
     .selectAll()

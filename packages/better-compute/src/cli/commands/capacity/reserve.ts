@@ -6,7 +6,7 @@
  */
 import { defineCommand } from '../../define.js';
 import { checkSelector, matchFlags } from './shared.js';
-import { idempotencyKeyFor } from '../shared.js';
+import { withIdempotencyKey } from '../shared.js';
 
 const POLL_MS = 500;
 
@@ -51,20 +51,22 @@ export default defineCommand({
   ],
   async run({ flags, api, log, commandName }) {
     await checkSelector(flags.selector);
-    const key = idempotencyKeyFor({ log, commandName }, flags.key);
     const client = await api();
-    let reservation = await client.call('reservations.create', {
-      poolId: flags.pool,
-      gpus: flags.gpus,
-      durationSeconds: flags.for,
-      nvlink: flags.nvlink,
-      ...(flags.selector !== undefined ? { selector: flags.selector } : {}),
-      ...(flags.model !== undefined ? { gpuModel: flags.model } : {}),
-      ...(flags.product !== undefined ? { gpuProduct: flags.product } : {}),
-      ...(flags.tolerate.length ? { tolerations: flags.tolerate } : {}),
-      ...(flags.project !== undefined ? { projectId: flags.project } : {}),
-      idempotencyKey: key,
-    });
+    // Only the create's failure is worth a retry with the key: once it answered, the reservation exists.
+    let reservation = await withIdempotencyKey({ log, commandName }, flags.key, (idempotencyKey) =>
+      client.call('reservations.create', {
+        poolId: flags.pool,
+        gpus: flags.gpus,
+        durationSeconds: flags.for,
+        nvlink: flags.nvlink,
+        ...(flags.selector !== undefined ? { selector: flags.selector } : {}),
+        ...(flags.model !== undefined ? { gpuModel: flags.model } : {}),
+        ...(flags.product !== undefined ? { gpuProduct: flags.product } : {}),
+        ...(flags.tolerate.length ? { tolerations: flags.tolerate } : {}),
+        ...(flags.project !== undefined ? { projectId: flags.project } : {}),
+        idempotencyKey,
+      }),
+    );
     if (reservation.state === 'queued' && flags.wait > 0) {
       log(
         `${reservation.id} is queued (position ${reservation.queuePosition ?? '?'}); waiting up to ${flags.wait}s`,

@@ -1,7 +1,7 @@
 /** `nodes label NODE KEY=VALUE… [--remove KEY] [--if-version N]`: nodes.label. */
 import { CliError } from '../../errors.js';
 import { defineCommand } from '../../define.js';
-import { defined, ifVersionFlag, keyValues } from '../shared.js';
+import { assertSetOrRemove, defined, ifVersionFlag, keyValues } from '../shared.js';
 
 export default defineCommand({
   name: 'nodes label',
@@ -33,6 +33,12 @@ export default defineCommand({
         hint: `Run "better-compute help ${commandName}" for its flags and examples.`,
         details: { field: 'labels' },
       });
+    assertSetOrRemove(commandName, {
+      what: 'label',
+      set: Object.keys(set),
+      remove: flags.remove,
+      removeFlag: 'remove',
+    });
     return (await api()).call(
       'nodes.label',
       defined({ nodeId: args.node, set, remove: flags.remove, ifVersion: flags.ifVersion }),

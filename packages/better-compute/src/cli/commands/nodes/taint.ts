@@ -1,7 +1,7 @@
 /** `nodes taint NODE KEY[=VALUE][:NoSchedule]… [--remove KEY] [--if-version N]`: nodes.taint. */
 import { CliError } from '../../errors.js';
 import { defineCommand } from '../../define.js';
-import { defined, ifVersionFlag } from '../shared.js';
+import { assertSetOrRemove, defined, ifVersionFlag } from '../shared.js';
 
 const EFFECTS = ['NoSchedule'] as const;
 
@@ -47,6 +47,12 @@ export default defineCommand({
     });
     if (add.length === 0 && flags.remove.length === 0)
       throw usage('nodes taint needs taints to add or --remove KEY');
+    assertSetOrRemove(commandName, {
+      what: 'taint',
+      set: add.map((taint) => taint.key),
+      remove: flags.remove,
+      removeFlag: 'remove',
+    });
     return (await api()).call(
       'nodes.taint',
       defined({ nodeId: args.node, add, remove: flags.remove, ifVersion: flags.ifVersion }),

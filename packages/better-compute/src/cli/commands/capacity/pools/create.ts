@@ -1,6 +1,6 @@
 /** `pools create --site SITE --name NAME`: retry-safe with --key; a new key on every run otherwise. */
 import { defineCommand } from '../../../define.js';
-import { keyValues, idempotencyKeyFor } from '../../shared.js';
+import { keyValues, withIdempotencyKey } from '../../shared.js';
 
 export default defineCommand({
   name: 'pools create',
@@ -41,15 +41,16 @@ export default defineCommand({
   ],
   async run({ flags, api, log, commandName }) {
     const labels = keyValues(commandName, 'label', flags.label);
-    const key = idempotencyKeyFor({ log, commandName }, flags.key);
-    return (await api()).call('pools.create', {
-      siteId: flags.site,
-      name: flags.name,
-      class: flags.class as 'gpu' | 'vps' | 'metal',
-      ...(flags.driver ? { driver: flags.driver } : {}),
-      ...(flags.description !== undefined ? { description: flags.description } : {}),
-      ...(flags.label.length ? { labels } : {}),
-      idempotencyKey: key,
-    });
+    return withIdempotencyKey({ log, commandName }, flags.key, async (idempotencyKey) =>
+      (await api()).call('pools.create', {
+        siteId: flags.site,
+        name: flags.name,
+        class: flags.class as 'gpu' | 'vps' | 'metal',
+        ...(flags.driver ? { driver: flags.driver } : {}),
+        ...(flags.description !== undefined ? { description: flags.description } : {}),
+        ...(flags.label.length ? { labels } : {}),
+        idempotencyKey,
+      }),
+    );
   },
 });

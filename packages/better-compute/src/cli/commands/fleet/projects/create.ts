@@ -1,6 +1,6 @@
 /** `projects create NAME [--description] [--key]`: projects.create, retry-safe. */
 import { defineCommand } from '../../../define.js';
-import { defined, idempotencyKeyFor, keyFlag } from '../../shared.js';
+import { defined, keyFlag, withIdempotencyKey } from '../../shared.js';
 
 export default defineCommand({
   name: 'projects create',
@@ -18,10 +18,11 @@ export default defineCommand({
   examples: ['better-compute projects create training --description "LLM training runs"'],
   async run(context) {
     const { args, flags } = context;
-    const idempotencyKey = idempotencyKeyFor(context, flags.key);
-    return (await context.api()).call(
-      'projects.create',
-      defined({ name: args.name, description: flags.description, idempotencyKey }),
+    return withIdempotencyKey(context, flags.key, async (idempotencyKey) =>
+      (await context.api()).call(
+        'projects.create',
+        defined({ name: args.name, description: flags.description, idempotencyKey }),
+      ),
     );
   },
 });

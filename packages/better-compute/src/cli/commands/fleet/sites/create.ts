@@ -1,6 +1,6 @@
 /** `sites create NAME [--region] [--description] [--label K=V] [--key]`: sites.create, retry-safe. */
 import { defineCommand } from '../../../define.js';
-import { defined, idempotencyKeyFor, keyFlag, keyValues } from '../../shared.js';
+import { defined, keyFlag, keyValues, withIdempotencyKey } from '../../shared.js';
 
 export default defineCommand({
   name: 'sites create',
@@ -26,16 +26,17 @@ export default defineCommand({
   async run(context) {
     const { args, flags, commandName } = context;
     const labels = keyValues(commandName, 'label', flags.label);
-    const idempotencyKey = idempotencyKeyFor(context, flags.key);
-    return (await context.api()).call(
-      'sites.create',
-      defined({
-        name: args.name,
-        region: flags.region,
-        description: flags.description,
-        labels: flags.label.length ? labels : undefined,
-        idempotencyKey,
-      }),
+    return withIdempotencyKey(context, flags.key, async (idempotencyKey) =>
+      (await context.api()).call(
+        'sites.create',
+        defined({
+          name: args.name,
+          region: flags.region,
+          description: flags.description,
+          labels: flags.label.length ? labels : undefined,
+          idempotencyKey,
+        }),
+      ),
     );
   },
 });

@@ -4,7 +4,7 @@
  */
 import { CliError } from '../../../errors.js';
 import { defineCommand } from '../../../define.js';
-import { defined, ifVersionFlag, keyValues } from '../../shared.js';
+import { assertSetOrRemove, defined, ifVersionFlag, keyValues } from '../../shared.js';
 
 export default defineCommand({
   name: 'sites update',
@@ -37,6 +37,13 @@ export default defineCommand({
   ],
   async run({ args, flags, api, commandName }) {
     const labels = keyValues(commandName, 'label', flags.label);
+    assertSetOrRemove(commandName, {
+      what: 'label',
+      set: Object.keys(labels),
+      setFlag: 'label',
+      remove: flags.removeLabel,
+      removeFlag: 'removeLabel',
+    });
     const input = defined({
       name: flags.name,
       region: flags.region,

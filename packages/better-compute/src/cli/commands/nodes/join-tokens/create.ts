@@ -7,7 +7,7 @@
  * sealed under the key, docs/decisions/join-token-retries.md).
  */
 import { defineCommand } from '../../../define.js';
-import { createOutFile, defined, idempotencyKeyFor, keyFlag } from '../../shared.js';
+import { createOutFile, defined, keyFlag, withIdempotencyKey } from '../../shared.js';
 
 export default defineCommand({
   name: 'join-tokens create',
@@ -59,16 +59,18 @@ export default defineCommand({
       description: flags.description,
     });
     // The key is told just before the call: a refused --out sends nothing, so has no key to retry with.
-    const key = () => idempotencyKeyFor(context, flags.key);
-    if (flags.out === undefined)
-      return (await api()).call('joinTokens.create', { ...input, idempotencyKey: key() });
+    const create = () =>
+      withIdempotencyKey(context, flags.key, async (idempotencyKey) =>
+        (await api()).call('joinTokens.create', { ...input, idempotencyKey }),
+      );
+    if (flags.out === undefined) return create();
 
     // Created first, exclusively: an existing file or a missing directory fails here, before a token
     // is minted for nothing.
     const file = await createOutFile(io.cwd, flags.out, 'a token is never written over a file');
     let answer;
     try {
-      answer = await (await api()).call('joinTokens.create', { ...input, idempotencyKey: key() });
+      answer = await create();
     } catch (error) {
       await file.discard();
       throw error;

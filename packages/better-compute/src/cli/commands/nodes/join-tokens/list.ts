@@ -22,7 +22,8 @@ export default defineCommand({
       id: token.id,
       pool: token.poolId,
       state: token.state,
-      uses: `${token.usesLeft}/${token.usesAllowed}`,
+      // Named for what it counts: under a bare `uses`, a spent token's 0/4 read as "0 used of 4".
+      usesLeft: `${token.usesLeft}/${token.usesAllowed}`,
       preApproved: token.preApproved,
       expiresAt: token.expiresAt,
       description: token.description,
