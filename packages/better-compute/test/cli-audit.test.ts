@@ -5,22 +5,12 @@
  * can help; setting and removing one key in one call is a usage error before anything is sent; a
  * --query whose first field the result does not have is a usage error.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { applyQuery, createCli, formatResult, main } from '../src/cli/index.js';
-import { captureIO, cliLending, fakeServer, type FakeServer } from './cli-support.js';
-import {
-  addNode,
-  createFleetDeployment,
-  h100x8,
-  OPS,
-  seedPool,
-  type FleetDeployment,
-} from './fleet-support.js';
+import { captureIO, cliRunner, fakeServer, type FakeServer, scratchDirectory } from './cli-support.js';
+import { addNode, h100x8, OPS, seedPool, suiteDeployment } from './fleet-support.js';
 
-const scratch = mkdtempSync(join(import.meta.dirname, '.tmp-cli-audit-'));
-afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+const scratch = scratchDirectory('.tmp-cli-audit-');
 
 const id = (prefix: string, n: number) => `${prefix}_01k5w${String(n).padStart(21, '0')}`;
 const NODE = id('node', 1);
@@ -300,25 +290,14 @@ describe('the output formatter under --format table with --query (fault 1)', () 
 });
 
 describe('the CLI against a real deployment (faults 1 and 2)', () => {
-  let d: FleetDeployment;
+  const d = suiteDeployment('pglite');
   let poolId = '';
-  const cli = cliLending(() => d.compute);
+  const { printed: run } = cliRunner(() => d.compute, scratch, { BETTER_COMPUTE_TOKEN: OPS });
 
   beforeAll(async () => {
-    d = await createFleetDeployment('pglite');
     ({ poolId } = await seedPool(d));
     await addNode(d, poolId, 'h100-a', h100x8('nvl-a'), { zone: 'eu-1' });
   }, 60_000);
-  afterAll(() => d?.close());
-
-  async function run(argv: string[]) {
-    const { io, out, err } = captureIO(
-      { HOME: scratch, BETTER_IAM_HOME: join(scratch, 'iam'), BETTER_COMPUTE_TOKEN: OPS },
-      { cwd: scratch },
-    );
-    const status = await main(argv, cli, io);
-    return { status, out: out.join('\n'), err: err.join('\n') };
-  }
 
   it('nodes list --format table --query reads the nodes, not the columns', async () => {
     expect(await run(['nodes', 'list', '--format', 'table', '--query', 'items[].poolId'])).toMatchObject({

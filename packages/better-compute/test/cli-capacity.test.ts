@@ -3,50 +3,26 @@
  * (exit 2 before anything is sent), tables, idempotency keys, waiting while queued, and the usage
  * export's new 0600 file.
  */
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { createNodeServer } from '../src/host/node-adapter.js';
-import { main } from '../src/cli/index.js';
-import { captureIO, cliLending } from './cli-support.js';
-import {
-  ACME,
-  a100x8,
-  addNode,
-  createFleetDeployment,
-  h100x8,
-  OPS,
-  seedPool,
-  type FleetDeployment,
-} from './fleet-support.js';
+import { cliRunner, scratchDirectory } from './cli-support.js';
+import { ACME, a100x8, addNode, h100x8, OPS, seedPool, suiteDeployment } from './fleet-support.js';
 
-let d: FleetDeployment;
+const d = suiteDeployment('pglite');
 let poolId = '';
-const scratch = mkdtempSync(join(import.meta.dirname, '.tmp-cli-capacity-'));
-const cli = cliLending(() => d.compute);
-const env = (token = ACME): Record<string, string> => ({
-  HOME: scratch,
-  BETTER_IAM_HOME: join(scratch, 'iam'),
-  BETTER_COMPUTE_TOKEN: token,
-});
+const scratch = scratchDirectory('.tmp-cli-capacity-');
+const cli = cliRunner(() => d.compute, scratch);
 /** Runs a command line as the binary would: the exit status and what it printed. */
-async function run(argv: string[], token = ACME) {
-  const { io, out, err } = captureIO(env(token), { cwd: scratch });
-  const status = await main(argv, cli, io);
-  return { status, out: out.join('\n'), err: err.join('\n') };
-}
+const run = (argv: string[], token = ACME) => cli.printed(argv, { BETTER_COMPUTE_TOKEN: token });
 
 beforeAll(async () => {
-  d = await createFleetDeployment('pglite');
   ({ poolId } = await seedPool(d));
   await addNode(d, poolId, 'h100-a', h100x8('nvl-a'));
   await addNode(d, poolId, 'a100-a', a100x8('nvl-b1', 'nvl-b2'));
 }, 60_000);
-afterAll(async () => {
-  await d?.close();
-  rmSync(scratch, { recursive: true, force: true });
-});
 
 describe('pools, quotas and drivers', () => {
   it('pools list prints a table of the pools offered to the tenant', async () => {

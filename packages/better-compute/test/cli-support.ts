@@ -1,7 +1,13 @@
-/** Test support for the CLI suites: a captured CliIO and a fake compute server on loopback. */
+/**
+ * Test support for the CLI suites: a captured CliIO, the CLI in process against a deployment, and a
+ * fake compute server on loopback.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createCli, type CliIO } from '../src/cli/index.js';
+import { join } from 'node:path';
+import { afterAll } from 'vitest';
+import { createCli, main, type CliIO } from '../src/cli/index.js';
 import type { ComputeInstance } from '../src/types.js';
 
 export interface Captured {
@@ -36,6 +42,45 @@ export function cliLending(compute: () => ComputeInstance) {
       return { ...c, handler: (request: Request) => c.handler(request), close: async () => undefined };
     },
   });
+}
+
+/** A directory beside the suites for a CLI's HOME, removed after the describe block (or file) that makes it. */
+export function scratchDirectory(prefix: string): string {
+  const scratch = mkdtempSync(join(import.meta.dirname, prefix));
+  afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+  return scratch;
+}
+
+export interface CliRun {
+  code: number;
+  out: string[];
+  err: string[];
+}
+
+/**
+ * The CLI in process against `compute()` (see cliLending), with `env` and a HOME and IAM home in
+ * `scratch`, run from `scratch` so nothing of the checkout or the user's home is read. Each run may
+ * add to `env`.
+ */
+export function cliRunner(compute: () => ComputeInstance, scratch: string, env: Record<string, string> = {}) {
+  const cli = cliLending(compute);
+  const home = { HOME: scratch, BETTER_IAM_HOME: join(scratch, 'iam') };
+  async function run(argv: string[], more: Record<string, string> = {}): Promise<CliRun> {
+    const { io, out, err } = captureIO({ ...home, ...env, ...more }, { cwd: scratch });
+    return { code: await main(argv, cli, io), out, err };
+  }
+  /** A run as the suites that compare whole outputs read it: `status`, and each stream as one string. */
+  async function printed(argv: string[], more: Record<string, string> = {}) {
+    const { code, out, err } = await run(argv, more);
+    return { status: code, out: out.join('\n'), err: err.join('\n') };
+  }
+  /** The answer of a command that succeeds, from its compact output. */
+  async function json<T = any>(argv: string[]): Promise<T> {
+    const result = await run([...argv, '--format', 'compact']);
+    if (result.code !== 0) throw new Error(result.err.join('\n'));
+    return JSON.parse(result.out[0]!) as T;
+  }
+  return { run, printed, json };
 }
 
 export interface Call {

@@ -4,84 +4,51 @@
  * checked, a key set and removed in one call, zod's own wording, retired nodes relabelled, labels
  * under compute's prefix, no cap on labels and taints, and a hint naming a flag that is not one.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
 import { testDatabaseKinds } from '@better-compute/db/testing';
-import { sql } from 'kysely';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../src/cli/index.js';
-import { captureIO, cliLending } from './cli-support.js';
+import { describe, expect, it } from 'vitest';
+import { runFleetController } from '../src/modules/capacity/index.js';
+import { cliRunner, scratchDirectory } from './cli-support.js';
 import {
   ACME,
   addNode,
-  createFleetDeployment,
-  type FleetDeployment,
-  type GpuSpec,
+  eventTypesOf,
+  getNode,
+  heartbeat,
   l40sx4,
-  OPS,
+  nodeInventory,
+  OPERATOR_ENV,
   seedPool,
+  suiteDeployment,
 } from './fleet-support.js';
 
 const kinds = await testDatabaseKinds();
 const HOUR = 3600;
 const NOT_A_CURSOR = 'INVALID_ARGUMENT: cursor: must be a cursor from a previous page';
-const inventory = (gpus: GpuSpec[] = l40sx4()) => ({ cpuCores: 64, memoryGiB: 512, gpus });
-
-type Failure = { code: string; message: string; hint?: string; details?: Record<string, unknown> };
 
 describe.each(kinds)('fleet audit of nodes on %s', (kind) => {
-  let d: FleetDeployment;
-  const scratch = mkdtempSync(join(import.meta.dirname, '.tmp-fleet-audit-nodes-'));
-  beforeAll(async () => {
-    d = await createFleetDeployment(kind);
-  });
-  afterAll(async () => {
-    await d?.close();
-    rmSync(scratch, { recursive: true, force: true });
-  });
-
-  const eventsOf = async (subjectId: string): Promise<string[]> =>
-    (
-      await sql<{ type: string }>`
-        select type from compute.events where subject_id = ${subjectId}
-        order by tx_id, tx_index`.execute(d.db)
-    ).rows.map((r) => r.type);
-  const fails = async (method: string, body: Record<string, unknown>, token?: string) =>
-    (await d.fails(method, body, token)) as Failure;
-  const getNode = (nodeId: string) => d.api('nodes.get', { nodeId });
-  const beat = (nodeCredential: string, reported?: ReturnType<typeof inventory>) =>
-    d.api('nodes.heartbeat', { nodeCredential, ...(reported ? { inventory: reported } : {}) }, '');
+  const d = suiteDeployment(kind);
+  const scratch = scratchDirectory('.tmp-fleet-audit-nodes-');
 
   /** A node joined with a pre-approved token that has not heartbeated: it is joining. */
   async function joiningNode(poolId: string, hostname: string) {
     const { token } = await d.api('joinTokens.create', { poolId, preApproved: true });
-    const joined = await d.api('nodes.join', { joinToken: token, hostname, inventory: inventory() }, '');
+    const joined = await d.api('nodes.join', { joinToken: token, hostname, inventory: nodeInventory() }, '');
     return { nodeId: joined.nodeId as string, credential: joined.nodeCredential as string };
   }
 
-  const cli = cliLending(() => d.compute);
-  const env = {
-    HOME: scratch,
-    BETTER_IAM_HOME: join(scratch, 'iam'),
-    BETTER_COMPUTE_TOKEN: OPS,
-    BETTER_COMPUTE_TENANT: 'root',
-  };
-  async function run(argv: string[]): Promise<{ code: number; out: string[]; err: string[] }> {
-    const { io, out, err } = captureIO(env, { cwd: scratch });
-    return { code: await main(argv, cli, io), out, err };
-  }
+  const { run } = cliRunner(() => d.compute, scratch, OPERATOR_ENV);
 
   describe('1. only the first heartbeat makes a joining node ready', () => {
     it('cordon, drain and uncordon of a joining node are INVALID_STATE and change nothing', async () => {
       const { poolId } = await seedPool(d, 'audit-joining');
       const node = await joiningNode(poolId, 'aj-a');
-      const before = await getNode(node.nodeId);
+      const before = await getNode(d, node.nodeId);
       expect(before.state).toBe('joining');
       for (const [method, verb] of [
         ['nodes.cordon', 'cordoned'],
         ['nodes.drain', 'drained'],
       ] as const) {
-        const refused = await fails(method, { nodeId: node.nodeId });
+        const refused = await d.fails(method, { nodeId: node.nodeId });
         expect(refused).toMatchObject({
           code: 'INVALID_STATE',
           message: `node ${node.nodeId} is joining (no heartbeat yet); a joining node is not ${verb}`,
@@ -90,25 +57,25 @@ describe.each(kinds)('fleet audit of nodes on %s', (kind) => {
         expect(refused.hint).toContain('first heartbeat');
         expect(refused.hint).toContain(`better-compute nodes retire ${node.nodeId}`);
       }
-      const uncordon = await fails('nodes.uncordon', { nodeId: node.nodeId });
+      const uncordon = await d.fails('nodes.uncordon', { nodeId: node.nodeId });
       expect(uncordon).toMatchObject({ code: 'INVALID_STATE', details: { state: 'joining' } });
       expect(uncordon.hint).toContain('first heartbeat');
-      expect(await getNode(node.nodeId)).toMatchObject({ state: 'joining', version: before.version });
-      expect(await eventsOf(node.nodeId)).toEqual(['node.joining']);
+      expect(await getNode(d, node.nodeId)).toMatchObject({ state: 'joining', version: before.version });
+      expect(await eventTypesOf(d, node.nodeId)).toEqual(['node.joining']);
       // The first heartbeat makes it ready; it can be cordoned then.
-      expect((await beat(node.credential)).state).toBe('ready');
+      expect((await heartbeat(d, node.credential)).state).toBe('ready');
       expect((await d.api('nodes.cordon', { nodeId: node.nodeId })).state).toBe('cordoned');
     });
 
     it('a joining node that should not join is retired and then deleted, as the hint says', async () => {
       const { poolId } = await seedPool(d, 'audit-joining-out');
       const node = await joiningNode(poolId, 'ajo-a');
-      const early = await fails('nodes.delete', { nodeId: node.nodeId });
+      const early = await d.fails('nodes.delete', { nodeId: node.nodeId });
       expect(early.code).toBe('INVALID_STATE');
       expect(early.hint).toContain(`Retire it first (better-compute nodes retire ${node.nodeId})`);
       expect((await d.api('nodes.retire', { nodeId: node.nodeId })).state).toBe('retired');
       // Retiring cleared its credential: it never becomes ready.
-      expect((await fails('nodes.heartbeat', { nodeCredential: node.credential }, '')).code).toBe(
+      expect((await d.fails('nodes.heartbeat', { nodeCredential: node.credential }, '')).code).toBe(
         'UNAUTHENTICATED',
       );
       expect(await d.api('nodes.delete', { nodeId: node.nodeId })).toEqual({
@@ -126,10 +93,10 @@ describe.each(kinds)('fleet audit of nodes on %s', (kind) => {
         expect(result.err[0]).toMatch(new RegExp(`^INVALID_STATE: node ${node.nodeId} is joining`));
         expect(result.err[1]).toContain('first heartbeat');
       }
-      expect((await getNode(node.nodeId)).state).toBe('joining');
+      expect((await getNode(d, node.nodeId)).state).toBe('joining');
       // Before the fix, uncordon then made it ready without a heartbeat.
       expect((await run(['nodes', 'uncordon', node.nodeId])).err[0]).toMatch(/^INVALID_STATE: /);
-      expect((await getNode(node.nodeId)).state).toBe('joining');
+      expect((await getNode(d, node.nodeId)).state).toBe('joining');
     });
   });
 
@@ -142,15 +109,15 @@ describe.each(kinds)('fleet audit of nodes on %s', (kind) => {
         expect(result.code, cursor).toBe(2);
         expect(result.err[0], cursor).toBe(NOT_A_CURSOR);
       }
-      const refused = await fails('inventory.history', { nodeId, cursor: '2147483648' });
+      const refused = await d.fails('inventory.history', { nodeId, cursor: '2147483648' });
       expect(refused).toMatchObject({ code: 'INVALID_ARGUMENT', message: NOT_A_CURSOR.slice(18) });
     });
 
     it('a cursor from a page still pages, and 2147483647 is a cursor (an empty-ended page)', async () => {
       const { poolId } = await seedPool(d, 'audit-cursor-ok');
       const node = await addNode(d, poolId, 'aco-a', l40sx4());
-      await beat(node.credential, { ...inventory(), cpuCores: 96 });
-      await beat(node.credential, { ...inventory(), cpuCores: 128 });
+      await heartbeat(d, node.credential, { ...nodeInventory(), cpuCores: 96 });
+      await heartbeat(d, node.credential, { ...nodeInventory(), cpuCores: 128 });
       const first = await d.api('inventory.history', { nodeId: node.nodeId, limit: 2 });
       expect(first.items.map((r: { revision: number }) => r.revision)).toEqual([3, 2]);
       expect(first.nextCursor).toBe('2');
@@ -163,14 +130,14 @@ describe.each(kinds)('fleet audit of nodes on %s', (kind) => {
     it('inventory diff refuses revisions past the column, and a missing one points at history', async () => {
       const { poolId } = await seedPool(d, 'audit-diff');
       const node = await addNode(d, poolId, 'ad-a', l40sx4());
-      await beat(node.credential, { ...inventory(), memoryGiB: 1024 });
+      await heartbeat(d, node.credential, { ...nodeInventory(), memoryGiB: 1024 });
       const big = await run(['inventory', 'diff', node.nodeId, '--from', '2147483648']);
       expect(big.code).toBe(2);
       expect(big.err[0]).toBe(
         'INVALID_ARGUMENT: fromRevision: must be a revision number from 1 to 2147483647',
       );
       for (const field of ['fromRevision', 'toRevision']) {
-        const refused = await fails('inventory.diff', { nodeId: node.nodeId, [field]: 2147483648 });
+        const refused = await d.fails('inventory.diff', { nodeId: node.nodeId, [field]: 2147483648 });
         expect(refused).toMatchObject({
           code: 'INVALID_ARGUMENT',
           message: `${field}: must be a revision number from 1 to 2147483647`,
@@ -195,7 +162,7 @@ describe.each(kinds)('fleet audit of nodes on %s', (kind) => {
           'INVALID_ARGUMENT: add.0.value: must be up to 63 letters, digits, - _ .',
         );
       }
-      expect((await getNode(nodeId)).taints).toEqual([]);
+      expect((await getNode(d, nodeId)).taints).toEqual([]);
       // A value as a label's is still taken.
       const ok = await d.api('nodes.taint', { nodeId, add: [{ key: 'gpu-check', value: 'v1.2_a-b' }] });
       expect(ok.taints).toEqual([{ key: 'gpu-check', value: 'v1.2_a-b', effect: 'NoSchedule' }]);
@@ -206,20 +173,20 @@ describe.each(kinds)('fleet audit of nodes on %s', (kind) => {
     it('nodes.label and nodes.taint name the key, with details.field, and change nothing', async () => {
       const { poolId } = await seedPool(d, 'audit-both');
       const { nodeId } = await addNode(d, poolId, 'ab-a', l40sx4(), { x: '0' });
-      const before = await getNode(nodeId);
-      const label = await fails('nodes.label', { nodeId, set: { x: '1' }, remove: ['x'] });
+      const before = await getNode(d, nodeId);
+      const label = await d.fails('nodes.label', { nodeId, set: { x: '1' }, remove: ['x'] });
       expect(label).toMatchObject({
         code: 'INVALID_ARGUMENT',
         message: 'label x is both set and removed in one call',
         details: { field: 'remove', key: 'x' },
       });
-      const taint = await fails('nodes.taint', { nodeId, add: [{ key: 't', value: '1' }], remove: ['t'] });
+      const taint = await d.fails('nodes.taint', { nodeId, add: [{ key: 't', value: '1' }], remove: ['t'] });
       expect(taint).toMatchObject({
         code: 'INVALID_ARGUMENT',
         message: 'taint t is both added and removed in one call',
         details: { field: 'remove', key: 't' },
       });
-      expect(await getNode(nodeId)).toMatchObject({
+      expect(await getNode(d, nodeId)).toMatchObject({
         labels: { x: '0' },
         taints: [],
         version: before.version,
@@ -241,7 +208,7 @@ describe.each(kinds)('fleet audit of nodes on %s', (kind) => {
         ['sites.update', { siteId: site.id }],
         ['pools.update', { poolId: pool.id }],
       ] as const) {
-        const refused = await fails(method, { ...ref, labels: { a: '1' }, removeLabels: ['a'] });
+        const refused = await d.fails(method, { ...ref, labels: { a: '1' }, removeLabels: ['a'] });
         expect(refused, method).toMatchObject({
           code: 'INVALID_ARGUMENT',
           message: 'label a is both set and removed in one call',
@@ -264,7 +231,7 @@ describe.each(kinds)('fleet audit of nodes on %s', (kind) => {
         expect(result.code, argv.join(' ')).toBe(2);
         expect(result.err[0], argv.join(' ')).toMatch(/^INVALID_ARGUMENT: .*\b[xta]\b.*both/);
       }
-      expect(await getNode(nodeId)).toMatchObject({ labels: {}, taints: [] });
+      expect(await getNode(d, nodeId)).toMatchObject({ labels: {}, taints: [] });
     });
   });
 
@@ -274,7 +241,7 @@ describe.each(kinds)('fleet audit of nodes on %s', (kind) => {
       const { nodeId } = await addNode(d, poolId, 'ak-a', l40sx4());
       const rule =
         'must be up to 63 letters, digits, - _ . (starting and ending with a letter or digit), optionally after a DNS-name prefix and /, like zone or example.com/rack';
-      const site = await fails('sites.create', { name: 'audit-key-site', labels: { 'bad label': 'x' } });
+      const site = await d.fails('sites.create', { name: 'audit-key-site', labels: { 'bad label': 'x' } });
       expect(site.message).toBe(`labels.bad label: label key "bad label" ${rule}`);
       const result = await run(['nodes', 'label', nodeId, 'ümlaut=1']);
       expect(result.code).toBe(2);
@@ -292,7 +259,7 @@ describe.each(kinds)('fleet audit of nodes on %s', (kind) => {
         expect(result.code, version).toBe(2);
         expect(result.err[0], version).toBe(message);
       }
-      expect((await getNode(nodeId)).state).toBe('ready');
+      expect((await getNode(d, nodeId)).state).toBe('ready');
     });
 
     it('an empty --cursor of nodes events and inventory history is not a cursor', async () => {
@@ -319,12 +286,12 @@ describe.each(kinds)('fleet audit of nodes on %s', (kind) => {
         ['nodes.label', { remove: ['zone'] }],
         ['nodes.taint', { add: [{ key: 'maintenance' }] }],
       ] as const) {
-        const refused = await fails(method, { nodeId, ...body });
+        const refused = await d.fails(method, { nodeId, ...body });
         expect(refused, method).toMatchObject({ code: 'INVALID_STATE', details: { state: 'retired' } });
         expect(refused.message).toMatch(new RegExp(`^node ${nodeId} is retired`));
         expect(refused.hint).toContain(`better-compute nodes delete ${nodeId} --yes`);
       }
-      expect(await getNode(nodeId)).toMatchObject({
+      expect(await getNode(d, nodeId)).toMatchObject({
         labels: { zone: 'a' },
         taints: [],
         version: retired.version,
@@ -344,7 +311,7 @@ describe.each(kinds)('fleet audit of nodes on %s', (kind) => {
         [{ set: { [key]: '1' } }, 'set'],
         [{ remove: [key] }, 'remove'],
       ] as const) {
-        const refused = await fails('nodes.label', { nodeId, ...body });
+        const refused = await d.fails('nodes.label', { nodeId, ...body });
         expect(refused).toMatchObject({
           code: 'INVALID_ARGUMENT',
           message: `label ${key} is under better-compute.io/, which is compute's own`,
@@ -355,20 +322,20 @@ describe.each(kinds)('fleet audit of nodes on %s', (kind) => {
       expect((await run(['nodes', 'label', nodeId, `${key}=1`])).err[0]).toBe(
         `INVALID_ARGUMENT: label ${key} is under better-compute.io/, which is compute's own`,
       );
-      expect((await getNode(nodeId)).labels).toEqual({});
+      expect((await getNode(d, nodeId)).labels).toEqual({});
     });
 
     it('nor does a node get them by joining or at its approval', async () => {
       const { poolId } = await seedPool(d, 'audit-prefix-join');
       const { token } = await d.api('joinTokens.create', { poolId, uses: 2 });
       const labels = { 'better-compute.io/x': '1' };
-      const body = { joinToken: token, hostname: 'apj-a', inventory: inventory() };
-      expect((await fails('nodes.join', { ...body, labels }, '')).code).toBe('INVALID_ARGUMENT');
+      const body = { joinToken: token, hostname: 'apj-a', inventory: nodeInventory() };
+      expect((await d.fails('nodes.join', { ...body, labels }, '')).code).toBe('INVALID_ARGUMENT');
       const pending = await d.api('nodes.join', body, '');
-      const approve = await fails('joinRequests.approve', { joinRequestId: pending.joinRequestId, labels });
+      const approve = await d.fails('joinRequests.approve', { joinRequestId: pending.joinRequestId, labels });
       expect(approve).toMatchObject({ code: 'INVALID_ARGUMENT', details: { field: 'labels' } });
       const approved = await d.api('joinRequests.approve', { joinRequestId: pending.joinRequestId });
-      expect((await getNode(approved.nodeId)).labels).toEqual({});
+      expect((await getNode(d, approved.nodeId)).labels).toEqual({});
     });
   });
 
@@ -379,13 +346,13 @@ describe.each(kinds)('fleet audit of nodes on %s', (kind) => {
     it('a node takes at most 64 labels, in one call or over several', async () => {
       const { poolId } = await seedPool(d, 'audit-label-cap');
       const { nodeId } = await addNode(d, poolId, 'alc-a', l40sx4());
-      const one = await fails('nodes.label', { nodeId, set: many(200) });
+      const one = await d.fails('nodes.label', { nodeId, set: many(200) });
       expect(one).toMatchObject({
         code: 'INVALID_ARGUMENT',
         message: 'set: must be at most 64 labels, not 200',
       });
       await d.api('nodes.label', { nodeId, set: many(60) });
-      const over = await fails('nodes.label', { nodeId, set: many(5, 'extra') });
+      const over = await d.fails('nodes.label', { nodeId, set: many(5, 'extra') });
       expect(over).toMatchObject({
         code: 'INVALID_ARGUMENT',
         message: 'a site, pool or node carries at most 64 labels; this change would leave it 65',
@@ -394,7 +361,7 @@ describe.each(kinds)('fleet audit of nodes on %s', (kind) => {
       // Removing in the same call makes room.
       const full = await d.api('nodes.label', { nodeId, set: many(5, 'extra'), remove: ['k0'] });
       expect(Object.keys(full.labels)).toHaveLength(64);
-      expect((await fails('sites.create', { name: 'audit-cap-site', labels: many(65) })).message).toBe(
+      expect((await d.fails('sites.create', { name: 'audit-cap-site', labels: many(65) })).message).toBe(
         'labels: must be at most 64 labels, not 65',
       );
     });
@@ -404,10 +371,10 @@ describe.each(kinds)('fleet audit of nodes on %s', (kind) => {
       const { token } = await d.api('joinTokens.create', { poolId });
       const pending = await d.api(
         'nodes.join',
-        { joinToken: token, hostname: 'alcj-a', inventory: inventory(), labels: many(40) },
+        { joinToken: token, hostname: 'alcj-a', inventory: nodeInventory(), labels: many(40) },
         '',
       );
-      const refused = await fails('joinRequests.approve', {
+      const refused = await d.fails('joinRequests.approve', {
         joinRequestId: pending.joinRequestId,
         labels: many(30, 'op'),
       });
@@ -422,13 +389,13 @@ describe.each(kinds)('fleet audit of nodes on %s', (kind) => {
       const taints = (n: number, prefix: string) =>
         Array.from({ length: n }, (_, i) => ({ key: `${prefix}${i}` }));
       await d.api('nodes.taint', { nodeId, add: taints(20, 'a') });
-      const refused = await fails('nodes.taint', { nodeId, add: taints(20, 'b') });
+      const refused = await d.fails('nodes.taint', { nodeId, add: taints(20, 'b') });
       expect(refused).toMatchObject({
         code: 'INVALID_ARGUMENT',
         message: 'a node carries at most 32 taints; this change would leave it 40',
         details: { field: 'add', limit: 32, count: 40 },
       });
-      expect((await getNode(nodeId)).taints).toHaveLength(20);
+      expect((await getNode(d, nodeId)).taints).toHaveLength(20);
       const swapped = await d.api('nodes.taint', {
         nodeId,
         add: taints(12, 'b'),
@@ -443,13 +410,46 @@ describe.each(kinds)('fleet audit of nodes on %s', (kind) => {
       const { poolId } = await seedPool(d, 'audit-retire');
       const { nodeId } = await addNode(d, poolId, 'are-a', l40sx4());
       const held = await d.api('reservations.create', { poolId, gpus: 1, durationSeconds: HOUR }, ACME);
-      const refused = await fails('nodes.retire', { nodeId });
+      const refused = await d.fails('nodes.retire', { nodeId });
       expect(refused.code).toBe('INVALID_STATE');
       expect(refused.hint).toContain('retire it with --force');
       const result = await run(['nodes', 'retire', nodeId]);
       expect(result.err[0]).toBe(`INVALID_STATE: node ${nodeId} holds reservations`);
       expect(result.err[1]).toContain('--force');
       await d.api('reservations.release', { reservationId: held.id }, ACME);
+    });
+  });
+
+  describe('10. a pool filter names a pool of the tenant’s own; an offline node says where it returns', () => {
+    it('nodes, join tokens and join requests listed by an unknown or only-offered pool are refused', async () => {
+      const { poolId } = await seedPool(d, 'audit-filter');
+      await addNode(d, poolId, 'af-a', l40sx4());
+      expect((await d.api('nodes.list', { poolId })).items).toHaveLength(1);
+      for (const method of ['nodes.list', 'joinTokens.list', 'joinRequests.list']) {
+        expect(await d.fails(method, { poolId: 'pool_01jzzzzzzzzzzzzzzzzzzzzzzz' })).toMatchObject({
+          code: 'NOT_FOUND',
+        });
+        // Offered to acme, owned by root: its nodes and joins are the owner's.
+        const offered = await d.fails(method, { poolId }, ACME);
+        expect(offered).toMatchObject({ code: 'ACCESS_DENIED', details: { reason: 'not-owner' } });
+        expect(offered.hint).toContain('managed by its owner');
+      }
+      const listed = await run(['nodes', 'list', '--pool', 'pool_01jzzzzzzzzzzzzzzzzzzzzzzz']);
+      expect(listed.code).toBe(1);
+      expect(listed.err[0]).toMatch(/^NOT_FOUND: /);
+    });
+
+    it('an offline node shows the state its next heartbeat returns it to', async () => {
+      const { poolId } = await seedPool(d, 'audit-offline');
+      const node = await addNode(d, poolId, 'ao-a', l40sx4());
+      expect((await getNode(d, node.nodeId)).stateWhenBack).toBeNull();
+      d.clock.advance(120);
+      await runFleetController(d.db, d.clock.now());
+      expect(await getNode(d, node.nodeId)).toMatchObject({ state: 'offline', stateWhenBack: 'ready' });
+      await d.api('nodes.cordon', { nodeId: node.nodeId });
+      expect(await getNode(d, node.nodeId)).toMatchObject({ state: 'offline', stateWhenBack: 'cordoned' });
+      await heartbeat(d, node.credential);
+      expect(await getNode(d, node.nodeId)).toMatchObject({ state: 'cordoned', stateWhenBack: null });
     });
   });
 });

@@ -3,51 +3,24 @@
  * not exist, owner-only refusals whose hint blamed --tenant, offers of an archived pool, and a
  * taken name that belongs to an archived pool, which pools list hides.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
 import { testDatabaseKinds } from '@better-compute/db/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../src/cli/index.js';
-import { captureIO, cliLending } from './cli-support.js';
-import { ACME, createFleetDeployment, type FleetDeployment, OPS, seedPool } from './fleet-support.js';
+import { describe, expect, it } from 'vitest';
+import { cliRunner, scratchDirectory } from './cli-support.js';
+import { ACME, OPS, seedPool, suiteDeployment } from './fleet-support.js';
 
 const kinds = await testDatabaseKinds();
-
-type Failure = { code: string; message: string; hint?: string; details?: Record<string, unknown> };
 
 /** The CLI's own ACCESS_DENIED hint, printed only when the server's error brings none. */
 const TENANT_HINT = 'Check --tenant (BETTER_COMPUTE_TENANT)';
 
 describe.each(kinds)('pools and quotas found by the audit on %s', (kind) => {
-  let d: FleetDeployment;
-  const scratch = mkdtempSync(join(import.meta.dirname, '.tmp-fleet-audit-pools-'));
-  beforeAll(async () => {
-    d = await createFleetDeployment(kind);
-  });
-  afterAll(async () => {
-    await d?.close();
-    rmSync(scratch, { recursive: true, force: true });
-  });
+  const d = suiteDeployment(kind);
+  const scratch = scratchDirectory('.tmp-fleet-audit-pools-');
 
-  const fails = async (method: string, body: Record<string, unknown>, token?: string) =>
-    (await d.fails(method, body, token)) as Failure;
-
-  const cli = cliLending(() => d.compute);
+  const cli = cliRunner(() => d.compute, scratch);
   /** Runs the CLI in process as `token` acting in `tenant`. */
-  async function run(
-    argv: string[],
-    token = OPS,
-    tenant = 'root',
-  ): Promise<{ code: number; out: string[]; err: string[] }> {
-    const env = {
-      HOME: scratch,
-      BETTER_IAM_HOME: join(scratch, 'iam'),
-      BETTER_COMPUTE_TOKEN: token,
-      BETTER_COMPUTE_TENANT: tenant,
-    };
-    const { io, out, err } = captureIO(env, { cwd: scratch });
-    return { code: await main(argv, cli, io), out, err };
-  }
+  const run = (argv: string[], token = OPS, tenant = 'root') =>
+    cli.run(argv, { BETTER_COMPUTE_TOKEN: token, BETTER_COMPUTE_TENANT: tenant });
 
   describe('1. a quota read names a tenant that exists', () => {
     it('quotas.get of an unknown subject is NOT_FOUND, as quotas.set and pools.offer are', async () => {
@@ -55,15 +28,15 @@ describe.each(kinds)('pools and quotas found by the audit on %s', (kind) => {
       const unknown = { code: 'NOT_FOUND', message: 'tenant nosuch does not exist' };
       // The owner, who may read any tenant's quotas, and a tenant offered the pool.
       for (const token of [OPS, ACME]) {
-        expect(await fails('quotas.get', { poolId, subjectTenantId: 'nosuch' }, token)).toMatchObject({
+        expect(await d.fails('quotas.get', { poolId, subjectTenantId: 'nosuch' }, token)).toMatchObject({
           ...unknown,
           details: { id: 'nosuch', field: 'subjectTenantId' },
         });
       }
-      expect(await fails('quotas.set', { poolId, subjectTenantId: 'nosuch', limit: 4 })).toMatchObject(
+      expect(await d.fails('quotas.set', { poolId, subjectTenantId: 'nosuch', limit: 4 })).toMatchObject(
         unknown,
       );
-      expect(await fails('pools.offer', { poolId, offerTenantId: 'nosuch' })).toMatchObject(unknown);
+      expect(await d.fails('pools.offer', { poolId, offerTenantId: 'nosuch' })).toMatchObject(unknown);
       // A tenant that exists still reads, with no limit set; absent, the acting tenant is the subject.
       const globex = await d.api('quotas.get', { poolId, subjectTenantId: 'globex' });
       expect(globex.items.map((q: { tenantId: string; limit: null }) => [q.tenantId, q.limit])).toEqual([
@@ -83,12 +56,12 @@ describe.each(kinds)('pools and quotas found by the audit on %s', (kind) => {
     it('offer, unoffer, update, archive, quotas set and join tokens by a tenant offered the pool', async () => {
       const { poolId } = await seedPool(d, 'not-mine');
       const refusals = [
-        await fails('pools.offer', { poolId, offerTenantId: 'globex' }, ACME),
-        await fails('pools.unoffer', { poolId, offerTenantId: 'globex' }, ACME),
-        await fails('pools.update', { poolId, name: 'mine-now' }, ACME),
-        await fails('pools.archive', { poolId }, ACME),
-        await fails('quotas.set', { poolId, subjectTenantId: 'acme', limit: 100 }, ACME),
-        await fails('joinTokens.create', { poolId }, ACME),
+        await d.fails('pools.offer', { poolId, offerTenantId: 'globex' }, ACME),
+        await d.fails('pools.unoffer', { poolId, offerTenantId: 'globex' }, ACME),
+        await d.fails('pools.update', { poolId, name: 'mine-now' }, ACME),
+        await d.fails('pools.archive', { poolId }, ACME),
+        await d.fails('quotas.set', { poolId, subjectTenantId: 'acme', limit: 100 }, ACME),
+        await d.fails('joinTokens.create', { poolId }, ACME),
       ];
       for (const refused of refusals) {
         expect(refused).toMatchObject({
@@ -102,7 +75,7 @@ describe.each(kinds)('pools and quotas found by the audit on %s', (kind) => {
         expect(refused.hint).not.toContain('--tenant');
       }
       // Reading another tenant's quota: the message does not name the owner, so neither does the hint.
-      const read = await fails('quotas.get', { poolId, subjectTenantId: 'globex' }, ACME);
+      const read = await d.fails('quotas.get', { poolId, subjectTenantId: 'globex' }, ACME);
       expect(read).toMatchObject({
         code: 'ACCESS_DENIED',
         message: 'only the pool’s owner reads other tenants’ quotas',
@@ -148,7 +121,7 @@ describe.each(kinds)('pools and quotas found by the audit on %s', (kind) => {
       await d.api('pools.unoffer', { poolId, offerTenantId: 'globex' });
       await d.api('quotas.set', { poolId, subjectTenantId: 'acme', limit: 4 });
       const archived = await d.api('pools.archive', { poolId });
-      const refused = await fails('pools.offer', { poolId, offerTenantId: 'globex' });
+      const refused = await d.fails('pools.offer', { poolId, offerTenantId: 'globex' });
       expect(refused).toMatchObject({
         code: 'INVALID_STATE',
         message: `pool ${poolId} is archived`,
@@ -156,7 +129,7 @@ describe.each(kinds)('pools and quotas found by the audit on %s', (kind) => {
       });
       expect(refused.hint).toContain('better-compute pools list shows the active ones');
       // Offering a tenant it is offered to already is refused too: the pool takes no new work.
-      expect((await fails('pools.offer', { poolId, offerTenantId: 'acme' })).code).toBe('INVALID_STATE');
+      expect((await d.fails('pools.offer', { poolId, offerTenantId: 'acme' })).code).toBe('INVALID_STATE');
       const after = await d.api('pools.get', { poolId });
       expect(after).toMatchObject({ offeredTo: ['acme'], version: archived.version });
       const printed = await run(['pools', 'offer', poolId, '--to', 'globex']);
@@ -166,7 +139,7 @@ describe.each(kinds)('pools and quotas found by the audit on %s', (kind) => {
         'hint: An archived pool takes no new work; better-compute pools list shows the active ones.',
       ]);
       // A quota governs new work, so none is set on an archived pool; clearing one only removes.
-      const quota = await fails('quotas.set', { poolId, subjectTenantId: 'acme', limit: 8 });
+      const quota = await d.fails('quotas.set', { poolId, subjectTenantId: 'acme', limit: 8 });
       expect(quota).toMatchObject({ code: 'INVALID_STATE', message: `pool ${poolId} is archived` });
       expect(await d.api('quotas.set', { poolId, subjectTenantId: 'acme', limit: null })).toMatchObject({
         limit: null,
@@ -185,7 +158,7 @@ describe.each(kinds)('pools and quotas found by the audit on %s', (kind) => {
       const site = await d.api('sites.create', { name: 'names-site' });
       const old = await d.api('pools.create', { siteId: site.id, name: 'p4' });
       await d.api('pools.archive', { poolId: old.id });
-      const refused = await fails('pools.create', { siteId: site.id, name: 'p4' });
+      const refused = await d.fails('pools.create', { siteId: site.id, name: 'p4' });
       expect(refused).toMatchObject({
         code: 'ALREADY_EXISTS',
         message: 'a pool named p4 exists',
@@ -202,11 +175,11 @@ describe.each(kinds)('pools and quotas found by the audit on %s', (kind) => {
       expect(await names(true)).toContain('p4');
       // Renaming another pool to it says the same.
       const other = await d.api('pools.create', { siteId: site.id, name: 'p5' });
-      const rename = await fails('pools.update', { poolId: other.id, name: 'p4' });
+      const rename = await d.fails('pools.update', { poolId: other.id, name: 'p4' });
       expect(rename).toMatchObject({ code: 'ALREADY_EXISTS', details: { id: old.id, state: 'archived' } });
       expect(rename.hint).toContain('pools list --archived');
       // An active pool's name: no word of archived pools.
-      const active = await fails('pools.create', { siteId: site.id, name: 'p5' });
+      const active = await d.fails('pools.create', { siteId: site.id, name: 'p5' });
       expect(active).toMatchObject({ code: 'ALREADY_EXISTS', details: { id: other.id, state: 'active' } });
       expect(active.hint).toContain(`better-compute pools get ${other.id}`);
       expect(active.hint).not.toContain('archived');
@@ -222,7 +195,7 @@ describe.each(kinds)('pools and quotas found by the audit on %s', (kind) => {
 
     it('a site’s taken name keeps the general hint: sites list shows every site', async () => {
       await d.api('sites.create', { name: 'dup-site' });
-      const refused = await fails('sites.create', { name: 'dup-site' });
+      const refused = await d.fails('sites.create', { name: 'dup-site' });
       expect(refused).toMatchObject({ code: 'ALREADY_EXISTS', message: 'a site named dup-site exists' });
       const printed = await run(['sites', 'create', 'dup-site']);
       expect(printed.err).toContain('hint: Choose another name, or list what exists; nothing was changed.');

@@ -5,79 +5,41 @@
  * site with pools stays, removing labels from the CLI, and help texts and answers that say what
  * happened.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
 import { testDatabaseKinds } from '@better-compute/db/testing';
 import { sql } from 'kysely';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../src/cli/index.js';
+import { describe, expect, it } from 'vitest';
 import { runFleetController } from '../src/modules/capacity/index.js';
 import { checkAll } from '../src/sim/invariants.js';
-import { captureIO, cliLending } from './cli-support.js';
+import { cliRunner, scratchDirectory } from './cli-support.js';
 import {
   a100x8,
   ACME,
   addNode,
-  createFleetDeployment,
-  type FleetDeployment,
-  type GpuSpec,
+  eventTypesOf,
+  getNode,
+  heartbeat,
   l40sx4,
-  OPS,
+  nodeInventory,
+  OPERATOR_ENV,
   seedPool,
+  suiteDeployment,
 } from './fleet-support.js';
 
 const kinds = await testDatabaseKinds();
 const HOUR = 3600;
 const PENDING = 'better-compute.io/inventory-pending';
-const inventory = (gpus: GpuSpec[] = l40sx4()) => ({ cpuCores: 64, memoryGiB: 512, gpus });
-
-type Failure = { code: string; message: string; hint?: string; details?: Record<string, unknown> };
 
 describe.each(kinds)('fleet edges on %s', (kind) => {
-  let d: FleetDeployment;
-  const scratch = mkdtempSync(join(import.meta.dirname, '.tmp-fleet-edges-'));
-  beforeAll(async () => {
-    d = await createFleetDeployment(kind);
-  });
-  afterAll(async () => {
-    await d?.close();
-    rmSync(scratch, { recursive: true, force: true });
-  });
+  const d = suiteDeployment(kind);
+  const scratch = scratchDirectory('.tmp-fleet-edges-');
 
-  /** The types of a subject's events in the outbox, in the order they were written. */
-  const eventsOf = async (subjectId: string): Promise<string[]> =>
-    (
-      await sql<{ type: string }>`
-        select type from compute.events where subject_id = ${subjectId}
-        order by tx_id, tx_index`.execute(d.db)
-    ).rows.map((r) => r.type);
-  const fails = async (method: string, body: Record<string, unknown>, token?: string) =>
-    (await d.fails(method, body, token)) as Failure;
-  const getNode = (nodeId: string) => d.api('nodes.get', { nodeId });
-  const beat = (nodeCredential: string, reported?: ReturnType<typeof inventory>) =>
-    d.api('nodes.heartbeat', { nodeCredential, ...(reported ? { inventory: reported } : {}) }, '');
   const reserve = (poolId: string, gpus: number) =>
     d.api('reservations.create', { poolId, gpus, durationSeconds: HOUR }, ACME);
   const release = (reservationId: string) => d.api('reservations.release', { reservationId }, ACME);
   const inventoryOf = (nodeId: string) => d.api('inventory.get', { nodeId });
 
   /** The CLI in process against this deployment, acting as the root tenant's operator. */
-  const cli = cliLending(() => d.compute);
-  const env = {
-    HOME: scratch,
-    BETTER_IAM_HOME: join(scratch, 'iam'),
-    BETTER_COMPUTE_TOKEN: OPS,
-    BETTER_COMPUTE_TENANT: 'root',
-  };
-  async function run(argv: string[]): Promise<{ code: number; out: string[]; err: string[] }> {
-    const { io, out, err } = captureIO(env, { cwd: scratch });
-    return { code: await main(argv, cli, io), out, err };
-  }
-  async function json<T = any>(argv: string[]): Promise<T> {
-    const result = await run([...argv, '--format', 'compact']);
-    if (result.code !== 0) throw new Error(result.err.join('\n'));
-    return JSON.parse(result.out[0]!) as T;
-  }
+  const { run, json } = cliRunner(() => d.compute, scratch, OPERATOR_ENV);
   const help = async (...words: string[]) => (await run(['help', ...words])).out.join('\n');
 
   describe('1. a reported inventory that waits keeps new work off its node', () => {
@@ -86,10 +48,10 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
       const node = await addNode(d, poolId, 'iw-a', l40sx4());
       const held = await reserve(poolId, 2);
       expect(held.binding[0].gpuIndices).toEqual([0, 1]);
-      const one = inventory(l40sx4().slice(0, 1));
-      expect((await beat(node.credential, one)).state).toBe('ready');
+      const one = nodeInventory(l40sx4().slice(0, 1));
+      expect((await heartbeat(d, node.credential, one)).state).toBe('ready');
       expect(await inventoryOf(node.nodeId)).toMatchObject({ revision: 2, applied: false });
-      const waiting = await getNode(node.nodeId);
+      const waiting = await getNode(d, node.nodeId);
       expect(waiting.taints).toEqual([{ key: PENDING, value: '', effect: 'NoSchedule' }]);
       // Neither the fast reserve nor the locked path binds GPUs 2 and 3, which the node no longer reports.
       const two = await reserve(poolId, 2);
@@ -100,18 +62,18 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
       const preview = await d.api('capacity.preview', { poolId, gpus: 1, durationSeconds: HOUR }, ACME);
       expect(preview.fits).toBe(false);
       // The same report again changes nothing: the taint is there once.
-      await beat(node.credential, one);
-      expect((await getNode(node.nodeId)).version).toBe(waiting.version);
+      await heartbeat(d, node.credential, one);
+      expect((await getNode(d, node.nodeId)).version).toBe(waiting.version);
       // The release that empties it puts it in use, without waiting for a heartbeat: one GPU, no
       // taint, and the queue starts on GPU 0.
       await release(held.id);
       expect(await inventoryOf(node.nodeId)).toMatchObject({ revision: 2, applied: true });
-      expect(await getNode(node.nodeId)).toMatchObject({ taints: [], gpuCount: 1 });
+      expect(await getNode(d, node.nodeId)).toMatchObject({ taints: [], gpuCount: 1 });
       expect(await d.api('reservations.get', { reservationId: later.id }, ACME)).toMatchObject({
         state: 'active',
         binding: [expect.objectContaining({ nodeId: node.nodeId, gpuIndices: [0] })],
       });
-      const types = await eventsOf(node.nodeId);
+      const types = await eventTypesOf(d, node.nodeId);
       expect(types.slice(types.indexOf('node.inventory.changed'))).toEqual([
         'node.inventory.changed',
         'node.tainted',
@@ -125,9 +87,9 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
       const { poolId } = await seedPool(d, 'inv-cpu');
       const node = await addNode(d, poolId, 'ic-a', l40sx4());
       const held = await reserve(poolId, 2);
-      await beat(node.credential, { ...inventory(), cpuCores: 96, memoryGiB: 1024 });
+      await heartbeat(d, node.credential, { ...nodeInventory(), cpuCores: 96, memoryGiB: 1024 });
       expect(await inventoryOf(node.nodeId)).toMatchObject({ revision: 2, applied: true });
-      expect(await getNode(node.nodeId)).toMatchObject({
+      expect(await getNode(d, node.nodeId)).toMatchObject({
         taints: [],
         cpuCores: 96,
         memoryGiB: 1024,
@@ -146,11 +108,11 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
       const { poolId } = await seedPool(d, 'inv-undo');
       const node = await addNode(d, poolId, 'iu-a', l40sx4());
       const held = await reserve(poolId, 1);
-      await beat(node.credential, inventory(l40sx4().slice(0, 2)));
-      expect((await getNode(node.nodeId)).taints).toEqual([expect.objectContaining({ key: PENDING })]);
-      await beat(node.credential, inventory());
+      await heartbeat(d, node.credential, nodeInventory(l40sx4().slice(0, 2)));
+      expect((await getNode(d, node.nodeId)).taints).toEqual([expect.objectContaining({ key: PENDING })]);
+      await heartbeat(d, node.credential, nodeInventory());
       expect(await inventoryOf(node.nodeId)).toMatchObject({ revision: 3, applied: true });
-      expect((await getNode(node.nodeId)).taints).toEqual([]);
+      expect((await getNode(d, node.nodeId)).taints).toEqual([]);
       const next = await reserve(poolId, 1);
       expect(next.state).toBe('active');
       for (const r of [held, next]) await release(r.id);
@@ -160,7 +122,7 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
       const { poolId } = await seedPool(d, 'inv-taint');
       const node = await addNode(d, poolId, 'it-a', l40sx4());
       for (const body of [{ remove: [PENDING] }, { add: [{ key: PENDING }] }]) {
-        const refused = await fails('nodes.taint', { nodeId: node.nodeId, ...body });
+        const refused = await d.fails('nodes.taint', { nodeId: node.nodeId, ...body });
         expect(refused).toMatchObject({
           code: 'INVALID_ARGUMENT',
           message: `taint ${PENDING} is set and cleared by compute only`,
@@ -174,7 +136,7 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
     it('taint --remove and label --remove of a key the node lacks; a taint or label set as it is', async () => {
       const { poolId } = await seedPool(d, 'noop-node');
       const { nodeId } = await addNode(d, poolId, 'nn-a', l40sx4());
-      const { version } = await getNode(nodeId);
+      const { version } = await getNode(d, nodeId);
       const views = [
         await d.api('nodes.taint', { nodeId, remove: ['nosuch'], ifVersion: version }),
         await d.api('nodes.label', { nodeId, remove: ['nosuch'], ifVersion: version }),
@@ -186,7 +148,7 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
       expect((await d.api('nodes.taint', taint)).version).toBe(tainted.version);
       const labeled = await d.api('nodes.label', { nodeId, set: { zone: 'b' } });
       expect((await d.api('nodes.label', { nodeId, set: { zone: 'b' } })).version).toBe(labeled.version);
-      const types = await eventsOf(nodeId);
+      const types = await eventTypesOf(d, nodeId);
       expect(types.filter((t) => t === 'node.tainted')).toHaveLength(1);
       expect(types.filter((t) => t === 'node.labeled')).toHaveLength(1);
     });
@@ -196,12 +158,12 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
       const node = await addNode(d, poolId, 'no-a', l40sx4());
       d.clock.advance(120);
       await runFleetController(d.db, d.clock.now());
-      expect((await getNode(node.nodeId)).state).toBe('offline');
+      expect((await getNode(d, node.nodeId)).state).toBe('offline');
       const first = await d.api('nodes.cordon', { nodeId: node.nodeId });
       const second = await d.api('nodes.cordon', { nodeId: node.nodeId, ifVersion: first.version });
       expect(second.version).toBe(first.version);
-      expect((await eventsOf(node.nodeId)).filter((t) => t === 'node.cordoned')).toHaveLength(1);
-      expect((await beat(node.credential)).state).toBe('cordoned');
+      expect((await eventTypesOf(d, node.nodeId)).filter((t) => t === 'node.cordoned')).toHaveLength(1);
+      expect((await heartbeat(d, node.credential)).state).toBe('cordoned');
     });
 
     it('offering a pool to a tenant it is offered to, and withdrawing an offer not made, succeed as they are', async () => {
@@ -219,7 +181,7 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
         ifVersion: withdrawn.version,
       });
       expect(again).toMatchObject({ version: withdrawn.version, offeredTo: ['acme'] });
-      const types = await eventsOf(poolId);
+      const types = await eventTypesOf(d, poolId);
       expect(types.filter((t) => t === 'pool.offered')).toHaveLength(2); // seedPool's two
       expect(types.filter((t) => t === 'pool.unoffered')).toHaveLength(1);
     });
@@ -236,9 +198,11 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
       expect(await d.api('quotas.set', { ...quota, limit: null })).toMatchObject({ limit: null, version: 0 });
       expect((await d.api('quotas.set', { ...quota, limit: 3 })).version).toBe(1);
       expect((await d.api('quotas.set', { ...quota, limit: 3, ifVersion: 1 })).version).toBe(1);
-      const poolEvents = (await eventsOf(poolId)).filter((t) => t === 'quota.set' || t === 'pool.updated');
+      const poolEvents = (await eventTypesOf(d, poolId)).filter(
+        (t) => t === 'quota.set' || t === 'pool.updated',
+      );
       expect(poolEvents).toEqual(['quota.set']);
-      expect(await eventsOf(siteId)).toEqual(['site.created']);
+      expect(await eventTypesOf(d, siteId)).toEqual(['site.created']);
     });
   });
 
@@ -275,7 +239,7 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
       const onB = await reserve(poolId, 4);
       for (const { nodeId } of [a, b]) {
         await d.api('nodes.cordon', { nodeId });
-        const refused = await fails('nodes.delete', { nodeId });
+        const refused = await d.fails('nodes.delete', { nodeId });
         expect(refused).toMatchObject({
           code: 'INVALID_STATE',
           message: `node ${nodeId} still holds reservations`,
@@ -300,17 +264,17 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
       const { poolId } = await seedPool(d, 'hints');
       const { token } = await d.api('joinTokens.create', { poolId, uses: 2 });
       const ask = (hostname: string) =>
-        d.api('nodes.join', { joinToken: token, hostname, inventory: inventory() }, '');
+        d.api('nodes.join', { joinToken: token, hostname, inventory: nodeInventory() }, '');
       const asked = await ask('hint-a');
       const { nodeId } = await d.api('joinRequests.approve', { joinRequestId: asked.joinRequestId });
       const madeNode = `It made node ${nodeId}: see it with "better-compute nodes get ${nodeId}".`;
-      expect(await fails('joinRequests.approve', { joinRequestId: asked.joinRequestId })).toMatchObject({
+      expect(await d.fails('joinRequests.approve', { joinRequestId: asked.joinRequestId })).toMatchObject({
         code: 'INVALID_STATE',
         hint: madeNode,
       });
       const other = await ask('hint-b');
       await d.api('joinRequests.reject', { joinRequestId: other.joinRequestId, reason: 'unknown host' });
-      const rejected = await fails('joinRequests.approve', { joinRequestId: other.joinRequestId });
+      const rejected = await d.fails('joinRequests.approve', { joinRequestId: other.joinRequestId });
       expect(rejected.hint).toContain('(unknown host)');
       expect(rejected.hint).toContain('join-requests list --state pending');
       // Through the CLI, the server's hint is the one printed.
@@ -321,8 +285,8 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
       // The node daemon's routes take no IAM credential, so the way out is not auth login.
       const forged = `${nodeId}.${'x'.repeat(43)}`;
       const failures = [
-        await fails('nodes.heartbeat', { nodeCredential: forged }, ''),
-        await fails('nodes.claim', { joinRequestId: asked.joinRequestId, claimSecret: 'y'.repeat(43) }, ''),
+        await d.fails('nodes.heartbeat', { nodeCredential: forged }, ''),
+        await d.fails('nodes.claim', { joinRequestId: asked.joinRequestId, claimSecret: 'y'.repeat(43) }, ''),
       ];
       for (const failure of failures) {
         expect(failure.code).toBe('UNAUTHENTICATED');
@@ -337,13 +301,13 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
       const { poolId } = await seedPool(d, 'revoke');
       const minted = await d.api('joinTokens.create', { poolId, uses: 3 });
       const ask = (hostname: string) =>
-        d.api('nodes.join', { joinToken: minted.token, hostname, inventory: inventory() }, '');
+        d.api('nodes.join', { joinToken: minted.token, hostname, inventory: nodeInventory() }, '');
       const a = await ask('rv-a');
       const b = await ask('rv-b');
       const admitted = await d.api('joinRequests.approve', { joinRequestId: b.joinRequestId });
       const tokenId = minted.joinToken.id;
       expect(await d.api('joinTokens.revoke', { joinTokenId: tokenId })).toMatchObject({ state: 'revoked' });
-      expect(await fails('joinRequests.approve', { joinRequestId: a.joinRequestId })).toMatchObject({
+      expect(await d.fails('joinRequests.approve', { joinRequestId: a.joinRequestId })).toMatchObject({
         code: 'INVALID_STATE',
         message: `join request ${a.joinRequestId} is already rejected`,
       });
@@ -355,18 +319,18 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
       // The approved one keeps its node, and its daemon still collects its credential.
       const claimB = { joinRequestId: b.joinRequestId, claimSecret: b.claimSecret };
       expect((await d.api('nodes.claim', claimB, '')).nodeId).toBe(admitted.nodeId);
-      expect(await eventsOf(a.joinRequestId)).toEqual(['joinRequest.created', 'joinRequest.rejected']);
-      expect(await eventsOf(tokenId)).toEqual(['joinToken.created', 'joinToken.revoked']);
+      expect(await eventTypesOf(d, a.joinRequestId)).toEqual(['joinRequest.created', 'joinRequest.rejected']);
+      expect(await eventTypesOf(d, tokenId)).toEqual(['joinToken.created', 'joinToken.revoked']);
       // Revoked again: nothing more happens.
       await d.api('joinTokens.revoke', { joinTokenId: tokenId });
-      expect(await eventsOf(tokenId)).toEqual(['joinToken.created', 'joinToken.revoked']);
+      expect(await eventTypesOf(d, tokenId)).toEqual(['joinToken.created', 'joinToken.revoked']);
     });
 
     it('archiving a pool revokes its join tokens and rejects their waiting requests', async () => {
       const { poolId } = await seedPool(d, 'archive-tokens');
       const open = await d.api('joinTokens.create', { poolId, uses: 2 });
       const ask = (hostname: string) =>
-        d.api('nodes.join', { joinToken: open.token, hostname, inventory: inventory() }, '');
+        d.api('nodes.join', { joinToken: open.token, hostname, inventory: nodeInventory() }, '');
       const asked = await ask('at-a');
       await d.api('pools.archive', { poolId });
       expect((await d.api('joinTokens.list', { poolId })).items).toEqual([
@@ -376,16 +340,16 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
         expect.objectContaining({ id: asked.joinRequestId, state: 'rejected', reason: 'pool archived' }),
       ]);
       // The join route answers it as it answers every revoked token.
-      const refused = await fails(
+      const refused = await d.fails(
         'nodes.join',
-        { joinToken: open.token, hostname: 'at-b', inventory: inventory() },
+        { joinToken: open.token, hostname: 'at-b', inventory: nodeInventory() },
         '',
       );
       expect(refused).toMatchObject({
         code: 'UNAUTHENTICATED',
         message: 'the join token is unknown, expired, used up or revoked',
       });
-      expect(await eventsOf(open.joinToken.id)).toEqual(['joinToken.created', 'joinToken.revoked']);
+      expect(await eventTypesOf(d, open.joinToken.id)).toEqual(['joinToken.created', 'joinToken.revoked']);
       const listed = (await run(['join-tokens', 'list', '--pool', poolId])).out.join('\n');
       expect(listed).toMatch(new RegExp(`${open.joinToken.id}\\s+${poolId}\\s+revoked`));
     });
@@ -395,7 +359,7 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
     it('a site whose pools are all archived is kept, and the refusal says why and what to do instead', async () => {
       const { siteId, poolId } = await seedPool(d, 'site-kept');
       await d.api('pools.archive', { poolId });
-      const refused = await fails('sites.delete', { siteId });
+      const refused = await d.fails('sites.delete', { siteId });
       expect(refused).toMatchObject({
         code: 'INVALID_STATE',
         message: `site ${siteId} has 1 pool(s), 0 of them active; a site that has had a pool is kept`,
@@ -467,10 +431,10 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
       await d.api('nodes.drain', { nodeId: node.nodeId });
       d.clock.advance(120);
       await runFleetController(d.db, d.clock.now());
-      expect((await getNode(node.nodeId)).state).toBe('offline');
+      expect((await getNode(d, node.nodeId)).state).toBe('offline');
       await release(held.id);
-      expect((await beat(node.credential)).state).toBe('drained');
-      expect((await getNode(node.nodeId)).state).toBe('drained');
+      expect((await heartbeat(d, node.credential)).state).toBe('drained');
+      expect((await getNode(d, node.nodeId)).state).toBe('drained');
     });
   });
 
@@ -481,7 +445,7 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
       const held = await reserve(poolId, 2);
       const capacity = async () => (await d.api('capacity.get', { poolId }, ACME)).items[0];
       expect(await capacity()).toMatchObject({ total: 4, reserved: 2, free: 2, unavailable: 0 });
-      await beat(node.credential, inventory(l40sx4().slice(0, 1)));
+      await heartbeat(d, node.credential, nodeInventory(l40sx4().slice(0, 1)));
       // Nothing may be placed on its two idle GPUs until the change is in use.
       expect(await capacity()).toMatchObject({ total: 4, reserved: 2, free: 0, unavailable: 2 });
       await release(held.id);
@@ -510,8 +474,8 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
         endReason: 'cancelled',
       });
       for (const id of [mine.id, withdrawn.id])
-        expect((await eventsOf(id)).at(-1)).toBe('reservation.cancelled');
-      expect((await eventsOf(running.id)).at(-1)).toBe('reservation.released');
+        expect((await eventTypesOf(d, id)).at(-1)).toBe('reservation.cancelled');
+      expect((await eventTypesOf(d, running.id)).at(-1)).toBe('reservation.released');
     });
 
     // The locked path places from a read taken before it locks the nodes. Here, between the two, the
@@ -568,6 +532,36 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
         });
         expect(await checkAll(d.db, 0, new Map(), poolId)).toEqual([]);
         for (const r of [first, placed]) await release(r.id);
+      },
+    );
+
+    // Two transactions that wait on each other: PostgreSQL aborts one (40P01). Here the test holds
+    // the node and then asks for its pool, while a cordon holds the pool and waits for the node; the
+    // cordon waited first, so it is the one aborted. It kept nothing, and runs again once the test's
+    // transaction has ended, instead of answering INTERNAL.
+    it.runIf(kind === 'postgres')(
+      'a call chosen as a deadlock’s victim runs again and succeeds',
+      async () => {
+        const { poolId } = await seedPool(d, 'deadlock-victim');
+        const node = await addNode(d, poolId, 'dv-a', l40sx4());
+        let cordon: Promise<any> | undefined;
+        await d.db.transaction().execute(async (trx) => {
+          await sql`select id from compute.nodes where id = ${node.nodeId} for update`.execute(trx);
+          cordon = d.api('nodes.cordon', { nodeId: node.nodeId });
+          for (let waited = 0; ; waited += 20) {
+            const waiting = await sql<{ n: number }>`
+            select count(*)::int as n from pg_stat_activity
+            where wait_event_type = 'Lock' and query ilike '%from "compute"."nodes"%for update%'`.execute(
+              d.db,
+            );
+            if (waiting.rows[0]!.n > 0) break;
+            if (waited > 10_000) throw new Error('the cordon never waited for the node');
+            await new Promise((resolve) => setTimeout(resolve, 20));
+          }
+          await sql`select id from compute.pools where id = ${poolId} for no key update`.execute(trx);
+        });
+        expect(await cordon!).toMatchObject({ state: 'cordoned' });
+        expect(await eventTypesOf(d, node.nodeId)).toContain('node.cordoned');
       },
     );
 

@@ -5,7 +5,8 @@
  */
 import type { DatabaseKind } from '@better-compute/db';
 import { createTestDatabase, type TestDatabase } from '@better-compute/db/testing';
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
+import { afterAll, beforeAll } from 'vitest';
 import { betterCompute, type ComputeInstance } from '../src/index.js';
 import type { ComputeTables } from '../src/db/tables.js';
 import { call, TestBridge } from './support.js';
@@ -13,6 +14,8 @@ import { call, TestBridge } from './support.js';
 export const OPS = 't-root-ops';
 export const ACME = 't-acme-alice';
 export const GLOBEX = 't-globex-bob';
+/** The CLI's environment (see cliRunner) as the root tenant's operator. */
+export const OPERATOR_ENV = { BETTER_COMPUTE_TOKEN: OPS, BETTER_COMPUTE_TENANT: 'root' };
 
 export interface Clock {
   now(): Date;
@@ -29,13 +32,12 @@ export interface FleetDeployment {
   /** Calls a method; returns its data, or throws the error envelope as `{ code, message }`. */
   api<T = any>(method: string, body: Record<string, unknown>, token?: string): Promise<T>;
   /** Calls a method and returns the error (or fails when it succeeds). */
-  fails(
-    method: string,
-    body: Record<string, unknown>,
-    token?: string,
-  ): Promise<{ code: string; message: string; details?: Record<string, unknown> }>;
+  fails(method: string, body: Record<string, unknown>, token?: string): Promise<Failure>;
   close(): Promise<void>;
 }
+
+/** The error envelope of a refused call. */
+export type Failure = { code: string; message: string; hint?: string; details?: Record<string, unknown> };
 
 export class ApiFailure extends Error {
   constructor(
@@ -88,6 +90,59 @@ export async function createFleetDeployment(
   };
 }
 
+/**
+ * A deployment on `kind` for the describe block (or file) that calls this: made before its tests
+ * and closed after them. The object is there at once, so helpers made while the block is collected
+ * may hold it; each field is read from the deployment when used.
+ */
+export function suiteDeployment(kind: DatabaseKind): FleetDeployment {
+  let made: FleetDeployment | undefined;
+  beforeAll(async () => {
+    made = await createFleetDeployment(kind);
+  });
+  afterAll(async () => {
+    await made?.close();
+  });
+  const live = (): FleetDeployment => {
+    if (!made) throw new Error('the suite deployment is made in beforeAll: use it in hooks and tests');
+    return made;
+  };
+  return {
+    get compute() {
+      return live().compute;
+    },
+    get database() {
+      return live().database;
+    },
+    get db() {
+      return live().db;
+    },
+    get clock() {
+      return live().clock;
+    },
+    get statements() {
+      return live().statements;
+    },
+    api: (method, body, token) => live().api(method, body, token),
+    fails: (method, body, token) => live().fails(method, body, token),
+    close: () => live().close(),
+  };
+}
+
+/** The types of a subject's events in the outbox, in the order they were written. */
+export async function eventTypesOf(d: FleetDeployment, subjectId: string): Promise<string[]> {
+  const { rows } = await sql<{ type: string }>`
+    select type from compute.events where subject_id = ${subjectId}
+    order by tx_id, tx_index`.execute(d.db);
+  return rows.map((r) => r.type);
+}
+
+export const getNode = (d: FleetDeployment, nodeId: string) => d.api('nodes.get', { nodeId });
+
+/** A node's heartbeat, reporting `inventory` when given. */
+export const heartbeat = (d: FleetDeployment, nodeCredential: string, inventory?: NodeInventory) =>
+  d.api('nodes.heartbeat', { nodeCredential, ...(inventory ? { inventory } : {}) }, '');
+
 export interface GpuSpec {
   index: number;
   model: string;
@@ -129,6 +184,19 @@ export const gb200x4 = (domain: string): GpuSpec[] =>
     nvlinkDomain: domain,
   }));
 
+export interface NodeInventory {
+  cpuCores: number;
+  memoryGiB: number;
+  gpus: GpuSpec[];
+}
+
+/** What every test node reports: 64 cores, 512 GiB and `gpus` (four L40S unless given). */
+export const nodeInventory = (gpus: GpuSpec[] = l40sx4()): NodeInventory => ({
+  cpuCores: 64,
+  memoryGiB: 512,
+  gpus,
+});
+
 /** A site and a GPU pool owned by the root tenant, offered to acme and globex. */
 export async function seedPool(
   d: FleetDeployment,
@@ -152,9 +220,9 @@ export async function addNode(
   const { token } = await d.api('joinTokens.create', { poolId, preApproved: true });
   const joined = await d.api(
     'nodes.join',
-    { joinToken: token, hostname, inventory: { cpuCores: 64, memoryGiB: 512, gpus }, labels },
+    { joinToken: token, hostname, inventory: nodeInventory(gpus), labels },
     '',
   );
-  await d.api('nodes.heartbeat', { nodeCredential: joined.nodeCredential }, '');
+  await heartbeat(d, joined.nodeCredential);
   return { nodeId: joined.nodeId, credential: joined.nodeCredential };
 }

@@ -197,11 +197,11 @@ describe.runIf(reachable)('random concurrent work on PostgreSQL', () => {
           // A failure depends on how the batch's calls interleaved, so shrinking would replay runs
           // that pass: the first failing run is reported as it was.
           endOnFailure: true,
-          numRuns: Number(process.env.PROPERTY_RUNS ?? 10),
+          numRuns: Number(process.env.PROPERTY_RUNS ?? 25),
           seed: Number(process.env.PROPERTY_SEED ?? 20260101),
         },
       );
     },
-    Number(process.env.PROPERTY_RUNS ?? 10) * 24_000,
+    Number(process.env.PROPERTY_RUNS ?? 25) * 24_000,
   );
 });

@@ -4,23 +4,20 @@
  * windows to them, and events list refuses a --type that could match nothing, in the API and the
  * CLI alike (docs/decisions/usage-paging.md).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
 import { testDatabaseKinds } from '@better-compute/db/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../src/cli/index.js';
-import { captureIO, cliLending } from './cli-support.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { cliRunner, scratchDirectory } from './cli-support.js';
 import {
   a100x8,
   ACME,
   addNode,
-  createFleetDeployment,
   type FleetDeployment,
   GLOBEX,
   h100x8,
   l40sx4,
   OPS,
   seedPool,
+  suiteDeployment,
 } from './fleet-support.js';
 
 const kinds = await testDatabaseKinds();
@@ -49,11 +46,7 @@ const TYPE_REFUSED =
   'type: must be an event type like reservation.created, or a prefix ending with . or .* like reservation. or node.*';
 
 describe.each(kinds)('usage and events on %s', (kind) => {
-  let d: FleetDeployment;
-  beforeAll(async () => {
-    d = await createFleetDeployment(kind);
-  });
-  afterAll(async () => d?.close());
+  const d = suiteDeployment(kind);
 
   /** Every page of usage.list, following nextCursor. */
   async function allPages(input: Record<string, unknown>, token = OPS): Promise<Usage[]> {
@@ -261,22 +254,13 @@ describe.each(kinds)('usage and events on %s', (kind) => {
 });
 
 describe('the usage and events commands', () => {
-  let d: FleetDeployment;
+  const d = suiteDeployment('pglite');
   let poolId = '';
   let hour = 0;
-  const scratch = mkdtempSync(join(import.meta.dirname, '.tmp-usage-events-'));
-  const cli = cliLending(() => d.compute);
-  async function run(argv: string[], token = ACME) {
-    const { io, out, err } = captureIO(
-      { HOME: scratch, BETTER_IAM_HOME: join(scratch, 'iam'), BETTER_COMPUTE_TOKEN: token },
-      { cwd: scratch },
-    );
-    const status = await main(argv, cli, io);
-    return { status, out: out.join('\n'), err: err.join('\n') };
-  }
+  const cli = cliRunner(() => d.compute, scratchDirectory('.tmp-usage-events-'));
+  const run = (argv: string[], token = ACME) => cli.printed(argv, { BETTER_COMPUTE_TOKEN: token });
 
   beforeAll(async () => {
-    d = await createFleetDeployment('pglite');
     ({ poolId } = await seedPool(d));
     hour = nextHour(d);
     await addNode(d, poolId, 'cli-h100', h100x8('cli-nvl'));
@@ -285,10 +269,6 @@ describe('the usage and events commands', () => {
       await d.api('reservations.create', { poolId, gpus: 1, durationSeconds: 4 * HOUR, gpuModel }, ACME);
     d.clock.advance(2 * HOUR);
   }, 60_000);
-  afterAll(async () => {
-    await d?.close();
-    rmSync(scratch, { recursive: true, force: true });
-  });
 
   it('usage list pages with the cursor each page ends with, and refuses one it did not give', async () => {
     const bounds = ['--from', at(hour), '--to', at(hour + 2 * HOUR * 1000)];

@@ -8,6 +8,7 @@ export {
   type DatabaseOptions,
 } from './database.js';
 export { PGliteDialect } from './pglite-dialect.js';
+export { isTransientConflict, retryTransient } from './retry.js';
 export {
   migrate,
   migrationStatus,

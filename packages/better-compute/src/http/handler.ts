@@ -28,6 +28,7 @@ import {
   belongsInLog,
   toResponse,
 } from '@better-compute/core';
+import { retryTransient } from '@better-compute/db';
 import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
 import { recordMutation, writeAudit } from '../db/unit-of-work.js';
@@ -230,38 +231,42 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
       routes: options.routes,
     });
     if (method.kind === 'query') return dataAnswer(await handler(context(db)), requestId);
-    // 8 + 9. idempotency, the change, its events and its audit entry: one transaction
+    // 8 + 9. idempotency, the change, its events and its audit entry: one transaction. One that
+    // PostgreSQL aborted for meeting others (a deadlock's victim) kept nothing, and runs again.
     try {
-      const result = await db.transaction().execute(async (trx) => {
-        const idempotencyKey =
-          method.idempotent && typeof input.idempotencyKey === 'string' ? input.idempotencyKey : undefined;
-        const scope: IdempotencyScope | undefined = idempotencyKey
-          ? { tenantId, principalId: identity?.principalId ?? '', method: key, key: idempotencyKey }
-          : undefined;
-        let scopeHash: string | undefined;
-        if (scope) {
-          const claim = await claimIdempotencyKey(trx, scope, input, options.now());
-          // Parsed again, so a replay's keys come in the first answer's order (jsonb sorts them).
-          if (claim.kind === 'replay')
-            return {
-              replayed: true as const,
-              data: method.output.parse(openFields(claim.response, method.sealed, scope)),
-            };
-          scopeHash = claim.scopeHash;
-        }
-        const data = await handler(context(trx));
-        const output = method.output.parse(data);
-        await recordMutation(trx, {
-          events,
-          meta: { tenantId, actor: identity?.principalId ?? null, requestId },
-          audit: audit && { ...audit, outcome: 'allowed' },
-          idempotency:
-            scope && scopeHash
-              ? { scopeHash, response: sealFields(output, method.sealed, scope) }
-              : undefined,
-        });
-        return { replayed: false as const, data: output };
-      });
+      const result = await retryTransient(() =>
+        db.transaction().execute(async (trx) => {
+          events.length = 0;
+          const idempotencyKey =
+            method.idempotent && typeof input.idempotencyKey === 'string' ? input.idempotencyKey : undefined;
+          const scope: IdempotencyScope | undefined = idempotencyKey
+            ? { tenantId, principalId: identity?.principalId ?? '', method: key, key: idempotencyKey }
+            : undefined;
+          let scopeHash: string | undefined;
+          if (scope) {
+            const claim = await claimIdempotencyKey(trx, scope, input, options.now());
+            // Parsed again, so a replay's keys come in the first answer's order (jsonb sorts them).
+            if (claim.kind === 'replay')
+              return {
+                replayed: true as const,
+                data: method.output.parse(openFields(claim.response, method.sealed, scope)),
+              };
+            scopeHash = claim.scopeHash;
+          }
+          const data = await handler(context(trx));
+          const output = method.output.parse(data);
+          await recordMutation(trx, {
+            events,
+            meta: { tenantId, actor: identity?.principalId ?? null, requestId },
+            audit: audit && { ...audit, outcome: 'allowed' },
+            idempotency:
+              scope && scopeHash
+                ? { scopeHash, response: sealFields(output, method.sealed, scope) }
+                : undefined,
+          });
+          return { replayed: false as const, data: output };
+        }),
+      );
       return dataAnswer(
         result.data,
         requestId,

@@ -46,6 +46,8 @@ export const nodeSchema = z.object({
   poolId: z.string(),
   name: z.string(),
   state: nodeState,
+  /** While offline: the state its next heartbeat returns it to (cordon, drain and uncordon change it). */
+  stateWhenBack: nodeState.nullable(),
   labels: z.record(z.string(), z.string()),
   taints: z.array(z.object({ key: z.string(), value: z.string(), effect: z.enum(['NoSchedule']) })),
   cpuCores: z.number().int(),

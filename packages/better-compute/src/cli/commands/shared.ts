@@ -104,6 +104,25 @@ export function assertSetOrRemove(
 }
 
 /**
+ * The `--label KEY=VALUE` and `--remove-label KEY` flags of an update (sites, pools): the labels
+ * set, after refusing a key both set and removed.
+ */
+export function labelUpdate(
+  commandName: string,
+  flags: { label: readonly string[]; removeLabel: readonly string[] },
+): Record<string, string> {
+  const labels = keyValues(commandName, 'label', flags.label);
+  assertSetOrRemove(commandName, {
+    what: 'label',
+    set: Object.keys(labels),
+    setFlag: 'label',
+    remove: flags.removeLabel,
+    removeFlag: 'removeLabel',
+  });
+  return labels;
+}
+
+/**
  * The idempotency key of a create: --key when given (checked like the server checks it), else a new
  * one. Either way it is logged before the call, so a run that never gets an answer still shows it.
  */

@@ -5,6 +5,7 @@
  * replica at a time under a lease, and the simulator calls `runFleetController` on its own clock.
  */
 import { newId } from '@better-compute/core';
+import { retryTransient } from '@better-compute/db';
 import { sql, type Kysely } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
 import { writeEvents } from '../../db/unit-of-work.js';
@@ -26,19 +27,22 @@ export interface ControllerReport {
   activated: number;
 }
 
+/** One transaction with its events; run again when PostgreSQL aborted it for meeting others. */
 async function inTransaction(
   db: FleetDb,
   work: (trx: FleetDb, emit: (event: EventDraft) => void) => Promise<void>,
 ): Promise<void> {
-  await db.transaction().execute(async (trx) => {
-    const events: EventDraft[] = [];
-    await work(trx, (event) => void events.push(event));
-    await writeEvents(trx as unknown as Kysely<ComputeTables>, events, {
-      tenantId: 'root',
-      actor: null,
-      requestId: `ctl_${newId('request').slice(4)}`,
-    });
-  });
+  await retryTransient(() =>
+    db.transaction().execute(async (trx) => {
+      const events: EventDraft[] = [];
+      await work(trx, (event) => void events.push(event));
+      await writeEvents(trx as unknown as Kysely<ComputeTables>, events, {
+        tenantId: 'root',
+        actor: null,
+        requestId: `ctl_${newId('request').slice(4)}`,
+      });
+    }),
+  );
 }
 
 /** One pass of the controller at `now`. */

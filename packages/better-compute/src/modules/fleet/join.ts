@@ -120,11 +120,13 @@ export async function createJoinToken(
 export async function listJoinTokens(
   ctx: CallContext<{ poolId?: string | undefined; limit: number; cursor?: string | undefined }>,
 ) {
-  let query = fleetDb(ctx.db)
-    .selectFrom('compute.join_tokens')
-    .selectAll()
-    .where('tenant_id', '=', ctx.tenantId);
-  if (ctx.input.poolId) query = query.where('pool_id', '=', ctx.input.poolId);
+  const db = fleetDb(ctx.db);
+  let query = db.selectFrom('compute.join_tokens').selectAll().where('tenant_id', '=', ctx.tenantId);
+  // As nodes.list: a pool filter names one of the tenant's own pools (NOT_FOUND, ACCESS_DENIED).
+  if (ctx.input.poolId) {
+    await ownedPool(db, ctx.tenantId, ctx.input.poolId);
+    query = query.where('pool_id', '=', ctx.input.poolId);
+  }
   if (ctx.input.cursor) query = query.where('id', '>', ctx.input.cursor);
   const rows = await query
     .orderBy('id')
@@ -160,12 +162,14 @@ export async function listJoinRequests(
     cursor?: string | undefined;
   }>,
 ) {
-  let query = fleetDb(ctx.db)
-    .selectFrom('compute.join_requests')
-    .selectAll()
-    .where('tenant_id', '=', ctx.tenantId);
+  const db = fleetDb(ctx.db);
+  let query = db.selectFrom('compute.join_requests').selectAll().where('tenant_id', '=', ctx.tenantId);
   if (ctx.input.state) query = query.where('state', '=', ctx.input.state);
-  if (ctx.input.poolId) query = query.where('pool_id', '=', ctx.input.poolId);
+  // As nodes.list: a pool filter names one of the tenant's own pools (NOT_FOUND, ACCESS_DENIED).
+  if (ctx.input.poolId) {
+    await ownedPool(db, ctx.tenantId, ctx.input.poolId);
+    query = query.where('pool_id', '=', ctx.input.poolId);
+  }
   if (ctx.input.cursor) query = query.where('id', '>', ctx.input.cursor);
   const rows = await query
     .orderBy('id')

@@ -10,6 +10,7 @@ import { MAX_TAINTS } from '@better-compute/core/methods';
 import { type Selectable, sql } from 'kysely';
 import type { CallContext } from '../define-module.js';
 import { activateQueue, endReservationsOnNode, lockPool } from '../capacity/service.js';
+import { ownedPool } from './pools.js';
 import {
   checkVersion,
   invalidState,
@@ -63,6 +64,7 @@ export function nodeView(row: NodeRow, gpus: GpuRow[]) {
     poolId: row.pool_id,
     name: row.name,
     state: row.state,
+    stateWhenBack: row.state === 'offline' ? (row.state_before_offline ?? 'ready') : null,
     labels: row.labels,
     taints: row.taints,
     cpuCores: row.cpu_cores,
@@ -197,6 +199,9 @@ export async function listNodes(
   }>,
 ) {
   const db = fleetDb(ctx.db);
+  // A pool filter names a pool of the tenant's own: one it cannot see is NOT_FOUND and one only
+  // offered to it ACCESS_DENIED (its nodes are its owner's), never an empty list that looks fine.
+  if (ctx.input.poolId) await ownedPool(db, ctx.tenantId, ctx.input.poolId);
   let query = db.selectFrom('compute.nodes').selectAll().where('tenant_id', '=', ctx.tenantId);
   if (ctx.input.poolId) query = query.where('pool_id', '=', ctx.input.poolId);
   if (ctx.input.state) query = query.where('state', '=', ctx.input.state);

@@ -1,7 +1,7 @@
 /** `pools update POOL [--name] [--description] [--label k=v] [--remove-label KEY] [--if-version N]`. */
 import { defineCommand } from '../../../define.js';
 import { CliError } from '../../../errors.js';
-import { assertSetOrRemove, keyValues } from '../../shared.js';
+import { labelUpdate } from '../../shared.js';
 
 export default defineCommand({
   name: 'pools update',
@@ -48,14 +48,7 @@ export default defineCommand({
         details: { field: 'name' },
       });
     }
-    const labels = keyValues(commandName, 'label', flags.label);
-    assertSetOrRemove(commandName, {
-      what: 'label',
-      set: Object.keys(labels),
-      setFlag: 'label',
-      remove: flags.removeLabel,
-      removeFlag: 'removeLabel',
-    });
+    const labels = labelUpdate(commandName, flags);
     return (await api()).call('pools.update', {
       poolId: args.pool,
       ...(flags.name !== undefined ? { name: flags.name } : {}),

@@ -4,7 +4,7 @@
  */
 import { CliError } from '../../../errors.js';
 import { defineCommand } from '../../../define.js';
-import { assertSetOrRemove, defined, ifVersionFlag, keyValues } from '../../shared.js';
+import { defined, ifVersionFlag, labelUpdate } from '../../shared.js';
 
 export default defineCommand({
   name: 'sites update',
@@ -36,14 +36,7 @@ export default defineCommand({
     'better-compute sites update site_01k… --remove-label tier',
   ],
   async run({ args, flags, api, commandName }) {
-    const labels = keyValues(commandName, 'label', flags.label);
-    assertSetOrRemove(commandName, {
-      what: 'label',
-      set: Object.keys(labels),
-      setFlag: 'label',
-      remove: flags.removeLabel,
-      removeFlag: 'removeLabel',
-    });
+    const labels = labelUpdate(commandName, flags);
     const input = defined({
       name: flags.name,
       region: flags.region,
