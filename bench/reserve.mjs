@@ -59,8 +59,13 @@ try {
   const counted = { read: 0, write: 0 };
   const countStatement = (text) => {
     if (!counting) return;
-    const lower = text.trim().toLowerCase();
-    if (/^(begin|commit|rollback)\b/.test(lower)) return;
+    // Transaction control is no read-write statement: begin, commit, and the reserve's savepoint
+    // (sent with the statement after it, behind its `sent with commit` marker).
+    const lower = text
+      .trim()
+      .toLowerCase()
+      .replace(/^\/\*.*?\*\/\s*/, '');
+    if (/^(begin|commit|rollback|savepoint|release)\b/.test(lower)) return;
     const writes = /\b(insert|update|delete)\b/.test(lower.replace(/for (no key )?update/g, ''));
     counted[writes ? 'write' : 'read']++;
   };

@@ -14,7 +14,8 @@
  * a slot is claimed only while empty, under that row's lock, so no GPU is ever held twice.
  */
 import { ComputeError, newId } from '@better-compute/core';
-import { sql, type RawBuilder, type Selectable } from 'kysely';
+import { sentWithCommit } from '@better-compute/db';
+import { CompiledQuery, sql, type RawBuilder, type Selectable } from 'kysely';
 import type { CallContext } from '../define-module.js';
 import { checkVersion, iso, isoOrNull, notFound } from '../fleet/common.js';
 import { completeDrains, type Emit, settleInventory } from '../fleet/node-states.js';
@@ -1050,11 +1051,18 @@ export async function createReservation(
   const db = fleetDb(ctx.db);
   const { input } = ctx;
   const terms = requestTerms(input);
+  // The fast pick may lock a node it then skips (its newest version no longer fits) and keep that
+  // lock; a miss goes back to this savepoint, which drops it, before the locked path asks for the
+  // pool's lock: a node held while waiting for its pool would break the lock order
+  // (docs/decisions/transient-conflicts.md). Sent with the pick, it costs no round trip.
+  await db.executeQuery(CompiledQuery.raw(sentWithCommit('savepoint fast_reserve'), []));
+  const missed = () => sql`rollback to savepoint fast_reserve`.execute(db);
   if (!input.projectId) {
     // The common reserve checks the pool in its one read (see reserveFast); when it does not apply,
     // the checks below run and say why.
     const fast = await reserveFast(ctx, db, input.poolId, terms, ctx.now(), true);
     if (fast) return fast;
+    await missed();
   }
   const pool = await reservablePool(db, ctx.tenantId, input.poolId);
   if (input.projectId) {
@@ -1071,6 +1079,7 @@ export async function createReservation(
   const now = ctx.now();
   const fast = await reserveFast(ctx, db, pool.id, terms, now);
   if (fast) return fast;
+  await missed();
   await lockPool(db, pool.id);
   const quota = await quotaAllows(db, ctx.tenantId, pool.id, input.gpus);
   if (!quota.ok) throw quotaExceeded(ctx.tenantId, pool.id, input.gpus, quota);
