@@ -438,6 +438,18 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
     });
   });
 
+  /** Until a statement of another connection waits for a node's row lock (`what` names the call). */
+  async function untilWaitingForNodeLock(what: string): Promise<void> {
+    for (let waited = 0; ; waited += 20) {
+      const waiting = await sql<{ n: number }>`
+        select count(*)::int as n from pg_stat_activity
+        where wait_event_type = 'Lock' and query ilike '%from "compute"."nodes"%for update%'`.execute(d.db);
+      if (waiting.rows[0]!.n > 0) return;
+      if (waited > 10_000) throw new Error(`${what} never waited for the node's lock`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
   describe('11. what capacity, the event log and the page flags say', () => {
     it('capacity counts the free GPUs of a node whose inventory waits as unavailable', async () => {
       const { poolId } = await seedPool(d, 'cap-waiting');
@@ -504,16 +516,7 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
             ACME,
           );
           // Until the reserve waits for the node's lock: it has placed on the other group.
-          for (let waited = 0; ; waited += 20) {
-            const waiting = await sql<{ n: number }>`
-              select count(*)::int as n from pg_stat_activity
-              where wait_event_type = 'Lock' and query ilike '%from "compute"."nodes"%for update%'`.execute(
-              d.db,
-            );
-            if (waiting.rows[0]!.n > 0) break;
-            if (waited > 10_000) throw new Error('the reserve never waited for the node lock');
-            await new Promise((resolve) => setTimeout(resolve, 20));
-          }
+          await untilWaitingForNodeLock('the reserve');
           // The first reservation moves to the other group; the node's free count stays 4.
           const slots = (holder: string | null) =>
             sql`array[${sql.join([0, 1, 2, 3].map(() => sql`${holder}::text`))}]`;
@@ -548,16 +551,7 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
         await d.db.transaction().execute(async (trx) => {
           await sql`select id from compute.nodes where id = ${node.nodeId} for update`.execute(trx);
           cordon = d.api('nodes.cordon', { nodeId: node.nodeId });
-          for (let waited = 0; ; waited += 20) {
-            const waiting = await sql<{ n: number }>`
-            select count(*)::int as n from pg_stat_activity
-            where wait_event_type = 'Lock' and query ilike '%from "compute"."nodes"%for update%'`.execute(
-              d.db,
-            );
-            if (waiting.rows[0]!.n > 0) break;
-            if (waited > 10_000) throw new Error('the cordon never waited for the node');
-            await new Promise((resolve) => setTimeout(resolve, 20));
-          }
+          await untilWaitingForNodeLock('the cordon');
           await sql`select id from compute.pools where id = ${poolId} for no key update`.execute(trx);
         });
         expect(await cordon!).toMatchObject({ state: 'cordoned' });
