@@ -19,18 +19,10 @@ import {
   seedPool,
   suiteDeployment,
 } from './fleet-support.js';
+import type { UsageRow as Usage } from '../src/modules/fleet/usage.js';
 
 const kinds = await testDatabaseKinds();
 const HOUR = 3600;
-
-interface Usage {
-  windowStart: string;
-  windowEnd: string;
-  tenantId: string;
-  poolId: string;
-  gpuModel: string;
-  gpuSeconds: number;
-}
 
 /** Moves the clock to the next whole hour and returns it. */
 function nextHour(d: FleetDeployment): number {
