@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -133,6 +133,50 @@ describe('the order credentials are taken in', () => {
       profile: 'default',
       token: 'd',
       path: file(),
+    });
+  });
+
+  it('of Better IAM’s session and compute’s profile, the one saved last wins (issue 15: an auth login after a better-iam login is used)', async () => {
+    const remote = { origin: 'https://compute.example.com' };
+    const iamFile = join(home, 'iam', 'profiles.json');
+    const minutesAgo = (m: number) => new Date(Date.now() - m * 60_000);
+    saveIamSession({ url: 'https://compute.example.com', token: 'iam', expiresAt: null });
+    utimesSync(iamFile, minutesAgo(10), minutesAgo(10));
+    await writeCredentials(file(), {
+      version: 1,
+      current: 'default',
+      profiles: {
+        default: {
+          url: 'https://compute.example.com',
+          token: 'login',
+          tenantId: null,
+          savedAt: minutesAgo(1).toISOString(),
+        },
+      },
+    });
+    const afterLogin = await resolveCredential({ env, target: remote });
+    expect(afterLogin).toEqual({
+      credential: expect.objectContaining({ source: 'profile', token: 'login' }),
+      skipped: [],
+    });
+    // A better-iam login after it (the store rewritten now) is the newer one.
+    saveIamSession({ url: 'https://compute.example.com', token: 'iam2', expiresAt: null });
+    expect((await resolveCredential({ env, target: remote })).credential).toMatchObject({
+      source: 'better-iam',
+      token: 'iam2',
+    });
+    // The newest cannot be used: the older one is, and the notice says so.
+    saveIamSession({ url: 'https://compute.example.com', token: 'iam3', expiresAt: '2000-01-01T00:00:00.000Z' });
+    const passedOver = await resolveCredential({ env, target: remote });
+    expect(passedOver.credential).toMatchObject({ source: 'profile', token: 'login' });
+    expect(passedOver.notice).toBe(
+      `using compute profile "default": the credential saved after it was passed over (Better IAM's session (${iamFile}) expired at 2000-01-01T00:00:00.000Z)`,
+    );
+    // A profile named on purpose wins whatever was saved after it.
+    saveIamSession({ url: 'https://compute.example.com', token: 'iam4', expiresAt: null });
+    expect((await resolveCredential({ env, profile: 'default', target: remote })).credential).toMatchObject({
+      source: 'profile',
+      token: 'login',
     });
   });
 

@@ -1,15 +1,17 @@
 /**
- * Credentials, in the guide's order: BETTER_COMPUTE_TOKEN; Better IAM's saved session (when the
- * optional better-iam package answers; expired or broken sessions are skipped); compute's own
- * credentials file, profile BETTER_COMPUTE_PROFILE (or --profile), else its current profile, else
- * `default`.
+ * Credentials, in this order (docs/decisions/credential-order.md): BETTER_COMPUTE_TOKEN; a profile
+ * named explicitly (--profile or BETTER_COMPUTE_PROFILE); then, of Better IAM's saved session (when
+ * the optional better-iam package answers) and compute's current profile (else `default`), the one
+ * saved last, so the login a person just made is the one used. One that cannot be used (expired,
+ * broken, saved for another deployment) is passed over and said in `skipped`; when the credential
+ * used is not the one saved last, `notice` says so, for stderr.
  *
  * A saved token goes only to the deployment it was saved for: over HTTP, its URL's origin must be
  * the call's; a profile saved in process (without a URL) is never sent to a remote server. The
  * file is found only from the environment, and every write replaces it atomically with mode 0600.
  */
 import { randomBytes } from 'node:crypto';
-import { chmod, mkdir, open, readFile, rename, rm } from 'node:fs/promises';
+import { chmod, mkdir, open, readFile, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { ComputeError, isBearerToken, isRecord } from '@better-compute/core';
 import { CliError } from './errors.js';
@@ -38,6 +40,8 @@ export interface CredentialResolution {
   credential: ResolvedCredential | null;
   /** Why saved credentials were passed over, for the MISSING_ENV message. */
   skipped: string[];
+  /** Set when the credential used is not the one saved last: which one is used, and why. */
+  notice?: string;
 }
 
 /** Where a call goes: the origin of a remote server, or null in process. */
@@ -239,7 +243,129 @@ export interface ResolveOptions {
   now?: Date;
 }
 
-/** The first credential that applies, in the guide's order. */
+/** When a saved credential was written, in milliseconds; an unknown time counts as oldest. */
+function savedTime(text: string | null | undefined): number {
+  const time = text ? Date.parse(text) : Number.NaN;
+  return Number.isFinite(time) ? time : Number.NEGATIVE_INFINITY;
+}
+
+async function fileTime(path: string | null): Promise<number> {
+  if (!path) return Number.NEGATIVE_INFINITY;
+  try {
+    return (await stat(path)).mtimeMs;
+  } catch {
+    return Number.NEGATIVE_INFINITY;
+  }
+}
+
+/** A saved credential that may be used, with when it was saved. */
+interface Candidate {
+  credential: ResolvedCredential;
+  savedAt: number;
+  name: string;
+}
+
+/** Better IAM's session as a candidate, or the reason it cannot be used (pushed to `skipped`). */
+async function iamCandidate(
+  env: Record<string, string | undefined>,
+  target: CallTarget,
+  now: Date,
+  skipped: string[],
+): Promise<{ usable: Candidate | null; savedAt: number }> {
+  const session = await readIamSession(env);
+  if (!session) return { usable: null, savedAt: Number.NEGATIVE_INFINITY };
+  // Better IAM records no time per session: its profile store is rewritten by every login.
+  const savedAt = await fileTime(session.path);
+  // Better IAM's session is another program's file: one that cannot be used (expired, unreadable
+  // expiry, or a token that cannot travel as a header) is passed over like a missing one, and said.
+  const sessionToken = session.token.trim();
+  const where = session.path ? ` (${session.path})` : '';
+  if (!isBearerToken(sessionToken)) skipped.push(`Better IAM's session${where} holds a malformed token`);
+  else if (expired(session.expiresAt, now))
+    skipped.push(`Better IAM's session${where} expired at ${session.expiresAt}`);
+  else if (!mayUse(session.url, target))
+    skipped.push(`Better IAM's session was saved for ${session.url ?? 'an in-process deployment'}`);
+  else
+    return {
+      savedAt,
+      usable: {
+        savedAt,
+        name: `Better IAM's session${session.profile ? ` (profile "${session.profile}")` : ''}`,
+        credential: {
+          source: 'better-iam',
+          token: sessionToken,
+          ...(session.profile ? { profile: session.profile } : {}),
+          ...(session.path ? { path: session.path } : {}),
+          url: session.url,
+          tenantId: session.tenantId,
+          expiresAt: session.expiresAt,
+        },
+      },
+    };
+  return { usable: null, savedAt };
+}
+
+/** Compute's own profile as a candidate, or the reason it cannot be used (pushed to `skipped`). */
+async function profileCandidate(
+  env: Record<string, string | undefined>,
+  explicit: string | undefined,
+  target: CallTarget,
+  skipped: string[],
+): Promise<{ usable: Candidate | null; savedAt: number }> {
+  const none = { usable: null, savedAt: Number.NEGATIVE_INFINITY };
+  let path: string;
+  try {
+    path = credentialsPath(env);
+  } catch {
+    // No place for a credentials file means no saved profile, not a failure: public methods need none.
+    skipped.push('the environment names no credentials file (no HOME)');
+    return none;
+  }
+  let file: CredentialsFile;
+  try {
+    file = await readCredentials(path);
+  } catch (error) {
+    if (error instanceof ComputeError) throw error;
+    skipped.push(`${path} could not be read`);
+    return none;
+  }
+  const name = explicit ? assertProfileName(explicit) : (file.current ?? 'default');
+  const profile = Object.hasOwn(file.profiles, name) ? file.profiles[name] : undefined;
+  if (!profile) {
+    if (explicit) skipped.push(`${path} has no profile "${name}"`);
+    return none;
+  }
+  const savedAt = savedTime(profile.savedAt);
+  if (!mayUse(profile.url, target)) {
+    skipped.push(
+      profile.url
+        ? `profile "${name}" was saved for ${originOf(profile.url) ?? profile.url}, not ${target?.origin ?? 'this deployment'}`
+        : `profile "${name}" was saved in process and is never sent to a remote server`,
+    );
+    return { usable: null, savedAt };
+  }
+  return {
+    savedAt,
+    usable: {
+      savedAt,
+      name: `compute profile "${name}"`,
+      credential: {
+        source: 'profile',
+        token: checkedToken(
+          profile.token,
+          `the token saved in profile "${name}" (${path})`,
+          `Run "better-compute auth login --profile ${name}" again, or set BETTER_COMPUTE_TOKEN.`,
+        ),
+        profile: name,
+        path,
+        url: profile.url,
+        tenantId: profile.tenantId,
+      },
+    },
+  };
+}
+
+/** The first credential that applies, in the order above. */
 export async function resolveCredential(options: ResolveOptions): Promise<CredentialResolution> {
   const { env, target } = options;
   const now = options.now ?? new Date();
@@ -254,75 +380,22 @@ export async function resolveCredential(options: ResolveOptions): Promise<Creden
     );
     return { credential: { source: 'env', token }, skipped };
   }
-
-  const session = await readIamSession(env);
-  // Better IAM's session is another program's file: one that cannot be used (expired, unreadable
-  // expiry, or a token that cannot travel as a header) is passed over like a missing one, and said.
-  if (session) {
-    const sessionToken = session.token.trim();
-    const where = session.path ? ` (${session.path})` : '';
-    if (!isBearerToken(sessionToken)) skipped.push(`Better IAM's session${where} holds a malformed token`);
-    else if (expired(session.expiresAt, now))
-      skipped.push(`Better IAM's session${where} expired at ${session.expiresAt}`);
-    else if (mayUse(session.url, target))
-      return {
-        credential: {
-          source: 'better-iam',
-          token: sessionToken,
-          ...(session.profile ? { profile: session.profile } : {}),
-          ...(session.path ? { path: session.path } : {}),
-          url: session.url,
-          tenantId: session.tenantId,
-          expiresAt: session.expiresAt,
-        },
-        skipped,
-      };
-    else skipped.push(`Better IAM's session was saved for ${session.url ?? 'an in-process deployment'}`);
+  // A profile named on purpose wins over whatever else was saved.
+  if (options.profile) {
+    const named = await profileCandidate(env, options.profile, target, skipped);
+    return { credential: named.usable?.credential ?? null, skipped };
   }
 
-  let path: string;
-  try {
-    path = credentialsPath(env);
-  } catch {
-    // No place for a credentials file means no saved profile, not a failure: public methods need none.
-    skipped.push('the environment names no credentials file (no HOME)');
-    return { credential: null, skipped };
+  const iam = await iamCandidate(env, target, now, skipped);
+  const own = await profileCandidate(env, undefined, target, skipped);
+  const usable = [iam.usable, own.usable].filter((c): c is Candidate => c !== null);
+  // The one saved last; on a tie (or unknown times) Better IAM's session, as the guide lists it first.
+  const chosen = usable.sort((a, b) => b.savedAt - a.savedAt)[0] ?? null;
+  if (!chosen) return { credential: null, skipped };
+  const newest = Math.max(iam.savedAt, own.savedAt);
+  const resolution: CredentialResolution = { credential: chosen.credential, skipped };
+  if (chosen.savedAt < newest && skipped.length) {
+    resolution.notice = `using ${chosen.name}: the credential saved after it was passed over (${skipped.join('; ')})`;
   }
-  let file: CredentialsFile;
-  try {
-    file = await readCredentials(path);
-  } catch (error) {
-    if (error instanceof ComputeError) throw error;
-    skipped.push(`${path} could not be read`);
-    return { credential: null, skipped };
-  }
-  const name = options.profile ? assertProfileName(options.profile) : (file.current ?? 'default');
-  const profile = Object.hasOwn(file.profiles, name) ? file.profiles[name] : undefined;
-  if (!profile) {
-    if (options.profile) skipped.push(`${path} has no profile "${name}"`);
-    return { credential: null, skipped };
-  }
-  if (!mayUse(profile.url, target)) {
-    skipped.push(
-      profile.url
-        ? `profile "${name}" was saved for ${originOf(profile.url) ?? profile.url}, not ${target?.origin ?? 'this deployment'}`
-        : `profile "${name}" was saved in process and is never sent to a remote server`,
-    );
-    return { credential: null, skipped };
-  }
-  return {
-    credential: {
-      source: 'profile',
-      token: checkedToken(
-        profile.token,
-        `the token saved in profile "${name}" (${path})`,
-        `Run "better-compute auth login --profile ${name}" again, or set BETTER_COMPUTE_TOKEN.`,
-      ),
-      profile: name,
-      path,
-      url: profile.url,
-      tenantId: profile.tenantId,
-    },
-    skipped,
-  };
+  return resolution;
 }

@@ -4,7 +4,7 @@
  * configuration's `compute.handler` in process, so the route table, the envelope, CSRF, the body
  * limit and IAM all apply as they do remotely.
  */
-import { ComputeError } from '@better-compute/core';
+import { ComputeError, safeText } from '@better-compute/core';
 import {
   createComputeClient,
   DEFAULT_BASE_PATH,
@@ -42,6 +42,7 @@ export async function createCliApi(options: TransportOptions): Promise<CliApi> {
         target: endpoint ? { origin: endpoint.origin } : null,
       });
   const credential = resolution.credential;
+  if ('notice' in resolution && resolution.notice) io.err(safeText(`note: ${resolution.notice}`));
   const tenant = global.tenant ?? credential?.tenantId ?? undefined;
 
   let client: ComputeClient;

@@ -25,7 +25,7 @@ export default defineCommand({
     const url = flags.url ?? (io.env.BETTER_COMPUTE_URL || undefined);
     const endpoint = url ? resolveEndpoint(url) : null;
     const path = credentials.credentialsPath(io.env);
-    const { credential, skipped } = await credentials.resolveCredential({
+    const { credential, skipped, notice } = await credentials.resolveCredential({
       env: io.env,
       profile: flags.profile ?? (io.env.BETTER_COMPUTE_PROFILE || undefined),
       target: endpoint ? { origin: endpoint.origin } : null,
@@ -48,6 +48,7 @@ export default defineCommand({
       currentProfile: file?.current ?? null,
       profiles: file ? Object.keys(file.profiles) : [],
       ...(skipped.length ? { skipped } : {}),
+      ...(notice ? { notice } : {}),
     };
   },
 });
