@@ -208,6 +208,15 @@ describe('terminal-safe text', () => {
       '"a\\u001b[31mred\\u0007\\tb\\nc\\u007fd\\u009be\\u2028f\\r\\n"',
     );
   });
+  it('the bidirectional overrides and isolates are neutralised in all three forms (issue 15)', () => {
+    // "txt.exe" shown reversed as "exe.txt" by U+202E: a name must not read as other than it is.
+    const bidi = 'file\u202eexe.txt \u202a\u202b\u202c\u202d\u2066\u2067\u2068\u2069end';
+    expect(safeText(bidi)).toBe('file exe.txt         end');
+    expect(safeCell(bidi)).toBe('file exe.txt         end');
+    expect(safeJson(JSON.stringify(bidi))).toBe(
+      '"file\\u202eexe.txt \\u202a\\u202b\\u202c\\u202d\\u2066\\u2067\\u2068\\u2069end"',
+    );
+  });
 });
 
 describe('ComputeError across copies', () => {
