@@ -65,7 +65,7 @@ beforeAll(async () => {
   poolId = /simulated fleet: 4 machine\(s\) in pool (pool_\w+) \(sim-gpu, offered to acme\)/.exec(
     startup,
   )![1]!;
-  dev = JSON.parse(readFileSync(join(work, '.better-compute', 'dev.json'), 'utf8')) as DevFile;
+  dev = JSON.parse(readFileSync(join(work, '.better-compute', 'dev-memory.json'), 'utf8')) as DevFile;
   token = dev.acmeAdmin.apiKey;
 }, 60_000);
 

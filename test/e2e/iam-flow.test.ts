@@ -7,7 +7,7 @@
  * server's output after its startup banner, nor any error output.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as OTPAuth from 'otpauth';
@@ -45,6 +45,7 @@ let server: RunningServer | undefined;
 let startup = '';
 let url = '';
 let member: DevAccount;
+const PERSISTENT_DEV_JSON = '{ "rootAdmin": { "note": "a persistent store\'s accounts" } }\n';
 const errors: string[] = [];
 const secrets: string[] = [];
 
@@ -101,6 +102,9 @@ beforeAll(async () => {
     execFileSync(process.execPath, [join(root, 'scripts', 'build.mjs')], { cwd: root, stdio: 'inherit' });
   }
   mkdirSync(emptyIamHome);
+  // A persistent store's credentials already there: dev --memory must leave them as they are (issue 15).
+  mkdirSync(join(work, '.better-compute'), { recursive: true });
+  writeFileSync(join(work, '.better-compute', 'dev.json'), PERSISTENT_DEV_JSON, { mode: 0o600 });
   // Port 0: the server picks a free port and prints the URL it listens on.
   server = await startBin(computeBin, ['dev', '--memory', '--port', '0'], {
     cwd: work,
@@ -110,7 +114,7 @@ beforeAll(async () => {
   });
   startup = server.output();
   url = /better-compute dev: (http:\/\/127\.0\.0\.1:\d+)\/api\/compute\n/.exec(startup)![1]!;
-  const dev = JSON.parse(readFileSync(join(work, '.better-compute', 'dev.json'), 'utf8')) as {
+  const dev = JSON.parse(readFileSync(join(work, '.better-compute', 'dev-memory.json'), 'utf8')) as {
     url: string;
     acmeMember: DevAccount;
   };
@@ -263,8 +267,14 @@ describe('a person signs in with TOTP, creates a key and uses it with better-com
       expect(output).not.toContain(secret);
       for (const stderr of errors) expect(stderr).not.toContain(secret);
     }
-    // The startup banner names the dev accounts; their password and key are only in dev.json.
+    // The startup banner names the dev accounts; their password and key are only in dev-memory.json.
     expect(startup).toContain(member.email);
+    expect(startup).toContain('.better-compute/dev-memory.json');
+  });
+
+  it('dev --memory writes its accounts beside a persistent store’s dev.json, never over it', () => {
+    expect(readFileSync(join(work, '.better-compute', 'dev.json'), 'utf8')).toBe(PERSISTENT_DEV_JSON);
+    expect(statSync(join(work, '.better-compute', 'dev-memory.json')).mode & 0o777).toBe(0o600);
   });
 
   it('the server stops on SIGTERM and exits 0', async () => {

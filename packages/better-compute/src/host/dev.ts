@@ -2,7 +2,8 @@
  * `dev`: a local control plane in one process. It uses the configuration when one is found, else
  * PGlite under `.better-compute/dev/` (or in memory with --memory); applies migrations; on a new
  * store creates the root administrator, a tenant `acme` with an administrator and a member, and an
- * API key for each, and writes them to `.better-compute/dev.json` (mode 0600). Prints the URL and
+ * API key for each, and writes them to `.better-compute/dev.json` (mode 0600; `dev-memory.json` with
+ * --memory, so a throwaway store never replaces a persistent one's credentials). Prints the URL and
  * who those accounts are, never their passwords or keys: a secret reaches the output only when one
  * asks for it (docs/decisions/dev-credentials.md). Runs until the abort signal.
  */
@@ -77,7 +78,10 @@ export async function startDev(options: DevOptions): Promise<void> {
     config = { database: options.memory ? 'pglite:memory' : `pglite:${join(stateDir, 'dev')}` };
   }
   const compute = await betterCompute(config);
-  const devFile = join(stateDir, 'dev.json');
+  // An in-memory store's accounts die with it: they go to their own file, so a --memory run never
+  // overwrites the credentials of the persistent store under .better-compute/dev/.
+  const devName = options.memory ? 'dev-memory.json' : 'dev.json';
+  const devFile = join(stateDir, devName);
   let created: Awaited<ReturnType<NonNullable<typeof compute.embeddedIam>['bootstrapDev']>>;
   try {
     await compute.migrate();
@@ -115,7 +119,7 @@ export async function startDev(options: DevOptions): Promise<void> {
     );
   }
   const saved = (created ?? (await readJsonFile(devFile))) as SavedDev | null;
-  const devPath = join(DEV_DIR, 'dev.json');
+  const devPath = join(DEV_DIR, devName);
   options.log(`better-compute dev: ${apiBase}`);
   options.log(`store: ${compute.database.description}`);
   if (saved) {
@@ -130,7 +134,7 @@ export async function startDev(options: DevOptions): Promise<void> {
     const token = saved?.rootAdmin?.apiKey;
     if (!token) {
       options.log(
-        `--sim ${options.sim}: no root administrator key in ${join(DEV_DIR, 'dev.json')}, so no simulated machines`,
+        `--sim ${options.sim}: no root administrator key in ${devPath}, so no simulated machines`,
       );
     } else {
       const { startSimulatedFleet } = await import('../sim/fleet-runner.js');
@@ -163,7 +167,7 @@ export async function startDev(options: DevOptions): Promise<void> {
   }
   // The key is read from the file by the shell, so it is not printed here or echoed by a terminal.
   options.log(
-    `try: BETTER_COMPUTE_URL=${url} BETTER_COMPUTE_TOKEN="$(node -p "require('./${DEV_DIR}/dev.json').acmeMember.apiKey")" npx better-compute api system.whoami`,
+    `try: BETTER_COMPUTE_URL=${url} BETTER_COMPUTE_TOKEN="$(node -p "require('./${devPath}').acmeMember.apiKey")" npx better-compute api system.whoami`,
   );
   options.onListening?.(url);
   return running;
