@@ -110,7 +110,11 @@ describe.each(kinds)('the request pipeline on %s', (kind) => {
     const { status, body } = await call(deployment.compute, 'events.list', { limit: 0 }, { token: acme });
     expect(status).toBe(400);
     expect(body.error?.code).toBe('INVALID_ARGUMENT');
-    expect(body.error?.details?.issues).toEqual([expect.objectContaining({ path: 'limit' })]);
+    // One shape on both route sets (docs/request-checks.md): the path as zod gives it, keys and indexes.
+    expect(body.error?.details?.issues).toEqual([
+      { path: ['limit'], code: 'too_small', message: expect.any(String) },
+    ]);
+    expect(body.error?.message).toMatch(/^limit: /);
   });
 
   it('IAM’s refusal is ACCESS_DENIED, and a denied mutation is audited but changes nothing', async () => {

@@ -6,6 +6,7 @@ export * from './terminal-safe.js';
 export * from './contract.js';
 export * from './bridge.js';
 export * from './http.js';
+export * from './request-checks.js';
 export * from './records.js';
 export * from './secrets-shown.js';
 export { PRODUCT, VERSION, VERSION_LINE } from './version.js';

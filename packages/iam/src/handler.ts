@@ -11,9 +11,14 @@ import {
   dataResponse,
   errorResponse,
   type Identity,
+  checkedBody,
+  isLoopbackHostname,
   methodPath,
   readJsonBody,
+  requestCredential,
   requestIdOf,
+  SESSION_COOKIE,
+  validatedInput,
   type ResourceRef,
   ROOT_TENANT,
   toComputeError,
@@ -25,7 +30,7 @@ import type { IamResourceRef } from './policy.js';
 import type { Principal } from './types.js';
 
 export const IAM_BASE_PATH = '/api/iam';
-export const SESSION_COOKIE = 'better-iam.session';
+export { SESSION_COOKIE };
 
 interface Context {
   identity: Identity | null;
@@ -53,27 +58,9 @@ interface Binding<K extends IamMethodName> {
 
 type Bindings = { [K in IamMethodName]: Binding<K> };
 
-function isLoopbackHost(hostname: string): boolean {
-  return (
-    hostname === 'localhost' ||
-    hostname === '127.0.0.1' ||
-    hostname === '[::1]' ||
-    hostname.endsWith('.localhost')
-  );
-}
-
 function sessionCookie(url: URL, token: string, maxAgeSeconds: number): string {
-  const secure = isLoopbackHost(url.hostname) ? '' : '; Secure';
+  const secure = isLoopbackHostname(url.hostname) ? '' : '; Secure';
   return `${SESSION_COOKIE}=${token}; Path=/; HttpOnly; SameSite=Lax; Max-Age=${maxAgeSeconds}${secure}`;
-}
-
-function cookieValue(header: string | null, name: string): string | undefined {
-  if (!header) return undefined;
-  for (const part of header.split(';')) {
-    const index = part.indexOf('=');
-    if (index > 0 && part.slice(0, index).trim() === name) return part.slice(index + 1).trim();
-  }
-  return undefined;
 }
 
 function requireIdentity(context: Context): Identity {
@@ -444,33 +431,6 @@ export function createIamHandler(iam: Iam, internals: IamInternals): (request: R
   const routes = routeTable();
   const bindings = createBindings(iam, internals);
 
-  function credentialOf(request: Request, url: URL): { token: string | null; refusal: string | null } {
-    const authorization = request.headers.get('authorization');
-    if (authorization !== null) {
-      const match = /^Bearer\s+(\S+)$/i.exec(authorization.trim());
-      return match
-        ? { token: match[1]!, refusal: null }
-        : { token: null, refusal: 'the Authorization header must be "Bearer <token>"' };
-    }
-    const cookie = cookieValue(request.headers.get('cookie'), SESSION_COOKIE);
-    if (!cookie) return { token: null, refusal: null };
-    const origins = internals.trustedOrigins ?? [url.origin];
-    const origin = request.headers.get('origin');
-    if (
-      request.method !== 'POST' ||
-      request.headers.get('x-better-compute') !== '1' ||
-      origin === null ||
-      !origins.includes(origin)
-    ) {
-      return {
-        token: null,
-        refusal:
-          'the session cookie is accepted only on POST requests with X-Better-Compute: 1 from a trusted origin',
-      };
-    }
-    return { token: cookie, refusal: null };
-  }
-
   return async function handle(request: Request): Promise<Response> {
     const requestId = requestIdOf(request);
     try {
@@ -494,19 +454,19 @@ export function createIamHandler(iam: Iam, internals: IamInternals): (request: R
         });
       }
       const method: AnyMethod = iamMethods[key];
-      const body = await readJsonBody(request);
+      const body = checkedBody(await readJsonBody(request));
 
       let identity: Identity | null = null;
       if (!('public' in method.access)) {
-        const { token, refusal } = credentialOf(request, url);
-        if (token !== null) identity = await iam.authenticate(token);
+        const credential = requestCredential(
+          { method: request.method, origin: url.origin, header: (name) => request.headers.get(name) },
+          internals.trustedOrigins,
+        );
+        if (credential !== null) identity = await iam.authenticate(credential.token);
         if (identity === null) {
           throw new ComputeError(
             'UNAUTHENTICATED',
-            refusal ??
-              (token === null
-                ? 'this method needs a credential'
-                : 'the credential is unknown, expired or revoked'),
+            credential === null ? 'this method needs a credential' : 'the credential is unknown, expired or revoked',
             {
               hint: 'Send Authorization: Bearer <session token, API key or session JWT>.',
             },
@@ -518,19 +478,8 @@ export function createIamHandler(iam: Iam, internals: IamInternals): (request: R
         }
       }
 
-      const parsed = method.input.safeParse(body);
-      if (!parsed.success) {
-        throw new ComputeError('INVALID_ARGUMENT', 'the input is not valid', {
-          details: {
-            issues: parsed.error.issues.map((issue) => ({
-              path: issue.path.map(String),
-              code: issue.code,
-              message: issue.message,
-            })),
-          },
-        });
-      }
-      const input = parsed.data as { tenantId?: string };
+      const parsedInput = validatedInput(method.input, body);
+      const input = parsedInput as { tenantId?: string };
       const tenantId = input.tenantId ?? identity?.tenantId ?? ROOT_TENANT;
       const context: Context = { identity, request, url, tenantId };
       const binding = bindings[key] as Binding<IamMethodName>;
@@ -539,7 +488,7 @@ export function createIamHandler(iam: Iam, internals: IamInternals): (request: R
         const action = method.access.action;
         const caller = identity!;
         const resource = binding.resource
-          ? await binding.resource(parsed.data as never, { ...context, identity: caller })
+          ? await binding.resource(parsedInput as never, { ...context, identity: caller })
           : { type: 'tenant', tenantId };
         const [decision] = await iam.authorize(caller, [{ action, resource }]);
         if (!decision?.allowed) {
@@ -552,7 +501,7 @@ export function createIamHandler(iam: Iam, internals: IamInternals): (request: R
           );
         }
       }
-      const answer = await binding.run(parsed.data as never, context);
+      const answer = await binding.run(parsedInput as never, context);
       return dataResponse(answer.data, requestId, 200, answer.headers ?? {});
     } catch (error) {
       const failure = toComputeError(error);

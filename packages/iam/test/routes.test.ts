@@ -157,17 +157,20 @@ describe.each(kinds)('IAM routes on %s', (kind) => {
 
   it('the session cookie counts only on POST with X-Better-Compute: 1 from a trusted origin', async () => {
     const cookie = { cookie: `better-iam.session=${memberToken}` };
+    // The same refusal, code and words as compute's routes (one request-check step, issue 14).
     const bare = await call('sessions/get', {}, cookie);
-    expect(bare.status).toBe(401);
-    expect(bare.body.error?.message).toBe(
-      'the session cookie is accepted only on POST requests with X-Better-Compute: 1 from a trusted origin',
-    );
+    expect(bare.status).toBe(403);
+    expect(bare.body.error).toMatchObject({
+      code: 'ACCESS_DENIED',
+      message: 'a cookie credential needs a POST with X-Better-Compute: 1 from a trusted Origin',
+      details: { reason: 'csrf' },
+    });
     const wrongOrigin = await call(
       'sessions/get',
       {},
       { ...cookie, 'x-better-compute': '1', origin: 'https://evil.example' },
     );
-    expect(wrongOrigin.status).toBe(401);
+    expect(wrongOrigin.status).toBe(403);
     const ok = await call('sessions/get', {}, { ...cookie, 'x-better-compute': '1', origin: ORIGIN });
     expect(ok.status).toBe(200);
     expect(ok.body.data).toMatchObject({ identity: { principalId: memberId, credentialKind: 'session' } });

@@ -5,7 +5,14 @@
  * read up to the handler's limit and refused past it.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { type Answer, BODY_LIMIT_BYTES, payloadTooLarge } from '@better-compute/core';
+import {
+  type Answer,
+  BODY_LIMIT_BYTES,
+  ComputeError,
+  errorAnswer,
+  payloadTooLarge,
+  requestIdFrom,
+} from '@better-compute/core';
 import type { ComputeInstance } from '../types.js';
 
 async function readBody(incoming: IncomingMessage, limit: number): Promise<Buffer> {
@@ -53,9 +60,30 @@ async function writeResponse(response: Response, outgoing: ServerResponse): Prom
   outgoing.end(body);
 }
 
+/** The origin a request was addressed to, or null for a Host header no URL can hold. */
+function originOf(host: string | undefined): string | null {
+  // A Host with a path, a user, a query or spaces in it is no host: `a/b`, `u@h`, `h?x`.
+  if (host !== undefined && /[/?#@\\\s]/.test(host)) return null;
+  try {
+    return new URL(`http://${host ?? 'localhost'}`).origin;
+  } catch {
+    return null;
+  }
+}
+
+function badHost(): Answer {
+  return errorAnswer(
+    new ComputeError('INVALID_ARGUMENT', 'the Host header is not a host name with an optional port', {
+      hint: 'Send the server’s host name, such as compute.example.com or 127.0.0.1:8080.',
+    }),
+    requestIdFrom(null),
+  );
+}
+
 export function createNodeServer(compute: Pick<ComputeInstance, 'handler' | 'dispatch'>): Server {
   return createServer((incoming, outgoing) => {
-    const origin = `http://${incoming.headers.host ?? 'localhost'}`;
+    const origin = originOf(incoming.headers.host);
+    if (origin === null) return writeAnswer(badHost(), outgoing);
     const rawUrl = incoming.url ?? '/';
     const query = rawUrl.indexOf('?');
     const pathname = query === -1 ? rawUrl : rawUrl.slice(0, query);

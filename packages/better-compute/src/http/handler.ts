@@ -27,13 +27,16 @@ import {
   toComputeError,
   belongsInLog,
   toResponse,
+  checkedBody,
+  checkedPath,
+  requestCredential,
+  validatedInput,
 } from '@better-compute/core';
 import { retryTransient } from '@better-compute/db';
 import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
 import { recordMutation, writeAudit } from '../db/unit-of-work.js';
 import type { CallContext, EventDraft, MethodHandler } from '../modules/define-module.js';
-import { credentialOf } from './credentials.js';
 import { claimIdempotencyKey, type IdempotencyScope, openFields, sealFields } from './idempotency.js';
 import { RateLimiter, type RateLimitOptions } from './rate-limit.js';
 
@@ -97,7 +100,7 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
   for (const bound of methods.values()) routeTable.set(`${basePath}${methodPath(bound.method)}`, bound);
 
   async function authenticate(request: ApiCall): Promise<Identity | null> {
-    const credential = credentialOf(request, options.trustedOrigins);
+    const credential = requestCredential(request, options.trustedOrigins);
     if (!credential) return null;
     const identity = await iam.authenticate(credential.token);
     if (!identity) {
@@ -132,11 +135,7 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
     const { method, handler } = bound;
     const key = methodKey(method);
     // 2. body
-    const body = parseJsonBody(await request.readBody(BODY_LIMIT_BYTES));
-    if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-      throw new ComputeError('INVALID_ARGUMENT', 'the request body must be a JSON object');
-    }
-    const raw = body as Record<string, unknown>;
+    const raw = checkedBody(parseJsonBody(await request.readBody(BODY_LIMIT_BYTES)));
     // 3 + 4. credential (with the CSRF rule) and tenant
     const identity = await authenticate(request);
     const isPublic = 'public' in method.access;
@@ -166,20 +165,7 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
       }
     }
     // 6. validation
-    const parsed = method.input.safeParse(raw);
-    if (!parsed.success) {
-      const issues = parsed.error.issues.map((issue) => ({
-        path: issue.path.join('.'),
-        message: issue.message,
-      }));
-      const first = issues[0];
-      throw new ComputeError(
-        'INVALID_ARGUMENT',
-        first ? `${first.path || 'input'}: ${first.message}` : 'the input is not valid',
-        { details: { issues } },
-      );
-    }
-    const input = parsed.data as Record<string, unknown>;
+    const input = validatedInput(method.input, raw) as Record<string, unknown>;
     // 7. authorization
     const action = methodAction(method);
     const resource: ResourceRef = { type: 'tenant', id: tenantId, ...method.resource?.(input), tenantId };
@@ -284,9 +270,11 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
 
   async function dispatch(request: ApiCall): Promise<Answer | null> {
     const { pathname } = request;
-    if (options.iamHandler && (pathname === IAM_BASE || pathname.startsWith(`${IAM_BASE}/`))) return null;
     const requestId = requestIdFrom(request.header('x-request-id'));
     try {
+      // Before routing, for IAM's paths too: a path with two readings is refused, not normalised.
+      checkedPath(pathname);
+      if (options.iamHandler && (pathname === IAM_BASE || pathname.startsWith(`${IAM_BASE}/`))) return null;
       // 1. route
       const bound = routeTable.get(pathname);
       if (!bound) {
