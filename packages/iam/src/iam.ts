@@ -67,6 +67,9 @@ import type {
   Tenant,
 } from './types.js';
 
+
+/** The longest an API key may be given to live (docs/security.md). */
+const API_KEY_MAX_LIFETIME_MS = 10 * 365.25 * 24 * 3600 * 1000;
 export interface CreateIamOptions {
   database: Database;
   /** Injected time, for tests and the simulator. */
@@ -1479,6 +1482,13 @@ export function createIam(options: CreateIamOptions): Iam {
         if (Number.isNaN(expiresAt.getTime()) || expiresAt <= clock()) {
           throw new ComputeError('INVALID_ARGUMENT', 'expiresAt must be a time in the future', {
             details: { field: 'expiresAt' },
+          });
+        }
+        // A key that outlives every rotation policy is a key nobody remembers to revoke.
+        if (expiresAt.getTime() - clock().getTime() > API_KEY_MAX_LIFETIME_MS) {
+          throw new ComputeError('INVALID_ARGUMENT', 'expiresAt must be within 10 years from now', {
+            details: { field: 'expiresAt' },
+            hint: 'Give a time within 10 years, or leave expiresAt out for a key that lasts until it is revoked.',
           });
         }
       }

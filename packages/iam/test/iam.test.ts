@@ -229,6 +229,24 @@ describe.each(kinds)('Better IAM on %s', (kind) => {
     expect(await iam.authenticate(key)).toBeNull();
   });
 
+  it('an API key lives at most 10 years; a far-future expiry is INVALID_ARGUMENT (issue 15)', async () => {
+    const { member } = await tenantWithPeople();
+    const year = 365.25 * 24 * 3600 * 1000;
+    await expect(
+      iam.createApiKey(member.id, { name: 'ok', expiresAt: new Date(clock.now().getTime() + 9.9 * year) }),
+    ).resolves.toMatchObject({ apiKey: { name: 'ok' } });
+    for (const expiresAt of [
+      new Date(clock.now().getTime() + 10.1 * year).toISOString(),
+      '+275760-09-13T00:00:00.000Z',
+      '9999-12-31T23:59:59Z',
+    ]) {
+      await expect(iam.createApiKey(member.id, { name: 'forever', expiresAt })).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: 'expiresAt must be within 10 years from now',
+      });
+    }
+  });
+
   it('unknown, malformed and forged credentials are refused', async () => {
     expect(await iam.authenticate('biam_key_' + 'A'.repeat(43))).toBeNull();
     expect(await iam.authenticate('biam_ses_short')).toBeNull();
