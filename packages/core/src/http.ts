@@ -4,7 +4,7 @@
  * failure, with the HTTP status taken from the error code.
  */
 import { ComputeError, type ComputeErrorJSON, httpStatusOf } from './errors.js';
-import { hideSecrets } from './secrets-shown.js';
+import { hideSecrets, hideSecretsIn } from './secrets-shown.js';
 
 /** The largest request body any route accepts. */
 export const BODY_LIMIT_BYTES = 64 * 1024;
@@ -43,6 +43,7 @@ export function errorAnswer(error: ComputeError, requestId: string): Answer {
   // A message or hint may quote what the caller sent, which may be a token pasted by mistake.
   json.message = hideSecrets(json.message);
   if (json.hint !== undefined) json.hint = hideSecrets(json.hint);
+  if (json.details !== undefined) json.details = hideSecretsIn(json.details);
   const body: ErrorEnvelope = { error: { ...json, requestId } };
   const headers: Record<string, string> = { ...JSON_HEADERS, 'x-request-id': requestId };
   const retryAfterMs = error.details?.retryAfterMs;

@@ -23,3 +23,15 @@ function isSecretRun(run: string): boolean {
 export function hideSecrets(text: string): string {
   return text.replace(RUN, (run) => (isSecretRun(run) ? SECRET_SHOWN : run));
 }
+
+/** A JSON value with hideSecrets applied to every string in it, keys included (error details). */
+export function hideSecretsIn<T>(value: T): T {
+  if (typeof value === 'string') return hideSecrets(value) as T;
+  if (Array.isArray(value)) return value.map((item) => hideSecretsIn(item)) as T;
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(
+      Object.entries(value).map(([key, item]) => [hideSecrets(key), hideSecretsIn(item)]),
+    ) as T;
+  }
+  return value;
+}

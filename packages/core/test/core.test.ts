@@ -276,4 +276,21 @@ describe('hideSecrets: a credential quoted in a message is described, never show
       hint: `not ${SECRET_SHOWN}`,
     });
   });
+
+  it('and everywhere in its details: values, keys and nested arrays (issue 15)', () => {
+    const answer = errorAnswer(
+      new ComputeError('INVALID_ARGUMENT', 'the input is not valid', {
+        details: {
+          issues: [{ path: ['labels', secret], code: 'unstorable', message: `got ${secret}` }],
+          [secret]: { got: secret, count: 3, ok: true, none: null },
+        },
+      }),
+      'req_1',
+    );
+    expect(answer.body).not.toContain(secret);
+    expect(JSON.parse(answer.body).error.details).toEqual({
+      issues: [{ path: ['labels', SECRET_SHOWN], code: 'unstorable', message: `got ${SECRET_SHOWN}` }],
+      [SECRET_SHOWN]: { got: SECRET_SHOWN, count: 3, ok: true, none: null },
+    });
+  });
 });
