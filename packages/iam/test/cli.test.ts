@@ -117,6 +117,26 @@ describe.runIf(kind !== undefined)('the better-iam command line', () => {
     );
   });
 
+  it('prints a server’s error terminal-safe: no control, C1 or bidirectional character reaches the terminal (issue 15)', async () => {
+    const hostile = 'tenant \u001b]0;owned\u0007 \u202eexe.txt\u009b2J done';
+    const io: CliIo = {
+      env: { BETTER_IAM_HOME: home },
+      stdout: () => {},
+      stderr: (text) => void (err += text),
+      readStdin: async () => '',
+      // The printer is what is tried here: the answer is the envelope a server sends, with hostile words.
+      fetch: (async () =>
+        new Response(JSON.stringify({ error: { code: 'NOT_FOUND', message: hostile, hint: hostile } }), {
+          status: 404,
+          headers: { 'content-type': 'application/json' },
+        })) as typeof fetch,
+    };
+    let err = '';
+    expect(await main(['tenants', 'get', 'acme', '--url', URL_], { ...io, env: { ...io.env, BETTER_IAM_TOKEN: 'biam_ses_x' } })).toBe(1);
+    expect(err).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/);
+    expect(err).toContain('NOT_FOUND: tenant  ]0;owned   exe.txt 2J done');
+  });
+
   it('logs in with the password from stdin, saves a 0600 profile, and the session works', async () => {
     const wrong = await run(['login', '--url', URL_, '--email', 'root@root.test'], 'wrong password 1\n');
     expect(wrong.status).toBe(1);

@@ -5,6 +5,7 @@
  * from arguments. Output is JSON; failures print `CODE: message` and exit 2 for usage, 1 otherwise.
  * It imports nothing heavy: no zod, no database.
  */
+import { hideSecrets, safeCell, safeJson } from '@better-compute/core';
 import { type Env, type IamProfile, profilesPath, readProfiles, writeProfiles } from './profile-store.js';
 
 export interface CliIo {
@@ -545,15 +546,16 @@ export async function main(argv: string[], io: CliIo = defaultIo()): Promise<num
       );
     }
     const result = await handler(parsed, io);
-    io.stdout(`${JSON.stringify(result, null, 2)}\n`);
+    io.stdout(`${safeJson(JSON.stringify(result, null, 2))}\n`);
     return 0;
   } catch (error) {
     const failure =
       error instanceof CliError
         ? error
         : new CliError('INTERNAL', error instanceof Error ? error.message : String(error));
-    io.stderr(`${failure.code}: ${failure.message}\n`);
-    if (failure.hint) io.stderr(`hint: ${failure.hint}\n`);
+    // The server's words reach a terminal: no control or bidirectional character may act on it.
+    io.stderr(`${safeCell(failure.code)}: ${safeCell(hideSecrets(failure.message))}\n`);
+    if (failure.hint) io.stderr(`hint: ${safeCell(hideSecrets(failure.hint))}\n`);
     return failure.usage ? 2 : 1;
   }
 }
