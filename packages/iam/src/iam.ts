@@ -637,8 +637,45 @@ export function createIam(options: CreateIamOptions): Iam {
     return email.trim().toLowerCase();
   }
 
+  /**
+   * The platform must keep one way in: an enabled person of the root tenant holding platform-admin.
+   * Called inside a change that could remove the last one, it first locks root's platform-admin
+   * bindings (so two such changes run one after the other, and the second sees the first), then
+   * refuses the change when none would be left.
+   */
+  async function lockPlatformAdmins(trx: Db): Promise<void> {
+    await trx
+      .selectFrom('iam.bindings')
+      .select('id')
+      .where('tenant_id', '=', ROOT_TENANT)
+      .where('role_id', '=', BUILT_IN_ROLE_IDS['platform-admin'])
+      .where('revoked_at', 'is', null)
+      .forUpdate()
+      .execute();
+  }
+
+  async function assertPlatformKeepsAnAdmin(trx: Db, what: string): Promise<void> {
+    const left = await trx
+      .selectFrom('iam.bindings as b')
+      .innerJoin('iam.principals as p', 'p.id', 'b.principal_id')
+      .select('b.id')
+      .where('b.tenant_id', '=', ROOT_TENANT)
+      .where('b.role_id', '=', BUILT_IN_ROLE_IDS['platform-admin'])
+      .where('b.revoked_at', 'is', null)
+      .where('p.disabled', '=', false)
+      .where('p.kind', '=', 'person')
+      .executeTakeFirst();
+    if (!left) {
+      throw new ComputeError('INVALID_STATE', `${what} would leave the platform without an administrator`, {
+        details: { reason: 'last-platform-admin' },
+        hint: 'Bind platform-admin to another enabled person of the root tenant first (better-iam bindings create --tenant root --role platform-admin).',
+      });
+    }
+  }
+
   async function setDisabled(principalId: string, disabled: boolean): Promise<Principal> {
     return change(async (trx) => {
+      if (disabled) await lockPlatformAdmins(trx);
       const row = await trx
         .updateTable('iam.principals')
         .set({ disabled, version: sql<number>`version + 1` })
@@ -646,6 +683,8 @@ export function createIam(options: CreateIamOptions): Iam {
         .returning(PRINCIPAL_COLUMNS)
         .executeTakeFirst();
       if (!row) throw notFound(`principal ${principalId}`);
+      if (disabled && row.tenant_id === ROOT_TENANT)
+        await assertPlatformKeepsAnAdmin(trx, `disabling principal ${principalId}`);
       return { result: toPrincipal(row), changes: [{ type: 'principal', id: principalId }] };
     });
   }
@@ -1732,6 +1771,7 @@ export function createIam(options: CreateIamOptions): Iam {
     },
     async revokeBinding(bindingId) {
       return change(async (trx) => {
+        await lockPlatformAdmins(trx);
         await trx
           .updateTable('iam.bindings')
           .set({ revoked_at: sql<Date>`coalesce(revoked_at, ${clock()})` })
@@ -1739,6 +1779,8 @@ export function createIam(options: CreateIamOptions): Iam {
           .execute();
         const row = await bindingRow(bindingId, trx);
         if (!row) throw notFound(`binding ${bindingId}`);
+        if (row.tenant_id === ROOT_TENANT && row.role_id === BUILT_IN_ROLE_IDS['platform-admin'])
+          await assertPlatformKeepsAnAdmin(trx, `revoking binding ${bindingId}`);
         return { result: toBinding(row), changes: [{ type: 'policy' }] };
       });
     },
