@@ -63,6 +63,21 @@ function sessionCookie(url: URL, token: string, maxAgeSeconds: number): string {
   return `${SESSION_COOKIE}=${token}; Path=/; HttpOnly; SameSite=Lax; Max-Age=${maxAgeSeconds}${secure}`;
 }
 
+/**
+ * A person's own session, opened with their password (a session token, or a JWT issued from one):
+ * second factors are the person's alone, never set up with an API key or by an agent.
+ */
+function requirePasswordSession(context: Context): Identity {
+  const identity = requireIdentity(context);
+  if (identity.principalKind !== 'person' || identity.credentialKind === 'api-key') {
+    throw new ComputeError('ACCESS_DENIED', 'a second factor is set up only from a session signed in with the password', {
+      details: { reason: 'password-session-required' },
+      hint: 'Sign in as the person (better-iam login) and run the command with that session, not an API key or an agent.',
+    });
+  }
+  return identity;
+}
+
 function requireIdentity(context: Context): Identity {
   if (!context.identity) throw new ComputeError('UNAUTHENTICATED', 'this method needs a credential');
   return context.identity;
@@ -152,12 +167,12 @@ function createBindings(iam: Iam, internals: IamInternals): Bindings {
     },
     'totp.enroll': {
       async run(_input, context) {
-        return { data: await iam.enrollTotp(requireIdentity(context).principalId) };
+        return { data: await iam.enrollTotp(requirePasswordSession(context).principalId) };
       },
     },
     'totp.confirm': {
       async run(input, context) {
-        return { data: await iam.confirmTotp(requireIdentity(context).principalId, input.code) };
+        return { data: await iam.confirmTotp(requirePasswordSession(context).principalId, input.code) };
       },
     },
     'apiKeys.create': {

@@ -192,7 +192,10 @@ export function decide(
   const person = principal.actingFor;
   if (principal.kind !== 'agent' || person === null)
     return decideFor(principal, check, tenantState, new Set([principal.id]));
-  const owners = new Set([principal.id, person.id]);
+  // An agent's sandbox is its person's too; but IAM's own resources (credentials, sessions, second
+  // factors) are never shared: an agent manages only its own, so a key it mints can never act as
+  // the person (docs/decisions/iam-agent-intersection.md).
+  const owners = check.action.startsWith('iam:') ? new Set([principal.id]) : new Set([principal.id, person.id]);
   const own = decideFor(principal, check, tenantState, owners);
   if (!own.allowed) return own;
   const theirs = decideFor(person, check, tenantState, owners);
