@@ -23,14 +23,20 @@ describe.each(kinds)('pools and quotas found by the audit on %s', (kind) => {
     cli.run(argv, { BETTER_COMPUTE_TOKEN: token, BETTER_COMPUTE_TENANT: tenant });
 
   describe('1. a quota read names a tenant that exists', () => {
-    it('quotas.get of an unknown subject is NOT_FOUND, as quotas.set and pools.offer are', async () => {
+    it('quotas.get of an unknown subject is NOT_FOUND for the owner, as quotas.set and pools.offer are; an offered tenant learns nothing', async () => {
       const { poolId } = await seedPool(d, 'q-subject');
       const unknown = { code: 'NOT_FOUND', message: 'tenant nosuch does not exist' };
-      // The owner, who may read any tenant's quotas, and a tenant offered the pool.
-      for (const token of [OPS, ACME]) {
-        expect(await d.fails('quotas.get', { poolId, subjectTenantId: 'nosuch' }, token)).toMatchObject({
-          ...unknown,
-          details: { id: 'nosuch', field: 'subjectTenantId' },
+      // The owner, who may read any tenant's quotas.
+      expect(await d.fails('quotas.get', { poolId, subjectTenantId: 'nosuch' }, OPS)).toMatchObject({
+        ...unknown,
+        details: { id: 'nosuch', field: 'subjectTenantId' },
+      });
+      // A tenant offered the pool reads only its own: it learns nothing of which tenants exist
+      // (issue 15), so an unknown subject answers as a known one does.
+      for (const subject of ['nosuch', 'globex']) {
+        expect(await d.fails('quotas.get', { poolId, subjectTenantId: subject }, ACME)).toMatchObject({
+          code: 'ACCESS_DENIED',
+          details: { reason: 'not-owner' },
         });
       }
       expect(await d.fails('quotas.set', { poolId, subjectTenantId: 'nosuch', limit: 4 })).toMatchObject(

@@ -137,6 +137,16 @@ export function decideFor(
   const ownState = tenantState(principal.tenantId);
   if (ownState !== 'active')
     return { allowed: false, reason: `tenant ${principal.tenantId} is ${ownState ?? 'unknown'}` };
+  const noBinding: AuthorizationDecision = {
+    allowed: false,
+    reason: `no binding of ${principal.id} grants ${action} on ${describeResource(resource)}`,
+  };
+  // A tenant the principal has nothing to do with gets the same answer whether it exists, is
+  // suspended or not: a refusal must not tell a stranger which tenants there are.
+  const related =
+    resource.tenantId === principal.tenantId ||
+    principal.bindings.some((binding) => binding.tenantId === resource.tenantId || isPlatformBinding(principal, binding));
+  if (!related) return noBinding;
   const targetState = tenantState(resource.tenantId);
   if (targetState === null) return { allowed: false, reason: `there is no tenant ${resource.tenantId}` };
   const reserved = RESERVED_ACTIONS.has(action);
@@ -174,10 +184,7 @@ export function decideFor(
       reason: `role ${ownMiss.role.name} (binding ${ownMiss.id}) allows ${action} only on ${principal.id}'s own resources`,
     };
   }
-  return {
-    allowed: false,
-    reason: `no binding of ${principal.id} grants ${action} on ${describeResource(resource)}`,
-  };
+  return noBinding;
 }
 
 /**

@@ -214,6 +214,7 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
       db: executor,
       emit: (event) => void events.push(event),
       now: options.now,
+      tenantExists: async (id) => (await iam.tenantState(id)) !== null,
       routes: options.routes,
     });
     if (method.kind === 'query') return dataAnswer(await handler(context(db)), requestId);

@@ -31,6 +31,11 @@ export interface CallContext<Input = unknown> {
   /** Queues an event; it is written with the change, or not at all. */
   emit(event: EventDraft): void;
   now(): Date;
+  /**
+   * Whether IAM knows a tenant. For queries only: a mutation names its tenants in the method table
+   * (`namesTenants`), checked before its transaction, since an embedded IAM may share its connection.
+   */
+  tenantExists(tenantId: string): Promise<boolean>;
   /** The live route table, for `system.routes`. */
   routes(): import('@better-compute/core').RouteInfo[];
 }

@@ -28,9 +28,8 @@ export const quotasGet = defineMethod({
   access: { action: 'compute:quotas:read' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-pool', id: input.poolId }),
-  // As quotas.set does: a mistyped --subject is NOT_FOUND, not an empty quota of a tenant that
-  // does not exist (absent, the acting tenant, which the handler has checked already).
-  namesTenants: ['subjectTenantId'],
+  // No namesTenants here: the method refuses a caller who is not the pool's owner before it asks
+  // whether the subject exists, so a stranger cannot learn which tenants there are (issue 15).
   input: z
     .object({
       tenantId,

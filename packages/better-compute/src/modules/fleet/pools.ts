@@ -444,6 +444,13 @@ export async function getQuotas(ctx: CallContext<{ poolId: string; subjectTenant
       hint: `The pool's owner sets and reads every tenant's quotas on it. ${offeredCan(ctx.input.poolId)}`,
     });
   }
+  // Asked only of the owner, as quotas.set does: a mistyped subject is NOT_FOUND, not an empty quota.
+  if (subject !== ctx.tenantId && !(await ctx.tenantExists(subject))) {
+    throw new ComputeError('NOT_FOUND', `tenant ${subject} does not exist`, {
+      details: { id: subject, field: 'subjectTenantId' },
+      hint: 'Name a tenant by its id in Better IAM, such as acme.',
+    });
+  }
   const rows = await db
     .selectFrom('compute.quotas')
     .selectAll()
