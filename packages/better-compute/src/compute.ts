@@ -8,6 +8,7 @@ import {
   type AnyMethod,
   ComputeError,
   type IamBridge,
+  RateLimiter,
   methodAction,
   methodKey,
   type ModuleName,
@@ -38,6 +39,7 @@ import type { ComputeInstance, DoctorFinding, DoctorReport, WorkerRole } from '.
 import { startWorkerLoop } from './workers/runner.js';
 
 export const DEFAULT_BASE_PATH = '/api/compute';
+const DEFAULT_RATE_LIMIT = { perSecond: 50, burst: 200 };
 
 /** Every built-in module, in migration order. */
 export const builtinModules: readonly ComputeModule[] = [
@@ -115,6 +117,9 @@ export async function betterCompute(
   const methods = bindModules(modules, config.modules);
   const routes = (): RouteInfo[] => [...methods.values()].map(({ method }) => routeInfo(method));
 
+  // One budget per identity across compute's routes and the embedded IAM's (docs/decisions/0006-rate-limit.md).
+  const rateLimit = config.rateLimit ?? DEFAULT_RATE_LIMIT;
+  const limiter = rateLimit ? new RateLimiter(rateLimit) : undefined;
   let iam: IamBridge;
   let iamHandler: ((request: Request) => Promise<Response>) | undefined;
   let iamMigrations: ModuleMigrations | undefined;
@@ -125,6 +130,8 @@ export async function betterCompute(
     const { createIam } = await import('better-iam');
     embeddedIam = createIam({
       database,
+      ...(limiter ? { limiter } : {}),
+      ...(config.iamLimits ? { limits: config.iamLimits } : {}),
       ...(config.trustedOrigins ? { trustedOrigins: config.trustedOrigins } : {}),
       log,
     });
@@ -149,7 +156,7 @@ export async function betterCompute(
     ...(iamHandler ? { iamHandler } : {}),
     db: () => db,
     trustedOrigins: config.trustedOrigins,
-    rateLimit: config.rateLimit ?? { perSecond: 50, burst: 200 },
+    limiter,
     now,
     log,
   });

@@ -7,6 +7,7 @@ export * from './contract.js';
 export * from './bridge.js';
 export * from './http.js';
 export * from './request-checks.js';
+export * from './rate-limit.js';
 export * from './records.js';
 export * from './secrets-shown.js';
 export { PRODUCT, VERSION, VERSION_LINE } from './version.js';

@@ -19,6 +19,7 @@ import {
   requestIdOf,
   SESSION_COOKIE,
   validatedInput,
+  rateLimited,
   type ResourceRef,
   ROOT_TENANT,
   toComputeError,
@@ -235,8 +236,9 @@ function createBindings(iam: Iam, internals: IamInternals): Bindings {
         tenantId: input.parentId ?? identity.tenantId,
       }),
       async run(input, context) {
-        const parentId = input.parentId ?? requireIdentity(context).tenantId;
-        return { data: await iam.createTenant({ id: input.id, name: input.name, parentId }) };
+        const byTenant = requireIdentity(context).tenantId;
+        const parentId = input.parentId ?? byTenant;
+        return { data: await iam.createTenant({ id: input.id, name: input.name, parentId, byTenant }) };
       },
     },
     'tenants.get': {
@@ -491,6 +493,9 @@ export function createIamHandler(iam: Iam, internals: IamInternals): (request: R
         if (state !== 'active' && !ALLOWED_WHILE_SUSPENDED.has(key)) {
           throw new ComputeError('TENANT_SUSPENDED', `tenant ${identity.tenantId} is ${state ?? 'gone'}`);
         }
+        // The same budget per identity as compute's routes (one limiter for both).
+        const waitMs = internals.limiter?.take(identity.principalId) ?? 0;
+        if (waitMs > 0) throw rateLimited(waitMs);
       }
 
       const parsedInput = validatedInput(method.input, body);

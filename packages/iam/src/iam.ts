@@ -23,6 +23,7 @@ import {
   isTenantId,
   newId,
   type PrincipalKind,
+  type RateLimiter,
   ROOT_TENANT,
   type TenantState,
 } from '@better-compute/core';
@@ -67,9 +68,9 @@ import type {
   Tenant,
 } from './types.js';
 
-
 /** The longest an API key may be given to live (docs/security.md). */
 const API_KEY_MAX_LIFETIME_MS = 10 * 365.25 * 24 * 3600 * 1000;
+
 export interface CreateIamOptions {
   database: Database;
   /** Injected time, for tests and the simulator. */
@@ -87,7 +88,34 @@ export interface CreateIamOptions {
   listenUrl?: string;
   /** Where a route's failure that its answer does not tell (an unknown throw) is written; default none. */
   log?: IamLog;
+  /** The per-identity rate limiter of IAM's routes (a deployment shares compute's); none by default. */
+  limiter?: RateLimiter;
+  /** Caps per person and per tenant (IAM_LIMITS); each may be set lower or higher. */
+  limits?: Partial<IamLimits>;
 }
+
+/**
+ * What one person or tenant may hold at most (docs/security.md). `childTenantsPerTenant` also decides
+ * who creates tenants: at 0 (the default) only platform operators do; above 0 a tenant's
+ * administrators may create that many child tenants directly under their own.
+ */
+export interface IamLimits {
+  apiKeysPerPrincipal: number;
+  sessionsPerPerson: number;
+  principalsPerTenant: number;
+  rolesPerTenant: number;
+  bindingsPerTenant: number;
+  childTenantsPerTenant: number;
+}
+
+export const IAM_LIMITS: IamLimits = {
+  apiKeysPerPrincipal: 100,
+  sessionsPerPerson: 100,
+  principalsPerTenant: 10_000,
+  rolesPerTenant: 500,
+  bindingsPerTenant: 20_000,
+  childTenantsPerTenant: 0,
+};
 
 /** A log entry IAM writes: a route failure, with the request it came from. */
 export interface IamLog {
@@ -336,7 +364,11 @@ export interface Iam {
   authorize(identity: Identity, checks: AuthorizationCheck[]): Promise<AuthorizationDecision[]>;
   installActions(catalog: ActionCatalogEntry[]): Promise<void>;
 
-  createTenant(input: { id: string; name: string; parentId?: string }): Promise<Tenant>;
+  /**
+   * Creates a tenant. `byTenant` is the creator's own tenant when a caller asks through the API: a
+   * tenant other than root may create children only under itself, up to `childTenantsPerTenant`.
+   */
+  createTenant(input: { id: string; name: string; parentId?: string; byTenant?: string }): Promise<Tenant>;
   getTenant(id: string): Promise<Tenant>;
   listTenants(options?: { parentId?: string } & PageOptions): Promise<Page<Tenant>>;
   suspendTenant(id: string): Promise<Tenant>;
@@ -416,6 +448,8 @@ export interface Iam {
 /** The options the HTTP layer needs besides the service. */
 export interface IamInternals {
   trustedOrigins: string[] | undefined;
+  limiter: RateLimiter | undefined;
+  limits: IamLimits;
   now(): Date;
   log: IamLog | undefined;
 }
@@ -424,6 +458,27 @@ export interface IamInternals {
 export function createIam(options: CreateIamOptions): Iam {
   const db: Db = options.database.db;
   const clock = options.clock ?? (() => new Date());
+  const limits: IamLimits = { ...IAM_LIMITS, ...options.limits };
+
+  /**
+   * Refuses a create that would take `what` past its cap. `count` counts what is held now, in the
+   * create's own transaction after `lock` serialised creates of the same holder.
+   */
+  async function underLimit(
+    limit: keyof IamLimits,
+    what: string,
+    count: () => Promise<number>,
+  ): Promise<void> {
+    const max = limits[limit];
+    if ((await count()) >= max) {
+      throw new ComputeError('QUOTA_EXCEEDED', `${what} is at its limit of ${max} (${limit})`, {
+        details: { limit, max },
+        hint: 'Remove or revoke one first, or ask the operator to raise the limit in the deployment’s configuration (iamLimits).',
+      });
+    }
+  }
+  const countOf = async (query: { executeTakeFirstOrThrow(): Promise<{ n: string | number | bigint }> }) =>
+    Number((await query.executeTakeFirstOrThrow()).n);
   const nowMs = () => clock().getTime();
   const idSource: IdSource = {
     now: nowMs,
@@ -509,6 +564,11 @@ export function createIam(options: CreateIamOptions): Iam {
     const row = isTenantId(tenantId) ? await tenantRow(tenantId, trx) : undefined;
     if (!row || row.state === 'deleted') throw notFound(`tenant ${tenantId}`);
     return row;
+  }
+
+  /** Serialises creates that count what a tenant holds (its principals, children). */
+  async function lockTenant(tenantId: string, trx: Db): Promise<void> {
+    await trx.selectFrom('iam.tenants').select('id').where('id', '=', tenantId).forUpdate().execute();
   }
 
   async function requireActiveTenant(tenantId: string, trx: Db = db): Promise<TenantRow> {
@@ -598,6 +658,15 @@ export function createIam(options: CreateIamOptions): Iam {
     try {
       return await db.transaction().execute(async (trx) => {
         await requireActiveTenant(values.tenantId, trx);
+        await lockTenant(values.tenantId, trx);
+        await underLimit('principalsPerTenant', `tenant ${values.tenantId}'s principals`, () =>
+          countOf(
+            trx
+              .selectFrom('iam.principals')
+              .select((eb) => eb.fn.countAll().as('n'))
+              .where('tenant_id', '=', values.tenantId),
+          ),
+        );
         if (values.actingFor !== null) {
           const person = await principalRow(values.actingFor, trx);
           if (!person || person.kind !== 'person' || person.tenant_id !== values.tenantId) {
@@ -1206,8 +1275,19 @@ export function createIam(options: CreateIamOptions): Iam {
     mfa: boolean,
     trx: Db,
   ): Promise<{ token: string; session: Session }> {
-    const token = newToken(SESSION_TOKEN_PREFIX);
     const now = clock();
+    await trx.selectFrom('iam.principals').select('id').where('id', '=', principalId).forUpdate().execute();
+    await underLimit('sessionsPerPerson', `principal ${principalId}'s open sessions`, () =>
+      countOf(
+        trx
+          .selectFrom('iam.sessions')
+          .select((eb) => eb.fn.countAll().as('n'))
+          .where('principal_id', '=', principalId)
+          .where('revoked_at', 'is', null)
+          .where('expires_at', '>', now),
+      ),
+    );
+    const token = newToken(SESSION_TOKEN_PREFIX);
     const row = await trx
       .insertInto('iam.sessions')
       .values({
@@ -1268,6 +1348,8 @@ export function createIam(options: CreateIamOptions): Iam {
     handler(request) {
       handle ??= createIamHandler(iam, {
         trustedOrigins: options.trustedOrigins,
+        limiter: options.limiter,
+        limits,
         now: clock,
         log: options.log,
       });
@@ -1287,9 +1369,34 @@ export function createIam(options: CreateIamOptions): Iam {
           details: { field: 'id' },
         });
       const parentId = input.parentId ?? ROOT_TENANT;
+      if (input.byTenant !== undefined && input.byTenant !== ROOT_TENANT) {
+        if (limits.childTenantsPerTenant <= 0)
+          throw new ComputeError('ACCESS_DENIED', 'only platform operators create tenants in this deployment', {
+            details: { reason: 'tenant-creation-off' },
+            hint: 'Ask a platform operator to create the tenant, or have the operator allow child tenants (iamLimits.childTenantsPerTenant).',
+          });
+        if (parentId !== input.byTenant)
+          throw new ComputeError('ACCESS_DENIED', `a tenant creates child tenants only under itself (${input.byTenant})`, {
+            details: { reason: 'not-own-parent' },
+            hint: `Pass --parent ${input.byTenant}, or leave it out.`,
+          });
+      }
       try {
         return await db.transaction().execute(async (trx) => {
           await requireActiveTenant(parentId, trx);
+          if (input.byTenant !== undefined && input.byTenant !== ROOT_TENANT) {
+            // A tenant's administrators create children only under their own tenant, up to the cap.
+            await lockTenant(parentId, trx);
+            await underLimit('childTenantsPerTenant', `tenant ${parentId}'s child tenants`, () =>
+              countOf(
+                trx
+                  .selectFrom('iam.tenants')
+                  .select((eb) => eb.fn.countAll().as('n'))
+                  .where('parent_id', '=', parentId)
+                  .where('state', '<>', 'deleted'),
+              ),
+            );
+          }
           const now = clock();
           const row = await trx
             .insertInto('iam.tenants')
@@ -1538,18 +1645,32 @@ export function createIam(options: CreateIamOptions): Iam {
         });
       }
       const key = newToken(API_KEY_PREFIX);
-      const row = await db
-        .insertInto('iam.api_keys')
-        .values({
-          id: id('apiKey'),
-          principal_id: principalId,
-          token_hash: hashToken(key),
-          name,
-          created_at: clock(),
-          expires_at: expiresAt,
-        })
-        .returning(API_KEY_COLUMNS)
-        .executeTakeFirstOrThrow();
+      const row = await db.transaction().execute(async (trx) => {
+        const now = clock();
+        await trx.selectFrom('iam.principals').select('id').where('id', '=', principalId).forUpdate().execute();
+        await underLimit('apiKeysPerPrincipal', `principal ${principalId}'s API keys`, () =>
+          countOf(
+            trx
+              .selectFrom('iam.api_keys')
+              .select((eb) => eb.fn.countAll().as('n'))
+              .where('principal_id', '=', principalId)
+              .where('revoked_at', 'is', null)
+              .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', now)])),
+          ),
+        );
+        return trx
+          .insertInto('iam.api_keys')
+          .values({
+            id: id('apiKey'),
+            principal_id: principalId,
+            token_hash: hashToken(key),
+            name,
+            created_at: now,
+            expires_at: expiresAt,
+          })
+          .returning(API_KEY_COLUMNS)
+          .executeTakeFirstOrThrow();
+      });
       return { key, apiKey: toApiKey(row) };
     },
     async getApiKey(keyId) {
@@ -1602,6 +1723,14 @@ export function createIam(options: CreateIamOptions): Iam {
         });
       }
       checkPatterns(actions, await knownActions());
+      await underLimit('rolesPerTenant', `tenant ${input.tenantId}'s roles`, () =>
+        countOf(
+          db
+            .selectFrom('iam.roles')
+            .select((eb) => eb.fn.countAll().as('n'))
+            .where('tenant_id', '=', input.tenantId),
+        ),
+      );
       try {
         const row = await db
           .insertInto('iam.roles')
@@ -1734,6 +1863,16 @@ export function createIam(options: CreateIamOptions): Iam {
           if (!group || group.tenant_id !== input.tenantId)
             throw notFound(`group ${input.groupId} in tenant ${input.tenantId}`);
         }
+        await lockTenant(input.tenantId, trx);
+        await underLimit('bindingsPerTenant', `tenant ${input.tenantId}'s bindings`, () =>
+          countOf(
+            trx
+              .selectFrom('iam.bindings')
+              .select((eb) => eb.fn.countAll().as('n'))
+              .where('tenant_id', '=', input.tenantId)
+              .where('revoked_at', 'is', null),
+          ),
+        );
         const bindingId = id('binding');
         await trx
           .insertInto('iam.bindings')

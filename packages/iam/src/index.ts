@@ -7,6 +7,8 @@ export {
   type CreateIamOptions,
   type Iam,
   type IamLog,
+  IAM_LIMITS,
+  type IamLimits,
   type SignInResult,
   type CreatedApiKey,
   type DevAccount,

@@ -3,6 +3,7 @@
  */
 import type { IamBridge, ModuleName } from '@better-compute/core';
 import type { Database } from '@better-compute/db';
+import type { IamLimits } from 'better-iam';
 
 export interface ComputeConfig {
   /**
@@ -14,13 +15,19 @@ export interface ComputeConfig {
   basePath?: string;
   /**
    * Origins whose pages may call with a cookie credential (the console). A cookie is accepted only
-   * on a POST with `X-Better-Compute: 1` and an `Origin` in this list.
+   * on a POST with `X-Better-Compute: 1` and an `Origin` in this list. Without it, only from a
+   * loopback origin (`doctor` says so).
    */
   trustedOrigins?: string[];
   /** Decides every call. Defaults to the embedded Better IAM over the same database. */
   iam?: IamBridge;
-  /** Requests per second and burst allowed per identity; `false` turns the limit off. */
+  /**
+   * Requests per second and burst allowed per identity, across compute's routes and the embedded
+   * IAM's; `false` turns the limit off.
+   */
   rateLimit?: { perSecond: number; burst: number } | false;
+  /** Caps of the embedded IAM per person and per tenant (API keys, sessions, principals, …). */
+  iamLimits?: Partial<IamLimits>;
   /** Which modules this deployment serves; all by default. */
   modules?: ModuleName[];
 }

@@ -31,6 +31,8 @@ import {
   checkedPath,
   requestCredential,
   validatedInput,
+  rateLimited,
+  type RateLimiter,
 } from '@better-compute/core';
 import { retryTransient } from '@better-compute/db';
 import type { Kysely } from 'kysely';
@@ -38,7 +40,6 @@ import type { ComputeTables } from '../db/tables.js';
 import { recordMutation, writeAudit } from '../db/unit-of-work.js';
 import type { CallContext, EventDraft, MethodHandler } from '../modules/define-module.js';
 import { claimIdempotencyKey, type IdempotencyScope, openFields, sealFields } from './idempotency.js';
-import { RateLimiter, type RateLimitOptions } from './rate-limit.js';
 
 /**
  * One API call as the pipeline sees it. The web handler makes one from a Request; the Node adapter
@@ -82,7 +83,8 @@ export interface HandlerOptions {
   db: () => Kysely<ComputeTables>;
   /** Origins allowed to call with a cookie; undefined means the request's own origin only. */
   trustedOrigins: readonly string[] | undefined;
-  rateLimit: RateLimitOptions | false;
+  /** The per-identity limiter, shared with IAM's routes; undefined when the deployment turns it off. */
+  limiter: RateLimiter | undefined;
   now: () => Date;
   log: HandlerLog;
 }
@@ -95,7 +97,7 @@ function denied(message: string, details: Record<string, unknown>, hint: string)
 
 export function createHandler(options: HandlerOptions): ComputeHandler {
   const { basePath, methods, iam } = options;
-  const limiter = options.rateLimit ? new RateLimiter(options.rateLimit) : undefined;
+  const { limiter } = options;
   const routeTable = new Map<string, BoundMethod>();
   for (const bound of methods.values()) routeTable.set(`${basePath}${methodPath(bound.method)}`, bound);
 
@@ -158,11 +160,7 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
     // 5. rate limit
     if (identity && limiter) {
       const waitMs = limiter.take(identity.principalId);
-      if (waitMs > 0) {
-        throw new ComputeError('RATE_LIMITED', 'too many requests; slow down', {
-          details: { retryAfterMs: waitMs },
-        });
-      }
+      if (waitMs > 0) throw rateLimited(waitMs);
     }
     // 6. validation
     const input = validatedInput(method.input, raw) as Record<string, unknown>;

@@ -1,7 +1,10 @@
 /**
  * A token bucket per identity, in memory: each replica limits what it serves. Cheap enough to sit
- * on every call (one map lookup and a little arithmetic).
+ * on every call (one map lookup and a little arithmetic). One limiter serves a deployment's
+ * compute routes and its embedded IAM's, so an identity has one budget across both.
  */
+import { ComputeError } from './errors.js';
+
 export interface RateLimitOptions {
   perSecond: number;
   burst: number;
@@ -49,4 +52,12 @@ export class RateLimiter {
       }
     }
   }
+}
+
+/** The refusal of a call over the limit, with the wait in `retryAfterMs` (and Retry-After). */
+export function rateLimited(waitMs: number): ComputeError {
+  return new ComputeError('RATE_LIMITED', 'too many requests; slow down', {
+    details: { retryAfterMs: waitMs },
+    hint: `Wait ${Math.ceil(waitMs / 1000)} s before the next call; the limit is per identity.`,
+  });
 }
