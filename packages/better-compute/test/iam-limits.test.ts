@@ -5,8 +5,8 @@
  * who may (docs/decisions/tenant-creation.md). With the real embedded Better IAM.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, testDatabaseKinds, type TestDatabase } from '@better-compute/db/testing';
-import { betterCompute, type ComputeInstance } from '../src/index.js';
+import { createTestDatabase, testDatabaseKinds } from '@better-compute/db/testing';
+import { betterCompute } from '../src/index.js';
 
 const kinds = await testDatabaseKinds();
 
