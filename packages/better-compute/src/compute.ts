@@ -68,7 +68,8 @@ function bindModules(
   const known = new Map(methodList.map((method) => [methodKey(method), method]));
   const bound = new Map<string, BoundMethod>();
   for (const module of modules) {
-    for (const { method, handler } of module.methods) {
+    for (const binding of module.methods) {
+      const { method } = binding;
       const key = methodKey(method);
       if (!known.has(key) && !key.startsWith('plugins.')) {
         throw new ComputeError(
@@ -78,7 +79,7 @@ function bindModules(
       }
       if (bound.has(key)) throw new ComputeError('INVALID_CONFIG', `${key} is bound by two modules`);
       if (enabled && !enabled.includes(method.module)) continue;
-      bound.set(key, { method, handler });
+      bound.set(key, binding);
     }
   }
   return bound;

@@ -25,6 +25,13 @@ export interface Identity {
   expiresAt: string | null;
   displayName?: string;
   email?: string;
+  /** For an agent: the person it acts for, who owns what the agent creates. */
+  actingFor?: string;
+}
+
+/** Who owns what an identity creates: the person an agent acts for, else the principal itself. */
+export function ownerOf(identity: Pick<Identity, 'principalId' | 'actingFor'>): string {
+  return identity.actingFor ?? identity.principalId;
 }
 
 export interface AuthorizationCheck {

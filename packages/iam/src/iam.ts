@@ -772,6 +772,7 @@ export function createIam(options: CreateIamOptions): Iam {
       tenant_id: string;
       display_name: string;
       email: string | null;
+      acting_for: string | null;
     },
     credential: { kind: Identity['credentialKind']; id: string; mfa: boolean; expiresAt: Date | null },
   ): Identity {
@@ -786,6 +787,7 @@ export function createIam(options: CreateIamOptions): Iam {
       displayName: row.display_name,
     };
     if (row.email !== null) identity.email = row.email;
+    if (row.acting_for !== null) identity.actingFor = row.acting_for;
     return identity;
   }
 

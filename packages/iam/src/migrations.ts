@@ -178,6 +178,22 @@ create table iam.sign_in_attempts (
 );
 `,
     },
+    {
+      name: '0003_members_end_their_own_reservations',
+      sql: `
+-- A member extends and releases its own reservations; ending someone else's takes the action
+-- pattern administrators (compute:*) and operators (compute:reservations:*) hold.
+update iam.roles
+   set actions = array['compute:reservations:create', 'compute:reservations:release@own',
+                       'compute:reservations:extend@own',
+                       'compute:sandboxes:create', 'compute:sandboxes:*@own', 'compute:volumes:create',
+                       'compute:volumes:*@own', 'compute:*:read', 'compute:*:list', 'compute:*:get',
+                       'iam:tenants:get', 'iam:principals:get', 'iam:roles:list',
+                       'iam:sessions:*@own', 'iam:api-keys:*@own'],
+       description = 'Reserves capacity and extends and releases its own reservations; manages its own sandboxes and volumes; reads'
+ where id = 'role_00000000000000000000000004';
+`,
+    },
   ],
 };
 

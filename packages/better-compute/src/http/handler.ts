@@ -6,7 +6,6 @@
  *  10 the envelope.
  */
 import {
-  type AnyMethod,
   ComputeError,
   type IamBridge,
   type Identity,
@@ -38,7 +37,9 @@ import { retryTransient } from '@better-compute/db';
 import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
 import { recordMutation, writeAudit } from '../db/unit-of-work.js';
-import type { CallContext, EventDraft, MethodHandler } from '../modules/define-module.js';
+import type { BoundMethod, CallContext, EventDraft } from '../modules/define-module.js';
+
+export type { BoundMethod };
 import { claimIdempotencyKey, type IdempotencyScope, openFields, sealFields } from './idempotency.js';
 
 /**
@@ -64,10 +65,6 @@ export interface ComputeHandler {
   dispatch(call: ApiCall): Promise<Answer | null>;
 }
 
-export interface BoundMethod {
-  method: AnyMethod;
-  handler: MethodHandler;
-}
 
 export interface HandlerLog {
   (entry: { level: 'error' | 'warn' | 'info'; message: string; requestId?: string; error?: unknown }): void;
@@ -167,6 +164,9 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
     // 7. authorization
     const action = methodAction(method);
     const resource: ResourceRef = { type: 'tenant', id: tenantId, ...method.resource?.(input), tenantId };
+    // Read before the decision, so `@own` patterns see the resource's owner.
+    const ownerId = bound.owner ? await bound.owner(options.db(), tenantId, input) : null;
+    if (ownerId) resource.ownerId = ownerId;
     const audit =
       identity && method.kind === 'mutation' && action
         ? {

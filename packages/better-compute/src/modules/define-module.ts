@@ -44,12 +44,33 @@ export type MethodHandler<M extends AnyMethod = AnyMethod> = (
   context: CallContext<z.output<M['input']>>,
 ) => Promise<z.input<M['output']>>;
 
+/**
+ * Reads who owns the resource a call names, before the call is decided, so IAM's `@own` patterns
+ * apply to it (a member releases its own reservations). Null when it has no owner or does not exist.
+ */
+export type OwnerLoader<Input = unknown> = (
+  db: Kysely<ComputeTables>,
+  tenantId: string,
+  input: Input,
+) => Promise<string | null>;
+
+export interface BoundMethod {
+  method: AnyMethod;
+  handler: MethodHandler;
+  owner?: OwnerLoader;
+}
+
 /** Binds a method of the table to its implementation, typed by the method. */
 export function bindMethod<I extends z.ZodType, O extends z.ZodType>(
   method: MethodDefinition<I, O>,
   handler: (context: CallContext<z.output<I>>) => Promise<z.input<O>>,
-): { method: AnyMethod; handler: MethodHandler } {
-  return { method: method as unknown as AnyMethod, handler: handler as unknown as MethodHandler };
+  options: { owner?: OwnerLoader<z.output<I>> } = {},
+): BoundMethod {
+  return {
+    method: method as unknown as AnyMethod,
+    handler: handler as unknown as MethodHandler,
+    ...(options.owner ? { owner: options.owner as OwnerLoader } : {}),
+  };
 }
 
 export interface JobContext {
@@ -61,7 +82,7 @@ export interface JobContext {
 export interface ComputeModule {
   name: string;
   migrations?: readonly Migration[];
-  methods: { method: AnyMethod; handler: MethodHandler }[];
+  methods: BoundMethod[];
   /** Handlers for background jobs of the given kinds. */
   jobs?: Record<string, (context: JobContext) => Promise<void>>;
 }

@@ -47,6 +47,10 @@ export const reservationSchema = z.object({
   endReason: endReason.nullable(),
   binding: z.array(bindingSchema),
   version: z.number().int(),
+  /** The person or service account it belongs to (null for one made before owners were kept). */
+  ownerId: z.string().nullable(),
+  /** The agent that made it for its owner, when one did. */
+  agentId: z.string().nullable(),
 });
 
 /** What a reservation asks for; `capacity.preview` takes the same. */
@@ -117,6 +121,8 @@ export const reservationsList = defineMethod({
       tenantId,
       state: reservationState.optional(),
       poolId: idOf('pool').optional(),
+      /** Only the caller's own (an agent's: its person's). */
+      mine: z.boolean().optional(),
       ...pageInputById('reservation'),
     })
     .strict(),

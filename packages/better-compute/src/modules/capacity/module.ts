@@ -9,6 +9,7 @@ import {
   listReservations,
   previewCapacity,
   releaseReservation,
+  reservationOwner,
 } from './service.js';
 
 export const capacityModule = defineModule({
@@ -19,7 +20,7 @@ export const capacityModule = defineModule({
     bindMethod(methods['reservations.create'], createReservation),
     bindMethod(methods['reservations.get'], getReservation),
     bindMethod(methods['reservations.list'], listReservations),
-    bindMethod(methods['reservations.extend'], extendReservation),
-    bindMethod(methods['reservations.release'], releaseReservation),
+    bindMethod(methods['reservations.extend'], extendReservation, { owner: reservationOwner }),
+    bindMethod(methods['reservations.release'], releaseReservation, { owner: reservationOwner }),
   ],
 });

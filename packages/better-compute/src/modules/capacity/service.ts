@@ -13,9 +13,10 @@
  * concurrently never receives new work. Who holds a GPU is its slot in the group's row (`holders`):
  * a slot is claimed only while empty, under that row's lock, so no GPU is ever held twice.
  */
-import { ComputeError, newId } from '@better-compute/core';
+import { ComputeError, newId, ownerOf } from '@better-compute/core';
 import { sentWithCommit } from '@better-compute/db';
-import { CompiledQuery, sql, type RawBuilder, type Selectable } from 'kysely';
+import { CompiledQuery, type Kysely, sql, type RawBuilder, type Selectable } from 'kysely';
+import type { ComputeTables } from '../../db/tables.js';
 import type { CallContext } from '../define-module.js';
 import { checkVersion, iso, isoOrNull, notFound } from '../fleet/common.js';
 import { completeDrains, type Emit, settleInventory } from '../fleet/node-states.js';
@@ -224,6 +225,8 @@ type NewReservation = {
   gpu_product: string | null;
   tolerations: string[];
   created_at: Date;
+  owner_id: string | null;
+  agent_id: string | null;
   activated_at: Date;
   ends_at: Date;
   version: number;
@@ -249,6 +252,8 @@ function requestedColumns(
     gpu_product: input.gpuProduct ?? null,
     tolerations: [...input.tolerations],
     created_at: now,
+    owner_id: ctx.identity ? ownerOf(ctx.identity) : null,
+    agent_id: ctx.identity?.principalKind === 'agent' ? ctx.identity.principalId : null,
   };
 }
 
@@ -296,12 +301,12 @@ async function writeBinding(
   const insertCte = insert
     ? sql`r as (
         insert into compute.reservations (id, tenant_id, pool_id, project_id, state, gpus, duration_seconds, nvlink,
-          selector, gpu_model, gpu_product, tolerations, created_at, activated_at, ends_at, version)
+          selector, gpu_model, gpu_product, tolerations, created_at, activated_at, ends_at, version, owner_id, agent_id)
         select ${insert.id}, ${insert.tenant_id}, ${insert.pool_id}, ${insert.project_id}, ${insert.state},
           ${insert.gpus}::int, ${insert.duration_seconds}::int, ${insert.nvlink}::boolean, ${insert.selector}::text,
           ${insert.gpu_model}::text, ${insert.gpu_product}::text, ${sql.val(insert.tolerations)}::text[],
           ${insert.created_at}::timestamptz, ${insert.activated_at}::timestamptz,
-          ${insert.ends_at}::timestamptz, ${insert.version}::int
+          ${insert.ends_at}::timestamptz, ${insert.version}::int, ${insert.owner_id}::text, ${insert.agent_id}::text
         where exists (select 1 from a) and (select ok from fits)
         returning *),`
     : sql``;
@@ -979,6 +984,8 @@ function reservationView(row: ReservationRow, binding: BindingView[], position: 
     endReason: row.end_reason,
     binding,
     version: row.version,
+    ownerId: row.owner_id,
+    agentId: row.agent_id,
   };
 }
 
@@ -1018,12 +1025,14 @@ export async function listReservations(
   ctx: CallContext<{
     state?: 'queued' | 'active' | 'ended' | undefined;
     poolId?: string | undefined;
+    mine?: boolean | undefined;
     limit: number;
     cursor?: string | undefined;
   }>,
 ) {
   const db = fleetDb(ctx.db);
   let query = db.selectFrom('compute.reservations').selectAll().where('tenant_id', '=', ctx.tenantId);
+  if (ctx.input.mine) query = query.where('owner_id', '=', ctx.identity ? ownerOf(ctx.identity) : '');
   if (ctx.input.state) query = query.where('state', '=', ctx.input.state);
   if (ctx.input.poolId) query = query.where('pool_id', '=', ctx.input.poolId);
   if (ctx.input.cursor) query = query.where('id', '<', ctx.input.cursor);
@@ -1597,4 +1606,22 @@ export async function previewCapacity(ctx: CallContext<PlacementRequest>) {
           ? 'not enough matching GPUs are free now; the earliest start counts only reservations running now, not the queue'
           : 'the matching GPUs are on nodes that take no new work now (cordoned, draining, offline)',
   };
+}
+
+/**
+ * The owner of a reservation, for IAM's `@own` patterns on extend and release: read before the
+ * call is decided; null for one that does not exist (the method then answers NOT_FOUND) or has none.
+ */
+export async function reservationOwner(
+  db: Kysely<ComputeTables>,
+  tenantId: string,
+  input: { reservationId: string },
+): Promise<string | null> {
+  const row = await fleetDb(db)
+    .selectFrom('compute.reservations')
+    .select('owner_id')
+    .where('id', '=', input.reservationId)
+    .where('tenant_id', '=', tenantId)
+    .executeTakeFirst();
+  return row?.owner_id ?? null;
 }

@@ -387,4 +387,14 @@ alter table compute.quotas alter column limit_value drop not null;
 create index nodes_inventory_waiting on compute.nodes (pool_id) where reported_revision <> inventory_revision;
 `,
   },
+  {
+    name: '0008_reservation_owners',
+    sql: `
+-- Who a reservation belongs to: the person (or service account) that created it, and the agent that
+-- acted for that person, if one did. Members extend and release their own; ending another's takes
+-- an action administrators and operators hold. Older reservations have no owner.
+alter table compute.reservations add column owner_id text, add column agent_id text;
+create index reservations_owner on compute.reservations (tenant_id, owner_id, id);
+`,
+  },
 ];

@@ -189,6 +189,10 @@ export interface ReservationsTable {
   ended_at: NullableTimestamp;
   end_reason: EndReason | null;
   version: Generated<number>;
+  /** The person or service account it belongs to; null for reservations made before owners. */
+  owner_id: string | null;
+  /** The agent that made it for its owner, when one did. */
+  agent_id: string | null;
 }
 
 export interface GpuBindingsTable {

@@ -64,10 +64,13 @@ export function reservationColumns(r: {
   endsAt: string | null;
   endReason: string | null;
   binding: { nodeId: string; gpuIndices: number[] }[];
+  ownerId: string | null;
+  agentId: string | null;
 }): Record<string, unknown> {
   return {
     id: r.id,
     state: r.state,
+    owner: r.agentId ? `${r.ownerId ?? ''} (agent ${r.agentId})` : (r.ownerId ?? ''),
     pool: r.poolId,
     gpus: r.gpus,
     nvlink: r.nvlink ? 'yes' : 'no',

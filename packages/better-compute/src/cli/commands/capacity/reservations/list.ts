@@ -1,4 +1,4 @@
-/** `reservations list [--state] [--pool]`: newest first, a table by default. */
+/** `reservations list [--state] [--pool] [--mine]`: newest first, a table by default, with each one's owner. */
 import { defineCommand } from '../../../define.js';
 import { reservationColumns } from '../shared.js';
 import { listResult, pageFlags, pageOf } from '../../shared.js';
@@ -16,12 +16,14 @@ export default defineCommand({
       description: 'Only reservations in this state',
     },
     pool: { type: 'id', kind: 'pool', description: 'Only reservations of this pool' },
+    mine: { type: 'boolean', description: 'Only your own (an agent’s: its person’s)' },
     ...pageFlags,
   },
   defaultFormat: 'table',
   examples: [
     'better-compute reservations list --state active --format table',
     'better-compute reservations list --state queued --query items[].id',
+    'better-compute reservations list --mine --state active',
   ],
   async run({ flags, api, global }) {
     const page = await (
@@ -29,6 +31,7 @@ export default defineCommand({
     ).call('reservations.list', {
       ...(flags.state ? { state: flags.state as 'queued' | 'active' | 'ended' } : {}),
       ...(flags.pool ? { poolId: flags.pool } : {}),
+      ...(flags.mine ? { mine: true } : {}),
       ...pageOf(flags),
     });
     return listResult({ global }, page, reservationColumns);
