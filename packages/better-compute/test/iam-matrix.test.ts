@@ -22,6 +22,7 @@ const OPERATOR_GROUPS = [
   'sites',
   'capacity',
   'reservations',
+  'offers',
   'events',
   'quotas',
   'join-tokens',

@@ -33,6 +33,7 @@ import {
   poolsUnoffer,
   poolsUpdate,
 } from './pools.js';
+import { offersAccept, offersDecline, offersList } from './offers.js';
 import { projectsArchive, projectsCreate, projectsGet, projectsList } from './projects.js';
 import { quotasGet, quotasSet } from './quotas.js';
 import {
@@ -74,6 +75,9 @@ export const methods = {
   'pools.archive': poolsArchive,
   'pools.offer': poolsOffer,
   'pools.unoffer': poolsUnoffer,
+  'offers.list': offersList,
+  'offers.accept': offersAccept,
+  'offers.decline': offersDecline,
   'quotas.get': quotasGet,
   'quotas.set': quotasSet,
   'drivers.list': driversList,

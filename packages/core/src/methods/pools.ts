@@ -17,8 +17,10 @@ export const poolSchema = z.object({
   state: z.enum(['active', 'archived']),
   description: z.string(),
   labels: z.record(z.string(), z.string()),
-  /** Tenants the pool is offered to; shown to its owner only. */
+  /** Tenants that accepted the pool's offer (or were offered it by the platform); shown to its owner only. */
   offeredTo: z.array(z.string()),
+  /** Tenants offered the pool that have not accepted yet; shown to its owner only. */
+  offerPending: z.array(z.string()),
   /** `owner` or `offered`: how the caller's tenant sees it. */
   access: z.enum(['owner', 'offered']),
   version: z.number().int(),
@@ -126,7 +128,7 @@ export const poolsOffer = defineMethod({
   name: 'offer',
   kind: 'mutation',
   summary:
-    'Offer an active pool to another tenant, so it can reserve from it (already offered: no change; archived: INVALID_STATE)',
+    'Offer an active pool to another tenant: the platform’s offers stand at once, others wait for the tenant to accept (offers.accept)',
   module: 'fleet',
   access: { action: 'compute:pools:offer' },
   tenantScoped: true,

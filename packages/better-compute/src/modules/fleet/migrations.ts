@@ -397,4 +397,18 @@ alter table compute.reservations add column owner_id text, add column agent_id t
 create index reservations_owner on compute.reservations (tenant_id, owner_id, id);
 `,
   },
+  {
+    name: '0009_pending_offers',
+    sql: `
+-- Offers another tenant has not accepted yet (the platform's stand at once, in pool_offers): only an
+-- accepted offer puts a pool in a tenant's list.
+create table compute.pending_offers (
+  pool_id text not null references compute.pools (id),
+  tenant_id text not null,
+  offered_at timestamptz not null,
+  primary key (pool_id, tenant_id)
+);
+create index pending_offers_tenant on compute.pending_offers (tenant_id, pool_id);
+`,
+  },
 ];

@@ -21,6 +21,7 @@ import {
   revokeJoinToken,
 } from './join.js';
 import { fleetMigrations } from './migrations.js';
+import { answerOffer, listOffers, offerPool } from './offers.js';
 import {
   cordonNode,
   deleteNode,
@@ -39,7 +40,6 @@ import {
   getPool,
   getQuotas,
   listPools,
-  offerPool,
   setQuota,
   updatePool,
 } from './pools.js';
@@ -76,6 +76,9 @@ export const fleetModule = defineModule({
     bindMethod(methods['pools.archive'], archivePool),
     bindMethod(methods['pools.offer'], (ctx) => offerPool(ctx, true)),
     bindMethod(methods['pools.unoffer'], (ctx) => offerPool(ctx, false)),
+    bindMethod(methods['offers.list'], listOffers),
+    bindMethod(methods['offers.accept'], (ctx) => answerOffer(ctx, true)),
+    bindMethod(methods['offers.decline'], (ctx) => answerOffer(ctx, false)),
     bindMethod(methods['quotas.get'], getQuotas),
     bindMethod(methods['quotas.set'], setQuota),
     bindMethod(methods['drivers.list'], async () => ({

@@ -12,7 +12,15 @@ import { type FleetDb, fleetDb, type PoolsTable } from './tables.js';
 
 export type PoolRow = Selectable<PoolsTable>;
 
-export function poolView(row: PoolRow, tenantId: string, offeredTo: string[]) {
+/** The tenants a pool is offered to: accepted offers give access; pending ones wait for the tenant. */
+export interface PoolOffers {
+  offeredTo: string[];
+  offerPending: string[];
+}
+
+const NO_OFFERS: PoolOffers = { offeredTo: [], offerPending: [] };
+
+export function poolView(row: PoolRow, tenantId: string, offers: PoolOffers = NO_OFFERS) {
   const owner = row.tenant_id === tenantId;
   return {
     id: row.id,
@@ -24,7 +32,8 @@ export function poolView(row: PoolRow, tenantId: string, offeredTo: string[]) {
     state: row.state,
     description: row.description,
     labels: row.labels,
-    offeredTo: owner ? offeredTo : [],
+    offeredTo: owner ? offers.offeredTo : [],
+    offerPending: owner ? offers.offerPending : [],
     access: owner ? ('owner' as const) : ('offered' as const),
     version: row.version,
     createdAt: iso(row.created_at),
@@ -32,16 +41,29 @@ export function poolView(row: PoolRow, tenantId: string, offeredTo: string[]) {
   };
 }
 
-async function offersOf(db: FleetDb, poolIds: string[]): Promise<Map<string, string[]>> {
-  const map = new Map<string, string[]>();
+/** Each pool's offers, accepted and pending, by tenant id. */
+export async function offersOf(db: FleetDb, poolIds: string[]): Promise<Map<string, PoolOffers>> {
+  const map = new Map<string, PoolOffers>();
   if (poolIds.length === 0) return map;
-  const rows = await db
+  const of = (poolId: string) => {
+    let offers = map.get(poolId);
+    if (!offers) map.set(poolId, (offers = { offeredTo: [], offerPending: [] }));
+    return offers;
+  };
+  for (const row of await db
     .selectFrom('compute.pool_offers')
     .select(['pool_id', 'tenant_id'])
     .where('pool_id', 'in', poolIds)
     .orderBy('tenant_id')
-    .execute();
-  for (const row of rows) map.set(row.pool_id, [...(map.get(row.pool_id) ?? []), row.tenant_id]);
+    .execute())
+    of(row.pool_id).offeredTo.push(row.tenant_id);
+  for (const row of await db
+    .selectFrom('compute.pending_offers')
+    .select(['pool_id', 'tenant_id'])
+    .where('pool_id', 'in', poolIds)
+    .orderBy('tenant_id')
+    .execute())
+    of(row.pool_id).offerPending.push(row.tenant_id);
   return map;
 }
 
@@ -165,13 +187,13 @@ export async function listPools(
     db,
     rows.map((r) => r.id),
   );
-  return pageOfRows(rows, ctx.input.limit, (row) => poolView(row, ctx.tenantId, offers.get(row.id) ?? []));
+  return pageOfRows(rows, ctx.input.limit, (row) => poolView(row, ctx.tenantId, offers.get(row.id)));
 }
 
 export async function getPool(ctx: CallContext<{ poolId: string }>) {
   const db = fleetDb(ctx.db);
   const { pool } = await visiblePool(db, ctx.tenantId, ctx.input.poolId);
-  return poolView(pool, ctx.tenantId, (await offersOf(db, [pool.id])).get(pool.id) ?? []);
+  return poolView(pool, ctx.tenantId, (await offersOf(db, [pool.id])).get(pool.id));
 }
 
 export async function createPool(
@@ -228,10 +250,10 @@ export async function createPool(
     subject: { type: 'pool', id: row.id },
     data: { name: row.name, class: row.class, siteId: row.site_id },
   });
-  return poolView(row, ctx.tenantId, []);
+  return poolView(row, ctx.tenantId);
 }
 
-async function bumpPool(
+export async function bumpPool(
   ctx: CallContext,
   pool: PoolRow,
   set: Partial<{ name: string; description: string; labels: string; state: 'archived' }>,
@@ -243,7 +265,7 @@ async function bumpPool(
     .where('id', '=', pool.id)
     .returningAll()
     .executeTakeFirstOrThrow();
-  return poolView(row, ctx.tenantId, (await offersOf(db, [row.id])).get(row.id) ?? []);
+  return poolView(row, ctx.tenantId, (await offersOf(db, [row.id])).get(row.id));
 }
 
 export async function updatePool(
@@ -270,7 +292,7 @@ export async function updatePool(
   };
   // Nothing changes: no version, no event, so an --if-version writer is not sent a CONFLICT for it.
   if (Object.keys(set).length === 0)
-    return poolView(pool, ctx.tenantId, (await offersOf(db, [pool.id])).get(pool.id) ?? []);
+    return poolView(pool, ctx.tenantId, (await offersOf(db, [pool.id])).get(pool.id));
   if (set.name !== undefined) await checkPoolName(db, ctx.tenantId, set.name);
   const view = await bumpPool(ctx, pool, set);
   ctx.emit({ type: 'pool.updated', subject: { type: 'pool', id: pool.id }, data: { version: view.version } });
@@ -334,7 +356,7 @@ export async function archivePool(ctx: CallContext<{ poolId: string; ifVersion?:
   const pool = await ownedPool(db, ctx.tenantId, ctx.input.poolId, true);
   checkVersion('pool', pool.id, pool.version, ctx.input.ifVersion);
   if (pool.state === 'archived')
-    return poolView(pool, ctx.tenantId, (await offersOf(db, [pool.id])).get(pool.id) ?? []);
+    return poolView(pool, ctx.tenantId, (await offersOf(db, [pool.id])).get(pool.id));
   const view = await bumpPool(ctx, pool, { state: 'archived' });
   ctx.emit({ type: 'pool.archived', subject: { type: 'pool', id: pool.id } });
   return view;
@@ -345,49 +367,8 @@ export async function archivePool(ctx: CallContext<{ poolId: string; ifVersion?:
  * withdrawing from one it is not, changes nothing and succeeds as it is (no version, no event), so
  * a retried call and an --if-version writer behave; the answer's offeredTo shows the offers.
  */
-export async function offerPool(
-  ctx: CallContext<{ poolId: string; offerTenantId: string; ifVersion?: number | undefined }>,
-  offer: boolean,
-) {
-  const db = fleetDb(ctx.db);
-  const pool = await ownedPool(db, ctx.tenantId, ctx.input.poolId, true);
-  checkVersion('pool', pool.id, pool.version, ctx.input.ifVersion);
-  if (ctx.input.offerTenantId === ctx.tenantId) {
-    throw new ComputeError(
-      'INVALID_ARGUMENT',
-      'a pool is always available to its owner; offer it to another tenant',
-      { details: { field: 'offerTenantId' } },
-    );
-  }
-  // An archived pool takes no new work, so it gains no tenant to take it; withdrawing an offer
-  // only removes, and stays allowed (the pool's row is locked, so an archive cannot pass between).
-  if (offer && pool.state !== 'active') throw archived(pool);
-  const changed = offer
-    ? await db
-        .insertInto('compute.pool_offers')
-        .values({ pool_id: pool.id, tenant_id: ctx.input.offerTenantId, created_at: ctx.now() })
-        .onConflict((oc) => oc.columns(['pool_id', 'tenant_id']).doNothing())
-        .returning('tenant_id')
-        .execute()
-    : await db
-        .deleteFrom('compute.pool_offers')
-        .where('pool_id', '=', pool.id)
-        .where('tenant_id', '=', ctx.input.offerTenantId)
-        .returning('tenant_id')
-        .execute();
-  if (changed.length === 0)
-    return poolView(pool, ctx.tenantId, (await offersOf(db, [pool.id])).get(pool.id) ?? []);
-  const view = await bumpPool(ctx, pool, {});
-  ctx.emit({
-    type: offer ? 'pool.offered' : 'pool.unoffered',
-    subject: { type: 'pool', id: pool.id },
-    data: { tenantId: ctx.input.offerTenantId },
-  });
-  return view;
-}
-
 /** INVALID_STATE for an archived pool asked to take on something new, as reserving from it is. */
-function archived(pool: PoolRow): ComputeError {
+export function archived(pool: PoolRow): ComputeError {
   return new ComputeError('INVALID_STATE', `pool ${pool.id} is archived`, {
     details: { state: pool.state },
     hint: 'An archived pool takes no new work; better-compute pools list shows the active ones.',

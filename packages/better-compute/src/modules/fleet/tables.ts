@@ -50,6 +50,12 @@ export interface PoolOffersTable {
   created_at: Timestamp;
 }
 
+export interface PendingOffersTable {
+  pool_id: string;
+  tenant_id: string;
+  offered_at: Timestamp;
+}
+
 export interface QuotasTable {
   tenant_id: string;
   pool_id: string;
@@ -217,6 +223,7 @@ export interface FleetTables extends ComputeTables {
   'compute.projects': ProjectsTable;
   'compute.pools': PoolsTable;
   'compute.pool_offers': PoolOffersTable;
+  'compute.pending_offers': PendingOffersTable;
   'compute.quotas': QuotasTable;
   'compute.join_tokens': JoinTokensTable;
   'compute.join_requests': JoinRequestsTable;

@@ -4,6 +4,9 @@ import sim from '../operate/sim.js';
 import capacity from './capacity.js';
 import driversList from './drivers/list.js';
 import extend from './extend.js';
+import offersAccept from './offers/accept.js';
+import offersDecline from './offers/decline.js';
+import offersList from './offers/list.js';
 import poolsArchive from './pools/archive.js';
 import poolsCreate from './pools/create.js';
 import poolsGet from './pools/get.js';
@@ -26,6 +29,9 @@ export const capacityCommands: readonly AnyCommand[] = [
   poolsArchive,
   poolsOffer,
   poolsUnoffer,
+  offersList,
+  offersAccept,
+  offersDecline,
   capacity,
   reserve,
   reservationsList,
