@@ -147,11 +147,12 @@ describe('the Capacity flow through the real binary against dev --sim 4', () => 
     expect(list.status).toBe(0);
     const lines = list.stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(
-      /^id\s+state\s+pool\s+gpus\s+nvlink\s+for\s+queue\s+health\s+endsAt\s+nodes\s+endReason$/,
+      /^id\s+state\s+pool\s+gpus\s+nvlink\s+for\s+queue\s+health\s+endsAt\s+nodes\s+endReason\s+owner$/,
     );
+    // The last column is the owner: acme's member, who reserved it.
     expect(lines.slice(1)).toEqual([
       expect.stringMatching(
-        new RegExp(`^${reservationId}  active  ${poolId}  4\\s+yes\\s+8h\\s+ok\\s+\\S+Z\\s+\\d+$`),
+        new RegExp(`^${reservationId}  active  ${poolId}  4\\s+yes\\s+8h\\s+ok\\s+\\S+Z\\s+\\d+\\s+usr_[0-9a-z]{26}$`),
       ),
     ]);
     const binding = await compute(['reservations', 'get', reservationId, '--query', 'binding']);

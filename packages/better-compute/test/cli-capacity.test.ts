@@ -303,10 +303,11 @@ describe('reservations', () => {
     const list = await run(['reservations', 'list', '--state', 'active']);
     expect(list.out.split('\n')).toEqual([
       expect.stringMatching(
-        /^id\s+state\s+pool\s+gpus\s+nvlink\s+for\s+queue\s+health\s+endsAt\s+nodes\s+endReason$/,
+        /^id\s+state\s+pool\s+gpus\s+nvlink\s+for\s+queue\s+health\s+endsAt\s+nodes\s+endReason\s+owner$/,
       ),
+      // The owner is the caller (issue 15: lists show who a reservation belongs to).
       expect.stringMatching(
-        new RegExp(`^${reservation.id}  active  ${poolId}  4     yes     8h\\s+ok\\s+\\S+Z  1$`),
+        new RegExp(`^${reservation.id}  active  ${poolId}  4     yes     8h\\s+ok\\s+\\S+Z  1\\s+${reservation.ownerId}$`),
       ),
     ]);
     const extended = await run(['extend', reservation.id, '--by', '4h', '--query', 'durationSeconds']);

@@ -70,7 +70,6 @@ export function reservationColumns(r: {
   return {
     id: r.id,
     state: r.state,
-    owner: r.agentId ? `${r.ownerId ?? ''} (agent ${r.agentId})` : (r.ownerId ?? ''),
     pool: r.poolId,
     gpus: r.gpus,
     nvlink: r.nvlink ? 'yes' : 'no',
@@ -80,5 +79,6 @@ export function reservationColumns(r: {
     endsAt: r.endsAt ?? '',
     nodes: r.binding.length,
     endReason: r.endReason ?? '',
+    owner: r.agentId ? `${r.ownerId ?? ''} (agent ${r.agentId})` : (r.ownerId ?? ''),
   };
 }
