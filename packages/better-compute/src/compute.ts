@@ -240,6 +240,13 @@ export async function betterCompute(
         message: `IAM does not answer: ${error instanceof Error ? error.message : String(error)}`,
       });
     }
+    findings.push({
+      check: 'cookies.origins',
+      severity: 'ok',
+      message: config.trustedOrigins
+        ? `session cookies are accepted from ${config.trustedOrigins.join(', ')}`
+        : 'no trustedOrigins: session cookies are accepted only from loopback origins (set trustedOrigins to serve a console by name)',
+    });
     return { ok: findings.every((f) => f.severity === 'ok'), findings };
   }
 

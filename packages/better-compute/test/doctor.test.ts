@@ -16,7 +16,12 @@ describe('doctor', () => {
         'schema.current',
         'registry.consistent',
         'iam.wired',
+        'cookies.origins',
       ]);
+      // Without trustedOrigins, doctor says cookies count only from loopback origins (issue 15).
+      expect(before.findings.find((f) => f.check === 'cookies.origins')?.message).toContain(
+        'only from loopback origins',
+      );
       expect(before.findings.find((f) => f.check === 'schema.current')).toMatchObject({
         severity: 'error',
         message: expect.stringContaining('pending: run better-compute migrate'),
