@@ -176,6 +176,38 @@ function createBindings(iam: Iam, internals: IamInternals): Bindings {
         return { data: await iam.confirmTotp(requirePasswordSession(context).principalId, input.code) };
       },
     },
+    'totp.remove': {
+      async run(input, context) {
+        return { data: await iam.removeTotp(requirePasswordSession(context).principalId, input.code) };
+      },
+    },
+    'totp.reset': {
+      resource: (input, { tenantId }) => principalResource(input.principalId, tenantId),
+      async run(input, context) {
+        const person = await principalIn(iam, input.principalId, context.tenantId);
+        return { data: await iam.resetTotp(person.id) };
+      },
+    },
+    'passwords.change': {
+      async run(input, context) {
+        const identity = requirePasswordSession(context);
+        return {
+          data: await iam.changePassword(identity.principalId, {
+            currentPassword: input.currentPassword,
+            newPassword: input.newPassword,
+            // The session it is changed from stays; a JWT's session is the one it was issued from.
+            ...(identity.credentialKind === 'session' ? { keepSessionId: identity.credentialId } : {}),
+          }),
+        };
+      },
+    },
+    'passwords.reset': {
+      resource: (input, { tenantId }) => principalResource(input.principalId, tenantId),
+      async run(input, context) {
+        const person = await principalIn(iam, input.principalId, context.tenantId);
+        return { data: await iam.resetPassword(person.id) };
+      },
+    },
     'apiKeys.create': {
       resource: (input, { identity, tenantId }) =>
         principalResource(selfOr(input.principalId, identity), tenantId),

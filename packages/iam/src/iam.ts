@@ -71,6 +71,17 @@ import type {
 /** The longest an API key may be given to live (docs/security.md). */
 const API_KEY_MAX_LIFETIME_MS = 10 * 365.25 * 24 * 3600 * 1000;
 
+/** How many recovery codes a confirmed second factor comes with. */
+const RECOVERY_CODES = 10;
+const RECOVERY_ALPHABET = 'abcdefghjkmnpqrstuvwxyz23456789';
+
+/** A recovery code, `xxxxx-xxxxx`: 50 bits from a 31-letter alphabet without look-alikes. */
+function newRecoveryCode(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(10));
+  const letters = [...bytes].map((b) => RECOVERY_ALPHABET[b % RECOVERY_ALPHABET.length]).join('');
+  return `${letters.slice(0, 5)}-${letters.slice(5)}`;
+}
+
 export interface CreateIamOptions {
   database: Database;
   /** Injected time, for tests and the simulator. */
@@ -394,7 +405,19 @@ export interface Iam {
   listSessions(principalId: string, page?: PageOptions): Promise<Page<Session>>;
   revokeSession(sessionId: string): Promise<Session>;
   enrollTotp(principalId: string): Promise<{ secret: string; uri: string }>;
-  confirmTotp(principalId: string, code: string): Promise<{ confirmed: true }>;
+  /** Confirms the factor; answers the recovery codes, shown this once. */
+  confirmTotp(principalId: string, code: string): Promise<{ confirmed: true; recoveryCodes: string[] }>;
+  /** Removes the person's own factor, proven with a current code or a recovery code. */
+  removeTotp(principalId: string, code: string): Promise<{ removed: boolean }>;
+  /** Removes a person's factor for them (an administrator's recovery path). */
+  resetTotp(principalId: string): Promise<{ removed: boolean }>;
+  /** Changes a person's password; every other session of theirs ends. */
+  changePassword(
+    principalId: string,
+    input: { currentPassword: string; newPassword: string; keepSessionId?: string },
+  ): Promise<{ changed: true; sessionsEnded: number }>;
+  /** Sets a one-time password for a person, answered once, and ends all their sessions. */
+  resetPassword(principalId: string): Promise<{ oneTimePassword: string; sessionsEnded: number }>;
 
   createApiKey(
     principalId: string,
@@ -704,6 +727,51 @@ export function createIam(options: CreateIamOptions): Iam {
 
   function normalEmail(email: string): string {
     return email.trim().toLowerCase();
+  }
+
+  /**
+   * Spends a second-factor code: a current TOTP code (remembering its counter, so it is not accepted
+   * twice) or an unused recovery code (marked used). False when it is neither.
+   */
+  async function spendSecondFactor(
+    trx: Db,
+    principalId: string,
+    factor: { secret: string; last_counter: number | null },
+    code: string,
+  ): Promise<boolean> {
+    if (/^\d{6}$/.test(code)) {
+      const counter = totpCounter(factor.secret, code, factor.last_counter);
+      if (counter === null) return false;
+      await trx.updateTable('iam.totp').set({ last_counter: counter }).where('principal_id', '=', principalId).execute();
+      return true;
+    }
+    const spent = await trx
+      .updateTable('iam.recovery_codes')
+      .set({ used_at: clock() })
+      .where('principal_id', '=', principalId)
+      .where('code_hash', '=', hashToken(code))
+      .where('used_at', 'is', null)
+      .returning('code_hash')
+      .executeTakeFirst();
+    return spent !== undefined;
+  }
+
+  /** Drops a person's factor and recovery codes; whether there was a factor. */
+  async function dropTotp(trx: Db, principalId: string): Promise<boolean> {
+    await trx.deleteFrom('iam.recovery_codes').where('principal_id', '=', principalId).execute();
+    const dropped = await trx.deleteFrom('iam.totp').where('principal_id', '=', principalId).returning('principal_id').execute();
+    return dropped.length > 0;
+  }
+
+  /** Ends a person's open sessions but `keep`; the ids it ended. */
+  async function endSessions(trx: Db, principalId: string, keep?: string): Promise<string[]> {
+    let query = trx
+      .updateTable('iam.sessions')
+      .set({ revoked_at: clock() })
+      .where('principal_id', '=', principalId)
+      .where('revoked_at', 'is', null);
+    if (keep) query = query.where('id', '<>', keep);
+    return (await query.returning('id').execute()).map((r) => r.id);
   }
 
   /**
@@ -1128,7 +1196,7 @@ export function createIam(options: CreateIamOptions): Iam {
         'too many failed sign-ins for this account; wait before trying again',
         {
           details: { retryAfterMs: waitMs },
-          hint: `Try again in ${Math.ceil(waitMs / 1000)} s. An administrator can reset the password meanwhile.`,
+          hint: `Try again in ${Math.ceil(waitMs / 1000)} s. Lost the password? An administrator can give you a one-time password (better-iam users reset-password). Lost the authenticator? Sign in with a recovery code, or an administrator can remove the factor (better-iam users reset-totp).`,
         },
       );
     }
@@ -1527,17 +1595,12 @@ export function createIam(options: CreateIamOptions): Iam {
                 hint: 'Send the current code from your authenticator as totp.',
               });
             }
-            const counter = totpCounter(factor.secret, totp, factor.last_counter);
-            if (counter === null) {
+            if (!(await spendSecondFactor(trx, row.id, factor, totp))) {
               throw new ComputeError('UNAUTHENTICATED', 'invalid TOTP code', {
                 details: { mfaRequired: true, codeRejected: true },
+                hint: 'Give the current code from your authenticator, or one of your recovery codes.',
               });
             }
-            await trx
-              .updateTable('iam.totp')
-              .set({ last_counter: counter })
-              .where('principal_id', '=', row.id)
-              .execute();
           }
           await trx.deleteFrom('iam.sign_in_attempts').where('account_hash', '=', account).execute();
           const { token, session } = await createSession(row.id, factor !== undefined, trx);
@@ -1617,8 +1680,71 @@ export function createIam(options: CreateIamOptions): Iam {
           .set({ confirmed: true, last_counter: counter })
           .where('principal_id', '=', principalId)
           .execute();
-        return { confirmed: true as const };
+        const recoveryCodes = Array.from({ length: RECOVERY_CODES }, newRecoveryCode);
+        await trx.deleteFrom('iam.recovery_codes').where('principal_id', '=', principalId).execute();
+        await trx
+          .insertInto('iam.recovery_codes')
+          .values(recoveryCodes.map((code) => ({ principal_id: principalId, code_hash: hashToken(code), used_at: null })))
+          .execute();
+        return { confirmed: true as const, recoveryCodes };
       });
+    },
+    async removeTotp(principalId, code) {
+      return db.transaction().execute(async (trx) => {
+        const factor = await trx
+          .selectFrom('iam.totp')
+          .select(['secret', 'confirmed', 'last_counter'])
+          .where('principal_id', '=', principalId)
+          .forUpdate()
+          .executeTakeFirst();
+        if (!factor?.confirmed) return { removed: false };
+        if (!(await spendSecondFactor(trx, principalId, factor, code)))
+          throw new ComputeError('INVALID_ARGUMENT', 'invalid TOTP or recovery code', {
+            details: { field: 'code' },
+            hint: 'Give the current code from your authenticator, or one of your unused recovery codes; an administrator can reset a lost factor (totp.reset).',
+          });
+        return { removed: await dropTotp(trx, principalId) };
+      });
+    },
+    async resetTotp(principalId) {
+      const principal = await requirePrincipal(principalId);
+      if (principal.kind !== 'person') throw new ComputeError('INVALID_STATE', 'only people have a second factor');
+      return db.transaction().execute(async (trx) => ({ removed: await dropTotp(trx, principalId) }));
+    },
+    async changePassword(principalId, input) {
+      const row = await db
+        .selectFrom('iam.principals')
+        .select(['kind', 'password_hash'])
+        .where('id', '=', principalId)
+        .executeTakeFirst();
+      if (!row || row.kind !== 'person') throw notFound(`person ${principalId}`);
+      if (!(await verifyPassword(input.currentPassword, row.password_hash)))
+        throw new ComputeError('UNAUTHENTICATED', 'the current password is wrong', {
+          details: { field: 'currentPassword' },
+        });
+      if (input.newPassword.length < 8)
+        throw new ComputeError('INVALID_ARGUMENT', 'the password must be at least 8 characters', {
+          details: { field: 'newPassword' },
+        });
+      const passwordHash = await hashPassword(input.newPassword);
+      const sessionsEnded = await change<number>(async (trx) => {
+        await trx.updateTable('iam.principals').set({ password_hash: passwordHash }).where('id', '=', principalId).execute();
+        const ended = await endSessions(trx, principalId, input.keepSessionId);
+        return { result: ended.length, changes: ended.map((id) => ({ type: 'credential' as const, id })) };
+      });
+      return { changed: true as const, sessionsEnded };
+    },
+    async resetPassword(principalId) {
+      const row = await principalRow(principalId);
+      if (!row || row.kind !== 'person') throw notFound(`person ${principalId}`);
+      const oneTimePassword = newToken('otp_').slice(0, 28);
+      const passwordHash = await hashPassword(oneTimePassword);
+      const sessionsEnded = await change<number>(async (trx) => {
+        await trx.updateTable('iam.principals').set({ password_hash: passwordHash }).where('id', '=', principalId).execute();
+        const ended = await endSessions(trx, principalId);
+        return { result: ended.length, changes: ended.map((id) => ({ type: 'credential' as const, id })) };
+      });
+      return { oneTimePassword, sessionsEnded };
     },
 
     async createApiKey(principalId, input) {

@@ -20,6 +20,10 @@ const principalId = z
 const idOf = (kind: 'session' | 'apiKey' | 'role' | 'binding' | 'group', prefix: string) =>
   z.string().refine((value) => isId(kind, value), { message: `must be an id like ${prefix}_01…` });
 const limit = z.number().int().min(1).max(500).default(50);
+/** A current TOTP code, or a recovery code (`xxxxx-xxxxx`, lower-case letters and digits). */
+const secondFactorCode = z
+  .string()
+  .regex(/^(\d{6}|[a-z0-9]{5}-[a-z0-9]{5})$/, 'must be a 6-digit code or a recovery code like abcde-12345');
 const cursor = z.string().min(1).max(200).optional();
 const isoTime = z.string();
 const email = z
@@ -153,10 +157,8 @@ export const iamMethods = {
         tenantId,
         email,
         password: z.string().min(1).max(1024),
-        totp: z
-          .string()
-          .regex(/^\d{6}$/)
-          .optional(),
+        /** The current 6-digit code, or one of the recovery codes given at enrolment (`xxxxx-xxxxx`). */
+        totp: secondFactorCode.optional(),
       })
       .strict(),
     output: z.object({ token: z.string(), session, principal }),
@@ -221,7 +223,50 @@ export const iamMethods = {
     access: { authenticated: true },
     tenantScoped: false,
     input: z.object({ code: z.string().regex(/^\d{6}$/) }).strict(),
-    output: z.object({ confirmed: z.boolean() }),
+    /** The recovery codes, each good for one sign-in without the authenticator: shown this once. */
+    output: z.object({ confirmed: z.boolean(), recoveryCodes: z.array(z.string()) }),
+  }),
+  'totp.remove': iamMethod({
+    group: 'totp',
+    name: 'remove',
+    kind: 'mutation',
+    summary: 'Remove your own TOTP second factor, with a current code or a recovery code',
+    access: { authenticated: true },
+    tenantScoped: false,
+    input: z.object({ code: secondFactorCode }).strict(),
+    output: z.object({ removed: z.boolean() }),
+  }),
+  'totp.reset': iamMethod({
+    group: 'totp',
+    name: 'reset',
+    kind: 'mutation',
+    summary: 'Remove a person’s TOTP second factor, for one who lost it (administrators; an event)',
+    access: { action: 'iam:totp:reset' },
+    tenantScoped: true,
+    input: z.object({ tenantId: tenantId.optional(), principalId }).strict(),
+    output: z.object({ removed: z.boolean() }),
+  }),
+  'passwords.change': iamMethod({
+    group: 'passwords',
+    name: 'change',
+    kind: 'mutation',
+    summary: 'Change your own password from a password session; your other sessions end',
+    access: { authenticated: true },
+    tenantScoped: false,
+    input: z
+      .object({ currentPassword: z.string().min(1).max(1024), newPassword: z.string().min(8).max(1024) })
+      .strict(),
+    output: z.object({ changed: z.boolean(), sessionsEnded: z.number().int() }),
+  }),
+  'passwords.reset': iamMethod({
+    group: 'passwords',
+    name: 'reset',
+    kind: 'mutation',
+    summary: 'Give a person a one-time password (shown once) and end their sessions (administrators)',
+    access: { action: 'iam:passwords:reset' },
+    tenantScoped: true,
+    input: z.object({ tenantId: tenantId.optional(), principalId }).strict(),
+    output: z.object({ oneTimePassword: z.string(), sessionsEnded: z.number().int() }),
   }),
   'apiKeys.create': iamMethod({
     group: 'apiKeys',

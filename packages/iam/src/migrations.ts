@@ -194,6 +194,19 @@ update iam.roles
  where id = 'role_00000000000000000000000004';
 `,
     },
+    {
+      name: '0004_recovery_codes',
+      sql: `
+-- One-time codes that stand in for a TOTP code when the authenticator is lost: shown once when the
+-- factor is confirmed, kept only as SHA-256 hashes, each spent by its first use.
+create table iam.recovery_codes (
+  principal_id text not null references iam.principals (id),
+  code_hash text not null,
+  used_at timestamptz,
+  primary key (principal_id, code_hash)
+);
+`,
+    },
   ],
 };
 

@@ -52,6 +52,12 @@ export interface TotpTable {
   created_at: CreatedAt;
 }
 
+export interface RecoveryCodesTable {
+  principal_id: string;
+  code_hash: string;
+  used_at: Date | string | null;
+}
+
 export interface ApiKeysTable {
   id: string;
   principal_id: string;
@@ -120,6 +126,7 @@ export interface IamDatabase {
   'iam.principals': PrincipalsTable;
   'iam.sessions': SessionsTable;
   'iam.totp': TotpTable;
+  'iam.recovery_codes': RecoveryCodesTable;
   'iam.api_keys': ApiKeysTable;
   'iam.roles': RolesTable;
   'iam.groups': GroupsTable;

@@ -344,7 +344,7 @@ describe.runIf(kind !== undefined)('the better-iam command line', () => {
     const help = await run(['--help']);
     expect(help.out).toContain('totp enroll');
     expect(help.out).toContain('totp confirm');
-    expect((await run(['totp'])).err).toContain('Try one of: totp enroll, totp confirm.');
+    expect((await run(['totp'])).err).toContain('Try one of: totp enroll, totp confirm, totp remove.');
   });
 
   it('logout revokes the session and forgets the profile', async () => {

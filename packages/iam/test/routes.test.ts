@@ -432,8 +432,10 @@ describe.each(kinds)('IAM routes on %s', (kind) => {
     const secret = enrolled.body.data!.secret as string;
     secrets.push(secret);
     const code = () => new OTPAuth.TOTP({ secret: OTPAuth.Secret.fromBase32(secret) }).generate();
-    expect((await call('totp/confirm', { code: code() }, bearer(token))).body.data).toEqual({
+    // The recovery codes are secrets shown this once (issue 15).
+    expect((await call('totp/confirm', { code: code() }, bearer(token), true)).body.data).toEqual({
       confirmed: true,
+      recoveryCodes: expect.arrayContaining([expect.stringMatching(/^[a-z0-9]{5}-[a-z0-9]{5}$/)]),
     });
     const noCode = await call('sessions/signIn', {
       tenantId,

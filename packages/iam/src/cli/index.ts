@@ -42,9 +42,12 @@ const HELP = `better-iam: administer Better IAM over its /api/iam routes
   totp enroll                      start your own TOTP second factor: prints the otpauth URI and
                                    the base32 secret once, to load into your authenticator
   totp confirm                     finish it with the current 6-digit code, the first line of stdin;
-                                   from then on login needs --totp-stdin
+                                   from then on login needs --totp-stdin; prints recovery codes once
+  totp remove                      remove your factor: the current code or a recovery code on stdin
+  password change                  the current password and the new one on stdin, one a line
   tenants create ID --name NAME [--parent P] | list | get | suspend ID | reactivate ID | delete ID
   users create --email EMAIL [--name NAME] [--password-stdin] | list | get ID | disable ID | enable ID
+        | reset-password ID (a one-time password, shown once) | reset-totp ID
   service-accounts create --name NAME
   keys create --name NAME [--principal ID] [--expires-at ISO | --expires-in 90d] (the key is shown once)
        | list [--principal ID] | revoke ID
@@ -261,6 +264,17 @@ async function codeFromStdin(io: CliIo): Promise<string> {
   return code;
 }
 
+/** A current TOTP code or a recovery code, the first line of standard input; never an argument. */
+async function secondFactorFromStdin(io: CliIo): Promise<string> {
+  const code = (stdinLines(await io.readStdin())[0] ?? '').trim();
+  if (!/^(\d{6}|[a-z0-9]{5}-[a-z0-9]{5})$/.test(code))
+    throw usage(
+      'totp remove needs the current 6-digit code, or a recovery code, on standard input',
+      'Pipe it in, for example: echo 123456 | better-iam totp remove',
+    );
+  return code;
+}
+
 function stdinLines(text: string): string[] {
   return text.split(/\r?\n/);
 }
@@ -426,9 +440,21 @@ const COMMANDS: Record<string, Handler> = {
     const data = await call(io, target, 'totp.confirm', { code: await codeFromStdin(io) });
     return {
       confirmed: data.confirmed === true,
-      next: 'better-iam login now needs --totp-stdin: the code goes on the line after the password',
+      // Shown this once: each signs in once without the authenticator (in place of the code).
+      recoveryCodes: data.recoveryCodes,
+      next: 'better-iam login now needs --totp-stdin: the code goes on the line after the password. Keep the recovery codes somewhere safe: they are not shown again.',
     };
   },
+  'totp remove': remote('totp.remove', async (_p, io) => ({ code: await secondFactorFromStdin(io) })),
+  'password change': remote('passwords.change', async (_p, io) => {
+    const [currentPassword = '', newPassword = ''] = stdinLines(await io.readStdin());
+    if (!currentPassword || newPassword.length < 8)
+      throw usage(
+        'password change reads the current password and the new one (8 characters or more) from standard input, one a line',
+        'For example: printf "%s\\n%s\\n" "$OLD" "$NEW" | better-iam password change',
+      );
+    return { currentPassword, newPassword };
+  }),
   'tenants create': remote('tenants.create', (p) => ({
     id: positional(p, 2, 'the tenant id'),
     name: requireFlag(p, 'name'),
@@ -458,6 +484,13 @@ const COMMANDS: Record<string, Handler> = {
     withTenant(p, { principalId: positional(p, 2, 'the principal id') }),
   ),
   'users enable': remote('principals.enable', (p) =>
+    withTenant(p, { principalId: positional(p, 2, 'the principal id') }),
+  ),
+  // Recovery for a person who lost their password or authenticator; the one-time password is shown once.
+  'users reset-password': remote('passwords.reset', (p) =>
+    withTenant(p, { principalId: positional(p, 2, 'the principal id') }),
+  ),
+  'users reset-totp': remote('totp.reset', (p) =>
     withTenant(p, { principalId: positional(p, 2, 'the principal id') }),
   ),
   'service-accounts create': remote('principals.create', (p) =>
