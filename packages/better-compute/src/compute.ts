@@ -133,6 +133,7 @@ export async function betterCompute(
       database,
       ...(limiter ? { limiter } : {}),
       ...(config.iamLimits ? { limits: config.iamLimits } : {}),
+      ...(config.secret ? { secret: config.secret } : {}),
       ...(config.trustedOrigins ? { trustedOrigins: config.trustedOrigins } : {}),
       log,
     });
@@ -240,6 +241,16 @@ export async function betterCompute(
         message: `IAM does not answer: ${error instanceof Error ? error.message : String(error)}`,
       });
     }
+    if (embeddedIam)
+      findings.push(
+        embeddedIam.secretsSealed()
+          ? { check: 'secrets.sealed', severity: 'ok', message: 'TOTP seeds are sealed under the deployment’s secret' }
+          : {
+              check: 'secrets.sealed',
+              severity: 'warning',
+              message: 'no BETTER_COMPUTE_SECRET: TOTP seeds are stored unsealed; set it (and keep it) before people enrol',
+            },
+      );
     findings.push({
       check: 'cookies.origins',
       severity: 'ok',

@@ -54,6 +54,7 @@ import {
   SESSION_TOKEN_PREFIX,
   verifyPassword,
 } from './secrets.js';
+import { createSealer } from './sealing.js';
 import { JWT_ALG, SigningKeys } from './signing-keys.js';
 import type {
   ApiKey,
@@ -103,6 +104,11 @@ export interface CreateIamOptions {
   limiter?: RateLimiter;
   /** Caps per person and per tenant (IAM_LIMITS); each may be set lower or higher. */
   limits?: Partial<IamLimits>;
+  /**
+   * The deployment's secret (BETTER_COMPUTE_SECRET): TOTP seeds are sealed under a key derived from
+   * it. Without one they are stored unsealed, which `secretsSealed()` reports for `doctor`.
+   */
+  secret?: string;
 }
 
 /**
@@ -459,6 +465,8 @@ export interface Iam {
 
   /** Whether an enabled person of the root tenant holds platform-admin. */
   hasRootAdministrator(): Promise<boolean>;
+  /** Whether secrets IAM keeps (TOTP seeds) are sealed: the deployment gave it a secret. */
+  secretsSealed(): boolean;
   bootstrapRootAdmin(input: {
     email: string;
     password: string;
@@ -482,6 +490,7 @@ export function createIam(options: CreateIamOptions): Iam {
   const db: Db = options.database.db;
   const clock = options.clock ?? (() => new Date());
   const limits: IamLimits = { ...IAM_LIMITS, ...options.limits };
+  const sealer = createSealer(options.secret);
 
   /**
    * Refuses a create that would take `what` past its cap. `count` counts what is held now, in the
@@ -740,7 +749,7 @@ export function createIam(options: CreateIamOptions): Iam {
     code: string,
   ): Promise<boolean> {
     if (/^\d{6}$/.test(code)) {
-      const counter = totpCounter(factor.secret, code, factor.last_counter);
+      const counter = totpCounter(sealer.open(factor.secret, `totp:${principalId}`), code, factor.last_counter);
       if (counter === null) return false;
       await trx.updateTable('iam.totp').set({ last_counter: counter }).where('principal_id', '=', principalId).execute();
       return true;
@@ -1650,11 +1659,12 @@ export function createIam(options: CreateIamOptions): Iam {
         throw new ComputeError('ALREADY_EXISTS', 'a TOTP second factor is already confirmed for this person');
       }
       const secret = new OTPAuth.Secret({ size: 20 }).base32;
+      const sealed = sealer.seal(secret, `totp:${principalId}`);
       await db
         .insertInto('iam.totp')
-        .values({ principal_id: principalId, secret, confirmed: false, created_at: clock() })
+        .values({ principal_id: principalId, secret: sealed, confirmed: false, created_at: clock() })
         .onConflict((oc) =>
-          oc.column('principal_id').doUpdateSet({ secret, confirmed: false, last_counter: null }),
+          oc.column('principal_id').doUpdateSet({ secret: sealed, confirmed: false, last_counter: null }),
         )
         .execute();
       return { secret, uri: totpOf(secret, principal.email ?? principal.id).toString() };
@@ -1672,7 +1682,7 @@ export function createIam(options: CreateIamOptions): Iam {
             hint: 'Call totp.enroll first.',
           });
         if (factor.confirmed) throw new ComputeError('ALREADY_EXISTS', 'TOTP is already confirmed');
-        const counter = totpCounter(factor.secret, code, factor.last_counter);
+        const counter = totpCounter(sealer.open(factor.secret, `totp:${principalId}`), code, factor.last_counter);
         if (counter === null)
           throw new ComputeError('INVALID_ARGUMENT', 'invalid TOTP code', { details: { field: 'code' } });
         await trx
@@ -2091,6 +2101,7 @@ export function createIam(options: CreateIamOptions): Iam {
       return (await keys.jwks()) as { keys: Record<string, unknown>[] };
     },
 
+    secretsSealed: () => sealer.sealed,
     async hasRootAdministrator() {
       const row = await db
         .selectFrom('iam.bindings as b')

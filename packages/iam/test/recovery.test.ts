@@ -144,3 +144,53 @@ describe.each(kinds)('second factors and recovery on %s', (kind) => {
     expect(changed.data.changed).toBe(true);
   });
 });
+
+describe.each(kinds)('TOTP seeds sealed at rest on %s', (kind) => {
+  let database: TestDatabase;
+  let iam: Iam;
+
+  beforeAll(async () => {
+    database = await migratedDatabase(kind);
+    iam = createIam({ database, secret: 'a deployment secret for this test only' });
+    await iam.ready();
+  });
+  afterAll(async () => {
+    await iam?.close();
+    await database?.close();
+  });
+
+  it('the stored seed is sealed, bound to its person, and opens only under the deployment’s secret', async () => {
+    expect(iam.secretsSealed()).toBe(true);
+    const tenantId = uniqueTenant();
+    await iam.createTenant({ id: tenantId, name: 'Sealed' });
+    const people = await Promise.all(
+      ['a', 'b'].map((n) => iam.createPerson({ tenantId, email: `${n}@${tenantId}.test`, password: 'sealed password 1' })),
+    );
+    const seeds = await Promise.all(people.map((p) => iam.enrollTotp(p.id)));
+    const code = (secret: string) =>
+      new OTPAuth.TOTP({ secret: OTPAuth.Secret.fromBase32(secret), digits: 6, period: 30 }).generate();
+    const rows = await database.db
+      .selectFrom('iam.totp' as never)
+      .select(['principal_id' as never, 'secret' as never])
+      .execute() as { principal_id: string; secret: string }[];
+    const stored = rows.find((r) => r.principal_id === people[0]!.id)!.secret;
+    expect(stored).toMatch(/^v1\./);
+    expect(stored).not.toContain(seeds[0]!.secret);
+    expect((await iam.confirmTotp(people[0]!.id, code(seeds[0]!.secret))).confirmed).toBe(true);
+
+    // A's sealed seed copied onto B's row does not open: the owner is bound in.
+    await database.db
+      .updateTable('iam.totp' as never)
+      .set({ secret: stored } as never)
+      .where('principal_id' as never, '=', people[1]!.id as never)
+      .execute();
+    await expect(iam.confirmTotp(people[1]!.id, code(seeds[0]!.secret))).rejects.toMatchObject({ code: 'INVALID_CONFIG' });
+
+    // Another deployment secret cannot open it either.
+    const other = createIam({ database, secret: 'another secret' });
+    await expect(other.signIn(`a@${tenantId}.test`, 'sealed password 1', tenantId, code(seeds[0]!.secret))).rejects.toMatchObject({
+      code: 'INVALID_CONFIG',
+    });
+    await other.close();
+  });
+});

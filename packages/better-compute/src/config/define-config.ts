@@ -28,6 +28,11 @@ export interface ComputeConfig {
   rateLimit?: { perSecond: number; burst: number } | false;
   /** Caps of the embedded IAM per person and per tenant (API keys, sessions, principals, …). */
   iamLimits?: Partial<IamLimits>;
+  /**
+   * The deployment's secret, from which the keys that seal stored secrets are derived (TOTP seeds
+   * today). Defaults to BETTER_COMPUTE_SECRET; never put the value itself in a file you commit.
+   */
+  secret?: string;
   /** Which modules this deployment serves; all by default. */
   modules?: ModuleName[];
 }

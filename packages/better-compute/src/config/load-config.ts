@@ -110,8 +110,10 @@ async function importConfigModule(path: string): Promise<Record<string, unknown>
 export async function loadConfig(options: LoadConfigOptions): Promise<LoadedConfig> {
   const path = findConfigFile(options);
   const databaseUrl = options.env.BETTER_COMPUTE_DATABASE_URL;
+  // The deployment's secret comes from the environment unless the file gives one.
+  const secret = options.env.BETTER_COMPUTE_SECRET ? { secret: options.env.BETTER_COMPUTE_SECRET } : {};
   if (!path) {
-    if (databaseUrl) return { config: { database: databaseUrl }, path: null, commands: [] };
+    if (databaseUrl) return { config: { database: databaseUrl, ...secret }, path: null, commands: [] };
     throw new ComputeError('CONFIG_NOT_FOUND', 'no configuration found', {
       hint: 'Run "better-compute init", pass --config, or set BETTER_COMPUTE_DATABASE_URL.',
     });
@@ -146,7 +148,7 @@ export async function loadConfig(options: LoadConfigOptions): Promise<LoadedConf
   // The environment's database URL fills in when the file names none.
   const withDatabase =
     config.database === undefined && databaseUrl ? { ...config, database: databaseUrl } : config;
-  return { config: withDatabase, path, commands };
+  return { config: { ...secret, ...withDatabase }, path, commands };
 }
 
 /** Loads the configuration and builds the deployment (without migrating). */

@@ -7,6 +7,7 @@
  * who those accounts are, never their passwords or keys: a secret reaches the output only when one
  * asks for it (docs/decisions/dev-credentials.md). Runs until the abort signal.
  */
+import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ComputeError } from '@better-compute/core';
@@ -67,6 +68,20 @@ async function writePrivateFile(path: string, content: string): Promise<void> {
   await rename(temporary, path);
 }
 
+/**
+ * The dev store's own deployment secret (it seals TOTP seeds): made once beside the store, 0600,
+ * never printed; a --memory store gets a fresh one that dies with it.
+ */
+async function devSecret(stateDir: string, memory: boolean): Promise<string> {
+  if (memory) return randomBytes(32).toString('base64url');
+  const path = join(stateDir, 'dev-secret');
+  const existing = await readFile(path, 'utf8').catch(() => '');
+  if (existing.trim()) return existing.trim();
+  const secret = randomBytes(32).toString('base64url');
+  await writePrivateFile(path, `${secret}\n`);
+  return secret;
+}
+
 export async function startDev(options: DevOptions): Promise<void> {
   const stateDir = join(options.cwd, DEV_DIR);
   await mkdir(stateDir, { recursive: true, mode: 0o700 });
@@ -75,7 +90,10 @@ export async function startDev(options: DevOptions): Promise<void> {
   if (configFile) {
     config = (await loadConfig({ cwd: options.cwd, env: options.env })).config;
   } else {
-    config = { database: options.memory ? 'pglite:memory' : `pglite:${join(stateDir, 'dev')}` };
+    config = {
+      database: options.memory ? 'pglite:memory' : `pglite:${join(stateDir, 'dev')}`,
+      secret: options.env.BETTER_COMPUTE_SECRET || (await devSecret(stateDir, options.memory)),
+    };
   }
   const compute = await betterCompute(config);
   // An in-memory store's accounts die with it: they go to their own file, so a --memory run never
