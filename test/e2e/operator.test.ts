@@ -66,8 +66,16 @@ describe.runIf(postgres)('an operator on PostgreSQL', () => {
     expect(JSON.parse(second.stdout)).toMatchObject({ applied: [], alreadyApplied: applied.length });
   });
 
-  it('doctor --strict passes once migrated', () => {
-    const result = compute(['doctor', '--strict', '--query', 'findings[].check', '--format', 'compact']);
+  it('doctor --strict passes once migrated, with the deployment’s secret set', () => {
+    // Without BETTER_COMPUTE_SECRET, TOTP seeds would be stored unsealed: a warning, which --strict fails on.
+    const unsealed = compute(['doctor', '--strict', '--query', 'findings', '--format', 'compact']);
+    expect(unsealed.status).toBe(1);
+    expect(JSON.parse(unsealed.stdout)).toContainEqual(
+      expect.objectContaining({ check: 'secrets.sealed', severity: 'warning' }),
+    );
+    const result = compute(['doctor', '--strict', '--query', 'findings[].check', '--format', 'compact'], {
+      BETTER_COMPUTE_SECRET: 'operator-test-secret-not-a-real-one',
+    });
     expect(result.stderr).toBe('');
     expect(result.status).toBe(0);
     expect(JSON.parse(result.stdout)).toEqual([
@@ -76,6 +84,8 @@ describe.runIf(postgres)('an operator on PostgreSQL', () => {
       'schema.current',
       'registry.consistent',
       'iam.wired',
+      'secrets.sealed',
+      'cookies.origins',
     ]);
   });
 
