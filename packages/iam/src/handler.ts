@@ -37,6 +37,8 @@ interface Context {
   identity: Identity | null;
   request: Request;
   url: URL;
+  /** The request's id, as its answer carries it. */
+  requestId: string;
   /** The acting tenant: the input's `tenantId`, else the identity's. */
   tenantId: string;
 }
@@ -77,6 +79,11 @@ function requirePasswordSession(context: Context): Identity {
     });
   }
   return identity;
+}
+
+/** Who takes a recovery action, and in which request, for its audit entry. */
+function recoveryAudit(context: Context): { actor: string; requestId: string } {
+  return { actor: requireIdentity(context).principalId, requestId: context.requestId };
 }
 
 function requireIdentity(context: Context): Identity {
@@ -185,7 +192,7 @@ function createBindings(iam: Iam, internals: IamInternals): Bindings {
       resource: (input, { tenantId }) => principalResource(input.principalId, tenantId),
       async run(input, context) {
         const person = await principalIn(iam, input.principalId, context.tenantId);
-        return { data: await iam.resetTotp(person.id) };
+        return { data: await iam.resetTotp(person.id, recoveryAudit(context)) };
       },
     },
     'passwords.change': {
@@ -205,7 +212,7 @@ function createBindings(iam: Iam, internals: IamInternals): Bindings {
       resource: (input, { tenantId }) => principalResource(input.principalId, tenantId),
       async run(input, context) {
         const person = await principalIn(iam, input.principalId, context.tenantId);
-        return { data: await iam.resetPassword(person.id) };
+        return { data: await iam.resetPassword(person.id, recoveryAudit(context)) };
       },
     },
     'apiKeys.create': {
@@ -533,7 +540,7 @@ export function createIamHandler(iam: Iam, internals: IamInternals): (request: R
       const parsedInput = validatedInput(method.input, body);
       const input = parsedInput as { tenantId?: string };
       const tenantId = input.tenantId ?? identity?.tenantId ?? ROOT_TENANT;
-      const context: Context = { identity, request, url, tenantId };
+      const context: Context = { identity, request, url, tenantId, requestId };
       const binding = bindings[key] as Binding<IamMethodName>;
 
       if ('action' in method.access) {

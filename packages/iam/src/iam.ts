@@ -116,6 +116,21 @@ export interface CreateIamOptions {
  * who creates tenants: at 0 (the default) only platform operators do; above 0 a tenant's
  * administrators may create that many child tenants directly under their own.
  */
+/** Who took a recovery action on a person, for its audit entry. */
+export interface RecoveryAudit {
+  actor: string;
+  requestId: string;
+}
+
+export interface RecoveryAuditEntry {
+  tenantId: string;
+  actor: string;
+  action: 'totp.reset' | 'passwords.reset';
+  principalId: string;
+  requestId: string;
+  occurredAt: string;
+}
+
 export interface IamLimits {
   apiKeysPerPrincipal: number;
   sessionsPerPerson: number;
@@ -416,14 +431,16 @@ export interface Iam {
   /** Removes the person's own factor, proven with a current code or a recovery code. */
   removeTotp(principalId: string, code: string): Promise<{ removed: boolean }>;
   /** Removes a person's factor for them (an administrator's recovery path). */
-  resetTotp(principalId: string): Promise<{ removed: boolean }>;
+  resetTotp(principalId: string, audit: RecoveryAudit): Promise<{ removed: boolean }>;
   /** Changes a person's password; every other session of theirs ends. */
   changePassword(
     principalId: string,
     input: { currentPassword: string; newPassword: string; keepSessionId?: string },
   ): Promise<{ changed: true; sessionsEnded: number }>;
   /** Sets a one-time password for a person, answered once, and ends all their sessions. */
-  resetPassword(principalId: string): Promise<{ oneTimePassword: string; sessionsEnded: number }>;
+  resetPassword(principalId: string, audit: RecoveryAudit): Promise<{ oneTimePassword: string; sessionsEnded: number }>;
+  /** The recovery actions administrators took on people of a tenant, newest first. */
+  listRecoveryAudit(tenantId: string): Promise<RecoveryAuditEntry[]>;
 
   createApiKey(
     principalId: string,
@@ -763,6 +780,27 @@ export function createIam(options: CreateIamOptions): Iam {
       .returning('code_hash')
       .executeTakeFirst();
     return spent !== undefined;
+  }
+
+  /** The audit entry of an administrator's recovery action, in the action's own transaction. */
+  async function recordRecovery(
+    trx: Db,
+    tenantId: string,
+    action: RecoveryAuditEntry['action'],
+    principalId: string,
+    audit: RecoveryAudit,
+  ): Promise<void> {
+    await trx
+      .insertInto('iam.recovery_audit')
+      .values({
+        tenant_id: tenantId,
+        actor: audit.actor,
+        action,
+        principal_id: principalId,
+        request_id: audit.requestId,
+        occurred_at: clock(),
+      })
+      .execute();
   }
 
   /** Drops a person's factor and recovery codes; whether there was a factor. */
@@ -1716,10 +1754,31 @@ export function createIam(options: CreateIamOptions): Iam {
         return { removed: await dropTotp(trx, principalId) };
       });
     },
-    async resetTotp(principalId) {
+    async resetTotp(principalId, audit) {
       const principal = await requirePrincipal(principalId);
       if (principal.kind !== 'person') throw new ComputeError('INVALID_STATE', 'only people have a second factor');
-      return db.transaction().execute(async (trx) => ({ removed: await dropTotp(trx, principalId) }));
+      return db.transaction().execute(async (trx) => {
+        const removed = await dropTotp(trx, principalId);
+        await recordRecovery(trx, principal.tenant_id, 'totp.reset', principalId, audit);
+        return { removed };
+      });
+    },
+    async listRecoveryAudit(tenantId) {
+      const rows = await db
+        .selectFrom('iam.recovery_audit')
+        .selectAll()
+        .where('tenant_id', '=', tenantId)
+        .orderBy('occurred_at', 'desc')
+        .limit(500)
+        .execute();
+      return rows.map((row) => ({
+        tenantId: row.tenant_id,
+        actor: row.actor,
+        action: row.action,
+        principalId: row.principal_id,
+        requestId: row.request_id,
+        occurredAt: iso(row.occurred_at),
+      }));
     },
     async changePassword(principalId, input) {
       const row = await db
@@ -1744,13 +1803,14 @@ export function createIam(options: CreateIamOptions): Iam {
       });
       return { changed: true as const, sessionsEnded };
     },
-    async resetPassword(principalId) {
+    async resetPassword(principalId, audit) {
       const row = await principalRow(principalId);
       if (!row || row.kind !== 'person') throw notFound(`person ${principalId}`);
       const oneTimePassword = newToken('otp_').slice(0, 28);
       const passwordHash = await hashPassword(oneTimePassword);
       const sessionsEnded = await change<number>(async (trx) => {
         await trx.updateTable('iam.principals').set({ password_hash: passwordHash }).where('id', '=', principalId).execute();
+        await recordRecovery(trx, row.tenant_id, 'passwords.reset', principalId, audit);
         const ended = await endSessions(trx, principalId);
         return { result: ended.length, changes: ended.map((id) => ({ type: 'credential' as const, id })) };
       });

@@ -205,6 +205,19 @@ create table iam.recovery_codes (
   used_at timestamptz,
   primary key (principal_id, code_hash)
 );
+
+-- What administrators did to recover a person's access (a second factor removed, a one-time
+-- password given), with who and the request, written with the change itself.
+create table iam.recovery_audit (
+  id bigint generated always as identity primary key,
+  tenant_id text not null,
+  actor text not null,
+  action text not null check (action in ('totp.reset', 'passwords.reset')),
+  principal_id text not null,
+  request_id text not null,
+  occurred_at timestamptz not null
+);
+create index recovery_audit_tenant on iam.recovery_audit (tenant_id, occurred_at);
 `,
     },
   ],

@@ -3,7 +3,7 @@
  * Hashes are stored as lowercase hex text so PostgreSQL (`pg`, Buffer) and PGlite (Uint8Array)
  * answer the same type.
  */
-import type { ColumnType, Kysely } from 'kysely';
+import type { ColumnType, Generated, Kysely } from 'kysely';
 import type { PrincipalKind, TenantState } from '@better-compute/core';
 
 type CreatedAt = ColumnType<Date, Date | string | undefined, never>;
@@ -56,6 +56,16 @@ export interface RecoveryCodesTable {
   principal_id: string;
   code_hash: string;
   used_at: Date | string | null;
+}
+
+export interface RecoveryAuditTable {
+  id: Generated<number>;
+  tenant_id: string;
+  actor: string;
+  action: 'totp.reset' | 'passwords.reset';
+  principal_id: string;
+  request_id: string;
+  occurred_at: Date | string;
 }
 
 export interface ApiKeysTable {
@@ -127,6 +137,7 @@ export interface IamDatabase {
   'iam.sessions': SessionsTable;
   'iam.totp': TotpTable;
   'iam.recovery_codes': RecoveryCodesTable;
+  'iam.recovery_audit': RecoveryAuditTable;
   'iam.api_keys': ApiKeysTable;
   'iam.roles': RolesTable;
   'iam.groups': GroupsTable;

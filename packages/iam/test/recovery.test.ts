@@ -108,6 +108,10 @@ describe.each(kinds)('second factors and recovery on %s', (kind) => {
       removed: true,
     });
     expect((await s.signIn('first password 1')).status).toBe(200);
+    // Audited: who removed whose factor, in which request; the refused attempt left nothing.
+    expect(await iam.listRecoveryAudit(s.tenantId)).toEqual([
+      expect.objectContaining({ action: 'totp.reset', principalId: s.person.id, actor: expect.stringMatching(/^usr_/) }),
+    ]);
   });
 
   it('a password change needs the current password and ends the person’s other sessions', async () => {
@@ -135,6 +139,7 @@ describe.each(kinds)('second factors and recovery on %s', (kind) => {
     expect(await iam.authenticate(s.session)).toBeNull();
     const signedIn = await s.signIn(reset.data.oneTimePassword);
     expect(signedIn.status).toBe(200);
+    expect((await iam.listRecoveryAudit(s.tenantId)).map((entry) => entry.action)).toEqual(['passwords.reset']);
     // The person then sets their own.
     const changed = await call(
       'passwords/change',
