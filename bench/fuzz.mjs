@@ -28,8 +28,16 @@ const schemaOf = (method) => {
   }
 };
 const routes = [
-  ...methodList.map((m) => ({ key: methodKey(m), path: `/api/compute${methodPath(m)}`, schema: schemaOf(m) })),
-  ...Object.values(iamMethods).map((m) => ({ key: `iam ${methodKey(m)}`, path: `/api/iam${methodPath(m)}`, schema: schemaOf(m) })),
+  ...methodList.map((m) => ({
+    key: methodKey(m),
+    path: `/api/compute${methodPath(m)}`,
+    schema: schemaOf(m),
+  })),
+  ...Object.values(iamMethods).map((m) => ({
+    key: `iam ${methodKey(m)}`,
+    path: `/api/iam${methodPath(m)}`,
+    schema: schemaOf(m),
+  })),
 ];
 
 let dropDatabase = async () => {};
@@ -48,13 +56,21 @@ if (process.env.BENCH_PG_URL) {
     await admin.end();
   };
 }
-const server = await startChild(fileURLToPath(new URL('./lib/fuzz-server.mjs', import.meta.url)), [], childEnv);
+const server = await startChild(
+  fileURLToPath(new URL('./lib/fuzz-server.mjs', import.meta.url)),
+  [],
+  childEnv,
+);
 const { url, keys } = JSON.parse(server.url);
 const callers = [
   { name: 'anonymous', tenantId: 'acme', headers: '' },
   { name: 'member', tenantId: 'acme', headers: headerLines({ authorization: `Bearer ${keys.member}` }) },
   { name: 'tenant admin', tenantId: 'acme', headers: headerLines({ authorization: `Bearer ${keys.admin}` }) },
-  { name: 'platform admin', tenantId: 'root', headers: headerLines({ authorization: `Bearer ${keys.root}` }) },
+  {
+    name: 'platform admin',
+    tenantId: 'root',
+    headers: headerLines({ authorization: `Bearer ${keys.root}` }),
+  },
 ];
 // One generator per route and caller, sampled 25 at a time, each batch with its own seed from the run's.
 const batches = new Map();
@@ -104,7 +120,9 @@ async function worker() {
       }
       byStatus.set(answer.status, (byStatus.get(answer.status) ?? 0) + 1);
       if (answer.status >= 500 && fivexx.length < 20)
-        fivexx.push(`${route.key} as ${caller.name}: ${answer.status} ${body.slice(0, 160)} → ${answer.body.slice(0, 160)}`);
+        fivexx.push(
+          `${route.key} as ${caller.name}: ${answer.status} ${body.slice(0, 160)} → ${answer.body.slice(0, 160)}`,
+        );
     }
   } finally {
     connection.close();
@@ -115,9 +133,18 @@ const seconds = (performance.now() - started) / 1000;
 await server.stop();
 await dropDatabase();
 
-const count5xx = [...byStatus].filter(([status]) => typeof status === 'number' && status >= 500).reduce((sum, [, n]) => sum + n, 0);
-console.log(`seed ${seed}: ${sent} requests over ${routes.length} routes × ${callers.length} callers in ${seconds.toFixed(1)} s`);
-console.log(`by status: ${[...byStatus].sort().map(([s, n]) => `${s} ${n}`).join(', ')}`);
+const count5xx = [...byStatus]
+  .filter(([status]) => typeof status === 'number' && status >= 500)
+  .reduce((sum, [, n]) => sum + n, 0);
+console.log(
+  `seed ${seed}: ${sent} requests over ${routes.length} routes × ${callers.length} callers in ${seconds.toFixed(1)} s`,
+);
+console.log(
+  `by status: ${[...byStatus]
+    .sort()
+    .map(([s, n]) => `${s} ${n}`)
+    .join(', ')}`,
+);
 for (const line of fivexx) console.log(`  5xx: ${line}`);
 console.log(`5xx answers: ${count5xx} (goal 0) ${count5xx === 0 ? 'met' : 'NOT met'}`);
 process.exitCode = count5xx === 0 ? 0 : 1;

@@ -129,7 +129,11 @@ function validString(schema) {
   const maxLength = Math.max(minLength, Math.min(schema.maxLength ?? 24, 64));
   if (schema.format === 'date-time' || schema.format === 'datetime')
     return fc
-      .date({ min: new Date('2020-01-01T00:00:00Z'), max: new Date('2040-01-01T00:00:00Z'), noInvalidDate: true })
+      .date({
+        min: new Date('2020-01-01T00:00:00Z'),
+        max: new Date('2040-01-01T00:00:00Z'),
+        noInvalidDate: true,
+      })
       .map((date) => date.toISOString());
   if (schema.format === 'email') return fc.emailAddress();
   if (typeof schema.pattern === 'string') {
@@ -182,6 +186,16 @@ export function hostileInputs(schema, options) {
 
 /** Raw bodies that are not JSON objects at all. */
 export const hostileBodies = fc.oneof(
-  fc.constantFrom('', '{', '[]', 'null', '"\u0000"', '{"a":', '\uFEFF{}', '{"__proto__":{"x":1}}', '{}'.repeat(30_000)),
+  fc.constantFrom(
+    '',
+    '{',
+    '[]',
+    'null',
+    '"\u0000"',
+    '{"a":',
+    '\uFEFF{}',
+    '{"__proto__":{"x":1}}',
+    '{}'.repeat(30_000),
+  ),
   fc.string({ maxLength: 200 }),
 );

@@ -152,7 +152,9 @@ describe('the Capacity flow through the real binary against dev --sim 4', () => 
     // The last column is the owner: acme's member, who reserved it.
     expect(lines.slice(1)).toEqual([
       expect.stringMatching(
-        new RegExp(`^${reservationId}  active  ${poolId}  4\\s+yes\\s+8h\\s+ok\\s+\\S+Z\\s+\\d+\\s+usr_[0-9a-z]{26}$`),
+        new RegExp(
+          `^${reservationId}  active  ${poolId}  4\\s+yes\\s+8h\\s+ok\\s+\\S+Z\\s+\\d+\\s+usr_[0-9a-z]{26}$`,
+        ),
       ),
     ]);
     const binding = await compute(['reservations', 'get', reservationId, '--query', 'binding']);

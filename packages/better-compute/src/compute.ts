@@ -244,11 +244,16 @@ export async function betterCompute(
     if (embeddedIam)
       findings.push(
         embeddedIam.secretsSealed()
-          ? { check: 'secrets.sealed', severity: 'ok', message: 'TOTP seeds are sealed under the deployment’s secret' }
+          ? {
+              check: 'secrets.sealed',
+              severity: 'ok',
+              message: 'TOTP seeds are sealed under the deployment’s secret',
+            }
           : {
               check: 'secrets.sealed',
               severity: 'warning',
-              message: 'no BETTER_COMPUTE_SECRET: TOTP seeds are stored unsealed; set it (and keep it) before people enrol',
+              message:
+                'no BETTER_COMPUTE_SECRET: TOTP seeds are stored unsealed; set it (and keep it) before people enrol',
             },
       );
     findings.push({

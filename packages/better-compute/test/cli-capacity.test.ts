@@ -307,7 +307,9 @@ describe('reservations', () => {
       ),
       // The owner is the caller (issue 15: lists show who a reservation belongs to).
       expect.stringMatching(
-        new RegExp(`^${reservation.id}  active  ${poolId}  4     yes     8h\\s+ok\\s+\\S+Z  1\\s+${reservation.ownerId}$`),
+        new RegExp(
+          `^${reservation.id}  active  ${poolId}  4     yes     8h\\s+ok\\s+\\S+Z  1\\s+${reservation.ownerId}$`,
+        ),
       ),
     ]);
     const extended = await run(['extend', reservation.id, '--by', '4h', '--query', 'durationSeconds']);

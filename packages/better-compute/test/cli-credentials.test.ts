@@ -1,4 +1,12 @@
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -166,7 +174,11 @@ describe('the order credentials are taken in', () => {
       token: 'iam2',
     });
     // The newest cannot be used: the older one is, and the notice says so.
-    saveIamSession({ url: 'https://compute.example.com', token: 'iam3', expiresAt: '2000-01-01T00:00:00.000Z' });
+    saveIamSession({
+      url: 'https://compute.example.com',
+      token: 'iam3',
+      expiresAt: '2000-01-01T00:00:00.000Z',
+    });
     const passedOver = await resolveCredential({ env, target: remote });
     expect(passedOver.credential).toMatchObject({ source: 'profile', token: 'login' });
     expect(passedOver.notice).toBe(

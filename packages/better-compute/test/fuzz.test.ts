@@ -73,10 +73,15 @@ async function send(compute: ComputeInstance, path: string, body: string, header
 /** A failure names its code; a 5xx is never an answer to an input. */
 function checkOutcome(where: string, input: unknown, outcome: Outcome): void {
   const shown = JSON.stringify(input)?.slice(0, 300);
-  expect(outcome.status, `${where} answered ${outcome.status} to ${shown}: ${outcome.body.slice(0, 300)}`).toBeLessThan(500);
+  expect(
+    outcome.status,
+    `${where} answered ${outcome.status} to ${shown}: ${outcome.body.slice(0, 300)}`,
+  ).toBeLessThan(500);
   if (outcome.status >= 400) {
     const parsed = JSON.parse(outcome.body) as { error?: { code?: unknown } };
-    expect(typeof parsed.error?.code, `${where} failed without a code: ${outcome.body.slice(0, 300)}`).toBe('string');
+    expect(typeof parsed.error?.code, `${where} failed without a code: ${outcome.body.slice(0, 300)}`).toBe(
+      'string',
+    );
   }
 }
 
@@ -122,7 +127,11 @@ describe.each(kinds)('hostile inputs on %s', (kind) => {
   }
 
   it('raw bodies that are not JSON objects get a coded 4xx on both route sets', async () => {
-    const paths = ['/api/compute/reservations/create', '/api/iam/apiKeys/create', '/api/compute/system/whoami'];
+    const paths = [
+      '/api/compute/reservations/create',
+      '/api/iam/apiKeys/create',
+      '/api/compute/system/whoami',
+    ];
     await fc.assert(
       fc.asyncProperty(hostileBodies, fc.constantFrom(...paths), async (body, path) => {
         checkOutcome(path, body, await send(compute, path, body, callers['tenant admin']!));
@@ -132,7 +141,13 @@ describe.each(kinds)('hostile inputs on %s', (kind) => {
   });
 
   it('malformed cookies, hosts, origins and paths get a coded 4xx, never a 5xx', async () => {
-    const cookies = ['better-iam.session=%', 'better-iam.session=%E0%A4%A', 'a=b; =; ;;', '\u00ff=\u00ff', `x=${'%'.repeat(2000)}`];
+    const cookies = [
+      'better-iam.session=%',
+      'better-iam.session=%E0%A4%A',
+      'a=b; =; ;;',
+      '\u00ff=\u00ff',
+      `x=${'%'.repeat(2000)}`,
+    ];
     const hosts = ['', '[', 'a b', 'x:99999', '%00', '..'];
     const paths = [
       '/api/iam/%2e%2e/compute/system/whoami',

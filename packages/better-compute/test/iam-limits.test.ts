@@ -53,7 +53,10 @@ describe.each(kinds)('IAM’s limits on %s', (kind) => {
       expect(allowed.length).toBeLessThanOrEqual(11);
       expect(limited.length).toBeGreaterThanOrEqual(29);
       for (const refusal of limited) {
-        expect(refusal.error).toMatchObject({ code: 'RATE_LIMITED', details: { retryAfterMs: expect.any(Number) } });
+        expect(refusal.error).toMatchObject({
+          code: 'RATE_LIMITED',
+          details: { retryAfterMs: expect.any(Number) },
+        });
       }
       // Both route sets refuse once the shared budget is spent.
       expect((await d.call('/api/iam/apiKeys/list', {}, key)).error?.code).toBe('RATE_LIMITED');
@@ -68,7 +71,12 @@ describe.each(kinds)('IAM’s limits on %s', (kind) => {
     beforeAll(async () => {
       d = await deployment(kind, {
         rateLimit: false,
-        iamLimits: { apiKeysPerPrincipal: 3, sessionsPerPerson: 2, rolesPerTenant: 1, principalsPerTenant: 5 },
+        iamLimits: {
+          apiKeysPerPrincipal: 3,
+          sessionsPerPerson: 2,
+          rolesPerTenant: 1,
+          principalsPerTenant: 5,
+        },
       });
     }, 120_000);
     afterAll(async () => {
@@ -98,7 +106,11 @@ describe.each(kinds)('IAM’s limits on %s', (kind) => {
           new Request('http://localhost/api/iam/sessions/signIn', {
             method: 'POST',
             headers: { 'content-type': 'application/json' },
-            body: JSON.stringify({ tenantId: 'acme', email: d.dev.acmeAdmin.email, password: d.dev.acmeAdmin.password }),
+            body: JSON.stringify({
+              tenantId: 'acme',
+              email: d.dev.acmeAdmin.email,
+              password: d.dev.acmeAdmin.password,
+            }),
           }),
         );
       expect((await signIn()).status).toBe(200);
@@ -109,20 +121,40 @@ describe.each(kinds)('IAM’s limits on %s', (kind) => {
 
     it('a tenant holds at most rolesPerTenant roles and principalsPerTenant principals', async () => {
       const admin = d.dev.acmeAdmin.apiKey;
-      expect((await d.call('/api/iam/roles/create', { name: 'one', actions: ['compute:*:read'] }, admin)).status).toBe(200);
+      expect(
+        (await d.call('/api/iam/roles/create', { name: 'one', actions: ['compute:*:read'] }, admin)).status,
+      ).toBe(200);
       const role = await d.call('/api/iam/roles/create', { name: 'two', actions: ['compute:*:read'] }, admin);
-      expect(role.error).toMatchObject({ code: 'QUOTA_EXCEEDED', details: { limit: 'rolesPerTenant', max: 1 } });
+      expect(role.error).toMatchObject({
+        code: 'QUOTA_EXCEEDED',
+        details: { limit: 'rolesPerTenant', max: 1 },
+      });
       const made: number[] = [];
       for (let i = 0; i < 4; i++)
-        made.push((await d.call('/api/iam/principals/create', { kind: 'service-account', displayName: `sa${i}` }, admin)).status);
+        made.push(
+          (
+            await d.call(
+              '/api/iam/principals/create',
+              { kind: 'service-account', displayName: `sa${i}` },
+              admin,
+            )
+          ).status,
+        );
       // acme has its administrator and its member already: 5 in all, then no more.
       expect(made).toEqual([200, 200, 200, 409]);
     });
 
     it('only platform operators create tenants unless the deployment allows children', async () => {
-      const refused = await d.call('/api/iam/tenants/create', { id: 'acme-dev', name: 'Dev' }, d.dev.acmeAdmin.apiKey);
+      const refused = await d.call(
+        '/api/iam/tenants/create',
+        { id: 'acme-dev', name: 'Dev' },
+        d.dev.acmeAdmin.apiKey,
+      );
       expect(refused.status).toBe(403);
-      expect(refused.error).toMatchObject({ code: 'ACCESS_DENIED', details: { reason: 'tenant-creation-off' } });
+      expect(refused.error).toMatchObject({
+        code: 'ACCESS_DENIED',
+        details: { reason: 'tenant-creation-off' },
+      });
       expect(refused.error.hint).toContain('childTenantsPerTenant');
       const byPlatform = await d.call(
         '/api/iam/tenants/create',
@@ -149,8 +181,15 @@ describe.each(kinds)('IAM’s limits on %s', (kind) => {
       expect(first.status).toBe(200);
       expect(first.data).toMatchObject({ id: 'acme-one', parentId: 'acme' });
       const second = await d.call('/api/iam/tenants/create', { id: 'acme-two', name: 'Two' }, admin);
-      expect(second.error).toMatchObject({ code: 'QUOTA_EXCEEDED', details: { limit: 'childTenantsPerTenant', max: 1 } });
-      const elsewhere = await d.call('/api/iam/tenants/create', { id: 'rogue', name: 'Rogue', parentId: 'root' }, admin);
+      expect(second.error).toMatchObject({
+        code: 'QUOTA_EXCEEDED',
+        details: { limit: 'childTenantsPerTenant', max: 1 },
+      });
+      const elsewhere = await d.call(
+        '/api/iam/tenants/create',
+        { id: 'rogue', name: 'Rogue', parentId: 'root' },
+        admin,
+      );
       expect(elsewhere.status).toBe(403);
     });
   });

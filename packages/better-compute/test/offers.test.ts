@@ -53,7 +53,13 @@ describe.each(kinds)('offers between tenants, on %s', (kind) => {
 
   async function acmePool(name: string) {
     const site = await call('sites/create', { name: `${name}-site`, region: 'r' }, keys.acme);
-    return (await call('pools/create', { siteId: site.data.id, name, class: 'gpu', description: 'Totally the platform’s pool' }, keys.acme)).data;
+    return (
+      await call(
+        'pools/create',
+        { siteId: site.data.id, name, class: 'gpu', description: 'Totally the platform’s pool' },
+        keys.acme,
+      )
+    ).data;
   }
 
   it('a tenant’s offer waits: not in the offered tenant’s list, not reservable, until accepted', async () => {
@@ -61,7 +67,11 @@ describe.each(kinds)('offers between tenants, on %s', (kind) => {
     const offered = await call('pools/offer', { poolId: pool.id, offerTenantId: 'globex' }, keys.acme);
     expect(offered.data).toMatchObject({ offeredTo: [], offerPending: ['globex'] });
     expect(await poolIds(keys.globex)).not.toContain(pool.id);
-    const reserve = await call('reservations/create', { poolId: pool.id, gpus: 1, durationSeconds: 3600 }, keys.globex);
+    const reserve = await call(
+      'reservations/create',
+      { poolId: pool.id, gpus: 1, durationSeconds: 3600 },
+      keys.globex,
+    );
     expect(reserve.error.code).toBe('NOT_FOUND');
     expect((await call('offers/list', { state: 'pending' }, keys.globex)).data.items).toEqual([
       expect.objectContaining({ poolId: pool.id, ownerTenantId: 'acme', state: 'pending' }),
@@ -70,7 +80,10 @@ describe.each(kinds)('offers between tenants, on %s', (kind) => {
     const byMember = await call('offers/accept', { poolId: pool.id }, keys.globexMember);
     expect(byMember.error.code).toBe('ACCESS_DENIED');
 
-    expect((await call('offers/accept', { poolId: pool.id }, keys.globex)).data).toEqual({ poolId: pool.id, state: 'accepted' });
+    expect((await call('offers/accept', { poolId: pool.id }, keys.globex)).data).toEqual({
+      poolId: pool.id,
+      state: 'accepted',
+    });
     expect(await poolIds(keys.globex)).toContain(pool.id);
     expect((await call('pools/get', { poolId: pool.id }, keys.acme)).data).toMatchObject({
       offeredTo: ['globex'],
@@ -83,7 +96,10 @@ describe.each(kinds)('offers between tenants, on %s', (kind) => {
   it('a declined offer is gone; an answer to no offer is NOT_FOUND', async () => {
     const pool = await acmePool('declined');
     await call('pools/offer', { poolId: pool.id, offerTenantId: 'globex' }, keys.acme);
-    expect((await call('offers/decline', { poolId: pool.id }, keys.globex)).data).toEqual({ poolId: pool.id, state: 'declined' });
+    expect((await call('offers/decline', { poolId: pool.id }, keys.globex)).data).toEqual({
+      poolId: pool.id,
+      state: 'declined',
+    });
     expect(await poolIds(keys.globex)).not.toContain(pool.id);
     expect((await call('offers/accept', { poolId: pool.id }, keys.globex)).error.code).toBe('NOT_FOUND');
     expect((await call('pools/get', { poolId: pool.id }, keys.acme)).data.offerPending).toEqual([]);
@@ -94,13 +110,23 @@ describe.each(kinds)('offers between tenants, on %s', (kind) => {
     await call('pools/offer', { poolId: pool.id, offerTenantId: 'globex' }, keys.acme);
     const withdrawn = await call('pools/unoffer', { poolId: pool.id, offerTenantId: 'globex' }, keys.acme);
     expect(withdrawn.data.offerPending).toEqual([]);
-    expect((await call('offers/list', {}, keys.globex)).data.items.map((o: { poolId: string }) => o.poolId)).not.toContain(pool.id);
+    expect(
+      (await call('offers/list', {}, keys.globex)).data.items.map((o: { poolId: string }) => o.poolId),
+    ).not.toContain(pool.id);
   });
 
   it('the platform’s offers stand at once', async () => {
     const site = await call('sites/create', { tenantId: 'root', name: 'platform', region: 'r' }, keys.root);
-    const pool = await call('pools/create', { tenantId: 'root', siteId: site.data.id, name: 'platform', class: 'gpu' }, keys.root);
-    const offered = await call('pools/offer', { tenantId: 'root', poolId: pool.data.id, offerTenantId: 'globex' }, keys.root);
+    const pool = await call(
+      'pools/create',
+      { tenantId: 'root', siteId: site.data.id, name: 'platform', class: 'gpu' },
+      keys.root,
+    );
+    const offered = await call(
+      'pools/offer',
+      { tenantId: 'root', poolId: pool.data.id, offerTenantId: 'globex' },
+      keys.root,
+    );
     expect(offered.data).toMatchObject({ offeredTo: ['globex'], offerPending: [] });
     expect(await poolIds(keys.globex)).toContain(pool.data.id);
   });
@@ -112,7 +138,9 @@ describe.each(kinds)('offers between tenants, on %s', (kind) => {
     const env = { BETTER_COMPUTE_TOKEN: keys.globex, BETTER_COMPUTE_TENANT: 'globex' };
     const listed = captureIO(env);
     await cli.run(['offers', 'list', '--state', 'pending', '--format', 'json'], listed.io);
-    expect(JSON.parse(listed.out.join('\n')).items.map((o: { poolId: string }) => o.poolId)).toContain(pool.id);
+    expect(JSON.parse(listed.out.join('\n')).items.map((o: { poolId: string }) => o.poolId)).toContain(
+      pool.id,
+    );
     const accepted = captureIO(env);
     await cli.run(['offers', 'accept', pool.id], accepted.io);
     expect(JSON.parse(accepted.out.join('\n'))).toEqual({ poolId: pool.id, state: 'accepted' });

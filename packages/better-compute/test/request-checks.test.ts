@@ -62,7 +62,10 @@ describe.each(kinds)('request checks on both route sets, on %s', (kind) => {
         body: typeof body === 'string' ? body : JSON.stringify(body),
       }),
     );
-    return { status: response.status, body: (await response.json()) as { error?: Record<string, any>; data?: any } };
+    return {
+      status: response.status,
+      body: (await response.json()) as { error?: Record<string, any>; data?: any },
+    };
   };
   const asAdmin = () => ({ authorization: `Bearer ${adminKey}` });
 
@@ -87,11 +90,19 @@ describe.each(kinds)('request checks on both route sets, on %s', (kind) => {
 
   it('a NUL or an unpaired surrogate anywhere in a body is INVALID_ARGUMENT naming where (issue 15)', async () => {
     const cases: [string, unknown, (string | number)[]][] = [
-      ['/api/compute/sites/create', { tenantId: 'acme', name: 'a', region: 'r', description: 'x\u0000y' }, ['description']],
+      [
+        '/api/compute/sites/create',
+        { tenantId: 'acme', name: 'a', region: 'r', description: 'x\u0000y' },
+        ['description'],
+      ],
       ['/api/compute/events/list', { tenantId: 'acme', cursor: 'a\ud800' }, ['cursor']],
       ['/api/iam/apiKeys/create', { tenantId: 'acme', name: 'k\u0000' }, ['name']],
       ['/api/iam/bindings/list', { tenantId: 'acme', cursor: '\u0005\u0000' }, ['cursor']],
-      ['/api/compute/sites/create', { tenantId: 'acme', name: 'a', region: 'r', labels: { 'k\u0000': 'v' } }, ['labels', 'k\u0000']],
+      [
+        '/api/compute/sites/create',
+        { tenantId: 'acme', name: 'a', region: 'r', labels: { 'k\u0000': 'v' } },
+        ['labels', 'k\u0000'],
+      ],
     ];
     for (const [path, body, where] of cases) {
       const answer = await post(path, body, asAdmin());
@@ -105,12 +116,20 @@ describe.each(kinds)('request checks on both route sets, on %s', (kind) => {
 
   it('a malformed percent-encoded session cookie is no credential, never a 500 (issue 15)', async () => {
     for (const path of ['/api/compute/system/whoami', '/api/iam/principals/list']) {
-      for (const cookie of ['better-iam.session=%', 'better-iam.session=%E0%A4%A', 'better-iam.session=%zz']) {
-        const answer = await post(path, { tenantId: 'acme' }, {
-          cookie,
-          'x-better-compute': '1',
-          origin: 'http://127.0.0.1:8080',
-        });
+      for (const cookie of [
+        'better-iam.session=%',
+        'better-iam.session=%E0%A4%A',
+        'better-iam.session=%zz',
+      ]) {
+        const answer = await post(
+          path,
+          { tenantId: 'acme' },
+          {
+            cookie,
+            'x-better-compute': '1',
+            origin: 'http://127.0.0.1:8080',
+          },
+        );
         expect(answer.status, `${path} ${cookie}`).toBe(401);
         expect(answer.body.error?.code).toBe('UNAUTHENTICATED');
       }
@@ -147,7 +166,10 @@ describe.each(kinds)('request checks on both route sets, on %s', (kind) => {
       '/api/compute/system/version%00',
     ];
     for (const path of paths) {
-      const answer = await rawRequest(port, `POST ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${adminKey}`);
+      const answer = await rawRequest(
+        port,
+        `POST ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${adminKey}`,
+      );
       expect(answer.status, path).toBe(400);
       expect(JSON.parse(answer.body).error.code, path).toBe('INVALID_ARGUMENT');
     }

@@ -22,7 +22,10 @@ describe.each(kinds)('who may end a reservation, on %s', (kind) => {
     const response = await compute.handler(
       new Request(`http://localhost/api/compute/${path}`, {
         method: 'POST',
-        headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), 'content-type': 'application/json' },
+        headers: {
+          ...(token ? { authorization: `Bearer ${token}` } : {}),
+          'content-type': 'application/json',
+        },
         body: JSON.stringify(body),
       }),
     );
@@ -51,17 +54,34 @@ describe.each(kinds)('who may end a reservation, on %s', (kind) => {
     };
     keys.bob = await person('bob@acme.test', 'member');
     keys.operator = await person('ops@acme.test', 'operator');
-    const agent = await iam.createAgent({ tenantId: 'acme', displayName: 'alice’s agent', actingFor: ids.alice });
+    const agent = await iam.createAgent({
+      tenantId: 'acme',
+      displayName: 'alice’s agent',
+      actingFor: ids.alice,
+    });
     await iam.createBinding({ tenantId: 'acme', role: 'member', principalId: agent.id });
     keys.agent = (await iam.createApiKey(agent.id, { name: 'agent' })).key;
     ids.agent = agent.id;
     const site = await call('sites/create', { tenantId: 'root', name: 'owners', region: 'r' }, keys.root);
-    const pool = await call('pools/create', { tenantId: 'root', siteId: site.data.id, name: 'owners', class: 'gpu' }, keys.root);
+    const pool = await call(
+      'pools/create',
+      { tenantId: 'root', siteId: site.data.id, name: 'owners', class: 'gpu' },
+      keys.root,
+    );
     poolId = pool.data.id;
     await call('pools/offer', { tenantId: 'root', poolId, offerTenantId: 'acme' }, keys.root);
     // One machine of 8 GPUs joins through the real flow; reservations past 8 GPUs queue.
-    const { data: token } = await call('joinTokens/create', { tenantId: 'root', poolId, preApproved: true }, keys.root);
-    const gpus = Array.from({ length: 8 }, (_, index) => ({ index, model: 'H100', product: 'H100-SXM5-80GB', vramGiB: 80 }));
+    const { data: token } = await call(
+      'joinTokens/create',
+      { tenantId: 'root', poolId, preApproved: true },
+      keys.root,
+    );
+    const gpus = Array.from({ length: 8 }, (_, index) => ({
+      index,
+      model: 'H100',
+      product: 'H100-SXM5-80GB',
+      vramGiB: 80,
+    }));
     const { data: joined } = await call(
       'nodes/join',
       { joinToken: token.token, hostname: 'gpu-0', inventory: { cpuCores: 64, memoryGiB: 512, gpus } },
@@ -93,22 +113,36 @@ describe.each(kinds)('who may end a reservation, on %s', (kind) => {
       expect(refused.error.code).toBe('ACCESS_DENIED');
       expect(refused.error.details.reason).toContain('own resources');
     }
-    const extended = await call('reservations/extend', { reservationId: alices.id, bySeconds: 600 }, keys.alice);
+    const extended = await call(
+      'reservations/extend',
+      { reservationId: alices.id, bySeconds: 600 },
+      keys.alice,
+    );
     expect(extended.error).toBeUndefined();
     // Alice's agent acts for her: her reservations are its to end too.
-    expect((await call('reservations/extend', { reservationId: alices.id, bySeconds: 600 }, keys.agent)).status).toBe(200);
+    expect(
+      (await call('reservations/extend', { reservationId: alices.id, bySeconds: 600 }, keys.agent)).status,
+    ).toBe(200);
     const bobs = await reserve(keys.bob);
-    expect((await call('reservations/release', { reservationId: bobs.id }, keys.admin)).data.state).toBe('ended');
+    expect((await call('reservations/release', { reservationId: bobs.id }, keys.admin)).data.state).toBe(
+      'ended',
+    );
     const another = await reserve(keys.bob);
-    expect((await call('reservations/release', { reservationId: another.id }, keys.operator)).data.state).toBe('ended');
-    expect((await call('reservations/release', { reservationId: alices.id }, keys.alice)).data.state).toBe('ended');
+    expect(
+      (await call('reservations/release', { reservationId: another.id }, keys.operator)).data.state,
+    ).toBe('ended');
+    expect((await call('reservations/release', { reservationId: alices.id }, keys.alice)).data.state).toBe(
+      'ended',
+    );
   });
 
   it('an unknown reservation is NOT_FOUND for its would-be owner and a stranger alike', async () => {
     const missing = 'rsv_01m00000000000000000000000';
     for (const key of [keys.alice, keys.bob])
       expect((await call('reservations/release', { reservationId: missing }, key)).status).toBe(403);
-    expect((await call('reservations/release', { reservationId: missing }, keys.admin)).error.code).toBe('NOT_FOUND');
+    expect((await call('reservations/release', { reservationId: missing }, keys.admin)).error.code).toBe(
+      'NOT_FOUND',
+    );
   });
 
   it('lists show the owner, and --mine keeps the caller’s own', async () => {
@@ -119,7 +153,9 @@ describe.each(kinds)('who may end a reservation, on %s', (kind) => {
     expect(mine.data.items.some((r: { id: string }) => r.id === bobs.id)).toBe(false);
     // The agent's --mine is its person's.
     const agents = await call('reservations/list', { mine: true, limit: 100 }, keys.agent);
-    expect(agents.data.items.map((r: { id: string }) => r.id)).toEqual(mine.data.items.map((r: { id: string }) => r.id));
+    expect(agents.data.items.map((r: { id: string }) => r.id)).toEqual(
+      mine.data.items.map((r: { id: string }) => r.id),
+    );
 
     const { io, out } = captureIO({ BETTER_COMPUTE_TOKEN: keys.bob, BETTER_COMPUTE_TENANT: 'acme' });
     await cliLending(() => compute).run(['reservations', 'list', '--mine', '--format', 'json'], io);

@@ -28,7 +28,11 @@ describe.each(kinds)('what a stranger learns of other tenants, on %s', (kind) =>
     await compute.embeddedIam!.createTenant({ id: 'initech', name: 'Initech' });
     await compute.embeddedIam!.suspendTenant('initech');
     const site = await call('/api/compute/sites/create', { name: 'oracle-site', region: 'r' }, rootAdmin);
-    const pool = await call('/api/compute/pools/create', { siteId: site.data.id, name: 'oracle', class: 'gpu' }, rootAdmin);
+    const pool = await call(
+      '/api/compute/pools/create',
+      { siteId: site.data.id, name: 'oracle', class: 'gpu' },
+      rootAdmin,
+    );
     poolId = pool.data.id;
     await call('/api/compute/pools/offer', { poolId, offerTenantId: 'acme' }, rootAdmin);
   }, 120_000);
@@ -51,35 +55,53 @@ describe.each(kinds)('what a stranger learns of other tenants, on %s', (kind) =>
 
   /** The answer with the tenant's name and request ids taken out: what differs then is an oracle. */
   const shape = (answer: unknown, tenant: string) =>
-    JSON.stringify(answer).replaceAll(tenant, 'T').replace(/"requestId":"[^"]+"/g, '');
+    JSON.stringify(answer)
+      .replaceAll(tenant, 'T')
+      .replace(/"requestId":"[^"]+"/g, '');
 
   const probes: [string, (tenant: string) => [string, Record<string, unknown>]][] = [
     ['IAM tenants.get', (t) => ['/api/iam/tenants/get', { tenantId: t }]],
     [
       'IAM can, acting there',
-      (t) => ['/api/iam/can/check', { tenantId: t, checks: [{ action: 'compute:reservations:create', resource: { type: 'tenant' } }] }],
+      (t) => [
+        '/api/iam/can/check',
+        { tenantId: t, checks: [{ action: 'compute:reservations:create', resource: { type: 'tenant' } }] },
+      ],
     ],
     [
       'IAM can, asking about it',
-      (t) => ['/api/iam/can/check', { checks: [{ action: 'iam:tenants:get', resource: { type: 'iam-tenant', id: t, tenantId: t } }] }],
+      (t) => [
+        '/api/iam/can/check',
+        { checks: [{ action: 'iam:tenants:get', resource: { type: 'iam-tenant', id: t, tenantId: t } }] },
+      ],
     ],
-    ['compute quotas.get of it, on an offered pool', (t) => ['/api/compute/quotas/get', { poolId, subjectTenantId: t }]],
+    [
+      'compute quotas.get of it, on an offered pool',
+      (t) => ['/api/compute/quotas/get', { poolId, subjectTenantId: t }],
+    ],
     ['compute, acting there', (t) => ['/api/compute/pools/list', { tenantId: t }]],
   ];
 
-  it.each(probes)('%s: a tenant that does not exist, one that does and a suspended one answer alike', async (_name, probe) => {
-    const answers = await Promise.all(
-      ['nosuch', 'globex', 'initech'].map(async (tenant) => {
-        const [path, body] = probe(tenant);
-        return shape(await call(path, body, acmeAdmin), tenant);
-      }),
-    );
-    expect(answers[1]).toBe(answers[0]);
-    expect(answers[2]).toBe(answers[0]);
-  });
+  it.each(probes)(
+    '%s: a tenant that does not exist, one that does and a suspended one answer alike',
+    async (_name, probe) => {
+      const answers = await Promise.all(
+        ['nosuch', 'globex', 'initech'].map(async (tenant) => {
+          const [path, body] = probe(tenant);
+          return shape(await call(path, body, acmeAdmin), tenant);
+        }),
+      );
+      expect(answers[1]).toBe(answers[0]);
+      expect(answers[2]).toBe(answers[0]);
+    },
+  );
 
   it('the pool’s owner (the platform) still gets NOT_FOUND for a mistyped tenant', async () => {
-    const answer = await call('/api/compute/quotas/get', { tenantId: 'root', poolId, subjectTenantId: 'nosuch' }, rootAdmin);
+    const answer = await call(
+      '/api/compute/quotas/get',
+      { tenantId: 'root', poolId, subjectTenantId: 'nosuch' },
+      rootAdmin,
+    );
     expect(answer.error).toMatchObject({ code: 'NOT_FOUND', details: { field: 'subjectTenantId' } });
   });
 });

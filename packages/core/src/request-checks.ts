@@ -145,7 +145,11 @@ export function checkedPath(pathname: string): string {
 const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 /** Every string of a parsed body (keys included) that the store cannot hold, by path. */
-export function unstorableText(value: unknown, path: (string | number)[] = [], found: InputIssue[] = []): InputIssue[] {
+export function unstorableText(
+  value: unknown,
+  path: (string | number)[] = [],
+  found: InputIssue[] = [],
+): InputIssue[] {
   if (found.length >= 10) return found;
   if (typeof value === 'string') {
     if (UNSTORABLE.test(value))
@@ -159,7 +163,11 @@ export function unstorableText(value: unknown, path: (string | number)[] = [], f
   } else if (value !== null && typeof value === 'object') {
     for (const [key, item] of Object.entries(value)) {
       if (UNSTORABLE.test(key))
-        found.push({ path: [...path, key], code: 'unstorable', message: 'a key must not contain NUL or an unpaired surrogate' });
+        found.push({
+          path: [...path, key],
+          code: 'unstorable',
+          message: 'a key must not contain NUL or an unpaired surrogate',
+        });
       unstorableText(item, [...path, key], found);
     }
   }
@@ -170,9 +178,13 @@ export function unstorableText(value: unknown, path: (string | number)[] = [], f
 export function invalidInput(issues: InputIssue[]): ComputeError {
   const first = issues[0];
   const where = first && first.path.length ? first.path.join('.') : 'input';
-  return new ComputeError('INVALID_ARGUMENT', first ? `${where}: ${first.message}` : 'the input is not valid', {
-    details: { issues },
-  });
+  return new ComputeError(
+    'INVALID_ARGUMENT',
+    first ? `${where}: ${first.message}` : 'the input is not valid',
+    {
+      details: { issues },
+    },
+  );
 }
 
 /**

@@ -73,10 +73,14 @@ function sessionCookie(url: URL, token: string, maxAgeSeconds: number): string {
 function requirePasswordSession(context: Context): Identity {
   const identity = requireIdentity(context);
   if (identity.principalKind !== 'person' || identity.credentialKind === 'api-key') {
-    throw new ComputeError('ACCESS_DENIED', 'a second factor is set up only from a session signed in with the password', {
-      details: { reason: 'password-session-required' },
-      hint: 'Sign in as the person (better-iam login) and run the command with that session, not an API key or an agent.',
-    });
+    throw new ComputeError(
+      'ACCESS_DENIED',
+      'a second factor is set up only from a session signed in with the password',
+      {
+        details: { reason: 'password-session-required' },
+        hint: 'Sign in as the person (better-iam login) and run the command with that session, not an API key or an agent.',
+      },
+    );
   }
   return identity;
 }
@@ -522,7 +526,9 @@ export function createIamHandler(iam: Iam, internals: IamInternals): (request: R
         if (identity === null) {
           throw new ComputeError(
             'UNAUTHENTICATED',
-            credential === null ? 'this method needs a credential' : 'the credential is unknown, expired or revoked',
+            credential === null
+              ? 'this method needs a credential'
+              : 'the credential is unknown, expired or revoked',
             {
               hint: 'Send Authorization: Bearer <session token, API key or session JWT>.',
             },

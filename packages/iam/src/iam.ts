@@ -438,7 +438,10 @@ export interface Iam {
     input: { currentPassword: string; newPassword: string; keepSessionId?: string },
   ): Promise<{ changed: true; sessionsEnded: number }>;
   /** Sets a one-time password for a person, answered once, and ends all their sessions. */
-  resetPassword(principalId: string, audit: RecoveryAudit): Promise<{ oneTimePassword: string; sessionsEnded: number }>;
+  resetPassword(
+    principalId: string,
+    audit: RecoveryAudit,
+  ): Promise<{ oneTimePassword: string; sessionsEnded: number }>;
   /** The recovery actions administrators took on people of a tenant, newest first. */
   listRecoveryAudit(tenantId: string): Promise<RecoveryAuditEntry[]>;
 
@@ -766,9 +769,17 @@ export function createIam(options: CreateIamOptions): Iam {
     code: string,
   ): Promise<boolean> {
     if (/^\d{6}$/.test(code)) {
-      const counter = totpCounter(sealer.open(factor.secret, `totp:${principalId}`), code, factor.last_counter);
+      const counter = totpCounter(
+        sealer.open(factor.secret, `totp:${principalId}`),
+        code,
+        factor.last_counter,
+      );
       if (counter === null) return false;
-      await trx.updateTable('iam.totp').set({ last_counter: counter }).where('principal_id', '=', principalId).execute();
+      await trx
+        .updateTable('iam.totp')
+        .set({ last_counter: counter })
+        .where('principal_id', '=', principalId)
+        .execute();
       return true;
     }
     const spent = await trx
@@ -806,7 +817,11 @@ export function createIam(options: CreateIamOptions): Iam {
   /** Drops a person's factor and recovery codes; whether there was a factor. */
   async function dropTotp(trx: Db, principalId: string): Promise<boolean> {
     await trx.deleteFrom('iam.recovery_codes').where('principal_id', '=', principalId).execute();
-    const dropped = await trx.deleteFrom('iam.totp').where('principal_id', '=', principalId).returning('principal_id').execute();
+    const dropped = await trx
+      .deleteFrom('iam.totp')
+      .where('principal_id', '=', principalId)
+      .returning('principal_id')
+      .execute();
     return dropped.length > 0;
   }
 
@@ -1488,15 +1503,23 @@ export function createIam(options: CreateIamOptions): Iam {
       const parentId = input.parentId ?? ROOT_TENANT;
       if (input.byTenant !== undefined && input.byTenant !== ROOT_TENANT) {
         if (limits.childTenantsPerTenant <= 0)
-          throw new ComputeError('ACCESS_DENIED', 'only platform operators create tenants in this deployment', {
-            details: { reason: 'tenant-creation-off' },
-            hint: 'Ask a platform operator to create the tenant, or have the operator allow child tenants (iamLimits.childTenantsPerTenant).',
-          });
+          throw new ComputeError(
+            'ACCESS_DENIED',
+            'only platform operators create tenants in this deployment',
+            {
+              details: { reason: 'tenant-creation-off' },
+              hint: 'Ask a platform operator to create the tenant, or have the operator allow child tenants (iamLimits.childTenantsPerTenant).',
+            },
+          );
         if (parentId !== input.byTenant)
-          throw new ComputeError('ACCESS_DENIED', `a tenant creates child tenants only under itself (${input.byTenant})`, {
-            details: { reason: 'not-own-parent' },
-            hint: `Pass --parent ${input.byTenant}, or leave it out.`,
-          });
+          throw new ComputeError(
+            'ACCESS_DENIED',
+            `a tenant creates child tenants only under itself (${input.byTenant})`,
+            {
+              details: { reason: 'not-own-parent' },
+              hint: `Pass --parent ${input.byTenant}, or leave it out.`,
+            },
+          );
       }
       try {
         return await db.transaction().execute(async (trx) => {
@@ -1720,7 +1743,11 @@ export function createIam(options: CreateIamOptions): Iam {
             hint: 'Call totp.enroll first.',
           });
         if (factor.confirmed) throw new ComputeError('ALREADY_EXISTS', 'TOTP is already confirmed');
-        const counter = totpCounter(sealer.open(factor.secret, `totp:${principalId}`), code, factor.last_counter);
+        const counter = totpCounter(
+          sealer.open(factor.secret, `totp:${principalId}`),
+          code,
+          factor.last_counter,
+        );
         if (counter === null)
           throw new ComputeError('INVALID_ARGUMENT', 'invalid TOTP code', { details: { field: 'code' } });
         await trx
@@ -1732,7 +1759,13 @@ export function createIam(options: CreateIamOptions): Iam {
         await trx.deleteFrom('iam.recovery_codes').where('principal_id', '=', principalId).execute();
         await trx
           .insertInto('iam.recovery_codes')
-          .values(recoveryCodes.map((code) => ({ principal_id: principalId, code_hash: hashToken(code), used_at: null })))
+          .values(
+            recoveryCodes.map((code) => ({
+              principal_id: principalId,
+              code_hash: hashToken(code),
+              used_at: null,
+            })),
+          )
           .execute();
         return { confirmed: true as const, recoveryCodes };
       });
@@ -1756,7 +1789,8 @@ export function createIam(options: CreateIamOptions): Iam {
     },
     async resetTotp(principalId, audit) {
       const principal = await requirePrincipal(principalId);
-      if (principal.kind !== 'person') throw new ComputeError('INVALID_STATE', 'only people have a second factor');
+      if (principal.kind !== 'person')
+        throw new ComputeError('INVALID_STATE', 'only people have a second factor');
       return db.transaction().execute(async (trx) => {
         const removed = await dropTotp(trx, principalId);
         await recordRecovery(trx, principal.tenant_id, 'totp.reset', principalId, audit);
@@ -1797,7 +1831,11 @@ export function createIam(options: CreateIamOptions): Iam {
         });
       const passwordHash = await hashPassword(input.newPassword);
       const sessionsEnded = await change<number>(async (trx) => {
-        await trx.updateTable('iam.principals').set({ password_hash: passwordHash }).where('id', '=', principalId).execute();
+        await trx
+          .updateTable('iam.principals')
+          .set({ password_hash: passwordHash })
+          .where('id', '=', principalId)
+          .execute();
         const ended = await endSessions(trx, principalId, input.keepSessionId);
         return { result: ended.length, changes: ended.map((id) => ({ type: 'credential' as const, id })) };
       });
@@ -1809,7 +1847,11 @@ export function createIam(options: CreateIamOptions): Iam {
       const oneTimePassword = newToken('otp_').slice(0, 28);
       const passwordHash = await hashPassword(oneTimePassword);
       const sessionsEnded = await change<number>(async (trx) => {
-        await trx.updateTable('iam.principals').set({ password_hash: passwordHash }).where('id', '=', principalId).execute();
+        await trx
+          .updateTable('iam.principals')
+          .set({ password_hash: passwordHash })
+          .where('id', '=', principalId)
+          .execute();
         await recordRecovery(trx, row.tenant_id, 'passwords.reset', principalId, audit);
         const ended = await endSessions(trx, principalId);
         return { result: ended.length, changes: ended.map((id) => ({ type: 'credential' as const, id })) };
@@ -1845,7 +1887,12 @@ export function createIam(options: CreateIamOptions): Iam {
       const key = newToken(API_KEY_PREFIX);
       const row = await db.transaction().execute(async (trx) => {
         const now = clock();
-        await trx.selectFrom('iam.principals').select('id').where('id', '=', principalId).forUpdate().execute();
+        await trx
+          .selectFrom('iam.principals')
+          .select('id')
+          .where('id', '=', principalId)
+          .forUpdate()
+          .execute();
         await underLimit('apiKeysPerPrincipal', `principal ${principalId}'s API keys`, () =>
           countOf(
             trx

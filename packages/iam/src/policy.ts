@@ -145,7 +145,9 @@ export function decideFor(
   // suspended or not: a refusal must not tell a stranger which tenants there are.
   const related =
     resource.tenantId === principal.tenantId ||
-    principal.bindings.some((binding) => binding.tenantId === resource.tenantId || isPlatformBinding(principal, binding));
+    principal.bindings.some(
+      (binding) => binding.tenantId === resource.tenantId || isPlatformBinding(principal, binding),
+    );
   if (!related) return noBinding;
   const targetState = tenantState(resource.tenantId);
   if (targetState === null) return { allowed: false, reason: `there is no tenant ${resource.tenantId}` };
@@ -202,7 +204,9 @@ export function decide(
   // An agent's sandbox is its person's too; but IAM's own resources (credentials, sessions, second
   // factors) are never shared: an agent manages only its own, so a key it mints can never act as
   // the person (docs/decisions/iam-agent-intersection.md).
-  const owners = check.action.startsWith('iam:') ? new Set([principal.id]) : new Set([principal.id, person.id]);
+  const owners = check.action.startsWith('iam:')
+    ? new Set([principal.id])
+    : new Set([principal.id, person.id]);
   const own = decideFor(principal, check, tenantState, owners);
   if (!own.allowed) return own;
   const theirs = decideFor(person, check, tenantState, owners);

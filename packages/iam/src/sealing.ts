@@ -19,7 +19,9 @@ const SALT = 'better-iam sealed secrets v1';
 
 export function createSealer(secret: string | undefined): Sealer {
   // Derived once, at start: scrypt is slow on purpose.
-  const key = secret ? scryptSync(secret, SALT, 32, { N: 1 << 15, r: 8, p: 1, maxmem: 64 * 1024 * 1024 }) : null;
+  const key = secret
+    ? scryptSync(secret, SALT, 32, { N: 1 << 15, r: 8, p: 1, maxmem: 64 * 1024 * 1024 })
+    : null;
   return {
     sealed: key !== null,
     seal(plain, boundTo) {
@@ -28,7 +30,9 @@ export function createSealer(secret: string | undefined): Sealer {
       const cipher = createCipheriv('aes-256-gcm', key, iv);
       cipher.setAAD(Buffer.from(boundTo));
       const body = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()]);
-      return ['v1', iv, body, cipher.getAuthTag()].map((part) => (typeof part === 'string' ? part : part.toString('base64url'))).join('.');
+      return ['v1', iv, body, cipher.getAuthTag()]
+        .map((part) => (typeof part === 'string' ? part : part.toString('base64url')))
+        .join('.');
     },
     open(stored, boundTo) {
       if (stored.startsWith('plain.')) return stored.slice('plain.'.length);
@@ -37,14 +41,20 @@ export function createSealer(secret: string | undefined): Sealer {
       const [version, iv, body, tag] = stored.split('.');
       if (version !== 'v1' || !iv || !body || !tag) throw unreadable();
       if (!key)
-        throw new ComputeError('INVALID_CONFIG', 'a sealed secret is stored, and this deployment has no secret to open it', {
-          hint: 'Start the server with the BETTER_COMPUTE_SECRET it was sealed under.',
-        });
+        throw new ComputeError(
+          'INVALID_CONFIG',
+          'a sealed secret is stored, and this deployment has no secret to open it',
+          {
+            hint: 'Start the server with the BETTER_COMPUTE_SECRET it was sealed under.',
+          },
+        );
       try {
         const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64url'));
         decipher.setAAD(Buffer.from(boundTo));
         decipher.setAuthTag(Buffer.from(tag, 'base64url'));
-        return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]).toString('utf8');
+        return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]).toString(
+          'utf8',
+        );
       } catch {
         throw unreadable();
       }

@@ -46,7 +46,11 @@ describe.each(kinds)('an agent and its person’s IAM resources on %s', (kind) =
     await iam.createTenant({ id: tenantId, name: 'Agents' });
     const email = `person@${tenantId}.test`;
     const person = await iam.createPerson({ tenantId, email, password: 'correct horse battery' });
-    const colleague = await iam.createPerson({ tenantId, email: `c@${tenantId}.test`, password: 'correct horse battery' });
+    const colleague = await iam.createPerson({
+      tenantId,
+      email: `c@${tenantId}.test`,
+      password: 'correct horse battery',
+    });
     await iam.createBinding({ tenantId, role, principalId: person.id });
     await iam.createBinding({ tenantId, role, principalId: colleague.id });
     const agent = await iam.createAgent({ tenantId, displayName: 'assistant', actingFor: person.id });
@@ -57,41 +61,66 @@ describe.each(kinds)('an agent and its person’s IAM resources on %s', (kind) =
     return { tenantId, person, colleague, agent, session, personKey, agentKey };
   }
 
-  it.each(['member', 'operator'] as const)('with %s: the agent manages its own keys and sessions only', async (role) => {
-    const s = await setup(role);
-    // Its own: allowed.
-    expect((await call('apiKeys/create', { tenantId: s.tenantId, name: 'mine' }, s.agentKey)).status).toBe(200);
-    expect((await call('apiKeys/list', { tenantId: s.tenantId }, s.agentKey)).status).toBe(200);
-    expect((await call('sessions/list', { tenantId: s.tenantId }, s.agentKey)).status).toBe(200);
+  it.each(['member', 'operator'] as const)(
+    'with %s: the agent manages its own keys and sessions only',
+    async (role) => {
+      const s = await setup(role);
+      // Its own: allowed.
+      expect((await call('apiKeys/create', { tenantId: s.tenantId, name: 'mine' }, s.agentKey)).status).toBe(
+        200,
+      );
+      expect((await call('apiKeys/list', { tenantId: s.tenantId }, s.agentKey)).status).toBe(200);
+      expect((await call('sessions/list', { tenantId: s.tenantId }, s.agentKey)).status).toBe(200);
 
-    // The person's: refused, and nothing is created or revoked.
-    const refusals = [
-      await call('apiKeys/create', { tenantId: s.tenantId, principalId: s.person.id, name: 'stolen' }, s.agentKey),
-      await call('apiKeys/list', { tenantId: s.tenantId, principalId: s.person.id }, s.agentKey),
-      await call('apiKeys/revoke', { tenantId: s.tenantId, apiKeyId: s.personKey.apiKey.id }, s.agentKey),
-      await call('sessions/list', { tenantId: s.tenantId, principalId: s.person.id }, s.agentKey),
-      await call('sessions/revoke', { tenantId: s.tenantId, sessionId: s.session.session.id }, s.agentKey),
-      // A colleague's: refused as before.
-      await call('apiKeys/create', { tenantId: s.tenantId, principalId: s.colleague.id, name: 'x' }, s.agentKey),
-    ];
-    for (const refusal of refusals) {
-      expect(refusal.status).toBe(403);
-      expect(refusal.body.error.code).toBe('ACCESS_DENIED');
-    }
-    expect((await iam.listApiKeys(s.person.id, { limit: 50 })).items.map((k) => k.name)).toEqual(['laptop']);
-    expect(await iam.authenticate(s.session.token)).not.toBeNull();
+      // The person's: refused, and nothing is created or revoked.
+      const refusals = [
+        await call(
+          'apiKeys/create',
+          { tenantId: s.tenantId, principalId: s.person.id, name: 'stolen' },
+          s.agentKey,
+        ),
+        await call('apiKeys/list', { tenantId: s.tenantId, principalId: s.person.id }, s.agentKey),
+        await call('apiKeys/revoke', { tenantId: s.tenantId, apiKeyId: s.personKey.apiKey.id }, s.agentKey),
+        await call('sessions/list', { tenantId: s.tenantId, principalId: s.person.id }, s.agentKey),
+        await call('sessions/revoke', { tenantId: s.tenantId, sessionId: s.session.session.id }, s.agentKey),
+        // A colleague's: refused as before.
+        await call(
+          'apiKeys/create',
+          { tenantId: s.tenantId, principalId: s.colleague.id, name: 'x' },
+          s.agentKey,
+        ),
+      ];
+      for (const refusal of refusals) {
+        expect(refusal.status).toBe(403);
+        expect(refusal.body.error.code).toBe('ACCESS_DENIED');
+      }
+      expect((await iam.listApiKeys(s.person.id, { limit: 50 })).items.map((k) => k.name)).toEqual([
+        'laptop',
+      ]);
+      expect(await iam.authenticate(s.session.token)).not.toBeNull();
 
-    // The person, with their own session, still manages their own.
-    expect(
-      (await call('apiKeys/create', { tenantId: s.tenantId, name: 'ci' }, s.session.token)).status,
-    ).toBe(200);
-    expect((await call('apiKeys/revoke', { tenantId: s.tenantId, apiKeyId: s.personKey.apiKey.id }, s.session.token)).status).toBe(200);
-  });
+      // The person, with their own session, still manages their own.
+      expect(
+        (await call('apiKeys/create', { tenantId: s.tenantId, name: 'ci' }, s.session.token)).status,
+      ).toBe(200);
+      expect(
+        (
+          await call(
+            'apiKeys/revoke',
+            { tenantId: s.tenantId, apiKeyId: s.personKey.apiKey.id },
+            s.session.token,
+          )
+        ).status,
+      ).toBe(200);
+    },
+  );
 
   it('with viewer: the agent lists its own sessions, not the person’s', async () => {
     const s = await setup('viewer');
     expect((await call('sessions/list', { tenantId: s.tenantId }, s.agentKey)).status).toBe(200);
-    expect((await call('sessions/list', { tenantId: s.tenantId, principalId: s.person.id }, s.agentKey)).status).toBe(403);
+    expect(
+      (await call('sessions/list', { tenantId: s.tenantId, principalId: s.person.id }, s.agentKey)).status,
+    ).toBe(403);
   });
 
   it('a second factor is set up only from the person’s password session: not by an agent, not with an API key (issue 15)', async () => {

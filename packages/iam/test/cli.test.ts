@@ -132,7 +132,12 @@ describe.runIf(kind !== undefined)('the better-iam command line', () => {
         })) as typeof fetch,
     };
     let err = '';
-    expect(await main(['tenants', 'get', 'acme', '--url', URL_], { ...io, env: { ...io.env, BETTER_IAM_TOKEN: 'biam_ses_x' } })).toBe(1);
+    expect(
+      await main(['tenants', 'get', 'acme', '--url', URL_], {
+        ...io,
+        env: { ...io.env, BETTER_IAM_TOKEN: 'biam_ses_x' },
+      }),
+    ).toBe(1);
     expect(err).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/);
     expect(err).toContain('NOT_FOUND: tenant  ]0;owned   exe.txt 2J done');
   });

@@ -27,7 +27,11 @@ describe.each(kinds)('the last platform administrator on %s', (kind) => {
 
   const rootAdmin = async (email: string) => {
     const person = await iam.createPerson({ tenantId: 'root', email, password: 'correct horse battery' });
-    const binding = await iam.createBinding({ tenantId: 'root', role: 'platform-admin', principalId: person.id });
+    const binding = await iam.createBinding({
+      tenantId: 'root',
+      role: 'platform-admin',
+      principalId: person.id,
+    });
     return { person, binding };
   };
 
@@ -62,7 +66,10 @@ describe.each(kinds)('the last platform administrator on %s', (kind) => {
       if (binding.roleName === 'platform-admin' && ![a.binding.id, b.binding.id].includes(binding.id))
         await iam.revokeBinding(binding.id);
     }
-    const outcomes = await Promise.allSettled([iam.revokeBinding(a.binding.id), iam.disablePrincipal(b.person.id)]);
+    const outcomes = await Promise.allSettled([
+      iam.revokeBinding(a.binding.id),
+      iam.disablePrincipal(b.person.id),
+    ]);
     expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
     expect(await iam.hasRootAdministrator()).toBe(true);
   });

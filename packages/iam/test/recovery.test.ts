@@ -33,7 +33,10 @@ describe.each(kinds)('second factors and recovery on %s', (kind) => {
     const response = await iam.handler(
       new Request(`${ORIGIN}/api/iam/${path}`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+        headers: {
+          'content-type': 'application/json',
+          ...(token ? { authorization: `Bearer ${token}` } : {}),
+        },
         body: JSON.stringify(body),
       }),
     );
@@ -44,7 +47,11 @@ describe.each(kinds)('second factors and recovery on %s', (kind) => {
   async function setup() {
     const tenantId = uniqueTenant();
     await iam.createTenant({ id: tenantId, name: 'Recovery' });
-    const admin = await iam.createPerson({ tenantId, email: `admin@${tenantId}.test`, password: 'admin password 1' });
+    const admin = await iam.createPerson({
+      tenantId,
+      email: `admin@${tenantId}.test`,
+      password: 'admin password 1',
+    });
     await iam.createBinding({ tenantId, role: 'tenant-admin', principalId: admin.id });
     const email = `p@${tenantId}.test`;
     const person = await iam.createPerson({ tenantId, email, password: 'first password 1' });
@@ -103,21 +110,33 @@ describe.each(kinds)('second factors and recovery on %s', (kind) => {
   it('an administrator removes a lost factor; a member may not remove another’s', async () => {
     const s = await setup();
     await enrol(s.session);
-    expect((await call('totp/reset', { tenantId: s.tenantId, principalId: s.person.id }, s.memberKey)).status).toBe(403);
-    expect((await call('totp/reset', { tenantId: s.tenantId, principalId: s.person.id }, s.adminKey)).data).toEqual({
+    expect(
+      (await call('totp/reset', { tenantId: s.tenantId, principalId: s.person.id }, s.memberKey)).status,
+    ).toBe(403);
+    expect(
+      (await call('totp/reset', { tenantId: s.tenantId, principalId: s.person.id }, s.adminKey)).data,
+    ).toEqual({
       removed: true,
     });
     expect((await s.signIn('first password 1')).status).toBe(200);
     // Audited: who removed whose factor, in which request; the refused attempt left nothing.
     expect(await iam.listRecoveryAudit(s.tenantId)).toEqual([
-      expect.objectContaining({ action: 'totp.reset', principalId: s.person.id, actor: expect.stringMatching(/^usr_/) }),
+      expect.objectContaining({
+        action: 'totp.reset',
+        principalId: s.person.id,
+        actor: expect.stringMatching(/^usr_/),
+      }),
     ]);
   });
 
   it('a password change needs the current password and ends the person’s other sessions', async () => {
     const s = await setup();
     const other = (await s.signIn('first password 1')).data.token as string;
-    const wrong = await call('passwords/change', { currentPassword: 'nope', newPassword: 'second password 2' }, s.session);
+    const wrong = await call(
+      'passwords/change',
+      { currentPassword: 'nope', newPassword: 'second password 2' },
+      s.session,
+    );
     expect(wrong.error).toMatchObject({ code: 'UNAUTHENTICATED', details: { field: 'currentPassword' } });
     const changed = await call(
       'passwords/change',
@@ -133,13 +152,21 @@ describe.each(kinds)('second factors and recovery on %s', (kind) => {
 
   it('an administrator gives a one-time password, shown once; every session of the person ends', async () => {
     const s = await setup();
-    expect((await call('passwords/reset', { tenantId: s.tenantId, principalId: s.person.id }, s.memberKey)).status).toBe(403);
-    const reset = await call('passwords/reset', { tenantId: s.tenantId, principalId: s.person.id }, s.adminKey);
+    expect(
+      (await call('passwords/reset', { tenantId: s.tenantId, principalId: s.person.id }, s.memberKey)).status,
+    ).toBe(403);
+    const reset = await call(
+      'passwords/reset',
+      { tenantId: s.tenantId, principalId: s.person.id },
+      s.adminKey,
+    );
     expect(reset.data.sessionsEnded).toBeGreaterThanOrEqual(1);
     expect(await iam.authenticate(s.session)).toBeNull();
     const signedIn = await s.signIn(reset.data.oneTimePassword);
     expect(signedIn.status).toBe(200);
-    expect((await iam.listRecoveryAudit(s.tenantId)).map((entry) => entry.action)).toEqual(['passwords.reset']);
+    expect((await iam.listRecoveryAudit(s.tenantId)).map((entry) => entry.action)).toEqual([
+      'passwords.reset',
+    ]);
     // The person then sets their own.
     const changed = await call(
       'passwords/change',
@@ -169,15 +196,17 @@ describe.each(kinds)('TOTP seeds sealed at rest on %s', (kind) => {
     const tenantId = uniqueTenant();
     await iam.createTenant({ id: tenantId, name: 'Sealed' });
     const people = await Promise.all(
-      ['a', 'b'].map((n) => iam.createPerson({ tenantId, email: `${n}@${tenantId}.test`, password: 'sealed password 1' })),
+      ['a', 'b'].map((n) =>
+        iam.createPerson({ tenantId, email: `${n}@${tenantId}.test`, password: 'sealed password 1' }),
+      ),
     );
     const seeds = await Promise.all(people.map((p) => iam.enrollTotp(p.id)));
     const code = (secret: string) =>
       new OTPAuth.TOTP({ secret: OTPAuth.Secret.fromBase32(secret), digits: 6, period: 30 }).generate();
-    const rows = await database.db
+    const rows = (await database.db
       .selectFrom('iam.totp' as never)
       .select(['principal_id' as never, 'secret' as never])
-      .execute() as { principal_id: string; secret: string }[];
+      .execute()) as { principal_id: string; secret: string }[];
     const stored = rows.find((r) => r.principal_id === people[0]!.id)!.secret;
     expect(stored).toMatch(/^v1\./);
     expect(stored).not.toContain(seeds[0]!.secret);
@@ -189,11 +218,15 @@ describe.each(kinds)('TOTP seeds sealed at rest on %s', (kind) => {
       .set({ secret: stored } as never)
       .where('principal_id' as never, '=', people[1]!.id as never)
       .execute();
-    await expect(iam.confirmTotp(people[1]!.id, code(seeds[0]!.secret))).rejects.toMatchObject({ code: 'INVALID_CONFIG' });
+    await expect(iam.confirmTotp(people[1]!.id, code(seeds[0]!.secret))).rejects.toMatchObject({
+      code: 'INVALID_CONFIG',
+    });
 
     // Another deployment secret cannot open it either.
     const other = createIam({ database, secret: 'another secret' });
-    await expect(other.signIn(`a@${tenantId}.test`, 'sealed password 1', tenantId, code(seeds[0]!.secret))).rejects.toMatchObject({
+    await expect(
+      other.signIn(`a@${tenantId}.test`, 'sealed password 1', tenantId, code(seeds[0]!.secret)),
+    ).rejects.toMatchObject({
       code: 'INVALID_CONFIG',
     });
     await other.close();

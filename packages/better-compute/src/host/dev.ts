@@ -151,9 +151,7 @@ export async function startDev(options: DevOptions): Promise<void> {
   if (options.sim && options.sim > 0) {
     const token = saved?.rootAdmin?.apiKey;
     if (!token) {
-      options.log(
-        `--sim ${options.sim}: no root administrator key in ${devPath}, so no simulated machines`,
-      );
+      options.log(`--sim ${options.sim}: no root administrator key in ${devPath}, so no simulated machines`);
     } else {
       const { startSimulatedFleet } = await import('../sim/fleet-runner.js');
       // The machines' credentials are kept beside dev.json, so a restart brings back the same fleet.

@@ -65,7 +65,6 @@ export interface ComputeHandler {
   dispatch(call: ApiCall): Promise<Answer | null>;
 }
 
-
 export interface HandlerLog {
   (entry: { level: 'error' | 'warn' | 'info'; message: string; requestId?: string; error?: unknown }): void;
 }

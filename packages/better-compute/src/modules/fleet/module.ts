@@ -34,15 +34,7 @@ import {
   taintNode,
   uncordonNode,
 } from './nodes.js';
-import {
-  archivePool,
-  createPool,
-  getPool,
-  getQuotas,
-  listPools,
-  setQuota,
-  updatePool,
-} from './pools.js';
+import { archivePool, createPool, getPool, getQuotas, listPools, setQuota, updatePool } from './pools.js';
 import {
   archiveProject,
   createProject,

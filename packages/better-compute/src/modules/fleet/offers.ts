@@ -70,8 +70,7 @@ export async function offerPool(
           .returning('tenant_id')
           .execute();
   }
-  if (changed.length === 0)
-    return poolView(pool, ctx.tenantId, (await offersOf(db, [pool.id])).get(pool.id));
+  if (changed.length === 0) return poolView(pool, ctx.tenantId, (await offersOf(db, [pool.id])).get(pool.id));
   const view = await bumpPool(ctx, pool, {});
   ctx.emit({
     type: offer ? 'pool.offered' : 'pool.unoffered',
@@ -80,7 +79,6 @@ export async function offerPool(
   });
   return view;
 }
-
 
 /** The offers made to the acting tenant: pending ones to accept, and accepted ones. */
 export async function listOffers(ctx: CallContext<{ state?: 'pending' | 'accepted' | undefined }>) {
