@@ -31,6 +31,7 @@ import type { ComputeTables } from './db/tables.js';
 import { type BoundMethod, createHandler, type HandlerLog } from './http/handler.js';
 import type { ComputeModule } from './modules/define-module.js';
 import { capacityModule } from './modules/capacity/module.js';
+import { commandsModule } from './modules/commands/module.js';
 import { eventsModule } from './modules/events/module.js';
 import { fleetModule } from './modules/fleet/module.js';
 import { systemModule } from './modules/system/module.js';
@@ -45,6 +46,7 @@ export const builtinModules: readonly ComputeModule[] = [
   eventsModule,
   fleetModule,
   capacityModule,
+  commandsModule,
 ];
 
 export interface BetterComputeOptions {

@@ -6,6 +6,7 @@
  */
 import type { AnyCommand } from '../define.js';
 import { capacityCommands } from './capacity/index.js';
+import { commandsCommands } from './commands/index.js';
 import { eventsCommands } from './events/index.js';
 import { fleetCommands } from './fleet/index.js';
 import { nodesCommands } from './nodes/index.js';
@@ -39,6 +40,7 @@ export const builtinCommands: readonly AnyCommand[] = [
   api,
   ...capacityCommands,
   ...nodesCommands,
+  ...commandsCommands,
   ...eventsCommands,
   ...fleetCommands,
 ] as readonly AnyCommand[];
