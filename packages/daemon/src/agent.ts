@@ -195,13 +195,23 @@ export async function runAgent(options: AgentOptions): Promise<void> {
         void drain();
         return;
       }
-      case 'command.cancel':
-        if (current && current.id === message.id) current.running?.stop('cancelled');
-        else {
-          const index = queue.findIndex((q) => q.command.id === message.id);
-          if (index >= 0) queue.splice(index, 1);
+      case 'command.cancel': {
+        const id = String(message.id);
+        if (current && current.id === id) {
+          current.running?.stop('cancelled');
+          return;
         }
+        if (!/^cmd_[A-Za-z0-9]{1,64}$/.test(id)) return;
+        const index = queue.findIndex((q) => q.command.id === id);
+        if (index >= 0) queue.splice(index, 1);
+        const seen = state.ledger()[id];
+        if (seen) return report(id, seen.result ?? { state: 'failed', exitCode: null, stdout: '', stderr: '', result: null, error: 'the daemon stopped while it ran; it was not run again' });
+        // Recorded before it could run: should it still arrive, the ledger answers for it.
+        const outcome: CommandOutcome = { state: 'cancelled', exitCode: null, stdout: '', stderr: '', result: null, error: 'cancelled before it ran' };
+        state.record(id, { state: 'done', at: new Date().toISOString(), result: outcome });
+        report(id, outcome);
         return;
+      }
       case 'error':
         log(`bcd: the gateway says ${safe(String(message.code))}: ${safe(String(message.message))}`);
         return;

@@ -120,7 +120,7 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
             });
             continue;
           }
-          if (row.cancel_requested && row.state === 'running' && !session.cancelsSent.has(row.id)) {
+          if (row.cancel_requested && row.state !== 'queued' && !session.cancelsSent.has(row.id)) {
             session.cancelsSent.add(row.id);
             send(session, { t: 'command.cancel', id: row.id });
             continue;

@@ -162,7 +162,10 @@ export async function getCommand(ctx: CallContext<{ commandId: string }>) {
   return commandView(await loadCommand(commandsDb(ctx.db), ctx.tenantId, ctx.input.commandId));
 }
 
-/** A queued or sent command is cancelled at once; a running one is asked to stop (the daemon reports). */
+/**
+ * A queued command (not yet delivered) is cancelled at once; a delivered one is asked to stop, and
+ * the daemon reports it cancelled (dropped from its queue, or stopped while it ran).
+ */
 export async function cancelCommand(ctx: CallContext<{ commandId: string }>) {
   const db = commandsDb(ctx.db);
   const row = await loadCommand(db, ctx.tenantId, ctx.input.commandId, true);
@@ -173,7 +176,7 @@ export async function cancelCommand(ctx: CallContext<{ commandId: string }>) {
     });
   }
   const now = ctx.now();
-  const running = row.state === 'running';
+  const running = row.state !== 'queued';
   const updated = await db
     .updateTable('compute.commands')
     .set(
