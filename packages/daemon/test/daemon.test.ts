@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generatedCommandSigner } from '../../better-compute/src/gateway/signer.js';
-import { bcd, type Deployment, deployment, freePort, type Proc, startServer, until } from './daemon-support.js';
+import { bcd, type Deployment, deployment, freePort, type Proc, start, startServer, until } from './daemon-support.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'bcd-test-'));
 const stateDir = join(scratch, 'state');
@@ -55,6 +55,8 @@ beforeAll(async () => {
   writeFileSync(join(scriptsDir, 'slow.sh'), `echo slow >> ${marks}\nsleep 3\necho slept\n`);
   writeFileSync(join(scriptsDir, 'sleep.sh'), `echo sleep >> ${marks}\nsleep 60\n`);
   writeFileSync(join(scriptsDir, 'fail.sh'), `echo broken >&2\nexit 3\n`);
+  // Fails the first time it runs, succeeds after.
+  writeFileSync(join(scriptsDir, 'flaky.sh'), `echo flaky >> ${marks}\n[ "$(grep -c '^flaky$' ${marks})" -ge 2 ] || { echo 'not yet' >&2; exit 1; }\n`);
   server = await startServer(env.database.url!, port, keyFile);
 }, 90_000);
 
@@ -102,7 +104,9 @@ describe('bcd against a real server', () => {
     expect(rows[0].daemon_version).toBe('0.1.0');
     expect(rows[0].hardware.nics.length + rows[0].hardware.disks.length).toBeGreaterThan(0);
     // The command root was pinned at the first session.
-    expect(JSON.parse(readFileSync(join(stateDir, 'node.json'), 'utf8')).commandRoot).toContain('BEGIN PUBLIC KEY');
+    await until('the command root to be pinned', async () =>
+      String(JSON.parse(readFileSync(join(stateDir, 'node.json'), 'utf8')).commandRoot).includes('BEGIN PUBLIC KEY'),
+    );
     const status = bcd(['status', '--state-dir', stateDir]);
     expect(await status.exited).toBe(0);
     const shown = JSON.parse(status.out.join('\n'));
@@ -197,5 +201,104 @@ describe('bcd against a real server', () => {
     expect(await daemon!.exited).toBe(0);
     expect((await command(slow.id)).state).toBe('succeeded');
     daemon = undefined;
+  });
+});
+
+describe('node maintenance workflows against the real daemon', () => {
+  const workflow = (id: string) => env.call<any>('workflows.get', { workflowId: id });
+  const reaches = (id: string, state: string) =>
+    until(`${id} to be ${state}`, async () => {
+      const w = await workflow(id);
+      return w.state === state ? w : undefined;
+    });
+  const cli = async (args: string[]) => {
+    const run = start(join(import.meta.dirname, '..', '..', 'better-compute', 'bin', 'better-compute.cjs'), [...args, '--url', `http://127.0.0.1:${port}`, '--tenant', 'root', '--format', 'compact'], {
+      BETTER_COMPUTE_TOKEN: env.rootKey,
+    });
+    const code = await run.exited;
+    if (code !== 0) throw new Error(`${args.join(' ')} exited ${code}: ${run.err.join('\n')}`);
+    return JSON.parse(run.out.join('\n'));
+  };
+
+  beforeAll(async () => {
+    daemon = runDaemon();
+    await until('the node to be ready again', async () => (await env.call<any>('nodes.get', { nodeId })).state === 'ready');
+  });
+
+  it('drains, runs the maintenance script, uncordons; each step has its command and timings; each transition is an event', async () => {
+    const started = await env.call<any>('workflows.create', { nodeId, script: 'mark', reason: 'kernel update' });
+    expect(started).toMatchObject({ state: 'running', kind: 'node.maintenance', currentStep: 0 });
+    const done = await reaches(started.id, 'succeeded');
+    expect(done.steps.map((s: any) => [s.kind, s.state])).toEqual([
+      ['node.drain', 'succeeded'],
+      ['node.wait-drained', 'succeeded'],
+      ['command', 'succeeded'],
+      ['node.uncordon', 'succeeded'],
+    ]);
+    expect(done.steps.every((s: any) => s.startedAt && s.finishedAt)).toBe(true);
+    const scriptCommand = await command(done.steps[2].commandId);
+    expect(scriptCommand).toMatchObject({ workflowId: started.id, state: 'succeeded', stdout: 'marked\n' });
+    expect((await env.call<any>('nodes.get', { nodeId })).state).toBe('ready');
+    const events = await env.call<any>('events.list', { type: 'workflow.', limit: 100 });
+    const types = events.items.filter((e: any) => e.subject.id === started.id).map((e: any) => e.type);
+    expect(types[0]).toBe('workflow.started');
+    expect(types).toContain('workflow.step_succeeded');
+    expect(types.at(-1)).toBe('workflow.succeeded');
+    // The CLI against the real server: workflows and commands of the node.
+    const listed = await cli(['workflows', 'list', '--node', nodeId]);
+    expect(listed.items[0]).toMatchObject({ id: started.id, state: 'succeeded' });
+    const shown = await cli(['workflows', 'get', started.id]);
+    expect(shown.steps).toHaveLength(4);
+    const commands = await cli(['commands', 'list', '--node', nodeId, '--state', 'succeeded']);
+    expect(commands.items.map((c: any) => c.id)).toContain(done.steps[2].commandId);
+  });
+
+  it('paused, it starts no further step until resumed', async () => {
+    const started = await env.call<any>('workflows.create', { nodeId, script: 'slow' });
+    await until('the script to run', async () => (await workflow(started.id)).steps[2].commandId !== null);
+    const paused = await env.call<any>('workflows.pause', { workflowId: started.id });
+    expect(paused.state).toBe('paused');
+    await settled((await workflow(started.id)).steps[2].commandId);
+    await new Promise((resolve) => setTimeout(resolve, 1200));
+    expect((await workflow(started.id)).state).toBe('paused');
+    expect((await env.call<any>('nodes.get', { nodeId })).state).toBe('drained');
+    await expect(env.call('workflows.pause', { workflowId: started.id })).rejects.toMatchObject({ code: 'INVALID_STATE' });
+    await expect(env.call('workflows.create', { nodeId, script: 'mark' })).rejects.toMatchObject({ code: 'CONFLICT' });
+    expect((await env.call<any>('workflows.resume', { workflowId: started.id })).state).toBe('running');
+    await reaches(started.id, 'succeeded');
+    expect((await env.call<any>('nodes.get', { nodeId })).state).toBe('ready');
+  });
+
+  it('a failed step fails the workflow; retry runs it again from that step', async () => {
+    const started = await env.call<any>('workflows.create', { nodeId, script: 'flaky' });
+    const failed = await reaches(started.id, 'failed');
+    expect(failed.currentStep).toBe(2);
+    expect(failed.steps[2]).toMatchObject({ state: 'failed', attempt: 1 });
+    expect(failed.steps[2].error).toContain('exit code 1');
+    expect(failed.steps[3].state).toBe('pending');
+    const firstCommand = failed.steps[2].commandId;
+    expect((await command(firstCommand)).stderr).toBe('not yet\n');
+    await expect(env.call('workflows.resume', { workflowId: started.id })).rejects.toMatchObject({ code: 'INVALID_STATE' });
+    const retried = await env.call<any>('workflows.retry', { workflowId: started.id });
+    expect(retried.state).toBe('running');
+    const done = await reaches(started.id, 'succeeded');
+    expect(done.steps[2]).toMatchObject({ state: 'succeeded', attempt: 2 });
+    expect(done.steps[2].commandId).not.toBe(firstCommand);
+    expect(done.steps[0].attempt).toBe(1);
+  });
+
+  it('abort stops the workflow and cancels its running command', async () => {
+    const started = await env.call<any>('workflows.create', { nodeId, script: 'sleep' });
+    const running = await until('the script to run', async () => {
+      const w = await workflow(started.id);
+      return w.steps[2].commandId && (await command(w.steps[2].commandId)).state === 'running' ? w : undefined;
+    });
+    const aborted = await env.call<any>('workflows.abort', { workflowId: started.id });
+    expect(aborted.state).toBe('aborted');
+    expect(aborted.steps.slice(2).map((s: any) => s.state)).toEqual(['skipped', 'skipped']);
+    await settled(running.steps[2].commandId, 'cancelled');
+    await expect(env.call('workflows.retry', { workflowId: started.id })).rejects.toMatchObject({ code: 'INVALID_STATE' });
+    await expect(env.call('workflows.get', { workflowId: started.id }, 'acme')).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    await env.call('nodes.uncordon', { nodeId });
   });
 });

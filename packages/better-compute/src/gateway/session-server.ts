@@ -49,6 +49,7 @@ interface Session {
   cancelsSent: Set<string>;
   pumping: boolean;
   again: boolean;
+  inbox: Promise<void>;
   timer: NodeJS.Timeout;
 }
 
@@ -228,6 +229,7 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
       cancelsSent: new Set(),
       pumping: false,
       again: false,
+      inbox: Promise.resolve(),
       timer: setInterval(() => void pump(session), POLL_MS),
     };
     session.timer.unref();
@@ -242,9 +244,11 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
         send(session, { t: 'error', code: 'INVALID_ARGUMENT', message: 'the message is not one the gateway knows' });
         return;
       }
-      onMessage(session, message).catch((error) =>
-        log(`gateway: a message from ${nodeId} failed: ${(error as Error).message}`),
-      );
+      // One message at a time, in the order the daemon sent them: a result is stored before the
+      // next command's start, so timings and states never cross.
+      session.inbox = session.inbox
+        .then(() => onMessage(session, message))
+        .catch((error) => log(`gateway: a message from ${nodeId} failed: ${(error as Error).message}`));
     });
     send(session, { t: 'ready' });
   }

@@ -6,6 +6,15 @@ import type { AnyMethod } from '../contract.js';
 import { eventsList } from './events.js';
 import { capacityGet, capacityPreview } from './capacity.js';
 import { commandsCancel, commandsGet, commandsList, commandsRun } from './commands.js';
+import {
+  workflowsAbort,
+  workflowsCreate,
+  workflowsGet,
+  workflowsList,
+  workflowsPause,
+  workflowsResume,
+  workflowsRetry,
+} from './workflows.js';
 import { driversList } from './drivers.js';
 import { inventoryDiff, inventoryGet, inventoryHistory } from './inventory.js';
 import { joinRequestsApprove, joinRequestsList, joinRequestsReject } from './join-requests.js';
@@ -114,6 +123,13 @@ export const methods = {
   'commands.get': commandsGet,
   'commands.cancel': commandsCancel,
   'commands.run': commandsRun,
+  'workflows.list': workflowsList,
+  'workflows.get': workflowsGet,
+  'workflows.create': workflowsCreate,
+  'workflows.abort': workflowsAbort,
+  'workflows.pause': workflowsPause,
+  'workflows.resume': workflowsResume,
+  'workflows.retry': workflowsRetry,
 } as const satisfies Record<string, AnyMethod>;
 
 export type MethodTable = typeof methods;

@@ -7,6 +7,7 @@
 import type { AnyCommand } from '../define.js';
 import { capacityCommands } from './capacity/index.js';
 import { commandsCommands } from './commands/index.js';
+import { workflowsCommands } from './workflows/index.js';
 import { eventsCommands } from './events/index.js';
 import { fleetCommands } from './fleet/index.js';
 import { nodesCommands } from './nodes/index.js';
@@ -41,6 +42,7 @@ export const builtinCommands: readonly AnyCommand[] = [
   ...capacityCommands,
   ...nodesCommands,
   ...commandsCommands,
+  ...workflowsCommands,
   ...eventsCommands,
   ...fleetCommands,
 ] as readonly AnyCommand[];
