@@ -46,8 +46,9 @@ export interface Proc {
   exited: Promise<number | null>;
 }
 
-export function start(command: string, args: string[], env: Record<string, string>): Proc {
-  const child = spawn(process.execPath, [command, ...args], {
+/** Runs a Node.js script (or, with `program`, any program) with a small environment. */
+export function start(command: string, args: string[], env: Record<string, string>, program = false): Proc {
+  const child = spawn(program ? command : process.execPath, program ? args : [command, ...args], {
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', ...env },
     stdio: ['pipe', 'pipe', 'pipe'],
   });

@@ -20,6 +20,7 @@ import doctor from './operate/doctor.js';
 import iamSetup from './iam/setup.js';
 import migrate from './operate/migrate.js';
 import serve from './operate/serve.js';
+import daemonInstallScript from './daemon/install-script.js';
 import completion from './start/completion.js';
 import help from './start/help.js';
 import init from './start/init.js';
@@ -34,6 +35,7 @@ export const builtinCommands: readonly AnyCommand[] = [
   doctor,
   serve,
   dev,
+  daemonInstallScript,
   iamSetup,
   authLogin,
   authStatus,
