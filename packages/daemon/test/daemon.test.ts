@@ -99,7 +99,10 @@ describe('bcd against a real server', () => {
       return n.state === 'ready' ? n : undefined;
     });
     expect(node.gpuCount).toBe(1);
-    const { rows } = await sql<any>`select * from compute.node_sessions where node_id = ${nodeId}`.execute(env.compute.database.db);
+    const rows = await until('the session’s hello to be recorded', async () => {
+      const found = await sql<any>`select * from compute.node_sessions where node_id = ${nodeId}`.execute(env.compute.database.db);
+      return found.rows.length ? found.rows : undefined;
+    });
     expect(rows[0].capabilities).toEqual(expect.arrayContaining(['pty', 'tunnel.instance-dial', 'exec.script']));
     expect(rows[0].daemon_version).toBe('0.1.0');
     expect(rows[0].hardware.nics.length + rows[0].hardware.disks.length).toBeGreaterThan(0);

@@ -12,14 +12,14 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer } from 'ws';
 import type { ComputeInstance } from '../types.js';
-import { advanceCommand, pendingCommands } from '../modules/commands/service.js';
+import { advanceCommand, markSent, openCommands } from '../modules/commands/service.js';
 import { commandsDb } from '../modules/commands/tables.js';
 import type { CommandRow } from '../modules/commands/tables.js';
 import { type CommandSigner, envelopeBytes } from './signer.js';
 import { type DaemonMessage, parseDaemonMessage } from './protocol.js';
 
-/** How often a session looks for new commands and cancellations when nothing woke it. */
-const POLL_MS = 500;
+/** How often the gateway looks for new commands and cancellations when nothing woke it. */
+const POLL_MS = 200;
 const MAX_FRAME_BYTES = 1 << 20;
 
 export interface GatewayOptions {
@@ -47,10 +47,7 @@ interface Session {
   /** Commands sent on this session (each is sent once per session; the daemon dedups across sessions). */
   sent: Set<string>;
   cancelsSent: Set<string>;
-  pumping: boolean;
-  again: boolean;
   inbox: Promise<void>;
-  timer: NodeJS.Timeout;
 }
 
 export function attachGateway(server: Server, options: GatewayOptions): Gateway {
@@ -97,22 +94,34 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
     return { command: envelope, signature };
   }
 
-  /** Sends the node what is open, in order; expires what waited too long. One pump at a time per session. */
-  async function pump(session: Session): Promise<void> {
-    if (session.pumping) {
-      session.again = true;
+  /**
+   * One delivery pass for every session this gateway holds: one query reads the open commands of
+   * all its nodes in order, each session is sent what it has not been sent, what waited too long
+   * expires, and the sent ones are marked in one update. One pass at a time; a wake during a pass
+   * runs another right after.
+   */
+  let passing = false;
+  let passAgain = false;
+  async function deliver(): Promise<void> {
+    if (passing) {
+      passAgain = true;
       return;
     }
-    session.pumping = true;
+    passing = true;
     try {
       do {
-        session.again = false;
-        const rows = await pendingCommands(db, session.nodeId);
+        passAgain = false;
+        if (sessions.size === 0 || !options.commandSigner) break;
+        const rows = await openCommands(db, [...sessions.keys()]);
+        const sent: string[] = [];
+        const at = now();
         for (const row of rows) {
-          if (row.state === 'queued' && new Date(row.expires_at).getTime() <= now().getTime()) {
-            await advanceCommand(db, session.nodeId, row.id, {
+          const session = sessions.get(row.node_id);
+          if (!session) continue;
+          if (row.state === 'queued' && new Date(row.expires_at).getTime() <= at.getTime()) {
+            await advanceCommand(db, row.node_id, row.id, {
               state: 'failed',
-              at: now(),
+              at,
               exitCode: null,
               stdout: '',
               stderr: '',
@@ -121,23 +130,28 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
             });
             continue;
           }
-          if (row.cancel_requested && row.state !== 'queued' && !session.cancelsSent.has(row.id)) {
-            session.cancelsSent.add(row.id);
-            send(session, { t: 'command.cancel', id: row.id });
+          if (row.cancel_requested && row.state !== 'queued') {
+            if (!session.cancelsSent.has(row.id)) {
+              session.cancelsSent.add(row.id);
+              send(session, { t: 'command.cancel', id: row.id });
+            }
             continue;
           }
-          if (session.sent.has(row.id) || !options.commandSigner) continue;
+          if (session.sent.has(row.id)) continue;
           session.sent.add(row.id);
           send(session, { t: 'command', ...sign(row) });
-          if (row.state === 'queued') await advanceCommand(db, session.nodeId, row.id, { state: 'sent', at: now() });
+          if (row.state === 'queued') sent.push(row.id);
         }
-      } while (session.again && sessions.get(session.nodeId) === session);
+        await markSent(db, sent, at);
+      } while (passAgain);
     } catch (error) {
-      log(`gateway: delivering to ${session.nodeId} failed: ${(error as Error).message}`);
+      log(`gateway: delivering commands failed: ${(error as Error).message}`);
     } finally {
-      session.pumping = false;
+      passing = false;
     }
   }
+  const ticker = setInterval(() => void deliver(), POLL_MS);
+  ticker.unref();
 
   async function onMessage(session: Session, message: DaemonMessage) {
     const at = now();
@@ -183,7 +197,7 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
           heartbeatIntervalSeconds: beat.data!.heartbeatIntervalSeconds,
           ...(message.t === 'hello' ? { commandRoot: options.commandSigner?.publicKeyPem ?? null } : {}),
         });
-        if (message.t === 'hello') void pump(session);
+        if (message.t === 'hello') void deliver();
         return;
       }
       case 'command.started':
@@ -201,7 +215,6 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
         });
         // Acknowledged whether or not it changed the row: a repeated report finds it final already.
         send(session, { t: 'command.ack', id: message.id });
-        void pump(session);
         return;
       }
     }
@@ -227,15 +240,10 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
       credential,
       sent: new Set(),
       cancelsSent: new Set(),
-      pumping: false,
-      again: false,
       inbox: Promise.resolve(),
-      timer: setInterval(() => void pump(session), POLL_MS),
     };
-    session.timer.unref();
     sessions.set(nodeId, session);
     socket.on('close', () => {
-      clearInterval(session.timer);
       if (sessions.get(nodeId) === session) sessions.delete(nodeId);
     });
     socket.on('message', (data, isBinary) => {
@@ -278,11 +286,11 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
     id,
     sessions: () => [...sessions.keys()],
     wake(nodeId) {
-      const session = sessions.get(nodeId);
-      if (session) void pump(session);
+      if (sessions.has(nodeId)) void deliver();
     },
     async close() {
       closing = true;
+      clearInterval(ticker);
       server.off('upgrade', onUpgrade);
       for (const session of sessions.values()) session.socket.close(1012, 'the gateway is restarting');
       await new Promise<void>((resolve) => wss.close(() => resolve()));

@@ -195,15 +195,27 @@ export async function cancelCommand(ctx: CallContext<{ commandId: string }>) {
   return commandView(updated);
 }
 
-/** The gateway's side: the node's unfinished commands in order (queued and sent ones not expired). */
-export async function pendingCommands(rawDb: Kysely<ComputeTables>, nodeId: string, limit = 100) {
+/** The gateway's side: the unfinished commands of the nodes it holds, in each node's order. */
+export async function openCommands(rawDb: Kysely<ComputeTables>, nodeIds: readonly string[], limit = 20_000) {
+  if (nodeIds.length === 0) return [];
   return commandsDb(rawDb)
     .selectFrom('compute.commands')
     .selectAll()
-    .where('node_id', '=', nodeId)
+    .where('node_id', 'in', nodeIds)
     .where('state', 'in', ['queued', 'sent', 'running'])
     .orderBy('seq')
     .limit(limit)
+    .execute();
+}
+
+/** Marks delivered commands sent (one statement for a whole delivery pass). */
+export async function markSent(rawDb: Kysely<ComputeTables>, ids: readonly string[], at: Date): Promise<void> {
+  if (ids.length === 0) return;
+  await commandsDb(rawDb)
+    .updateTable('compute.commands')
+    .set((eb) => ({ state: 'sent', sent_at: at, attempt: eb('attempt', '+', 1) }))
+    .where('id', 'in', ids)
+    .where('state', '=', 'queued')
     .execute();
 }
 
