@@ -1,11 +1,11 @@
 /**
  * `daemon install-script` for real: the script passes shellcheck, then runs as root inside a
  * throwaway Debian root (debootstrap, cached under ~/.cache/better-compute, run with
- * systemd-nspawn), installs bcd, writes its unit and joins with a token from a file; the unit's
+ * bubblewrap), installs bcd, writes its unit and joins with a token from a file; the unit's
  * own command then brings the node to ready against a real server.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,9 +26,9 @@ const has = (tool: string) => spawnSync('sh', ['-c', `command -v ${tool}`]).stat
 
 /** The tools this suite needs, installed from Debian when missing; the Debian root, made when missing. */
 function prepareHost(): void {
-  if (!has('shellcheck') || !has('debootstrap') || !has('systemd-nspawn')) {
+  if (!has('shellcheck') || !has('debootstrap') || !has('bwrap')) {
     execFileSync('apt-get', ['update'], { stdio: 'ignore' });
-    execFileSync('apt-get', ['install', '-y', 'shellcheck', 'debootstrap', 'systemd-container'], { stdio: 'ignore' });
+    execFileSync('apt-get', ['install', '-y', 'shellcheck', 'debootstrap', 'bubblewrap'], { stdio: 'ignore' });
   }
   if (!existsSync(join(debianRoot, 'usr', 'bin', 'apt-get'))) {
     mkdirSync(cache, { recursive: true });
@@ -39,14 +39,27 @@ function prepareHost(): void {
   }
 }
 
-/** Runs a command as root inside the machine, with this host's Node.js and the host's network. */
-function inMachine(args: string[], extra: string[] = []): string[] {
-  return ['-q', '-D', machine, '--register=no', '--bind-ro', `${process.execPath}:/usr/local/bin/node`, ...extra, ...args];
+/**
+ * Runs a command as root inside the machine (bubblewrap: its own root, /proc, /dev and pid
+ * namespace), with this host's Node.js bound in and the host's network, so it reaches the server.
+ */
+function inMachine(args: string[]): string[] {
+  return [
+    '--bind', machine, '/',
+    '--proc', '/proc',
+    '--dev', '/dev',
+    '--ro-bind', '/sys', '/sys',
+    '--ro-bind', process.execPath, '/usr/local/bin/node',
+    '--unshare-pid',
+    '--die-with-parent',
+    ...args,
+  ];
 }
 
 beforeAll(async () => {
   prepareHost();
-  cpSync(debianRoot, machine, { recursive: true, verbatimSymlinks: true });
+  // cp -a, not fs.cpSync: the root holds device nodes.
+  execFileSync('cp', ['-a', '--reflink=auto', debianRoot, machine]);
   env = await deployment();
   port = await freePort();
   const keyFile = join(scratch, 'command-root.pem');
@@ -81,7 +94,7 @@ describe('daemon install-script', () => {
 
   it('refuses a token on the command line and runs only as root with Node.js 20', () => {
     writeFileSync(join(machine, 'install.sh'), script);
-    const refused = spawnSync('systemd-nspawn', inMachine(['/bin/sh', '/install.sh', '--token', 'jtok_secret']), { encoding: 'utf8' });
+    const refused = spawnSync('bwrap', inMachine(['/bin/sh', '/install.sh', '--token', 'jtok_secret']), { encoding: 'utf8' });
     expect(refused.status).toBe(2);
     expect(refused.stderr).toContain('never an argument');
   });
@@ -92,7 +105,7 @@ describe('daemon install-script', () => {
     const token = await env.call('joinTokens.create', { poolId: pool.id, preApproved: true });
     mkdirSync(join(machine, 'root'), { recursive: true });
     writeFileSync(join(machine, 'root', 'join-token'), `${token.token}\n`, { mode: 0o600 });
-    const installed = spawnSync('systemd-nspawn', inMachine(['/bin/sh', '/install.sh', '--token-file', '/root/join-token']), {
+    const installed = spawnSync('bwrap', inMachine(['/bin/sh', '/install.sh', '--token-file', '/root/join-token']), {
       encoding: 'utf8',
       timeout: 120_000,
     });
@@ -108,7 +121,7 @@ describe('daemon install-script', () => {
     expect(identity.nodeId).toMatch(/^node_/);
     // The unit's own command line, as systemd would run it.
     const execStart = /^ExecStart=(.*)$/m.exec(unit)![1]!.trim().split(/\s+/);
-    daemon = start('systemd-nspawn', inMachine(execStart), {}, true);
+    daemon = start('bwrap', inMachine(execStart), {}, true);
     const node = await until(
       'the installed node to be ready',
       async () => {
