@@ -36,7 +36,10 @@ const canonical = (value) => {
 
 const signer = generatedCommandSigner();
 const publicKey = createPublicKey(signer.publicKeyPem);
-const compute = await betterCompute({ database: dbUrl.toString(), trustedOrigins: [], rateLimit: false }, { log: () => {} });
+const compute = await betterCompute(
+  { database: dbUrl.toString(), trustedOrigins: [], rateLimit: false },
+  { log: () => {} },
+);
 await compute.migrate();
 const dev = await compute.embeddedIam.bootstrapDev();
 const key = dev.rootAdmin.apiKey;
@@ -72,7 +75,11 @@ let joinStarted = performance.now();
 for (let i = 0; i < SESSIONS; i += 25) {
   const batch = await Promise.all(
     Array.from({ length: Math.min(25, SESSIONS - i) }, (_, j) =>
-      call('nodes.join', { joinToken: token, hostname: `sim-${i + j}`, inventory: { cpuCores: 8, memoryGiB: 32, gpus: [] } }, false),
+      call(
+        'nodes.join',
+        { joinToken: token, hostname: `sim-${i + j}`, inventory: { cpuCores: 8, memoryGiB: 32, gpus: [] } },
+        false,
+      ),
     ),
   );
   credentials.push(...batch.map((b) => ({ nodeId: b.nodeId, credential: b.nodeCredential })));
@@ -93,7 +100,14 @@ await new Promise((resolveAll) => {
     ws.on('message', (data) => {
       const message = JSON.parse(data.toString());
       if (message.t === 'ready')
-        ws.send(JSON.stringify({ t: 'hello', version: '0.1.0', capabilities: ['pty'], inventory: { cpuCores: 8, memoryGiB: 32, gpus: [] } }));
+        ws.send(
+          JSON.stringify({
+            t: 'hello',
+            version: '0.1.0',
+            capabilities: ['pty'],
+            inventory: { cpuCores: 8, memoryGiB: 32, gpus: [] },
+          }),
+        );
       else if (message.t === 'welcome' && ++welcomed === SESSIONS) resolveAll();
       else if (message.t === 'command') {
         const c = message.command;
@@ -103,14 +117,25 @@ await new Promise((resolveAll) => {
         if (!good) refused++;
         ws.send(JSON.stringify({ t: 'command.started', id: c.id }));
         ws.send(
-          JSON.stringify({ t: 'command.result', id: c.id, state: good ? 'succeeded' : 'failed', exitCode: 0, stdout: '', stderr: '', result: null, error: null }),
+          JSON.stringify({
+            t: 'command.result',
+            id: c.id,
+            state: good ? 'succeeded' : 'failed',
+            exitCode: 0,
+            stdout: '',
+            stderr: '',
+            result: null,
+            error: null,
+          }),
         );
         answered++;
       }
     });
   }
 });
-console.log(`${SESSIONS} sessions said hello in ${((performance.now() - connectStarted) / 1000).toFixed(1)} s`);
+console.log(
+  `${SESSIONS} sessions said hello in ${((performance.now() - connectStarted) / 1000).toFixed(1)} s`,
+);
 
 // Queue every command in one statement, as a controller fanning out would.
 const db = new pg.Client({ connectionString: dbUrl.toString() });
@@ -133,7 +158,9 @@ await db.query(
 let done = 0;
 while (done < total) {
   await new Promise((r) => setTimeout(r, 100));
-  done = Number((await db.query(`select count(*) from compute.commands where state = 'succeeded'`)).rows[0].count);
+  done = Number(
+    (await db.query(`select count(*) from compute.commands where state = 'succeeded'`)).rows[0].count,
+  );
 }
 const seconds = (performance.now() - started) / 1000;
 console.log(

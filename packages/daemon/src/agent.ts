@@ -58,7 +58,13 @@ export async function runAgent(options: AgentOptions): Promise<void> {
   const queue: { command: CommandEnvelope; signature: string }[] = [];
   let current: { id: string; running: RunningScript | null } | null = null;
   let stopping = false;
-  const status = { pid: process.pid, connected: false, since: new Date().toISOString(), lastHeartbeatAt: null as string | null, nodeState: null as string | null };
+  const status = {
+    pid: process.pid,
+    connected: false,
+    since: new Date().toISOString(),
+    lastHeartbeatAt: null as string | null,
+    nodeState: null as string | null,
+  };
   const saveStatus = () => state.saveStatus({ ...status, commandsRun });
 
   const send = (message: Record<string, unknown>) => {
@@ -94,7 +100,13 @@ export async function runAgent(options: AgentOptions): Promise<void> {
         exitCode: 0,
         stdout: '',
         stderr: '',
-        result: { cpuCores, memoryGiB, gpus: gpus.length, disks: inventory.hardware.disks.length, nics: inventory.hardware.nics.length },
+        result: {
+          cpuCores,
+          memoryGiB,
+          gpus: gpus.length,
+          disks: inventory.hardware.disks.length,
+          nics: inventory.hardware.nics.length,
+        },
         error: null,
       };
     }
@@ -152,7 +164,13 @@ export async function runAgent(options: AgentOptions): Promise<void> {
     }
     switch (message.t) {
       case 'ready':
-        send({ t: 'hello', version: DAEMON_VERSION, capabilities: capabilities(), inventory: inventory.inventory, hardware: inventory.hardware });
+        send({
+          t: 'hello',
+          version: DAEMON_VERSION,
+          capabilities: capabilities(),
+          inventory: inventory.inventory,
+          hardware: inventory.hardware,
+        });
         return;
       case 'welcome': {
         failures = 0;
@@ -163,7 +181,9 @@ export async function runAgent(options: AgentOptions): Promise<void> {
           state.saveIdentity({ ...pinned, commandRoot: root });
           log('bcd: pinned the command root');
         } else if (pinned.commandRoot && root && pinned.commandRoot.trim() !== root.trim()) {
-          log('bcd: the gateway announces a command root other than the pinned one; commands it signs will be refused');
+          log(
+            'bcd: the gateway announces a command root other than the pinned one; commands it signs will be refused',
+          );
         }
         status.connected = true;
         status.since = new Date().toISOString();
@@ -182,12 +202,23 @@ export async function runAgent(options: AgentOptions): Promise<void> {
         return;
       case 'command': {
         const pinned = state.identity()!;
-        const why = refusal(message, { nodeId: pinned.nodeId, commandRoot: pinned.commandRoot, now: new Date() });
+        const why = refusal(message, {
+          nodeId: pinned.nodeId,
+          commandRoot: pinned.commandRoot,
+          now: new Date(),
+        });
         const id = (message.command as { id?: unknown } | undefined)?.id;
         if (why) {
           log(`bcd: refused a command: ${why}`);
           if (typeof id === 'string' && /^cmd_[A-Za-z0-9]{1,64}$/.test(id) && !state.ledger()[id])
-            report(id, { state: 'failed', exitCode: null, stdout: '', stderr: '', result: null, error: `refused: ${why}` });
+            report(id, {
+              state: 'failed',
+              exitCode: null,
+              stdout: '',
+              stderr: '',
+              result: null,
+              error: `refused: ${why}`,
+            });
           return;
         }
         if (queue.some((q) => q.command.id === id) || current?.id === id) return;
@@ -205,9 +236,27 @@ export async function runAgent(options: AgentOptions): Promise<void> {
         const index = queue.findIndex((q) => q.command.id === id);
         if (index >= 0) queue.splice(index, 1);
         const seen = state.ledger()[id];
-        if (seen) return report(id, seen.result ?? { state: 'failed', exitCode: null, stdout: '', stderr: '', result: null, error: 'the daemon stopped while it ran; it was not run again' });
+        if (seen)
+          return report(
+            id,
+            seen.result ?? {
+              state: 'failed',
+              exitCode: null,
+              stdout: '',
+              stderr: '',
+              result: null,
+              error: 'the daemon stopped while it ran; it was not run again',
+            },
+          );
         // Recorded before it could run: should it still arrive, the ledger answers for it.
-        const outcome: CommandOutcome = { state: 'cancelled', exitCode: null, stdout: '', stderr: '', result: null, error: 'cancelled before it ran' };
+        const outcome: CommandOutcome = {
+          state: 'cancelled',
+          exitCode: null,
+          stdout: '',
+          stderr: '',
+          result: null,
+          error: 'cancelled before it ran',
+        };
         state.record(id, { state: 'done', at: new Date().toISOString(), result: outcome });
         report(id, outcome);
         return;
@@ -221,7 +270,11 @@ export async function runAgent(options: AgentOptions): Promise<void> {
   function connect() {
     if (stopping) return;
     const identityNow = state.identity()!;
-    const ws = new WebSocket(url, { headers: { authorization: `Bearer ${identityNow.nodeCredential}` }, maxPayload: 1 << 20, handshakeTimeout: 15_000 });
+    const ws = new WebSocket(url, {
+      headers: { authorization: `Bearer ${identityNow.nodeCredential}` },
+      maxPayload: 1 << 20,
+      handshakeTimeout: 15_000,
+    });
     socket = ws;
     ws.on('message', (data) => onMessage(data.toString()));
     ws.on('error', (error) => log(`bcd: session error: ${safe(error.message)}`));

@@ -52,15 +52,22 @@ export function refusal(
   if (typeof message.signature !== 'string') return 'the command is not signed';
   let good = false;
   try {
-    good = verify(null, envelopeBytes(command), createPublicKey(expect.commandRoot), Buffer.from(message.signature, 'base64'));
+    good = verify(
+      null,
+      envelopeBytes(command),
+      createPublicKey(expect.commandRoot),
+      Buffer.from(message.signature, 'base64'),
+    );
   } catch {
     good = false;
   }
   if (!good) return 'the signature does not verify under the pinned command root';
-  if (command.nodeId !== expect.nodeId) return `the command is for node ${String(command.nodeId)}, not this one`;
+  if (command.nodeId !== expect.nodeId)
+    return `the command is for node ${String(command.nodeId)}, not this one`;
   const expires = Date.parse(command.expiresAt);
   if (!Number.isFinite(expires) || expires <= expect.now.getTime()) return 'the command has expired';
-  if (command.kind !== 'inventory.refresh' && command.kind !== 'exec.script') return `unknown command kind ${command.kind}`;
+  if (command.kind !== 'inventory.refresh' && command.kind !== 'exec.script')
+    return `unknown command kind ${command.kind}`;
   return null;
 }
 
@@ -107,16 +114,54 @@ export function runScript(scriptsDir: string, name: unknown, timeoutMs = 600_000
     }, timeoutMs);
     child.on('error', (error) => {
       clearTimeout(timer);
-      resolve({ state: 'failed', exitCode: null, stdout, stderr, result: null, error: `the script did not start: ${error.message}` });
+      resolve({
+        state: 'failed',
+        exitCode: null,
+        stdout,
+        stderr,
+        result: null,
+        error: `the script did not start: ${error.message}`,
+      });
     });
     child.on('close', (code, signal) => {
       clearTimeout(timer);
       const exitCode = code ?? (signal ? 128 + (signalNumbers[signal] ?? 15) : null);
-      if (stopped === 'cancelled') resolve({ state: 'cancelled', exitCode, stdout, stderr, result: null, error: 'cancelled while it ran' });
+      if (stopped === 'cancelled')
+        resolve({
+          state: 'cancelled',
+          exitCode,
+          stdout,
+          stderr,
+          result: null,
+          error: 'cancelled while it ran',
+        });
       else if (stopped === 'handed-back')
-        resolve({ state: 'failed', exitCode, stdout, stderr, result: null, error: 'the daemon stopped while it ran; it was not finished' });
-      else if (stopped === 'timeout') resolve({ state: 'failed', exitCode, stdout, stderr, result: null, error: 'the script ran past its time limit' });
-      else resolve({ state: code === 0 ? 'succeeded' : 'failed', exitCode, stdout, stderr, result: null, error: code === 0 ? null : `the script exited with ${exitCode}` });
+        resolve({
+          state: 'failed',
+          exitCode,
+          stdout,
+          stderr,
+          result: null,
+          error: 'the daemon stopped while it ran; it was not finished',
+        });
+      else if (stopped === 'timeout')
+        resolve({
+          state: 'failed',
+          exitCode,
+          stdout,
+          stderr,
+          result: null,
+          error: 'the script ran past its time limit',
+        });
+      else
+        resolve({
+          state: code === 0 ? 'succeeded' : 'failed',
+          exitCode,
+          stdout,
+          stderr,
+          result: null,
+          error: code === 0 ? null : `the script exited with ${exitCode}`,
+        });
     });
   });
   function kill() {

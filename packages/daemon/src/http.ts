@@ -8,10 +8,14 @@ export function endpointOf(url: string): URL {
   } catch {
     throw new Error(`--url ${url.slice(0, 200)} is not a URL`);
   }
-  if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new Error('--url must be an http(s) URL');
-  const local = ['localhost', '127.0.0.1', '[::1]'].includes(parsed.hostname) || parsed.hostname.endsWith('.localhost');
+  if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:')
+    throw new Error('--url must be an http(s) URL');
+  const local =
+    ['localhost', '127.0.0.1', '[::1]'].includes(parsed.hostname) || parsed.hostname.endsWith('.localhost');
   if (parsed.protocol === 'http:' && !local)
-    throw new Error('--url must be https for a server that is not on this machine (the join token would cross the network in clear)');
+    throw new Error(
+      '--url must be https for a server that is not on this machine (the join token would cross the network in clear)',
+    );
   if (parsed.pathname === '/' || parsed.pathname === '') parsed.pathname = '/api/compute';
   parsed.pathname = parsed.pathname.replace(/\/+$/, '');
   parsed.search = '';
@@ -55,6 +59,9 @@ export async function callPublic<T>(url: string, method: string, body: unknown):
     throw new ApiError('INVALID_RESPONSE', `${method} answered ${response.status} with no JSON`);
   }
   if (answer.error || answer.data === undefined)
-    throw new ApiError(safe(answer.error?.code ?? 'INVALID_RESPONSE'), safe(answer.error?.message ?? 'no data'));
+    throw new ApiError(
+      safe(answer.error?.code ?? 'INVALID_RESPONSE'),
+      safe(answer.error?.message ?? 'no data'),
+    );
   return answer.data;
 }

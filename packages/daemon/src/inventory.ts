@@ -91,7 +91,11 @@ function nics(sys: string): MachineInventory['hardware']['nics'] {
 const PRODUCT = /[^A-Za-z0-9._-]+/g;
 /** `NVIDIA H100 80GB HBM3` → model `H100`, product `H100-80GB-HBM3`. */
 export function gpuNames(name: string): { model: string; product: string } {
-  const words = name.replace(/^NVIDIA\s+/i, '').trim().split(/\s+/).filter(Boolean);
+  const words = name
+    .replace(/^NVIDIA\s+/i, '')
+    .trim()
+    .split(/\s+/)
+    .filter(Boolean);
   const product = words.join('-').replace(PRODUCT, '-').slice(0, 64) || 'GPU';
   const model = (words[0] ?? 'GPU').replace(PRODUCT, '-').slice(0, 64);
   return { model, product };
@@ -134,7 +138,11 @@ export function nvidiaGpus(run: (args: string[]) => string | null = runNvidiaSmi
 
 function runNvidiaSmi(args: string[]): string | null {
   try {
-    return execFileSync('nvidia-smi', args, { encoding: 'utf8', timeout: 10_000, stdio: ['ignore', 'pipe', 'ignore'] });
+    return execFileSync('nvidia-smi', args, {
+      encoding: 'utf8',
+      timeout: 10_000,
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
   } catch {
     return null;
   }
@@ -149,7 +157,8 @@ function gpusFromFile(file: string): GpuInventory[] {
     model: String(gpu.model),
     product: String(gpu.product),
     vramGiB: Number(gpu.vramGiB),
-    nvlinkDomain: gpu.nvlinkDomain === undefined || gpu.nvlinkDomain === null ? null : String(gpu.nvlinkDomain),
+    nvlinkDomain:
+      gpu.nvlinkDomain === undefined || gpu.nvlinkDomain === null ? null : String(gpu.nvlinkDomain),
   }));
 }
 

@@ -26,10 +26,14 @@ export interface JoinOptions {
 
 function readToken(options: JoinOptions): string {
   const raw =
-    options.tokenFile === '-' ? (options.readStdin ?? (() => readFileSync(0, 'utf8')))() : readFileSync(options.tokenFile, 'utf8');
+    options.tokenFile === '-'
+      ? (options.readStdin ?? (() => readFileSync(0, 'utf8')))()
+      : readFileSync(options.tokenFile, 'utf8');
   const token = raw.trim();
   if (!/^[A-Za-z0-9_.-]{20,300}$/.test(token))
-    throw new Error(`${options.tokenFile === '-' ? 'standard input' : options.tokenFile} holds no join token`);
+    throw new Error(
+      `${options.tokenFile === '-' ? 'standard input' : options.tokenFile} holds no join token`,
+    );
   return token;
 }
 
@@ -49,7 +53,10 @@ interface ClaimAnswer {
 export async function join(options: JoinOptions): Promise<{ nodeId: string }> {
   const url = endpointOf(options.url).toString();
   const existing = options.state.identity();
-  if (existing) throw new Error(`this state directory already holds node ${existing.nodeId}; run bcd run, or use another --state-dir`);
+  if (existing)
+    throw new Error(
+      `this state directory already holds node ${existing.nodeId}; run bcd run, or use another --state-dir`,
+    );
   const commandRoot = options.commandRootFile ? readFileSync(options.commandRootFile, 'utf8') : null;
   options.state.ensure();
   let pending = options.state.pendingJoin();
@@ -68,7 +75,8 @@ export async function join(options: JoinOptions): Promise<{ nodeId: string }> {
       inventory,
       ...(options.labels && Object.keys(options.labels).length ? { labels: options.labels } : {}),
     });
-    if (answer.nodeCredential && answer.nodeId) credential = { nodeId: answer.nodeId, nodeCredential: answer.nodeCredential };
+    if (answer.nodeCredential && answer.nodeId)
+      credential = { nodeId: answer.nodeId, nodeCredential: answer.nodeCredential };
     else {
       pending = { url, joinRequestId: answer.joinRequestId, claimSecret: answer.claimSecret! };
       options.state.savePendingJoin(pending);
@@ -83,7 +91,9 @@ export async function join(options: JoinOptions): Promise<{ nodeId: string }> {
     });
     if (claim.state === 'rejected') {
       options.state.savePendingJoin(null);
-      throw new Error(`join request ${pending!.joinRequestId} was rejected${claim.reason ? `: ${safe(claim.reason)}` : ''}`);
+      throw new Error(
+        `join request ${pending!.joinRequestId} was rejected${claim.reason ? `: ${safe(claim.reason)}` : ''}`,
+      );
     }
     if (claim.state === 'approved' && claim.nodeCredential && claim.nodeId) {
       credential = { nodeId: claim.nodeId, nodeCredential: claim.nodeCredential };
@@ -96,10 +106,19 @@ export async function join(options: JoinOptions): Promise<{ nodeId: string }> {
       announced = true;
     }
     if (options.timeoutMs !== undefined && Date.now() - started > options.timeoutMs)
-      throw new Error(`join request ${pending!.joinRequestId} was not approved in time; run bcd join again to keep waiting`);
-    await new Promise((resolve) => setTimeout(resolve, Math.min(5, Math.max(1, claim.pollAfterSeconds)) * 1000));
+      throw new Error(
+        `join request ${pending!.joinRequestId} was not approved in time; run bcd join again to keep waiting`,
+      );
+    await new Promise((resolve) =>
+      setTimeout(resolve, Math.min(5, Math.max(1, claim.pollAfterSeconds)) * 1000),
+    );
   }
-  options.state.saveIdentity({ url, nodeId: credential.nodeId, nodeCredential: credential.nodeCredential, commandRoot });
+  options.state.saveIdentity({
+    url,
+    nodeId: credential.nodeId,
+    nodeCredential: credential.nodeCredential,
+    commandRoot,
+  });
   options.state.savePendingJoin(null);
   options.progress(`joined as node ${credential.nodeId}`);
   return { nodeId: credential.nodeId };

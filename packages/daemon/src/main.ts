@@ -23,7 +23,11 @@ function defaultScriptsDir(): string {
   return process.env.BCD_SCRIPTS_DIR ?? joinPath(__dirname, '..', 'scripts');
 }
 
-export async function main(argv: string[], out = (line: string) => console.log(line), err = (line: string) => console.error(line)): Promise<number> {
+export async function main(
+  argv: string[],
+  out = (line: string) => console.log(line),
+  err = (line: string) => console.error(line),
+): Promise<number> {
   const [verb, ...rest] = argv;
   let parsed;
   try {
@@ -54,14 +58,17 @@ export async function main(argv: string[], out = (line: string) => console.log(l
   const seconds = (name: 'timeout' | 'inventory-interval' | 'stop-grace', value: string | undefined) => {
     if (value === undefined) return undefined;
     const n = Number(value);
-    if (!Number.isFinite(n) || n <= 0 || n > 86_400) throw new Error(`--${name} must be a number of seconds from 0 to 86400`);
+    if (!Number.isFinite(n) || n <= 0 || n > 86_400)
+      throw new Error(`--${name} must be a number of seconds from 0 to 86400`);
     return n * 1000;
   };
   try {
     switch (verb) {
       case 'join': {
         if (!flags.url || !flags['token-file']) {
-          err(`INVALID_ARGUMENT: bcd join needs --url and --token-file (a file, or - for standard input)\n${USAGE}`);
+          err(
+            `INVALID_ARGUMENT: bcd join needs --url and --token-file (a file, or - for standard input)\n${USAGE}`,
+          );
           return 2;
         }
         const labels: Record<string, string> = {};
@@ -127,7 +134,9 @@ export async function main(argv: string[], out = (line: string) => console.log(l
         out(DAEMON_VERSION);
         return 0;
       default:
-        err(`INVALID_ARGUMENT: ${verb ? `unknown command ${safe(verb).slice(0, 50)}` : 'no command'}\n${USAGE}`);
+        err(
+          `INVALID_ARGUMENT: ${verb ? `unknown command ${safe(verb).slice(0, 50)}` : 'no command'}\n${USAGE}`,
+        );
         return 2;
     }
   } catch (error) {

@@ -4,7 +4,16 @@
  * this node has started (`commands.json`, so a restarted daemon never runs one twice) and the
  * last session status (`status.json`, no secrets). Every write replaces the file atomically.
  */
-import { chmodSync, closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  writeSync,
+} from 'node:fs';
 import { join } from 'node:path';
 
 export interface NodeIdentity {

@@ -24,7 +24,11 @@ export function freePort(): Promise<number> {
   });
 }
 
-export async function until<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
+export async function until<T>(
+  what: string,
+  probe: () => Promise<T | undefined | null | false>,
+  timeoutMs = 20_000,
+): Promise<T> {
   const started = Date.now();
   let last: unknown;
   while (Date.now() - started < timeoutMs) {
@@ -54,8 +58,12 @@ export function start(command: string, args: string[], env: Record<string, strin
   });
   const out: string[] = [];
   const err: string[] = [];
-  child.stdout!.on('data', (chunk: Buffer) => out.push(...chunk.toString('utf8').split('\n').filter(Boolean)));
-  child.stderr!.on('data', (chunk: Buffer) => err.push(...chunk.toString('utf8').split('\n').filter(Boolean)));
+  child.stdout!.on('data', (chunk: Buffer) =>
+    out.push(...chunk.toString('utf8').split('\n').filter(Boolean)),
+  );
+  child.stderr!.on('data', (chunk: Buffer) =>
+    err.push(...chunk.toString('utf8').split('\n').filter(Boolean)),
+  );
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   return { child, out, err, exited };
 }
@@ -81,16 +89,26 @@ export async function deployment(): Promise<Deployment> {
   const dev = await compute.embeddedIam!.bootstrapDev();
   const rootKey = dev!.rootAdmin.apiKey;
   const acmeKey = dev!.acmeAdmin?.apiKey ?? dev!.acmeMember.apiKey;
-  async function call<T>(method: string, body: Record<string, unknown>, as: 'root' | 'acme' = 'root'): Promise<T> {
+  async function call<T>(
+    method: string,
+    body: Record<string, unknown>,
+    as: 'root' | 'acme' = 'root',
+  ): Promise<T> {
     const response = await compute.handler(
       new Request(`http://localhost/api/compute/${method.replaceAll('.', '/')}`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${as === 'root' ? rootKey : acmeKey}` },
+        headers: {
+          'content-type': 'application/json',
+          authorization: `Bearer ${as === 'root' ? rootKey : acmeKey}`,
+        },
         body: JSON.stringify({ tenantId: as, ...body }),
       }),
     );
     const answer = (await response.json()) as { data?: T; error?: { code: string; message: string } };
-    if (answer.error) throw Object.assign(new Error(`${method}: ${answer.error.code}: ${answer.error.message}`), { code: answer.error.code });
+    if (answer.error)
+      throw Object.assign(new Error(`${method}: ${answer.error.code}: ${answer.error.message}`), {
+        code: answer.error.code,
+      });
     return answer.data as T;
   }
   return {
@@ -107,11 +125,19 @@ export async function deployment(): Promise<Deployment> {
 }
 
 /** `better-compute serve` with every role, as its own process on the deployment's database. */
-export async function startServer(databaseUrl: string, port: number, commandRootKeyFile: string): Promise<Proc> {
+export async function startServer(
+  databaseUrl: string,
+  port: number,
+  commandRootKeyFile: string,
+): Promise<Proc> {
   const server = start(serverBin, ['serve', '--port', String(port)], {
     BETTER_COMPUTE_DATABASE_URL: databaseUrl,
     BETTER_COMPUTE_COMMAND_ROOT_KEY_FILE: commandRootKeyFile,
   });
-  await until('the server to listen', async () => server.err.concat(server.out).some((line) => line.includes('serving')), 30_000);
+  await until(
+    'the server to listen',
+    async () => server.err.concat(server.out).some((line) => line.includes('serving')),
+    30_000,
+  );
   return server;
 }

@@ -10,7 +10,16 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generatedCommandSigner } from '../../better-compute/src/gateway/signer.js';
-import { type Deployment, deployment, freePort, type Proc, root, start, startServer, until } from './daemon-support.js';
+import {
+  type Deployment,
+  deployment,
+  freePort,
+  type Proc,
+  root,
+  start,
+  startServer,
+  until,
+} from './daemon-support.js';
 
 const cache = join(homedir(), '.cache', 'better-compute');
 const debianRoot = join(cache, 'debian-bookworm');
@@ -28,13 +37,17 @@ const has = (tool: string) => spawnSync('sh', ['-c', `command -v ${tool}`]).stat
 function prepareHost(): void {
   if (!has('shellcheck') || !has('debootstrap') || !has('bwrap')) {
     execFileSync('apt-get', ['update'], { stdio: 'ignore' });
-    execFileSync('apt-get', ['install', '-y', 'shellcheck', 'debootstrap', 'bubblewrap'], { stdio: 'ignore' });
+    execFileSync('apt-get', ['install', '-y', 'shellcheck', 'debootstrap', 'bubblewrap'], {
+      stdio: 'ignore',
+    });
   }
   if (!existsSync(join(debianRoot, 'usr', 'bin', 'apt-get'))) {
     mkdirSync(cache, { recursive: true });
     const building = `${debianRoot}.${process.pid}.tmp`;
     rmSync(building, { recursive: true, force: true });
-    execFileSync('debootstrap', ['--variant=minbase', 'bookworm', building, 'http://deb.debian.org/debian'], { stdio: 'ignore' });
+    execFileSync('debootstrap', ['--variant=minbase', 'bookworm', building, 'http://deb.debian.org/debian'], {
+      stdio: 'ignore',
+    });
     renameSync(building, debianRoot);
   }
 }
@@ -45,11 +58,19 @@ function prepareHost(): void {
  */
 function inMachine(args: string[]): string[] {
   return [
-    '--bind', machine, '/',
-    '--proc', '/proc',
-    '--dev', '/dev',
-    '--ro-bind', '/sys', '/sys',
-    '--ro-bind', process.execPath, '/usr/local/bin/node',
+    '--bind',
+    machine,
+    '/',
+    '--proc',
+    '/proc',
+    '--dev',
+    '/dev',
+    '--ro-bind',
+    '/sys',
+    '/sys',
+    '--ro-bind',
+    process.execPath,
+    '/usr/local/bin/node',
     '--unshare-pid',
     '--die-with-parent',
     ...args,
@@ -79,7 +100,11 @@ describe('daemon install-script', () => {
 
   it('prints a POSIX script that shellcheck passes, carrying no secret', () => {
     const out = join(scratch, 'install.sh');
-    const made = spawnSync(process.execPath, [cli, 'daemon', 'install-script', '--url', `http://127.0.0.1:${port}`, '--plugins', '--out', out], { encoding: 'utf8' });
+    const made = spawnSync(
+      process.execPath,
+      [cli, 'daemon', 'install-script', '--url', `http://127.0.0.1:${port}`, '--plugins', '--out', out],
+      { encoding: 'utf8' },
+    );
     expect(made.status).toBe(0);
     script = readFileSync(out, 'utf8');
     expect(script.startsWith('#!/bin/sh\n')).toBe(true);
@@ -87,14 +112,18 @@ describe('daemon install-script', () => {
     expect(checked.stdout + checked.stderr).toBe('');
     expect(checked.status).toBe(0);
     // A second --out over the same file is refused, never written over.
-    const again = spawnSync(process.execPath, [cli, 'daemon', 'install-script', '--out', out], { encoding: 'utf8' });
+    const again = spawnSync(process.execPath, [cli, 'daemon', 'install-script', '--out', out], {
+      encoding: 'utf8',
+    });
     expect(again.status).not.toBe(0);
     expect(again.stderr).toContain('ALREADY_EXISTS');
   });
 
   it('refuses a token on the command line and runs only as root with Node.js 20', () => {
     writeFileSync(join(machine, 'install.sh'), script);
-    const refused = spawnSync('bwrap', inMachine(['/bin/sh', '/install.sh', '--token', 'jtok_secret']), { encoding: 'utf8' });
+    const refused = spawnSync('bwrap', inMachine(['/bin/sh', '/install.sh', '--token', 'jtok_secret']), {
+      encoding: 'utf8',
+    });
     expect(refused.status).toBe(2);
     expect(refused.stderr).toContain('never an argument');
   });
@@ -105,10 +134,14 @@ describe('daemon install-script', () => {
     const token = await env.call('joinTokens.create', { poolId: pool.id, preApproved: true });
     mkdirSync(join(machine, 'root'), { recursive: true });
     writeFileSync(join(machine, 'root', 'join-token'), `${token.token}\n`, { mode: 0o600 });
-    const installed = spawnSync('bwrap', inMachine(['/bin/sh', '/install.sh', '--token-file', '/root/join-token']), {
-      encoding: 'utf8',
-      timeout: 120_000,
-    });
+    const installed = spawnSync(
+      'bwrap',
+      inMachine(['/bin/sh', '/install.sh', '--token-file', '/root/join-token']),
+      {
+        encoding: 'utf8',
+        timeout: 120_000,
+      },
+    );
     expect(installed.stderr).not.toContain(token.token);
     expect(installed.stdout).not.toContain(token.token);
     expect(installed.status).toBe(0);

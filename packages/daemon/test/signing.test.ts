@@ -4,7 +4,10 @@
  * command, a tampered payload and an unknown kind are refused.
  */
 import { describe, expect, it } from 'vitest';
-import { envelopeBytes as serverBytes, generatedCommandSigner } from '../../better-compute/src/gateway/signer.js';
+import {
+  envelopeBytes as serverBytes,
+  generatedCommandSigner,
+} from '../../better-compute/src/gateway/signer.js';
 import { envelopeBytes, refusal } from '../src/commands.js';
 
 const root = generatedCommandSigner();
@@ -32,7 +35,9 @@ describe('a command’s signature, node and expiry', () => {
     expect(refusal(signed(envelope), expect_)).toBeNull();
   });
   it('refuses a forged signature, another root’s, a tampered payload, and none at all', () => {
-    expect(refusal({ ...signed(envelope), signature: Buffer.alloc(64, 1).toString('base64') }, expect_)).toMatch(/signature/);
+    expect(
+      refusal({ ...signed(envelope), signature: Buffer.alloc(64, 1).toString('base64') }, expect_),
+    ).toMatch(/signature/);
     expect(refusal(signed(envelope, other), expect_)).toMatch(/signature/);
     const tampered = { ...signed(envelope), command: { ...envelope, payload: { script: 'drop-caches' } } };
     expect(refusal(tampered, expect_)).toMatch(/signature/);
@@ -40,8 +45,12 @@ describe('a command’s signature, node and expiry', () => {
     expect(refusal(signed(envelope), { ...expect_, commandRoot: null })).toMatch(/no command root/);
   });
   it('refuses another node’s command, an expired one, an unknown kind and a malformed one', () => {
-    expect(refusal(signed({ ...envelope, nodeId: 'node_01other' }), expect_)).toMatch(/for node node_01other/);
-    expect(refusal(signed(envelope), { ...expect_, now: new Date('2026-01-01T00:10:00Z') })).toMatch(/expired/);
+    expect(refusal(signed({ ...envelope, nodeId: 'node_01other' }), expect_)).toMatch(
+      /for node node_01other/,
+    );
+    expect(refusal(signed(envelope), { ...expect_, now: new Date('2026-01-01T00:10:00Z') })).toMatch(
+      /expired/,
+    );
     expect(refusal(signed({ ...envelope, kind: 'exec.anything' }), expect_)).toMatch(/unknown command kind/);
     expect(refusal({ command: { ...envelope, id: '../x' }, signature: 'x' }, expect_)).toMatch(/malformed/);
     expect(refusal({ command: 'x\u0000', signature: 'x' }, expect_)).toMatch(/malformed/);

@@ -9,12 +9,20 @@ const commandId = z.string().regex(/^cmd_[A-Za-z0-9]{1,64}$/);
 const hardware = z
   .object({
     disks: z
-      .array(z.object({ name: z.string().max(64), sizeBytes: z.number().int().min(0), rotational: z.boolean() }).strict())
+      .array(
+        z
+          .object({ name: z.string().max(64), sizeBytes: z.number().int().min(0), rotational: z.boolean() })
+          .strict(),
+      )
       .max(256),
     nics: z
       .array(
         z
-          .object({ name: z.string().max(64), mac: z.string().max(64).nullable(), speedMbps: z.number().int().nullable() })
+          .object({
+            name: z.string().max(64),
+            mac: z.string().max(64).nullable(),
+            speedMbps: z.number().int().nullable(),
+          })
           .strict(),
       )
       .max(256),
@@ -32,7 +40,13 @@ export const daemonMessage = z.discriminatedUnion('t', [
       hardware: hardware.optional(),
     })
     .strict(),
-  z.object({ t: z.literal('heartbeat'), inventory: inventorySchema.optional(), hardware: hardware.optional() }).strict(),
+  z
+    .object({
+      t: z.literal('heartbeat'),
+      inventory: inventorySchema.optional(),
+      hardware: hardware.optional(),
+    })
+    .strict(),
   z.object({ t: z.literal('command.started'), id: commandId }).strict(),
   z
     .object({

@@ -62,7 +62,9 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
 
   /** The fleet's heartbeat route, in process: it proves the credential and records the node alive. */
   async function heartbeat(credential: string, inventory?: unknown) {
-    const body = JSON.stringify(inventory === undefined ? { nodeCredential: credential } : { nodeCredential: credential, inventory });
+    const body = JSON.stringify(
+      inventory === undefined ? { nodeCredential: credential } : { nodeCredential: credential, inventory },
+    );
     const answer = await compute.dispatch({
       method: 'POST',
       pathname: `${compute.config.basePath}/nodes/heartbeat`,
@@ -249,7 +251,11 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
     socket.on('message', (data, isBinary) => {
       const message = isBinary ? null : parseDaemonMessage(data.toString());
       if (!message) {
-        send(session, { t: 'error', code: 'INVALID_ARGUMENT', message: 'the message is not one the gateway knows' });
+        send(session, {
+          t: 'error',
+          code: 'INVALID_ARGUMENT',
+          message: 'the message is not one the gateway knows',
+        });
         return;
       }
       // One message at a time, in the order the daemon sent them: a result is stored before the

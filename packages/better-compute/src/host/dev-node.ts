@@ -25,11 +25,15 @@ export interface DevNodeOptions {
 /** The installed `bcd` start-up file. */
 export function bcdBin(): string {
   // The CLI runs this from a CommonJS bundle (__filename) and tests from ES modules (the cwd's packages).
-  const require = createRequire(typeof __filename === 'string' ? __filename : join(process.cwd(), 'index.js'));
+  const require = createRequire(
+    typeof __filename === 'string' ? __filename : join(process.cwd(), 'index.js'),
+  );
   return join(dirname(require.resolve('@better-compute/daemon/package.json')), 'bin', 'bcd.cjs');
 }
 
-export async function startDevNode(options: DevNodeOptions): Promise<{ nodeId: string; stop(): Promise<void> }> {
+export async function startDevNode(
+  options: DevNodeOptions,
+): Promise<{ nodeId: string; stop(): Promise<void> }> {
   const { compute, token, log } = options;
   async function api<T = any>(method: string, body: Record<string, unknown>): Promise<T> {
     const response = await compute.handler(
@@ -52,14 +56,25 @@ export async function startDevNode(options: DevNodeOptions): Promise<{ nodeId: s
     if (!poolId) {
       const sites = await api<{ items: { id: string; name: string }[] }>('sites.list', { limit: 500 });
       const siteId =
-        sites.items.find((s) => s.name === 'local')?.id ?? (await api('sites.create', { name: 'local', region: 'local' })).id;
-      poolId = (await api('pools.create', { siteId, name: 'this-machine', class: 'gpu', driver: 'bcd' })).id as string;
+        sites.items.find((s) => s.name === 'local')?.id ??
+        (await api('sites.create', { name: 'local', region: 'local' })).id;
+      poolId = (await api('pools.create', { siteId, name: 'this-machine', class: 'gpu', driver: 'bcd' }))
+        .id as string;
     }
-    const joinToken = await api<{ token: string; joinToken: { id: string } }>('joinTokens.create', { poolId, uses: 1, lifetimeSeconds: 600, description: 'dev --node' });
-    const joining = spawn(process.execPath, [bin, 'join', '--url', options.url, '--token-file', '-', '--state-dir', stateDir], {
-      env,
-      stdio: ['pipe', 'ignore', 'pipe'],
+    const joinToken = await api<{ token: string; joinToken: { id: string } }>('joinTokens.create', {
+      poolId,
+      uses: 1,
+      lifetimeSeconds: 600,
+      description: 'dev --node',
     });
+    const joining = spawn(
+      process.execPath,
+      [bin, 'join', '--url', options.url, '--token-file', '-', '--state-dir', stateDir],
+      {
+        env,
+        stdio: ['pipe', 'ignore', 'pipe'],
+      },
+    );
     // The token goes through standard input, never argv.
     joining.stdin!.end(`${joinToken.token}\n`);
     let errors = '';
@@ -67,9 +82,13 @@ export async function startDevNode(options: DevNodeOptions): Promise<{ nodeId: s
     const exited = new Promise<number | null>((resolve) => joining.on('exit', resolve));
     const approved = (async () => {
       for (let i = 0; i < 300; i += 1) {
-        const pending = await api<{ items: { id: string; joinTokenId: string }[] }>('joinRequests.list', { state: 'pending', poolId });
+        const pending = await api<{ items: { id: string; joinTokenId: string }[] }>('joinRequests.list', {
+          state: 'pending',
+          poolId,
+        });
         const request = pending.items.find((r) => r.joinTokenId === joinToken.joinToken.id);
-        if (request) return api('joinRequests.approve', { joinRequestId: request.id, labels: { machine: 'local' } });
+        if (request)
+          return api('joinRequests.approve', { joinRequestId: request.id, labels: { machine: 'local' } });
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
       throw new Error('bcd join sent no join request');
@@ -77,9 +96,13 @@ export async function startDevNode(options: DevNodeOptions): Promise<{ nodeId: s
     await approved;
     if ((await exited) !== 0) throw new Error(`bcd join failed: ${errors.trim().split('\n').at(-1) ?? ''}`);
   }
-  const running: ChildProcess = spawn(process.execPath, [bin, 'run', '--state-dir', stateDir], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  const running: ChildProcess = spawn(process.execPath, [bin, 'run', '--state-dir', stateDir], {
+    env,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   running.stderr!.on('data', (chunk: Buffer) => {
-    for (const line of chunk.toString('utf8').split('\n')) if (line.includes('session up') || line.includes('refused')) log(line);
+    for (const line of chunk.toString('utf8').split('\n'))
+      if (line.includes('session up') || line.includes('refused')) log(line);
   });
   const { readFileSync } = await import('node:fs');
   const nodeId = (JSON.parse(readFileSync(join(stateDir, 'node.json'), 'utf8')) as { nodeId: string }).nodeId;

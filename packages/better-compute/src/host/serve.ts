@@ -37,10 +37,14 @@ function commandSignerFrom(options: ServeOptions): CommandSigner | undefined {
   try {
     return ed25519CommandSigner(readFileSync(file, 'utf8'));
   } catch (error) {
-    throw new ComputeError('INVALID_CONFIG', `BETTER_COMPUTE_COMMAND_ROOT_KEY_FILE is not an Ed25519 private key file`, {
-      hint: 'Point it at a PKCS#8 PEM Ed25519 key readable by this user (openssl genpkey -algorithm ed25519).',
-      cause: error,
-    });
+    throw new ComputeError(
+      'INVALID_CONFIG',
+      `BETTER_COMPUTE_COMMAND_ROOT_KEY_FILE is not an Ed25519 private key file`,
+      {
+        hint: 'Point it at a PKCS#8 PEM Ed25519 key readable by this user (openssl genpkey -algorithm ed25519).',
+        cause: error,
+      },
+    );
   }
 }
 

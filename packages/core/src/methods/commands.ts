@@ -18,10 +18,7 @@ export const scriptName = z
   .string()
   .regex(/^[a-z][a-z0-9-]{0,62}$/, 'must be the name of a maintenance script shipped with the daemon');
 
-export const commandPayload = z.union([
-  z.object({}).strict(),
-  z.object({ script: scriptName }).strict(),
-]);
+export const commandPayload = z.union([z.object({}).strict(), z.object({ script: scriptName }).strict()]);
 
 export const commandSchema = z.object({
   id: z.string(),

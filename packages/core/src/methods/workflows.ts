@@ -38,7 +38,10 @@ export const workflowSchema = z.object({
   finishedAt: isoTime.nullable(),
 });
 
-const workflowResource = (input: { workflowId: string }) => ({ type: 'compute-workflow', id: input.workflowId });
+const workflowResource = (input: { workflowId: string }) => ({
+  type: 'compute-workflow',
+  id: input.workflowId,
+});
 const ref = z.object({ tenantId, workflowId: idOf('workflow') }).strict();
 
 export const workflowsList = defineMethod({
@@ -105,7 +108,10 @@ function steer(name: 'abort' | 'pause' | 'resume' | 'retry', summary: string) {
   });
 }
 
-export const workflowsAbort = steer('abort', 'Abort a workflow: no further step runs, and a running command is cancelled');
+export const workflowsAbort = steer(
+  'abort',
+  'Abort a workflow: no further step runs, and a running command is cancelled',
+);
 export const workflowsPause = steer('pause', 'Pause a running workflow after its current step');
 export const workflowsResume = steer('resume', 'Resume a paused workflow');
 export const workflowsRetry = steer('retry', 'Run a failed workflow again from its failed step');

@@ -52,7 +52,11 @@ function commandNotFound(id: string) {
 }
 
 async function loadCommand(db: CommandsDb, tenantId: string, id: string, forUpdate = false) {
-  let query = db.selectFrom('compute.commands').selectAll().where('id', '=', id).where('tenant_id', '=', tenantId);
+  let query = db
+    .selectFrom('compute.commands')
+    .selectAll()
+    .where('id', '=', id)
+    .where('tenant_id', '=', tenantId);
   if (forUpdate) query = query.forUpdate();
   const row = await query.executeTakeFirst();
   if (!row) throw commandNotFound(id);
@@ -80,7 +84,10 @@ export async function queueCommand(
     .where('id', '=', input.nodeId)
     .where('tenant_id', '=', input.tenantId)
     .executeTakeFirst();
-  if (!node) throw new ComputeError('NOT_FOUND', `node ${input.nodeId} does not exist`, { details: { id: input.nodeId } });
+  if (!node)
+    throw new ComputeError('NOT_FOUND', `node ${input.nodeId} does not exist`, {
+      details: { id: input.nodeId },
+    });
   if (node.state === 'retired') {
     throw new ComputeError('INVALID_STATE', `node ${input.nodeId} is retired; it runs no commands`, {
       details: { state: node.state },
@@ -129,7 +136,12 @@ export async function queueCommand(
 }
 
 export async function listCommands(
-  ctx: CallContext<{ nodeId: string; state?: CommandRow['state'] | undefined; limit: number; cursor?: string | undefined }>,
+  ctx: CallContext<{
+    nodeId: string;
+    state?: CommandRow['state'] | undefined;
+    limit: number;
+    cursor?: string | undefined;
+  }>,
 ) {
   const db = commandsDb(ctx.db);
   let query = db
@@ -141,7 +153,11 @@ export async function listCommands(
     .limit(ctx.input.limit + 1);
   if (ctx.input.state) query = query.where('state', '=', ctx.input.state);
   if (ctx.input.cursor) {
-    const after = await db.selectFrom('compute.commands').select('seq').where('id', '=', ctx.input.cursor).executeTakeFirst();
+    const after = await db
+      .selectFrom('compute.commands')
+      .select('seq')
+      .where('id', '=', ctx.input.cursor)
+      .executeTakeFirst();
     if (!after) {
       throw new ComputeError('INVALID_ARGUMENT', 'the cursor names no command', {
         details: { field: 'cursor' },
@@ -170,10 +186,14 @@ export async function cancelCommand(ctx: CallContext<{ commandId: string }>) {
   const db = commandsDb(ctx.db);
   const row = await loadCommand(db, ctx.tenantId, ctx.input.commandId, true);
   if (FINAL.has(row.state)) {
-    throw new ComputeError('INVALID_STATE', `command ${row.id} is ${row.state}; only an unfinished command is cancelled`, {
-      details: { state: row.state },
-      hint: `Read it with better-compute commands get ${row.id}.`,
-    });
+    throw new ComputeError(
+      'INVALID_STATE',
+      `command ${row.id} is ${row.state}; only an unfinished command is cancelled`,
+      {
+        details: { state: row.state },
+        hint: `Read it with better-compute commands get ${row.id}.`,
+      },
+    );
   }
   const now = ctx.now();
   const running = row.state !== 'queued';
@@ -209,7 +229,11 @@ export async function openCommands(rawDb: Kysely<ComputeTables>, nodeIds: readon
 }
 
 /** Marks delivered commands sent (one statement for a whole delivery pass). */
-export async function markSent(rawDb: Kysely<ComputeTables>, ids: readonly string[], at: Date): Promise<void> {
+export async function markSent(
+  rawDb: Kysely<ComputeTables>,
+  ids: readonly string[],
+  at: Date,
+): Promise<void> {
   if (ids.length === 0) return;
   await commandsDb(rawDb)
     .updateTable('compute.commands')
@@ -239,7 +263,11 @@ export async function advanceCommand(
 ): Promise<CommandRow | undefined> {
   const db = commandsDb(rawDb);
   const from =
-    change.state === 'sent' ? ['queued'] : change.state === 'running' ? ['queued', 'sent'] : ['queued', 'sent', 'running'];
+    change.state === 'sent'
+      ? ['queued']
+      : change.state === 'running'
+        ? ['queued', 'sent']
+        : ['queued', 'sent', 'running'];
   const set =
     change.state === 'sent'
       ? { state: 'sent' as const, sent_at: change.at, attempt: (eb: any) => eb('attempt', '+', 1) }
@@ -263,4 +291,3 @@ export async function advanceCommand(
     .returningAll()
     .executeTakeFirst();
 }
-

@@ -23,7 +23,12 @@ export async function advanceWorkflowJob(context: JobContext): Promise<void> {
   const workflowId = String(context.payload.workflowId ?? '');
   await context.db.transaction().execute(async (trx) => {
     const events: EventDraft[] = [];
-    const row = await workflowsDb(trx).selectFrom('compute.workflows').selectAll().where('id', '=', workflowId).forUpdate().executeTakeFirst();
+    const row = await workflowsDb(trx)
+      .selectFrom('compute.workflows')
+      .selectAll()
+      .where('id', '=', workflowId)
+      .forUpdate()
+      .executeTakeFirst();
     if (!row || row.state !== 'running') return;
     const now = context.now();
     const steps = row.steps.map((s) => ({ ...s }));
@@ -38,7 +43,9 @@ export async function advanceWorkflowJob(context: JobContext): Promise<void> {
       const outcome = await runStep(trx, row, step, now, events);
       if ('failed' in outcome) {
         Object.assign(step, { state: 'failed', error: outcome.failed, finishedAt: now.toISOString() });
-        events.push(workflowEvent(row, 'step_failed', { step: index, name: step.name, error: outcome.failed }));
+        events.push(
+          workflowEvent(row, 'step_failed', { step: index, name: step.name, error: outcome.failed }),
+        );
         events.push(workflowEvent(row, 'failed', { step: index }));
         state = 'failed';
         break;
@@ -101,8 +108,13 @@ async function runStep(
         await uncordonNode(asOperator({ nodeId: row.node_id, reason: `workflow ${row.id}` }));
         return { done: true };
       case 'node.wait-drained': {
-        const node = await workflowsDb(trx).selectFrom('compute.nodes').select('state').where('id', '=', row.node_id).executeTakeFirst();
-        if (!node || node.state === 'retired') return { failed: `node ${row.node_id} is ${node?.state ?? 'gone'}` };
+        const node = await workflowsDb(trx)
+          .selectFrom('compute.nodes')
+          .select('state')
+          .where('id', '=', row.node_id)
+          .executeTakeFirst();
+        if (!node || node.state === 'retired')
+          return { failed: `node ${row.node_id} is ${node?.state ?? 'gone'}` };
         return { done: node.state === 'drained' };
       }
       case 'command': {
@@ -130,7 +142,9 @@ async function runStep(
         if (!command) return { failed: `command ${step.commandId} is gone` };
         if (command.state === 'succeeded') return { done: true };
         if (command.state === 'failed' || command.state === 'cancelled')
-          return { failed: `command ${step.commandId} ${command.state}${command.exit_code !== null ? ` with exit code ${command.exit_code}` : ''}${command.error ? `: ${command.error}` : ''}` };
+          return {
+            failed: `command ${step.commandId} ${command.state}${command.exit_code !== null ? ` with exit code ${command.exit_code}` : ''}${command.error ? `: ${command.error}` : ''}`,
+          };
         return { done: false };
       }
     }

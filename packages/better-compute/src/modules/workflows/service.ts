@@ -30,15 +30,37 @@ export function workflowView(row: WorkflowRow) {
 }
 
 function step(name: string, kind: WorkflowStep['kind']): WorkflowStep {
-  return { name, kind, state: 'pending', attempt: 1, commandId: null, error: null, startedAt: null, finishedAt: null };
+  return {
+    name,
+    kind,
+    state: 'pending',
+    attempt: 1,
+    commandId: null,
+    error: null,
+    startedAt: null,
+    finishedAt: null,
+  };
 }
 
-export function workflowEvent(row: Pick<WorkflowRow, 'id' | 'tenant_id' | 'node_id'>, type: string, data: Record<string, unknown> = {}): EventDraft {
-  return { type: `workflow.${type}`, tenantId: row.tenant_id, subject: { type: 'workflow', id: row.id }, data: { nodeId: row.node_id, ...data } };
+export function workflowEvent(
+  row: Pick<WorkflowRow, 'id' | 'tenant_id' | 'node_id'>,
+  type: string,
+  data: Record<string, unknown> = {},
+): EventDraft {
+  return {
+    type: `workflow.${type}`,
+    tenantId: row.tenant_id,
+    subject: { type: 'workflow', id: row.id },
+    data: { nodeId: row.node_id, ...data },
+  };
 }
 
 async function loadWorkflow(db: WorkflowsDb, tenantId: string, id: string, forUpdate = false) {
-  let query = db.selectFrom('compute.workflows').selectAll().where('id', '=', id).where('tenant_id', '=', tenantId);
+  let query = db
+    .selectFrom('compute.workflows')
+    .selectAll()
+    .where('id', '=', id)
+    .where('tenant_id', '=', tenantId);
   if (forUpdate) query = query.forUpdate();
   const row = await query.executeTakeFirst();
   if (!row) throw new ComputeError('NOT_FOUND', `workflow ${id} does not exist`, { details: { id } });
@@ -55,7 +77,10 @@ export async function createWorkflow(
     .where('id', '=', ctx.input.nodeId)
     .where('tenant_id', '=', ctx.tenantId)
     .executeTakeFirst();
-  if (!node) throw new ComputeError('NOT_FOUND', `node ${ctx.input.nodeId} does not exist`, { details: { id: ctx.input.nodeId } });
+  if (!node)
+    throw new ComputeError('NOT_FOUND', `node ${ctx.input.nodeId} does not exist`, {
+      details: { id: ctx.input.nodeId },
+    });
   if (node.state === 'retired' || node.state === 'joining') {
     throw new ComputeError('INVALID_STATE', `node ${node.id} is ${node.state}; it takes no maintenance`, {
       details: { state: node.state },
@@ -103,7 +128,12 @@ export async function createWorkflow(
 }
 
 export async function listWorkflows(
-  ctx: CallContext<{ nodeId: string; state?: WorkflowRow['state'] | undefined; limit: number; cursor?: string | undefined }>,
+  ctx: CallContext<{
+    nodeId: string;
+    state?: WorkflowRow['state'] | undefined;
+    limit: number;
+    cursor?: string | undefined;
+  }>,
 ) {
   const db = workflowsDb(ctx.db);
   let query = db
@@ -116,7 +146,11 @@ export async function listWorkflows(
     .limit(ctx.input.limit + 1);
   if (ctx.input.state) query = query.where('state', '=', ctx.input.state);
   if (ctx.input.cursor) {
-    const after = await db.selectFrom('compute.workflows').select(['created_at', 'id']).where('id', '=', ctx.input.cursor).executeTakeFirst();
+    const after = await db
+      .selectFrom('compute.workflows')
+      .select(['created_at', 'id'])
+      .where('id', '=', ctx.input.cursor)
+      .executeTakeFirst();
     if (!after) {
       throw new ComputeError('INVALID_ARGUMENT', 'the cursor names no workflow', {
         details: { field: 'cursor' },
@@ -124,12 +158,18 @@ export async function listWorkflows(
       });
     }
     query = query.where((eb) =>
-      eb.or([eb('created_at', '<', after.created_at), eb.and([eb('created_at', '=', after.created_at), eb('id', '<', after.id)])]),
+      eb.or([
+        eb('created_at', '<', after.created_at),
+        eb.and([eb('created_at', '=', after.created_at), eb('id', '<', after.id)]),
+      ]),
     );
   }
   const rows = await query.execute();
   const page = rows.slice(0, ctx.input.limit);
-  return { items: page.map(workflowView), nextCursor: rows.length > ctx.input.limit ? page.at(-1)!.id : null };
+  return {
+    items: page.map(workflowView),
+    nextCursor: rows.length > ctx.input.limit ? page.at(-1)!.id : null,
+  };
 }
 
 export async function getWorkflow(ctx: CallContext<{ workflowId: string }>) {
@@ -151,7 +191,10 @@ const HINT: Record<'abort' | 'pause' | 'resume' | 'retry', string> = {
 };
 
 /** Pause, resume, abort or retry; one transaction, one event. */
-export async function steerWorkflow(ctx: CallContext<{ workflowId: string }>, action: 'abort' | 'pause' | 'resume' | 'retry') {
+export async function steerWorkflow(
+  ctx: CallContext<{ workflowId: string }>,
+  action: 'abort' | 'pause' | 'resume' | 'retry',
+) {
   const db = workflowsDb(ctx.db);
   const row = await loadWorkflow(db, ctx.tenantId, ctx.input.workflowId, true);
   if (!ALLOWED[action].includes(row.state)) {
@@ -170,13 +213,23 @@ export async function steerWorkflow(ctx: CallContext<{ workflowId: string }>, ac
   if (action === 'retry') {
     state = 'running';
     finishedAt = null;
-    if (current) Object.assign(current, { state: 'pending', attempt: current.attempt + 1, commandId: null, error: null, startedAt: null, finishedAt: null });
+    if (current)
+      Object.assign(current, {
+        state: 'pending',
+        attempt: current.attempt + 1,
+        commandId: null,
+        error: null,
+        startedAt: null,
+        finishedAt: null,
+      });
   }
   if (action === 'abort') {
     state = 'aborted';
     finishedAt = now;
     if (current?.commandId) await requestCancel(ctx.db, current.commandId, now);
-    for (const s of steps) if (s.state === 'pending' || s.state === 'running') Object.assign(s, { state: 'skipped', finishedAt: iso(now) });
+    for (const s of steps)
+      if (s.state === 'pending' || s.state === 'running')
+        Object.assign(s, { state: 'skipped', finishedAt: iso(now) });
   }
   const updated = await db
     .updateTable('compute.workflows')
@@ -186,7 +239,8 @@ export async function steerWorkflow(ctx: CallContext<{ workflowId: string }>, ac
     .executeTakeFirstOrThrow();
   const past = { abort: 'aborted', pause: 'paused', resume: 'resumed', retry: 'retried' }[action];
   ctx.emit(workflowEvent(row, past, { step: row.current_step }));
-  if (state === 'running') await enqueueJob(ctx.db, { kind: WORKFLOW_JOB, payload: { workflowId: row.id }, runAt: now });
+  if (state === 'running')
+    await enqueueJob(ctx.db, { kind: WORKFLOW_JOB, payload: { workflowId: row.id }, runAt: now });
   return workflowView(updated);
 }
 

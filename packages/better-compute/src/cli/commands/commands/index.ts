@@ -4,4 +4,8 @@ import commandsList from './list.js';
 import commandsGet from './get.js';
 import commandsCancel from './cancel.js';
 
-export const commandsCommands: readonly AnyCommand[] = [commandsList, commandsGet, commandsCancel] as readonly AnyCommand[];
+export const commandsCommands: readonly AnyCommand[] = [
+  commandsList,
+  commandsGet,
+  commandsCancel,
+] as readonly AnyCommand[];

@@ -8,9 +8,17 @@ export default defineCommand({
   target: 'none',
   output: false,
   flags: {
-    url: { type: 'string', description: 'The server URL the node joins (else the installer’s --url)', placeholder: 'URL' },
+    url: {
+      type: 'string',
+      description: 'The server URL the node joins (else the installer’s --url)',
+      placeholder: 'URL',
+    },
     plugins: { type: 'boolean', description: 'Also prepare /etc/bcd/plugins.d for driver plugins' },
-    out: { type: 'string', description: 'Write the script to this file (never over an existing one)', placeholder: 'FILE' },
+    out: {
+      type: 'string',
+      description: 'Write the script to this file (never over an existing one)',
+      placeholder: 'FILE',
+    },
   },
   examples: [
     'better-compute daemon install-script --url https://compute.example.com --out install.sh',
@@ -28,7 +36,11 @@ export default defineCommand({
         details: { field: 'url' },
       });
     }
-    const script = buildInstaller({ daemonDir: dirname(dirname(bcdBin())), url: flags.url, plugins: flags.plugins ?? false });
+    const script = buildInstaller({
+      daemonDir: dirname(dirname(bcdBin())),
+      url: flags.url,
+      plugins: flags.plugins ?? false,
+    });
     if (flags.out) {
       const { createOutFile } = await import('../shared.js');
       const file = await createOutFile(io.cwd, flags.out, 'an installer is never written over a file');

@@ -27,7 +27,11 @@ export default defineCommand({
       placeholder: 'N',
     },
   },
-  examples: ['better-compute dev', 'better-compute dev --memory --sim 8', 'better-compute dev --sim 8 --node'],
+  examples: [
+    'better-compute dev',
+    'better-compute dev --memory --sim 8',
+    'better-compute dev --sim 8 --node',
+  ],
   async run({ flags, io, log }) {
     const { startDev } = await import('../../../host/dev.js');
     const options = {

@@ -16,7 +16,10 @@ export default defineCommand({
     ...pageFlags,
   },
   defaultFormat: 'table',
-  examples: ['better-compute workflows list --node node_01k…', 'better-compute workflows list --node node_01k… --state failed'],
+  examples: [
+    'better-compute workflows list --node node_01k…',
+    'better-compute workflows list --node node_01k… --state failed',
+  ],
   async run(context) {
     const { flags } = context;
     const page = await (
