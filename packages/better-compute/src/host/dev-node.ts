@@ -6,7 +6,7 @@
  * restarted dev brings back the same node.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -110,6 +110,8 @@ export async function startDevNode(
   const stop = async () => {
     if (running.exitCode === null) running.kill('SIGTERM');
     await exited;
+    // A temporary state directory (--memory) goes with the store it belonged to.
+    if (!options.stateDir) rmSync(stateDir, { recursive: true, force: true });
   };
   options.signal.addEventListener('abort', () => void stop(), { once: true });
   return { nodeId, stop };
