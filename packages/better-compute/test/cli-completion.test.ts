@@ -138,7 +138,7 @@ describe.each([
   });
 
   it('completes the values of flags with choices', () => {
-    expect(complete(file, ['serve', '--roles', ''])).toEqual(['api', 'controllers', 'sinks']);
+    expect(complete(file, ['serve', '--roles', ''])).toEqual(['api', 'controllers', 'sinks', 'gateway']);
     expect(complete(file, ['api', '--format', 't'])).toEqual(['table']);
     expect(complete(file, ['seed', '--region', ''])).toEqual(['ap-south', 'eu', 'us']);
   });
