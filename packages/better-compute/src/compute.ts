@@ -32,6 +32,8 @@ import type { ComputeTables } from './db/tables.js';
 import { type BoundMethod, createHandler, type HandlerLog } from './http/handler.js';
 import type { ComputeModule } from './modules/define-module.js';
 import { capacityModule } from './modules/capacity/module.js';
+import { commandsModule } from './modules/commands/module.js';
+import { workflowsModule } from './modules/workflows/module.js';
 import { eventsModule } from './modules/events/module.js';
 import { fleetModule } from './modules/fleet/module.js';
 import { systemModule } from './modules/system/module.js';
@@ -47,6 +49,8 @@ export const builtinModules: readonly ComputeModule[] = [
   eventsModule,
   fleetModule,
   capacityModule,
+  commandsModule,
+  workflowsModule,
 ];
 
 export interface BetterComputeOptions {

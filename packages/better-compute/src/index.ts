@@ -34,3 +34,5 @@ export {
   runFleetController,
 } from './modules/capacity/index.js';
 export { runSimulation, startSimulatedFleet } from './sim/index.js';
+export { attachGateway, type Gateway, type GatewayOptions } from './gateway/session-server.js';
+export { type CommandSigner, ed25519CommandSigner, generatedCommandSigner } from './gateway/signer.js';

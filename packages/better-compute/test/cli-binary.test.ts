@@ -70,7 +70,7 @@ describe('the better-compute binary', () => {
     expect(stdout).toContain('Usage: better-compute serve [flags]');
     expect(stdout).toMatch(/--port NUMBER\s+The port to listen on \(default: 8080\)/);
     expect(stdout).toMatch(
-      /--roles api\|controllers\|sinks\s+What this replica runs \(repeatable, or comma-separated; default: api,controllers,sinks\)/,
+      /--roles api\|controllers\|sinks\|gateway\s+What this replica runs \(repeatable, or comma-separated; default: api,controllers,sinks,gateway\)/,
     );
     expect(stdout).toContain('Examples:\n  better-compute serve\n');
     expect(run(['serve', '--help']).stdout).toBe(stdout);

@@ -138,7 +138,12 @@ describe.each([
   });
 
   it('completes the values of flags with choices', () => {
-    expect(complete(file, ['serve', '--roles', ''])).toEqual(['api', 'controllers', 'sinks']);
+    expect(complete(file, ['serve', '--roles', '']).sort()).toEqual([
+      'api',
+      'controllers',
+      'gateway',
+      'sinks',
+    ]);
     expect(complete(file, ['api', '--format', 't'])).toEqual(['table']);
     expect(complete(file, ['seed', '--region', ''])).toEqual(['ap-south', 'eu', 'us']);
   });

@@ -46,6 +46,8 @@ export interface DevOptions {
   memory: boolean;
   /** How many simulated machines join (through join tokens and requests) and heartbeat until stopped. */
   sim?: number;
+  /** Start one real `bcd` on this machine, joined through a join request dev approves. */
+  node?: boolean;
   signal: AbortSignal;
   log: (line: string) => void;
   onListening?: (url: string) => void;
@@ -118,11 +120,13 @@ export async function startDev(options: DevOptions): Promise<void> {
   // serve owns the deployment from here and closes it when it stops.
   let announce!: (url: string) => void;
   const listening = new Promise<string>((resolve) => (announce = resolve));
+  const { devCommandSigner } = await import('./dev-command-root.js');
   const running = serve({
     compute,
     port: options.port,
     host: options.host ?? '127.0.0.1',
-    roles: ['api', 'controllers', 'sinks'],
+    roles: ['api', 'controllers', 'sinks', 'gateway'],
+    commandSigner: await devCommandSigner(options.memory ? null : stateDir),
     signal: options.signal,
     log: () => {},
     onListening: announce,
@@ -178,6 +182,26 @@ export async function startDev(options: DevOptions): Promise<void> {
         options.log(
           `--sim ${options.sim}: the simulated machines could not join: ${error instanceof Error ? error.message : String(error)}`,
         );
+      }
+    }
+  }
+  if (options.node) {
+    const token = saved?.rootAdmin?.apiKey;
+    if (!token) options.log(`--node: no root administrator key in ${devPath}, so no real node`);
+    else {
+      const { startDevNode } = await import('./dev-node.js');
+      try {
+        const node = await startDevNode({
+          compute,
+          url,
+          token,
+          stateDir: options.memory ? null : join(stateDir, 'bcd'),
+          signal: options.signal,
+          log: options.log,
+        });
+        options.log(`this machine: node ${node.nodeId} (a real bcd, in pool this-machine)`);
+      } catch (error) {
+        options.log(`--node: bcd could not join: ${error instanceof Error ? error.message : String(error)}`);
       }
     }
   }

@@ -4,10 +4,13 @@
  * closes the store and resolves.
  */
 import { ComputeError } from '@better-compute/core';
-import type { Server } from 'node:http';
+import { readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
 import { actionCatalog } from '../compute.js';
 import type { ComputeInstance, WorkerRole } from '../types.js';
 import { createNodeServer } from './node-adapter.js';
+import { attachGateway, type Gateway } from '../gateway/session-server.js';
+import { type CommandSigner, ed25519CommandSigner } from '../gateway/signer.js';
 
 export interface ServeOptions {
   compute: ComputeInstance;
@@ -20,6 +23,29 @@ export interface ServeOptions {
   env?: Record<string, string | undefined>;
   /** Called once the server listens, with its URL (useful with port 0). */
   onListening?: (url: string) => void;
+  /**
+   * The command root the gateway signs commands with. The PKI bundle's command root plugs in here;
+   * without it, BETTER_COMPUTE_COMMAND_ROOT_KEY_FILE (an Ed25519 PKCS#8 PEM file) is read.
+   */
+  commandSigner?: CommandSigner;
+}
+
+function commandSignerFrom(options: ServeOptions): CommandSigner | undefined {
+  if (options.commandSigner) return options.commandSigner;
+  const file = options.env?.BETTER_COMPUTE_COMMAND_ROOT_KEY_FILE;
+  if (!file) return undefined;
+  try {
+    return ed25519CommandSigner(readFileSync(file, 'utf8'));
+  } catch (error) {
+    throw new ComputeError(
+      'INVALID_CONFIG',
+      `BETTER_COMPUTE_COMMAND_ROOT_KEY_FILE is not an Ed25519 private key file`,
+      {
+        hint: 'Point it at a PKCS#8 PEM Ed25519 key readable by this user (openssl genpkey -algorithm ed25519).',
+        cause: error,
+      },
+    );
+  }
 }
 
 /** Refuses to run on a schema that is behind or was edited. */
@@ -112,13 +138,19 @@ export async function serve(options: ServeOptions): Promise<void> {
   const { compute, signal, log } = options;
   let server: Server | undefined;
   let workers: { stop(): Promise<void> } | undefined;
+  let gateway: Gateway | undefined;
   try {
     await assertSchemaCurrent(compute);
     await compute.iam.installActions(actionCatalog());
     if (compute.embeddedIam) await ensureRootAdministrator(compute, options.env ?? {}, log);
     workers = compute.startWorkers(options.roles);
-    if (options.roles.includes('api')) {
-      server = createNodeServer(compute);
+    const commandSigner = options.roles.includes('gateway') ? commandSignerFrom(options) : undefined;
+    if (options.roles.includes('api') || options.roles.includes('gateway')) {
+      // A gateway-only replica answers nothing but the session upgrade.
+      server = options.roles.includes('api')
+        ? createNodeServer(compute)
+        : createServer((_request, response) => void response.writeHead(404).end());
+      if (options.roles.includes('gateway')) gateway = attachGateway(server, { compute, commandSigner, log });
       const url = await listen(server, options.port, options.host ?? '127.0.0.1');
       log(`better-compute serving ${url}${compute.config.basePath} (roles: ${options.roles.join(',')})`);
       options.onListening?.(url);
@@ -129,6 +161,7 @@ export async function serve(options: ServeOptions): Promise<void> {
       await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
     log('better-compute stopping: finishing requests and jobs in flight');
   } finally {
+    await gateway?.close();
     if (server) await closeServer(server);
     await workers?.stop();
     await compute.close();

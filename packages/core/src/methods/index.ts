@@ -5,6 +5,16 @@
 import type { AnyMethod } from '../contract.js';
 import { eventsList } from './events.js';
 import { capacityGet, capacityPreview } from './capacity.js';
+import { commandsCancel, commandsGet, commandsList, commandsRun } from './commands.js';
+import {
+  workflowsAbort,
+  workflowsCreate,
+  workflowsGet,
+  workflowsList,
+  workflowsPause,
+  workflowsResume,
+  workflowsRetry,
+} from './workflows.js';
 import { driversList } from './drivers.js';
 import { inventoryDiff, inventoryGet, inventoryHistory } from './inventory.js';
 import { joinRequestsApprove, joinRequestsList, joinRequestsReject } from './join-requests.js';
@@ -49,6 +59,7 @@ import { systemRoutes, systemVersion, systemWhoami } from './system.js';
 
 export * from './common.js';
 export { eventSchema } from './events.js';
+export { COMMAND_KINDS, COMMAND_OUTPUT_LIMIT, commandSchema, commandState } from './commands.js';
 export { gpuInventorySchema, inventorySchema } from './inventory.js';
 export { nodeSchema, nodeState, taintSchema } from './nodes.js';
 export { reservationSchema, bindingSchema, MAX_RESERVATION_SECONDS } from './reservations.js';
@@ -112,6 +123,17 @@ export const methods = {
   'reservations.release': reservationsRelease,
   'usage.list': usageList,
   'usage.export': usageExport,
+  'commands.list': commandsList,
+  'commands.get': commandsGet,
+  'commands.cancel': commandsCancel,
+  'commands.run': commandsRun,
+  'workflows.list': workflowsList,
+  'workflows.get': workflowsGet,
+  'workflows.create': workflowsCreate,
+  'workflows.abort': workflowsAbort,
+  'workflows.pause': workflowsPause,
+  'workflows.resume': workflowsResume,
+  'workflows.retry': workflowsRetry,
 } as const satisfies Record<string, AnyMethod>;
 
 export type MethodTable = typeof methods;

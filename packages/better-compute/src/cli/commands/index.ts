@@ -6,6 +6,8 @@
  */
 import type { AnyCommand } from '../define.js';
 import { capacityCommands } from './capacity/index.js';
+import { commandsCommands } from './commands/index.js';
+import { workflowsCommands } from './workflows/index.js';
 import { eventsCommands } from './events/index.js';
 import { fleetCommands } from './fleet/index.js';
 import { nodesCommands } from './nodes/index.js';
@@ -18,6 +20,7 @@ import doctor from './operate/doctor.js';
 import iamSetup from './iam/setup.js';
 import migrate from './operate/migrate.js';
 import serve from './operate/serve.js';
+import daemonInstallScript from './daemon/install-script.js';
 import completion from './start/completion.js';
 import help from './start/help.js';
 import init from './start/init.js';
@@ -32,6 +35,7 @@ export const builtinCommands: readonly AnyCommand[] = [
   doctor,
   serve,
   dev,
+  daemonInstallScript,
   iamSetup,
   authLogin,
   authStatus,
@@ -39,6 +43,8 @@ export const builtinCommands: readonly AnyCommand[] = [
   api,
   ...capacityCommands,
   ...nodesCommands,
+  ...commandsCommands,
+  ...workflowsCommands,
   ...eventsCommands,
   ...fleetCommands,
 ] as readonly AnyCommand[];

@@ -17,6 +17,7 @@ export default defineCommand({
       description: 'The port to listen on',
     },
     memory: { type: 'boolean', description: 'Keep the database in memory instead of .better-compute/dev/' },
+    node: { type: 'boolean', description: 'Also run one real bcd on this machine, joined and approved' },
     sim: {
       type: 'number',
       integer: true,
@@ -26,7 +27,11 @@ export default defineCommand({
       placeholder: 'N',
     },
   },
-  examples: ['better-compute dev', 'better-compute dev --memory --sim 8'],
+  examples: [
+    'better-compute dev',
+    'better-compute dev --memory --sim 8',
+    'better-compute dev --sim 8 --node',
+  ],
   async run({ flags, io, log }) {
     const { startDev } = await import('../../../host/dev.js');
     const options = {
@@ -35,6 +40,7 @@ export default defineCommand({
       port: flags.port,
       memory: flags.memory,
       sim: flags.sim,
+      node: flags.node,
       signal: io.signal ?? new AbortController().signal,
       log,
     };

@@ -26,8 +26,8 @@ export default defineCommand({
     roles: {
       type: 'string',
       repeated: true,
-      choices: ['api', 'controllers', 'sinks'],
-      default: 'api,controllers,sinks',
+      choices: ['api', 'controllers', 'sinks', 'gateway'],
+      default: 'api,controllers,sinks,gateway',
       description: 'What this replica runs',
     },
   },
@@ -35,12 +35,13 @@ export default defineCommand({
     'better-compute serve',
     'better-compute serve --port 8080 --host 0.0.0.0 --roles api',
     'better-compute serve --roles controllers,sinks',
+    'better-compute serve --roles gateway --port 8081',
   ],
   async run({ flags, compute, io, log }) {
     // `--roles ''` would start a replica that serves nothing and runs nothing.
     if (flags.roles.length === 0)
       throw new CliError('INVALID_ARGUMENT', '--roles names no role', {
-        hint: 'Pass --roles with api, controllers or sinks (comma-separated), or leave it out for all three.',
+        hint: 'Pass --roles with api, controllers, sinks or gateway (comma-separated), or leave it out for all four.',
         details: { field: 'roles' },
       });
     const { serve } = await import('../../../host/serve.js');

@@ -1,0 +1,74 @@
+/**
+ * The messages a daemon sends on its session, checked before anything reads them: a daemon is
+ * authenticated, but its messages are still input.
+ */
+import { COMMAND_OUTPUT_LIMIT, inventorySchema } from '@better-compute/core/methods';
+import { z } from 'zod';
+
+const commandId = z.string().regex(/^cmd_[A-Za-z0-9]{1,64}$/);
+const hardware = z
+  .object({
+    disks: z
+      .array(
+        z
+          .object({ name: z.string().max(64), sizeBytes: z.number().int().min(0), rotational: z.boolean() })
+          .strict(),
+      )
+      .max(256),
+    nics: z
+      .array(
+        z
+          .object({
+            name: z.string().max(64),
+            mac: z.string().max(64).nullable(),
+            speedMbps: z.number().int().nullable(),
+          })
+          .strict(),
+      )
+      .max(256),
+  })
+  .strict();
+const capability = z.string().regex(/^[a-z][a-z0-9.-]{0,63}$/);
+
+export const daemonMessage = z.discriminatedUnion('t', [
+  z
+    .object({
+      t: z.literal('hello'),
+      version: z.string().regex(/^[0-9A-Za-z.+-]{1,64}$/),
+      capabilities: z.array(capability).max(64),
+      inventory: inventorySchema,
+      hardware: hardware.optional(),
+    })
+    .strict(),
+  z
+    .object({
+      t: z.literal('heartbeat'),
+      inventory: inventorySchema.optional(),
+      hardware: hardware.optional(),
+    })
+    .strict(),
+  z.object({ t: z.literal('command.started'), id: commandId }).strict(),
+  z
+    .object({
+      t: z.literal('command.result'),
+      id: commandId,
+      state: z.enum(['succeeded', 'failed', 'cancelled']),
+      exitCode: z.number().int().min(-1).max(255).nullable(),
+      stdout: z.string().max(COMMAND_OUTPUT_LIMIT * 2),
+      stderr: z.string().max(COMMAND_OUTPUT_LIMIT * 2),
+      result: z.record(z.string(), z.unknown()).nullable(),
+      error: z.string().max(4000).nullable(),
+    })
+    .strict(),
+]);
+
+export type DaemonMessage = z.infer<typeof daemonMessage>;
+
+export function parseDaemonMessage(text: string): DaemonMessage | null {
+  try {
+    const parsed = daemonMessage.safeParse(JSON.parse(text));
+    return parsed.success ? parsed.data : null;
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,305 @@
+/**
+ * The gateway role: holds one WebSocket session per connected node daemon, on the API's own HTTP
+ * server at `{basePath}/gateway/session`. The daemon authenticates with its node credential
+ * (`Authorization: Bearer node_….SECRET`), proven by the fleet's own heartbeat route; it then
+ * sends `hello` (version, capabilities, inventory) and heartbeats over the session. The gateway
+ * delivers the node's commands in order, each signed by the command root, and records what the
+ * daemon reports. Commands live in the database until they finish, so a dropped session or a
+ * restarted gateway loses nothing: the next session gets what is still open.
+ */
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocket, WebSocketServer } from 'ws';
+import type { ComputeInstance } from '../types.js';
+import { advanceCommand, markSent, openCommands } from '../modules/commands/service.js';
+import { commandsDb } from '../modules/commands/tables.js';
+import type { CommandRow } from '../modules/commands/tables.js';
+import { type CommandSigner, envelopeBytes } from './signer.js';
+import { type DaemonMessage, parseDaemonMessage } from './protocol.js';
+
+/** How often the gateway looks for new commands and cancellations when nothing woke it. */
+const POLL_MS = 200;
+const MAX_FRAME_BYTES = 1 << 20;
+
+export interface GatewayOptions {
+  compute: ComputeInstance;
+  /** Signs commands; without one, sessions and heartbeats work and commands wait queued. */
+  commandSigner?: CommandSigner | undefined;
+  log: (line: string) => void;
+  now?: () => Date;
+}
+
+export interface Gateway {
+  readonly id: string;
+  /** Node ids with a session on this gateway. */
+  sessions(): string[];
+  /** Wakes a node's session to look for commands now (in-process callers after queueing one). */
+  wake(nodeId: string): void;
+  close(): Promise<void>;
+}
+
+interface Session {
+  nodeId: string;
+  tenantId: string;
+  socket: WebSocket;
+  credential: string;
+  /** Commands sent on this session (each is sent once per session; the daemon dedups across sessions). */
+  sent: Set<string>;
+  cancelsSent: Set<string>;
+  inbox: Promise<void>;
+}
+
+export function attachGateway(server: Server, options: GatewayOptions): Gateway {
+  const { compute, log } = options;
+  const now = options.now ?? (() => new Date());
+  const db = compute.database.db as never as Parameters<typeof commandsDb>[0];
+  const id = `gw_${randomUUID()}`;
+  const path = `${compute.config.basePath}/gateway/session`;
+  const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES });
+  const sessions = new Map<string, Session>();
+  let closing = false;
+
+  /** The fleet's heartbeat route, in process: it proves the credential and records the node alive. */
+  async function heartbeat(credential: string, inventory?: unknown) {
+    const body = JSON.stringify(
+      inventory === undefined ? { nodeCredential: credential } : { nodeCredential: credential, inventory },
+    );
+    const answer = await compute.dispatch({
+      method: 'POST',
+      pathname: `${compute.config.basePath}/nodes/heartbeat`,
+      origin: 'http://gateway.internal',
+      header: (name) => (name === 'content-type' ? 'application/json' : null),
+      readBody: async () => body,
+    });
+    const parsed = JSON.parse(answer?.body ?? '{}') as {
+      data?: { nodeId: string; state: string; heartbeatIntervalSeconds: number };
+      error?: { code: string; message: string };
+    };
+    return parsed;
+  }
+
+  function send(session: Session, message: Record<string, unknown>) {
+    if (session.socket.readyState === WebSocket.OPEN) session.socket.send(JSON.stringify(message));
+  }
+
+  function sign(row: CommandRow) {
+    const envelope = {
+      id: row.id,
+      nodeId: row.node_id,
+      kind: row.kind,
+      payload: row.payload,
+      issuedAt: new Date(row.created_at).toISOString(),
+      expiresAt: new Date(row.expires_at).toISOString(),
+    };
+    const signature = Buffer.from(options.commandSigner!.sign(envelopeBytes(envelope))).toString('base64');
+    return { command: envelope, signature };
+  }
+
+  /**
+   * One delivery pass for every session this gateway holds: one query reads the open commands of
+   * all its nodes in order, each session is sent what it has not been sent, what waited too long
+   * expires, and the sent ones are marked in one update. One pass at a time; a wake during a pass
+   * runs another right after.
+   */
+  let passing = false;
+  let passAgain = false;
+  async function deliver(): Promise<void> {
+    if (passing) {
+      passAgain = true;
+      return;
+    }
+    passing = true;
+    try {
+      do {
+        passAgain = false;
+        if (sessions.size === 0 || !options.commandSigner) break;
+        const rows = await openCommands(db, [...sessions.keys()]);
+        const sent: string[] = [];
+        const at = now();
+        for (const row of rows) {
+          const session = sessions.get(row.node_id);
+          if (!session) continue;
+          if (row.state === 'queued' && new Date(row.expires_at).getTime() <= at.getTime()) {
+            await advanceCommand(db, row.node_id, row.id, {
+              state: 'failed',
+              at,
+              exitCode: null,
+              stdout: '',
+              stderr: '',
+              result: null,
+              error: 'expired before it was delivered',
+            });
+            continue;
+          }
+          if (row.cancel_requested && row.state !== 'queued') {
+            if (!session.cancelsSent.has(row.id)) {
+              session.cancelsSent.add(row.id);
+              send(session, { t: 'command.cancel', id: row.id });
+            }
+            continue;
+          }
+          if (session.sent.has(row.id)) continue;
+          session.sent.add(row.id);
+          send(session, { t: 'command', ...sign(row) });
+          if (row.state === 'queued') sent.push(row.id);
+        }
+        await markSent(db, sent, at);
+      } while (passAgain);
+    } catch (error) {
+      log(`gateway: delivering commands failed: ${(error as Error).message}`);
+    } finally {
+      passing = false;
+    }
+  }
+  const ticker = setInterval(() => void deliver(), POLL_MS);
+  ticker.unref();
+
+  async function onMessage(session: Session, message: DaemonMessage) {
+    const at = now();
+    switch (message.t) {
+      case 'hello':
+      case 'heartbeat': {
+        const beat = await heartbeat(session.credential, message.inventory);
+        if (beat.error) {
+          send(session, { t: 'error', code: beat.error.code, message: beat.error.message });
+          if (beat.error.code === 'UNAUTHENTICATED') session.socket.close(4401, 'node credential revoked');
+          return;
+        }
+        const values = {
+          last_seen_at: at,
+          ...(message.t === 'hello'
+            ? {
+                daemon_version: message.version,
+                capabilities: JSON.stringify(message.capabilities),
+                connected_at: at,
+                gateway_id: id,
+              }
+            : {}),
+          ...(message.hardware ? { hardware: JSON.stringify(message.hardware) } : {}),
+        };
+        await commandsDb(db)
+          .insertInto('compute.node_sessions')
+          .values({
+            node_id: session.nodeId,
+            tenant_id: session.tenantId,
+            gateway_id: id,
+            daemon_version: message.t === 'hello' ? message.version : 'unknown',
+            capabilities: JSON.stringify(message.t === 'hello' ? message.capabilities : []),
+            hardware: JSON.stringify(message.hardware ?? {}),
+            connected_at: at,
+            last_seen_at: at,
+          })
+          .onConflict((oc) => oc.column('node_id').doUpdateSet(values))
+          .execute();
+        send(session, {
+          t: message.t === 'hello' ? 'welcome' : 'heartbeat.ack',
+          nodeId: session.nodeId,
+          state: beat.data!.state,
+          heartbeatIntervalSeconds: beat.data!.heartbeatIntervalSeconds,
+          ...(message.t === 'hello' ? { commandRoot: options.commandSigner?.publicKeyPem ?? null } : {}),
+        });
+        if (message.t === 'hello') void deliver();
+        return;
+      }
+      case 'command.started':
+        await advanceCommand(db, session.nodeId, message.id, { state: 'running', at });
+        return;
+      case 'command.result': {
+        await advanceCommand(db, session.nodeId, message.id, {
+          state: message.state,
+          at,
+          exitCode: message.exitCode,
+          stdout: message.stdout,
+          stderr: message.stderr,
+          result: message.result,
+          error: message.error,
+        });
+        // Acknowledged whether or not it changed the row: a repeated report finds it final already.
+        send(session, { t: 'command.ack', id: message.id });
+        return;
+      }
+    }
+  }
+
+  async function open(socket: WebSocket, credential: string) {
+    const beat = await heartbeat(credential);
+    if (beat.error || !beat.data) {
+      socket.close(4401, 'the node credential is unknown or revoked');
+      return;
+    }
+    const nodeId = beat.data.nodeId;
+    const node = await commandsDb(db)
+      .selectFrom('compute.nodes')
+      .select(['tenant_id'])
+      .where('id', '=', nodeId)
+      .executeTakeFirstOrThrow();
+    sessions.get(nodeId)?.socket.close(4409, 'replaced by a newer session of this node');
+    const session: Session = {
+      nodeId,
+      tenantId: node.tenant_id,
+      socket,
+      credential,
+      sent: new Set(),
+      cancelsSent: new Set(),
+      inbox: Promise.resolve(),
+    };
+    sessions.set(nodeId, session);
+    socket.on('close', () => {
+      if (sessions.get(nodeId) === session) sessions.delete(nodeId);
+    });
+    socket.on('message', (data, isBinary) => {
+      const message = isBinary ? null : parseDaemonMessage(data.toString());
+      if (!message) {
+        send(session, {
+          t: 'error',
+          code: 'INVALID_ARGUMENT',
+          message: 'the message is not one the gateway knows',
+        });
+        return;
+      }
+      // One message at a time, in the order the daemon sent them: a result is stored before the
+      // next command's start, so timings and states never cross.
+      session.inbox = session.inbox
+        .then(() => onMessage(session, message))
+        .catch((error) => log(`gateway: a message from ${nodeId} failed: ${(error as Error).message}`));
+    });
+    send(session, { t: 'ready' });
+  }
+
+  function refuse(socket: Duplex, status: number, reason: string) {
+    socket.end(`HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+  }
+
+  const onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const pathname = (request.url ?? '/').split('?')[0];
+    if (pathname !== path) return refuse(socket, 404, 'Not Found');
+    if (closing) return refuse(socket, 503, 'Service Unavailable');
+    const authorization = request.headers.authorization ?? '';
+    const match = /^Bearer (node_[A-Za-z0-9_.-]{10,300})$/.exec(authorization);
+    if (!match) return refuse(socket, 401, 'Unauthorized');
+    wss.handleUpgrade(request, socket, head, (ws) => {
+      ws.on('error', () => ws.terminate());
+      open(ws, match[1]!).catch((error) => {
+        log(`gateway: opening a session failed: ${(error as Error).message}`);
+        ws.close(1011, 'internal error');
+      });
+    });
+  };
+  server.on('upgrade', onUpgrade);
+
+  return {
+    id,
+    sessions: () => [...sessions.keys()],
+    wake(nodeId) {
+      if (sessions.has(nodeId)) void deliver();
+    },
+    async close() {
+      closing = true;
+      clearInterval(ticker);
+      server.off('upgrade', onUpgrade);
+      for (const session of sessions.values()) session.socket.close(1012, 'the gateway is restarting');
+      await new Promise<void>((resolve) => wss.close(() => resolve()));
+    },
+  };
+}

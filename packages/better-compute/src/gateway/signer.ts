@@ -1,0 +1,51 @@
+/**
+ * The command root: the one narrow interface through which the deployment signs commands. The PKI
+ * bundle provides it in production (its command root key); tests and `dev` make one with
+ * node:crypto. Daemons pin `publicKeyPem` and refuse any command its key did not sign.
+ */
+import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
+import { canonicalJson } from '@better-compute/core';
+
+export interface CommandSigner {
+  /** The Ed25519 public key, SPKI PEM, that daemons pin. */
+  readonly publicKeyPem: string;
+  sign(bytes: Uint8Array): Uint8Array;
+}
+
+/** A signer over an Ed25519 private key (PKCS#8 PEM or a KeyObject). */
+export function ed25519CommandSigner(privateKey: string | KeyObject): CommandSigner {
+  const key = typeof privateKey === 'string' ? createPrivateKey(privateKey) : privateKey;
+  if (key.asymmetricKeyType !== 'ed25519') throw new Error('the command root key must be an Ed25519 key');
+  const publicKeyPem = createPublicKey(key).export({ type: 'spki', format: 'pem' }).toString();
+  return { publicKeyPem, sign: (bytes) => sign(null, bytes, key) };
+}
+
+/** A fresh key pair, for tests and `dev` (the PKI bundle's command root replaces it in production). */
+export function generatedCommandSigner(): CommandSigner & { privateKeyPem: string } {
+  const { privateKey } = generateKeyPairSync('ed25519');
+  const privateKeyPem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  return { ...ed25519CommandSigner(privateKey), privateKeyPem };
+}
+
+/** What a command's signature covers: every field the daemon acts on, canonically encoded. */
+export interface CommandEnvelope {
+  id: string;
+  nodeId: string;
+  kind: string;
+  payload: Record<string, unknown>;
+  issuedAt: string;
+  expiresAt: string;
+}
+
+export function envelopeBytes(envelope: CommandEnvelope): Uint8Array {
+  return new TextEncoder().encode(
+    canonicalJson({
+      id: envelope.id,
+      nodeId: envelope.nodeId,
+      kind: envelope.kind,
+      payload: envelope.payload,
+      issuedAt: envelope.issuedAt,
+      expiresAt: envelope.expiresAt,
+    }),
+  );
+}

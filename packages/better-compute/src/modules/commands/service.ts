@@ -1,0 +1,293 @@
+/**
+ * Commands as rows: created by the control plane (`commands.run`, workflows), read and cancelled
+ * by operators, and moved forward by the gateway as the node's daemon reports. A state never
+ * moves back, so a late or repeated report from the daemon cannot undo a result.
+ */
+import { ComputeError, newId } from '@better-compute/core';
+import { COMMAND_OUTPUT_LIMIT as LIMIT } from '@better-compute/core/methods';
+import type { Kysely } from 'kysely';
+import type { ComputeTables } from '../../db/tables.js';
+import type { CallContext, EventDraft } from '../define-module.js';
+import { type CommandRow, commandsDb, type CommandsDb } from './tables.js';
+
+export const DEFAULT_COMMAND_TTL_SECONDS = 900;
+const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
+
+const iso = (value: Date | string) => new Date(value).toISOString();
+const isoOrNull = (value: Date | string | null) => (value === null ? null : iso(value));
+
+export function commandView(row: CommandRow) {
+  return {
+    id: row.id,
+    tenantId: row.tenant_id,
+    nodeId: row.node_id,
+    workflowId: row.workflow_id,
+    kind: row.kind as 'inventory.refresh' | 'exec.script',
+    payload: row.payload,
+    state: row.state,
+    attempt: row.attempt,
+    cancelRequested: row.cancel_requested,
+    exitCode: row.exit_code,
+    stdout: row.stdout,
+    stderr: row.stderr,
+    result: row.result,
+    error: row.error,
+    createdAt: iso(row.created_at),
+    expiresAt: iso(row.expires_at),
+    sentAt: isoOrNull(row.sent_at),
+    startedAt: isoOrNull(row.started_at),
+    finishedAt: isoOrNull(row.finished_at),
+  };
+}
+
+export type CommandView = ReturnType<typeof commandView>;
+
+/** Output kept within the bound, cut at the end so the last lines (usually the error) survive. */
+export function boundOutput(text: string): string {
+  return text.length <= LIMIT ? text : `[…${text.length - LIMIT} characters cut]\n${text.slice(-LIMIT)}`;
+}
+
+function commandNotFound(id: string) {
+  return new ComputeError('NOT_FOUND', `command ${id} does not exist`, { details: { id } });
+}
+
+async function loadCommand(db: CommandsDb, tenantId: string, id: string, forUpdate = false) {
+  let query = db
+    .selectFrom('compute.commands')
+    .selectAll()
+    .where('id', '=', id)
+    .where('tenant_id', '=', tenantId);
+  if (forUpdate) query = query.forUpdate();
+  const row = await query.executeTakeFirst();
+  if (!row) throw commandNotFound(id);
+  return row;
+}
+
+/** Queues a command for a node of the tenant. Used by `commands.run` and by workflow steps. */
+export async function queueCommand(
+  rawDb: Kysely<ComputeTables>,
+  input: {
+    tenantId: string;
+    nodeId: string;
+    kind: 'inventory.refresh' | 'exec.script';
+    payload: Record<string, unknown>;
+    ttlSeconds?: number | undefined;
+    workflowId?: string | null;
+    now: Date;
+  },
+  emit: (event: EventDraft) => void,
+): Promise<CommandView> {
+  const db = commandsDb(rawDb);
+  const node = await db
+    .selectFrom('compute.nodes')
+    .select(['id', 'state'])
+    .where('id', '=', input.nodeId)
+    .where('tenant_id', '=', input.tenantId)
+    .executeTakeFirst();
+  if (!node)
+    throw new ComputeError('NOT_FOUND', `node ${input.nodeId} does not exist`, {
+      details: { id: input.nodeId },
+    });
+  if (node.state === 'retired') {
+    throw new ComputeError('INVALID_STATE', `node ${input.nodeId} is retired; it runs no commands`, {
+      details: { state: node.state },
+      hint: 'Send commands to a node that is not retired (better-compute nodes list).',
+    });
+  }
+  const needsScript = input.kind === 'exec.script';
+  const payloadFits = needsScript
+    ? typeof input.payload.script === 'string' && Object.keys(input.payload).length === 1
+    : Object.keys(input.payload).length === 0;
+  if (!payloadFits) {
+    throw new ComputeError(
+      'INVALID_ARGUMENT',
+      needsScript ? 'an exec.script command names its script' : `a ${input.kind} command takes no payload`,
+      {
+        details: { field: 'payload' },
+        hint: needsScript
+          ? 'Pass payload {"script": NAME}, one of the maintenance scripts shipped with the daemon.'
+          : 'Leave the payload out.',
+      },
+    );
+  }
+  const id = newId('command');
+  const row = await db
+    .insertInto('compute.commands')
+    .values({
+      id,
+      tenant_id: input.tenantId,
+      node_id: input.nodeId,
+      workflow_id: input.workflowId ?? null,
+      kind: input.kind,
+      payload: JSON.stringify(input.payload),
+      state: 'queued',
+      created_at: input.now,
+      expires_at: new Date(input.now.getTime() + (input.ttlSeconds ?? DEFAULT_COMMAND_TTL_SECONDS) * 1000),
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  emit({
+    type: 'command.queued',
+    tenantId: input.tenantId,
+    subject: { type: 'command', id },
+    data: { nodeId: input.nodeId, kind: input.kind },
+  });
+  return commandView(row);
+}
+
+export async function listCommands(
+  ctx: CallContext<{
+    nodeId: string;
+    state?: CommandRow['state'] | undefined;
+    limit: number;
+    cursor?: string | undefined;
+  }>,
+) {
+  const db = commandsDb(ctx.db);
+  let query = db
+    .selectFrom('compute.commands')
+    .selectAll()
+    .where('tenant_id', '=', ctx.tenantId)
+    .where('node_id', '=', ctx.input.nodeId)
+    .orderBy('seq')
+    .limit(ctx.input.limit + 1);
+  if (ctx.input.state) query = query.where('state', '=', ctx.input.state);
+  if (ctx.input.cursor) {
+    const after = await db
+      .selectFrom('compute.commands')
+      .select('seq')
+      .where('id', '=', ctx.input.cursor)
+      .executeTakeFirst();
+    if (!after) {
+      throw new ComputeError('INVALID_ARGUMENT', 'the cursor names no command', {
+        details: { field: 'cursor' },
+        hint: 'Pass the nextCursor of the previous page, or leave --cursor out.',
+      });
+    }
+    query = query.where('seq', '>', after.seq);
+  }
+  const rows = await query.execute();
+  const page = rows.slice(0, ctx.input.limit);
+  return {
+    items: page.map(commandView),
+    nextCursor: rows.length > ctx.input.limit ? page.at(-1)!.id : null,
+  };
+}
+
+export async function getCommand(ctx: CallContext<{ commandId: string }>) {
+  return commandView(await loadCommand(commandsDb(ctx.db), ctx.tenantId, ctx.input.commandId));
+}
+
+/**
+ * A queued command (not yet delivered) is cancelled at once; a delivered one is asked to stop, and
+ * the daemon reports it cancelled (dropped from its queue, or stopped while it ran).
+ */
+export async function cancelCommand(ctx: CallContext<{ commandId: string }>) {
+  const db = commandsDb(ctx.db);
+  const row = await loadCommand(db, ctx.tenantId, ctx.input.commandId, true);
+  if (FINAL.has(row.state)) {
+    throw new ComputeError(
+      'INVALID_STATE',
+      `command ${row.id} is ${row.state}; only an unfinished command is cancelled`,
+      {
+        details: { state: row.state },
+        hint: `Read it with better-compute commands get ${row.id}.`,
+      },
+    );
+  }
+  const now = ctx.now();
+  const running = row.state !== 'queued';
+  const updated = await db
+    .updateTable('compute.commands')
+    .set(
+      running
+        ? { cancel_requested: true }
+        : { cancel_requested: true, state: 'cancelled', finished_at: now, error: 'cancelled before it ran' },
+    )
+    .where('id', '=', row.id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  ctx.emit({
+    type: running ? 'command.cancel_requested' : 'command.cancelled',
+    subject: { type: 'command', id: row.id },
+    data: { nodeId: row.node_id },
+  });
+  return commandView(updated);
+}
+
+/** The gateway's side: the unfinished commands of the nodes it holds, in each node's order. */
+export async function openCommands(rawDb: Kysely<ComputeTables>, nodeIds: readonly string[], limit = 20_000) {
+  if (nodeIds.length === 0) return [];
+  return commandsDb(rawDb)
+    .selectFrom('compute.commands')
+    .selectAll()
+    .where('node_id', 'in', nodeIds)
+    .where('state', 'in', ['queued', 'sent', 'running'])
+    .orderBy('seq')
+    .limit(limit)
+    .execute();
+}
+
+/** Marks delivered commands sent (one statement for a whole delivery pass). */
+export async function markSent(
+  rawDb: Kysely<ComputeTables>,
+  ids: readonly string[],
+  at: Date,
+): Promise<void> {
+  if (ids.length === 0) return;
+  await commandsDb(rawDb)
+    .updateTable('compute.commands')
+    .set((eb) => ({ state: 'sent', sent_at: at, attempt: eb('attempt', '+', 1) }))
+    .where('id', 'in', ids)
+    .where('state', '=', 'queued')
+    .execute();
+}
+
+/** Moves a command forward; a report for a final command, or one going backwards, changes nothing. */
+export async function advanceCommand(
+  rawDb: Kysely<ComputeTables>,
+  nodeId: string,
+  commandId: string,
+  change:
+    | { state: 'sent'; at: Date }
+    | { state: 'running'; at: Date }
+    | {
+        state: 'succeeded' | 'failed' | 'cancelled';
+        at: Date;
+        exitCode: number | null;
+        stdout: string;
+        stderr: string;
+        result: Record<string, unknown> | null;
+        error: string | null;
+      },
+): Promise<CommandRow | undefined> {
+  const db = commandsDb(rawDb);
+  const from =
+    change.state === 'sent'
+      ? ['queued']
+      : change.state === 'running'
+        ? ['queued', 'sent']
+        : ['queued', 'sent', 'running'];
+  const set =
+    change.state === 'sent'
+      ? { state: 'sent' as const, sent_at: change.at, attempt: (eb: any) => eb('attempt', '+', 1) }
+      : change.state === 'running'
+        ? { state: 'running' as const, started_at: change.at }
+        : {
+            state: change.state,
+            finished_at: change.at,
+            exit_code: change.exitCode,
+            stdout: boundOutput(change.stdout),
+            stderr: boundOutput(change.stderr),
+            result: change.result === null ? null : JSON.stringify(change.result),
+            error: change.error === null ? null : change.error.slice(0, 2000),
+          };
+  return db
+    .updateTable('compute.commands')
+    .set(set as never)
+    .where('id', '=', commandId)
+    .where('node_id', '=', nodeId)
+    .where('state', 'in', from as CommandRow['state'][])
+    .returningAll()
+    .executeTakeFirst();
+}

@@ -1,0 +1,155 @@
+/**
+ * The workflow controller: a job that advances one workflow as far as it can under the row's lock
+ * (starting steps, checking the node and the step's command), then schedules itself again while
+ * the workflow runs and waits. Node steps go through the fleet's own drain and uncordon, so a
+ * workflow changes a node exactly as an operator's command would, events included.
+ */
+import { ComputeError } from '@better-compute/core';
+import type { Kysely } from 'kysely';
+import type { ComputeTables } from '../../db/tables.js';
+import { writeEvents } from '../../db/unit-of-work.js';
+import { enqueueJob } from '../../workers/jobs.js';
+import type { CallContext, EventDraft, JobContext } from '../define-module.js';
+import { drainNode, uncordonNode } from '../fleet/nodes.js';
+import { queueCommand } from '../commands/service.js';
+import { type WorkflowRow, type WorkflowStep, workflowsDb } from './tables.js';
+import { WORKFLOW_JOB, workflowEvent } from './service.js';
+
+const RECHECK_MS = 500;
+
+type Outcome = { done: true } | { done: false } | { failed: string };
+
+export async function advanceWorkflowJob(context: JobContext): Promise<void> {
+  const workflowId = String(context.payload.workflowId ?? '');
+  await context.db.transaction().execute(async (trx) => {
+    const events: EventDraft[] = [];
+    const row = await workflowsDb(trx)
+      .selectFrom('compute.workflows')
+      .selectAll()
+      .where('id', '=', workflowId)
+      .forUpdate()
+      .executeTakeFirst();
+    if (!row || row.state !== 'running') return;
+    const now = context.now();
+    const steps = row.steps.map((s) => ({ ...s }));
+    let index = row.current_step;
+    let state: WorkflowRow['state'] = 'running';
+    while (index < steps.length) {
+      const step = steps[index]!;
+      if (step.state === 'pending') {
+        Object.assign(step, { state: 'running', startedAt: now.toISOString() });
+        events.push(workflowEvent(row, 'step_started', { step: index, name: step.name }));
+      }
+      const outcome = await runStep(trx, row, step, now, events);
+      if ('failed' in outcome) {
+        Object.assign(step, { state: 'failed', error: outcome.failed, finishedAt: now.toISOString() });
+        events.push(
+          workflowEvent(row, 'step_failed', { step: index, name: step.name, error: outcome.failed }),
+        );
+        events.push(workflowEvent(row, 'failed', { step: index }));
+        state = 'failed';
+        break;
+      }
+      if (!outcome.done) break;
+      Object.assign(step, { state: 'succeeded', finishedAt: now.toISOString() });
+      events.push(workflowEvent(row, 'step_succeeded', { step: index, name: step.name }));
+      index += 1;
+    }
+    if (state === 'running' && index >= steps.length) {
+      state = 'succeeded';
+      events.push(workflowEvent(row, 'succeeded'));
+    }
+    await workflowsDb(trx)
+      .updateTable('compute.workflows')
+      .set({
+        state,
+        current_step: Math.min(index, steps.length - 1),
+        steps: JSON.stringify(steps),
+        updated_at: now,
+        finished_at: state === 'running' ? null : now,
+      })
+      .where('id', '=', row.id)
+      .execute();
+    await writeEvents(trx, events, { tenantId: row.tenant_id, actor: null, requestId: `workflow:${row.id}` });
+    if (state === 'running') {
+      await enqueueAgain(trx, row.id, new Date(now.getTime() + RECHECK_MS));
+    }
+  });
+}
+
+async function enqueueAgain(db: Kysely<ComputeTables>, workflowId: string, runAt: Date) {
+  await enqueueJob(db, { kind: WORKFLOW_JOB, payload: { workflowId }, runAt });
+}
+
+/** Runs or checks one step; a refusal of the fleet (a retired node, say) fails the step with its words. */
+async function runStep(
+  trx: Kysely<ComputeTables>,
+  row: WorkflowRow,
+  step: WorkflowStep,
+  now: Date,
+  events: EventDraft[],
+): Promise<Outcome> {
+  const asOperator = <I>(input: I): CallContext<I> => ({
+    input,
+    identity: null,
+    tenantId: row.tenant_id,
+    requestId: `workflow:${row.id}`,
+    db: trx,
+    emit: (event) => void events.push(event),
+    now: () => now,
+    routes: () => [],
+  });
+  try {
+    switch (step.kind) {
+      case 'node.drain':
+        await drainNode(asOperator({ nodeId: row.node_id, reason: `workflow ${row.id}` }));
+        return { done: true };
+      case 'node.uncordon':
+        await uncordonNode(asOperator({ nodeId: row.node_id, reason: `workflow ${row.id}` }));
+        return { done: true };
+      case 'node.wait-drained': {
+        const node = await workflowsDb(trx)
+          .selectFrom('compute.nodes')
+          .select('state')
+          .where('id', '=', row.node_id)
+          .executeTakeFirst();
+        if (!node || node.state === 'retired')
+          return { failed: `node ${row.node_id} is ${node?.state ?? 'gone'}` };
+        return { done: node.state === 'drained' };
+      }
+      case 'command': {
+        if (!step.commandId) {
+          const command = await queueCommand(
+            trx,
+            {
+              tenantId: row.tenant_id,
+              nodeId: row.node_id,
+              kind: 'exec.script',
+              payload: { script: String(row.input.script) },
+              workflowId: row.id,
+              now,
+            },
+            (event) => void events.push(event),
+          );
+          step.commandId = command.id;
+          return { done: false };
+        }
+        const command = await workflowsDb(trx)
+          .selectFrom('compute.commands')
+          .select(['state', 'error', 'exit_code'])
+          .where('id', '=', step.commandId)
+          .executeTakeFirst();
+        if (!command) return { failed: `command ${step.commandId} is gone` };
+        if (command.state === 'succeeded') return { done: true };
+        if (command.state === 'failed' || command.state === 'cancelled')
+          return {
+            failed: `command ${step.commandId} ${command.state}${command.exit_code !== null ? ` with exit code ${command.exit_code}` : ''}${command.error ? `: ${command.error}` : ''}`,
+          };
+        return { done: false };
+      }
+    }
+  } catch (error) {
+    if (error instanceof ComputeError) return { failed: `${error.code}: ${error.message}` };
+    throw error;
+  }
+}

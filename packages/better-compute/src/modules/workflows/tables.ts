@@ -1,0 +1,40 @@
+/** Kysely's view of the workflows module's table. */
+import type { ColumnType, Kysely, Selectable } from 'kysely';
+import type { CommandTables } from '../commands/tables.js';
+import type { ComputeTables } from '../../db/tables.js';
+
+type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
+
+export interface WorkflowStep {
+  name: string;
+  kind: 'node.drain' | 'node.wait-drained' | 'command' | 'node.uncordon';
+  state: 'pending' | 'running' | 'succeeded' | 'failed' | 'skipped';
+  attempt: number;
+  commandId: string | null;
+  error: string | null;
+  startedAt: string | null;
+  finishedAt: string | null;
+}
+
+export interface WorkflowsTable {
+  id: string;
+  tenant_id: string;
+  node_id: string;
+  kind: 'node.maintenance';
+  state: 'running' | 'paused' | 'failed' | 'succeeded' | 'aborted';
+  current_step: number;
+  steps: ColumnType<WorkflowStep[], string, string>;
+  input: ColumnType<Record<string, unknown>, string, string>;
+  reason: string | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  finished_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+}
+
+export interface WorkflowTables extends CommandTables {
+  'compute.workflows': WorkflowsTable;
+}
+
+export type WorkflowsDb = Kysely<WorkflowTables>;
+export const workflowsDb = (db: Kysely<ComputeTables>): WorkflowsDb => db as unknown as WorkflowsDb;
+export type WorkflowRow = Selectable<WorkflowsTable>;

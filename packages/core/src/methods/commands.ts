@@ -1,0 +1,108 @@
+/**
+ * The `commands` group: what the control plane asks one node's daemon to do. Commands are created
+ * by the control plane (`commands.run` is an operator's method with no CLI command of its own),
+ * delivered in order over the node's session, signed by the command root and run at most once.
+ */
+import { z } from 'zod';
+import { defineMethod } from '../contract.js';
+import { idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
+
+export const COMMAND_KINDS = ['inventory.refresh', 'exec.script'] as const;
+export const commandKind = z.enum(COMMAND_KINDS);
+export const commandState = z.enum(['queued', 'sent', 'running', 'succeeded', 'failed', 'cancelled']);
+/** The most output a command keeps, per stream. */
+export const COMMAND_OUTPUT_LIMIT = 65_536;
+
+/** A maintenance script shipped with the daemon, by name (no path, no arguments). */
+export const scriptName = z
+  .string()
+  .regex(/^[a-z][a-z0-9-]{0,62}$/, 'must be the name of a maintenance script shipped with the daemon');
+
+export const commandPayload = z.union([z.object({}).strict(), z.object({ script: scriptName }).strict()]);
+
+export const commandSchema = z.object({
+  id: z.string(),
+  tenantId: z.string(),
+  nodeId: z.string(),
+  workflowId: z.string().nullable(),
+  kind: commandKind,
+  payload: z.record(z.string(), z.unknown()),
+  state: commandState,
+  attempt: z.number().int(),
+  cancelRequested: z.boolean(),
+  exitCode: z.number().int().nullable(),
+  stdout: z.string(),
+  stderr: z.string(),
+  result: z.record(z.string(), z.unknown()).nullable(),
+  error: z.string().nullable(),
+  createdAt: isoTime,
+  expiresAt: isoTime,
+  sentAt: isoTime.nullable(),
+  startedAt: isoTime.nullable(),
+  finishedAt: isoTime.nullable(),
+});
+
+const commandResource = (input: { commandId: string }) => ({ type: 'compute-command', id: input.commandId });
+
+export const commandsList = defineMethod({
+  group: 'commands',
+  name: 'list',
+  kind: 'query',
+  summary: 'A node’s commands, oldest first',
+  module: 'fleet',
+  access: { action: 'compute:commands:read' },
+  tenantScoped: true,
+  resource: (input) => ({ type: 'compute-node', id: input.nodeId }),
+  input: z
+    .object({ tenantId, nodeId: idOf('node'), state: commandState.optional(), ...pageInputById('command') })
+    .strict(),
+  output: pageOf(commandSchema),
+});
+
+export const commandsGet = defineMethod({
+  group: 'commands',
+  name: 'get',
+  kind: 'query',
+  summary: 'One command with its state, exit code and output',
+  module: 'fleet',
+  access: { action: 'compute:commands:read' },
+  tenantScoped: true,
+  resource: commandResource,
+  input: z.object({ tenantId, commandId: idOf('command') }).strict(),
+  output: commandSchema,
+});
+
+export const commandsCancel = defineMethod({
+  group: 'commands',
+  name: 'cancel',
+  kind: 'mutation',
+  summary: 'Cancel a command: a queued one never runs, a running one is told to stop',
+  module: 'fleet',
+  access: { action: 'compute:commands:cancel' },
+  tenantScoped: true,
+  resource: commandResource,
+  input: z.object({ tenantId, commandId: idOf('command') }).strict(),
+  output: commandSchema,
+});
+
+export const commandsRun = defineMethod({
+  group: 'commands',
+  name: 'run',
+  kind: 'mutation',
+  summary: 'Queue a command for a node’s daemon (operators; a maintenance script or an inventory refresh)',
+  module: 'fleet',
+  access: { action: 'compute:commands:run' },
+  tenantScoped: true,
+  resource: (input) => ({ type: 'compute-node', id: input.nodeId }),
+  input: z
+    .object({
+      tenantId,
+      nodeId: idOf('node'),
+      kind: commandKind,
+      payload: commandPayload.optional(),
+      /** How long the command may wait for delivery before the daemon refuses it. */
+      ttlSeconds: z.number().int().min(10).max(86_400).optional(),
+    })
+    .strict(),
+  output: commandSchema,
+});

@@ -1,0 +1,117 @@
+/**
+ * The `workflows` group: the steps of a node-level operation, run by a controller as jobs. A
+ * workflow is running, paused, failed, succeeded or aborted; every transition is an event.
+ * `workflows.create` starts one (operators; node maintenance in this release: drain, run a
+ * maintenance script, uncordon); the CLI reads and steers them.
+ */
+import { z } from 'zod';
+import { defineMethod } from '../contract.js';
+import { idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
+import { scriptName } from './commands.js';
+
+export const workflowState = z.enum(['running', 'paused', 'failed', 'succeeded', 'aborted']);
+export const workflowStepState = z.enum(['pending', 'running', 'succeeded', 'failed', 'skipped']);
+
+export const workflowStepSchema = z.object({
+  name: z.string(),
+  kind: z.enum(['node.drain', 'node.wait-drained', 'command', 'node.uncordon']),
+  state: workflowStepState,
+  attempt: z.number().int(),
+  /** The command the step ran, for a command step that started. */
+  commandId: z.string().nullable(),
+  error: z.string().nullable(),
+  startedAt: isoTime.nullable(),
+  finishedAt: isoTime.nullable(),
+});
+
+export const workflowSchema = z.object({
+  id: z.string(),
+  tenantId: z.string(),
+  nodeId: z.string(),
+  kind: z.literal('node.maintenance'),
+  state: workflowState,
+  currentStep: z.number().int(),
+  steps: z.array(workflowStepSchema),
+  reason: z.string().nullable(),
+  createdAt: isoTime,
+  updatedAt: isoTime,
+  finishedAt: isoTime.nullable(),
+});
+
+const workflowResource = (input: { workflowId: string }) => ({
+  type: 'compute-workflow',
+  id: input.workflowId,
+});
+const ref = z.object({ tenantId, workflowId: idOf('workflow') }).strict();
+
+export const workflowsList = defineMethod({
+  group: 'workflows',
+  name: 'list',
+  kind: 'query',
+  summary: 'A node’s workflows, newest first',
+  module: 'fleet',
+  access: { action: 'compute:workflows:read' },
+  tenantScoped: true,
+  resource: (input) => ({ type: 'compute-node', id: input.nodeId }),
+  input: z
+    .object({ tenantId, nodeId: idOf('node'), state: workflowState.optional(), ...pageInputById('workflow') })
+    .strict(),
+  output: pageOf(workflowSchema),
+});
+
+export const workflowsGet = defineMethod({
+  group: 'workflows',
+  name: 'get',
+  kind: 'query',
+  summary: 'One workflow with its steps, their commands and timings',
+  module: 'fleet',
+  access: { action: 'compute:workflows:read' },
+  tenantScoped: true,
+  resource: workflowResource,
+  input: ref,
+  output: workflowSchema,
+});
+
+export const workflowsCreate = defineMethod({
+  group: 'workflows',
+  name: 'create',
+  kind: 'mutation',
+  summary: 'Start node maintenance: drain the node, run a maintenance script, uncordon it',
+  module: 'fleet',
+  access: { action: 'compute:workflows:create' },
+  tenantScoped: true,
+  resource: (input) => ({ type: 'compute-node', id: input.nodeId }),
+  input: z
+    .object({
+      tenantId,
+      nodeId: idOf('node'),
+      kind: z.literal('node.maintenance').default('node.maintenance'),
+      script: scriptName,
+      reason: z.string().max(500).optional(),
+    })
+    .strict(),
+  output: workflowSchema,
+});
+
+function steer(name: 'abort' | 'pause' | 'resume' | 'retry', summary: string) {
+  return defineMethod({
+    group: 'workflows',
+    name,
+    kind: 'mutation',
+    summary,
+    module: 'fleet',
+    access: { action: `compute:workflows:${name}` },
+    tenantScoped: true,
+    resource: workflowResource,
+    input: ref,
+    output: workflowSchema,
+  });
+}
+
+export const workflowsAbort = steer(
+  'abort',
+  'Abort a workflow: no further step runs, and a running command is cancelled',
+);
+export const workflowsPause = steer('pause', 'Pause a running workflow after its current step');
+export const workflowsResume = steer('resume', 'Resume a paused workflow');
+export const workflowsRetry = steer('retry', 'Run a failed workflow again from its failed step');

@@ -1,0 +1,318 @@
+/**
+ * `bcd run`: one session to the gateway, kept up. It says `hello` (version, capabilities,
+ * inventory), heartbeats at the interval the server gives, reports inventory changes as they
+ * happen, and runs the commands it is sent one at a time, in the order they came, each at most
+ * once. A lost session reconnects with jittered exponential backoff. On stop (SIGTERM) it lets the
+ * running command finish for a grace period, then stops it and hands it back as failed.
+ */
+import { accessSync, constants, existsSync, watchFile, unwatchFile } from 'node:fs';
+import WebSocket from 'ws';
+import { type CommandEnvelope, refusal, runScript, type RunningScript } from './commands.js';
+import { safe, sessionUrl } from './http.js';
+import { type MachineInventory, readMachineInventory } from './inventory.js';
+import type { CommandOutcome, StateDir } from './state.js';
+
+export const DAEMON_VERSION = '0.1.0';
+
+export interface AgentOptions {
+  state: StateDir;
+  scriptsDir: string;
+  gpuInventoryFile?: string | undefined;
+  /** How often /proc and /sys are read again for changes (the inventory file is watched as well). */
+  inventoryIntervalMs?: number;
+  /** How long a running command may finish after a stop before it is handed back. */
+  stopGraceMs?: number;
+  log: (line: string) => void;
+  signal: AbortSignal;
+}
+
+/** What this machine can do, as the Interactive access section and the runtimes ask. */
+export function capabilities(): string[] {
+  const found = ['pty', 'exec.script', 'inventory.refresh'];
+  const onPath = (name: string) =>
+    (process.env.PATH ?? '/usr/bin:/bin').split(':').some((dir) => {
+      try {
+        accessSync(`${dir}/${name}`, constants.X_OK);
+        return true;
+      } catch {
+        return false;
+      }
+    });
+  if (onPath('qemu-system-x86_64')) found.push('runtime.qemu');
+  if (onPath('bwrap')) found.push('runtime.bwrap');
+  if (existsSync('/dev/kvm')) found.push('kvm');
+  found.push('tunnel.instance-dial');
+  return found.sort();
+}
+
+export async function runAgent(options: AgentOptions): Promise<void> {
+  const { state, log, signal } = options;
+  const identity = state.identity();
+  if (!identity) throw new Error(`no node has joined from ${state.dir}; run bcd join first`);
+  const url = sessionUrl(identity.url);
+  let inventory: MachineInventory = readMachineInventory({ gpuInventoryFile: options.gpuInventoryFile });
+  let socket: WebSocket | null = null;
+  let heartbeatTimer: NodeJS.Timeout | undefined;
+  let failures = 0;
+  let commandsRun = 0;
+  const queue: { command: CommandEnvelope; signature: string }[] = [];
+  let current: { id: string; running: RunningScript | null } | null = null;
+  let stopping = false;
+  const status = {
+    pid: process.pid,
+    connected: false,
+    since: new Date().toISOString(),
+    lastHeartbeatAt: null as string | null,
+    nodeState: null as string | null,
+  };
+  const saveStatus = () => state.saveStatus({ ...status, commandsRun });
+
+  const send = (message: Record<string, unknown>) => {
+    if (socket?.readyState === WebSocket.OPEN) socket.send(JSON.stringify(message));
+  };
+
+  /** Re-reads the machine; sends the new inventory at once when it changed. */
+  const checkInventory = () => {
+    let next: MachineInventory;
+    try {
+      next = readMachineInventory({ gpuInventoryFile: options.gpuInventoryFile });
+    } catch (error) {
+      log(`bcd: reading the inventory failed: ${(error as Error).message}`);
+      return;
+    }
+    if (JSON.stringify(next) === JSON.stringify(inventory)) return;
+    inventory = next;
+    log('bcd: the inventory changed; reporting it');
+    send({ t: 'heartbeat', inventory: inventory.inventory, hardware: inventory.hardware });
+  };
+  const inventoryTimer = setInterval(checkInventory, options.inventoryIntervalMs ?? 10_000);
+  if (options.gpuInventoryFile) watchFile(options.gpuInventoryFile, { interval: 500 }, checkInventory);
+
+  const report = (id: string, outcome: CommandOutcome) => send({ t: 'command.result', id, ...outcome });
+
+  async function execute(command: CommandEnvelope): Promise<CommandOutcome> {
+    if (command.kind === 'inventory.refresh') {
+      inventory = readMachineInventory({ gpuInventoryFile: options.gpuInventoryFile });
+      send({ t: 'heartbeat', inventory: inventory.inventory, hardware: inventory.hardware });
+      const { cpuCores, memoryGiB, gpus } = inventory.inventory;
+      return {
+        state: 'succeeded',
+        exitCode: 0,
+        stdout: '',
+        stderr: '',
+        result: {
+          cpuCores,
+          memoryGiB,
+          gpus: gpus.length,
+          disks: inventory.hardware.disks.length,
+          nics: inventory.hardware.nics.length,
+        },
+        error: null,
+      };
+    }
+    const running = runScript(options.scriptsDir, command.payload.script);
+    current = { id: command.id, running };
+    return running.outcome;
+  }
+
+  /** Runs queued commands one at a time, in arrival order. */
+  let draining = false;
+  async function drain() {
+    if (draining) return;
+    draining = true;
+    try {
+      while (queue.length && !stopping) {
+        const { command } = queue.shift()!;
+        const seen = state.ledger()[command.id];
+        if (seen) {
+          // Run before (by this daemon or before a restart): never again. Report what is known.
+          report(
+            command.id,
+            seen.result ?? {
+              state: 'failed',
+              exitCode: null,
+              stdout: '',
+              stderr: '',
+              result: null,
+              error: 'the daemon stopped while it ran; it was not run again',
+            },
+          );
+          continue;
+        }
+        state.record(command.id, { state: 'started', at: new Date().toISOString() });
+        current = { id: command.id, running: null };
+        send({ t: 'command.started', id: command.id });
+        log(`bcd: running ${command.id} (${command.kind})`);
+        const outcome = await execute(command);
+        state.record(command.id, { state: 'done', at: new Date().toISOString(), result: outcome });
+        commandsRun += 1;
+        current = null;
+        report(command.id, outcome);
+        saveStatus();
+      }
+    } finally {
+      draining = false;
+    }
+  }
+
+  function onMessage(text: string) {
+    let message: Record<string, unknown>;
+    try {
+      message = JSON.parse(text) as Record<string, unknown>;
+    } catch {
+      return;
+    }
+    switch (message.t) {
+      case 'ready':
+        send({
+          t: 'hello',
+          version: DAEMON_VERSION,
+          capabilities: capabilities(),
+          inventory: inventory.inventory,
+          hardware: inventory.hardware,
+        });
+        return;
+      case 'welcome': {
+        failures = 0;
+        const root = typeof message.commandRoot === 'string' ? message.commandRoot : null;
+        const pinned = state.identity()!;
+        if (!pinned.commandRoot && root) {
+          // Trust on first use, over a session the node credential authenticated.
+          state.saveIdentity({ ...pinned, commandRoot: root });
+          log('bcd: pinned the command root');
+        } else if (pinned.commandRoot && root && pinned.commandRoot.trim() !== root.trim()) {
+          log(
+            'bcd: the gateway announces a command root other than the pinned one; commands it signs will be refused',
+          );
+        }
+        status.connected = true;
+        status.since = new Date().toISOString();
+        status.nodeState = String(message.state ?? '');
+        saveStatus();
+        log(`bcd: session up as ${pinned.nodeId} (${safe(String(message.state ?? ''))})`);
+        const every = Math.min(60, Math.max(1, Number(message.heartbeatIntervalSeconds) || 15)) * 1000;
+        clearInterval(heartbeatTimer);
+        heartbeatTimer = setInterval(() => send({ t: 'heartbeat' }), every);
+        return;
+      }
+      case 'heartbeat.ack':
+        status.lastHeartbeatAt = new Date().toISOString();
+        status.nodeState = String(message.state ?? '');
+        saveStatus();
+        return;
+      case 'command': {
+        const pinned = state.identity()!;
+        const why = refusal(message, {
+          nodeId: pinned.nodeId,
+          commandRoot: pinned.commandRoot,
+          now: new Date(),
+        });
+        const id = (message.command as { id?: unknown } | undefined)?.id;
+        if (why) {
+          log(`bcd: refused a command: ${why}`);
+          if (typeof id === 'string' && /^cmd_[A-Za-z0-9]{1,64}$/.test(id) && !state.ledger()[id])
+            report(id, {
+              state: 'failed',
+              exitCode: null,
+              stdout: '',
+              stderr: '',
+              result: null,
+              error: `refused: ${why}`,
+            });
+          return;
+        }
+        if (queue.some((q) => q.command.id === id) || current?.id === id) return;
+        queue.push({ command: message.command as CommandEnvelope, signature: String(message.signature) });
+        void drain();
+        return;
+      }
+      case 'command.cancel': {
+        const id = String(message.id);
+        if (current && current.id === id) {
+          current.running?.stop('cancelled');
+          return;
+        }
+        if (!/^cmd_[A-Za-z0-9]{1,64}$/.test(id)) return;
+        const index = queue.findIndex((q) => q.command.id === id);
+        if (index >= 0) queue.splice(index, 1);
+        const seen = state.ledger()[id];
+        if (seen)
+          return report(
+            id,
+            seen.result ?? {
+              state: 'failed',
+              exitCode: null,
+              stdout: '',
+              stderr: '',
+              result: null,
+              error: 'the daemon stopped while it ran; it was not run again',
+            },
+          );
+        // Recorded before it could run: should it still arrive, the ledger answers for it.
+        const outcome: CommandOutcome = {
+          state: 'cancelled',
+          exitCode: null,
+          stdout: '',
+          stderr: '',
+          result: null,
+          error: 'cancelled before it ran',
+        };
+        state.record(id, { state: 'done', at: new Date().toISOString(), result: outcome });
+        report(id, outcome);
+        return;
+      }
+      case 'error':
+        log(`bcd: the gateway says ${safe(String(message.code))}: ${safe(String(message.message))}`);
+        return;
+    }
+  }
+
+  function connect() {
+    if (stopping) return;
+    const identityNow = state.identity()!;
+    const ws = new WebSocket(url, {
+      headers: { authorization: `Bearer ${identityNow.nodeCredential}` },
+      maxPayload: 1 << 20,
+      handshakeTimeout: 15_000,
+    });
+    socket = ws;
+    ws.on('message', (data) => onMessage(data.toString()));
+    ws.on('error', (error) => log(`bcd: session error: ${safe(error.message)}`));
+    ws.on('close', (code) => {
+      clearInterval(heartbeatTimer);
+      if (socket === ws) socket = null;
+      status.connected = false;
+      saveStatus();
+      if (stopping) return;
+      if (code === 4401) log('bcd: the gateway refused the node credential; the node may have been retired');
+      // Full jitter: 0.5 s doubling to 30 s, a random share of it, so a fleet does not return at once.
+      const ceiling = Math.min(30_000, 500 * 2 ** Math.min(failures, 6));
+      failures += 1;
+      setTimeout(connect, Math.round(ceiling / 2 + Math.random() * (ceiling / 2))).unref();
+    });
+  }
+
+  connect();
+  const keepAlive = setInterval(() => {}, 1 << 30);
+  await new Promise<void>((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener('abort', () => resolve(), { once: true });
+  });
+  stopping = true;
+  log('bcd: stopping');
+  const inFlight = current as { id: string; running: RunningScript | null } | null;
+  if (inFlight?.running) {
+    const grace = setTimeout(() => inFlight.running?.stop('handed-back'), options.stopGraceMs ?? 30_000);
+    await inFlight.running.outcome;
+    clearTimeout(grace);
+    // Let drain record and report the outcome before the socket closes.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  clearInterval(inventoryTimer);
+  clearInterval(heartbeatTimer);
+  clearInterval(keepAlive);
+  if (options.gpuInventoryFile) unwatchFile(options.gpuInventoryFile);
+  (socket as WebSocket | null)?.close(1000, 'the daemon is stopping');
+  status.connected = false;
+  saveStatus();
+}

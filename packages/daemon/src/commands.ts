@@ -1,0 +1,191 @@
+/**
+ * Running commands: each one is checked (the command root's signature, this node, not expired,
+ * a known kind), recorded in the ledger before it starts, and run once. An exec.script command
+ * runs a maintenance script from the scripts directory by name only, never code sent over the wire.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createPublicKey, verify } from 'node:crypto';
+import { existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { CommandOutcome } from './state.js';
+
+export interface CommandEnvelope {
+  id: string;
+  nodeId: string;
+  kind: string;
+  payload: Record<string, unknown>;
+  issuedAt: string;
+  expiresAt: string;
+}
+
+/** The bytes the command root signs: the envelope's fields, keys sorted, no spaces. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+export function envelopeBytes(envelope: CommandEnvelope): Buffer {
+  const { id, nodeId, kind, payload, issuedAt, expiresAt } = envelope;
+  return Buffer.from(canonicalJson({ id, nodeId, kind, payload, issuedAt, expiresAt }), 'utf8');
+}
+
+const ID = /^cmd_[A-Za-z0-9]{1,64}$/;
+const SCRIPT = /^[a-z][a-z0-9-]{0,62}$/;
+/** The most output kept per stream; the end is kept, where errors usually are. */
+export const OUTPUT_LIMIT = 65_536;
+
+/** Why a command is refused, or null when it may run. */
+export function refusal(
+  message: { command?: unknown; signature?: unknown },
+  expect: { nodeId: string; commandRoot: string | null; now: Date },
+): string | null {
+  const command = message.command as CommandEnvelope | undefined;
+  if (!command || typeof command !== 'object' || typeof command.id !== 'string' || !ID.test(command.id))
+    return 'the command is malformed';
+  if (!expect.commandRoot) return 'no command root is pinned on this node';
+  if (typeof message.signature !== 'string') return 'the command is not signed';
+  let good = false;
+  try {
+    good = verify(
+      null,
+      envelopeBytes(command),
+      createPublicKey(expect.commandRoot),
+      Buffer.from(message.signature, 'base64'),
+    );
+  } catch {
+    good = false;
+  }
+  if (!good) return 'the signature does not verify under the pinned command root';
+  if (command.nodeId !== expect.nodeId)
+    return `the command is for node ${String(command.nodeId)}, not this one`;
+  const expires = Date.parse(command.expiresAt);
+  if (!Number.isFinite(expires) || expires <= expect.now.getTime()) return 'the command has expired';
+  if (command.kind !== 'inventory.refresh' && command.kind !== 'exec.script')
+    return `unknown command kind ${command.kind}`;
+  return null;
+}
+
+function keepTail(text: string): string {
+  return text.length <= OUTPUT_LIMIT ? text : text.slice(-OUTPUT_LIMIT);
+}
+
+export interface RunningScript {
+  outcome: Promise<CommandOutcome>;
+  /** Asks the script to stop: SIGTERM, then SIGKILL after a grace period. */
+  stop(reason: 'cancelled' | 'handed-back'): void;
+}
+
+/** Runs a maintenance script by name from the scripts directory, with a clean environment. */
+export function runScript(scriptsDir: string, name: unknown, timeoutMs = 600_000): RunningScript {
+  const path = typeof name === 'string' && SCRIPT.test(name) ? join(scriptsDir, `${name}.sh`) : null;
+  if (!path || !existsSync(path) || !statSync(path).isFile()) {
+    const outcome: CommandOutcome = {
+      state: 'failed',
+      exitCode: null,
+      stdout: '',
+      stderr: '',
+      result: null,
+      error: `no maintenance script ${typeof name === 'string' ? name.slice(0, 64) : ''} is installed on this node`,
+    };
+    return { outcome: Promise.resolve(outcome), stop() {} };
+  }
+  let stopped: 'cancelled' | 'handed-back' | 'timeout' | null = null;
+  let child: ChildProcess;
+  const outcome = new Promise<CommandOutcome>((resolve) => {
+    let stdout = '';
+    let stderr = '';
+    child = spawn('/bin/sh', [path], {
+      cwd: scriptsDir,
+      env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', LANG: 'C.UTF-8' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
+    child.stdout!.on('data', (chunk: Buffer) => (stdout = keepTail(stdout + chunk.toString('utf8'))));
+    child.stderr!.on('data', (chunk: Buffer) => (stderr = keepTail(stderr + chunk.toString('utf8'))));
+    const timer = setTimeout(() => {
+      stopped = 'timeout';
+      kill();
+    }, timeoutMs);
+    child.on('error', (error) => {
+      clearTimeout(timer);
+      resolve({
+        state: 'failed',
+        exitCode: null,
+        stdout,
+        stderr,
+        result: null,
+        error: `the script did not start: ${error.message}`,
+      });
+    });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      const exitCode = code ?? (signal ? 128 + (signalNumbers[signal] ?? 15) : null);
+      if (stopped === 'cancelled')
+        resolve({
+          state: 'cancelled',
+          exitCode,
+          stdout,
+          stderr,
+          result: null,
+          error: 'cancelled while it ran',
+        });
+      else if (stopped === 'handed-back')
+        resolve({
+          state: 'failed',
+          exitCode,
+          stdout,
+          stderr,
+          result: null,
+          error: 'the daemon stopped while it ran; it was not finished',
+        });
+      else if (stopped === 'timeout')
+        resolve({
+          state: 'failed',
+          exitCode,
+          stdout,
+          stderr,
+          result: null,
+          error: 'the script ran past its time limit',
+        });
+      else
+        resolve({
+          state: code === 0 ? 'succeeded' : 'failed',
+          exitCode,
+          stdout,
+          stderr,
+          result: null,
+          error: code === 0 ? null : `the script exited with ${exitCode}`,
+        });
+    });
+  });
+  function kill() {
+    try {
+      process.kill(-child.pid!, 'SIGTERM');
+    } catch {
+      /* already gone */
+    }
+    setTimeout(() => {
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
+    }, 5_000).unref();
+  }
+  return {
+    outcome,
+    stop(reason) {
+      if (stopped) return;
+      stopped = reason;
+      kill();
+    },
+  };
+}
+
+const signalNumbers: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15 };

@@ -1,0 +1,125 @@
+/**
+ * `bcd join`: the public join with a token read from a file or standard input (never argv), then
+ * the claim once an operator approves, waiting with a progress line. The credential it receives is
+ * written to the state directory (0600) and printed nowhere.
+ */
+import { readFileSync } from 'node:fs';
+import { hostname as osHostname } from 'node:os';
+import { callPublic, endpointOf, safe } from './http.js';
+import { readMachineInventory } from './inventory.js';
+import type { StateDir } from './state.js';
+
+export interface JoinOptions {
+  url: string;
+  tokenFile: string;
+  state: StateDir;
+  gpuInventoryFile?: string | undefined;
+  hostname?: string | undefined;
+  /** A command root public key file to pin now, instead of at the first session. */
+  commandRootFile?: string | undefined;
+  labels?: Record<string, string>;
+  progress: (line: string) => void;
+  /** Stop waiting after this long (default: wait until approved or rejected). */
+  timeoutMs?: number | undefined;
+  readStdin?: () => string;
+}
+
+function readToken(options: JoinOptions): string {
+  const raw =
+    options.tokenFile === '-'
+      ? (options.readStdin ?? (() => readFileSync(0, 'utf8')))()
+      : readFileSync(options.tokenFile, 'utf8');
+  const token = raw.trim();
+  if (!/^[A-Za-z0-9_.-]{20,300}$/.test(token))
+    throw new Error(
+      `${options.tokenFile === '-' ? 'standard input' : options.tokenFile} holds no join token`,
+    );
+  return token;
+}
+
+function nodeHostname(given: string | undefined): string {
+  const name = (given ?? osHostname()).replace(/[^A-Za-z0-9.-]/g, '-').replace(/^[^A-Za-z0-9]+/, '');
+  return name.slice(0, 253) || 'node';
+}
+
+interface ClaimAnswer {
+  state: 'pending' | 'approved' | 'rejected';
+  nodeId: string | null;
+  nodeCredential: string | null;
+  reason: string | null;
+  pollAfterSeconds: number;
+}
+
+export async function join(options: JoinOptions): Promise<{ nodeId: string }> {
+  const url = endpointOf(options.url).toString();
+  const existing = options.state.identity();
+  if (existing)
+    throw new Error(
+      `this state directory already holds node ${existing.nodeId}; run bcd run, or use another --state-dir`,
+    );
+  const commandRoot = options.commandRootFile ? readFileSync(options.commandRootFile, 'utf8') : null;
+  options.state.ensure();
+  let pending = options.state.pendingJoin();
+  let credential: { nodeId: string; nodeCredential: string } | null = null;
+  if (!pending?.joinRequestId || pending.url !== url) {
+    const { inventory } = readMachineInventory({ gpuInventoryFile: options.gpuInventoryFile });
+    const answer = await callPublic<{
+      joinRequestId: string;
+      state: 'pending' | 'approved';
+      nodeId: string | null;
+      nodeCredential: string | null;
+      claimSecret: string | null;
+    }>(url, 'nodes.join', {
+      joinToken: readToken(options),
+      hostname: nodeHostname(options.hostname),
+      inventory,
+      ...(options.labels && Object.keys(options.labels).length ? { labels: options.labels } : {}),
+    });
+    if (answer.nodeCredential && answer.nodeId)
+      credential = { nodeId: answer.nodeId, nodeCredential: answer.nodeCredential };
+    else {
+      pending = { url, joinRequestId: answer.joinRequestId, claimSecret: answer.claimSecret! };
+      options.state.savePendingJoin(pending);
+    }
+  }
+  const started = Date.now();
+  let announced = false;
+  while (!credential) {
+    const claim = await callPublic<ClaimAnswer>(url, 'nodes.claim', {
+      joinRequestId: pending!.joinRequestId,
+      claimSecret: pending!.claimSecret,
+    });
+    if (claim.state === 'rejected') {
+      options.state.savePendingJoin(null);
+      throw new Error(
+        `join request ${pending!.joinRequestId} was rejected${claim.reason ? `: ${safe(claim.reason)}` : ''}`,
+      );
+    }
+    if (claim.state === 'approved' && claim.nodeCredential && claim.nodeId) {
+      credential = { nodeId: claim.nodeId, nodeCredential: claim.nodeCredential };
+      break;
+    }
+    if (!announced) {
+      options.progress(
+        `waiting for an operator to approve join request ${pending!.joinRequestId} (better-compute join-requests approve ${pending!.joinRequestId})`,
+      );
+      announced = true;
+    }
+    if (options.timeoutMs !== undefined && Date.now() - started > options.timeoutMs)
+      throw new Error(
+        `join request ${pending!.joinRequestId} was not approved in time; run bcd join again to keep waiting`,
+      );
+    await new Promise((resolve) =>
+      setTimeout(resolve, Math.min(5, Math.max(1, claim.pollAfterSeconds)) * 1000),
+    );
+  }
+  options.state.saveIdentity({
+    url,
+    nodeId: credential.nodeId,
+    nodeCredential: credential.nodeCredential,
+    commandRoot,
+  });
+  options.state.savePendingJoin(null);
+  options.progress(`joined as node ${credential.nodeId}`);
+  return { nodeId: credential.nodeId };
+}

@@ -1,0 +1,123 @@
+/**
+ * The state directory (mode 0700, files 0600): the node's identity (`node.json`: URL, node id,
+ * node credential, pinned command root), a pending join (`join.json`), the ledger of commands
+ * this node has started (`commands.json`, so a restarted daemon never runs one twice) and the
+ * last session status (`status.json`, no secrets). Every write replaces the file atomically.
+ */
+import {
+  chmodSync,
+  closeSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  writeSync,
+} from 'node:fs';
+import { join } from 'node:path';
+
+export interface NodeIdentity {
+  url: string;
+  nodeId: string;
+  nodeCredential: string;
+  /** The command root's public key (SPKI PEM) this node trusts; pinned at join or at the first session. */
+  commandRoot: string | null;
+}
+
+export interface PendingJoin {
+  url: string;
+  joinRequestId: string;
+  claimSecret: string;
+}
+
+export interface LedgerEntry {
+  state: 'started' | 'done';
+  at: string;
+  result?: CommandOutcome;
+}
+
+export interface CommandOutcome {
+  state: 'succeeded' | 'failed' | 'cancelled';
+  exitCode: number | null;
+  stdout: string;
+  stderr: string;
+  result: Record<string, unknown> | null;
+  error: string | null;
+}
+
+export interface SessionStatus {
+  pid: number;
+  connected: boolean;
+  since: string;
+  lastHeartbeatAt: string | null;
+  nodeState: string | null;
+  commandsRun: number;
+}
+
+/** The ledger keeps this many entries; older ones have long expired, so the expiry check refuses them. */
+const LEDGER_LIMIT = 10_000;
+
+export class StateDir {
+  constructor(readonly dir: string) {}
+
+  ensure(): void {
+    mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+    chmodSync(this.dir, 0o700);
+  }
+
+  private read<T>(name: string): T | null {
+    try {
+      return JSON.parse(readFileSync(join(this.dir, name), 'utf8')) as T;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw new Error(`${join(this.dir, name)} is unreadable: ${(error as Error).message}`);
+    }
+  }
+
+  /** Written to a temporary file, synced, then renamed over the old one: never half a file. */
+  private write(name: string, value: unknown): void {
+    this.ensure();
+    const path = join(this.dir, name);
+    const temporary = `${path}.${process.pid}.tmp`;
+    const fd = openSync(temporary, 'w', 0o600);
+    try {
+      writeSync(fd, `${JSON.stringify(value, null, 2)}\n`);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(temporary, path);
+  }
+
+  identity(): NodeIdentity | null {
+    return this.read<NodeIdentity>('node.json');
+  }
+  saveIdentity(identity: NodeIdentity): void {
+    this.write('node.json', identity);
+  }
+  pendingJoin(): PendingJoin | null {
+    return this.read<PendingJoin>('join.json');
+  }
+  savePendingJoin(join: PendingJoin | null): void {
+    this.write('join.json', join ?? {});
+  }
+
+  ledger(): Record<string, LedgerEntry> {
+    return this.read<Record<string, LedgerEntry>>('commands.json') ?? {};
+  }
+  /** Records a command before it runs (at most once) or its outcome after; synced before returning. */
+  record(id: string, entry: LedgerEntry): void {
+    const ledger = this.ledger();
+    ledger[id] = entry;
+    const ids = Object.keys(ledger);
+    for (const old of ids.slice(0, Math.max(0, ids.length - LEDGER_LIMIT))) delete ledger[old];
+    this.write('commands.json', ledger);
+  }
+
+  status(): SessionStatus | null {
+    return this.read<SessionStatus>('status.json');
+  }
+  saveStatus(status: SessionStatus): void {
+    this.write('status.json', status);
+  }
+}

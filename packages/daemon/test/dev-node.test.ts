@@ -1,0 +1,64 @@
+/**
+ * `dev --node`: a real bcd on this machine joins dev's deployment through a join request dev
+ * approves, and shows in nodes list with this machine's CPUs and memory, beside simulated ones.
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, expect, it } from 'vitest';
+import { startDev } from '../../better-compute/src/host/dev.js';
+import { until } from './daemon-support.js';
+
+const cwd = mkdtempSync(join(tmpdir(), 'bcd-dev-'));
+const controller = new AbortController();
+let running: Promise<void> | undefined;
+
+afterAll(async () => {
+  controller.abort();
+  await running;
+  rmSync(cwd, { recursive: true, force: true });
+});
+
+it('dev --sim 2 --node shows this machine as a ready node beside the simulated ones', async () => {
+  const lines: string[] = [];
+  let url = '';
+  running = startDev({
+    cwd,
+    env: {},
+    port: 0,
+    memory: true,
+    sim: 2,
+    node: true,
+    signal: controller.signal,
+    log: (line) => lines.push(line),
+    onListening: (u) => (url = u),
+  });
+  await until('dev to listen', async () => url, 60_000);
+  const key = JSON.parse(readFileSync(join(cwd, '.better-compute', 'dev.json'), 'utf8')).rootAdmin
+    .apiKey as string;
+  const nodes = await until(
+    'the real node to be ready',
+    async () => {
+      const response = await fetch(`${url}/api/compute/nodes/list`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+        body: JSON.stringify({ tenantId: 'root', limit: 100 }),
+      });
+      const page = ((await response.json()) as { data: { items: any[] } }).data;
+      const real = page.items.find((n) => n.labels?.machine === 'local');
+      return real?.state === 'ready' ? page.items : undefined;
+    },
+    60_000,
+  );
+  const real = nodes.find((n: any) => n.labels?.machine === 'local');
+  expect(nodes.length).toBe(3);
+  const inventory = await fetch(`${url}/api/compute/inventory/get`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+    body: JSON.stringify({ tenantId: 'root', nodeId: real.id }),
+  });
+  const record = ((await inventory.json()) as { data: any }).data;
+  expect(record.inventory.cpuCores).toBe(cpus().length);
+  expect(record.inventory.memoryGiB).toBeGreaterThan(0);
+  expect(lines.some((line) => line.includes(`this machine: node ${real.id}`))).toBe(true);
+}, 120_000);
