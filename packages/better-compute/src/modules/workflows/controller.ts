@@ -97,6 +97,8 @@ async function runStep(
     db: trx,
     emit: (event) => void events.push(event),
     now: () => now,
+    // A workflow acts in its node's tenant and names no other.
+    tenantExists: async (tenantId) => tenantId === row.tenant_id,
     routes: () => [],
   });
   try {
