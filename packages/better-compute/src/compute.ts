@@ -30,7 +30,6 @@ import { foundationMigrations } from './db/migrations.js';
 import type { ComputeTables } from './db/tables.js';
 import { type BoundMethod, createHandler, type HandlerLog } from './http/handler.js';
 import type { ComputeModule } from './modules/define-module.js';
-import { capacityModule } from './modules/capacity/module.js';
 import { eventsModule } from './modules/events/module.js';
 import { fleetModule } from './modules/fleet/module.js';
 import { systemModule } from './modules/system/module.js';
@@ -44,7 +43,6 @@ export const builtinModules: readonly ComputeModule[] = [
   systemModule,
   eventsModule,
   fleetModule,
-  capacityModule,
 ];
 
 export interface BetterComputeOptions {

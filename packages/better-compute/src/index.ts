@@ -32,5 +32,5 @@ export {
   requestTerms,
   matchesSelector,
   runFleetController,
-} from './modules/capacity/index.js';
+} from './modules/fleet/index.js';
 export { runSimulation, startSimulatedFleet } from './sim/index.js';

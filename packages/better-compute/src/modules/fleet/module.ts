@@ -1,25 +1,23 @@
 /**
  * The fleet module: sites, projects, pools and offers, quotas, drivers, nodes, join tokens and
- * requests, inventory and usage; and the tables of the capacity module (reservations, bindings).
+ * requests, inventory, usage, capacity and reservations, and the controller that keeps them moving.
  */
 import { methods } from '@better-compute/core/methods';
-import { controllerJob, CONTROLLER_JOB } from '../capacity/controller.js';
+import { controllerJob, CONTROLLER_JOB } from './controller.js';
 import { bindMethod, defineModule } from '../define-module.js';
-import { DRIVERS } from './drivers.js';
+import { listDrivers } from './drivers.js';
 import {
   approveJoinRequest,
   claimNode,
   createJoinToken,
-  getInventory,
-  heartbeat,
-  inventoryDiff,
-  inventoryHistory,
   joinNode,
   listJoinRequests,
   listJoinTokens,
   rejectJoinRequest,
   revokeJoinToken,
 } from './join.js';
+import { getInventory, inventoryDiff, inventoryHistory } from './inventory.js';
+import { heartbeat } from './heartbeat.js';
 import { fleetMigrations } from './migrations.js';
 import {
   cordonNode,
@@ -33,28 +31,15 @@ import {
   taintNode,
   uncordonNode,
 } from './nodes.js';
-import {
-  archivePool,
-  createPool,
-  getPool,
-  getQuotas,
-  listPools,
-  offerPool,
-  setQuota,
-  updatePool,
-} from './pools.js';
-import {
-  archiveProject,
-  createProject,
-  createSite,
-  deleteSite,
-  getProject,
-  getSite,
-  listProjects,
-  listSites,
-  updateSite,
-} from './sites.js';
+import { archivePool, createPool, getPool, listPools, offerPool, updatePool } from './pools.js';
+import { getQuotas, setQuota } from './quotas.js';
+import { archiveProject, createProject, getProject, listProjects } from './projects.js';
+import { createSite, deleteSite, getSite, listSites, updateSite } from './sites.js';
 import { exportUsage, listUsage } from './usage.js';
+import { createReservation } from './reservations/reserve.js';
+import { extendReservation, releaseReservation } from './reservations/extend-release.js';
+import { getCapacity, previewCapacity } from './reservations/capacity.js';
+import { getReservation, listReservations } from './reservations/views.js';
 
 export const fleetModule = defineModule({
   name: 'fleet',
@@ -78,10 +63,7 @@ export const fleetModule = defineModule({
     bindMethod(methods['pools.unoffer'], (ctx) => offerPool(ctx, false)),
     bindMethod(methods['quotas.get'], getQuotas),
     bindMethod(methods['quotas.set'], setQuota),
-    bindMethod(methods['drivers.list'], async () => ({
-      items: DRIVERS.map((d) => ({ ...d, classes: [...d.classes] })),
-      nextCursor: null,
-    })),
+    bindMethod(methods['drivers.list'], listDrivers),
     bindMethod(methods['nodes.list'], listNodes),
     bindMethod(methods['nodes.get'], getNode),
     bindMethod(methods['nodes.events'], nodeEvents),
@@ -106,6 +88,13 @@ export const fleetModule = defineModule({
     bindMethod(methods['inventory.diff'], inventoryDiff),
     bindMethod(methods['usage.list'], listUsage),
     bindMethod(methods['usage.export'], exportUsage),
+    bindMethod(methods['capacity.get'], getCapacity),
+    bindMethod(methods['capacity.preview'], previewCapacity),
+    bindMethod(methods['reservations.create'], createReservation),
+    bindMethod(methods['reservations.get'], getReservation),
+    bindMethod(methods['reservations.list'], listReservations),
+    bindMethod(methods['reservations.extend'], extendReservation),
+    bindMethod(methods['reservations.release'], releaseReservation),
   ],
   jobs: { [CONTROLLER_JOB]: controllerJob },
 });

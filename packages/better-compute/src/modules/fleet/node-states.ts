@@ -13,9 +13,6 @@ import type { FleetDb, NodeState, StoredInventory, Taint } from './tables.js';
 
 export type Emit = (event: EventDraft) => void;
 
-/** States whose nodes take new reservations. */
-export const SCHEDULABLE: readonly NodeState[] = ['ready'];
-
 // Taint keys under SYSTEM_TAINT_PREFIX are compute's own: it sets and clears them, `nodes.taint` never does.
 export { SYSTEM_TAINT_PREFIX };
 

@@ -10,11 +10,13 @@ import { sql, type Kysely } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
 import { writeEvents } from '../../db/unit-of-work.js';
 import type { EventDraft, JobContext } from '../define-module.js';
-import { setNodeState } from '../fleet/node-states.js';
-import { OFFLINE_AFTER_SECONDS } from '../fleet/nodes.js';
-import { fleetDb, type FleetDb } from '../fleet/tables.js';
+import { setNodeState } from './node-states.js';
+import { OFFLINE_AFTER_SECONDS } from './nodes.js';
+import { fleetDb, type FleetDb } from './tables.js';
 import { acquireLease } from '../../workers/leases.js';
-import { activateQueue, expirePool, reservationsOnNode } from './service.js';
+import { activateQueue } from './reservations/queue.js';
+import { expirePool } from './reservations/extend-release.js';
+import { reservationsOnNode } from './reservations/ending.js';
 
 export const CONTROLLER_JOB = 'fleet.controller';
 /** This process's name on the controller lease, so two replicas never run a pass at once. */
