@@ -14,7 +14,7 @@ import {
   routeInfo,
   type RouteInfo,
 } from '@better-compute/core';
-import { methodList } from '@better-compute/core/methods';
+import { type MethodName, methodList } from '@better-compute/core/methods';
 import {
   type Database,
   databaseNow,
@@ -39,11 +39,17 @@ import { startWorkerLoop } from './workers/runner.js';
 export const DEFAULT_BASE_PATH = '/api/compute';
 
 /** Every built-in module, in migration order. */
-export const builtinModules: readonly ComputeModule[] = [
-  systemModule,
-  eventsModule,
-  fleetModule,
-];
+const builtins = [systemModule, eventsModule, fleetModule] as const;
+export const builtinModules: readonly ComputeModule[] = builtins;
+
+/**
+ * Compile time: every method of the table is implemented by a built-in module. A method no module
+ * implements fails here, named: "Type '"widgets.list"' does not satisfy the constraint 'never'".
+ */
+type NoneMissing<Missing extends never> = Missing;
+export type BuiltinCoverage = NoneMissing<
+  Exclude<MethodName, NonNullable<(typeof builtins)[number]['implemented']>>
+>;
 
 export interface BetterComputeOptions {
   /** Extra modules (plugins), after the built-in ones. */

@@ -1,9 +1,12 @@
 /**
  * A module adds methods (bindings of the method table), migrations and background job handlers.
- * `betterCompute` checks at start that no two modules bind one method and that every bound method
- * is in the table.
+ * A built-in module implements whole groups of the table (`implement(sitesGroup, { list, get, … })`,
+ * a handler for each method, checked by the type checker); a plugin binds its own methods one at a
+ * time (`bindMethod`). `betterCompute` checks at start that no two modules bind one method and that
+ * every bound method is in the table; compute.ts checks at compile time that every method of the
+ * table is implemented by a built-in module.
  */
-import type { AnyMethod, Identity, MethodDefinition } from '@better-compute/core';
+import type { AnyMethod, Identity, MethodDefinition, MethodGroup } from '@better-compute/core';
 import type { Migration } from '@better-compute/db';
 import type { Kysely } from 'kysely';
 import type { z } from 'zod';
@@ -39,12 +42,49 @@ export type MethodHandler<M extends AnyMethod = AnyMethod> = (
   context: CallContext<z.output<M['input']>>,
 ) => Promise<z.input<M['output']>>;
 
-/** Binds a method of the table to its implementation, typed by the method. */
+/** A method and its implementation. */
+export interface MethodBinding {
+  method: AnyMethod;
+  handler: MethodHandler;
+}
+
+/** Binds one method to its implementation, typed by the method: a plugin's way to add a method. */
 export function bindMethod<I extends z.ZodType, O extends z.ZodType>(
   method: MethodDefinition<I, O>,
   handler: (context: CallContext<z.output<I>>) => Promise<z.input<O>>,
-): { method: AnyMethod; handler: MethodHandler } {
+): MethodBinding {
   return { method: method as unknown as AnyMethod, handler: handler as unknown as MethodHandler };
+}
+
+/** The implementation of a method of a group, typed by the method. */
+export type HandlerOf<M> =
+  M extends MethodDefinition<infer I, infer O>
+    ? (context: CallContext<z.output<I>>) => Promise<z.input<O>>
+    : never;
+
+/**
+ * A group's methods bound to their handlers; `Keys` (`sites.list` | …) says at compile time which
+ * methods of the table it implements.
+ */
+export interface ImplementedGroup<Keys extends string = string> {
+  readonly keys: readonly Keys[];
+  readonly bindings: readonly MethodBinding[];
+}
+
+/** Implements every method of a group: a handler is required for each, and none may be extra. */
+export function implement<G extends MethodGroup<string, any>>(
+  group: G,
+  handlers: { [Name in keyof G['methods'] & string]: HandlerOf<G['methods'][Name]> },
+): ImplementedGroup<`${G['group']}.${keyof G['methods'] & string}`> {
+  const methods = group.methods as Record<string, AnyMethod>;
+  const bindings = Object.keys(methods).map((name) => ({
+    method: methods[name]!,
+    handler: (handlers as Record<string, MethodHandler>)[name]!,
+  }));
+  return {
+    keys: Object.keys(methods).map((name) => `${group.group}.${name}`) as never,
+    bindings,
+  };
 }
 
 export interface JobContext {
@@ -53,14 +93,37 @@ export interface JobContext {
   now(): Date;
 }
 
-export interface ComputeModule {
+export interface ComputeModule<Implemented extends string = string> {
   name: string;
   migrations?: readonly Migration[];
-  methods: { method: AnyMethod; handler: MethodHandler }[];
+  methods: MethodBinding[];
   /** Handlers for background jobs of the given kinds. */
+  jobs?: Record<string, (context: JobContext) => Promise<void>>;
+  /** Compile time only: the keys of the table its implemented groups cover (never set). */
+  readonly implemented?: Implemented;
+}
+
+/** What a module declares: groups it implements and methods it binds one at a time, in any mix. */
+export interface ModuleDeclaration<Parts extends readonly (MethodBinding | ImplementedGroup)[]> {
+  name: string;
+  migrations?: readonly Migration[];
+  methods: Parts;
   jobs?: Record<string, (context: JobContext) => Promise<void>>;
 }
 
-export function defineModule(module: ComputeModule): ComputeModule {
+/** The table keys the implemented groups among a module's parts cover. */
+export type ImplementedKeys<Parts> = Parts extends readonly (infer Part)[]
+  ? Part extends ImplementedGroup<infer Keys>
+    ? Keys
+    : never
+  : never;
+
+export function defineModule<const Parts extends readonly (MethodBinding | ImplementedGroup)[]>(
+  declaration: ModuleDeclaration<Parts>,
+): ComputeModule<ImplementedKeys<Parts>> {
+  const methods = declaration.methods.flatMap((part) => ('bindings' in part ? part.bindings : [part]));
+  const module: ComputeModule<ImplementedKeys<Parts>> = { name: declaration.name, methods };
+  if (declaration.migrations) module.migrations = declaration.migrations;
+  if (declaration.jobs) module.jobs = declaration.jobs;
   return module;
 }
