@@ -17,7 +17,10 @@ export {
 export {
   defineModule,
   bindMethod,
+  implement,
   type ComputeModule,
+  type ImplementedGroup,
+  type MethodBinding,
   type CallContext,
   type EventDraft,
   type MethodHandler,
@@ -27,10 +30,5 @@ export { enqueueJob, claimJobs, completeJob, failJob } from './workers/jobs.js';
 export { acquireLease, releaseLease } from './workers/leases.js';
 export { ComputeError } from '@better-compute/core';
 export { serve, type ServeOptions } from './host/serve.js';
-export {
-  parseSelector,
-  requestTerms,
-  matchesSelector,
-  runFleetController,
-} from './modules/fleet/index.js';
+export { parseSelector, requestTerms, matchesSelector, runFleetController } from './modules/fleet/index.js';
 export { runSimulation, startSimulatedFleet } from './sim/index.js';

@@ -8,11 +8,16 @@
  */
 import type { AnyMethod, Identity, MethodDefinition, MethodGroup } from '@better-compute/core';
 import type { Migration } from '@better-compute/db';
+import type { CatalogEventDraft } from '@better-compute/events';
 import type { Kysely } from 'kysely';
 import type { z } from 'zod';
 import type { ComputeTables } from '../db/tables.js';
 
-/** An event a mutation writes to the outbox in its own transaction. */
+/**
+ * An event a mutation writes to the outbox in its own transaction, of any type: what the outbox
+ * stores and what a plugin's methods emit. The built-in modules emit `CatalogEventDraft`s, typed by
+ * the catalog of @better-compute/events.
+ */
 export interface EventDraft {
   type: string;
   subject: { type: string; id: string | null };
@@ -21,8 +26,8 @@ export interface EventDraft {
   tenantId?: string;
 }
 
-/** Everything a method's service code gets; nothing global. */
-export interface CallContext<Input = unknown> {
+/** Everything a method's service code gets; nothing global. `Draft` is what it may emit. */
+export interface CallContext<Input = unknown, Draft extends EventDraft = CatalogEventDraft> {
   input: Input;
   /** Null only for public methods called without a credential. */
   identity: Identity | null;
@@ -32,7 +37,7 @@ export interface CallContext<Input = unknown> {
   /** The transaction of a mutation, or the database for a query. */
   db: Kysely<ComputeTables>;
   /** Queues an event; it is written with the change, or not at all. */
-  emit(event: EventDraft): void;
+  emit(event: Draft): void;
   now(): Date;
   /** The live route table, for `system.routes`. */
   routes(): import('@better-compute/core').RouteInfo[];
@@ -51,7 +56,7 @@ export interface MethodBinding {
 /** Binds one method to its implementation, typed by the method: a plugin's way to add a method. */
 export function bindMethod<I extends z.ZodType, O extends z.ZodType>(
   method: MethodDefinition<I, O>,
-  handler: (context: CallContext<z.output<I>>) => Promise<z.input<O>>,
+  handler: (context: CallContext<z.output<I>, EventDraft>) => Promise<z.input<O>>,
 ): MethodBinding {
   return { method: method as unknown as AnyMethod, handler: handler as unknown as MethodHandler };
 }

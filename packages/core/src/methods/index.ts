@@ -40,7 +40,13 @@ export * from './common.js';
 export { eventSchema } from './events.js';
 export { gpuInventorySchema, inventorySchema } from './inventory.js';
 export { nodeSchema, nodeState, taintSchema } from './nodes.js';
-export { reservationSchema, bindingSchema, MAX_RESERVATION_SECONDS } from './reservations.js';
+export {
+  reservationSchema,
+  reservationState,
+  endReason,
+  bindingSchema,
+  MAX_RESERVATION_SECONDS,
+} from './reservations.js';
 export { SYSTEM_TAINT_PREFIX } from './sites.js';
 
 export const methods = {

@@ -28,7 +28,10 @@ export async function endReservation(
 }
 
 /** The event each end reason is recorded as. */
-const EVENT_OF_END: Record<EndReason, string> = {
+const EVENT_OF_END: Record<
+  EndReason,
+  'reservation.released' | 'reservation.expired' | 'reservation.cancelled' | 'reservation.ended'
+> = {
   released: 'reservation.released',
   expired: 'reservation.expired',
   cancelled: 'reservation.cancelled',
