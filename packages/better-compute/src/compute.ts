@@ -15,7 +15,7 @@ import {
   routeInfo,
   type RouteInfo,
 } from '@better-compute/core';
-import { methodList } from '@better-compute/core/methods';
+import { type BoundOneByOne, type MethodName, methodList } from '@better-compute/core/methods';
 import {
   type Database,
   databaseNow,
@@ -31,7 +31,6 @@ import { foundationMigrations } from './db/migrations.js';
 import type { ComputeTables } from './db/tables.js';
 import { type BoundMethod, createHandler, type HandlerLog } from './http/handler.js';
 import type { ComputeModule } from './modules/define-module.js';
-import { capacityModule } from './modules/capacity/module.js';
 import { commandsModule } from './modules/commands/module.js';
 import { workflowsModule } from './modules/workflows/module.js';
 import { eventsModule } from './modules/events/module.js';
@@ -44,14 +43,18 @@ export const DEFAULT_BASE_PATH = '/api/compute';
 const DEFAULT_RATE_LIMIT = { perSecond: 50, burst: 200 };
 
 /** Every built-in module, in migration order. */
-export const builtinModules: readonly ComputeModule[] = [
-  systemModule,
-  eventsModule,
-  fleetModule,
-  capacityModule,
-  commandsModule,
-  workflowsModule,
-];
+const builtins = [systemModule, eventsModule, fleetModule, commandsModule, workflowsModule] as const;
+export const builtinModules: readonly ComputeModule[] = builtins;
+
+/**
+ * Compile time: every method of the table is implemented by a built-in module. A method no module
+ * implements fails here, named: "Type '"widgets.list"' does not satisfy the constraint 'never'". The
+ * node daemon's commands and workflows are bound one method at a time (BoundOneByOne) for now.
+ */
+type NoneMissing<Missing extends never> = Missing;
+export type BuiltinCoverage = NoneMissing<
+  Exclude<MethodName, NonNullable<(typeof builtins)[number]['implemented']> | BoundOneByOne>
+>;
 
 export interface BetterComputeOptions {
   /** Extra modules (plugins), after the built-in ones. */

@@ -17,7 +17,10 @@ export {
 export {
   defineModule,
   bindMethod,
+  implement,
   type ComputeModule,
+  type ImplementedGroup,
+  type MethodBinding,
   type CallContext,
   type EventDraft,
   type MethodHandler,
@@ -27,12 +30,7 @@ export { enqueueJob, claimJobs, completeJob, failJob } from './workers/jobs.js';
 export { acquireLease, releaseLease } from './workers/leases.js';
 export { ComputeError } from '@better-compute/core';
 export { serve, type ServeOptions } from './host/serve.js';
-export {
-  parseSelector,
-  requestTerms,
-  matchesSelector,
-  runFleetController,
-} from './modules/capacity/index.js';
+export { parseSelector, requestTerms, matchesSelector, runFleetController } from './modules/fleet/index.js';
 export { runSimulation, startSimulatedFleet } from './sim/index.js';
 export { attachGateway, type Gateway, type GatewayOptions } from './gateway/session-server.js';
 export { type CommandSigner, ed25519CommandSigner, generatedCommandSigner } from './gateway/signer.js';

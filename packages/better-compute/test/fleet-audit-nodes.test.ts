@@ -6,7 +6,7 @@
  */
 import { testDatabaseKinds } from '@better-compute/db/testing';
 import { describe, expect, it } from 'vitest';
-import { runFleetController } from '../src/modules/capacity/index.js';
+import { runFleetController } from '../src/modules/fleet/index.js';
 import { cliRunner, scratchDirectory } from './cli-support.js';
 import {
   ACME,

@@ -8,7 +8,7 @@
 import { testDatabaseKinds } from '@better-compute/db/testing';
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
-import { runFleetController } from '../src/modules/capacity/index.js';
+import { runFleetController } from '../src/modules/fleet/index.js';
 import { checkAll } from '../src/sim/invariants.js';
 import { cliRunner, scratchDirectory } from './cli-support.js';
 import {

@@ -8,7 +8,7 @@ import { isPostgresReachable } from '@better-compute/db/testing';
 import fc from 'fast-check';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runFleetController } from '../src/modules/capacity/index.js';
+import { runFleetController } from '../src/modules/fleet/index.js';
 import { checkAll } from '../src/sim/invariants.js';
 import {
   a100x8,

@@ -5,7 +5,7 @@
  */
 import { testDatabaseKinds } from '@better-compute/db/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runFleetController } from '../src/modules/capacity/index.js';
+import { runFleetController } from '../src/modules/fleet/index.js';
 import {
   a100x8,
   ACME,

@@ -1,7 +1,7 @@
 /** The selector grammar: every valid form parses to its terms, every invalid one is a clear INVALID_ARGUMENT. */
 import { ComputeError } from '@better-compute/core';
 import { describe, expect, it } from 'vitest';
-import { matchesSelector, parseSelector } from '../src/modules/capacity/index.js';
+import { matchesSelector, parseSelector } from '../src/modules/fleet/index.js';
 import { ACME, createFleetDeployment, seedPool } from './fleet-support.js';
 
 describe('selector grammar', () => {

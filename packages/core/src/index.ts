@@ -4,6 +4,7 @@ export * from './durations.js';
 export * from './positions.js';
 export * from './terminal-safe.js';
 export * from './contract.js';
+export * from './group.js';
 export * from './bridge.js';
 export * from './http.js';
 export * from './request-checks.js';

@@ -11,7 +11,6 @@ export type DatabaseKind = 'postgres' | 'pglite';
 
 export interface Database {
   // Kysely's own generic for "any schema": each module narrows it with its table types.
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   readonly db: Kysely<any>;
   readonly kind: DatabaseKind;
   /** Where it lives, with any password removed: safe to print. */

@@ -70,7 +70,6 @@ function sortedModules(modules: readonly ModuleMigrations[]): ModuleMigrations[]
   }));
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 async function readLedger(db: Kysely<any>): Promise<Map<string, LedgerRow>> {
   const exists = await sql<{
     present: boolean;
@@ -91,7 +90,6 @@ function changedError(module: string, name: string): ComputeError {
 }
 
 /** Where each known migration stands, without changing anything. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function migrationStatus(
   db: Kysely<any>,
   modules: readonly ModuleMigrations[],
@@ -113,7 +111,6 @@ export async function migrationStatus(
 }
 
 /** Applies every pending migration, in module order then name order, in one locked transaction. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function migrate(db: Kysely<any>, modules: readonly ModuleMigrations[]): Promise<MigrateResult> {
   const ordered = sortedModules(modules);
   return db.transaction().execute(async (trx) => {

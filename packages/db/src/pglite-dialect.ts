@@ -43,7 +43,6 @@ class PGliteConnection implements DatabaseConnection {
       : { rows: result.rows };
   }
 
-  // eslint-disable-next-line require-yield
   async *streamQuery<R>(): AsyncIterableIterator<QueryResult<R>> {
     throw new Error('PGlite does not stream query results');
   }

@@ -14,7 +14,6 @@ import {
 // the same: these cases hold on both.
 describe.each(await testDatabaseKinds())('transactions with pipelined begin and commit on %s', (kind) => {
   let database: TestDatabase;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   let db: Kysely<any>;
   const held = (label: string, id: number) =>
     CompiledQuery.raw(sentWithCommit('insert into public.entry (id, label) values ($1, $2)'), [id, label]);

@@ -1,6 +1,6 @@
 /**
  * Event positions for readers of the outbox: `formatCursor` writes the live stream's dotted form
- * (`184467.12`), `parseCursor` reads either form.
+ * (`184467.12`), `parseCursor` reads either form. The catalog of event types: catalog.ts.
  */
 import {
   formatListCursor,
@@ -22,3 +22,15 @@ export function parseCursor(text: string): OutboxPosition {
 }
 
 export { formatListCursor };
+
+export {
+  eventTypes,
+  eventTypeList,
+  isEventType,
+  type CatalogEventDraft,
+  type EventData,
+  type EventDraftOf,
+  type EventType,
+  type EventTypeSpec,
+  type SubjectKind,
+} from './catalog.js';

@@ -9,7 +9,6 @@ import type { IdKind } from '@better-compute/core';
 import type { CliIO } from './io.js';
 import type { CliApi } from './transport-types.js';
 import type { ComputeInstance } from '../types.js';
-import type { Manifest } from './manifest.js';
 
 /** What a command needs: a credential (`token`), the configuration (`config`), or neither. */
 export type CommandTarget = 'token' | 'config' | 'none';
@@ -111,6 +110,43 @@ export interface GlobalOptions {
   config: string | undefined;
   /** `--profile`, else BETTER_COMPUTE_PROFILE. */
   profile: string | undefined;
+}
+
+/** The manifest (manifest.ts builds it): every command as data, for `help --json`, the reference and completion. */
+export interface ManifestFlag {
+  /** As typed, without dashes: `if-version`. */
+  name: string;
+  type: FlagSpec['type'];
+  description: string;
+  required: boolean;
+  repeated: boolean;
+  /** Shared by every command of the target (`--format`, `--url`, …). */
+  shared: boolean;
+  default?: string | number | boolean;
+  choices?: string[];
+  /** The id kind of an `id` flag. */
+  kind?: string;
+  placeholder?: string;
+}
+
+export interface ManifestCommand {
+  name: string;
+  group: string;
+  summary: string;
+  description?: string;
+  target: CommandTarget;
+  project: boolean;
+  flags: ManifestFlag[];
+  positionals: PositionalSpec[];
+  examples: string[];
+  calls: string[];
+}
+
+export interface Manifest {
+  program: string;
+  version: string;
+  groups: HelpGroup[];
+  commands: ManifestCommand[];
 }
 
 /** What the program running a command offers it: the other commands, for help and completion. */

@@ -3,46 +3,13 @@
  * completion scripts.
  */
 import { PRODUCT, VERSION } from '@better-compute/core';
-import type { CommandTarget, FlagSpec, HelpGroup, PositionalSpec } from './define.js';
+import type { FlagSpec, HelpGroup, Manifest, ManifestCommand, ManifestFlag } from './define.js';
 import { kebabCase } from './define.js';
 import { globalFlagsOf } from './global-flags.js';
 import type { RegisteredCommand } from './registry.js';
 
-export interface ManifestFlag {
-  /** As typed, without dashes: `if-version`. */
-  name: string;
-  type: FlagSpec['type'];
-  description: string;
-  required: boolean;
-  repeated: boolean;
-  /** Shared by every command of the target (`--format`, `--url`, …). */
-  shared: boolean;
-  default?: string | number | boolean;
-  choices?: string[];
-  /** The id kind of an `id` flag. */
-  kind?: string;
-  placeholder?: string;
-}
-
-export interface ManifestCommand {
-  name: string;
-  group: string;
-  summary: string;
-  description?: string;
-  target: CommandTarget;
-  project: boolean;
-  flags: ManifestFlag[];
-  positionals: PositionalSpec[];
-  examples: string[];
-  calls: string[];
-}
-
-export interface Manifest {
-  program: string;
-  version: string;
-  groups: HelpGroup[];
-  commands: ManifestCommand[];
-}
+// The manifest's shape lives with the command model it describes, which the program view returns.
+export type { Manifest, ManifestCommand, ManifestFlag } from './define.js';
 
 function flagOf(key: string, spec: FlagSpec, shared: boolean): ManifestFlag {
   const flag: ManifestFlag = {

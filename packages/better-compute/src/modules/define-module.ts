@@ -1,15 +1,23 @@
 /**
  * A module adds methods (bindings of the method table), migrations and background job handlers.
- * `betterCompute` checks at start that no two modules bind one method and that every bound method
- * is in the table.
+ * A built-in module implements whole groups of the table (`implement(sitesGroup, { list, get, … })`,
+ * a handler for each method, checked by the type checker); a plugin binds its own methods one at a
+ * time (`bindMethod`). `betterCompute` checks at start that no two modules bind one method and that
+ * every bound method is in the table; compute.ts checks at compile time that every method of the
+ * table is implemented by a built-in module.
  */
-import type { AnyMethod, Identity, MethodDefinition } from '@better-compute/core';
+import type { AnyMethod, Identity, MethodDefinition, MethodGroup } from '@better-compute/core';
 import type { Migration } from '@better-compute/db';
+import type { CatalogEventDraft } from '@better-compute/events';
 import type { Kysely } from 'kysely';
 import type { z } from 'zod';
 import type { ComputeTables } from '../db/tables.js';
 
-/** An event a mutation writes to the outbox in its own transaction. */
+/**
+ * An event a mutation writes to the outbox in its own transaction, of any type: what the outbox
+ * stores and what a plugin's methods emit. The built-in modules emit `CatalogEventDraft`s, typed by
+ * the catalog of @better-compute/events.
+ */
 export interface EventDraft {
   type: string;
   subject: { type: string; id: string | null };
@@ -18,8 +26,8 @@ export interface EventDraft {
   tenantId?: string;
 }
 
-/** Everything a method's service code gets; nothing global. */
-export interface CallContext<Input = unknown> {
+/** Everything a method's service code gets; nothing global. `Draft` is what it may emit. */
+export interface CallContext<Input = unknown, Draft extends EventDraft = CatalogEventDraft> {
   input: Input;
   /** Null only for public methods called without a credential. */
   identity: Identity | null;
@@ -29,7 +37,7 @@ export interface CallContext<Input = unknown> {
   /** The transaction of a mutation, or the database for a query. */
   db: Kysely<ComputeTables>;
   /** Queues an event; it is written with the change, or not at all. */
-  emit(event: EventDraft): void;
+  emit(event: Draft): void;
   now(): Date;
   /**
    * Whether IAM knows a tenant. For queries only: a mutation names its tenants in the method table
@@ -54,22 +62,65 @@ export type OwnerLoader<Input = unknown> = (
   input: Input,
 ) => Promise<string | null>;
 
-export interface BoundMethod {
+/** A method and its implementation (and, for `@own` decisions, how to read its resource's owner). */
+export interface MethodBinding {
   method: AnyMethod;
   handler: MethodHandler;
   owner?: OwnerLoader;
 }
 
-/** Binds a method of the table to its implementation, typed by the method. */
+/** A binding as the handler routes it. */
+export type BoundMethod = MethodBinding;
+
+/** Binds one method to its implementation, typed by the method: a plugin's way to add a method. */
 export function bindMethod<I extends z.ZodType, O extends z.ZodType>(
   method: MethodDefinition<I, O>,
-  handler: (context: CallContext<z.output<I>>) => Promise<z.input<O>>,
+  handler: (context: CallContext<z.output<I>, EventDraft>) => Promise<z.input<O>>,
   options: { owner?: OwnerLoader<z.output<I>> } = {},
-): BoundMethod {
+): MethodBinding {
   return {
     method: method as unknown as AnyMethod,
     handler: handler as unknown as MethodHandler,
     ...(options.owner ? { owner: options.owner as OwnerLoader } : {}),
+  };
+}
+
+/** The implementation of a method of a group, typed by the method. */
+export type HandlerOf<M> =
+  M extends MethodDefinition<infer I, infer O>
+    ? (context: CallContext<z.output<I>>) => Promise<z.input<O>>
+    : never;
+
+/**
+ * A group's methods bound to their handlers; `Keys` (`sites.list` | …) says at compile time which
+ * methods of the table it implements.
+ */
+export interface ImplementedGroup<Keys extends string = string> {
+  readonly keys: readonly Keys[];
+  readonly bindings: readonly MethodBinding[];
+}
+
+/**
+ * Implements every method of a group: a handler is required for each, and none may be extra.
+ * `owners` names, for the methods decided with `@own`, how to read their resource's owner.
+ */
+export function implement<G extends MethodGroup<string, any>>(
+  group: G,
+  handlers: { [Name in keyof G['methods'] & string]: HandlerOf<G['methods'][Name]> },
+  owners: { [Name in keyof G['methods'] & string]?: OwnerLoader<any> } = {},
+): ImplementedGroup<`${G['group']}.${keyof G['methods'] & string}`> {
+  const methods = group.methods as Record<string, AnyMethod>;
+  const bindings = Object.keys(methods).map((name) => {
+    const owner = (owners as Record<string, OwnerLoader | undefined>)[name];
+    return {
+      method: methods[name]!,
+      handler: (handlers as Record<string, MethodHandler>)[name]!,
+      ...(owner ? { owner } : {}),
+    };
+  });
+  return {
+    keys: Object.keys(methods).map((name) => `${group.group}.${name}`) as never,
+    bindings,
   };
 }
 
@@ -79,14 +130,37 @@ export interface JobContext {
   now(): Date;
 }
 
-export interface ComputeModule {
+export interface ComputeModule<Implemented extends string = string> {
   name: string;
   migrations?: readonly Migration[];
-  methods: BoundMethod[];
+  methods: MethodBinding[];
   /** Handlers for background jobs of the given kinds. */
+  jobs?: Record<string, (context: JobContext) => Promise<void>>;
+  /** Compile time only: the keys of the table its implemented groups cover (never set). */
+  readonly implemented?: Implemented;
+}
+
+/** What a module declares: groups it implements and methods it binds one at a time, in any mix. */
+export interface ModuleDeclaration<Parts extends readonly (MethodBinding | ImplementedGroup)[]> {
+  name: string;
+  migrations?: readonly Migration[];
+  methods: Parts;
   jobs?: Record<string, (context: JobContext) => Promise<void>>;
 }
 
-export function defineModule(module: ComputeModule): ComputeModule {
+/** The table keys the implemented groups among a module's parts cover. */
+export type ImplementedKeys<Parts> = Parts extends readonly (infer Part)[]
+  ? Part extends ImplementedGroup<infer Keys>
+    ? Keys
+    : never
+  : never;
+
+export function defineModule<const Parts extends readonly (MethodBinding | ImplementedGroup)[]>(
+  declaration: ModuleDeclaration<Parts>,
+): ComputeModule<ImplementedKeys<Parts>> {
+  const methods = declaration.methods.flatMap((part) => ('bindings' in part ? part.bindings : [part]));
+  const module: ComputeModule<ImplementedKeys<Parts>> = { name: declaration.name, methods };
+  if (declaration.migrations) module.migrations = declaration.migrations;
+  if (declaration.jobs) module.jobs = declaration.jobs;
   return module;
 }

@@ -19,7 +19,7 @@ import { type Database, openDatabase } from '@better-compute/db';
 import { sql, type Kysely } from 'kysely';
 import { betterCompute } from '../compute.js';
 import type { ComputeTables } from '../db/tables.js';
-import { runFleetController } from '../modules/capacity/controller.js';
+import { runFleetController } from '../modules/fleet/controller.js';
 import { checkAll, checkStep, EventReplay, type Violation } from './invariants.js';
 import { createRandom, seedFleet, type SimNodeSpec } from './fleet.js';
 

@@ -1,6 +1,6 @@
 /** The `capacity` group: GPUs per pool and model, and whether (and when) a request would fit. */
 import { z } from 'zod';
-import { defineMethod } from '../contract.js';
+import { defineGroup, method } from '../group.js';
 import { idOf, isoTime, tenantId } from './common.js';
 import { bindingSchema, placementRequest } from './reservations.js';
 
@@ -22,25 +22,17 @@ export const capacityPoolSchema = z.object({
   models: z.array(z.object({ gpuModel: z.string(), ...counts })),
 });
 
-export const capacityGet = defineMethod({
-  group: 'capacity',
-  name: 'get',
+const capacityGet = method({
   kind: 'query',
   summary: 'Total, reserved, free and unavailable GPUs per pool and per GPU model',
-  module: 'fleet',
-  access: { action: 'compute:capacity:read' },
   tenantScoped: true,
   input: z.object({ tenantId, poolId: idOf('pool').optional() }).strict(),
   output: z.object({ items: z.array(capacityPoolSchema), nextCursor: z.null() }),
 });
 
-export const capacityPreview = defineMethod({
-  group: 'capacity',
-  name: 'preview',
+const capacityPreview = method({
   kind: 'query',
   summary: 'Whether a reservation would fit now and where; if not, the earliest time it could start',
-  module: 'fleet',
-  access: { action: 'compute:capacity:read' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-pool', id: input.poolId }),
   input: z.object({ tenantId, ...placementRequest }).strict(),
@@ -55,3 +47,13 @@ export const capacityPreview = defineMethod({
     reason: z.string().nullable(),
   }),
 });
+
+/** The `capacity` group: each method's name, route (`/capacity/…`) and default IAM action come from here. */
+export const capacityGroup = defineGroup(
+  'capacity',
+  { module: 'fleet' },
+  {
+    get: capacityGet,
+    preview: capacityPreview,
+  },
+);

@@ -1,6 +1,6 @@
 /** The `drivers` group: the machine drivers this build supports. */
 import { z } from 'zod';
-import { defineMethod } from '../contract.js';
+import { defineGroup, method } from '../group.js';
 import { pageOf, tenantId } from './common.js';
 
 export const driverSchema = z.object({
@@ -12,14 +12,19 @@ export const driverSchema = z.object({
   simulated: z.boolean(),
 });
 
-export const driversList = defineMethod({
-  group: 'drivers',
-  name: 'list',
+const driversList = method({
   kind: 'query',
   summary: 'The registered drivers',
-  module: 'fleet',
-  access: { action: 'compute:drivers:read' },
   tenantScoped: true,
   input: z.object({ tenantId }).strict(),
   output: pageOf(driverSchema),
 });
+
+/** The `drivers` group: each method's name, route (`/drivers/…`) and default IAM action come from here. */
+export const driversGroup = defineGroup(
+  'drivers',
+  { module: 'fleet' },
+  {
+    list: driversList,
+  },
+);

@@ -1,6 +1,6 @@
 /** The `events` group: the tenant's outbox, paged by position. */
 import { z } from 'zod';
-import { defineMethod } from '../contract.js';
+import { defineGroup, method } from '../group.js';
 import { pageInput, pageOf, tenantId } from './common.js';
 
 export const eventSchema = z.object({
@@ -24,13 +24,9 @@ export const eventSchema = z.object({
  */
 const TYPE_FILTER = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\.(\*|[A-Za-z0-9_-]+)?$/;
 
-export const eventsList = defineMethod({
-  group: 'events',
-  name: 'list',
+const eventsList = method({
   kind: 'query',
   summary: 'Page through the tenant’s events in commit order',
-  module: 'events',
-  access: { action: 'compute:events:read' },
   tenantScoped: true,
   input: z
     .object({
@@ -49,3 +45,12 @@ export const eventsList = defineMethod({
     .strict(),
   output: pageOf(eventSchema),
 });
+
+/** The `events` group: each method's name, route (`/events/…`) and default IAM action come from here. */
+export const eventsGroup = defineGroup(
+  'events',
+  { module: 'events' },
+  {
+    list: eventsList,
+  },
+);

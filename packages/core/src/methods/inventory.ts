@@ -1,6 +1,6 @@
 /** The `inventory` group: a node's hardware inventory (GPUs with their NVLink domains, CPU, memory) and its history. */
 import { z } from 'zod';
-import { defineMethod } from '../contract.js';
+import { defineGroup, method } from '../group.js';
 import { idOf, isoTime, pageInputByRevision, pageOf, revisionNumber, tenantId } from './common.js';
 
 /** One GPU as the node daemon reports it. A domain id may be shared by GPUs of several nodes (rack-scale NVLink). */
@@ -36,13 +36,9 @@ export const inventoryRecordSchema = z.object({
   recordedAt: isoTime,
 });
 
-export const inventoryGet = defineMethod({
-  group: 'inventory',
-  name: 'get',
+const inventoryGet = method({
   kind: 'query',
   summary: 'A node’s current hardware inventory',
-  module: 'fleet',
-  access: { action: 'compute:inventory:read' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-node', id: input.nodeId }),
   input: z.object({ tenantId, nodeId: idOf('node') }).strict(),
@@ -52,13 +48,9 @@ export const inventoryGet = defineMethod({
   }),
 });
 
-export const inventoryHistory = defineMethod({
-  group: 'inventory',
-  name: 'history',
+const inventoryHistory = method({
   kind: 'query',
   summary: 'Every inventory a node reported, newest first',
-  module: 'fleet',
-  access: { action: 'compute:inventory:read' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-node', id: input.nodeId }),
   input: z.object({ tenantId, nodeId: idOf('node'), ...pageInputByRevision() }).strict(),
@@ -73,13 +65,9 @@ export const inventoryChangeSchema = z.object({
   after: z.unknown(),
 });
 
-export const inventoryDiff = defineMethod({
-  group: 'inventory',
-  name: 'diff',
+const inventoryDiff = method({
   kind: 'query',
   summary: 'What changed between two inventory revisions (default: the last two)',
-  module: 'fleet',
-  access: { action: 'compute:inventory:read' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-node', id: input.nodeId }),
   input: z
@@ -97,3 +85,14 @@ export const inventoryDiff = defineMethod({
     changes: z.array(inventoryChangeSchema),
   }),
 });
+
+/** The `inventory` group: each method's name, route (`/inventory/…`) and default IAM action come from here. */
+export const inventoryGroup = defineGroup(
+  'inventory',
+  { module: 'fleet' },
+  {
+    get: inventoryGet,
+    history: inventoryHistory,
+    diff: inventoryDiff,
+  },
+);

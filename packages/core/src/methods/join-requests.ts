@@ -1,6 +1,6 @@
 /** The `joinRequests` group: machines that asked to join with a join token, waiting for an operator. */
 import { z } from 'zod';
-import { defineMethod } from '../contract.js';
+import { defineGroup, method } from '../group.js';
 import { idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 import { inventorySchema } from './inventory.js';
 import { labels } from './sites.js';
@@ -20,13 +20,9 @@ export const joinRequestSchema = z.object({
   decidedAt: isoTime.nullable(),
 });
 
-export const joinRequestsList = defineMethod({
-  group: 'joinRequests',
-  name: 'list',
+const joinRequestsList = method({
   kind: 'query',
   summary: 'List join requests',
-  module: 'fleet',
-  access: { action: 'compute:join-requests:read' },
   tenantScoped: true,
   input: z
     .object({
@@ -39,26 +35,18 @@ export const joinRequestsList = defineMethod({
   output: pageOf(joinRequestSchema),
 });
 
-export const joinRequestsApprove = defineMethod({
-  group: 'joinRequests',
-  name: 'approve',
+const joinRequestsApprove = method({
   kind: 'mutation',
   summary: 'Admit a machine: it becomes a node in the token’s pool',
-  module: 'fleet',
-  access: { action: 'compute:join-requests:approve' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-join-request', id: input.joinRequestId }),
   input: z.object({ tenantId, joinRequestId: idOf('joinRequest'), labels: labels.optional() }).strict(),
   output: joinRequestSchema,
 });
 
-export const joinRequestsReject = defineMethod({
-  group: 'joinRequests',
-  name: 'reject',
+const joinRequestsReject = method({
   kind: 'mutation',
   summary: 'Turn down a machine that asked to join',
-  module: 'fleet',
-  access: { action: 'compute:join-requests:reject' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-join-request', id: input.joinRequestId }),
   input: z
@@ -66,3 +54,14 @@ export const joinRequestsReject = defineMethod({
     .strict(),
   output: joinRequestSchema,
 });
+
+/** The `joinRequests` group: each method's name, route (`/joinRequests/…`) and default IAM action come from here. */
+export const joinRequestsGroup = defineGroup(
+  'joinRequests',
+  { module: 'fleet' },
+  {
+    list: joinRequestsList,
+    approve: joinRequestsApprove,
+    reject: joinRequestsReject,
+  },
+);

@@ -3,7 +3,7 @@
  * hash. Ids never contain a `.`, so a pasted token is refused where an id is expected.
  */
 import { z } from 'zod';
-import { defineMethod } from '../contract.js';
+import { defineGroup, method } from '../group.js';
 import { idempotencyKey, idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 
 export const joinTokenSchema = z.object({
@@ -21,13 +21,9 @@ export const joinTokenSchema = z.object({
   createdAt: isoTime,
 });
 
-export const joinTokensCreate = defineMethod({
-  group: 'joinTokens',
-  name: 'create',
+const joinTokensCreate = method({
   kind: 'mutation',
   summary: 'Mint a join token for a pool; the secret is in this answer (and its retries) only',
-  module: 'fleet',
-  access: { action: 'compute:join-tokens:create' },
   tenantScoped: true,
   idempotent: true,
   // A retry with the same key gets the same token back; the kept answer holds it sealed.
@@ -51,27 +47,30 @@ export const joinTokensCreate = defineMethod({
   output: z.object({ joinToken: joinTokenSchema, token: z.string() }),
 });
 
-export const joinTokensList = defineMethod({
-  group: 'joinTokens',
-  name: 'list',
+const joinTokensList = method({
   kind: 'query',
   summary: 'List join tokens (never their secrets)',
-  module: 'fleet',
-  access: { action: 'compute:join-tokens:read' },
   tenantScoped: true,
   input: z.object({ tenantId, poolId: idOf('pool').optional(), ...pageInputById('joinToken') }).strict(),
   output: pageOf(joinTokenSchema),
 });
 
-export const joinTokensRevoke = defineMethod({
-  group: 'joinTokens',
-  name: 'revoke',
+const joinTokensRevoke = method({
   kind: 'mutation',
   summary: 'Revoke a join token; the join requests made with it that wait are rejected',
-  module: 'fleet',
-  access: { action: 'compute:join-tokens:revoke' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-join-token', id: input.joinTokenId }),
   input: z.object({ tenantId, joinTokenId: idOf('joinToken') }).strict(),
   output: joinTokenSchema,
 });
+
+/** The `joinTokens` group: each method's name, route (`/joinTokens/…`) and default IAM action come from here. */
+export const joinTokensGroup = defineGroup(
+  'joinTokens',
+  { module: 'fleet' },
+  {
+    create: joinTokensCreate,
+    list: joinTokensList,
+    revoke: joinTokensRevoke,
+  },
+);

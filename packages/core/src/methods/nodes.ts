@@ -5,7 +5,7 @@
  * credential (never an IAM credential).
  */
 import { z } from 'zod';
-import { defineMethod } from '../contract.js';
+import { defineGroup, method } from '../group.js';
 import { idOf, isoTime, pageInput, pageInputById, pageOf, tenantId } from './common.js';
 import { eventSchema } from './events.js';
 import { inventorySchema } from './inventory.js';
@@ -65,13 +65,9 @@ export const nodeSchema = z.object({
 const nodeRef = { tenantId, nodeId: idOf('node') };
 const nodeResource = (input: { nodeId: string }) => ({ type: 'compute-node', id: input.nodeId });
 
-export const nodesList = defineMethod({
-  group: 'nodes',
-  name: 'list',
+const nodesList = method({
   kind: 'query',
   summary: 'List the nodes of the tenant’s pools',
-  module: 'fleet',
-  access: { action: 'compute:nodes:read' },
   tenantScoped: true,
   input: z
     .object({
@@ -84,40 +80,29 @@ export const nodesList = defineMethod({
   output: pageOf(nodeSchema),
 });
 
-export const nodesGet = defineMethod({
-  group: 'nodes',
-  name: 'get',
+const nodesGet = method({
   kind: 'query',
   summary: 'Show a node with its GPUs',
-  module: 'fleet',
-  access: { action: 'compute:nodes:read' },
   tenantScoped: true,
   resource: nodeResource,
   input: z.object(nodeRef).strict(),
   output: nodeSchema,
 });
 
-export const nodesEvents = defineMethod({
-  group: 'nodes',
-  name: 'events',
+const nodesEvents = method({
   kind: 'query',
   summary: 'A node’s events, oldest first',
-  module: 'fleet',
-  access: { action: 'compute:nodes:read' },
   tenantScoped: true,
   resource: nodeResource,
   input: z.object({ ...nodeRef, ...pageInput }).strict(),
   output: pageOf(eventSchema),
 });
 
-function stateChange(name: 'cordon' | 'uncordon' | 'drain', summary: string) {
-  return defineMethod({
-    group: 'nodes',
-    name,
+/** Cordon, uncordon and drain: the same input and answer; each one's action is its name (`compute:nodes:cordon`). */
+function stateChange(summary: string) {
+  return method({
     kind: 'mutation',
     summary,
-    module: 'fleet',
-    access: { action: `compute:nodes:${name}` },
     tenantScoped: true,
     resource: nodeResource,
     input: z.object({ ...nodeRef, reason: z.string().max(500).optional(), ifVersion }).strict(),
@@ -125,26 +110,17 @@ function stateChange(name: 'cordon' | 'uncordon' | 'drain', summary: string) {
   });
 }
 
-export const nodesCordon = stateChange(
-  'cordon',
-  'Cordon a node: it keeps its reservations and takes no new ones',
-);
-export const nodesUncordon = stateChange(
-  'uncordon',
+const nodesCordon = stateChange('Cordon a node: it keeps its reservations and takes no new ones');
+const nodesUncordon = stateChange(
   'Uncordon a cordoned, draining or drained node: it takes new reservations again',
 );
-export const nodesDrain = stateChange(
-  'drain',
+const nodesDrain = stateChange(
   'Drain a node: no new work; it becomes drained when its last reservation ends',
 );
 
-export const nodesLabel = defineMethod({
-  group: 'nodes',
-  name: 'label',
+const nodesLabel = method({
   kind: 'mutation',
   summary: 'Set or remove a node’s labels',
-  module: 'fleet',
-  access: { action: 'compute:nodes:label' },
   tenantScoped: true,
   resource: nodeResource,
   input: z
@@ -153,13 +129,9 @@ export const nodesLabel = defineMethod({
   output: nodeSchema,
 });
 
-export const nodesTaint = defineMethod({
-  group: 'nodes',
-  name: 'taint',
+const nodesTaint = method({
   kind: 'mutation',
   summary: 'Add or remove a node’s taints (keys under better-compute.io/ are compute’s own)',
-  module: 'fleet',
-  access: { action: 'compute:nodes:taint' },
   tenantScoped: true,
   resource: nodeResource,
   input: z
@@ -173,13 +145,9 @@ export const nodesTaint = defineMethod({
   output: nodeSchema,
 });
 
-export const nodesRetire = defineMethod({
-  group: 'nodes',
-  name: 'retire',
+const nodesRetire = method({
   kind: 'mutation',
   summary: 'Retire a node for good; with force, its running reservations end (reason node-retired)',
-  module: 'fleet',
-  access: { action: 'compute:nodes:retire' },
   tenantScoped: true,
   resource: nodeResource,
   input: z
@@ -193,26 +161,19 @@ export const nodesRetire = defineMethod({
   output: nodeSchema,
 });
 
-export const nodesDelete = defineMethod({
-  group: 'nodes',
-  name: 'delete',
+const nodesDelete = method({
   kind: 'mutation',
   summary:
     'Remove a retired or cordoned node that holds no reservation (retire with force ends what it holds)',
-  module: 'fleet',
-  access: { action: 'compute:nodes:delete' },
   tenantScoped: true,
   resource: nodeResource,
   input: z.object({ ...nodeRef, ifVersion }).strict(),
   output: z.object({ id: z.string(), deleted: z.literal(true) }),
 });
 
-export const nodesJoin = defineMethod({
-  group: 'nodes',
-  name: 'join',
+const nodesJoin = method({
   kind: 'mutation',
   summary: 'A node daemon asks to join with a join token and its inventory (public; the token decides)',
-  module: 'fleet',
   access: { public: true },
   tenantScoped: false,
   input: z
@@ -235,12 +196,9 @@ export const nodesJoin = defineMethod({
   }),
 });
 
-export const nodesClaim = defineMethod({
-  group: 'nodes',
-  name: 'claim',
+const nodesClaim = method({
   kind: 'mutation',
   summary: 'A node daemon collects its node credential once its join request is approved (public)',
-  module: 'fleet',
   access: { public: true },
   tenantScoped: false,
   input: z.object({ joinRequestId: idOf('joinRequest'), claimSecret: z.string().min(20).max(200) }).strict(),
@@ -253,13 +211,10 @@ export const nodesClaim = defineMethod({
   }),
 });
 
-export const nodesHeartbeat = defineMethod({
-  group: 'nodes',
-  name: 'heartbeat',
+const nodesHeartbeat = method({
   kind: 'mutation',
   summary:
     'A node daemon reports it is alive, with its inventory when it changed (public; the node credential decides)',
-  module: 'fleet',
   access: { public: true },
   tenantScoped: false,
   input: z
@@ -276,3 +231,24 @@ export const nodesHeartbeat = defineMethod({
     ),
   }),
 });
+
+/** The `nodes` group: each method's name, route (`/nodes/…`) and default IAM action come from here. */
+export const nodesGroup = defineGroup(
+  'nodes',
+  { module: 'fleet' },
+  {
+    list: nodesList,
+    get: nodesGet,
+    events: nodesEvents,
+    cordon: nodesCordon,
+    uncordon: nodesUncordon,
+    drain: nodesDrain,
+    label: nodesLabel,
+    taint: nodesTaint,
+    retire: nodesRetire,
+    delete: nodesDelete,
+    join: nodesJoin,
+    claim: nodesClaim,
+    heartbeat: nodesHeartbeat,
+  },
+);

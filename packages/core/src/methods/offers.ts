@@ -4,7 +4,7 @@
  * `pools list` and open to reservations.
  */
 import { z } from 'zod';
-import { defineMethod } from '../contract.js';
+import { defineGroup, method } from '../group.js';
 import { idOf, isoTime, pageOf, tenantId } from './common.js';
 import { poolClass } from './pools.js';
 
@@ -19,13 +19,9 @@ export const offerSchema = z.object({
   since: isoTime,
 });
 
-export const offersList = defineMethod({
-  group: 'offers',
-  name: 'list',
+const offersList = method({
   kind: 'query',
   summary: 'Pools offered to the tenant: pending offers to accept, and accepted ones',
-  module: 'fleet',
-  access: { action: 'compute:offers:read' },
   tenantScoped: true,
   input: z.object({ tenantId, state: z.enum(['pending', 'accepted']).optional() }).strict(),
   output: pageOf(offerSchema),
@@ -33,28 +29,27 @@ export const offersList = defineMethod({
 
 const answer = z.object({ poolId: z.string(), state: z.enum(['accepted', 'declined']) });
 
-export const offersAccept = defineMethod({
-  group: 'offers',
-  name: 'accept',
+const offersAccept = method({
   kind: 'mutation',
   summary: 'Accept a pool’s offer: the pool joins the tenant’s list and takes its reservations',
-  module: 'fleet',
-  access: { action: 'compute:offers:accept' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-pool', id: input.poolId }),
   input: z.object({ tenantId, poolId: idOf('pool') }).strict(),
   output: answer,
 });
 
-export const offersDecline = defineMethod({
-  group: 'offers',
-  name: 'decline',
+const offersDecline = method({
   kind: 'mutation',
   summary: 'Decline a pending offer of a pool',
-  module: 'fleet',
-  access: { action: 'compute:offers:decline' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-pool', id: input.poolId }),
   input: z.object({ tenantId, poolId: idOf('pool') }).strict(),
   output: answer,
 });
+
+/** Actions: compute:offers:read, compute:offers:accept, compute:offers:decline. */
+export const offersGroup = defineGroup(
+  'offers',
+  { module: 'fleet' },
+  { list: offersList, accept: offersAccept, decline: offersDecline },
+);

@@ -1,6 +1,6 @@
 /** The `pools` group: pools of machines at a site, with a class and an owner, offered to other tenants. */
 import { z } from 'zod';
-import { defineMethod } from '../contract.js';
+import { defineGroup, method } from '../group.js';
 import { idempotencyKey, idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 import { ifVersion, labelKey, labels, resourceName } from './sites.js';
 
@@ -28,13 +28,9 @@ export const poolSchema = z.object({
   updatedAt: isoTime,
 });
 
-export const poolsList = defineMethod({
-  group: 'pools',
-  name: 'list',
+const poolsList = method({
   kind: 'query',
   summary: 'List the tenant’s own pools and the pools offered to it',
-  module: 'fleet',
-  access: { action: 'compute:pools:read' },
   tenantScoped: true,
   input: z
     .object({
@@ -47,26 +43,18 @@ export const poolsList = defineMethod({
   output: pageOf(poolSchema),
 });
 
-export const poolsGet = defineMethod({
-  group: 'pools',
-  name: 'get',
+const poolsGet = method({
   kind: 'query',
   summary: 'Show a pool',
-  module: 'fleet',
-  access: { action: 'compute:pools:read' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-pool', id: input.poolId }),
   input: z.object({ tenantId, poolId: idOf('pool') }).strict(),
   output: poolSchema,
 });
 
-export const poolsCreate = defineMethod({
-  group: 'pools',
-  name: 'create',
+const poolsCreate = method({
   kind: 'mutation',
   summary: 'Create a pool at a site',
-  module: 'fleet',
-  access: { action: 'compute:pools:create' },
   tenantScoped: true,
   idempotent: true,
   input: z
@@ -84,13 +72,9 @@ export const poolsCreate = defineMethod({
   output: poolSchema,
 });
 
-export const poolsUpdate = defineMethod({
-  group: 'pools',
-  name: 'update',
+const poolsUpdate = method({
   kind: 'mutation',
   summary: 'Rename, describe or relabel a pool',
-  module: 'fleet',
-  access: { action: 'compute:pools:update' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-pool', id: input.poolId }),
   input: z
@@ -109,28 +93,20 @@ export const poolsUpdate = defineMethod({
   output: poolSchema,
 });
 
-export const poolsArchive = defineMethod({
-  group: 'pools',
-  name: 'archive',
+const poolsArchive = method({
   kind: 'mutation',
   summary:
     'Archive a pool: it takes no new reservations and no new nodes; its join tokens are revoked and their pending join requests rejected',
-  module: 'fleet',
-  access: { action: 'compute:pools:archive' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-pool', id: input.poolId }),
   input: z.object({ tenantId, poolId: idOf('pool'), ifVersion }).strict(),
   output: poolSchema,
 });
 
-export const poolsOffer = defineMethod({
-  group: 'pools',
-  name: 'offer',
+const poolsOffer = method({
   kind: 'mutation',
   summary:
     'Offer an active pool to another tenant: the platform’s offers stand at once, others wait for the tenant to accept (offers.accept)',
-  module: 'fleet',
-  access: { action: 'compute:pools:offer' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-pool', id: input.poolId }),
   namesTenants: ['offerTenantId'],
@@ -138,16 +114,27 @@ export const poolsOffer = defineMethod({
   output: poolSchema,
 });
 
-export const poolsUnoffer = defineMethod({
-  group: 'pools',
-  name: 'unoffer',
+const poolsUnoffer = method({
   kind: 'mutation',
   summary:
     'Withdraw a pool’s offer from a tenant (its running reservations run to their end; not offered: no change)',
-  module: 'fleet',
-  access: { action: 'compute:pools:unoffer' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-pool', id: input.poolId }),
   input: z.object({ tenantId, poolId: idOf('pool'), offerTenantId: tenantId, ifVersion }).strict(),
   output: poolSchema,
 });
+
+/** The `pools` group: each method's name, route (`/pools/…`) and default IAM action come from here. */
+export const poolsGroup = defineGroup(
+  'pools',
+  { module: 'fleet' },
+  {
+    list: poolsList,
+    get: poolsGet,
+    create: poolsCreate,
+    update: poolsUpdate,
+    archive: poolsArchive,
+    offer: poolsOffer,
+    unoffer: poolsUnoffer,
+  },
+);

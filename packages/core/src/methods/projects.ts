@@ -1,6 +1,6 @@
 /** The `projects` group: a tenant's projects, which group work and scope IAM bindings. */
 import { z } from 'zod';
-import { defineMethod } from '../contract.js';
+import { defineGroup, method } from '../group.js';
 import { idempotencyKey, idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 import { ifVersion, resourceName } from './sites.js';
 
@@ -15,13 +15,9 @@ export const projectSchema = z.object({
   archivedAt: isoTime.nullable(),
 });
 
-export const projectsList = defineMethod({
-  group: 'projects',
-  name: 'list',
+const projectsList = method({
   kind: 'query',
   summary: 'List the tenant’s projects',
-  module: 'fleet',
-  access: { action: 'compute:projects:read' },
   tenantScoped: true,
   input: z
     .object({ tenantId, state: z.enum(['active', 'archived']).optional(), ...pageInputById('project') })
@@ -29,26 +25,18 @@ export const projectsList = defineMethod({
   output: pageOf(projectSchema),
 });
 
-export const projectsGet = defineMethod({
-  group: 'projects',
-  name: 'get',
+const projectsGet = method({
   kind: 'query',
   summary: 'Show a project',
-  module: 'fleet',
-  access: { action: 'compute:projects:read' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-project', id: input.projectId }),
   input: z.object({ tenantId, projectId: idOf('project') }).strict(),
   output: projectSchema,
 });
 
-export const projectsCreate = defineMethod({
-  group: 'projects',
-  name: 'create',
+const projectsCreate = method({
   kind: 'mutation',
   summary: 'Create a project',
-  module: 'fleet',
-  access: { action: 'compute:projects:create' },
   tenantScoped: true,
   idempotent: true,
   input: z
@@ -62,15 +50,23 @@ export const projectsCreate = defineMethod({
   output: projectSchema,
 });
 
-export const projectsArchive = defineMethod({
-  group: 'projects',
-  name: 'archive',
+const projectsArchive = method({
   kind: 'mutation',
   summary: 'Archive a project',
-  module: 'fleet',
-  access: { action: 'compute:projects:archive' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-project', id: input.projectId }),
   input: z.object({ tenantId, projectId: idOf('project'), ifVersion }).strict(),
   output: projectSchema,
 });
+
+/** The `projects` group: each method's name, route (`/projects/…`) and default IAM action come from here. */
+export const projectsGroup = defineGroup(
+  'projects',
+  { module: 'fleet' },
+  {
+    list: projectsList,
+    get: projectsGet,
+    create: projectsCreate,
+    archive: projectsArchive,
+  },
+);

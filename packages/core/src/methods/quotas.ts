@@ -1,6 +1,6 @@
 /** The `quotas` group: limits per tenant, pool and resource, enforced at reserve and at activation. */
 import { z } from 'zod';
-import { defineMethod } from '../contract.js';
+import { defineGroup, method } from '../group.js';
 import { idOf, isoTime, tenantId } from './common.js';
 import { ifVersion } from './sites.js';
 
@@ -19,13 +19,9 @@ export const quotaSchema = z.object({
   updatedAt: isoTime.nullable(),
 });
 
-export const quotasGet = defineMethod({
-  group: 'quotas',
-  name: 'get',
+const quotasGet = method({
   kind: 'query',
   summary: 'Show a tenant’s quotas on a pool',
-  module: 'fleet',
-  access: { action: 'compute:quotas:read' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-pool', id: input.poolId }),
   // No namesTenants here: the method refuses a caller who is not the pool's owner before it asks
@@ -41,14 +37,10 @@ export const quotasGet = defineMethod({
   output: z.object({ items: z.array(quotaSchema), nextCursor: z.null() }),
 });
 
-export const quotasSet = defineMethod({
-  group: 'quotas',
-  name: 'set',
+const quotasSet = method({
   kind: 'mutation',
   summary:
     'Set (or clear, with limit null) a tenant’s quota on a pool the acting tenant owns (an archived pool’s can only be cleared)',
-  module: 'fleet',
-  access: { action: 'compute:quotas:set' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-pool', id: input.poolId }),
   namesTenants: ['subjectTenantId'],
@@ -64,3 +56,13 @@ export const quotasSet = defineMethod({
     .strict(),
   output: quotaSchema,
 });
+
+/** The `quotas` group: each method's name, route (`/quotas/…`) and default IAM action come from here. */
+export const quotasGroup = defineGroup(
+  'quotas',
+  { module: 'fleet' },
+  {
+    get: quotasGet,
+    set: quotasSet,
+  },
+);

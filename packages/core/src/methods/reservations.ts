@@ -4,7 +4,7 @@
  * with a reason (`released`, `expired`, `cancelled`, `node-retired`).
  */
 import { z } from 'zod';
-import { defineMethod } from '../contract.js';
+import { defineGroup, method } from '../group.js';
 import { idempotencyKey, idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 import { ifVersion, labelKey, SYSTEM_TAINT_PREFIX } from './sites.js';
 
@@ -75,13 +75,9 @@ export const placementRequest = {
     .default([]),
 };
 
-export const reservationsCreate = defineMethod({
-  group: 'reservations',
-  name: 'create',
+const reservationsCreate = method({
   kind: 'mutation',
   summary: 'Reserve GPUs from a pool; queued in order when they are not free',
-  module: 'fleet',
-  access: { action: 'compute:reservations:create' },
   tenantScoped: true,
   idempotent: true,
   input: z
@@ -95,26 +91,18 @@ export const reservationsCreate = defineMethod({
   output: reservationSchema,
 });
 
-export const reservationsGet = defineMethod({
-  group: 'reservations',
-  name: 'get',
+const reservationsGet = method({
   kind: 'query',
   summary: 'Show a reservation with its binding',
-  module: 'fleet',
-  access: { action: 'compute:reservations:read' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-reservation', id: input.reservationId }),
   input: z.object({ tenantId, reservationId: idOf('reservation') }).strict(),
   output: reservationSchema,
 });
 
-export const reservationsList = defineMethod({
-  group: 'reservations',
-  name: 'list',
+const reservationsList = method({
   kind: 'query',
   summary: 'List the tenant’s reservations, newest first',
-  module: 'fleet',
-  access: { action: 'compute:reservations:read' },
   tenantScoped: true,
   input: z
     .object({
@@ -129,13 +117,9 @@ export const reservationsList = defineMethod({
   output: pageOf(reservationSchema),
 });
 
-export const reservationsExtend = defineMethod({
-  group: 'reservations',
-  name: 'extend',
+const reservationsExtend = method({
   kind: 'mutation',
   summary: 'Extend a queued or active reservation',
-  module: 'fleet',
-  access: { action: 'compute:reservations:extend' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-reservation', id: input.reservationId }),
   input: z
@@ -149,15 +133,24 @@ export const reservationsExtend = defineMethod({
   output: reservationSchema,
 });
 
-export const reservationsRelease = defineMethod({
-  group: 'reservations',
-  name: 'release',
+const reservationsRelease = method({
   kind: 'mutation',
   summary: 'Release a reservation’s GPUs now (or cancel it while queued)',
-  module: 'fleet',
-  access: { action: 'compute:reservations:release' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-reservation', id: input.reservationId }),
   input: z.object({ tenantId, reservationId: idOf('reservation'), ifVersion }).strict(),
   output: reservationSchema,
 });
+
+/** The `reservations` group: each method's name, route (`/reservations/…`) and default IAM action come from here. */
+export const reservationsGroup = defineGroup(
+  'reservations',
+  { module: 'fleet' },
+  {
+    create: reservationsCreate,
+    get: reservationsGet,
+    list: reservationsList,
+    extend: reservationsExtend,
+    release: reservationsRelease,
+  },
+);

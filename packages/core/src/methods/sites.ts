@@ -3,7 +3,7 @@
  * A site is where machines live (a data centre, a rack row, a cloud region), owned by a tenant.
  */
 import { z } from 'zod';
-import { defineMethod } from '../contract.js';
+import { defineGroup, method } from '../group.js';
 import {
   idempotencyKey,
   idOf,
@@ -75,38 +75,26 @@ export const siteSchema = z.object({
   updatedAt: isoTime,
 });
 
-export const sitesList = defineMethod({
-  group: 'sites',
-  name: 'list',
+const sitesList = method({
   kind: 'query',
   summary: 'List the tenant’s sites',
-  module: 'fleet',
-  access: { action: 'compute:sites:read' },
   tenantScoped: true,
   input: z.object({ tenantId, ...pageInputById('site') }).strict(),
   output: pageOf(siteSchema),
 });
 
-export const sitesGet = defineMethod({
-  group: 'sites',
-  name: 'get',
+const sitesGet = method({
   kind: 'query',
   summary: 'Show a site',
-  module: 'fleet',
-  access: { action: 'compute:sites:read' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-site', id: input.siteId }),
   input: z.object({ tenantId, siteId: idOf('site') }).strict(),
   output: siteSchema,
 });
 
-export const sitesCreate = defineMethod({
-  group: 'sites',
-  name: 'create',
+const sitesCreate = method({
   kind: 'mutation',
   summary: 'Create a site',
-  module: 'fleet',
-  access: { action: 'compute:sites:create' },
   tenantScoped: true,
   idempotent: true,
   input: z
@@ -122,13 +110,9 @@ export const sitesCreate = defineMethod({
   output: siteSchema,
 });
 
-export const sitesUpdate = defineMethod({
-  group: 'sites',
-  name: 'update',
+const sitesUpdate = method({
   kind: 'mutation',
   summary: 'Rename or relabel a site',
-  module: 'fleet',
-  access: { action: 'compute:sites:update' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-site', id: input.siteId }),
   input: z
@@ -148,15 +132,24 @@ export const sitesUpdate = defineMethod({
   output: siteSchema,
 });
 
-export const sitesDelete = defineMethod({
-  group: 'sites',
-  name: 'delete',
+const sitesDelete = method({
   kind: 'mutation',
   summary: 'Delete a site that never had a pool (pools are archived, never deleted, and keep their site)',
-  module: 'fleet',
-  access: { action: 'compute:sites:delete' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-site', id: input.siteId }),
   input: z.object({ tenantId, siteId: idOf('site'), ifVersion }).strict(),
   output: z.object({ id: z.string(), deleted: z.literal(true) }),
 });
+
+/** The `sites` group: each method's name, route (`/sites/…`) and default IAM action come from here. */
+export const sitesGroup = defineGroup(
+  'sites',
+  { module: 'fleet' },
+  {
+    list: sitesList,
+    get: sitesGet,
+    create: sitesCreate,
+    update: sitesUpdate,
+    delete: sitesDelete,
+  },
+);

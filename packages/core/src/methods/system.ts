@@ -1,25 +1,19 @@
 /** The `system` group: what this deployment is, who is calling, and which routes it serves. */
 import { z } from 'zod';
-import { defineMethod } from '../contract.js';
+import { defineGroup, method } from '../group.js';
 
-export const systemVersion = defineMethod({
-  group: 'system',
-  name: 'version',
+const systemVersion = method({
   kind: 'query',
   summary: 'The product and version this deployment runs',
-  module: 'core',
   access: { public: true },
   tenantScoped: false,
   input: z.object({}).strict(),
   output: z.object({ product: z.string(), version: z.string(), apiVersion: z.number().int() }),
 });
 
-export const systemWhoami = defineMethod({
-  group: 'system',
-  name: 'whoami',
+const systemWhoami = method({
   kind: 'query',
   summary: 'The identity the credential authenticates as, and the tenant acting',
-  module: 'core',
   access: { authenticated: true },
   tenantScoped: true,
   input: z.object({ tenantId: z.string().optional() }).strict(),
@@ -37,12 +31,9 @@ export const systemWhoami = defineMethod({
   }),
 });
 
-export const systemRoutes = defineMethod({
-  group: 'system',
-  name: 'routes',
+const systemRoutes = method({
   kind: 'query',
   summary: 'The live route table: every method, whether it is public, and its IAM action',
-  module: 'core',
   access: { authenticated: true },
   tenantScoped: false,
   input: z.object({ group: z.string().optional() }).strict(),
@@ -61,3 +52,14 @@ export const systemRoutes = defineMethod({
     nextCursor: z.null(),
   }),
 });
+
+/** The `system` group: each method's name, route (`/system/…`) and default IAM action come from here. */
+export const systemGroup = defineGroup(
+  'system',
+  { module: 'core' },
+  {
+    version: systemVersion,
+    whoami: systemWhoami,
+    routes: systemRoutes,
+  },
+);

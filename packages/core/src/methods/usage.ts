@@ -4,7 +4,7 @@
  * windowStart and windowEnd say the clipped bounds (docs/decisions/usage-paging.md).
  */
 import { z } from 'zod';
-import { defineMethod } from '../contract.js';
+import { defineGroup, method } from '../group.js';
 import { idOf, pageInput, pageOf, tenantId } from './common.js';
 
 export const usageRowSchema = z.object({
@@ -33,25 +33,18 @@ const usageFilter = {
  */
 const usagePageInput = { limit: pageInput.limit, cursor: z.string().min(1).optional() };
 
-export const usageList = defineMethod({
-  group: 'usage',
-  name: 'list',
+const usageList = method({
   kind: 'query',
   summary:
     'GPU-seconds per tenant, pool and GPU model, per hour (the tenant’s own, and all tenants’ on pools it owns)',
-  module: 'fleet',
-  access: { action: 'compute:usage:read' },
   tenantScoped: true,
   input: z.object({ ...usageFilter, ...usagePageInput }).strict(),
   output: pageOf(usageRowSchema),
 });
 
-export const usageExport = defineMethod({
-  group: 'usage',
-  name: 'export',
+const usageExport = method({
   kind: 'query',
   summary: 'Usage windows as CSV or JSON lines, returned in the answer',
-  module: 'fleet',
   access: { action: 'compute:usage:export' },
   tenantScoped: true,
   input: z.object({ ...usageFilter, format: z.enum(['csv', 'jsonl']).default('csv') }).strict(),
@@ -62,3 +55,13 @@ export const usageExport = defineMethod({
     content: z.string(),
   }),
 });
+
+/** The `usage` group: each method's name, route (`/usage/…`) and default IAM action come from here. */
+export const usageGroup = defineGroup(
+  'usage',
+  { module: 'fleet' },
+  {
+    list: usageList,
+    export: usageExport,
+  },
+);

@@ -141,7 +141,7 @@ export async function listCommands(
     state?: CommandRow['state'] | undefined;
     limit: number;
     cursor?: string | undefined;
-  }>,
+  }, EventDraft>,
 ) {
   const db = commandsDb(ctx.db);
   let query = db
@@ -174,7 +174,7 @@ export async function listCommands(
   };
 }
 
-export async function getCommand(ctx: CallContext<{ commandId: string }>) {
+export async function getCommand(ctx: CallContext<{ commandId: string }, EventDraft>) {
   return commandView(await loadCommand(commandsDb(ctx.db), ctx.tenantId, ctx.input.commandId));
 }
 
@@ -182,7 +182,7 @@ export async function getCommand(ctx: CallContext<{ commandId: string }>) {
  * A queued command (not yet delivered) is cancelled at once; a delivered one is asked to stop, and
  * the daemon reports it cancelled (dropped from its queue, or stopped while it ran).
  */
-export async function cancelCommand(ctx: CallContext<{ commandId: string }>) {
+export async function cancelCommand(ctx: CallContext<{ commandId: string }, EventDraft>) {
   const db = commandsDb(ctx.db);
   const row = await loadCommand(db, ctx.tenantId, ctx.input.commandId, true);
   if (FINAL.has(row.state)) {

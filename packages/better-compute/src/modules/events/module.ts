@@ -1,13 +1,14 @@
 /** The events module: `events.list` over the outbox. */
-import { methods } from '@better-compute/core/methods';
-import { bindMethod, defineModule } from '../define-module.js';
+import { eventsGroup } from '@better-compute/core/methods';
+import { defineModule, implement } from '../define-module.js';
 import { listEvents } from './service.js';
 
 export const eventsModule = defineModule({
   name: 'events',
   methods: [
-    bindMethod(methods['events.list'], ({ db, tenantId, input }) =>
-      listEvents(db, { tenantId, type: input.type, limit: input.limit, cursor: input.cursor }),
-    ),
+    implement(eventsGroup, {
+      list: ({ db, tenantId, input }) =>
+        listEvents(db, { tenantId, type: input.type, limit: input.limit, cursor: input.cursor }),
+    }),
   ],
 });

@@ -32,3 +32,8 @@ export const DRIVERS: readonly DriverInfo[] = [
 export function findDriver(name: string): DriverInfo | undefined {
   return DRIVERS.find((driver) => driver.name === name);
 }
+
+/** `drivers.list`: every driver the fleet knows, in one page. */
+export async function listDrivers() {
+  return { items: DRIVERS.map((d) => ({ ...d, classes: [...d.classes] })), nextCursor: null };
+}

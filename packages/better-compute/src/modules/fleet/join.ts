@@ -1,12 +1,11 @@
 /**
  * Joining: join tokens (`jtok_….SECRET`, stored as a SHA-256 hash), join requests, and the public
  * routes a node daemon calls: `nodes.join` with a token, `nodes.claim` for its node credential
- * once approved, `nodes.heartbeat` with that credential (`node_….SECRET`, also stored hashed and
- * checked in constant time). See docs/decisions/fleet-joining.md.
+ * once approved (heartbeat.ts: `nodes.heartbeat` with that credential, `node_….SECRET`, also stored
+ * hashed and checked in constant time). See docs/decisions/fleet-joining.md.
  */
-import { canonicalJson, ComputeError, newId } from '@better-compute/core';
-import { type Selectable, sql } from 'kysely';
-import { activateQueue, lockPool, reservationsOnNode } from '../capacity/service.js';
+import { ComputeError, newId } from '@better-compute/core';
+import type { Selectable } from 'kysely';
 import type { CallContext } from '../define-module.js';
 import {
   checkLabelCount,
@@ -19,20 +18,14 @@ import {
   sha256Hex,
   splitToken,
 } from './common.js';
-import { completeDrains, setNodeState, settleInventory } from './node-states.js';
-import {
-  createNode,
-  HEARTBEAT_INTERVAL_SECONDS,
-  OFFLINE_AFTER_SECONDS,
-  refuseSystemLabels,
-} from './nodes.js';
+import { createNode, refuseSystemLabels } from './nodes.js';
 import { closeJoinTokens, ownedPool } from './pools.js';
 import {
   type FleetDb,
-  fleetDb,
   type JoinRequestsTable,
   type JoinTokensTable,
   type StoredInventory,
+  fleetDb,
 } from './tables.js';
 
 type TokenRow = Selectable<JoinTokensTable>;
@@ -443,243 +436,5 @@ export async function claimNode(ctx: CallContext<{ joinRequestId: string; claimS
     nodeCredential: `${request.node_id}.${secret}`,
     reason: null,
     pollAfterSeconds: 0,
-  };
-}
-
-const inventoriesEqual = (a: StoredInventory, b: StoredInventory) => canonicalJson(a) === canonicalJson(b);
-
-/** The public heartbeat: proves the node credential, brings the node up, records inventory changes. */
-export async function heartbeat(
-  ctx: CallContext<{ nodeCredential: string; inventory?: StoredInventory | undefined }>,
-) {
-  const db = fleetDb(ctx.db);
-  const parts = splitToken(ctx.input.nodeCredential, 'node');
-  const unknown = () =>
-    new ComputeError('UNAUTHENTICATED', 'the node credential is unknown or revoked', {
-      hint: 'A node credential is issued once and cleared when its node is retired: join the machine again with a new join token (better-compute join-tokens create).',
-    });
-  if (!parts) throw unknown();
-  const peek = await db.selectFrom('compute.nodes').selectAll().where('id', '=', parts.id).executeTakeFirst();
-  const matches = secretMatches(parts.secret, peek?.credential_hash ?? null);
-  if (!peek || !matches) throw unknown();
-  // A heartbeat that may change the node or start queued work takes the pool's lock before the
-  // node's, like every other change (see capacity/service.ts); a plain one only stamps the time.
-  const changes =
-    peek.state === 'joining' ||
-    peek.state === 'offline' ||
-    ctx.input.inventory !== undefined ||
-    peek.reported_revision > peek.inventory_revision;
-  if (changes) await lockPool(db, peek.pool_id);
-  const node = changes
-    ? await db
-        .selectFrom('compute.nodes')
-        .selectAll()
-        .where('id', '=', peek.id)
-        .forUpdate()
-        .executeTakeFirstOrThrow()
-    : peek;
-  if (!secretMatches(parts.secret, node.credential_hash)) throw unknown();
-  const now = ctx.now();
-  const emit = (event: Parameters<typeof ctx.emit>[0]) => ctx.emit({ tenantId: node.tenant_id, ...event });
-  await db.updateTable('compute.nodes').set({ last_heartbeat_at: now }).where('id', '=', node.id).execute();
-  let freed = false;
-  if (node.state === 'joining') {
-    await setNodeState(db, node, 'ready', now, emit);
-    freed = true;
-  } else if (node.state === 'offline') {
-    const back = node.state_before_offline ?? 'ready';
-    await setNodeState(db, node, back, now, emit, { stateBeforeOffline: null, eventType: 'node.online' });
-    for (const r of await reservationsOnNode(db, node.id))
-      ctx.emit({
-        tenantId: r.tenant_id,
-        type: 'reservation.recovered',
-        subject: { type: 'reservation', id: r.id },
-        data: { nodeId: node.id },
-      });
-    // A node that was draining may have lost its last reservation while it was away; the answer
-    // tells the state after this call.
-    if (back === 'draining' && (await completeDrains(db, [node.id], now, emit)).length > 0)
-      node.state = 'drained';
-    freed = back === 'ready';
-  }
-  if (ctx.input.inventory) {
-    const latest = await db
-      .selectFrom('compute.node_inventories')
-      .select(['revision', 'inventory'])
-      .where('node_id', '=', node.id)
-      .orderBy('revision', 'desc')
-      .limit(1)
-      .executeTakeFirstOrThrow();
-    if (!inventoriesEqual(latest.inventory, ctx.input.inventory)) {
-      const revision = latest.revision + 1;
-      await db
-        .insertInto('compute.node_inventories')
-        .values({
-          node_id: node.id,
-          revision,
-          inventory: JSON.stringify(ctx.input.inventory),
-          recorded_at: now,
-        })
-        .execute();
-      await db
-        .updateTable('compute.nodes')
-        .set({ reported_revision: revision })
-        .where('id', '=', node.id)
-        .execute();
-      node.reported_revision = revision;
-      emit({ type: 'node.inventory.changed', subject: { type: 'node', id: node.id }, data: { revision } });
-    }
-  }
-  // Put in use now if that is safe, else the node is tainted until it is (node-states.ts).
-  if (node.reported_revision > node.inventory_revision)
-    freed = (await settleInventory(db, node.id, now, emit)) || freed;
-  if (freed) await activateQueue(db, node.pool_id, now, ctx.emit);
-  // What runs on the node: its groups' slots (migration 0003), with each holder's end time.
-  const bindings = (
-    await sql<{ reservation_id: string; gpu_index: number; ends_at: Date | null }>`
-      select h.reservation_id, h.gpu_index, r.ends_at
-      from compute.gpu_groups g
-      cross join unnest(g.holders, g.gpu_indices) as h(reservation_id, gpu_index)
-      join compute.reservations r on r.id = h.reservation_id
-      where g.node_id = ${node.id}
-      order by h.reservation_id, h.gpu_index`.execute(db)
-  ).rows;
-  const byReservation = new Map<string, { reservationId: string; gpuIndices: number[]; endsAt: string }>();
-  for (const b of bindings) {
-    const entry = byReservation.get(b.reservation_id) ?? {
-      reservationId: b.reservation_id,
-      gpuIndices: [],
-      endsAt: iso(b.ends_at ?? now),
-    };
-    entry.gpuIndices.push(b.gpu_index);
-    byReservation.set(b.reservation_id, entry);
-  }
-  return {
-    nodeId: node.id,
-    state: node.state,
-    heartbeatIntervalSeconds: HEARTBEAT_INTERVAL_SECONDS,
-    offlineAfterSeconds: OFFLINE_AFTER_SECONDS,
-    bindings: [...byReservation.values()],
-  };
-}
-
-export async function getInventory(ctx: CallContext<{ nodeId: string }>) {
-  const db = fleetDb(ctx.db);
-  const node = await db
-    .selectFrom('compute.nodes')
-    .select(['id', 'inventory_revision', 'reported_revision'])
-    .where('id', '=', ctx.input.nodeId)
-    .where('tenant_id', '=', ctx.tenantId)
-    .executeTakeFirst();
-  if (!node) throw notFound('node', ctx.input.nodeId);
-  const latest = await db
-    .selectFrom('compute.node_inventories')
-    .selectAll()
-    .where('node_id', '=', node.id)
-    .where('revision', '=', node.reported_revision)
-    .executeTakeFirstOrThrow();
-  return {
-    nodeId: node.id,
-    revision: latest.revision,
-    inventory: latest.inventory,
-    recordedAt: iso(latest.recorded_at),
-    applied: node.inventory_revision === node.reported_revision,
-  };
-}
-
-export async function inventoryHistory(
-  ctx: CallContext<{ nodeId: string; limit: number; cursor?: string | undefined }>,
-) {
-  const db = fleetDb(ctx.db);
-  const node = await db
-    .selectFrom('compute.nodes')
-    .select('id')
-    .where('id', '=', ctx.input.nodeId)
-    .where('tenant_id', '=', ctx.tenantId)
-    .executeTakeFirst();
-  if (!node) throw notFound('node', ctx.input.nodeId);
-  let query = db.selectFrom('compute.node_inventories').selectAll().where('node_id', '=', node.id);
-  // The schema took only a revision this list could have given (pageInputByRevision): digits, in
-  // the range of the column, so the database is never sent a number it refuses.
-  if (ctx.input.cursor) query = query.where('revision', '<', Number(ctx.input.cursor));
-  const rows = await query
-    .orderBy('revision', 'desc')
-    .limit(ctx.input.limit + 1)
-    .execute();
-  const page = rows.slice(0, ctx.input.limit);
-  return {
-    items: page.map((r) => ({
-      nodeId: r.node_id,
-      revision: r.revision,
-      inventory: r.inventory,
-      recordedAt: iso(r.recorded_at),
-    })),
-    nextCursor: rows.length > ctx.input.limit ? String(page.at(-1)!.revision) : null,
-  };
-}
-
-type Change = { path: string; kind: 'added' | 'removed' | 'changed'; before: unknown; after: unknown };
-
-/** The changes from one inventory to another, GPUs matched by index. */
-export function diffInventories(before: StoredInventory, after: StoredInventory): Change[] {
-  const changes: Change[] = [];
-  for (const key of ['cpuCores', 'memoryGiB'] as const) {
-    if (before[key] !== after[key])
-      changes.push({ path: key, kind: 'changed', before: before[key], after: after[key] });
-  }
-  const old = new Map(before.gpus.map((g) => [g.index, g]));
-  const now = new Map(after.gpus.map((g) => [g.index, g]));
-  const indices = [...new Set([...old.keys(), ...now.keys()])].sort((a, b) => a - b);
-  for (const index of indices) {
-    const a = old.get(index);
-    const b = now.get(index);
-    if (a && !b) changes.push({ path: `gpus[${index}]`, kind: 'removed', before: a, after: null });
-    else if (!a && b) changes.push({ path: `gpus[${index}]`, kind: 'added', before: null, after: b });
-    else if (a && b) {
-      for (const field of ['model', 'product', 'vramGiB', 'nvlinkDomain'] as const) {
-        if (a[field] !== b[field])
-          changes.push({
-            path: `gpus[${index}].${field}`,
-            kind: 'changed',
-            before: a[field],
-            after: b[field],
-          });
-      }
-    }
-  }
-  return changes;
-}
-
-export async function inventoryDiff(
-  ctx: CallContext<{ nodeId: string; fromRevision?: number | undefined; toRevision?: number | undefined }>,
-) {
-  const db = fleetDb(ctx.db);
-  const node = await db
-    .selectFrom('compute.nodes')
-    .select(['id', 'reported_revision'])
-    .where('id', '=', ctx.input.nodeId)
-    .where('tenant_id', '=', ctx.tenantId)
-    .executeTakeFirst();
-  if (!node) throw notFound('node', ctx.input.nodeId);
-  const to = ctx.input.toRevision ?? node.reported_revision;
-  const from = ctx.input.fromRevision ?? Math.max(1, to - 1);
-  const rows = await db
-    .selectFrom('compute.node_inventories')
-    .selectAll()
-    .where('node_id', '=', node.id)
-    .where('revision', 'in', [from, to])
-    .execute();
-  const a = rows.find((r) => r.revision === from);
-  const b = rows.find((r) => r.revision === to);
-  if (!a || !b)
-    throw new ComputeError('NOT_FOUND', `node ${node.id} has no inventory revision ${!a ? from : to}`, {
-      details: { latest: node.reported_revision },
-      hint: `Its revisions go from 1 to ${node.reported_revision}: better-compute inventory history ${node.id} lists them.`,
-    });
-  return {
-    nodeId: node.id,
-    fromRevision: from,
-    toRevision: to,
-    changes: diffInventories(a.inventory, b.inventory),
   };
 }

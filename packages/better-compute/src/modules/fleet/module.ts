@@ -1,27 +1,38 @@
 /**
  * The fleet module: sites, projects, pools and offers, quotas, drivers, nodes, join tokens and
- * requests, inventory and usage; and the tables of the capacity module (reservations, bindings).
+ * requests, inventory, usage, capacity and reservations, and the controller that keeps them moving.
  */
-import { methods } from '@better-compute/core/methods';
-import { controllerJob, CONTROLLER_JOB } from '../capacity/controller.js';
-import { bindMethod, defineModule } from '../define-module.js';
-import { DRIVERS } from './drivers.js';
+import {
+  sitesGroup,
+  projectsGroup,
+  poolsGroup,
+  offersGroup,
+  quotasGroup,
+  driversGroup,
+  nodesGroup,
+  joinTokensGroup,
+  joinRequestsGroup,
+  inventoryGroup,
+  usageGroup,
+  capacityGroup,
+  reservationsGroup,
+} from '@better-compute/core/methods';
+import { controllerJob, CONTROLLER_JOB } from './controller.js';
+import { defineModule, implement } from '../define-module.js';
+import { listDrivers } from './drivers.js';
 import {
   approveJoinRequest,
   claimNode,
   createJoinToken,
-  getInventory,
-  heartbeat,
-  inventoryDiff,
-  inventoryHistory,
   joinNode,
   listJoinRequests,
   listJoinTokens,
   rejectJoinRequest,
   revokeJoinToken,
 } from './join.js';
+import { getInventory, inventoryDiff, inventoryHistory } from './inventory.js';
+import { heartbeat } from './heartbeat.js';
 import { fleetMigrations } from './migrations.js';
-import { answerOffer, listOffers, offerPool } from './offers.js';
 import {
   cordonNode,
   deleteNode,
@@ -34,73 +45,103 @@ import {
   taintNode,
   uncordonNode,
 } from './nodes.js';
-import { archivePool, createPool, getPool, getQuotas, listPools, setQuota, updatePool } from './pools.js';
-import {
-  archiveProject,
-  createProject,
-  createSite,
-  deleteSite,
-  getProject,
-  getSite,
-  listProjects,
-  listSites,
-  updateSite,
-} from './sites.js';
+import { answerOffer, listOffers, offerPool } from './offers.js';
+import { archivePool, createPool, getPool, listPools, updatePool } from './pools.js';
+import { getQuotas, setQuota } from './quotas.js';
+import { archiveProject, createProject, getProject, listProjects } from './projects.js';
+import { createSite, deleteSite, getSite, listSites, updateSite } from './sites.js';
 import { exportUsage, listUsage } from './usage.js';
+import { createReservation } from './reservations/reserve.js';
+import { extendReservation, releaseReservation } from './reservations/extend-release.js';
+import { getCapacity, previewCapacity } from './reservations/capacity.js';
+import { getReservation, listReservations, reservationOwner } from './reservations/views.js';
 
 export const fleetModule = defineModule({
   name: 'fleet',
   migrations: fleetMigrations,
   methods: [
-    bindMethod(methods['sites.list'], listSites),
-    bindMethod(methods['sites.get'], getSite),
-    bindMethod(methods['sites.create'], createSite),
-    bindMethod(methods['sites.update'], updateSite),
-    bindMethod(methods['sites.delete'], deleteSite),
-    bindMethod(methods['projects.list'], listProjects),
-    bindMethod(methods['projects.get'], getProject),
-    bindMethod(methods['projects.create'], createProject),
-    bindMethod(methods['projects.archive'], archiveProject),
-    bindMethod(methods['pools.list'], listPools),
-    bindMethod(methods['pools.get'], getPool),
-    bindMethod(methods['pools.create'], createPool),
-    bindMethod(methods['pools.update'], updatePool),
-    bindMethod(methods['pools.archive'], archivePool),
-    bindMethod(methods['pools.offer'], (ctx) => offerPool(ctx, true)),
-    bindMethod(methods['pools.unoffer'], (ctx) => offerPool(ctx, false)),
-    bindMethod(methods['offers.list'], listOffers),
-    bindMethod(methods['offers.accept'], (ctx) => answerOffer(ctx, true)),
-    bindMethod(methods['offers.decline'], (ctx) => answerOffer(ctx, false)),
-    bindMethod(methods['quotas.get'], getQuotas),
-    bindMethod(methods['quotas.set'], setQuota),
-    bindMethod(methods['drivers.list'], async () => ({
-      items: DRIVERS.map((d) => ({ ...d, classes: [...d.classes] })),
-      nextCursor: null,
-    })),
-    bindMethod(methods['nodes.list'], listNodes),
-    bindMethod(methods['nodes.get'], getNode),
-    bindMethod(methods['nodes.events'], nodeEvents),
-    bindMethod(methods['nodes.cordon'], cordonNode),
-    bindMethod(methods['nodes.uncordon'], uncordonNode),
-    bindMethod(methods['nodes.drain'], drainNode),
-    bindMethod(methods['nodes.label'], labelNode),
-    bindMethod(methods['nodes.taint'], taintNode),
-    bindMethod(methods['nodes.retire'], retireNode),
-    bindMethod(methods['nodes.delete'], deleteNode),
-    bindMethod(methods['nodes.join'], joinNode),
-    bindMethod(methods['nodes.claim'], claimNode),
-    bindMethod(methods['nodes.heartbeat'], heartbeat),
-    bindMethod(methods['joinTokens.create'], createJoinToken),
-    bindMethod(methods['joinTokens.list'], listJoinTokens),
-    bindMethod(methods['joinTokens.revoke'], revokeJoinToken),
-    bindMethod(methods['joinRequests.list'], listJoinRequests),
-    bindMethod(methods['joinRequests.approve'], approveJoinRequest),
-    bindMethod(methods['joinRequests.reject'], rejectJoinRequest),
-    bindMethod(methods['inventory.get'], getInventory),
-    bindMethod(methods['inventory.history'], inventoryHistory),
-    bindMethod(methods['inventory.diff'], inventoryDiff),
-    bindMethod(methods['usage.list'], listUsage),
-    bindMethod(methods['usage.export'], exportUsage),
+    implement(sitesGroup, {
+      list: listSites,
+      get: getSite,
+      create: createSite,
+      update: updateSite,
+      delete: deleteSite,
+    }),
+    implement(projectsGroup, {
+      list: listProjects,
+      get: getProject,
+      create: createProject,
+      archive: archiveProject,
+    }),
+    implement(poolsGroup, {
+      list: listPools,
+      get: getPool,
+      create: createPool,
+      update: updatePool,
+      archive: archivePool,
+      offer: (ctx) => offerPool(ctx, true),
+      unoffer: (ctx) => offerPool(ctx, false),
+    }),
+    implement(offersGroup, {
+      list: listOffers,
+      accept: (ctx) => answerOffer(ctx, true),
+      decline: (ctx) => answerOffer(ctx, false),
+    }),
+    implement(quotasGroup, {
+      get: getQuotas,
+      set: setQuota,
+    }),
+    implement(driversGroup, {
+      list: listDrivers,
+    }),
+    implement(nodesGroup, {
+      list: listNodes,
+      get: getNode,
+      events: nodeEvents,
+      cordon: cordonNode,
+      uncordon: uncordonNode,
+      drain: drainNode,
+      label: labelNode,
+      taint: taintNode,
+      retire: retireNode,
+      delete: deleteNode,
+      join: joinNode,
+      claim: claimNode,
+      heartbeat,
+    }),
+    implement(joinTokensGroup, {
+      create: createJoinToken,
+      list: listJoinTokens,
+      revoke: revokeJoinToken,
+    }),
+    implement(joinRequestsGroup, {
+      list: listJoinRequests,
+      approve: approveJoinRequest,
+      reject: rejectJoinRequest,
+    }),
+    implement(inventoryGroup, {
+      get: getInventory,
+      history: inventoryHistory,
+      diff: inventoryDiff,
+    }),
+    implement(usageGroup, {
+      list: listUsage,
+      export: exportUsage,
+    }),
+    implement(capacityGroup, {
+      get: getCapacity,
+      preview: previewCapacity,
+    }),
+    implement(reservationsGroup, {
+      create: createReservation,
+      get: getReservation,
+      list: listReservations,
+      extend: extendReservation,
+      release: releaseReservation,
+    },
+      // Members extend and release their own: the owner is read before the call is decided.
+      { extend: reservationOwner, release: reservationOwner },
+    ),
   ],
   jobs: { [CONTROLLER_JOB]: controllerJob },
 });

@@ -8,13 +8,22 @@
  */
 import { canonicalJson } from '@better-compute/core';
 import { SYSTEM_TAINT_PREFIX } from '@better-compute/core/methods';
-import type { EventDraft } from '../define-module.js';
+import type { CatalogEventDraft } from '@better-compute/events';
 import type { FleetDb, NodeState, StoredInventory, Taint } from './tables.js';
 
-export type Emit = (event: EventDraft) => void;
+export type Emit = (event: CatalogEventDraft) => void;
 
-/** States whose nodes take new reservations. */
-export const SCHEDULABLE: readonly NodeState[] = ['ready'];
+/** The events a node's change of state is recorded as. */
+type NodeStateEvent =
+  | 'node.joining'
+  | 'node.ready'
+  | 'node.cordoned'
+  | 'node.uncordoned'
+  | 'node.draining'
+  | 'node.drained'
+  | 'node.offline'
+  | 'node.online'
+  | 'node.retired';
 
 // Taint keys under SYSTEM_TAINT_PREFIX are compute's own: it sets and clears them, `nodes.taint` never does.
 export { SYSTEM_TAINT_PREFIX };
@@ -26,7 +35,7 @@ export { SYSTEM_TAINT_PREFIX };
  */
 export const INVENTORY_PENDING = `${SYSTEM_TAINT_PREFIX}inventory-pending`;
 
-const EVENT_OF: Record<NodeState, string> = {
+const EVENT_OF: Record<NodeState, NodeStateEvent> = {
   joining: 'node.joining',
   ready: 'node.ready',
   cordoned: 'node.cordoned',
@@ -53,7 +62,11 @@ export async function setNodeState(
   to: NodeState,
   now: Date,
   emit: Emit,
-  extra: { reason?: string | undefined; stateBeforeOffline?: NodeState | null; eventType?: string } = {},
+  extra: {
+    reason?: string | undefined;
+    stateBeforeOffline?: NodeState | null;
+    eventType?: NodeStateEvent;
+  } = {},
 ): Promise<number> {
   if (
     node.state === to &&
@@ -151,7 +164,7 @@ export async function settleInventory(db: FleetDb, nodeId: string, now: Date, em
   const sameGpus = gpusOf(inUse) === gpusOf(reported.inventory);
   const empty = node.free_gpus === node.gpu_count;
   const pending = node.taints.some((t) => t.key === INVENTORY_PENDING);
-  const emitTo = { tenantId: node.tenant_id, subject: { type: 'node', id: nodeId } };
+  const emitTo = { tenantId: node.tenant_id, subject: { type: 'node' as const, id: nodeId } };
   if (!sameGpus && !empty) {
     if (pending) return false;
     const taints = sortedTaints([

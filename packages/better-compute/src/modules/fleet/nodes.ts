@@ -9,7 +9,9 @@ import { canonicalJson, ComputeError } from '@better-compute/core';
 import { MAX_TAINTS } from '@better-compute/core/methods';
 import { type Selectable, sql } from 'kysely';
 import type { CallContext } from '../define-module.js';
-import { activateQueue, endReservationsOnNode, lockPool } from '../capacity/service.js';
+import { activateQueue } from './reservations/queue.js';
+import { endReservationsOnNode } from './reservations/ending.js';
+import { lockPool } from './locks.js';
 import { ownedPool } from './pools.js';
 import {
   checkVersion,
@@ -493,8 +495,4 @@ export async function createNode(
     .insertInto('compute.node_inventories')
     .values({ node_id: options.id, revision: 1, inventory: JSON.stringify(inventory), recorded_at: now })
     .execute();
-}
-
-export function assertNotRetired(node: NodeRow): void {
-  if (node.state === 'retired') throw new ComputeError('INVALID_STATE', `node ${node.id} is retired`);
 }

@@ -68,7 +68,7 @@ async function loadWorkflow(db: WorkflowsDb, tenantId: string, id: string, forUp
 }
 
 export async function createWorkflow(
-  ctx: CallContext<{ nodeId: string; kind: 'node.maintenance'; script: string; reason?: string | undefined }>,
+  ctx: CallContext<{ nodeId: string; kind: 'node.maintenance'; script: string; reason?: string | undefined }, EventDraft>,
 ) {
   const db = workflowsDb(ctx.db);
   const node = await db
@@ -133,7 +133,7 @@ export async function listWorkflows(
     state?: WorkflowRow['state'] | undefined;
     limit: number;
     cursor?: string | undefined;
-  }>,
+  }, EventDraft>,
 ) {
   const db = workflowsDb(ctx.db);
   let query = db
@@ -172,7 +172,7 @@ export async function listWorkflows(
   };
 }
 
-export async function getWorkflow(ctx: CallContext<{ workflowId: string }>) {
+export async function getWorkflow(ctx: CallContext<{ workflowId: string }, EventDraft>) {
   return workflowView(await loadWorkflow(workflowsDb(ctx.db), ctx.tenantId, ctx.input.workflowId));
 }
 
@@ -192,7 +192,7 @@ const HINT: Record<'abort' | 'pause' | 'resume' | 'retry', string> = {
 
 /** Pause, resume, abort or retry; one transaction, one event. */
 export async function steerWorkflow(
-  ctx: CallContext<{ workflowId: string }>,
+  ctx: CallContext<{ workflowId: string }, EventDraft>,
   action: 'abort' | 'pause' | 'resume' | 'retry',
 ) {
   const db = workflowsDb(ctx.db);

@@ -37,7 +37,7 @@ export const matchFlags = {
 /** Validates a --selector locally with the server's own parser (INVALID_ARGUMENT, exit 2). */
 export async function checkSelector(selector: string | undefined): Promise<void> {
   if (selector === undefined) return;
-  const { parseSelector } = await import('../../../modules/capacity/selector.js');
+  const { parseSelector } = await import('../../../modules/fleet/reservations/selector.js');
   try {
     parseSelector(selector);
   } catch (error) {

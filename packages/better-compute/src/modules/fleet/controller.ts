@@ -10,11 +10,13 @@ import { sql, type Kysely } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
 import { writeEvents } from '../../db/unit-of-work.js';
 import type { EventDraft, JobContext } from '../define-module.js';
-import { setNodeState } from '../fleet/node-states.js';
-import { OFFLINE_AFTER_SECONDS } from '../fleet/nodes.js';
-import { fleetDb, type FleetDb } from '../fleet/tables.js';
+import { type Emit, setNodeState } from './node-states.js';
+import { OFFLINE_AFTER_SECONDS } from './nodes.js';
+import { fleetDb, type FleetDb } from './tables.js';
 import { acquireLease } from '../../workers/leases.js';
-import { activateQueue, expirePool, reservationsOnNode } from './service.js';
+import { activateQueue } from './reservations/queue.js';
+import { expirePool } from './reservations/extend-release.js';
+import { reservationsOnNode } from './reservations/ending.js';
 
 export const CONTROLLER_JOB = 'fleet.controller';
 /** This process's name on the controller lease, so two replicas never run a pass at once. */
@@ -28,10 +30,7 @@ export interface ControllerReport {
 }
 
 /** One transaction with its events; run again when PostgreSQL aborted it for meeting others. */
-async function inTransaction(
-  db: FleetDb,
-  work: (trx: FleetDb, emit: (event: EventDraft) => void) => Promise<void>,
-): Promise<void> {
+async function inTransaction(db: FleetDb, work: (trx: FleetDb, emit: Emit) => Promise<void>): Promise<void> {
   await retryTransient(() =>
     db.transaction().execute(async (trx) => {
       const events: EventDraft[] = [];

@@ -2,7 +2,8 @@
  * Placement, as a pure function over free GPU groups (GPUs of one node sharing a product and an
  * NVLink domain). Best fit: the node (or, with NVLink, the domain) with the fewest free GPUs that
  * still hold the request, so large holes stay whole for large requests; when no single node holds
- * a request without NVLink, it spreads over the fewest nodes, largest first.
+ * a request without NVLink, it spreads over the fewest nodes, largest first. placement-sql.ts
+ * (`findPlacement`) asks the same rule of the database, then calls `place` on the rows it found.
  */
 export interface FreeGroup {
   nodeId: string;

@@ -1,0 +1,255 @@
+/**
+ * Every event type the control plane emits, once: the kind of subject it is about and the schema of
+ * its payload. The server's `emit` is typed by it (a misspelled type or a payload of the wrong shape
+ * does not compile), and `eventTypeList` is what a listing of event types prints.
+ */
+import {
+  bindingSchema,
+  endReason,
+  nodeState,
+  reservationState,
+  taintSchema,
+} from '@better-compute/core/methods';
+import { z } from 'zod';
+
+/** What an event is about: its subject's kind (the subject's id travels with the event). */
+export type SubjectKind = 'reservation' | 'node' | 'pool' | 'joinToken' | 'joinRequest' | 'project' | 'site';
+
+export interface EventTypeSpec {
+  subject: SubjectKind;
+  data: z.ZodType;
+  summary: string;
+}
+
+const none = z.object({}).strict();
+const version = z.number().int();
+
+/** A node's state changed (cordon, drain, offline, back online, retire, …). */
+const nodeStateChange = z.object({
+  state: nodeState,
+  previousState: nodeState,
+  poolId: z.string(),
+  version,
+  reason: z.string().optional(),
+});
+
+/** A reservation ended, for whichever reason. */
+const reservationEnd = z.object({
+  state: z.literal('ended'),
+  endReason,
+  previousState: reservationState,
+  poolId: z.string(),
+  version,
+});
+
+const nodeOnReservation = z.object({ nodeId: z.string() });
+
+export const eventTypes = {
+  'site.created': { subject: 'site', data: z.object({ name: z.string() }), summary: 'A site was created' },
+  'site.updated': { subject: 'site', data: z.object({ version }), summary: 'A site was updated' },
+  'site.deleted': { subject: 'site', data: none, summary: 'A site was deleted' },
+  'project.created': {
+    subject: 'project',
+    data: z.object({ name: z.string() }),
+    summary: 'A project was created',
+  },
+  'project.archived': { subject: 'project', data: none, summary: 'A project was archived' },
+  'pool.created': {
+    subject: 'pool',
+    data: z.object({ name: z.string(), class: z.string(), siteId: z.string() }),
+    summary: 'A pool was created',
+  },
+  'pool.updated': { subject: 'pool', data: z.object({ version }), summary: 'A pool was updated' },
+  'pool.archived': { subject: 'pool', data: none, summary: 'A pool was archived' },
+  'pool.offered': {
+    subject: 'pool',
+    // pending: a tenant's offer, waiting until the offered tenant accepts it (the platform's stand at once).
+    data: z.object({ tenantId: z.string(), pending: z.literal(true).optional() }),
+    summary: 'A pool was offered to a tenant',
+  },
+  'pool.offer-accepted': {
+    subject: 'pool',
+    data: z.object({ tenantId: z.string() }),
+    summary: 'A tenant accepted a pool’s offer (in the owner’s events and its own)',
+  },
+  'pool.offer-declined': {
+    subject: 'pool',
+    data: z.object({ tenantId: z.string() }),
+    summary: 'A tenant declined a pool’s offer (in the owner’s events and its own)',
+  },
+  'pool.unoffered': {
+    subject: 'pool',
+    data: z.object({ tenantId: z.string() }),
+    summary: 'A pool is no longer offered to a tenant',
+  },
+  'quota.set': {
+    subject: 'pool',
+    data: z.object({
+      tenantId: z.string(),
+      resource: z.enum(['gpus', 'reservations']),
+      limit: z.number().int().nullable(),
+    }),
+    summary: 'A tenant’s quota on a pool was set or cleared',
+  },
+  'joinToken.created': {
+    subject: 'joinToken',
+    data: z.object({ poolId: z.string(), uses: z.number().int(), preApproved: z.boolean() }),
+    summary: 'A join token was created',
+  },
+  'joinToken.revoked': {
+    subject: 'joinToken',
+    data: z.object({ poolId: z.string(), reason: z.string() }),
+    summary: 'A join token was revoked',
+  },
+  'joinRequest.created': {
+    subject: 'joinRequest',
+    data: z.object({ poolId: z.string(), hostname: z.string() }),
+    summary: 'A node asked to join',
+  },
+  'joinRequest.approved': {
+    subject: 'joinRequest',
+    data: z.object({ nodeId: z.string(), preApproved: z.literal(true).optional() }),
+    summary: 'A join request was approved',
+  },
+  'joinRequest.rejected': {
+    subject: 'joinRequest',
+    data: z.object({ reason: z.string().nullable() }),
+    summary: 'A join request was rejected',
+  },
+  'node.joining': {
+    subject: 'node',
+    data: z.union([
+      z.object({ state: z.literal('joining'), poolId: z.string(), name: z.string(), version }),
+      nodeStateChange,
+    ]),
+    summary: 'A node joined its pool and waits for its first heartbeat',
+  },
+  'node.ready': { subject: 'node', data: nodeStateChange, summary: 'A node takes work' },
+  'node.cordoned': { subject: 'node', data: nodeStateChange, summary: 'A node was cordoned' },
+  'node.uncordoned': { subject: 'node', data: nodeStateChange, summary: 'A node was uncordoned' },
+  'node.draining': { subject: 'node', data: nodeStateChange, summary: 'A node is draining' },
+  'node.drained': { subject: 'node', data: nodeStateChange, summary: 'A draining node holds no reservation' },
+  'node.offline': { subject: 'node', data: nodeStateChange, summary: 'A node stopped sending heartbeats' },
+  'node.online': { subject: 'node', data: nodeStateChange, summary: 'An offline node sent a heartbeat' },
+  'node.retired': { subject: 'node', data: nodeStateChange, summary: 'A node was retired' },
+  'node.deleted': {
+    subject: 'node',
+    data: z.object({ poolId: z.string(), previousState: nodeState }),
+    summary: 'A node was deleted',
+  },
+  'node.labeled': {
+    subject: 'node',
+    data: z.object({ labels: z.record(z.string(), z.string()), version }),
+    summary: 'A node’s labels changed',
+  },
+  'node.tainted': {
+    subject: 'node',
+    data: z.object({ taints: z.array(taintSchema), version, reason: z.string().optional() }),
+    summary: 'A node’s taints changed',
+  },
+  'node.inventory.changed': {
+    subject: 'node',
+    data: z.object({ revision: z.number().int() }),
+    summary: 'A node reported a new inventory',
+  },
+  'node.inventory.applied': {
+    subject: 'node',
+    data: z.object({ revision: z.number().int(), gpus: z.number().int(), version }),
+    summary: 'A node’s reported inventory took effect',
+  },
+  'reservation.created': {
+    subject: 'reservation',
+    data: z.object({
+      state: reservationState,
+      poolId: z.string(),
+      gpus: z.number().int(),
+      durationSeconds: z.number().int(),
+      nvlink: z.boolean(),
+      version,
+    }),
+    summary: 'A reservation was made',
+  },
+  'reservation.queued': {
+    subject: 'reservation',
+    data: z.object({ state: z.literal('queued'), poolId: z.string(), gpus: z.number().int() }),
+    summary: 'A reservation waits in its pool’s queue',
+  },
+  'reservation.activated': {
+    subject: 'reservation',
+    data: z.object({
+      state: z.literal('active'),
+      poolId: z.string(),
+      gpus: z.number().int(),
+      endsAt: z.string(),
+      binding: z.array(bindingSchema.omit({ nodeState: true })),
+      version,
+    }),
+    summary: 'A reservation holds its GPUs',
+  },
+  'reservation.extended': {
+    subject: 'reservation',
+    data: z.object({
+      state: reservationState,
+      bySeconds: z.number().int(),
+      durationSeconds: z.number().int(),
+      endsAt: z.string().nullable(),
+      version,
+    }),
+    summary: 'A reservation was extended',
+  },
+  'reservation.released': {
+    subject: 'reservation',
+    data: reservationEnd,
+    summary: 'A reservation was released',
+  },
+  'reservation.expired': {
+    subject: 'reservation',
+    data: reservationEnd,
+    summary: 'A reservation reached its end',
+  },
+  'reservation.cancelled': {
+    subject: 'reservation',
+    data: reservationEnd,
+    summary: 'A queued reservation was cancelled',
+  },
+  'reservation.ended': {
+    subject: 'reservation',
+    data: reservationEnd,
+    summary: 'A reservation ended with its node’s retirement',
+  },
+  'reservation.degraded': {
+    subject: 'reservation',
+    data: nodeOnReservation.extend({ reason: z.literal('node-offline') }),
+    summary: 'A node holding a reservation’s GPUs went offline',
+  },
+  'reservation.recovered': {
+    subject: 'reservation',
+    data: nodeOnReservation,
+    summary: 'The offline node of a reservation came back',
+  },
+} as const satisfies Record<string, EventTypeSpec>;
+
+export type EventType = keyof typeof eventTypes;
+
+/** The payload an emitter passes for an event type. */
+export type EventData<T extends EventType> = z.input<(typeof eventTypes)[T]['data']>;
+
+/** An event of one type as its emitter writes it; `data` may be left out when the payload is empty. */
+export type EventDraftOf<T extends EventType> = {
+  type: T;
+  subject: { type: (typeof eventTypes)[T]['subject']; id: string | null };
+  /** Defaults to the acting tenant. */
+  tenantId?: string;
+} & ({} extends EventData<T> ? { data?: EventData<T> } : { data: EventData<T> });
+
+/** Any event of the catalog, as an emitter writes it. */
+export type CatalogEventDraft = { [T in EventType]: EventDraftOf<T> }[EventType];
+
+/** Every event type with its subject kind and summary, in catalog order: what a listing prints. */
+export const eventTypeList: readonly { type: EventType; subject: SubjectKind; summary: string }[] = (
+  Object.keys(eventTypes) as EventType[]
+).map((type) => ({ type, subject: eventTypes[type].subject, summary: eventTypes[type].summary }));
+
+export function isEventType(type: string): type is EventType {
+  return Object.hasOwn(eventTypes, type);
+}
