@@ -143,7 +143,8 @@ while [ -n "$queue" ]; do
 	relative=${path#"$work/kernel/lib/modules/$kernel_version/"}
 	mkdir -p "$initrd/lib/modules/$kernel_version/$(dirname "$relative")"
 	cp "$path" "$initrd/lib/modules/$kernel_version/$relative"
-	depends=$("$busybox" modinfo -F depends "$path" | tr ',' ' ')
+	# The .modinfo section holds NUL-separated key=value strings, depends= among them.
+	depends=$(tr '\0' '\n' <"$path" | sed -n 's/^depends=//p' | head -1 | tr ',' ' ')
 	queue="$queue $depends"
 	load_order="$load_order $name"
 done
