@@ -21,8 +21,9 @@ readonly arch=amd64
 readonly default_user=debian
 readonly root_disk_size=2G
 # Drivers the guest needs before its root file system is mounted or to take part in the VM's life:
-# disk, network, the seed volume's file systems, the ACPI power button and the virtio RNG.
-readonly initrd_modules="virtio_pci virtio_blk virtio_net ext4 isofs vfat nls_cp437 nls_ascii button evdev virtio_rng"
+# disk (ext4 checksums its metadata with crc32c), network, the seed volume's file systems, the ACPI
+# power button and the virtio RNG.
+readonly initrd_modules="crc32c_generic virtio_pci virtio_blk virtio_net ext4 isofs vfat nls_cp437 nls_ascii button evdev virtio_rng"
 readonly kernel_cmdline="console=ttyS0 root=/dev/vda rw panic=-1 quiet"
 
 script_path=$(readlink -f "$0")
@@ -124,13 +125,14 @@ log "building the initramfs"
 initrd="$work/initrd"
 mkdir -p "$initrd"/{bin,dev,proc,sys,newroot,etc} "$initrd/lib/modules/$kernel_version"
 cp "$busybox" "$initrd/bin/busybox"
-module_path() { find "$work/kernel/lib/modules/$kernel_version" -name "$1.ko*" | head -1; }
+# Module names use _ where some file names use - (virtio_rng is virtio-rng.ko).
+module_path() { find "$work/kernel/lib/modules/$kernel_version" -name "$(printf '%s' "$1" | sed 's/[-_]/[-_]/g').ko*" | head -1; }
 # Resolve each wanted module's dependencies from its own modinfo, so the list above names only the
 # modules the guest needs and the kernel package decides what they pull in.
 queue="$initrd_modules"
 seen=" "
 load_order=""
-while [ -n "$queue" ]; do
+while [ -n "${queue// /}" ]; do
 	# shellcheck disable=SC2086 # a space-separated list of module names
 	set -- $queue
 	name=$1
