@@ -376,7 +376,7 @@ export class Guest {
     );
   }
 
-  /** Waits for the guest's ready line (printed once SSH is up) and returns its fields. */
+  /** Waits for the whole ready line (printed once SSH is up; it may arrive in pieces) and returns its fields. */
   async waitForReady(timeoutMs: number): Promise<Record<string, string>> {
     const exit = this.exited.then((code) => {
       throw new Error(
@@ -384,7 +384,7 @@ export class Guest {
       );
     });
     const match = await Promise.race([
-      this.serial.waitFor(/better-compute-guest: ready ([^\r\n]*)/, timeoutMs),
+      this.serial.waitFor(/better-compute-guest: ready ([^\r\n]*)\r?\n/, timeoutMs),
       exit,
     ]);
     return Object.fromEntries(match[1]!.split(' ').map((pair) => pair.split('=', 2) as [string, string]));
