@@ -30,7 +30,6 @@ import {
 import type { Database, ModuleMigrations } from '@better-compute/db';
 import { AuthCache, type IamChange, type TokenEntry } from './cache.js';
 import { ChangeFeed } from './change-feed.js';
-import { createIamHandler } from './handler.js';
 import { IAM_ACTIONS } from './methods.js';
 import { BUILT_IN_ROLE_IDS, iamMigrations } from './migrations.js';
 import {
@@ -1477,14 +1476,19 @@ export function createIam(options: CreateIamOptions): Iam {
       authorize: (identity, checks) => authorize(identity, checks),
       installActions: (catalog) => installActions(catalog),
     },
-    handler(request) {
-      handle ??= createIamHandler(iam, {
-        trustedOrigins: options.trustedOrigins,
-        limiter: options.limiter,
-        limits,
-        now: clock,
-        log: options.log,
-      });
+    async handler(request) {
+      // The routes load with the first request: the service imports nothing of its HTTP layer, which
+      // imports the service's types (no cycle between the two).
+      if (!handle) {
+        const { createIamHandler } = await import('./handler.js');
+        handle ??= createIamHandler(iam, {
+          trustedOrigins: options.trustedOrigins,
+          limiter: options.limiter,
+          limits,
+          now: clock,
+          log: options.log,
+        });
+      }
       return handle(request);
     },
     migrations: iamMigrations,

@@ -136,12 +136,15 @@ export async function queueCommand(
 }
 
 export async function listCommands(
-  ctx: CallContext<{
-    nodeId: string;
-    state?: CommandRow['state'] | undefined;
-    limit: number;
-    cursor?: string | undefined;
-  }, EventDraft>,
+  ctx: CallContext<
+    {
+      nodeId: string;
+      state?: CommandRow['state'] | undefined;
+      limit: number;
+      cursor?: string | undefined;
+    },
+    EventDraft
+  >,
 ) {
   const db = commandsDb(ctx.db);
   let query = db

@@ -132,13 +132,15 @@ export const fleetModule = defineModule({
       get: getCapacity,
       preview: previewCapacity,
     }),
-    implement(reservationsGroup, {
-      create: createReservation,
-      get: getReservation,
-      list: listReservations,
-      extend: extendReservation,
-      release: releaseReservation,
-    },
+    implement(
+      reservationsGroup,
+      {
+        create: createReservation,
+        get: getReservation,
+        list: listReservations,
+        extend: extendReservation,
+        release: releaseReservation,
+      },
       // Members extend and release their own: the owner is read before the call is decided.
       { extend: reservationOwner, release: reservationOwner },
     ),

@@ -68,7 +68,10 @@ async function loadWorkflow(db: WorkflowsDb, tenantId: string, id: string, forUp
 }
 
 export async function createWorkflow(
-  ctx: CallContext<{ nodeId: string; kind: 'node.maintenance'; script: string; reason?: string | undefined }, EventDraft>,
+  ctx: CallContext<
+    { nodeId: string; kind: 'node.maintenance'; script: string; reason?: string | undefined },
+    EventDraft
+  >,
 ) {
   const db = workflowsDb(ctx.db);
   const node = await db
@@ -128,12 +131,15 @@ export async function createWorkflow(
 }
 
 export async function listWorkflows(
-  ctx: CallContext<{
-    nodeId: string;
-    state?: WorkflowRow['state'] | undefined;
-    limit: number;
-    cursor?: string | undefined;
-  }, EventDraft>,
+  ctx: CallContext<
+    {
+      nodeId: string;
+      state?: WorkflowRow['state'] | undefined;
+      limit: number;
+      cursor?: string | undefined;
+    },
+    EventDraft
+  >,
 ) {
   const db = workflowsDb(ctx.db);
   let query = db
