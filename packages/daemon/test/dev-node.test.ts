@@ -34,7 +34,8 @@ it('dev --sim 2 --node shows this machine as a ready node beside the simulated o
     onListening: (u) => (url = u),
   });
   await until('dev to listen', async () => url, 60_000);
-  const key = JSON.parse(readFileSync(join(cwd, '.better-compute', 'dev.json'), 'utf8')).rootAdmin
+  // A --memory store's accounts are in dev-memory.json, beside (never over) a persistent store's dev.json.
+  const key = JSON.parse(readFileSync(join(cwd, '.better-compute', 'dev-memory.json'), 'utf8')).rootAdmin
     .apiKey as string;
   const nodes = await until(
     'the real node to be ready',
