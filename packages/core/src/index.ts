@@ -10,5 +10,6 @@ export * from './http.js';
 export * from './request-checks.js';
 export * from './rate-limit.js';
 export * from './records.js';
+export * from './command-envelope.js';
 export * from './secrets-shown.js';
 export { PRODUCT, VERSION, VERSION_LINE } from './version.js';

@@ -7,33 +7,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createPublicKey, verify } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { type CommandEnvelope, envelopeBytes } from '@better-compute/core';
 import type { CommandOutcome } from './state.js';
 
-export interface CommandEnvelope {
-  id: string;
-  nodeId: string;
-  kind: string;
-  payload: Record<string, unknown>;
-  issuedAt: string;
-  expiresAt: string;
-}
-
-/** The bytes the command root signs: the envelope's fields, keys sorted, no spaces. */
-export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
-  }
-  return JSON.stringify(value);
-}
-
-export function envelopeBytes(envelope: CommandEnvelope): Buffer {
-  const { id, nodeId, kind, payload, issuedAt, expiresAt } = envelope;
-  return Buffer.from(canonicalJson({ id, nodeId, kind, payload, issuedAt, expiresAt }), 'utf8');
-}
+export { type CommandEnvelope, envelopeBytes };
 
 const ID = /^cmd_[A-Za-z0-9]{1,64}$/;
 const SCRIPT = /^[a-z][a-z0-9-]{0,62}$/;

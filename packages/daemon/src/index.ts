@@ -1,6 +1,6 @@
 /** The daemon's parts, for tests and for hosts that embed it (`dev --node`). */
 export { capabilities, DAEMON_VERSION, runAgent, type AgentOptions } from './agent.js';
-export { canonicalJson, envelopeBytes, refusal } from './commands.js';
+export { envelopeBytes, refusal } from './commands.js';
 export { endpointOf, sessionUrl } from './http.js';
 export { gpuNames, nvidiaGpus, readMachineInventory, type MachineInventory } from './inventory.js';
 export { join, type JoinOptions } from './join.js';

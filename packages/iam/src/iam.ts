@@ -852,8 +852,9 @@ export function createIam(options: CreateIamOptions): Iam {
       .execute();
   }
 
-  async function assertPlatformKeepsAnAdmin(trx: Db, what: string): Promise<void> {
-    const left = await trx
+  /** Whether an enabled person of the root tenant holds platform-admin. */
+  async function rootAdministratorExists(executor: Db): Promise<boolean> {
+    const row = await executor
       .selectFrom('iam.bindings as b')
       .innerJoin('iam.principals as p', 'p.id', 'b.principal_id')
       .select('b.id')
@@ -863,7 +864,11 @@ export function createIam(options: CreateIamOptions): Iam {
       .where('p.disabled', '=', false)
       .where('p.kind', '=', 'person')
       .executeTakeFirst();
-    if (!left) {
+    return row !== undefined;
+  }
+
+  async function assertPlatformKeepsAnAdmin(trx: Db, what: string): Promise<void> {
+    if (!(await rootAdministratorExists(trx))) {
       throw new ComputeError('INVALID_STATE', `${what} would leave the platform without an administrator`, {
         details: { reason: 'last-platform-admin' },
         hint: 'Bind platform-admin to another enabled person of the root tenant first (better-iam bindings create --tenant root --role platform-admin).',
@@ -2213,18 +2218,7 @@ export function createIam(options: CreateIamOptions): Iam {
     },
 
     secretsSealed: () => sealer.sealed,
-    async hasRootAdministrator() {
-      const row = await db
-        .selectFrom('iam.bindings as b')
-        .innerJoin('iam.principals as p', 'p.id', 'b.principal_id')
-        .select('b.id')
-        .where('b.tenant_id', '=', ROOT_TENANT)
-        .where('b.role_id', '=', BUILT_IN_ROLE_IDS['platform-admin'])
-        .where('b.revoked_at', 'is', null)
-        .where('p.disabled', '=', false)
-        .executeTakeFirst();
-      return row !== undefined;
-    },
+    hasRootAdministrator: () => rootAdministratorExists(db),
     async bootstrapRootAdmin(input) {
       if (await iam.hasRootAdministrator()) return { created: false, principal: null };
       const principal = await iam.createPerson({

@@ -4,7 +4,7 @@
  * node:crypto. Daemons pin `publicKeyPem` and refuse any command its key did not sign.
  */
 import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
-import { canonicalJson } from '@better-compute/core';
+import { type CommandEnvelope, envelopeBytes } from '@better-compute/core';
 
 export interface CommandSigner {
   /** The Ed25519 public key, SPKI PEM, that daemons pin. */
@@ -27,25 +27,4 @@ export function generatedCommandSigner(): CommandSigner & { privateKeyPem: strin
   return { ...ed25519CommandSigner(privateKey), privateKeyPem };
 }
 
-/** What a command's signature covers: every field the daemon acts on, canonically encoded. */
-export interface CommandEnvelope {
-  id: string;
-  nodeId: string;
-  kind: string;
-  payload: Record<string, unknown>;
-  issuedAt: string;
-  expiresAt: string;
-}
-
-export function envelopeBytes(envelope: CommandEnvelope): Uint8Array {
-  return new TextEncoder().encode(
-    canonicalJson({
-      id: envelope.id,
-      nodeId: envelope.nodeId,
-      kind: envelope.kind,
-      payload: envelope.payload,
-      issuedAt: envelope.issuedAt,
-      expiresAt: envelope.expiresAt,
-    }),
-  );
-}
+export { type CommandEnvelope, envelopeBytes };
