@@ -3,7 +3,7 @@
  * Hashes are stored as lowercase hex text so PostgreSQL (`pg`, Buffer) and PGlite (Uint8Array)
  * answer the same type.
  */
-import type { ColumnType, Generated, Kysely } from 'kysely';
+import type { ColumnType, Generated } from 'kysely';
 import type { PrincipalKind, TenantState } from '@better-compute/core';
 
 type CreatedAt = ColumnType<Date, Date | string | undefined, never>;
@@ -154,5 +154,3 @@ export interface SignInAttemptsTable {
   first_failed_at: Date;
   locked_until: Date | null;
 }
-
-export type IamDb = Kysely<IamDatabase>;
