@@ -813,6 +813,16 @@ export function createIam(options: CreateIamOptions): Iam {
       .execute();
   }
 
+  /** A person's factor, confirmed or being enrolled, locked until the transaction ends. */
+  async function lockedFactor(trx: Db, principalId: string) {
+    return trx
+      .selectFrom('iam.totp')
+      .select(['secret', 'confirmed', 'last_counter'])
+      .where('principal_id', '=', principalId)
+      .forUpdate()
+      .executeTakeFirst();
+  }
+
   /** Drops a person's factor and recovery codes; whether there was a factor. */
   async function dropTotp(trx: Db, principalId: string): Promise<boolean> {
     await trx.deleteFrom('iam.recovery_codes').where('principal_id', '=', principalId).execute();
@@ -1741,12 +1751,7 @@ export function createIam(options: CreateIamOptions): Iam {
     },
     async confirmTotp(principalId, code) {
       return db.transaction().execute(async (trx) => {
-        const factor = await trx
-          .selectFrom('iam.totp')
-          .select(['secret', 'confirmed', 'last_counter'])
-          .where('principal_id', '=', principalId)
-          .forUpdate()
-          .executeTakeFirst();
+        const factor = await lockedFactor(trx, principalId);
         if (!factor)
           throw new ComputeError('INVALID_STATE', 'TOTP is not being enrolled', {
             hint: 'Call totp.enroll first.',
@@ -1781,12 +1786,7 @@ export function createIam(options: CreateIamOptions): Iam {
     },
     async removeTotp(principalId, code) {
       return db.transaction().execute(async (trx) => {
-        const factor = await trx
-          .selectFrom('iam.totp')
-          .select(['secret', 'confirmed', 'last_counter'])
-          .where('principal_id', '=', principalId)
-          .forUpdate()
-          .executeTakeFirst();
+        const factor = await lockedFactor(trx, principalId);
         if (!factor?.confirmed) return { removed: false };
         if (!(await spendSecondFactor(trx, principalId, factor, code)))
           throw new ComputeError('INVALID_ARGUMENT', 'invalid TOTP or recovery code', {
