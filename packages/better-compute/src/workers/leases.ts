@@ -5,6 +5,13 @@
 import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
 
+/**
+ * How long a claim or a lease lasts without renewal. Holders renew at a third of it, so a replica
+ * that dies (SIGKILL, a lost host) leaves nothing held for longer than this: another replica takes
+ * over its leases and its jobs within these 12 seconds.
+ */
+export const LEASE_TTL_MS = 12_000;
+
 /** Takes or renews `name` for `holder`; true when `holder` holds it until `now + ttlMs`. */
 export async function acquireLease(
   db: Kysely<ComputeTables>,

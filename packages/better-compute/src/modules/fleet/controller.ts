@@ -13,7 +13,7 @@ import type { EventDraft, JobContext } from '../define-module.js';
 import { type Emit, setNodeState } from './node-states.js';
 import { OFFLINE_AFTER_SECONDS } from './nodes.js';
 import { fleetDb, type FleetDb } from './tables.js';
-import { acquireLease } from '../../workers/leases.js';
+import { acquireLease, LEASE_TTL_MS } from '../../workers/leases.js';
 import { activateQueue } from './reservations/queue.js';
 import { expirePool } from './reservations/extend-release.js';
 import { reservationsOnNode } from './reservations/ending.js';
@@ -131,7 +131,7 @@ export async function controllerJob(context: JobContext): Promise<void> {
       await acquireLease(context.db, {
         name: CONTROLLER_JOB,
         holder: HOLDER,
-        ttlMs: CONTROLLER_EVERY_MS * 4,
+        ttlMs: LEASE_TTL_MS,
         now,
       })
     ) {
