@@ -83,7 +83,7 @@ export async function sshCaEntry(
   const key = newEd25519Key();
   return {
     ...(await keyEntry(key, purpose, secret, params, now)),
-    sshPublicKey: sshPublicKeyLine(key, `${purpose}@${trustDomain}`),
+    sshPublicKey: await sshPublicKeyLine(key, `${purpose}@${trustDomain}`),
   };
 }
 
