@@ -1,7 +1,8 @@
 /**
  * doctor's PKI checks: the bundle is there and well formed, its keys open with the deployment
- * secret, and no machine CA is expired (an error) or expires within 30 days (a warning).
+ * secret, it is readable by its owner only, and no machine CA is expired (an error) or expires within 30 days (a warning).
  */
+import { stat } from 'node:fs/promises';
 import type { DoctorFinding } from '../types.js';
 import { readPkiBundle } from './bundle.js';
 import { ComputeError } from '@better-compute/core';
@@ -33,6 +34,16 @@ export async function pkiFindings(options: {
   const findings: DoctorFinding[] = [
     { check: 'pki.present', severity: 'ok', message: `PKI bundle at ${bundle.path} (${bundle.trustDomain})` },
   ];
+  const mode = (await stat(bundle.path)).mode & 0o777;
+  findings.push(
+    mode & 0o077
+      ? {
+          check: 'pki.permissions',
+          severity: 'warning',
+          message: `${bundle.path} is readable by other users (mode ${mode.toString(8)}): chmod 600 it`,
+        }
+      : { check: 'pki.permissions', severity: 'ok', message: 'the bundle is readable by its owner only' },
+  );
   if (!options.secret) {
     findings.push({
       check: 'pki.unsealable',
