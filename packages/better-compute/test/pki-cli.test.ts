@@ -5,7 +5,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -170,14 +170,22 @@ describe.runIf(await isPostgresReachable())(
     it('passes on a good bundle, and fails when the secret does not open it', async () => {
       await createPkiBundle({ path: join(dir, '.better-compute', 'pki.json'), secret });
       const result = run(['doctor', '--strict'], deployEnv, dir);
-      expect(pkiChecks(result.stdout).map((f: { severity: string }) => f.severity)).toEqual([
-        'ok',
-        'ok',
-        'ok',
-        'ok',
+      expect(
+        pkiChecks(result.stdout).map((f: { check: string; severity: string }) => [f.check, f.severity]),
+      ).toEqual([
+        ['pki.present', 'ok'],
+        ['pki.permissions', 'ok'],
+        ['pki.unsealable', 'ok'],
+        ['pki.complete', 'ok'],
+        ['pki.expiry', 'ok'],
       ]);
       expect(result.stderr).toBe('');
       expect(result.status).toBe(0);
+      chmodSync(join(dir, '.better-compute', 'pki.json'), 0o644);
+      const loose = run(['doctor', '--strict'], deployEnv, dir);
+      expect(loose.status).toBe(1);
+      expect(loose.stderr).toContain('pki.permissions (warning)');
+      chmodSync(join(dir, '.better-compute', 'pki.json'), 0o600);
       const wrong = run(
         ['doctor', '--strict'],
         { ...deployEnv, BETTER_COMPUTE_SECRET: 'some other secret value' },
