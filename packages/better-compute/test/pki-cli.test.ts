@@ -178,6 +178,7 @@ describe.runIf(await isPostgresReachable())(
         ['pki.unsealable', 'ok'],
         ['pki.complete', 'ok'],
         ['pki.expiry', 'ok'],
+        ['pki.pins', 'ok'],
       ]);
       expect(result.stderr).toBe('');
       expect(result.status).toBe(0);

@@ -2,7 +2,8 @@
  * The bundle in the server: `serve` with a configured `pki` signs with the bundle's command root
  * (a node's session is welcomed with that key), refuses to start when the secret does not open it,
  * and `dev` keeps its command root in a sealed bundle, adopting the key of an older
- * `.better-compute/command-root.pem` so a daemon that pinned it keeps working.
+ * `.better-compute/command-root.pem` so a daemon that pinned it keeps working. serve records the
+ * bundle's pins in the database, and doctor tells a rotated bundle from a swapped one.
  */
 import { createPrivateKey, createPublicKey } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
@@ -14,6 +15,8 @@ import { createTestDatabase } from '@better-compute/db/testing';
 import { betterCompute, generatedCommandSigner, serve } from '../src/index.js';
 import { publicKeyPin, readPkiBundle } from '../src/pki/bundle.js';
 import { createPkiBundle } from '../src/pki/create.js';
+import { rotateCommandRoot } from '../src/pki/rotation.js';
+import { sql } from 'kysely';
 import { devCommandSigner } from '../src/host/dev-command-root.js';
 
 const secret = 'the wiring test deployment secret';
@@ -121,6 +124,26 @@ describe('serve with a configured PKI bundle', () => {
         const message = await welcome(url, joined.nodeCredential);
         expect(message.t).toBe('welcome');
         expect(publicKeyPin(createPublicKey(message.commandRoot))).toBe(bundle.commandRoot.pin);
+
+        // serve recorded the pins; doctor compares the bundle with them.
+        const pinsCheck = async () =>
+          (await compute.doctor({ pkiPath: path })).findings.find((finding) => finding.check === 'pki.pins');
+        const { rows } = await sql<{ purpose: string; pin: string }>`
+          select purpose, pin from compute.pki_pins order by purpose`.execute(database.db);
+        expect(rows).toEqual([
+          { purpose: 'audit', pin: bundle.audit!.pin },
+          { purpose: 'command-root', pin: bundle.commandRoot.pin },
+        ]);
+        expect(await pinsCheck()).toMatchObject({ severity: 'ok' });
+        // A rotation the old root signed still matches the recorded pin.
+        await rotateCommandRoot(path, secret);
+        expect(await pinsCheck()).toMatchObject({ severity: 'ok' });
+        // A bundle swapped for another one does not.
+        await createPkiBundle({ path, secret, force: true });
+        expect(await pinsCheck()).toMatchObject({
+          severity: 'error',
+          message: expect.stringContaining('the bundle was replaced'),
+        });
       } finally {
         controller.abort();
       }

@@ -5,6 +5,7 @@
 import { stat } from 'node:fs/promises';
 import type { DoctorFinding } from '../types.js';
 import { readPkiBundle } from './bundle.js';
+import { type PinPurpose, pinMatches } from './pins.js';
 import { ComputeError } from '@better-compute/core';
 
 export const EXPIRY_WARNING_DAYS = 30;
@@ -13,6 +14,8 @@ export async function pkiFindings(options: {
   path: string;
   secret: string | undefined;
   now?: Date;
+  /** The pins the database recorded (compute.pki_pins); undefined when it cannot be read. */
+  recorded?: ReadonlyMap<PinPurpose, string> | undefined;
 }): Promise<DoctorFinding[]> {
   const now = options.now ?? new Date();
   let bundle;
@@ -118,5 +121,24 @@ export async function pkiFindings(options: {
               message: `the machine CA is valid until ${current.notAfter}`,
             },
   );
+  if (options.recorded) {
+    const recorded = options.recorded;
+    const differing = [...recorded].filter(([purpose, pin]) => !pinMatches(bundle, purpose, pin));
+    findings.push(
+      differing.length
+        ? {
+            check: 'pki.pins',
+            severity: 'error',
+            message: `the bundle's ${differing.map(([purpose, pin]) => `${purpose} is not ${pin}`).join('; ')}, the pin this deployment recorded: the bundle was replaced, or is not this deployment's`,
+          }
+        : {
+            check: 'pki.pins',
+            severity: 'ok',
+            message: recorded.size
+              ? `the bundle matches the ${recorded.size} pin(s) this deployment recorded`
+              : 'no pins recorded yet (serve records them on its first start with the bundle)',
+          },
+    );
+  }
   return findings;
 }
