@@ -11,6 +11,7 @@ import { workflowsCommands } from './workflows/index.js';
 import { eventsCommands } from './events/index.js';
 import { fleetCommands } from './fleet/index.js';
 import { nodesCommands } from './nodes/index.js';
+import { pkiCommands } from './pki/index.js';
 import api from './api/api.js';
 import authLogin from './auth/login.js';
 import authLogout from './auth/logout.js';
@@ -37,6 +38,7 @@ export const builtinCommands: readonly AnyCommand[] = [
   dev,
   daemonInstallScript,
   iamSetup,
+  ...pkiCommands,
   authLogin,
   authStatus,
   authLogout,
