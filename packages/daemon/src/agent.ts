@@ -7,6 +7,7 @@
  */
 import { accessSync, constants, existsSync, watchFile, unwatchFile } from 'node:fs';
 import WebSocket from 'ws';
+import { decideCommandRoot } from './command-root.js';
 import { type CommandEnvelope, refusal, runScript, type RunningScript } from './commands.js';
 import { safe, sessionUrl } from './http.js';
 import { type MachineInventory, readMachineInventory } from './inventory.js';
@@ -181,9 +182,20 @@ export async function runAgent(options: AgentOptions): Promise<void> {
           state.saveIdentity({ ...pinned, commandRoot: root });
           log('bcd: pinned the command root');
         } else if (pinned.commandRoot && root && pinned.commandRoot.trim() !== root.trim()) {
-          log(
-            'bcd: the gateway announces a command root other than the pinned one; commands it signs will be refused',
+          const decision = decideCommandRoot(
+            pinned.commandRoot,
+            root,
+            message.commandRootRotations,
+            message.trustDomain,
           );
+          if (decision.kind === 'rotated') {
+            state.saveIdentity({ ...pinned, commandRoot: decision.commandRoot });
+            log('bcd: followed the signed command-root rotation and pinned the new root');
+          } else if (decision.kind === 'refused') {
+            log(
+              `bcd: kept the pinned command root, so commands the gateway signs will be refused: ${safe(decision.reason)}`,
+            );
+          }
         }
         status.connected = true;
         status.since = new Date().toISOString();

@@ -197,7 +197,13 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
           nodeId: session.nodeId,
           state: beat.data!.state,
           heartbeatIntervalSeconds: beat.data!.heartbeatIntervalSeconds,
-          ...(message.t === 'hello' ? { commandRoot: options.commandSigner?.publicKeyPem ?? null } : {}),
+          ...(message.t === 'hello'
+            ? {
+                commandRoot: options.commandSigner?.publicKeyPem ?? null,
+                commandRootRotations: options.commandSigner?.rotations ?? [],
+                trustDomain: options.commandSigner?.trustDomain ?? null,
+              }
+            : {}),
         });
         if (message.t === 'hello') void deliver();
         return;

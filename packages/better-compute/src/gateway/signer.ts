@@ -5,10 +5,18 @@
  */
 import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
 import { type CommandEnvelope, envelopeBytes } from '@better-compute/core';
+import type { RotationEntry } from '@better-compute/core/command-root';
 
 export interface CommandSigner {
   /** The Ed25519 public key, SPKI PEM, that daemons pin. */
   readonly publicKeyPem: string;
+  /**
+   * The signed statements that lead from earlier command roots to this one (oldest first), sent to
+   * daemons so one that pinned an earlier root can follow them; none for a root never rotated.
+   */
+  readonly rotations?: readonly RotationEntry[];
+  /** The trust domain the rotation statements name. */
+  readonly trustDomain?: string;
   sign(bytes: Uint8Array): Uint8Array;
 }
 

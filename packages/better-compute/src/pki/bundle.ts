@@ -12,10 +12,11 @@
  *   other's machines;
  * - `audit`: Ed25519, signs audit checkpoints.
  */
-import { createHash, createPrivateKey, createPublicKey, type KeyObject, X509Certificate } from 'node:crypto';
+import { createPrivateKey, createPublicKey, type KeyObject, X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { isAbsolute, resolve } from 'node:path';
 import { ComputeError } from '@better-compute/core';
+import { publicKeyPin } from '@better-compute/core/command-root';
 import {
   checkDocument,
   invalidBundle,
@@ -32,11 +33,7 @@ import { type KeyPurpose, type SealParams, unseal } from './sealing.js';
 export const DEFAULT_PKI_PATH = '.better-compute/pki.json'; // relative to the cwd / config dir
 
 /** 'sha256/' + base64 (standard, padded) of SHA-256 over the key's SubjectPublicKeyInfo DER. */
-export function publicKeyPin(key: KeyObject): string {
-  const publicKey = key.type === 'public' ? key : createPublicKey(key);
-  const der = publicKey.export({ type: 'spki', format: 'der' });
-  return `sha256/${createHash('sha256').update(der).digest('base64')}`;
-}
+export { publicKeyPin };
 
 export interface PkiKey {
   readonly pin: string;

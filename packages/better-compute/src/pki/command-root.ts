@@ -16,7 +16,11 @@ export async function bundleCommandSigner(
   record?: { db: Kysely<any>; log: (line: string) => void },
 ): Promise<CommandSigner> {
   const bundle = await readPkiBundle(path);
-  const signer = ed25519CommandSigner(await bundle.commandRoot.privateKey(requireSecret(secret)));
+  const signer: CommandSigner = {
+    ...ed25519CommandSigner(await bundle.commandRoot.privateKey(requireSecret(secret))),
+    rotations: bundle.commandRootRotations,
+    trustDomain: bundle.trustDomain,
+  };
   if (record) {
     const mismatched = await recordPins(record.db, bundle);
     if (mismatched.length)

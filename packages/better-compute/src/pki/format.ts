@@ -8,6 +8,7 @@ import { link, mkdir, open, rename, unlink } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { dirname } from 'node:path';
 import { ComputeError } from '@better-compute/core';
+import type { RotationEntry } from '@better-compute/core/command-root';
 import { MIN_SCRYPT_N, type SealedKey, type SealParams } from './sealing.js';
 
 export const PKI_FORMAT = 'better-compute.pki';
@@ -47,16 +48,7 @@ export interface RetiredKeyEntry {
   publicKey: string;
 }
 
-/** A command-root rotation statement: the new root's key, signed by the old one. */
-export interface RotationEntry {
-  from: string;
-  to: string;
-  at: string;
-  /** The signed text (rotation.ts: rotationStatementText). */
-  statement: string;
-  /** base64 Ed25519 signature of `statement` by the `from` key. */
-  signature: string;
-}
+export type { RotationEntry };
 
 export interface PkiDocument {
   format: typeof PKI_FORMAT;

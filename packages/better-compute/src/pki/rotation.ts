@@ -4,9 +4,14 @@
  * existed (`add-sandbox-ca`), and re-sealing every key (`reseal`). Each proves the secret opens the
  * bundle before it changes anything, then replaces the file atomically in one write.
  */
-import { createPublicKey, type KeyObject, sign, verify } from 'node:crypto';
+import { type KeyObject, sign } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { ComputeError } from '@better-compute/core';
+import {
+  followRotations,
+  rotationStatementText,
+  verifyRotationStatement,
+} from '@better-compute/core/command-root';
 import { type PkiBundle, type PkiKey, pkiBundleFromDocument, publicKeyPin, readPkiBundle } from './bundle.js';
 import { CA_VALIDITY_DAYS, caEntry, DAY_MS, keyEntry, newEd25519Key, sshCaEntry } from './create.js';
 import { type KeyEntry, type PkiDocument, type RotationEntry, writeDocument } from './format.js';
@@ -67,86 +72,7 @@ export async function renewMachineCa(
   return { bundle: next, previous: kept.map((ca) => ca.pin) };
 }
 
-/** The text a rotation statement signs: the new root's key, bound to the old pin and the trust domain. */
-export function rotationStatementText(trustDomain: string, from: string, to: KeyObject, at: string): string {
-  const spki = (to.type === 'public' ? to : createPublicKey(to)).export({ type: 'spki', format: 'der' });
-  return [
-    'better-compute command-root rotation v1',
-    `trust-domain: ${trustDomain}`,
-    `from: ${from}`,
-    `to: ${publicKeyPin(to)}`,
-    `key: ${spki.toString('base64')}`,
-    `at: ${at}`,
-    '',
-  ].join('\n');
-}
-
-/**
- * Checks one rotation statement against the key a verifier already trusts; returns the new
- * command root's public key, or throws PKI_INVALID_ROTATION.
- */
-export function verifyRotationStatement(
-  rotation: RotationEntry,
-  trusted: KeyObject,
-  trustDomain?: string,
-): KeyObject {
-  const refuse = (why: string): never => {
-    throw new ComputeError(
-      'PKI_INVALID_ROTATION',
-      `the command-root rotation statement is not valid: ${why}`,
-      {
-        hint: 'Take the statement from the bundle that made it ("better-compute pki show --query commandRootRotations").',
-      },
-    );
-  };
-  const lines = rotation.statement.split('\n');
-  if (lines[0] !== 'better-compute command-root rotation v1' || lines.length !== 7 || lines[6] !== '')
-    refuse('it is not a version 1 statement');
-  const field = (i: number, name: string): string => {
-    const line = lines[i]!;
-    if (!line.startsWith(`${name}: `)) refuse(`line ${i + 1} is not "${name}"`);
-    return line.slice(name.length + 2);
-  };
-  const domain = field(1, 'trust-domain');
-  const from = field(2, 'from');
-  const to = field(3, 'to');
-  const key = field(4, 'key');
-  const at = field(5, 'at');
-  if (trustDomain !== undefined && domain !== trustDomain) refuse('it is for another trust domain');
-  if (from !== publicKeyPin(trusted) || from !== rotation.from)
-    refuse('it is not signed by the trusted command root');
-  if (to !== rotation.to || at !== rotation.at) refuse('its fields do not match the statement');
-  let next: KeyObject;
-  try {
-    next = createPublicKey({ key: Buffer.from(key, 'base64'), format: 'der', type: 'spki' });
-  } catch {
-    return refuse('its key is not a public key');
-  }
-  if (next.asymmetricKeyType !== 'ed25519' || publicKeyPin(next) !== to)
-    refuse('its key is not the Ed25519 key it names');
-  const signature = Buffer.from(rotation.signature, 'base64');
-  if (!verify(null, Buffer.from(rotation.statement, 'utf8'), trusted, signature))
-    refuse('the signature does not verify under the old command root');
-  return next;
-}
-
-/**
- * Follows the rotation statements from a pinned command root to the current one; returns the
- * current root's public key, or throws when the chain breaks.
- */
-export function followRotations(
-  pinned: KeyObject,
-  rotations: readonly RotationEntry[],
-  trustDomain?: string,
-): KeyObject {
-  let current = pinned;
-  for (;;) {
-    const pin = publicKeyPin(current);
-    const step = rotations.find((rotation) => rotation.from === pin);
-    if (!step) return current;
-    current = verifyRotationStatement(step, current, trustDomain);
-  }
-}
+export { followRotations, rotationStatementText, verifyRotationStatement };
 
 /** A new command root, published with a statement signed by the old one; the old one is kept public only. */
 export async function rotateCommandRoot(
