@@ -69,6 +69,26 @@ export class TreeBuilder {
     this.size += 1;
   }
 
+  /** Resumes a tree of `size` leaves from its frontier (what `frontier()` answered). */
+  static resume(size: number, frontier: readonly Hash[]): TreeBuilder {
+    const heights: number[] = [];
+    for (let height = 52; height >= 0; height--) {
+      if (Math.floor(size / 2 ** height) % 2 === 1) heights.push(height);
+    }
+    if (heights.length !== frontier.length || frontier.some((h) => h.length !== HASH_SIZE)) {
+      throw new RangeError(`a frontier of ${frontier.length} hashes does not fit a tree of ${size}`);
+    }
+    const builder = new TreeBuilder();
+    heights.forEach((height, i) => builder.stack.push({ height, hash: frontier[i]! }));
+    builder.size = size;
+    return builder;
+  }
+
+  /** The roots of the perfect subtrees the leaves make, largest first: all the next leaf needs. */
+  frontier(): Hash[] {
+    return this.stack.map((node) => node.hash);
+  }
+
   root(): Hash {
     if (this.stack.length === 0) return EMPTY_ROOT;
     let root = this.stack[this.stack.length - 1]!.hash;
