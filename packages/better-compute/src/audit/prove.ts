@@ -74,7 +74,7 @@ export async function proveEntry(
       .selectFrom('compute.audit_leaves')
       .select(['leaf_index', 'entry_id', 'leaf_hash'])
       .where('tenant_id', '=', tenantId)
-      .where('leaf_index', '<', String(treeSize))
+      .where('leaf_index', '<', treeSize)
       .orderBy('leaf_index')
       .execute()
   ).map((leaf) => ({ ...leaf, leaf_hash: new Uint8Array(leaf.leaf_hash) }));
@@ -106,7 +106,7 @@ export async function proveEntry(
       .selectFrom('compute.audit_checkpoints')
       .select(['note', 'signer'])
       .where('tenant_id', '=', tenantId)
-      .where('tree_size', '=', String(fromSize))
+      .where('tree_size', '=', fromSize)
       .executeTakeFirst();
     if (!earlier || fromSize > treeSize) {
       throw new ComputeError('NOT_FOUND', `tenant ${tenantId} has no checkpoint of size ${fromSize}`, {

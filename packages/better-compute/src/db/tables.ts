@@ -31,13 +31,13 @@ export interface AuditEventsTable {
   request_id: string;
   occurred_at: Timestamp;
   tx_id: Generated<string>;
-  leaf_index: ColumnType<string | null, never, string | null>;
+  leaf_index: ColumnType<number | null, never, number | null>;
 }
 
 /** A sealed entry's place in its tenant's Merkle tree; never updated. */
 export interface AuditLeavesTable {
   tenant_id: string;
-  leaf_index: ColumnType<string, string | number, never>;
+  leaf_index: ColumnType<number, number, never>;
   entry_id: string;
   leaf_hash: Uint8Array;
 }
@@ -45,7 +45,7 @@ export interface AuditLeavesTable {
 /** A signed checkpoint of a tenant's audit log; never updated. */
 export interface AuditCheckpointsTable {
   tenant_id: string;
-  tree_size: ColumnType<string, string | number, never>;
+  tree_size: ColumnType<number, number, never>;
   root_hash: Uint8Array;
   /** The C2SP signed note: the checkpoint body and its signature line. */
   note: string;
