@@ -1,0 +1,24 @@
+/**
+ * The bundle's OpenSSH certificate authorities (break-glass and sandbox): Ed25519 keys whose public
+ * halves are written as OpenSSH public key lines with sshpk, for `TrustedUserCAKeys` on machines
+ * and `@cert-authority` lines in known-hosts files.
+ */
+import { createPublicKey, type KeyObject } from 'node:crypto';
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+
+/** `ssh-ed25519 AAAA… comment` for an Ed25519 key (private or public half). */
+export function sshPublicKeyLine(key: KeyObject, comment: string): string {
+  const sshpk = require('sshpk') as typeof import('sshpk');
+  const publicKey = key.type === 'public' ? key : createPublicKey(key);
+  const parsed = sshpk.parseKey(publicKey.export({ type: 'spki', format: 'pem' }).toString(), 'pem');
+  parsed.comment = comment.replace(/[^A-Za-z0-9@._:-]/g, '-');
+  return parsed.toString('ssh');
+}
+
+/** The SHA256 fingerprint of an OpenSSH public key line, as `ssh-keygen -l` prints it. */
+export function sshFingerprint(line: string): string {
+  const sshpk = require('sshpk') as typeof import('sshpk');
+  return sshpk.parseKey(line, 'ssh').fingerprint('sha256').toString();
+}
