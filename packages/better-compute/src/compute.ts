@@ -38,6 +38,12 @@ import { fleetModule } from './modules/fleet/module.js';
 import { systemModule } from './modules/system/module.js';
 import type { ComputeInstance, DoctorFinding, DoctorReport, WorkerRole } from './types.js';
 import { startWorkerLoop } from './workers/runner.js';
+import {
+  AUDIT_CHECKPOINT_JOB,
+  checkpointJob,
+  DEFAULT_CHECKPOINT_EVERY_SECONDS,
+  queueCheckpoint,
+} from './audit/job.js';
 
 export const DEFAULT_BASE_PATH = '/api/compute';
 const DEFAULT_RATE_LIMIT = { perSecond: 50, burst: 200 };
@@ -169,7 +175,19 @@ export async function betterCompute(
     now,
     log,
   });
-  const jobs = Object.assign({}, ...modules.map((m) => m.jobs ?? {}));
+  // The audit log's seal runs beside the modules' jobs: it signs with the deployment's audit key,
+  // which it loads from the PKI bundle at each run (docs/audit.md).
+  const checkpointEveryMs = 1000 * (config.audit?.checkpointEverySeconds ?? DEFAULT_CHECKPOINT_EVERY_SECONDS);
+  const jobs = Object.assign({}, ...modules.map((m) => m.jobs ?? {}), {
+    [AUDIT_CHECKPOINT_JOB]: checkpointJob({
+      everyMs: checkpointEveryMs,
+      log,
+      signer: async () => {
+        const { loadAuditSigner } = await import('./audit/keys.js');
+        return loadAuditSigner({ cwd: process.cwd(), pki: config.audit?.pki, secret: config.secret });
+      },
+    }),
+  });
 
   async function doctor(): Promise<DoctorReport> {
     const findings: DoctorFinding[] = [];
@@ -291,6 +309,11 @@ export async function betterCompute(
     startWorkers(roles: WorkerRole[]) {
       const background = roles.includes('controllers') || roles.includes('sinks');
       if (!background) return { stop: async () => {} };
+      if (roles.includes('controllers')) {
+        queueCheckpoint(db, now()).catch((error: unknown) =>
+          log({ level: 'warn', message: 'could not queue the audit checkpoint', error }),
+        );
+      }
       return startWorkerLoop({
         db,
         jobs,

@@ -33,6 +33,13 @@ export interface ComputeConfig {
    * today). Defaults to BETTER_COMPUTE_SECRET; never put the value itself in a file you commit.
    */
   secret?: string;
+  /** The tamper-evident audit log's seal (docs/audit.md). */
+  audit?: {
+    /** Seconds between checkpoints of the `controllers` role; default 3600 (`dev`: 60). */
+    checkpointEverySeconds?: number;
+    /** The PKI bundle holding the audit key; default `.better-compute/pki.json` in the working directory. */
+    pki?: string;
+  };
   /** Which modules this deployment serves; all by default. */
   modules?: ModuleName[];
 }

@@ -97,6 +97,11 @@ export async function startDev(options: DevOptions): Promise<void> {
       secret: options.env.BETTER_COMPUTE_SECRET || (await devSecret(stateDir, options.memory)),
     };
   }
+  // dev seals the audit log every minute with its own bundle's audit key (docs/audit.md).
+  config = {
+    ...config,
+    audit: { checkpointEverySeconds: 60, pki: join(stateDir, 'pki.json'), ...config.audit },
+  };
   const compute = await betterCompute(config);
   // An in-memory store's accounts die with it: they go to their own file, so a --memory run never
   // overwrites the credentials of the persistent store under .better-compute/dev/.
