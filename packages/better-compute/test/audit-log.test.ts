@@ -33,7 +33,11 @@ describe.runIf(kinds.includes('postgres'))('the sealed audit log (postgres)', ()
     await writeEntries(f.db, 'acme', 6, 5);
     await sealUntil(f, 'acme', 11);
 
-    const checkpoints = await f.db.selectFrom('compute.audit_checkpoints').selectAll().orderBy('tree_size').execute();
+    const checkpoints = await f.db
+      .selectFrom('compute.audit_checkpoints')
+      .selectAll()
+      .orderBy('tree_size')
+      .execute();
     const acme = checkpoints.filter((c) => c.tenant_id === 'acme');
     expect(Number(acme.at(-1)!.tree_size)).toBe(11);
     const signer = parseVerifierKey(acme.at(-1)!.signer)!;
@@ -148,7 +152,9 @@ describe.runIf(kinds.includes('postgres'))('the sealed audit log (postgres)', ()
 
     it('a changed entry', async () => {
       const ids = await freshTenant('t-change');
-      await sql`update compute.audit_events set outcome = 'allowed', error_code = null where id = ${ids[4]}`.execute(f.db);
+      await sql`update compute.audit_events set outcome = 'allowed', error_code = null where id = ${ids[4]}`.execute(
+        f.db,
+      );
       const problems = await problemsOf('t-change');
       expect(problems).toContainEqual(expect.objectContaining({ kind: 'entry_modified', entryId: ids[4] }));
       expect(problems).toContainEqual(
@@ -227,7 +233,9 @@ describe.runIf(kinds.includes('postgres'))('the sealed audit log (postgres)', ()
         .executeTakeFirstOrThrow();
       const body = row.note.slice(0, row.note.lastIndexOf('\n\n') + 1);
       await sql`update compute.audit_checkpoints set note = ${signNote(body, origin, forger.privateKey, forger.publicKey)},
-        signer = ${verifierKey(origin, forger.publicKey)} where tenant_id = 't-note' and tree_size = 8`.execute(f.db);
+        signer = ${verifierKey(origin, forger.publicKey)} where tenant_id = 't-note' and tree_size = 8`.execute(
+        f.db,
+      );
       expect(await problemsOf('t-note')).toContainEqual(
         expect.objectContaining({ kind: 'unknown_signer', checkpoint: 8 }),
       );

@@ -46,13 +46,17 @@ describe('signed notes', () => {
     expect(verifyNote(PETER_NOTE.replace('answer', 'Answer'), 'PeterNeumann', publicKey).ok).toBe(false);
     expect(verifyNote(PETER_NOTE.replace('x08go', 'x08gp'), 'PeterNeumann', publicKey).ok).toBe(false);
     expect(verifyNote(PETER_NOTE, 'PeterNeumann', other).ok).toBe(false);
-    expect(verifyNote(PETER_NOTE.replace('— PeterNeumann', '— Peter'), 'PeterNeumann', publicKey).ok).toBe(false);
+    expect(verifyNote(PETER_NOTE.replace('— PeterNeumann', '— Peter'), 'PeterNeumann', publicKey).ok).toBe(
+      false,
+    );
     expect(verifyNote(PETER_TEXT, 'PeterNeumann', publicKey).ok).toBe(false);
     expect(verifyNote(PETER_NOTE.slice(0, -1), 'PeterNeumann', publicKey).ok).toBe(false);
     expect(verifyNote(`\u0007${PETER_NOTE}`, 'PeterNeumann', publicKey).ok).toBe(false);
     expect('error' in parseNote(`${PETER_TEXT}\n- PeterNeumann abc=\n`)).toBe(true);
     expect(parseVerifierKey(PETER_VERIFIER.replace('c74f20a3', 'c74f20a4'))).toBeNull();
     expect(parseVerifierKey('PeterNeumann+c74f20a3')).toBeNull();
+    // transparency-dev/formats' test key, whose base64 holds a '+'.
+    expect(parseVerifierKey('TEST+7997405c+AQcC+FTVKf0jlTdHDY3rbevmnKxxPjigCXlVtGe6RIr6')?.name).toBe('TEST');
   });
 
   it('signs checkpoints with a fresh key and names the pin of its SubjectPublicKeyInfo', () => {
@@ -70,7 +74,12 @@ describe('signed notes', () => {
     expect(publicKeyPinOf(publicKey)).toMatch(/^sha256\/[A-Za-z0-9+/]{43}=$/);
     expect(() => signNote('no newline', origin, privateKey, publicKey)).toThrow();
     expect(() => signNote(body, 'has space', privateKey, publicKey)).toThrow();
-    for (const bad of ['o\n07\nroot\n', 'o\n-1\n' + 'A'.repeat(43) + '=\n', '\n1\n' + 'A'.repeat(43) + '=\n', 'o\n1\n']) {
+    for (const bad of [
+      'o\n07\nroot\n',
+      'o\n-1\n' + 'A'.repeat(43) + '=\n',
+      '\n1\n' + 'A'.repeat(43) + '=\n',
+      'o\n1\n',
+    ]) {
       expect('error' in parseCheckpoint(bad)).toBe(true);
     }
   });

@@ -97,7 +97,8 @@ export function checkProof(document: unknown, pin: string): CheckedProof {
   };
   if (proof.consistency !== undefined) {
     const consistency = proof.consistency as Record<string, unknown> | null;
-    if (typeof consistency !== 'object' || consistency === null) invalid('the consistency proof is malformed');
+    if (typeof consistency !== 'object' || consistency === null)
+      invalid('the consistency proof is malformed');
     const fromSize = wholeNumber(consistency.fromSize, 'the consistency proof size');
     const earlier = signedCheckpoint(consistency.checkpoint, consistency.signer, pin, 'earlier checkpoint');
     if (earlier.origin !== checkpoint.origin) invalid('the earlier checkpoint is of another log');

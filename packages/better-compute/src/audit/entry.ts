@@ -65,7 +65,9 @@ export function parseEntry(value: unknown): AuditEntry | { error: string } {
     else if (typeof field === 'string') entry[key] = field;
     else return { error: `the entry's ${key} is ${field === undefined ? 'missing' : 'not a string'}` };
   }
-  const extra = Object.keys(record).filter((key) => key !== 'v' && !(KEYS as readonly string[]).includes(key));
+  const extra = Object.keys(record).filter(
+    (key) => key !== 'v' && !(KEYS as readonly string[]).includes(key),
+  );
   if (extra.length > 0) return { error: `the entry has unknown fields: ${extra.join(', ')}` };
   if (record.v !== undefined && record.v !== 1) return { error: 'the entry is not of format 1' };
   return entry as unknown as AuditEntry;

@@ -61,7 +61,8 @@ export function checkpointJob(options: CheckpointJobOptions): (context: JobConte
     } catch (error) {
       // Once per distinct reason: a deployment without a bundle is told, not flooded.
       const reason = error instanceof Error ? error.message : String(error);
-      if (reason !== lastFailure) options.log({ level: 'warn', message: 'audit checkpoint did not run', error });
+      if (reason !== lastFailure)
+        options.log({ level: 'warn', message: 'audit checkpoint did not run', error });
       lastFailure = reason;
     } finally {
       await queueCheckpoint(context.db, new Date(now.getTime() + options.everyMs));

@@ -53,9 +53,10 @@ export function verifierKey(name: string, publicKey: KeyObject): string {
 
 /** Parses a verifier key string; null when it is malformed or not Ed25519, or its id does not match. */
 export function parseVerifierKey(text: string): { name: string; publicKey: KeyObject } | null {
-  const parts = text.split('+');
-  if (parts.length !== 3) return null;
-  const [name, id, encoded] = parts as [string, string, string];
+  // The name and the id end at the first two `+`; the base64 after them may hold more.
+  const match = /^([^+]*)\+([^+]*)\+(.*)$/s.exec(text);
+  if (!match) return null;
+  const [, name, id, encoded] = match as unknown as [string, string, string, string];
   if (!isKeyName(name) || !/^[0-9a-f]{8}$/.test(id) || !/^[A-Za-z0-9+/]+=*$/.test(encoded)) return null;
   const bytes = Buffer.from(encoded, 'base64');
   if (bytes.length !== 33 || bytes[0] !== ED25519) return null;
@@ -105,7 +106,8 @@ export function parseNote(note: string): ParsedNote | { error: string } {
   const signatures: NoteSignature[] = [];
   for (const line of block.slice(0, -1).split('\n')) {
     const match = /^\u2014 (\S+) ([A-Za-z0-9+/]+=*)$/u.exec(line);
-    if (!match || !isKeyName(match[1]!)) return { error: `malformed signature line: ${JSON.stringify(line)}` };
+    if (!match || !isKeyName(match[1]!))
+      return { error: `malformed signature line: ${JSON.stringify(line)}` };
     const bytes = Buffer.from(match[2]!, 'base64');
     if (bytes.length < 5) return { error: 'a signature is too short' };
     signatures.push({
@@ -134,5 +136,7 @@ export function verifyNote(
   if (mine.length === 0) return { ok: false, reason: `the note is not signed by ${name}+${id}` };
   const text = Buffer.from(parsed.text, 'utf8');
   const valid = mine.some((s) => s.signature.length === 64 && verify(null, text, publicKey, s.signature));
-  return valid ? { ok: true, text: parsed.text } : { ok: false, reason: `the signature by ${name} is not valid` };
+  return valid
+    ? { ok: true, text: parsed.text }
+    : { ok: false, reason: `the signature by ${name} is not valid` };
 }

@@ -65,9 +65,13 @@ export async function proveEntry(
     .executeTakeFirst();
   const treeSize = Number(checkpoint?.tree_size ?? 0);
   if (!checkpoint || treeSize <= leafIndex) {
-    throw new ComputeError('AUDIT_TAMPERED', `entry ${entryId} says leaf ${leafIndex}, past every checkpoint`, {
-      hint: `Run \`better-compute audit verify --tenant ${tenantId}\`.`,
-    });
+    throw new ComputeError(
+      'AUDIT_TAMPERED',
+      `entry ${entryId} says leaf ${leafIndex}, past every checkpoint`,
+      {
+        hint: `Run \`better-compute audit verify --tenant ${tenantId}\`.`,
+      },
+    );
   }
   const leaves = (
     await db

@@ -53,13 +53,7 @@ export async function verifyAuditLog(
   const problems: AuditProblem[] = [];
   const checkpoints = await db
     .selectFrom('compute.audit_checkpoints')
-    .select([
-      'tree_size',
-      'root_hash',
-      'note',
-      'signer',
-      sql<string>`sealed_below::text`.as('sealed_below'),
-    ])
+    .select(['tree_size', 'root_hash', 'note', 'signer', sql<string>`sealed_below::text`.as('sealed_below')])
     .where('tenant_id', '=', tenantId)
     .orderBy('tree_size')
     .execute();

@@ -23,7 +23,10 @@ export default defineCommand({
     'BETTER_COMPUTE_AUDIT_PIN=sha256/… better-compute audit check-proof proof.json',
   ],
   async run({ args, flags, io }) {
-    const [{ readFile, stat }, { resolve }] = await Promise.all([import('node:fs/promises'), import('node:path')]);
+    const [{ readFile, stat }, { resolve }] = await Promise.all([
+      import('node:fs/promises'),
+      import('node:path'),
+    ]);
     const { resolveAuditPin } = await import('../../../audit/keys.js');
     const { checkProof } = await import('../../../audit/check-proof.js');
     let pin: string;
@@ -31,9 +34,13 @@ export default defineCommand({
       pin = await resolveAuditPin({ cwd: io.cwd, pin: flags.pin, env: io.env, pki: flags.pki });
     } catch (error) {
       if (error instanceof ComputeError && error.code === 'PKI_NOT_FOUND') {
-        throw new ComputeError('AUDIT_KEY_MISSING', 'no audit key pin was given and no PKI bundle was found', {
-          hint: 'Pass the pin the deployment published: --pin sha256/… (or BETTER_COMPUTE_AUDIT_PIN).',
-        });
+        throw new ComputeError(
+          'AUDIT_KEY_MISSING',
+          'no audit key pin was given and no PKI bundle was found',
+          {
+            hint: 'Pass the pin the deployment published: --pin sha256/… (or BETTER_COMPUTE_AUDIT_PIN).',
+          },
+        );
       }
       throw error;
     }
@@ -47,9 +54,13 @@ export default defineCommand({
     } catch (error) {
       if (error instanceof ComputeError) throw error;
       const code = (error as NodeJS.ErrnoException).code;
-      throw new ComputeError(code === 'ENOENT' ? 'NOT_FOUND' : 'INVALID_ARGUMENT', `cannot read ${args.file} (${code})`, {
-        hint: 'Give the path of the file `audit prove --out` wrote.',
-      });
+      throw new ComputeError(
+        code === 'ENOENT' ? 'NOT_FOUND' : 'INVALID_ARGUMENT',
+        `cannot read ${args.file} (${code})`,
+        {
+          hint: 'Give the path of the file `audit prove --out` wrote.',
+        },
+      );
     }
     let document: unknown;
     try {

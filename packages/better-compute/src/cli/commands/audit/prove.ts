@@ -16,7 +16,12 @@ export default defineCommand({
   positionals: [{ name: 'entry', description: 'The audit entry id', required: true, kind: 'audit' }],
   flags: {
     tenant: tenantFlag,
-    out: { type: 'string', required: true, description: 'A new file to write (mode 0600)', placeholder: 'FILE' },
+    out: {
+      type: 'string',
+      required: true,
+      description: 'A new file to write (mode 0600)',
+      placeholder: 'FILE',
+    },
     consistencyFrom: {
       type: 'number',
       integer: true,
