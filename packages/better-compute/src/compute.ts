@@ -12,6 +12,7 @@ import {
   methodAction,
   methodKey,
   type ModuleName,
+  parseDuration,
   routeInfo,
   type RouteInfo,
 } from '@better-compute/core';
@@ -108,6 +109,27 @@ export function actionCatalog(methods: readonly AnyMethod[] = methodList): Actio
   return [...seen].map(([action, summary]) => ({ action, summary }));
 }
 
+/** `events.retention` in milliseconds; undefined (keep forever) when absent. */
+function retentionMs(retention: string | number | undefined): number | undefined {
+  if (retention === undefined) return undefined;
+  let seconds: number | undefined;
+  try {
+    seconds = typeof retention === 'number' ? retention : parseDuration(retention, 'events.retention');
+  } catch {
+    seconds = undefined;
+  }
+  if (seconds === undefined || !Number.isSafeInteger(seconds) || seconds <= 0) {
+    throw new ComputeError(
+      'INVALID_CONFIG',
+      `events.retention must be a positive duration (got ${String(retention)})`,
+      {
+        hint: 'Write it as 30d, 12h or a number of seconds, or leave it out to keep events forever.',
+      },
+    );
+  }
+  return seconds * 1000;
+}
+
 export async function betterCompute(
   config: ComputeConfig,
   options: BetterComputeOptions = {},
@@ -175,6 +197,7 @@ export async function betterCompute(
     now,
     log,
   });
+  const eventRetentionMs = retentionMs(config.events?.retention);
   // The audit log's seal runs beside the modules' jobs: it signs with the deployment's audit key,
   // which it loads from the PKI bundle at each run (docs/audit.md).
   const checkpointEveryMs = 1000 * (config.audit?.checkpointEverySeconds ?? DEFAULT_CHECKPOINT_EVERY_SECONDS);
@@ -318,6 +341,7 @@ export async function betterCompute(
         db,
         jobs,
         maintenance: roles.includes('controllers'),
+        eventRetentionMs,
         vacuum: database.kind === 'pglite',
         now,
         log,

@@ -33,6 +33,14 @@ export interface ComputeConfig {
    * today). Defaults to BETTER_COMPUTE_SECRET; never put the value itself in a file you commit.
    */
   secret?: string;
+  /** The outbox of events. */
+  events?: {
+    /**
+     * How long an event stays in the outbox (`30d`, `12h`, or seconds); forever when absent. Audit
+     * entries are never deleted by it (docs/audit.md).
+     */
+    retention?: string | number;
+  };
   /** The tamper-evident audit log's seal (docs/audit.md). */
   audit?: {
     /** Seconds between checkpoints of the `controllers` role; default 3600 (`dev`: 60). */
