@@ -84,3 +84,64 @@ describe.runIf(kinds.includes('postgres'))('outbox retention and the audit log (
     });
   });
 });
+
+describe.runIf(kinds.includes('postgres'))('the audit.checkpoint job (postgres)', () => {
+  let f: AuditFixture;
+  beforeAll(async () => {
+    f = await auditFixture();
+  });
+  afterAll(async () => {
+    await f?.close();
+  });
+
+  it('seals under its lease, queues its next run, and says once why it could not run', async () => {
+    const { checkpointJob, queueCheckpoint, AUDIT_CHECKPOINT_JOB } = await import('../src/audit/job.js');
+    const logs: { level: string; message: string }[] = [];
+    let failing = false;
+    const job = checkpointJob({
+      everyMs: 3_600_000,
+      log: (entry) => logs.push(entry),
+      signer: async () => {
+        if (failing) throw new Error('no bundle here');
+        return { key: f.key, deployment: 'jobs.example' };
+      },
+    });
+    const queued = () =>
+      f.db
+        .selectFrom('compute.jobs')
+        .select(['run_at'])
+        .where('kind', '=', AUDIT_CHECKPOINT_JOB)
+        .where('state', '=', 'queued')
+        .execute();
+    await writeEntries(f.db, 'acme', 3);
+    let sealed = false;
+    for (let i = 0; i < 200 && !sealed; i++) {
+      await job({ db: f.db, payload: {}, now: () => new Date() });
+      const last = await f.db
+        .selectFrom('compute.audit_checkpoints')
+        .select(['tree_size', 'note'])
+        .orderBy('tree_size', 'desc')
+        .executeTakeFirst();
+      if (Number(last?.tree_size ?? 0) === 3) {
+        expect(last!.note.startsWith('jobs.example/audit/acme\n3\n')).toBe(true);
+        sealed = true;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    expect(sealed).toBe(true);
+    const next = await queued();
+    expect(next).toHaveLength(1);
+    expect(next[0]!.run_at.getTime()).toBeGreaterThan(Date.now() + 3_500_000);
+    await queueCheckpoint(f.db, new Date());
+    expect(await queued()).toHaveLength(1);
+
+    failing = true;
+    await job({ db: f.db, payload: {}, now: () => new Date() });
+    await job({ db: f.db, payload: {}, now: () => new Date() });
+    expect(logs.filter((entry) => entry.level === 'warn').map((entry) => entry.message)).toEqual([
+      'audit checkpoint did not run',
+    ]);
+    expect(await queued()).toHaveLength(1);
+    expect((await verifyAuditLog(f.db, { tenantId: 'acme', pin: f.pin })).ok).toBe(true);
+  });
+});
