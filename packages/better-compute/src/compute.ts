@@ -207,12 +207,12 @@ export async function betterCompute(
       log,
       signer: async () => {
         const { loadAuditSigner } = await import('./audit/keys.js');
-        return loadAuditSigner({ cwd: process.cwd(), pki: config.audit?.pki, secret: config.secret });
+        return loadAuditSigner({ cwd: process.cwd(), pki: config.pki, secret: config.secret });
       },
     }),
   });
 
-  async function doctor(): Promise<DoctorReport> {
+  async function doctor(options: { pkiPath?: string } = {}): Promise<DoctorReport> {
     const findings: DoctorFinding[] = [];
     try {
       const dbNow = await databaseNow(database);
@@ -311,6 +311,14 @@ export async function betterCompute(
         ? `session cookies are accepted from ${config.trustedOrigins.join(', ')}`
         : 'no trustedOrigins: session cookies are accepted only from loopback origins (set trustedOrigins to serve a console by name)',
     });
+    const pkiPath = options.pkiPath ?? config.pki;
+    if (pkiPath) {
+      const { pkiFindings } = await import('./pki/doctor.js');
+      const { resolvePkiPath } = await import('./pki/bundle.js');
+      findings.push(
+        ...(await pkiFindings({ path: resolvePkiPath(process.cwd(), pkiPath), secret: config.secret })),
+      );
+    }
     return { ok: findings.every((f) => f.severity === 'ok'), findings };
   }
 

@@ -33,6 +33,12 @@ export interface ComputeConfig {
    * today). Defaults to BETTER_COMPUTE_SECRET; never put the value itself in a file you commit.
    */
   secret?: string;
+  /**
+   * The PKI bundle (`better-compute pki init`): its path, relative to the working directory; default
+   * `.better-compute/pki.json`. When set, `serve`'s gateway signs commands with the bundle's command
+   * root (its private key opened with `secret`) and `doctor` checks the bundle.
+   */
+  pki?: string;
   /** The outbox of events. */
   events?: {
     /**
@@ -43,10 +49,11 @@ export interface ComputeConfig {
   };
   /** The tamper-evident audit log's seal (docs/audit.md). */
   audit?: {
-    /** Seconds between checkpoints of the `controllers` role; default 3600 (`dev`: 60). */
+    /**
+     * Seconds between checkpoints of the `controllers` role; default 3600 (`dev`: 60). The audit
+     * key is the bundle's (`pki`), opened with `secret`.
+     */
     checkpointEverySeconds?: number;
-    /** The PKI bundle holding the audit key; default `.better-compute/pki.json` in the working directory. */
-    pki?: string;
   };
   /** Which modules this deployment serves; all by default. */
   modules?: ModuleName[];

@@ -3,6 +3,7 @@
  */
 import { createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { resolve } from 'node:path';
+import { ComputeError } from '@better-compute/core';
 import { algorithmOf, type PkiBundle, pkiBundleFromDocument, publicKeyPin } from './bundle.js';
 import { checkTrustDomain, createCaCertificate, newP256Key } from './certificates.js';
 import {
@@ -83,8 +84,15 @@ export async function sshCaEntry(
   const key = newEd25519Key();
   return {
     ...(await keyEntry(key, purpose, secret, params, now)),
-    sshPublicKey: sshPublicKeyLine(key, `${purpose}@${trustDomain}`),
+    sshPublicKey: await sshPublicKeyLine(key, `${purpose}@${trustDomain}`),
   };
+}
+
+function commandRootKey(given: KeyObject | undefined): KeyObject {
+  if (!given) return newEd25519Key();
+  if (given.type !== 'private' || given.asymmetricKeyType !== 'ed25519')
+    throw new ComputeError('INVALID_ARGUMENT', 'the command root must be an Ed25519 private key');
+  return given;
 }
 
 export interface CreatePkiOptions {
@@ -96,6 +104,8 @@ export interface CreatePkiOptions {
   now?: Date;
   /** The machine CA's lifetime; tests make short or already expired ones. */
   caValidity?: { notBefore: Date; notAfter: Date };
+  /** An existing Ed25519 key to keep as the command root (dev's key from before the bundle). */
+  commandRootKey?: KeyObject | undefined;
 }
 
 /** Makes every key of a new bundle and writes it; ALREADY_EXISTS unless `force`. */
@@ -116,7 +126,7 @@ export async function createPkiDocument(options: CreatePkiOptions): Promise<PkiD
     updatedAt: now.toISOString(),
     seal: params,
     machineCas: [await caEntry(trustDomain, secret, params, now, validity.notBefore, validity.notAfter)],
-    commandRoot: await keyEntry(newEd25519Key(), 'command-root', secret, params, now),
+    commandRoot: await keyEntry(commandRootKey(options.commandRootKey), 'command-root', secret, params, now),
     previousCommandRoots: [],
     commandRootRotations: [],
     execTicket: await keyEntry(newEd25519Key(), 'exec-ticket', secret, params, now),

@@ -26,7 +26,7 @@ export default defineCommand({
     const { sealAuditLog } = await import('../../../audit/seal.js');
     const signer = await loadAuditSigner({
       cwd: io.cwd,
-      pki: flags.pki ?? instance.config.audit?.pki,
+      pki: flags.pki ?? instance.config.pki,
       secret: instance.config.secret,
     });
     const { checkpoints } = await sealAuditLog(instance.database.db as never, {

@@ -1,7 +1,7 @@
 /** Flags the audit commands share. */
 export const pkiFlag = {
   type: 'string',
-  description: 'The PKI bundle (default: the configuration’s audit.pki, else .better-compute/pki.json)',
+  description: 'The PKI bundle (default: the configuration’s pki, else .better-compute/pki.json)',
   placeholder: 'PATH',
 } as const;
 

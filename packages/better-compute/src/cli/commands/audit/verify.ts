@@ -27,7 +27,7 @@ export default defineCommand({
       cwd: io.cwd,
       pin: flags.pin,
       env: io.env,
-      pki: flags.pki ?? instance.config.audit?.pki,
+      pki: flags.pki ?? instance.config.pki,
     });
     const report = await verifyAuditLog(instance.database.db as never, { tenantId: flags.tenant, pin });
     print(report);
