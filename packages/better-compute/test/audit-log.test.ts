@@ -242,3 +242,35 @@ describe.runIf(kinds.includes('postgres'))('the sealed audit log (postgres)', ()
     });
   });
 });
+
+describe.runIf(kinds.includes('pglite'))('the sealed audit log on PGlite (what dev runs by default)', () => {
+  it('seals, verifies, proves and names a change', async () => {
+    const f = await auditFixture('pglite');
+    try {
+      await writeEntries(f.db, 'acme', 3);
+      await sealUntil(f, 'acme', 3);
+      await writeEntries(f.db, 'acme', 2, 3);
+      await sealUntil(f, 'acme', 5);
+      expect(await verifyAuditLog(f.db, { tenantId: 'acme', pin: f.pin })).toMatchObject({
+        ok: true,
+        entries: 5,
+      });
+      const entry = await f.db
+        .selectFrom('compute.audit_events')
+        .select('id')
+        .where('leaf_index', '=', 4)
+        .executeTakeFirstOrThrow();
+      const proof = await proveEntry(f.db, { tenantId: 'acme', entryId: entry.id, consistencyFrom: 3 });
+      expect(checkProof(JSON.parse(JSON.stringify(proof)), f.pin)).toMatchObject({
+        ok: true,
+        consistentFrom: 3,
+      });
+      await sql`update compute.audit_events set method = 'pools.delete' where id = ${entry.id}`.execute(f.db);
+      expect((await verifyAuditLog(f.db, { tenantId: 'acme', pin: f.pin })).problems).toContainEqual(
+        expect.objectContaining({ kind: 'entry_modified', entryId: entry.id }),
+      );
+    } finally {
+      await f.close();
+    }
+  }, 120_000);
+});

@@ -17,8 +17,8 @@ export interface AuditFixture {
   close(): Promise<void>;
 }
 
-export async function auditFixture(): Promise<AuditFixture> {
-  const database = await createTestDatabase('postgres', 4);
+export async function auditFixture(kind: 'postgres' | 'pglite' = 'postgres'): Promise<AuditFixture> {
+  const database = await createTestDatabase(kind, 4);
   await migrate(database.db, [foundationMigrations]);
   const { privateKey, publicKey } = generateKeyPairSync('ed25519');
   return {
