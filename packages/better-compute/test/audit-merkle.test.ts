@@ -9,6 +9,7 @@ import {
   consistencyProof,
   inclusionProof,
   leafHash,
+  MerkleLevels,
   rootOf,
   TreeBuilder,
   verifyConsistency,
@@ -75,6 +76,15 @@ describe('proofs built here', () => {
     for (let size = 1; size <= leaves.length; size++) {
       builder.append(leaves[size - 1]!);
       expect(builder.root()).toEqual(rootOf(leaves, 0, size));
+    }
+  });
+
+  it('the level cache answers every range as the recursive tree head does', () => {
+    const levels = new MerkleLevels(leaves);
+    for (let start = 0; start <= leaves.length; start++) {
+      for (let end = start; end <= leaves.length; end++) {
+        expect(levels.root(start, end)).toEqual(rootOf(leaves, start, end));
+      }
     }
   });
 

@@ -97,9 +97,49 @@ export class TreeBuilder {
   }
 }
 
+/**
+ * Every node of the perfect subtrees a list of leaves makes, built once in O(n): the hash of any
+ * range `[start, end)` is then O(log n) (its perfect parts are looked up), so proofs over the same
+ * leaves, as `verify` makes one per pair of checkpoints, cost O(log² n) each instead of O(n).
+ */
+export class MerkleLevels {
+  private readonly levels: Hash[][];
+
+  constructor(readonly leaves: readonly Hash[]) {
+    this.levels = [[...leaves]];
+    for (let below = this.levels[0]!; below.length >= 2;) {
+      const level: Hash[] = [];
+      for (let i = 0; i + 1 < below.length; i += 2) level.push(nodeHash(below[i]!, below[i + 1]!));
+      this.levels.push(level);
+      below = level;
+    }
+  }
+
+  get size(): number {
+    return this.leaves.length;
+  }
+
+  /** The tree head of the leaves in `[start, end)`, as RFC 6962 splits it. */
+  root(start: number, end: number): Hash {
+    const n = end - start;
+    if (n === 0) return EMPTY_ROOT;
+    // A perfect, aligned range is one stored node.
+    if ((n & (n - 1)) === 0 && n <= 2 ** 30 && start % n === 0) {
+      const height = Math.log2(n);
+      return this.levels[height]![start / n]!;
+    }
+    const k = splitPoint(n);
+    return nodeHash(this.root(start, start + k), this.root(start + k, end));
+  }
+}
+
+const levelsOf = (leaves: readonly Hash[] | MerkleLevels) =>
+  leaves instanceof MerkleLevels ? leaves : new MerkleLevels(leaves);
+
 /** The inclusion proof (RFC 6962 PATH) of leaf `index` in the tree of the first `size` leaves. */
-export function inclusionProof(leaves: readonly Hash[], index: number, size: number): Hash[] {
-  if (!(size <= leaves.length && index >= 0 && index < size)) {
+export function inclusionProof(leaves: readonly Hash[] | MerkleLevels, index: number, size: number): Hash[] {
+  const tree = levelsOf(leaves);
+  if (!(size <= tree.size && index >= 0 && index < size)) {
     throw new RangeError(`no leaf ${index} in a tree of ${size}`);
   }
   const path = (m: number, start: number, end: number): Hash[] => {
@@ -107,24 +147,29 @@ export function inclusionProof(leaves: readonly Hash[], index: number, size: num
     if (n <= 1) return [];
     const k = splitPoint(n);
     return m < k
-      ? [...path(m, start, start + k), rootOf(leaves, start + k, end)]
-      : [...path(m - k, start + k, end), rootOf(leaves, start, start + k)];
+      ? [...path(m, start, start + k), tree.root(start + k, end)]
+      : [...path(m - k, start + k, end), tree.root(start, start + k)];
   };
   return path(index, 0, size);
 }
 
 /** The consistency proof (RFC 6962 PROOF) that the tree of `size1` leaves is a prefix of `size2`'s. */
-export function consistencyProof(leaves: readonly Hash[], size1: number, size2: number): Hash[] {
-  if (!(size1 > 0 && size1 <= size2 && size2 <= leaves.length)) {
+export function consistencyProof(
+  leaves: readonly Hash[] | MerkleLevels,
+  size1: number,
+  size2: number,
+): Hash[] {
+  const tree = levelsOf(leaves);
+  if (!(size1 > 0 && size1 <= size2 && size2 <= tree.size)) {
     throw new RangeError(`no consistency proof from ${size1} to ${size2}`);
   }
   const subproof = (m: number, start: number, end: number, complete: boolean): Hash[] => {
     const n = end - start;
-    if (m === n) return complete ? [] : [rootOf(leaves, start, end)];
+    if (m === n) return complete ? [] : [tree.root(start, end)];
     const k = splitPoint(n);
     return m <= k
-      ? [...subproof(m, start, start + k, complete), rootOf(leaves, start + k, end)]
-      : [...subproof(m - k, start + k, end, false), rootOf(leaves, start, start + k)];
+      ? [...subproof(m, start, start + k, complete), tree.root(start + k, end)]
+      : [...subproof(m - k, start + k, end, false), tree.root(start, start + k)];
   };
   return subproof(size1, 0, size2, true);
 }

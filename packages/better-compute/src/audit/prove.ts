@@ -8,7 +8,7 @@ import { ComputeError } from '@better-compute/core';
 import { sql, type Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
 import { entryFromRow, entryLeafHash, occurredAtUtc, type AuditEntry, type AuditEntryRow } from './entry.js';
-import { consistencyProof, inclusionProof, sameHash, type Hash } from './merkle.js';
+import { consistencyProof, inclusionProof, MerkleLevels, sameHash, type Hash } from './merkle.js';
 
 export const PROOF_FORMAT = 'better-compute/audit-proof/v1';
 
@@ -94,7 +94,7 @@ export async function proveEntry(
       hint: `Run \`better-compute audit verify --tenant ${tenantId}\` to see what changed.`,
     });
   }
-  const hashes = leaves.map((leaf) => leaf.leaf_hash);
+  const hashes = new MerkleLevels(leaves.map((leaf) => leaf.leaf_hash));
   const proof: AuditProof = {
     format: PROOF_FORMAT,
     entry,

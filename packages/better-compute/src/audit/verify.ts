@@ -8,7 +8,14 @@ import { sql, type Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
 import { parseCheckpoint } from './checkpoint.js';
 import { entryFromRow, entryLeafHash, occurredAtUtc, type AuditEntryRow } from './entry.js';
-import { consistencyProof, sameHash, TreeBuilder, verifyConsistency, type Hash } from './merkle.js';
+import {
+  consistencyProof,
+  MerkleLevels,
+  sameHash,
+  TreeBuilder,
+  verifyConsistency,
+  type Hash,
+} from './merkle.js';
 import { parseVerifierKey, publicKeyPinOf, verifyNote } from './note.js';
 
 export type AuditProblemKind =
@@ -141,6 +148,7 @@ export async function verifyAuditLog(
 
   // Every checkpoint: its root from the leaves, its note, its signature, its consistency.
   const tree = new TreeBuilder();
+  const levels = new MerkleLevels(hashes);
   let previous: { size: number; root: Uint8Array } | undefined;
   for (const checkpoint of checkpoints) {
     const size = Number(checkpoint.tree_size);
@@ -163,7 +171,7 @@ export async function verifyAuditLog(
     }
     problems.push(...checkNote(checkpoint, tenantId, size, storedRoot, pin));
     if (previous && previous.size > 0) {
-      const proof = consistencyProof(hashes, previous.size, size);
+      const proof = consistencyProof(levels, previous.size, size);
       const verdict = verifyConsistency(previous.size, size, proof, previous.root, storedRoot);
       if (!verdict.ok) {
         problems.push({
