@@ -249,6 +249,10 @@ export async function betterCompute(
               }
             : { check: 'schema.current', severity: 'ok', message: `${status.length} migration(s) applied` },
       );
+      if (!changed.length && !pending.length) {
+        const { auditSealFinding } = await import('./audit/doctor.js');
+        findings.push(await auditSealFinding(db, dbNow, checkpointEveryMs));
+      }
     } catch (error) {
       findings.push({
         check: 'database.reachable',

@@ -1,7 +1,7 @@
 /**
  * Outbox retention never reaches the audit log: the maintenance pass of a controllers replica
  * deletes events past `events.retention`, and every audit entry, sealed or not, stays; the log
- * still verifies afterwards.
+ * still verifies afterwards. Also the checkpoint job and doctor's `audit.sealed` check.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testDatabaseKinds } from '@better-compute/db/testing';
@@ -143,5 +143,21 @@ describe.runIf(kinds.includes('postgres'))('the audit.checkpoint job (postgres)'
     ]);
     expect(await queued()).toHaveLength(1);
     expect((await verifyAuditLog(f.db, { tenantId: 'acme', pin: f.pin })).ok).toBe(true);
+  });
+
+  it('doctor warns when entries wait longer than two intervals for a checkpoint', async () => {
+    const { auditSealFinding } = await import('../src/audit/doctor.js');
+    const hour = 3_600_000;
+    await writeEntries(f.db, 'late', 2);
+    const fresh = await auditSealFinding(f.db, new Date(), hour);
+    expect(fresh).toMatchObject({ check: 'audit.sealed', severity: 'ok' });
+    expect(fresh.message).toMatch(/checkpoint\(s\) signed; 2 entries for the next$/);
+    const later = await auditSealFinding(f.db, new Date(Date.now() + 3 * hour), hour);
+    expect(later).toMatchObject({ check: 'audit.sealed', severity: 'warning' });
+    expect(later.message).toMatch(/^2 audit entries wait for a checkpoint/);
+    await sealUntil(f, 'late', 2);
+    expect(await auditSealFinding(f.db, new Date(Date.now() + 3 * hour), hour)).toMatchObject({
+      severity: 'ok',
+    });
   });
 });
