@@ -28,6 +28,7 @@ import {
 import type { Iam } from 'better-iam';
 import type { Kysely } from 'kysely';
 import type { ComputeConfig } from './config/define-config.js';
+import { pkiMigrations } from './pki/migrations.js';
 import { foundationMigrations } from './db/migrations.js';
 import type { ComputeTables } from './db/tables.js';
 import { type BoundMethod, createHandler, type HandlerLog } from './http/handler.js';
@@ -179,6 +180,7 @@ export async function betterCompute(
 
   const allMigrations: ModuleMigrations[] = [
     foundationMigrations,
+    pkiMigrations,
     ...(iamMigrations ? [iamMigrations] : []),
     ...modules
       .filter((m) => m.migrations?.length)
@@ -319,8 +321,14 @@ export async function betterCompute(
     if (pkiPath) {
       const { pkiFindings } = await import('./pki/doctor.js');
       const { resolvePkiPath } = await import('./pki/bundle.js');
+      const { readRecordedPins } = await import('./pki/pins.js');
+      const recorded = await readRecordedPins(db).catch(() => undefined);
       findings.push(
-        ...(await pkiFindings({ path: resolvePkiPath(process.cwd(), pkiPath), secret: config.secret })),
+        ...(await pkiFindings({
+          path: resolvePkiPath(process.cwd(), pkiPath),
+          secret: config.secret,
+          recorded,
+        })),
       );
     }
     return { ok: findings.every((f) => f.severity === 'ok'), findings };

@@ -121,6 +121,19 @@ describe('the PKI bundle file', () => {
     expect(await codeOf(readPkiBundle(junk))).toBe('PKI_INVALID');
     writeFileSync(junk, 'not json');
     expect(await codeOf(readPkiBundle(junk))).toBe('PKI_INVALID');
+    // A file cannot weaken the key derivation below scrypt N = 2^15, nor ask for gigabytes.
+    const document = JSON.parse(readFileSync(path, 'utf8'));
+    for (const seal of [
+      { ...document.seal, N: 2 ** 14 },
+      { ...document.seal, N: 2 ** 21 },
+      { ...document.seal, N: 3 * 2 ** 15 },
+      { ...document.seal, r: 64 },
+      { ...document.seal, salt: 'c2hvcnQ=' },
+      { ...document.seal, kdf: 'pbkdf2' },
+    ]) {
+      writeFileSync(junk, JSON.stringify({ ...document, seal }));
+      expect(await codeOf(readPkiBundle(junk))).toBe('PKI_INVALID');
+    }
   });
 
   it.runIf(hasOpenssl())('has pins equal to openssl over the SPKI DER', async () => {

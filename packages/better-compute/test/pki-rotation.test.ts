@@ -18,6 +18,7 @@ import {
   addSandboxCa,
   followRotations,
   renewMachineCa,
+  replaceBundle,
   resealBundle,
   rotateCommandRoot,
   verifyRotationStatement,
@@ -237,6 +238,12 @@ describe('SSH CAs, add-sandbox-ca and reseal', () => {
       after.audit!,
     ])
       expect(publicKeyPin(await key.privateKey(next))).toBe(key.pin);
+    // A bundle changed by another command between the read and the write is not overwritten.
+    const read = await readPkiBundle(path);
+    await renewMachineCa(path, next);
+    const changed = readFileSync(path, 'utf8');
+    expect(await codeOf(replaceBundle(read, read.document, new Date()))).toBe('CONFLICT');
+    expect(readFileSync(path, 'utf8')).toBe(changed);
     // A wrong old secret changes nothing.
     const text = readFileSync(path, 'utf8');
     expect(await codeOf(resealBundle(path, secret, 'yet another secret value'))).toBe('PKI_UNSEAL_FAILED');

@@ -39,7 +39,10 @@ async function commandSignerFrom(options: ServeOptions): Promise<CommandSigner |
     if (!pki) return undefined;
     const { resolvePkiPath } = await import('../pki/bundle.js');
     const { bundleCommandSigner } = await import('../pki/command-root.js');
-    return bundleCommandSigner(resolvePkiPath(process.cwd(), pki), options.compute.config.secret);
+    return bundleCommandSigner(resolvePkiPath(process.cwd(), pki), options.compute.config.secret, {
+      db: options.compute.database.db,
+      log: options.log,
+    });
   }
   try {
     return ed25519CommandSigner(readFileSync(file, 'utf8'));

@@ -1,9 +1,11 @@
 /**
  * doctor's PKI checks: the bundle is there and well formed, its keys open with the deployment
- * secret, and no machine CA is expired (an error) or expires within 30 days (a warning).
+ * secret, it is readable by its owner only, and no machine CA is expired (an error) or expires within 30 days (a warning).
  */
+import { stat } from 'node:fs/promises';
 import type { DoctorFinding } from '../types.js';
 import { readPkiBundle } from './bundle.js';
+import { type PinPurpose, pinMatches } from './pins.js';
 import { ComputeError } from '@better-compute/core';
 
 export const EXPIRY_WARNING_DAYS = 30;
@@ -12,6 +14,8 @@ export async function pkiFindings(options: {
   path: string;
   secret: string | undefined;
   now?: Date;
+  /** The pins the database recorded (compute.pki_pins); undefined when it cannot be read. */
+  recorded?: ReadonlyMap<PinPurpose, string> | undefined;
 }): Promise<DoctorFinding[]> {
   const now = options.now ?? new Date();
   let bundle;
@@ -33,6 +37,16 @@ export async function pkiFindings(options: {
   const findings: DoctorFinding[] = [
     { check: 'pki.present', severity: 'ok', message: `PKI bundle at ${bundle.path} (${bundle.trustDomain})` },
   ];
+  const mode = (await stat(bundle.path)).mode & 0o777;
+  findings.push(
+    mode & 0o077
+      ? {
+          check: 'pki.permissions',
+          severity: 'warning',
+          message: `${bundle.path} is readable by other users (mode ${mode.toString(8)}): chmod 600 it`,
+        }
+      : { check: 'pki.permissions', severity: 'ok', message: 'the bundle is readable by its owner only' },
+  );
   if (!options.secret) {
     findings.push({
       check: 'pki.unsealable',
@@ -107,5 +121,24 @@ export async function pkiFindings(options: {
               message: `the machine CA is valid until ${current.notAfter}`,
             },
   );
+  if (options.recorded) {
+    const recorded = options.recorded;
+    const differing = [...recorded].filter(([purpose, pin]) => !pinMatches(bundle, purpose, pin));
+    findings.push(
+      differing.length
+        ? {
+            check: 'pki.pins',
+            severity: 'error',
+            message: `the bundle's ${differing.map(([purpose, pin]) => `${purpose} is not ${pin}`).join('; ')}, the pin this deployment recorded: the bundle was replaced, or is not this deployment's`,
+          }
+        : {
+            check: 'pki.pins',
+            severity: 'ok',
+            message: recorded.size
+              ? `the bundle matches the ${recorded.size} pin(s) this deployment recorded`
+              : 'no pins recorded yet (serve records them on its first start with the bundle)',
+          },
+    );
+  }
   return findings;
 }

@@ -140,9 +140,10 @@ export function checkDocument(value: unknown, path: string): PkiDocument {
     if (!Number.isSafeInteger(seal[field]) || (seal[field] as number) < 1)
       fail(path, `seal.${field}`, 'must be a positive integer');
   const n = seal.N as number;
-  if (n < MIN_SCRYPT_N || (n & (n - 1)) !== 0 || n > 2 ** 22)
-    fail(path, 'seal.N', 'must be a power of two from 2^15 to 2^22');
-  if ((seal.r as number) > 32 || (seal.p as number) > 16) fail(path, 'seal', 'r or p is too large');
+  if (n < MIN_SCRYPT_N || (n & (n - 1)) !== 0 || n > 2 ** 20)
+    fail(path, 'seal.N', 'must be a power of two from 2^15 to 2^20');
+  if ((seal.r as number) > 8 || (seal.p as number) > 4)
+    fail(path, 'seal', 'r or p is too large (at most 8 and 4: at most 1 GiB of memory)');
   str(seal.salt, 'seal.salt');
   if (Buffer.from(seal.salt as string, 'base64').length < 16)
     fail(path, 'seal.salt', 'must be at least 16 bytes');

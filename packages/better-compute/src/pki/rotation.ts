@@ -5,6 +5,7 @@
  * bundle before it changes anything, then replaces the file atomically in one write.
  */
 import { createPublicKey, type KeyObject, sign, verify } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { ComputeError } from '@better-compute/core';
 import { type PkiBundle, type PkiKey, pkiBundleFromDocument, publicKeyPin, readPkiBundle } from './bundle.js';
 import { CA_VALIDITY_DAYS, caEntry, DAY_MS, keyEntry, newEd25519Key, sshCaEntry } from './create.js';
@@ -18,9 +19,27 @@ async function proveSecret(bundle: PkiBundle, secret: string | undefined): Promi
   return checked;
 }
 
-async function replace(bundle: PkiBundle, document: PkiDocument, now: Date): Promise<PkiBundle> {
+/** Writes `document` over the bundle it was read as; CONFLICT when the file changed since. */
+export async function replaceBundle(bundle: PkiBundle, document: PkiDocument, now: Date): Promise<PkiBundle> {
   const next = { ...document, updatedAt: now.toISOString() };
   const built = pkiBundleFromDocument(next, bundle.path); // checks the result before it is written
+  // Another command changed the bundle since it was read: its change is not silently undone.
+  const onDisk = await readFile(bundle.path, 'utf8').catch(() => '');
+  let same = false;
+  try {
+    same = JSON.stringify(JSON.parse(onDisk)) === JSON.stringify(bundle.document);
+  } catch {
+    same = false;
+  }
+  if (!same) {
+    throw new ComputeError(
+      'CONFLICT',
+      `the PKI bundle ${bundle.path} changed while this command ran; nothing was written`,
+      {
+        hint: 'Run "better-compute pki show" to see it now, then run the command again.',
+      },
+    );
+  }
   await writeDocument(bundle.path, next, true);
   return built;
 }
@@ -44,7 +63,7 @@ export async function renewMachineCa(
     new Date(now.getTime() + days * DAY_MS),
   );
   const kept = bundle.document.machineCas.filter((ca) => Date.parse(ca.notAfter) > now.getTime());
-  const next = await replace(bundle, { ...bundle.document, machineCas: [fresh, ...kept] }, now);
+  const next = await replaceBundle(bundle, { ...bundle.document, machineCas: [fresh, ...kept] }, now);
   return { bundle: next, previous: kept.map((ca) => ca.pin) };
 }
 
@@ -165,7 +184,7 @@ export async function rotateCommandRoot(
     ],
     commandRootRotations: [...bundle.document.commandRootRotations, rotation],
   };
-  return { bundle: await replace(bundle, document, now), rotation };
+  return { bundle: await replaceBundle(bundle, document, now), rotation };
 }
 
 /** Adds the sandbox SSH CA; ALREADY_EXISTS when the bundle has one. */
@@ -190,7 +209,7 @@ export async function addSandboxCa(
     bundle.document.seal,
     now,
   );
-  return replace(bundle, { ...bundle.document, sandboxSshCa }, now);
+  return replaceBundle(bundle, { ...bundle.document, sandboxSshCa }, now);
 }
 
 /**
@@ -225,7 +244,7 @@ export async function resealBundle(
   if (document.sandboxSshCa && bundle.sandboxSshCa)
     next.sandboxSshCa = await again(document.sandboxSshCa, bundle.sandboxSshCa, 'sandbox-ssh-ca');
   if (document.audit && bundle.audit) next.audit = await again(document.audit, bundle.audit, 'audit');
-  return replace(bundle, next, options.now ?? new Date());
+  return replaceBundle(bundle, next, options.now ?? new Date());
 }
 
 function resealKey(key: KeyObject, secret: string, params: SealParams, purpose: KeyPurpose, pin: string) {
