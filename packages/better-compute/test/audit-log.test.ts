@@ -116,6 +116,15 @@ describe.runIf(kinds.includes('postgres'))('the sealed audit log (postgres)', ()
     await writeEntries(f.db, 'initech', 2);
     const sealed = await sealAuditLog(f.db, { key: f.key, deployment: 'test.example', tenantId: 'initech' });
     expect(sealed.checkpoints.reduce((n, c) => n + c.added, 0)).toBe(0);
+    const waiting = await f.db
+      .selectFrom('compute.audit_events')
+      .select('id')
+      .where('tenant_id', '=', 'initech')
+      .executeTakeFirstOrThrow();
+    await expect(proveEntry(f.db, { tenantId: 'initech', entryId: waiting.id })).rejects.toMatchObject({
+      code: 'INVALID_STATE',
+      hint: expect.stringContaining('audit checkpoint --tenant initech'),
+    });
     release();
     await late;
     await sealUntil(f, 'initech', 3);
