@@ -12,6 +12,7 @@ import {
   methodAction,
   methodKey,
   type ModuleName,
+  parseDuration,
   routeInfo,
   type RouteInfo,
 } from '@better-compute/core';
@@ -39,6 +40,12 @@ import { fleetModule } from './modules/fleet/module.js';
 import { systemModule } from './modules/system/module.js';
 import type { ComputeInstance, DoctorFinding, DoctorReport, WorkerRole } from './types.js';
 import { startWorkerLoop } from './workers/runner.js';
+import {
+  AUDIT_CHECKPOINT_JOB,
+  checkpointJob,
+  DEFAULT_CHECKPOINT_EVERY_SECONDS,
+  queueCheckpoint,
+} from './audit/job.js';
 
 export const DEFAULT_BASE_PATH = '/api/compute';
 const DEFAULT_RATE_LIMIT = { perSecond: 50, burst: 200 };
@@ -101,6 +108,27 @@ export function actionCatalog(methods: readonly AnyMethod[] = methodList): Actio
     if (action && !seen.has(action)) seen.set(action, method.summary);
   }
   return [...seen].map(([action, summary]) => ({ action, summary }));
+}
+
+/** `events.retention` in milliseconds; undefined (keep forever) when absent. */
+function retentionMs(retention: string | number | undefined): number | undefined {
+  if (retention === undefined) return undefined;
+  let seconds: number | undefined;
+  try {
+    seconds = typeof retention === 'number' ? retention : parseDuration(retention, 'events.retention');
+  } catch {
+    seconds = undefined;
+  }
+  if (seconds === undefined || !Number.isSafeInteger(seconds) || seconds <= 0) {
+    throw new ComputeError(
+      'INVALID_CONFIG',
+      `events.retention must be a positive duration (got ${String(retention)})`,
+      {
+        hint: 'Write it as 30d, 12h or a number of seconds, or leave it out to keep events forever.',
+      },
+    );
+  }
+  return seconds * 1000;
 }
 
 export async function betterCompute(
@@ -171,7 +199,20 @@ export async function betterCompute(
     now,
     log,
   });
-  const jobs = Object.assign({}, ...modules.map((m) => m.jobs ?? {}));
+  const eventRetentionMs = retentionMs(config.events?.retention);
+  // The audit log's seal runs beside the modules' jobs: it signs with the deployment's audit key,
+  // which it loads from the PKI bundle at each run (docs/audit.md).
+  const checkpointEveryMs = 1000 * (config.audit?.checkpointEverySeconds ?? DEFAULT_CHECKPOINT_EVERY_SECONDS);
+  const jobs = Object.assign({}, ...modules.map((m) => m.jobs ?? {}), {
+    [AUDIT_CHECKPOINT_JOB]: checkpointJob({
+      everyMs: checkpointEveryMs,
+      log,
+      signer: async () => {
+        const { loadAuditSigner } = await import('./audit/keys.js');
+        return loadAuditSigner({ cwd: process.cwd(), pki: config.pki, secret: config.secret });
+      },
+    }),
+  });
 
   async function doctor(options: { pkiPath?: string } = {}): Promise<DoctorReport> {
     const findings: DoctorFinding[] = [];
@@ -210,6 +251,10 @@ export async function betterCompute(
               }
             : { check: 'schema.current', severity: 'ok', message: `${status.length} migration(s) applied` },
       );
+      if (!changed.length && !pending.length) {
+        const { auditSealFinding } = await import('./audit/doctor.js');
+        findings.push(await auditSealFinding(db, dbNow, checkpointEveryMs));
+      }
     } catch (error) {
       findings.push({
         check: 'database.reachable',
@@ -307,10 +352,16 @@ export async function betterCompute(
     startWorkers(roles: WorkerRole[]) {
       const background = roles.includes('controllers') || roles.includes('sinks');
       if (!background) return { stop: async () => {} };
+      if (roles.includes('controllers')) {
+        queueCheckpoint(db, now()).catch((error: unknown) =>
+          log({ level: 'warn', message: 'could not queue the audit checkpoint', error }),
+        );
+      }
       return startWorkerLoop({
         db,
         jobs,
         maintenance: roles.includes('controllers'),
+        eventRetentionMs,
         vacuum: database.kind === 'pglite',
         now,
         log,

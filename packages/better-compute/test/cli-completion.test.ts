@@ -127,7 +127,9 @@ describe.each([
   });
 
   it('completes command words', () => {
-    expect(complete(file, ['au'])).toEqual(['auth']);
+    expect(complete(file, ['au'])).toEqual(['audit', 'auth']);
+    expect(complete(file, ['aut'])).toEqual(['auth']);
+    expect(complete(file, ['audit', 'c'])).toEqual(['check-proof', 'checkpoint']);
     expect(complete(file, ['auth', ''])).toEqual(['login', 'logout', 'status']);
     expect(complete(file, ['se'])).toEqual(['seed', 'serve']);
   });

@@ -39,6 +39,22 @@ export interface ComputeConfig {
    * root (its private key opened with `secret`) and `doctor` checks the bundle.
    */
   pki?: string;
+  /** The outbox of events. */
+  events?: {
+    /**
+     * How long an event stays in the outbox (`30d`, `12h`, or seconds); forever when absent. Audit
+     * entries are never deleted by it (docs/audit.md).
+     */
+    retention?: string | number;
+  };
+  /** The tamper-evident audit log's seal (docs/audit.md). */
+  audit?: {
+    /**
+     * Seconds between checkpoints of the `controllers` role; default 3600 (`dev`: 60). The audit
+     * key is the bundle's (`pki`), opened with `secret`.
+     */
+    checkpointEverySeconds?: number;
+  };
   /** Which modules this deployment serves; all by default. */
   modules?: ModuleName[];
 }

@@ -1,6 +1,6 @@
 /**
- * The foundation's tables in schema `compute`: the outbox of events, the audit log, idempotency
- * keys, background jobs and leader leases. Never edit a migration once it has landed; add one.
+ * The foundation's tables in schema `compute`: the outbox of events, the audit log and its seal
+ * (leaves and signed checkpoints), idempotency keys, background jobs and leader leases. Never edit a migration once it has landed; add one.
  */
 import type { ModuleMigrations } from '@better-compute/db';
 
@@ -91,6 +91,39 @@ alter table compute.events
   drop constraint events_pkey,
   drop constraint events_tx_id_tx_index_key,
   add constraint events_pkey primary key (tx_id, tx_index);
+`,
+    },
+    {
+      // The seal of the audit log (docs/audit.md). An entry keeps the transaction that wrote it, so a
+      // checkpoint takes only entries below the oldest transaction still running (one committing late
+      // is sealed by the next checkpoint, never skipped), and its leaf index once sealed. The leaves
+      // and checkpoints are kept per tenant; nothing here is ever updated or deleted.
+      name: '0003_audit_seal',
+      sql: `
+alter table compute.audit_events
+  add column tx_id xid8 not null default pg_current_xact_id(),
+  add column leaf_index bigint;
+create index audit_events_unsealed on compute.audit_events (tenant_id, tx_id) where leaf_index is null;
+
+create table compute.audit_leaves (
+  tenant_id text not null,
+  leaf_index bigint not null,
+  entry_id text not null,
+  leaf_hash bytea not null,
+  primary key (tenant_id, leaf_index)
+);
+
+create table compute.audit_checkpoints (
+  tenant_id text not null,
+  tree_size bigint not null,
+  root_hash bytea not null,
+  note text not null,
+  signer text not null,
+  frontier jsonb not null,
+  sealed_below xid8 not null,
+  created_at timestamptz not null default now(),
+  primary key (tenant_id, tree_size)
+);
 `,
     },
   ],

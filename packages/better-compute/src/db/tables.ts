@@ -30,6 +30,32 @@ export interface AuditEventsTable {
   error_code: string | null;
   request_id: string;
   occurred_at: Timestamp;
+  tx_id: Generated<string>;
+  leaf_index: ColumnType<number | null, never, number | null>;
+}
+
+/** A sealed entry's place in its tenant's Merkle tree; never updated. */
+export interface AuditLeavesTable {
+  tenant_id: string;
+  leaf_index: ColumnType<number, number, never>;
+  entry_id: string;
+  leaf_hash: Uint8Array;
+}
+
+/** A signed checkpoint of a tenant's audit log; never updated. */
+export interface AuditCheckpointsTable {
+  tenant_id: string;
+  tree_size: ColumnType<number, number, never>;
+  root_hash: Uint8Array;
+  /** The C2SP signed note: the checkpoint body and its signature line. */
+  note: string;
+  /** The verifier key (c2sp.org/signed-note) that signed it. */
+  signer: string;
+  /** The roots of the tree's perfect subtrees, largest first (base64): where the next seal resumes. */
+  frontier: ColumnType<string[], string, never>;
+  /** The snapshot xmin of the seal: every entry of a transaction below it is in this tree. */
+  sealed_below: string;
+  created_at: Generated<Date>;
 }
 
 export interface IdempotencyKeysTable {
@@ -66,6 +92,8 @@ export interface LeasesTable {
 export interface ComputeTables {
   'compute.events': EventsTable;
   'compute.audit_events': AuditEventsTable;
+  'compute.audit_leaves': AuditLeavesTable;
+  'compute.audit_checkpoints': AuditCheckpointsTable;
   'compute.idempotency_keys': IdempotencyKeysTable;
   'compute.jobs': JobsTable;
   'compute.leases': LeasesTable;

@@ -9,7 +9,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { ComputeError } from '@better-compute/core';
 import { betterCompute } from '../compute.js';
 import { findConfigFile, loadConfig } from '../config/load-config.js';
@@ -97,6 +97,16 @@ export async function startDev(options: DevOptions): Promise<void> {
       secret: options.env.BETTER_COMPUTE_SECRET || (await devSecret(stateDir, options.memory)),
     };
   }
+  // dev seals the audit log every minute with its bundle's audit key (docs/audit.md): the bundle
+  // devCommandSigner makes below, at the configuration's `pki` or in the state directory. A --memory
+  // store has no bundle, and so no checkpoints.
+  config = {
+    ...config,
+    audit: { checkpointEverySeconds: 60, ...config.audit },
+    ...(options.memory
+      ? {}
+      : { pki: config.pki ? resolve(options.cwd, config.pki) : join(stateDir, 'pki.json') }),
+  };
   const compute = await betterCompute(config);
   // An in-memory store's accounts die with it: they go to their own file, so a --memory run never
   // overwrites the credentials of the persistent store under .better-compute/dev/.

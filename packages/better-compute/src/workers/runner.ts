@@ -1,7 +1,8 @@
 /**
  * The worker loop of a replica: claims due jobs of the kinds its modules handle and runs them, and,
- * while it holds the maintenance lease, runs the periodic sweeps: expired idempotency keys, and on a
- * database without autovacuum (PGlite) a VACUUM ANALYZE. `stop()` stops claiming, waits for the jobs
+ * while it holds the maintenance lease, runs the periodic sweeps: expired idempotency keys, events
+ * past the outbox retention (never audit entries), and on a database without autovacuum (PGlite) a
+ * VACUUM ANALYZE. `stop()` stops claiming, waits for the jobs
  * in flight, and releases the lease.
  */
 import { newId } from '@better-compute/core';
@@ -12,6 +13,7 @@ import type { HandlerLog } from '../http/handler.js';
 import type { JobContext } from '../modules/define-module.js';
 import { type ClaimedJob, claimJobs, completeJob, failJob, renewJobClaims } from './jobs.js';
 import { acquireLease, LEASE_TTL_MS, releaseLease } from './leases.js';
+import { purgeOldEvents } from './retention.js';
 
 export interface WorkerOptions {
   db: Kysely<ComputeTables>;
@@ -28,6 +30,8 @@ export interface WorkerOptions {
   pollMs?: number;
   /** How long a claim lasts unrenewed (LEASE_TTL_MS); tests shorten it. */
   leaseMs?: number;
+  /** How long events stay in the outbox (`events.retention`); forever when absent. */
+  eventRetentionMs?: number | undefined;
 }
 
 const MAINTENANCE_LEASE = 'maintenance';
@@ -60,6 +64,9 @@ export function startWorkerLoop(options: WorkerOptions): { stop(): Promise<void>
       ) {
         lastMaintenance = now.getTime();
         await purgeExpiredIdempotencyKeys(options.db, now);
+        if (options.eventRetentionMs !== undefined) {
+          await purgeOldEvents(options.db, new Date(now.getTime() - options.eventRetentionMs));
+        }
         if (options.vacuum && now.getTime() - lastVacuum >= VACUUM_EVERY_MS) {
           lastVacuum = now.getTime();
           await sql`vacuum analyze`.execute(options.db);

@@ -10,6 +10,7 @@ import { commandsCommands } from './commands/index.js';
 import { workflowsCommands } from './workflows/index.js';
 import { eventsCommands } from './events/index.js';
 import { fleetCommands } from './fleet/index.js';
+import { auditCommands } from './audit/index.js';
 import { nodesCommands } from './nodes/index.js';
 import { pkiCommands } from './pki/index.js';
 import api from './api/api.js';
@@ -49,4 +50,5 @@ export const builtinCommands: readonly AnyCommand[] = [
   ...workflowsCommands,
   ...eventsCommands,
   ...fleetCommands,
+  ...auditCommands,
 ] as readonly AnyCommand[];

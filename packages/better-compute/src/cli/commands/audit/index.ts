@@ -1,0 +1,13 @@
+/** The audit commands, in the order help lists them. */
+import type { AnyCommand } from '../../define.js';
+import auditVerify from './verify.js';
+import auditProve from './prove.js';
+import auditCheckProof from './check-proof.js';
+import auditCheckpoint from './checkpoint.js';
+
+export const auditCommands: readonly AnyCommand[] = [
+  auditVerify,
+  auditProve,
+  auditCheckProof,
+  auditCheckpoint,
+] as readonly AnyCommand[];
