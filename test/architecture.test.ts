@@ -146,14 +146,22 @@ describe('import cycles', () => {
     return candidates.find((candidate) => existsSync(candidate) && SOURCE.test(candidate));
   }
 
-  it('no source file reaches itself through its imports (type imports included; a lazy import() is left out)', () => {
+  /**
+   * Where a lazy `import()` is left out of the cycle check: the server package, whose command line
+   * loads a command's code only when that command runs. Everywhere else (IAM included) a lazy import
+   * is an import like any other.
+   */
+  const LAZY_IMPORTS_LEFT_OUT = join(packagesDir, 'better-compute') + '/';
+
+  it('no source file reaches itself through its imports (type imports included; a lazy import() only in the server is left out)', () => {
     const files = packageDirs.flatMap((name) => sourceFiles(join(packagesDir, name, 'src')));
     const edges = new Map<string, string[]>();
     for (const file of files) {
+      const lazyLeftOut = file.startsWith(LAZY_IMPORTS_LEFT_OUT);
       edges.set(
         file,
         importsOf(file)
-          .filter((imported) => imported.specifier.startsWith('.') && !imported.dynamic)
+          .filter((imported) => imported.specifier.startsWith('.') && !(imported.dynamic && lazyLeftOut))
           .map((imported) => resolveFile(file, imported.specifier))
           .filter((target): target is string => target !== undefined),
       );
