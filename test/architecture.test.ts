@@ -132,6 +132,20 @@ describe('which folder of the server imports which', () => {
   });
 });
 
+describe('file size', () => {
+  it('no source file outside tests is over 600 lines', () => {
+    const long = packageDirs
+      .flatMap((name) => sourceFiles(join(packagesDir, name, 'src')))
+      .map((file) => {
+        const text = readFileSync(file, 'utf8');
+        return { file: relative(root, file), lines: text.split('\n').length - (text.endsWith('\n') ? 1 : 0) };
+      })
+      .filter(({ lines }) => lines > 600)
+      .map(({ file, lines }) => `${file}: ${lines} lines`);
+    expect(long).toEqual([]);
+  });
+});
+
 describe('import cycles', () => {
   /** Resolves a relative specifier to a source file (`./x.js` is `./x.ts` in the source). */
   function resolveFile(from: string, specifier: string): string | undefined {
