@@ -16,7 +16,7 @@ import {
   routeInfo,
   type RouteInfo,
 } from '@better-compute/core';
-import { type BoundOneByOne, type MethodName, methodList } from '@better-compute/core/methods';
+import { type MethodName, methodList } from '@better-compute/core/methods';
 import {
   type Database,
   databaseNow,
@@ -56,12 +56,11 @@ export const builtinModules: readonly ComputeModule[] = builtins;
 
 /**
  * Compile time: every method of the table is implemented by a built-in module. A method no module
- * implements fails here, named: "Type '"widgets.list"' does not satisfy the constraint 'never'". The
- * node daemon's commands and workflows are bound one method at a time (BoundOneByOne) for now.
+ * implements fails here, named: "Type '"widgets.list"' does not satisfy the constraint 'never'".
  */
 type NoneMissing<Missing extends never> = Missing;
 export type BuiltinCoverage = NoneMissing<
-  Exclude<MethodName, NonNullable<(typeof builtins)[number]['implemented']> | BoundOneByOne>
+  Exclude<MethodName, NonNullable<(typeof builtins)[number]['implemented']>>
 >;
 
 export interface BetterComputeOptions {

@@ -2,8 +2,8 @@
  * better-iam: the embedded Better IAM (DESIGN section 7). `createIam` gives the bridge compute
  * asks, the `/api/iam` handler and the service API; `iamMigrations` its tables.
  */
+export { createIam } from './iam.js';
 export {
-  createIam,
   type CreateIamOptions,
   type Iam,
   type IamLog,
@@ -13,7 +13,7 @@ export {
   type CreatedApiKey,
   type DevAccount,
   type DevBootstrap,
-} from './iam.js';
+} from './api.js';
 export { iamMigrations, BUILT_IN_ROLE_IDS, type BuiltInRoleName } from './migrations.js';
 export { iamMethods, IAM_ACTIONS, type IamMethodName } from './methods.js';
 export { IAM_BASE_PATH, SESSION_COOKIE } from './handler.js';

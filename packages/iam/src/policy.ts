@@ -1,7 +1,7 @@
 /**
  * The policy model, pure and synchronous so a warm authorize never waits: action patterns, the
  * bindings a principal holds, and the decision for one check. Loading the inputs (and caching
- * them) is `iam.ts`'s job.
+ * them) is the job of `areas/authorize.ts`.
  *
  * Patterns are `:`-separated; `*` stands for one or more whole segments (`compute:*` is every
  * compute action, `compute:*:read` every compute read), and a bare `*` is everything. A pattern

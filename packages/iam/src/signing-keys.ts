@@ -9,6 +9,8 @@ import { ulid } from '@better-compute/core';
 import type { IamDatabase } from './schema.js';
 
 export const JWT_ALG = 'EdDSA';
+/** The `iss` of every session JWT IAM signs, and the only one it accepts. */
+export const JWT_ISSUER = 'better-iam';
 
 export interface ActiveKey {
   kid: string;

@@ -4,7 +4,7 @@
  * delivered in order over the node's session, signed by the command root and run at most once.
  */
 import { z } from 'zod';
-import { defineMethod } from '../contract.js';
+import { defineGroup, method } from '../group.js';
 import { idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 
 export const COMMAND_KINDS = ['inventory.refresh', 'exec.script'] as const;
@@ -44,13 +44,9 @@ export const commandSchema = z.object({
 
 const commandResource = (input: { commandId: string }) => ({ type: 'compute-command', id: input.commandId });
 
-export const commandsList = defineMethod({
-  group: 'commands',
-  name: 'list',
+const commandsList = method({
   kind: 'query',
   summary: 'A node’s commands, oldest first',
-  module: 'fleet',
-  access: { action: 'compute:commands:read' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-node', id: input.nodeId }),
   input: z
@@ -59,39 +55,27 @@ export const commandsList = defineMethod({
   output: pageOf(commandSchema),
 });
 
-export const commandsGet = defineMethod({
-  group: 'commands',
-  name: 'get',
+const commandsGet = method({
   kind: 'query',
   summary: 'One command with its state, exit code and output',
-  module: 'fleet',
-  access: { action: 'compute:commands:read' },
   tenantScoped: true,
   resource: commandResource,
   input: z.object({ tenantId, commandId: idOf('command') }).strict(),
   output: commandSchema,
 });
 
-export const commandsCancel = defineMethod({
-  group: 'commands',
-  name: 'cancel',
+const commandsCancel = method({
   kind: 'mutation',
   summary: 'Cancel a command: a queued one never runs, a running one is told to stop',
-  module: 'fleet',
-  access: { action: 'compute:commands:cancel' },
   tenantScoped: true,
   resource: commandResource,
   input: z.object({ tenantId, commandId: idOf('command') }).strict(),
   output: commandSchema,
 });
 
-export const commandsRun = defineMethod({
-  group: 'commands',
-  name: 'run',
+const commandsRun = method({
   kind: 'mutation',
   summary: 'Queue a command for a node’s daemon (operators; a maintenance script or an inventory refresh)',
-  module: 'fleet',
-  access: { action: 'compute:commands:run' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-node', id: input.nodeId }),
   input: z
@@ -106,3 +90,15 @@ export const commandsRun = defineMethod({
     .strict(),
   output: commandSchema,
 });
+
+/** The `commands` group: each method's name, route (`/commands/…`) and IAM action come from here. */
+export const commandsGroup = defineGroup(
+  'commands',
+  { module: 'fleet' },
+  {
+    list: commandsList,
+    get: commandsGet,
+    cancel: commandsCancel,
+    run: commandsRun,
+  },
+);

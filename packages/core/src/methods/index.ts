@@ -19,16 +19,8 @@ import { capacityGroup } from './capacity.js';
 import { reservationsGroup } from './reservations.js';
 import { usageGroup } from './usage.js';
 import { offersGroup } from './offers.js';
-import { commandsCancel, commandsGet, commandsList, commandsRun } from './commands.js';
-import {
-  workflowsAbort,
-  workflowsCreate,
-  workflowsGet,
-  workflowsList,
-  workflowsPause,
-  workflowsResume,
-  workflowsRetry,
-} from './workflows.js';
+import { commandsGroup } from './commands.js';
+import { workflowsGroup } from './workflows.js';
 
 /** Every group of the table, for the modules that implement them. */
 export {
@@ -47,6 +39,8 @@ export {
   capacityGroup,
   reservationsGroup,
   usageGroup,
+  commandsGroup,
+  workflowsGroup,
 };
 export * from './common.js';
 export { eventSchema } from './events.js';
@@ -78,22 +72,9 @@ export const methods = {
   ...tableOf(capacityGroup),
   ...tableOf(reservationsGroup),
   ...tableOf(usageGroup),
-  // The node daemon's groups, declared method by method (their modules bind them one at a time).
-  'commands.list': commandsList,
-  'commands.get': commandsGet,
-  'commands.cancel': commandsCancel,
-  'commands.run': commandsRun,
-  'workflows.list': workflowsList,
-  'workflows.get': workflowsGet,
-  'workflows.create': workflowsCreate,
-  'workflows.abort': workflowsAbort,
-  'workflows.pause': workflowsPause,
-  'workflows.resume': workflowsResume,
-  'workflows.retry': workflowsRetry,
+  ...tableOf(commandsGroup),
+  ...tableOf(workflowsGroup),
 } as const satisfies Record<string, AnyMethod>;
-
-/** The methods served by modules that bind them one at a time, not by `implement`. */
-export type BoundOneByOne = `commands.${string}` | `workflows.${string}`;
 
 export type MethodTable = typeof methods;
 export type MethodName = keyof MethodTable;

@@ -5,7 +5,7 @@
  * maintenance script, uncordon); the CLI reads and steers them.
  */
 import { z } from 'zod';
-import { defineMethod } from '../contract.js';
+import { defineGroup, method } from '../group.js';
 import { idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 import { scriptName } from './commands.js';
 
@@ -44,13 +44,9 @@ const workflowResource = (input: { workflowId: string }) => ({
 });
 const ref = z.object({ tenantId, workflowId: idOf('workflow') }).strict();
 
-export const workflowsList = defineMethod({
-  group: 'workflows',
-  name: 'list',
+const workflowsList = method({
   kind: 'query',
   summary: 'A node’s workflows, newest first',
-  module: 'fleet',
-  access: { action: 'compute:workflows:read' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-node', id: input.nodeId }),
   input: z
@@ -59,26 +55,18 @@ export const workflowsList = defineMethod({
   output: pageOf(workflowSchema),
 });
 
-export const workflowsGet = defineMethod({
-  group: 'workflows',
-  name: 'get',
+const workflowsGet = method({
   kind: 'query',
   summary: 'One workflow with its steps, their commands and timings',
-  module: 'fleet',
-  access: { action: 'compute:workflows:read' },
   tenantScoped: true,
   resource: workflowResource,
   input: ref,
   output: workflowSchema,
 });
 
-export const workflowsCreate = defineMethod({
-  group: 'workflows',
-  name: 'create',
+const workflowsCreate = method({
   kind: 'mutation',
   summary: 'Start node maintenance: drain the node, run a maintenance script, uncordon it',
-  module: 'fleet',
-  access: { action: 'compute:workflows:create' },
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-node', id: input.nodeId }),
   input: z
@@ -93,14 +81,10 @@ export const workflowsCreate = defineMethod({
   output: workflowSchema,
 });
 
-function steer(name: 'abort' | 'pause' | 'resume' | 'retry', summary: string) {
-  return defineMethod({
-    group: 'workflows',
-    name,
+function steer(summary: string) {
+  return method({
     kind: 'mutation',
     summary,
-    module: 'fleet',
-    access: { action: `compute:workflows:${name}` },
     tenantScoped: true,
     resource: workflowResource,
     input: ref,
@@ -108,10 +92,22 @@ function steer(name: 'abort' | 'pause' | 'resume' | 'retry', summary: string) {
   });
 }
 
-export const workflowsAbort = steer(
-  'abort',
-  'Abort a workflow: no further step runs, and a running command is cancelled',
+const workflowsAbort = steer('Abort a workflow: no further step runs, and a running command is cancelled');
+const workflowsPause = steer('Pause a running workflow after its current step');
+const workflowsResume = steer('Resume a paused workflow');
+const workflowsRetry = steer('Run a failed workflow again from its failed step');
+
+/** The `workflows` group: each method's name, route (`/workflows/…`) and IAM action come from here. */
+export const workflowsGroup = defineGroup(
+  'workflows',
+  { module: 'fleet' },
+  {
+    list: workflowsList,
+    get: workflowsGet,
+    create: workflowsCreate,
+    abort: workflowsAbort,
+    pause: workflowsPause,
+    resume: workflowsResume,
+    retry: workflowsRetry,
+  },
 );
-export const workflowsPause = steer('pause', 'Pause a running workflow after its current step');
-export const workflowsResume = steer('resume', 'Resume a paused workflow');
-export const workflowsRetry = steer('retry', 'Run a failed workflow again from its failed step');

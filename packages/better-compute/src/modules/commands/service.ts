@@ -177,6 +177,32 @@ export async function listCommands(
   };
 }
 
+/** `commands.run`: an operator queues a command for a node's daemon. */
+export async function runCommand(
+  ctx: CallContext<
+    {
+      nodeId: string;
+      kind: 'inventory.refresh' | 'exec.script';
+      payload?: Record<string, unknown> | undefined;
+      ttlSeconds?: number | undefined;
+    },
+    EventDraft
+  >,
+) {
+  return queueCommand(
+    ctx.db,
+    {
+      tenantId: ctx.tenantId,
+      nodeId: ctx.input.nodeId,
+      kind: ctx.input.kind,
+      payload: ctx.input.payload ?? {},
+      ttlSeconds: ctx.input.ttlSeconds,
+      now: ctx.now(),
+    },
+    ctx.emit,
+  );
+}
+
 export async function getCommand(ctx: CallContext<{ commandId: string }, EventDraft>) {
   return commandView(await loadCommand(commandsDb(ctx.db), ctx.tenantId, ctx.input.commandId));
 }

@@ -1,0 +1,101 @@
+/**
+ * The shape of a route binding: what each area gives the HTTP layer for its methods (the resource
+ * its `iam:*` action is decided on, and the call), and the helpers the bindings share. The handler
+ * runs them; the areas declare them next to the service code they call.
+ */
+import type { z } from 'zod';
+import {
+  ComputeError,
+  type Identity,
+  isLoopbackHostname,
+  type ResourceRef,
+  SESSION_COOKIE,
+} from '@better-compute/core';
+import type { Iam, RecoveryAudit } from './api.js';
+import type { IamMethodName, iamMethods } from './methods.js';
+import type { IamResourceRef } from './policy.js';
+import type { Principal } from './types.js';
+
+/** What a route's binding knows of its request. */
+export interface RouteContext {
+  identity: Identity | null;
+  request: Request;
+  url: URL;
+  /** The request's id, as its answer carries it. */
+  requestId: string;
+  /** The acting tenant: the input's `tenantId`, else the identity's. */
+  tenantId: string;
+}
+
+export interface Answer {
+  data: unknown;
+  headers?: Record<string, string>;
+}
+
+export type Input<K extends IamMethodName> = z.output<(typeof iamMethods)[K]['input']>;
+
+export interface RouteBinding<K extends IamMethodName> {
+  /** The resource the method's action is decided on (async: some need a lookup for the owner). */
+  resource?: (
+    input: Input<K>,
+    context: RouteContext & { identity: Identity },
+  ) => Promise<IamResourceRef> | IamResourceRef;
+  run: (input: Input<K>, context: RouteContext) => Promise<Answer>;
+}
+
+/** The bindings of some methods: an area's `routes` answer these for its own. */
+export type RouteBindings<K extends IamMethodName = IamMethodName> = { [M in K]: RouteBinding<M> };
+
+export function sessionCookie(url: URL, token: string, maxAgeSeconds: number): string {
+  const secure = isLoopbackHostname(url.hostname) ? '' : '; Secure';
+  return `${SESSION_COOKIE}=${token}; Path=/; HttpOnly; SameSite=Lax; Max-Age=${maxAgeSeconds}${secure}`;
+}
+
+export function requireIdentity(context: RouteContext): Identity {
+  if (!context.identity) throw new ComputeError('UNAUTHENTICATED', 'this method needs a credential');
+  return context.identity;
+}
+
+/**
+ * A person's own session, opened with their password (a session token, or a JWT issued from one):
+ * second factors are the person's alone, never set up with an API key or by an agent.
+ */
+export function requirePasswordSession(context: RouteContext): Identity {
+  const identity = requireIdentity(context);
+  if (identity.principalKind !== 'person' || identity.credentialKind === 'api-key') {
+    throw new ComputeError(
+      'ACCESS_DENIED',
+      'a second factor is set up only from a session signed in with the password',
+      {
+        details: { reason: 'password-session-required' },
+        hint: 'Sign in as the person (better-iam login) and run the command with that session, not an API key or an agent.',
+      },
+    );
+  }
+  return identity;
+}
+
+/** Who takes a recovery action, and in which request, for its audit entry. */
+export function recoveryAudit(context: RouteContext): RecoveryAudit {
+  return { actor: requireIdentity(context).principalId, requestId: context.requestId };
+}
+
+/** Principals are named within the acting tenant: one of another tenant is not found. */
+export async function principalIn(iam: Iam, principalId: string, tenantId: string): Promise<Principal> {
+  const principal = await iam.getPrincipal(principalId).catch(() => null);
+  if (!principal || principal.tenantId !== tenantId)
+    throw new ComputeError('NOT_FOUND', `principal ${principalId} was not found in tenant ${tenantId}`);
+  return principal;
+}
+
+/** The principal a method names, or the caller. */
+export const selfOr = (principalId: string | undefined, identity: Identity): string =>
+  principalId ?? identity.principalId;
+
+/** A principal as the resource of a method on it: its own owner (for `@own` patterns). */
+export const principalResource = (principalId: string, tenantId: string): ResourceRef => ({
+  type: 'iam-principal',
+  id: principalId,
+  tenantId,
+  ownerId: principalId,
+});
