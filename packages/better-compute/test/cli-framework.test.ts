@@ -283,7 +283,9 @@ describe('the built-in commands, as a person meets them', () => {
         'hint: Run "better-compute events" for the commands under events, or "better-compute help" for every command.',
       ],
     });
-    expect((await line(['events', 'watch'])).err[0]).toBe('INVALID_COMMAND: unknown command "events watch"');
+    expect((await line(['events', 'zzzzzzzz'])).err[0]).toBe(
+      'INVALID_COMMAND: unknown command "events zzzzzzzz"',
+    );
     expect((await line(['nodes', 'foo'])).err[0]).toBe(
       'INVALID_COMMAND: unknown command "nodes foo"; did you mean "nodes get"?',
     );
