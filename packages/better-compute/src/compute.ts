@@ -39,7 +39,7 @@ import { systemModule } from './modules/system/module.js';
 import type { ComputeInstance, DoctorFinding, DoctorReport, WorkerRole } from './types.js';
 import { startWorkerLoop } from './workers/runner.js';
 import { LiveHub } from './live/hub.js';
-import { createWatch } from './http/watch.js';
+import { createWatch } from './live/watch.js';
 
 export const DEFAULT_BASE_PATH = '/api/compute';
 const DEFAULT_RATE_LIMIT = { perSecond: 50, burst: 200 };

@@ -303,10 +303,11 @@ describe('the built-in commands, as a person meets them', () => {
   it('a group lists its commands, counted in words that agree', async () => {
     const events = await line(['events']);
     expect(events.status).toBe(0);
-    expect(events.out[0]!.split('\n').slice(0, 3)).toEqual([
-      'better-compute events: 1 command',
+    expect(events.out[0]!.split('\n').slice(0, 4)).toEqual([
+      'better-compute events: 2 commands',
       '',
       expect.stringMatching(/^  events list {2}/),
+      expect.stringMatching(/^  events watch {2}/),
     ]);
     expect((await line(['nodes'])).out[0]).toMatch(/^better-compute nodes: \d+ commands\n/);
   });

@@ -36,10 +36,10 @@ import {
 import { methods } from '@better-compute/core/methods';
 import { sql, type Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
-import type { LiveHub, LiveStream } from '../live/hub.js';
+import type { LiveHub, LiveStream } from './hub.js';
 import { type EventRecord, typeMatcher } from '../modules/events/service.js';
-import { createGate, denied } from './gate.js';
-import type { HandlerLog } from './handler.js';
+import { createGate, denied } from '../http/gate.js';
+import type { HandlerLog } from '../http/handler.js';
 
 export const MAX_WATCH_TYPES = 20;
 const MAX_QUERY_LENGTH = 4096;
