@@ -148,6 +148,23 @@ function credentialSource(request: Request, url: URL): CredentialSource {
   };
 }
 
+const frames = new WeakMap<EventRecord, Uint8Array>();
+const frameEncoder = new TextEncoder();
+
+/**
+ * An event's frame, encoded once: the streams of a tenant get the same record objects from one
+ * read, so a thousand watchers cost one serialisation.
+ */
+function frameOf(event: EventRecord): Uint8Array {
+  let frame = frames.get(event);
+  if (!frame) {
+    const id = formatStreamCursor(parsePosition(event.position, 'list'));
+    frame = frameEncoder.encode(`id: ${id}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`);
+    frames.set(event, frame);
+  }
+  return frame;
+}
+
 export function createWatch(options: WatchOptions): (request: Request) => Promise<Response> {
   const gate = createGate(options.iam, options.trustedOrigins);
   const encoder = new TextEncoder();
@@ -243,9 +260,9 @@ export function createWatch(options: WatchOptions): (request: Request) => Promis
         // Already closed or cancelled by the reader.
       }
     };
-    const write = (text: string) => {
+    const write = (chunk: string | Uint8Array) => {
       if (closed) return;
-      controller.enqueue(encoder.encode(text));
+      controller.enqueue(typeof chunk === 'string' ? encoder.encode(chunk) : chunk);
       if ((controller.desiredSize ?? 0) < -MAX_BACKLOG_BYTES) {
         refuse(new ComputeError('UNAVAILABLE', 'the reader fell too far behind; resume with Last-Event-ID'));
       }
@@ -263,13 +280,7 @@ export function createWatch(options: WatchOptions): (request: Request) => Promis
       tenantId,
       cursor: null,
       deliver(events: readonly EventRecord[]) {
-        let out = '';
-        for (const event of events) {
-          if (!wanted(event.type)) continue;
-          const id = formatStreamCursor(parsePosition(event.position, 'list'));
-          out += `id: ${id}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
-        }
-        if (out) write(out);
+        for (const event of events) if (wanted(event.type)) write(frameOf(event));
       },
       async reauthorize() {
         if (closed || rechecking) return;
