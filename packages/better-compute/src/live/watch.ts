@@ -203,6 +203,17 @@ export function createWatch(options: WatchOptions): (request: Request) => Promis
     }
     const types = query.types === undefined ? undefined : checkedTypes(query.types);
     const lastEventId = request.headers.get('last-event-id');
+    // A position is at most 31 characters; a longer one is refused without being quoted back.
+    for (const [field, value] of [
+      ['Last-Event-ID', lastEventId],
+      ['since', query.since],
+    ] as const)
+      if (value && value.length > 64)
+        throw invalid(
+          `${field} is not an outbox position (it is ${value.length} characters long)`,
+          field,
+          'Pass a position like 184467.12.',
+        );
     const resume = lastEventId !== null && lastEventId.trim() !== '' ? lastEventId : query.since;
     const since =
       resume === undefined
