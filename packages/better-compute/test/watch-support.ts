@@ -114,8 +114,10 @@ export interface LiveDeployment {
 export async function liveDeployment(
   kind: DatabaseKind,
   live: { heartbeatMs?: number; reauthorizeMs?: number; pollMs?: number } = {},
+  /** Called with every statement the deployment sends. */
+  onQuery?: (sql: string) => void,
 ): Promise<LiveDeployment> {
-  const database = await createTestDatabase(kind);
+  const database = await createTestDatabase(kind, 10, onQuery);
   const compute = await betterCompute({ database, rateLimit: false, live }, { log: () => {} });
   await compute.migrate();
   await compute.embeddedIam!.ready();

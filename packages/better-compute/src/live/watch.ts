@@ -239,6 +239,25 @@ export function createWatch(options: WatchOptions): (request: Request) => Promis
       );
   }
 
+  /**
+   * Streams opened with one credential for one tenant share each new decision: a thousand of them
+   * cost IAM one check when its change feed fires, not a thousand at once.
+   */
+  const deciding = new Map<string, Promise<void>>();
+  function decideAgain(token: string, tenantId: string): Promise<void> {
+    const key = `${tenantId}\u0000${token}`;
+    let decision = deciding.get(key);
+    if (!decision) {
+      decision = (async () => {
+        const identity = await gate.identify(token);
+        await gate.checkTenant(identity, tenantId);
+        await authorized(identity, tenantId);
+      })().finally(() => deciding.delete(key));
+      deciding.set(key, decision);
+    }
+    return decision;
+  }
+
   return async function watch(request: Request): Promise<Response> {
     const requestId = requestIdFrom(request.headers.get('x-request-id'));
     const url = new URL(request.url);
@@ -297,9 +316,7 @@ export function createWatch(options: WatchOptions): (request: Request) => Promis
         if (closed || rechecking) return;
         rechecking = true;
         try {
-          const identity = await gate.identify(token);
-          await gate.checkTenant(identity, tenantId);
-          await authorized(identity, tenantId);
+          await decideAgain(token, tenantId);
         } catch (error) {
           const failure = toComputeError(error);
           // IAM that cannot answer now is no refusal: the next check decides.
