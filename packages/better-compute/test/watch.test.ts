@@ -189,7 +189,7 @@ describe.each(kinds)('the event stream, on %s', (kind) => {
     root.close();
   });
 
-  it('closes an open stream with event: error when its API key is revoked, or its tenant suspended', async () => {
+  it('closes an open stream with event: error when its API key is revoked, its binding withdrawn, or its tenant suspended', async () => {
     const iam = d.compute.embeddedIam!;
     const created = await iam.createApiKey(d.ids.root, { name: `watch-${counter++}` });
     const stream = await openStream(watchUrl(), bearer(created.key));
@@ -203,6 +203,18 @@ describe.each(kinds)('the event stream, on %s', (kind) => {
     const last = stream.frames.at(-1)!;
     expect(last.event).toBe('error');
     expect(JSON.parse(last.data!).error.code).toBe('UNAUTHENTICATED');
+
+    // A withdrawn compute:events:read: the person's only binding is revoked.
+    const person = await iam.createPerson({ tenantId: 'acme', email: `watcher${counter++}@acme.test` });
+    const binding = await iam.createBinding({ tenantId: 'acme', role: 'member', principalId: person.id });
+    const personKey = (await iam.createApiKey(person.id, { name: 'watch' })).key;
+    const bound = await openStream(watchUrl(), bearer(personKey));
+    expect(bound.status).toBe(200);
+    const unboundAt = Date.now();
+    await iam.revokeBinding(binding.id);
+    await bound.ended;
+    expect(Date.now() - unboundAt).toBeLessThan(2000);
+    expect(JSON.parse(bound.frames.at(-1)!.data!).error.code).toBe('ACCESS_DENIED');
 
     const acme = await openStream(watchUrl(), bearer(d.keys.acmeMember));
     await iam.suspendTenant('acme');

@@ -45,9 +45,9 @@ export interface LiveHubOptions {
 }
 
 const PAGE = 500;
-/** The quick second looks while events wait behind an open transaction: 5 ms, doubling to 200 ms. */
+/** The quick second looks while events wait behind an open transaction: 5 ms, doubling to 50 ms. */
 const HELD_FIRST_MS = 5;
-const HELD_MAX_MS = 200;
+const HELD_MAX_MS = 50;
 
 class TenantReader {
   readonly streams = new Set<LiveStream>();
