@@ -227,6 +227,37 @@ describe.each(kinds)('the event stream, on %s', (kind) => {
   });
 
   it.runIf(kind === 'postgres')(
+    'another replica on the same database streams this one’s events, and closes when a key is revoked here',
+    async () => {
+      const { betterCompute } = await import('../src/index.js');
+      const { createNodeServer } = await import('../src/host/node-adapter.js');
+      const { closeServer, listen } = await import('../src/host/serve.js');
+      const replica = await betterCompute({ database: d.database.url!, rateLimit: false }, { log: () => {} });
+      await replica.embeddedIam!.ready();
+      const server = createNodeServer(replica);
+      const url = await listen(server, 0, '127.0.0.1');
+      try {
+        const created = await d.compute.embeddedIam!.createApiKey(d.ids.root, {
+          name: `replica-${counter++}`,
+        });
+        const stream = await openStream(`${url}/api/compute/watch?types=site.*`, bearer(created.key));
+        expect(stream.status).toBe(200);
+        const made = await site();
+        const [frame] = await stream.waitFor(1);
+        expect(JSON.parse(frame!.data!).subject.id).toBe(made.id);
+        const revokedAt = Date.now();
+        await d.compute.embeddedIam!.revokeApiKey(created.apiKey.id);
+        await stream.ended;
+        expect(Date.now() - revokedAt).toBeLessThan(2000);
+        expect(JSON.parse(stream.frames.at(-1)!.data!).error.code).toBe('UNAUTHENTICATED');
+      } finally {
+        await closeServer(server);
+        await replica.close();
+      }
+    },
+  );
+
+  it.runIf(kind === 'postgres')(
     'delivers an event that commits later with a lower position, and none twice',
     async () => {
       const { default: pg } = await import('pg');
