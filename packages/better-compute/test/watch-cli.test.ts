@@ -117,6 +117,26 @@ describe(`events watch, the binary against a running server on ${kind}`, { timeo
     }
   });
 
+  it('prints lines terminal-safe: DEL, C1 controls and U+2028/U+2029 escaped', async () => {
+    const run = start(
+      ['events', 'watch', '--url', d.url, '--types', 'test.unsafe', '--count', '1'],
+      d.keys.root,
+    );
+    await until(() => d.compute.live.size === 1, run);
+    // Written straight to the outbox: event data carries whatever a tenant's names hold.
+    const name = `evil\u007f\u009b31m\u2028\u2029${++counter}`;
+    const { sql } = await import('kysely');
+    await sql`insert into compute.events (id, tx_index, tenant_id, type, subject_type, subject_id, data)
+      values (${`evt_unsafe_${counter}`}, 0, 'root', 'test.unsafe', 'test', null, ${JSON.stringify({ name })}::jsonb)`.execute(
+      d.database.db,
+    );
+    expect(await run.exit).toBe(0);
+    const line = run.lines[0]!;
+    expect(line).not.toMatch(/[\u007f-\u009f\u2028\u2029]/);
+    expect(line).toContain('evil\\u007f\\u009b31m\\u2028\\u2029');
+    expect(JSON.parse(line).data.name).toBe(name);
+  });
+
   it('reconnects from the last event after the connection broke, and stops on Ctrl-C', async () => {
     const run = start(
       ['events', 'watch', '--url', d.url, '--path', '/api/compute/watch', '--types', 'site.'],
