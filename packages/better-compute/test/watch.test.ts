@@ -295,4 +295,15 @@ describe.each(kinds)('the event stream, on %s', (kind) => {
       }
     },
   );
+  // Last: it stops this deployment's server.
+  it('closing the server ends its open streams, so it stops at once', async () => {
+    const stream = await openStream(watchUrl(), bearer(d.keys.root));
+    expect(stream.status).toBe(200);
+    const { closeServer } = await import('../src/host/serve.js');
+    const started = Date.now();
+    await closeServer(d.server);
+    await stream.ended;
+    // Well before closeServer's 10 s cut of connections that stay busy.
+    expect(Date.now() - started).toBeLessThan(8000);
+  });
 });

@@ -73,7 +73,9 @@ async function streamBody(
   outgoing: ServerResponse,
 ): Promise<void> {
   outgoing.socket?.setNoDelay(true);
-  outgoing.writeHead(status, headers);
+  // A stream holds its connection for its whole life; once it ends the connection closes too, so a
+  // server shutting down is not kept waiting by it as an idle keep-alive connection.
+  outgoing.writeHead(status, { ...headers, connection: 'close' });
   outgoing.flushHeaders();
   const reader = body.getReader();
   const gone = () => void reader.cancel().catch(() => {});

@@ -101,10 +101,11 @@ export default defineCommand({
           if (flags.count !== undefined && printed >= flags.count) stop.abort();
         },
         onStatus(status) {
-          if (status.state === 'retrying' && status.error)
-            log(
-              `stream interrupted (${status.error.code}: ${status.error.message}); reconnecting in ${(status.delayMs! / 1000).toFixed(1)} s`,
-            );
+          if (status.state !== 'retrying') return;
+          const why = status.error
+            ? `stream interrupted (${status.error.code}: ${status.error.message})`
+            : 'the server ended the stream';
+          log(`${why}; reconnecting in ${(status.delayMs! / 1000).toFixed(1)} s`);
         },
       });
       await handle.done;
