@@ -5,7 +5,7 @@
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-const benchmarks = ['handler.mjs', 'iam-auth.mjs', 'cli-startup.mjs', 'reserve.mjs'];
+const benchmarks = ['handler.mjs', 'iam-auth.mjs', 'cli-startup.mjs', 'reserve.mjs', 'watch.mjs'];
 let failed = 0;
 for (const name of benchmarks) {
   console.log(`\n== bench/${name}`);

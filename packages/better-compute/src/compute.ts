@@ -46,6 +46,8 @@ import {
   DEFAULT_CHECKPOINT_EVERY_SECONDS,
   queueCheckpoint,
 } from './audit/job.js';
+import { LiveHub } from './live/hub.js';
+import { createWatch } from './live/watch.js';
 
 export const DEFAULT_BASE_PATH = '/api/compute';
 const DEFAULT_RATE_LIMIT = { perSecond: 50, burst: 200 };
@@ -186,7 +188,34 @@ export async function betterCompute(
       .map((m) => ({ module: m.name, migrations: m.migrations! })),
   ];
   const db = database.db as Kysely<ComputeTables>;
+  const live = config.live ?? {};
+  const hub = new LiveHub({
+    db: () => db,
+    database,
+    pollMs: live.pollMs,
+    reauthorizeMs: live.reauthorizeMs,
+    // A configured IAM decides elsewhere; its changes reach open streams through the periodic check.
+    iamFeed: !config.iam,
+    log: (message, error) => log({ level: 'warn', message, error }),
+  });
+  const watch = createWatch({
+    hub,
+    iam,
+    trustedOrigins: config.trustedOrigins,
+    limiter,
+    db: () => db,
+    log,
+    heartbeatMs: live.heartbeatMs,
+    retryMs: live.retryMs,
+  });
+  for (const path of live.paths ?? [])
+    if (!/^\/[A-Za-z0-9._~\/-]*$/.test(path) || path.startsWith('/api/iam'))
+      throw new ComputeError(
+        'INVALID_CONFIG',
+        `live.paths: ${JSON.stringify(path)} is not a path to serve the stream at`,
+      );
   const { handler, dispatch } = createHandler({
+    watch: { serve: watch, paths: live.paths ?? ['/watch'] },
     basePath,
     methods,
     routes,
@@ -336,6 +365,8 @@ export async function betterCompute(
   return {
     handler,
     dispatch,
+    watch,
+    live: hub,
     config: { ...config, basePath },
     database,
     iam,
@@ -367,6 +398,7 @@ export async function betterCompute(
       });
     },
     async close() {
+      await hub.close();
       await embeddedIam?.close();
       if (ownsDatabase) await database.close();
     },

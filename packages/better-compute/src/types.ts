@@ -27,6 +27,13 @@ export interface ComputeInstance {
    * null for a path it leaves to `handler` (IAM's).
    */
   dispatch(call: ApiCall): Promise<Answer | null>;
+  /**
+   * The live event stream as a web handler, for a host that mounts it at a path of its own (the
+   * `handler` already serves it at `{basePath}/watch` and `config.live.paths`).
+   */
+  watch(request: Request): Promise<Response>;
+  /** This process's open streams: `size`, and `close()` to end them all (a server shutting down). */
+  readonly live: { readonly size: number; close(): Promise<void> };
   readonly config: Readonly<ComputeConfig> & { basePath: string };
   readonly database: Database;
   readonly iam: IamBridge;

@@ -283,7 +283,9 @@ describe('the built-in commands, as a person meets them', () => {
         'hint: Run "better-compute events" for the commands under events, or "better-compute help" for every command.',
       ],
     });
-    expect((await line(['events', 'watch'])).err[0]).toBe('INVALID_COMMAND: unknown command "events watch"');
+    expect((await line(['events', 'zzzzzzzz'])).err[0]).toBe(
+      'INVALID_COMMAND: unknown command "events zzzzzzzz"',
+    );
     expect((await line(['nodes', 'foo'])).err[0]).toBe(
       'INVALID_COMMAND: unknown command "nodes foo"; did you mean "nodes get"?',
     );
@@ -301,10 +303,11 @@ describe('the built-in commands, as a person meets them', () => {
   it('a group lists its commands, counted in words that agree', async () => {
     const events = await line(['events']);
     expect(events.status).toBe(0);
-    expect(events.out[0]!.split('\n').slice(0, 3)).toEqual([
-      'better-compute events: 1 command',
+    expect(events.out[0]!.split('\n').slice(0, 4)).toEqual([
+      'better-compute events: 2 commands',
       '',
       expect.stringMatching(/^  events list {2}/),
+      expect.stringMatching(/^  events watch {2}/),
     ]);
     expect((await line(['nodes'])).out[0]).toMatch(/^better-compute nodes: \d+ commands\n/);
   });

@@ -8,6 +8,15 @@ import type { MethodInput, MethodOutput } from '@better-compute/core';
 import type { MethodName, MethodTable } from '@better-compute/core/methods';
 import { resolveEndpoint, methodRoute } from './endpoint.js';
 import { ComputeClientError, INVALID_RESPONSE_HINT } from './errors.js';
+import {
+  type WatchCallbackOptions,
+  type WatchedEvent,
+  type WatchHandle,
+  type WatchOptions,
+  type WatchTransport,
+  watchIterable,
+  watchWithCallbacks,
+} from './watch.js';
 
 /** The fetch the client calls with: one Request in, one Response out. Global fetch fits. */
 export type ClientFetch = (request: Request) => Promise<Response>;
@@ -61,6 +70,13 @@ export interface ComputeClientBase {
    * (posted to `/plugins/ID/GROUP/METHOD`). What `better-compute api` uses.
    */
   request(method: string, input: unknown, options?: CallOptions): Promise<unknown>;
+  /**
+   * Follows the live event stream (`GET {endpoint}/watch`): with `onEvent`, calls it per event and
+   * returns a handle; without, an async iterable of the events. Resumes after the last event on a
+   * broken connection; stops on the signal (quietly) or on a refusal (ComputeClientError).
+   */
+  $watch(options: WatchCallbackOptions): WatchHandle;
+  $watch(options?: WatchOptions): AsyncIterable<WatchedEvent>;
 }
 
 export type ComputeClient = ComputeClientBase & ComputeClientGroups;
@@ -298,8 +314,27 @@ export function createComputeClient(options: ComputeClientOptions): ComputeClien
     return body;
   }
 
+  const watchTransport: WatchTransport = {
+    endpoint,
+    fetch: fetchImpl,
+    tenant: options.tenant,
+    headers: () => ({ ...extraHeaders, ...(token ? { authorization: `Bearer ${token}` } : {}) }),
+    hide: (message) => withoutSecrets(message, secrets),
+  };
+  function $watch(watchOptions: WatchCallbackOptions): WatchHandle;
+  function $watch(watchOptions?: WatchOptions): AsyncIterable<WatchedEvent>;
+  function $watch(
+    watchOptions: WatchOptions | WatchCallbackOptions = {},
+  ): WatchHandle | AsyncIterable<WatchedEvent> {
+    if (watchOptions.headers) checkedHeaders(watchOptions.headers, 'watch headers');
+    return 'onEvent' in watchOptions
+      ? watchWithCallbacks(watchTransport, watchOptions)
+      : watchIterable(watchTransport, watchOptions);
+  }
+
   const base: ComputeClientBase = {
     endpoint,
+    $watch,
     async call(method, input, callOptions = {}) {
       return (await send(method, await prepared(method, input), callOptions)) as never;
     },

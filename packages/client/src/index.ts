@@ -20,3 +20,19 @@ export {
   type ComputeClientErrorOptions,
 } from './errors.js';
 export { DEFAULT_BASE_PATH, isLoopbackHost, methodRoute, resolveEndpoint } from './endpoint.js';
+export {
+  runWatch,
+  type WatchCallbackOptions,
+  type WatchedEvent,
+  type WatchHandle,
+  type WatchOptions,
+  type WatchState,
+  type WatchStatus,
+} from './watch.js';
+export {
+  SseParser,
+  SseLineTooLong,
+  DEFAULT_MAX_LINE_LENGTH,
+  type SseHandlers,
+  type SseMessage,
+} from './sse.js';

@@ -30,6 +30,9 @@ export type DatabaseOptions = (
   onQuery?: (sql: string) => void;
 };
 
+/** The PGlite engine behind a database's Kysely object, for LISTEN (see listen.ts). */
+export const pgliteClients = new WeakMap<object, import('@electric-sql/pglite').PGlite>();
+
 const INT8 = 20;
 const NUMERIC = 1700;
 
@@ -115,6 +118,7 @@ async function openPGlite(
     parsers: { [types.INT8]: (value: string) => Number(value), [types.NUMERIC]: (value: string) => value },
   });
   const db = new Kysely({ dialect: new PGliteDialect(client), ...(log ? { log } : {}) });
+  pgliteClients.set(db, client);
   return {
     db,
     kind: 'pglite',

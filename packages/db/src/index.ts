@@ -18,3 +18,4 @@ export {
   type MigrationStatus,
   type MigrateResult,
 } from './migrator.js';
+export { listenOn, type ListenHandlers, type Listening } from './listen.js';

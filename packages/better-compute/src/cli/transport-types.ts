@@ -1,5 +1,5 @@
 /** The transport a token command gets from `context.api()`. Types only: the code loads lazily. */
-import type { CallInput, CallOutput } from '@better-compute/client';
+import type { CallInput, CallOutput, WatchCallbackOptions, WatchHandle } from '@better-compute/client';
 import type { MethodName } from '@better-compute/core/methods';
 
 /** Where a command's credential came from; never the token itself. */
@@ -26,4 +26,6 @@ export interface CliApi {
   /** The tenant filled into tenant-scoped calls. */
   readonly tenant: string | undefined;
   readonly credential: CredentialInfo | null;
+  /** Follows the live event stream (the client's $watch); a credential is required, as for events.list. */
+  watch(options: WatchCallbackOptions): Promise<WatchHandle>;
 }

@@ -112,5 +112,9 @@ export async function createCliApi(options: TransportOptions): Promise<CliApi> {
       await guard(method);
       return client.request(method, input);
     },
+    async watch(watchOptions) {
+      await guard('events.list');
+      return client.$watch(watchOptions);
+    },
   };
 }

@@ -55,6 +55,21 @@ export interface ComputeConfig {
      */
     checkpointEverySeconds?: number;
   };
+  /**
+   * The live event stream (`GET {basePath}/watch`, docs/live-events.md): more paths to serve it
+   * at (default `['/watch']`, the path `events watch --path` defaults to), and its timings.
+   */
+  live?: {
+    paths?: string[];
+    /** Milliseconds between keep-alive comments on an idle stream; default 15 000. */
+    heartbeatMs?: number;
+    /** The reconnection delay the stream advises (`retry:`); default 2 000. */
+    retryMs?: number;
+    /** Milliseconds between safety-net reads when notifications may have been missed; default 5 000. */
+    pollMs?: number;
+    /** Milliseconds between re-authorizations of every open stream; default 30 000. */
+    reauthorizeMs?: number;
+  };
   /** Which modules this deployment serves; all by default. */
   modules?: ModuleName[];
 }

@@ -34,11 +34,11 @@ function headerOf(incoming: IncomingMessage, name: string): string | null {
   return Array.isArray(value) ? value.join(', ') : value;
 }
 
-function toRequest(incoming: IncomingMessage, body: Buffer, origin: string): Request {
+function toRequest(incoming: IncomingMessage, body: Buffer, origin: string, signal: AbortSignal): Request {
   const headers = new Headers();
   for (let i = 0; i < incoming.rawHeaders.length; i += 2)
     headers.append(incoming.rawHeaders[i]!, incoming.rawHeaders[i + 1]!);
-  const init: RequestInit = { method: incoming.method ?? 'GET', headers };
+  const init: RequestInit = { method: incoming.method ?? 'GET', headers, signal };
   if (body.length > 0) init.body = new Uint8Array(body);
   return new Request(new URL(incoming.url ?? '/', origin), init);
 }
@@ -55,9 +55,53 @@ async function writeResponse(response: Response, outgoing: ServerResponse): Prom
   });
   const cookies = response.headers.getSetCookie();
   if (cookies.length) headers['set-cookie'] = cookies;
+  if (response.body && headers['content-type']?.toString().startsWith('text/event-stream'))
+    return streamBody(response.status, headers, response.body, outgoing);
   const body = Buffer.from(await response.arrayBuffer());
   outgoing.writeHead(response.status, { ...headers, 'content-length': body.length });
   outgoing.end(body);
+}
+
+/**
+ * A stream's body, chunk by chunk as it is produced: no buffering (Nagle off, headers sent at
+ * once), and the reader cancelled when the client goes away.
+ */
+async function streamBody(
+  status: number,
+  headers: Record<string, string | string[]>,
+  body: ReadableStream<Uint8Array>,
+  outgoing: ServerResponse,
+): Promise<void> {
+  outgoing.socket?.setNoDelay(true);
+  // A stream holds its connection for its whole life; once it ends the connection closes too, so a
+  // server shutting down is not kept waiting by it as an idle keep-alive connection.
+  outgoing.writeHead(status, { ...headers, connection: 'close' });
+  outgoing.flushHeaders();
+  const reader = body.getReader();
+  const gone = () => void reader.cancel().catch(() => {});
+  outgoing.once('close', gone);
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      if (!outgoing.write(value)) {
+        // The socket's buffer is full: wait for it to drain (or for the client to leave).
+        await new Promise<void>((resolve) => {
+          const resume = () => {
+            outgoing.off('drain', resume);
+            outgoing.off('close', resume);
+            resolve();
+          };
+          outgoing.on('drain', resume);
+          outgoing.on('close', resume);
+        });
+      }
+      if (outgoing.destroyed) break;
+    }
+  } finally {
+    outgoing.off('close', gone);
+    if (!outgoing.destroyed) outgoing.end();
+  }
 }
 
 /** The origin a request was addressed to, or null for a Host header no URL can hold. */
@@ -80,8 +124,10 @@ function badHost(): Answer {
   );
 }
 
-export function createNodeServer(compute: Pick<ComputeInstance, 'handler' | 'dispatch'>): Server {
-  return createServer((incoming, outgoing) => {
+export function createNodeServer(
+  compute: Pick<ComputeInstance, 'handler' | 'dispatch'> & { live?: ComputeInstance['live'] },
+): Server {
+  const server = createServer((incoming, outgoing) => {
     const origin = originOf(incoming.headers.host);
     if (origin === null) return writeAnswer(badHost(), outgoing);
     const rawUrl = incoming.url ?? '/';
@@ -99,7 +145,9 @@ export function createNodeServer(compute: Pick<ComputeInstance, 'handler' | 'dis
           readBody: async (limit) => (await readOnce(limit)).toString('utf8'),
         });
         if (answer) return writeAnswer(answer, outgoing);
-        const request = toRequest(incoming, await readOnce(BODY_LIMIT_BYTES * 16), origin);
+        const left = new AbortController();
+        outgoing.once('close', () => left.abort());
+        const request = toRequest(incoming, await readOnce(BODY_LIMIT_BYTES * 16), origin, left.signal);
         await writeResponse(await compute.handler(request), outgoing);
       } catch (error) {
         const tooLarge = error instanceof Error && (error as { code?: string }).code === 'PAYLOAD_TOO_LARGE';
@@ -120,4 +168,12 @@ export function createNodeServer(compute: Pick<ComputeInstance, 'handler' | 'dis
       }
     })();
   });
+  // Open event streams never finish on their own: closing the server ends them first, so it can
+  // close once the requests in flight are done (the clients resume on another replica).
+  const close = server.close.bind(server);
+  server.close = ((callback?: (error?: Error) => void) => {
+    void compute.live?.close();
+    return close(callback);
+  }) as Server['close'];
+  return server;
 }

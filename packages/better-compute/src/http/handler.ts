@@ -28,7 +28,6 @@ import {
   toResponse,
   checkedBody,
   checkedPath,
-  requestCredential,
   validatedInput,
   rateLimited,
   type RateLimiter,
@@ -40,6 +39,7 @@ import { recordMutation, writeAudit } from '../db/unit-of-work.js';
 import type { BoundMethod, CallContext, EventDraft } from '../modules/define-module.js';
 
 export type { BoundMethod };
+import { createGate, denied } from './gate.js';
 import { claimIdempotencyKey, type IdempotencyScope, openFields, sealFields } from './idempotency.js';
 
 /**
@@ -83,13 +83,14 @@ export interface HandlerOptions {
   limiter: RateLimiter | undefined;
   now: () => Date;
   log: HandlerLog;
+  /**
+   * The live event stream: served at `{basePath}/watch` and at any of `paths`, through `handler`
+   * only (`dispatch` leaves those paths to it, as it does IAM's).
+   */
+  watch?: { serve(request: Request): Promise<Response>; paths?: readonly string[] } | undefined;
 }
 
 const IAM_BASE = '/api/iam';
-
-function denied(message: string, details: Record<string, unknown>, hint: string): ComputeError {
-  return new ComputeError('ACCESS_DENIED', message, { details, hint });
-}
 
 export function createHandler(options: HandlerOptions): ComputeHandler {
   const { basePath, methods, iam } = options;
@@ -97,37 +98,10 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
   const routeTable = new Map<string, BoundMethod>();
   for (const bound of methods.values()) routeTable.set(`${basePath}${methodPath(bound.method)}`, bound);
 
-  async function authenticate(request: ApiCall): Promise<Identity | null> {
-    const credential = requestCredential(request, options.trustedOrigins);
-    if (!credential) return null;
-    const identity = await iam.authenticate(credential.token);
-    if (!identity) {
-      throw new ComputeError('UNAUTHENTICATED', 'the credential is unknown, expired or revoked', {
-        hint: 'Sign in again (better-iam login) or set BETTER_COMPUTE_TOKEN to a valid API key.',
-      });
-    }
-    return identity;
-  }
-
-  async function checkTenant(identity: Identity, actingTenant: string): Promise<void> {
-    if (actingTenant !== identity.tenantId && identity.tenantId !== ROOT_TENANT) {
-      throw denied(
-        `this credential belongs to tenant ${identity.tenantId} and cannot act in ${actingTenant}`,
-        { reason: 'foreign-tenant' },
-        `Act in ${identity.tenantId} (--tenant ${identity.tenantId}, or leave --tenant out), or use a credential of ${actingTenant}.`,
-      );
-    }
-    for (const tenant of new Set([identity.tenantId, actingTenant])) {
-      const state = await iam.tenantState(tenant);
-      if (state === null) throw new ComputeError('NOT_FOUND', `tenant ${tenant} does not exist`);
-      if (state !== 'active') {
-        throw new ComputeError('TENANT_SUSPENDED', `tenant ${tenant} is ${state}`, {
-          details: { tenantId: tenant, state },
-          hint: 'An administrator of a parent tenant can reactivate it in Better IAM.',
-        });
-      }
-    }
-  }
+  const gate = createGate(iam, options.trustedOrigins);
+  const authenticate = (request: ApiCall) => gate.authenticate(request);
+  const checkTenant = (identity: Identity, tenant: string) => gate.checkTenant(identity, tenant);
+  const watchPaths = new Set(options.watch ? [`${basePath}/watch`, ...(options.watch.paths ?? [])] : []);
 
   async function call(request: ApiCall, bound: BoundMethod, requestId: string): Promise<Answer> {
     const { method, handler } = bound;
@@ -273,6 +247,7 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
       // Before routing, for IAM's paths too: a path with two readings is refused, not normalised.
       checkedPath(pathname);
       if (options.iamHandler && (pathname === IAM_BASE || pathname.startsWith(`${IAM_BASE}/`))) return null;
+      if (watchPaths.has(pathname)) return null;
       // 1. route
       const bound = routeTable.get(pathname);
       if (!bound) {
@@ -297,6 +272,7 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
 
   async function handler(request: Request): Promise<Response> {
     const url = new URL(request.url);
+    if (options.watch && watchPaths.has(url.pathname)) return options.watch.serve(request);
     const answer = await dispatch({
       method: request.method,
       pathname: url.pathname,

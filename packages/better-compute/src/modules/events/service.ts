@@ -26,6 +26,19 @@ export interface ListEventsOptions {
   subject?: { type: string; id: string } | undefined;
   limit: number;
   cursor?: string | undefined;
+  /**
+   * Also say whether committed events wait behind the snapshot's xmin (`held`): the live stream
+   * then looks again shortly, instead of waiting for the next notification.
+   */
+  reportHeld?: boolean | undefined;
+}
+
+/** A type pattern of events.list (`reservation.created`, `reservation.`, `reservation.*`) as a test. */
+export function typeMatcher(type: string): (eventType: string) => boolean {
+  const filter = typeFilter(type);
+  return 'exact' in filter
+    ? (eventType) => eventType === filter.exact
+    : (eventType) => eventType.startsWith(filter.prefix);
 }
 
 /**
@@ -41,7 +54,7 @@ function typeFilter(type: string): { prefix: string } | { exact: string } {
 export async function listEvents(
   db: Kysely<ComputeTables>,
   options: ListEventsOptions,
-): Promise<{ items: EventRecord[]; nextCursor: string | null }> {
+): Promise<{ items: EventRecord[]; nextCursor: string | null; held?: boolean }> {
   const after = options.cursor ? parsePosition(options.cursor, 'list', 'cursor') : undefined;
   let query = db
     .selectFrom('compute.events')
@@ -57,10 +70,11 @@ export async function listEvents(
       'actor',
       'request_id',
       'occurred_at',
+      // Raw SQL: Kysely has no builder for snapshot functions or xid8 row comparisons.
+      sql<boolean>`tx_id < pg_snapshot_xmin(pg_current_snapshot())`.as('settled'),
     ])
-    .where('tenant_id', '=', options.tenantId)
-    // Raw SQL: Kysely has no builder for snapshot functions or xid8 row comparisons.
-    .where(sql<boolean>`tx_id < pg_snapshot_xmin(pg_current_snapshot())`);
+    .where('tenant_id', '=', options.tenantId);
+  if (!options.reportHeld) query = query.where(sql<boolean>`tx_id < pg_snapshot_xmin(pg_current_snapshot())`);
   if (after) query = query.where(sql<boolean>`(tx_id, tx_index) > (${after.tx}::xid8, ${after.index})`);
   if (options.subject) {
     query = query
@@ -79,7 +93,10 @@ export async function listEvents(
     .orderBy('tx_index')
     .limit(options.limit + 1)
     .execute();
-  const page = rows.slice(0, options.limit);
+  // Rows come in position order, so the settled ones (below xmin) are a prefix of them.
+  const unsettled = rows.findIndex((row) => !row.settled);
+  const settled = unsettled === -1 ? rows : rows.slice(0, unsettled);
+  const page = settled.slice(0, options.limit);
   const items = page.map((row): EventRecord => ({
     id: row.id,
     position: formatListCursor({ tx: row.tx, index: row.tx_index }),
@@ -92,5 +109,6 @@ export async function listEvents(
     occurredAt: new Date(row.occurred_at).toISOString(),
   }));
   const last = items.at(-1);
-  return { items, nextCursor: rows.length > options.limit && last ? last.position : null };
+  const nextCursor = settled.length > options.limit && last ? last.position : null;
+  return options.reportHeld ? { items, nextCursor, held: unsettled !== -1 } : { items, nextCursor };
 }

@@ -1,0 +1,364 @@
+/**
+ * `GET {basePath}/watch`: the tenant's events as server-sent events (docs/live-events.md).
+ *
+ *   retry: 2000                      once, first
+ *   id: 184467.12                    the event's position, dotted
+ *   event: reservation.created       the event's type
+ *   data: {…}                        the record events.list returns
+ *   : keep-alive                     every 15 s while idle
+ *   event: error / data: {"error":…} the last thing sent when the stream is refused while open
+ *
+ * The request is decided as events.list for the tenant: the same credential rules (a cookie needs
+ * X-Better-Compute: 1 from the console's own origin), tenant checks, rate limit and IAM action
+ * (compute:events:read). Anything refused before the stream starts is the JSON error envelope with
+ * its status. An open stream is decided again whenever IAM changes and every 30 s; a revoked
+ * credential, a suspended tenant or a withdrawn action ends it with `event: error`.
+ */
+import {
+  ComputeError,
+  type CredentialSource,
+  errorResponse,
+  type IamBridge,
+  type Identity,
+  isTenantId,
+  methodAction,
+  parsePosition,
+  formatListCursor,
+  formatStreamCursor,
+  type RateLimiter,
+  rateLimited,
+  requestIdFrom,
+  requestCredential,
+  belongsInLog,
+  toComputeError,
+  checkedPath,
+} from '@better-compute/core';
+import { methods } from '@better-compute/core/methods';
+import { sql, type Kysely } from 'kysely';
+import type { ComputeTables } from '../db/tables.js';
+import type { LiveHub, LiveStream } from './hub.js';
+import { type EventRecord, typeMatcher } from '../modules/events/service.js';
+import { createGate, denied } from '../http/gate.js';
+import type { HandlerLog } from '../http/handler.js';
+
+export const MAX_WATCH_TYPES = 20;
+const MAX_QUERY_LENGTH = 4096;
+/** Bytes a slow reader may leave unread before its stream is ended (it resumes with Last-Event-ID). */
+const MAX_BACKLOG_BYTES = 8 * 1024 * 1024;
+
+export interface WatchOptions {
+  hub: LiveHub;
+  iam: IamBridge;
+  trustedOrigins: readonly string[] | undefined;
+  limiter: RateLimiter | undefined;
+  db: () => Kysely<ComputeTables>;
+  log: HandlerLog;
+  /** Milliseconds between keep-alive comments (default 15 s). */
+  heartbeatMs?: number | undefined;
+  /** The reconnection delay the stream advises (`retry:`, default 2 s). */
+  retryMs?: number | undefined;
+}
+
+const ACTION = methodAction(methods['events.list'])!;
+const typeSchema = methods['events.list'].input.shape.type;
+
+function invalid(message: string, field: string, hint: string): ComputeError {
+  return new ComputeError('INVALID_ARGUMENT', message, { details: { field }, hint });
+}
+
+interface WatchQuery {
+  tenantId: string | undefined;
+  since: string | undefined;
+  types: string[] | undefined;
+}
+
+/** The query string, strictly: known keys, each once. */
+function readQuery(url: URL): WatchQuery {
+  if (url.search.length > MAX_QUERY_LENGTH)
+    throw invalid('the query string is too long', 'query', 'Pass at most 20 type patterns.');
+  const seen = new Set<string>();
+  for (const key of url.searchParams.keys()) {
+    if (!['tenantId', 'since', 'types'].includes(key))
+      throw invalid(
+        `unknown query parameter ${JSON.stringify(key.slice(0, 40))}`,
+        'query',
+        'The stream takes tenantId, types and since.',
+      );
+    if (seen.has(key))
+      throw invalid(`${key} is given twice`, key, `Pass ${key} once (types is comma-separated).`);
+    seen.add(key);
+  }
+  const get = (key: string) => url.searchParams.get(key) ?? undefined;
+  const types = get('types');
+  return {
+    tenantId: get('tenantId'),
+    since: get('since'),
+    types: types === undefined ? undefined : types.split(','),
+  };
+}
+
+function checkedTypes(types: string[]): string[] {
+  if (types.length > MAX_WATCH_TYPES)
+    throw invalid(
+      `types takes at most ${MAX_WATCH_TYPES} patterns (got ${types.length})`,
+      'types',
+      'Use prefixes (reservation.*) to cover several types with one pattern.',
+    );
+  return types.map((type) => {
+    const checked = typeSchema.safeParse(type.trim());
+    if (!checked.success || checked.data === undefined)
+      throw invalid(
+        `types: ${JSON.stringify(type.slice(0, 100))} ${checked.success ? 'is empty' : checked.error.issues[0]?.message}`,
+        'types',
+        'Pass types like reservation.created or prefixes like reservation.* or node., comma-separated.',
+      );
+    return checked.data;
+  });
+}
+
+/** The position a stream without one starts after: the newest event already settled. */
+async function headOf(db: Kysely<ComputeTables>, tenantId: string): Promise<string> {
+  const row = await db
+    .selectFrom('compute.events')
+    .select([sql<string>`tx_id::text`.as('tx'), 'tx_index'])
+    .where('tenant_id', '=', tenantId)
+    .where(sql<boolean>`tx_id < pg_snapshot_xmin(pg_current_snapshot())`)
+    .orderBy('tx_id', 'desc')
+    .orderBy('tx_index', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+  return row ? formatListCursor({ tx: row.tx, index: row.tx_index }) : '0:0';
+}
+
+/**
+ * The credential as events.list takes it. A cookie needs the CSRF rule's X-Better-Compute: 1 and a
+ * trusted Origin; a browser sends no Origin on a same-origin GET, so there Sec-Fetch-Site:
+ * same-origin stands for it (a cross-site page cannot forge either header).
+ */
+function credentialSource(request: Request, url: URL): CredentialSource {
+  const header = (name: string) => request.headers.get(name);
+  return {
+    method: request.method === 'GET' ? 'POST' : request.method,
+    origin: url.origin,
+    header(name) {
+      if (name === 'origin' && header('origin') === null && header('sec-fetch-site') === 'same-origin')
+        return url.origin;
+      return header(name);
+    },
+  };
+}
+
+const frames = new WeakMap<EventRecord, Uint8Array>();
+const frameEncoder = new TextEncoder();
+
+/**
+ * An event's frame, encoded once: the streams of a tenant get the same record objects from one
+ * read, so a thousand watchers cost one serialisation.
+ */
+function frameOf(event: EventRecord): Uint8Array {
+  let frame = frames.get(event);
+  if (!frame) {
+    const id = formatStreamCursor(parsePosition(event.position, 'list'));
+    frame = frameEncoder.encode(`id: ${id}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`);
+    frames.set(event, frame);
+  }
+  return frame;
+}
+
+export function createWatch(options: WatchOptions): (request: Request) => Promise<Response> {
+  const gate = createGate(options.iam, options.trustedOrigins);
+  const encoder = new TextEncoder();
+  const retryMs = options.retryMs ?? 2000;
+  const heartbeatMs = options.heartbeatMs ?? 15_000;
+
+  /** Everything a request must pass before its stream opens; throws the refusal. */
+  async function decide(request: Request, url: URL) {
+    checkedPath(url.pathname);
+    if (request.method !== 'GET')
+      throw new ComputeError(
+        'NOT_FOUND',
+        `no route ${request.method} ${url.pathname}; the stream is read with GET`,
+        {
+          hint: 'Open the stream with GET, sending Accept: text/event-stream.',
+        },
+      );
+    const query = readQuery(url);
+    const credential = requestCredential(credentialSource(request, url), options.trustedOrigins);
+    if (!credential)
+      throw new ComputeError('UNAUTHENTICATED', 'the event stream needs a credential', {
+        hint: 'Send "Authorization: Bearer <token>" (BETTER_COMPUTE_TOKEN), or sign in with better-compute auth login.',
+      });
+    const identity = await gate.identify(credential.token);
+    const tenantId = query.tenantId ?? identity.tenantId;
+    if (!isTenantId(tenantId))
+      throw invalid(
+        'tenantId must be a tenant id such as acme',
+        'tenantId',
+        'Pass ?tenantId= a tenant id, or leave it out for your own.',
+      );
+    await gate.checkTenant(identity, tenantId);
+    if (options.limiter) {
+      const waitMs = options.limiter.take(identity.principalId);
+      if (waitMs > 0) throw rateLimited(waitMs);
+    }
+    const types = query.types === undefined ? undefined : checkedTypes(query.types);
+    const lastEventId = request.headers.get('last-event-id');
+    // A position is at most 31 characters; a longer one is refused without being quoted back.
+    for (const [field, value] of [
+      ['Last-Event-ID', lastEventId],
+      ['since', query.since],
+    ] as const)
+      if (value && value.length > 64)
+        throw invalid(
+          `${field} is not an outbox position (it is ${value.length} characters long)`,
+          field,
+          'Pass a position like 184467.12.',
+        );
+    const resume = lastEventId !== null && lastEventId.trim() !== '' ? lastEventId : query.since;
+    const since =
+      resume === undefined
+        ? undefined
+        : parsePosition(
+            resume,
+            'either',
+            lastEventId !== null && lastEventId.trim() !== '' ? 'Last-Event-ID' : 'since',
+          );
+    await authorized(identity, tenantId);
+    return { identity, token: credential.token, tenantId, types, since };
+  }
+
+  async function authorized(identity: Identity, tenantId: string): Promise<void> {
+    const [decision] = await options.iam.authorize(identity, [
+      { action: ACTION, resource: { type: 'tenant', id: tenantId, tenantId } },
+    ]);
+    if (!decision?.allowed)
+      throw denied(
+        `${ACTION} is not allowed on tenant ${tenantId}`,
+        { action: ACTION, reason: decision?.reason ?? 'no decision' },
+        `Your roles in tenant ${tenantId} do not grant ${ACTION}: ask an administrator of ${tenantId} to bind a role that does (better-iam bindings).`,
+      );
+  }
+
+  /**
+   * Streams opened with one credential for one tenant share each new decision: a thousand of them
+   * cost IAM one check when its change feed fires, not a thousand at once.
+   */
+  const deciding = new Map<string, Promise<void>>();
+  function decideAgain(token: string, tenantId: string): Promise<void> {
+    const key = `${tenantId}\u0000${token}`;
+    let decision = deciding.get(key);
+    if (!decision) {
+      decision = (async () => {
+        const identity = await gate.identify(token);
+        await gate.checkTenant(identity, tenantId);
+        await authorized(identity, tenantId);
+      })().finally(() => deciding.delete(key));
+      deciding.set(key, decision);
+    }
+    return decision;
+  }
+
+  return async function watch(request: Request): Promise<Response> {
+    const requestId = requestIdFrom(request.headers.get('x-request-id'));
+    const url = new URL(request.url);
+    let decided: Awaited<ReturnType<typeof decide>>;
+    try {
+      decided = await decide(request, url);
+    } catch (error) {
+      const failure = toComputeError(error);
+      if (belongsInLog(failure, error))
+        options.log({ level: 'error', message: 'watch refused', requestId, error });
+      return errorResponse(failure, requestId);
+    }
+    const { token, tenantId, types, since } = decided;
+    const matchers = types?.map(typeMatcher);
+    const wanted = (type: string) => !matchers || matchers.some((match) => match(type));
+    const hub = options.hub;
+    let controller!: ReadableStreamDefaultController<Uint8Array>;
+    let closed = false;
+    let heartbeat: ReturnType<typeof setInterval> | undefined;
+    let rechecking = false;
+
+    const close = () => {
+      if (closed) return;
+      closed = true;
+      if (heartbeat) clearInterval(heartbeat);
+      hub.remove(stream);
+      try {
+        controller.close();
+      } catch {
+        // Already closed or cancelled by the reader.
+      }
+    };
+    const write = (chunk: string | Uint8Array) => {
+      if (closed) return;
+      controller.enqueue(typeof chunk === 'string' ? encoder.encode(chunk) : chunk);
+      if ((controller.desiredSize ?? 0) < -MAX_BACKLOG_BYTES) {
+        refuse(new ComputeError('UNAVAILABLE', 'the reader fell too far behind; resume with Last-Event-ID'));
+      }
+    };
+    const refuse = (error: ComputeError) => {
+      if (closed) return;
+      const body = {
+        error: { code: error.code, message: error.message, ...(error.hint ? { hint: error.hint } : {}) },
+      };
+      controller.enqueue(encoder.encode(`event: error\ndata: ${JSON.stringify(body)}\n\n`));
+      close();
+    };
+
+    const stream: LiveStream = {
+      tenantId,
+      cursor: null,
+      deliver(events: readonly EventRecord[]) {
+        for (const event of events) if (wanted(event.type)) write(frameOf(event));
+      },
+      async reauthorize() {
+        if (closed || rechecking) return;
+        rechecking = true;
+        try {
+          await decideAgain(token, tenantId);
+        } catch (error) {
+          const failure = toComputeError(error);
+          // IAM that cannot answer now is no refusal: the next check decides.
+          if (failure.code !== 'UNAVAILABLE' && failure.code !== 'INTERNAL') refuse(failure);
+        } finally {
+          rechecking = false;
+        }
+      },
+      end: close,
+    };
+
+    const body = new ReadableStream<Uint8Array>(
+      {
+        start(c) {
+          controller = c;
+        },
+        cancel() {
+          close();
+        },
+      },
+      { highWaterMark: 64 * 1024, size: (chunk) => chunk.byteLength },
+    );
+    request.signal?.addEventListener('abort', close, { once: true });
+    write(`retry: ${retryMs}\n: stream of ${tenantId}\n\n`);
+    heartbeat = setInterval(() => write(': keep-alive\n\n'), heartbeatMs);
+    heartbeat.unref?.();
+    try {
+      stream.cursor = since ? formatListCursor(since) : await headOf(options.db(), tenantId);
+      await hub.add(stream);
+      if (closed) hub.remove(stream);
+    } catch (error) {
+      options.log({ level: 'error', message: 'watch failed to start', requestId, error });
+      refuse(new ComputeError('UNAVAILABLE', 'the event stream could not start; retry shortly'));
+    }
+    return new Response(body, {
+      status: 200,
+      headers: {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-store',
+        'x-accel-buffering': 'no',
+        'x-request-id': requestId,
+      },
+    });
+  };
+}
