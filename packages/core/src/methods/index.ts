@@ -19,6 +19,7 @@ import { capacityGroup } from './capacity.js';
 import { reservationsGroup } from './reservations.js';
 import { usageGroup } from './usage.js';
 import { offersGroup } from './offers.js';
+import { webhooksGroup } from './webhooks.js';
 import { commandsCancel, commandsGet, commandsList, commandsRun } from './commands.js';
 import {
   workflowsAbort,
@@ -47,6 +48,7 @@ export {
   capacityGroup,
   reservationsGroup,
   usageGroup,
+  webhooksGroup,
 };
 export * from './common.js';
 export { eventSchema } from './events.js';
@@ -60,6 +62,12 @@ export {
   MAX_RESERVATION_SECONDS,
 } from './reservations.js';
 export { SYSTEM_TAINT_PREFIX } from './sites.js';
+export {
+  MAX_WEBHOOK_PATTERNS,
+  webhookDeliverySchema,
+  webhookEventPattern,
+  webhookSchema,
+} from './webhooks.js';
 export { COMMAND_KINDS, COMMAND_OUTPUT_LIMIT, commandSchema, commandState } from './commands.js';
 
 export const methods = {
@@ -78,6 +86,7 @@ export const methods = {
   ...tableOf(capacityGroup),
   ...tableOf(reservationsGroup),
   ...tableOf(usageGroup),
+  ...tableOf(webhooksGroup),
   // The node daemon's groups, declared method by method (their modules bind them one at a time).
   'commands.list': commandsList,
   'commands.get': commandsGet,
