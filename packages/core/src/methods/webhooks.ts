@@ -170,6 +170,8 @@ const webhooksPing = method({
 const webhooksRotateSecret = method({
   kind: 'mutation',
   summary: 'Give a webhook a new signing secret (answered once); the old one still signs for 24 hours',
+  // IAM action names are lower case: the method's name in kebab case, as its command is named.
+  access: { action: 'compute:webhooks:rotate-secret' },
   tenantScoped: true,
   resource: webhookResource,
   input: z.object({ ...ref, ifVersion }).strict(),

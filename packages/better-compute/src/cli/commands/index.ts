@@ -9,6 +9,7 @@ import { capacityCommands } from './capacity/index.js';
 import { commandsCommands } from './commands/index.js';
 import { workflowsCommands } from './workflows/index.js';
 import { eventsCommands } from './events/index.js';
+import { webhooksCommands } from './webhooks/index.js';
 import { fleetCommands } from './fleet/index.js';
 import { nodesCommands } from './nodes/index.js';
 import api from './api/api.js';
@@ -46,5 +47,6 @@ export const builtinCommands: readonly AnyCommand[] = [
   ...commandsCommands,
   ...workflowsCommands,
   ...eventsCommands,
+  ...webhooksCommands,
   ...fleetCommands,
 ] as readonly AnyCommand[];
