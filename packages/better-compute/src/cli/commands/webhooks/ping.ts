@@ -4,7 +4,8 @@ import { defineCommand } from '../../define.js';
 export default defineCommand({
   name: 'webhooks ping',
   group: 'Events',
-  summary: 'Send a webhook.ping test delivery now; see it with webhooks deliveries (webhooks.ping)',
+  summary:
+    'Send a test delivery (its type is the ping event) now; see it with webhooks deliveries (webhooks.ping)',
   target: 'token',
   calls: ['webhooks.ping'],
   positionals: [{ name: 'webhook', description: 'The webhook id', required: true, kind: 'webhook' }],
