@@ -28,6 +28,8 @@ const FANOUT_LEASE = 'webhooks.fanout';
 const FANOUT_LEASE_MS = 10_000;
 const FANOUT_BATCH = 500;
 const CLAIM_BATCH = 20;
+/** Attempts one replica runs at once. */
+const IN_FLIGHT = 32;
 
 interface OutboxRow {
   id: string;
@@ -376,28 +378,37 @@ export function startWebhookLoops(context: LoopContext, runtime: WebhookRuntime)
     if (leader) await releaseLease(context.db, FANOUT_LEASE, runner).catch(() => {});
   })();
 
+  // Attempts run side by side, up to IN_FLIGHT: a slow endpoint holds one slot, not the loop.
+  const inFlight = new Set<Promise<void>>();
   const deliver = (async () => {
     while (!stopped) {
       let claimed: Claimed[] = [];
+      const free = IN_FLIGHT - inFlight.size;
       try {
-        claimed = await claimDeliveries(context, runtime, runner);
-        await Promise.all(
-          claimed.map((c) =>
-            attemptDelivery(context, runtime, runner, c).catch((error) =>
-              context.log({ level: 'warn', message: `webhook delivery ${c.id} was not recorded`, error }),
-            ),
-          ),
-        );
+        if (free > 0) claimed = await claimDeliveries(context, runtime, runner, Math.min(free, CLAIM_BATCH));
       } catch (error) {
         context.log({ level: 'warn', message: 'webhook delivery loop failed', error });
       }
-      // A full batch: there may be more due now.
-      if (!stopped && claimed.length < CLAIM_BATCH)
+      for (const c of claimed) {
+        const attempt: Promise<void> = attemptDelivery(context, runtime, runner, c)
+          .then(() => undefined)
+          .catch((error) =>
+            context.log({ level: 'warn', message: `webhook delivery ${c.id} was not recorded`, error }),
+          )
+          .finally(() => {
+            inFlight.delete(attempt);
+            wakeDelivery?.();
+          });
+        inFlight.add(attempt);
+      }
+      // A full batch with free slots left: there may be more due now.
+      if (!stopped && (claimed.length < CLAIM_BATCH || inFlight.size >= IN_FLIGHT))
         await new Promise<void>((resolve) => {
           wakeDelivery = resolve;
           void sleep(runtime.pollMs).then(resolve);
         });
     }
+    await Promise.all(inFlight);
   })();
 
   return {
