@@ -10,6 +10,9 @@ import { sql } from 'kysely';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { betterCompute, type ComputeInstance } from '../src/index.js';
+import { checkEndpoint, classifyAddress, deliveryAddress } from '../src/modules/webhooks/address-check.js';
+import { sendAttempt } from '../src/modules/webhooks/sender.js';
+import { webhookRuntime } from '../src/modules/webhooks/settings.js';
 import { signPayload } from '../src/modules/webhooks/signing.js';
 import { call, TestBridge } from './support.js';
 import { type Receiver, startReceiver } from './webhook-receiver.js';
@@ -486,5 +489,74 @@ describe.each(kinds)('webhooks on %s', (kind) => {
       expect.objectContaining({ type: 'reservation.created', subject: 'reservation' }),
     );
     expect(items).toContainEqual(expect.objectContaining({ type: 'webhook.disabled', subject: 'webhook' }));
+  });
+});
+
+describe('the address rules on their own', () => {
+  const strict = { ...webhookRuntime({ allowLoopback: false }), lookup: testLookup };
+
+  it('classifies every form of an internal address, IPv4-mapped, NAT64 and 6to4 included', () => {
+    const cases: [string, string][] = [
+      ['8.8.8.8', 'public'],
+      ['2606:4700::1111', 'public'],
+      ['127.0.0.2', 'loopback'],
+      ['::1', 'loopback'],
+      ['10.9.8.7', 'private'],
+      ['fd12::1', 'private'],
+      ['100.127.255.255', 'cgnat'],
+      ['169.254.1.1', 'link-local'],
+      ['fe80::abcd', 'link-local'],
+      ['169.254.169.254', 'metadata'],
+      ['fd00:ec2::254', 'metadata'],
+      ['::ffff:169.254.169.254', 'metadata'],
+      ['::ffff:a9fe:a9fe', 'metadata'],
+      ['64:ff9b::a00:1', 'private'],
+      ['2002:7f00:1::', 'loopback'],
+      ['0.0.0.0', 'unspecified'],
+      ['::', 'unspecified'],
+      ['239.1.1.1', 'multicast'],
+      ['ff02::1', 'multicast'],
+      ['198.51.100.7', 'reserved'],
+      ['255.255.255.255', 'reserved'],
+    ];
+    for (const [address, kind] of cases) expect(classifyAddress(address), address).toBe(kind);
+  });
+
+  it('with loopback off, refuses it at create and a name that resolves to it at delivery', async () => {
+    expect(() => checkEndpoint('http://127.0.0.1:9/hook', strict)).toThrow(/loopback address/);
+    expect(() => checkEndpoint('https://localhost/hook', strict)).toThrow(/loopback address/);
+    // A public-looking name passes at create; what it resolves to is checked at every attempt.
+    expect(checkEndpoint('https://localhost.evil.test/hook', strict)).toBe(
+      'https://localhost.evil.test/hook',
+    );
+    const rebinding = { ...strict, lookup: async () => [{ address: '127.0.0.1', family: 4 as const }] };
+    await expect(deliveryAddress(new URL('https://rebind.evil.test/'), rebinding)).rejects.toThrow(
+      /rebind\.evil\.test resolves to 127\.0\.0\.1, a loopback address/,
+    );
+    await expect(
+      deliveryAddress(new URL('http://hooks.example.com/'), {
+        ...strict,
+        lookup: async () => [{ address: '93.184.216.34', family: 4 as const }],
+      }),
+    ).rejects.toThrow(/http:\/\/ is delivered only to loopback/);
+  });
+
+  it('connects to the address checked, whatever the name would resolve to now', async () => {
+    const receiver = await startReceiver();
+    try {
+      // No DNS server knows this name: the connection goes to the address given, never to a lookup.
+      const outcome = await sendAttempt({
+        url: new URL(`http://never-resolved.invalid:${receiver.port}/hook/pinned`),
+        address: { address: '127.0.0.1', family: 4 },
+        headers: { 'webhook-id': 'msg_pinned' },
+        body: '{}',
+        timeoutMs: 2000,
+      });
+      expect(outcome).toMatchObject({ statusCode: 200, success: true, responseExcerpt: 'thanks' });
+      expect(receiver.received[0]).toMatchObject({ path: '/hook/pinned' });
+      expect(receiver.received[0]!.headers.host).toBe(`never-resolved.invalid:${receiver.port}`);
+    } finally {
+      await receiver.close();
+    }
   });
 });
