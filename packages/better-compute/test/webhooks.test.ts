@@ -6,6 +6,7 @@
  */
 import { createTestDatabase, testDatabaseKinds, type TestDatabase } from '@better-compute/db/testing';
 import { lookup } from 'node:dns/promises';
+import { eventTypes } from '@better-compute/events';
 import { sql } from 'kysely';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -481,6 +482,28 @@ describe.each(kinds)('webhooks on %s', (kind) => {
     expect(acting.code).toBe('ACCESS_DENIED');
     expect(await api(compute, 'webhooks.get', { webhookId: webhook.id })).toMatchObject({ description: '' });
     await api(compute, 'webhooks.delete', { webhookId: webhook.id });
+  });
+
+  it('writes webhook events the catalog describes, with no field it lacks and never a secret', async () => {
+    const { rows } = await sql<{ type: string; subject_type: string; data: Record<string, unknown> }>`
+      select type, subject_type, data from compute.events where type like 'webhook.%'`.execute(database.db);
+    expect(new Set(rows.map((r) => r.type))).toEqual(
+      new Set([
+        'webhook.created',
+        'webhook.updated',
+        'webhook.deleted',
+        'webhook.disabled',
+        'webhook.secret_rotated',
+        'webhook.ping',
+      ]),
+    );
+    for (const row of rows) {
+      const spec = eventTypes[row.type as keyof typeof eventTypes];
+      expect(spec.subject).toBe(row.subject_type);
+      const parsed = spec.data.parse(row.data) as Record<string, unknown>;
+      expect(Object.keys(row.data).sort()).toEqual(Object.keys(parsed).sort());
+      expect(JSON.stringify(row.data)).not.toMatch(/whsec_/);
+    }
   });
 
   it('lists the catalog’s event types', async () => {
