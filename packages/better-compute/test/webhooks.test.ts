@@ -160,6 +160,15 @@ describe.each(kinds)('webhooks on %s', (kind) => {
       secret_sealed: string;
     }>`select secret_sealed from compute.webhooks where id = ${webhook.id}`.execute(database.db);
     expect(stored.rows[0]!.secret_sealed).toMatch(/^v1\./);
+    // A retry with the same key answers the same webhook and secret, and creates nothing twice.
+    const body = { url: `${receiver.url}/retried`, events: ['site.*'], idempotencyKey: 'retry-key-0001' };
+    const first = await api(compute, 'webhooks.create', body);
+    const second = await api(compute, 'webhooks.create', body);
+    expect(second).toEqual(first);
+    expect(
+      (await api(compute, 'webhooks.list', {})).items.filter((w: any) => w.url.endsWith('/retried')),
+    ).toHaveLength(1);
+    await api(compute, 'webhooks.delete', { webhookId: first.webhook.id });
     await api(compute, 'webhooks.delete', { webhookId: webhook.id });
   });
 
