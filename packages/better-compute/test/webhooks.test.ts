@@ -12,6 +12,7 @@ import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { betterCompute, type ComputeInstance } from '../src/index.js';
 import { checkEndpoint, classifyAddress, deliveryAddress } from '../src/modules/webhooks/address-check.js';
+import { pruneDeliveries } from '../src/modules/webhooks/controller.js';
 import { sendAttempt } from '../src/modules/webhooks/sender.js';
 import { webhookRuntime } from '../src/modules/webhooks/settings.js';
 import { signPayload } from '../src/modules/webhooks/signing.js';
@@ -513,6 +514,40 @@ describe.each(kinds)('webhooks on %s', (kind) => {
       expect(Object.keys(row.data).sort()).toEqual(Object.keys(parsed).sort());
       expect(JSON.stringify(row.data)).not.toMatch(/whsec_/);
     }
+  });
+
+  it('prunes finished deliveries past their retention with their attempts, never pending ones', async () => {
+    const count = async (where: string) =>
+      Number(
+        (
+          await sql<{
+            n: number;
+          }>`select count(*)::int as n from compute.webhook_deliveries where ${sql.raw(where)}`.execute(
+            database.db,
+          )
+        ).rows[0]!.n,
+      );
+    const { webhook } = await subscribe('prune', ['site.*']);
+    const pinged = await api(compute, 'webhooks.ping', { webhookId: webhook.id });
+    await until(async () => (await deliveriesOf(webhook.id))[0]?.state === 'succeeded');
+    const finished = await count("state <> 'pending'");
+    const pending = await count("state = 'pending'");
+    expect(finished).toBeGreaterThan(0);
+    const context = { db: database.db as never, now: () => new Date(), log: () => {} };
+    expect(await pruneDeliveries(context, webhookRuntime())).toBe(0);
+    expect(await pruneDeliveries(context, { ...webhookRuntime(), retentionMs: 0 })).toBe(finished);
+    expect(await count("state <> 'pending'")).toBe(0);
+    expect(await count("state = 'pending'")).toBe(pending);
+    const orphans = await sql<{ n: number }>`select count(*)::int as n from compute.webhook_attempts a
+      where not exists (select 1 from compute.webhook_deliveries d where d.id = a.delivery_id)`.execute(
+      database.db,
+    );
+    expect(orphans.rows[0]!.n).toBe(0);
+    expect(await deliveriesOf(webhook.id)).toEqual([]);
+    expect(
+      (await refusal(compute, 'webhooks.redeliver', { webhookId: webhook.id, deliveryId: pinged.id })).code,
+    ).toBe('NOT_FOUND');
+    await api(compute, 'webhooks.delete', { webhookId: webhook.id });
   });
 
   it('lists the catalog’s event types', async () => {

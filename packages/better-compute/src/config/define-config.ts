@@ -65,6 +65,8 @@ export interface WebhookSettings {
   requestTimeoutMs?: number;
   /** How often the delivery loops look for work, in milliseconds; default 250. */
   pollMs?: number;
+  /** How long a finished delivery and its attempts are kept; default 30 days. */
+  deliveryRetentionMs?: number;
   /** Resolves endpoint names at delivery time; default `dns.lookup` (tests inject their own). */
   lookup?: (hostname: string) => Promise<ResolvedAddress[]>;
 }

@@ -28,6 +28,8 @@ const FANOUT_LEASE = 'webhooks.fanout';
 const FANOUT_LEASE_MS = 10_000;
 const FANOUT_BATCH = 500;
 const CLAIM_BATCH = 20;
+const PRUNE_EVERY_MS = 10 * 60_000;
+const PRUNE_BATCH = 5000;
 /** Attempts one replica runs at once. */
 const IN_FLIGHT = 32;
 
@@ -336,6 +338,23 @@ async function recordAttempt(
   });
 }
 
+/**
+ * Deletes finished deliveries (and their attempts) older than the retention, a bounded batch at a
+ * time; the fan-out's leader runs it now and then, so the tables do not grow without end.
+ */
+export async function pruneDeliveries(context: LoopContext, runtime: WebhookRuntime): Promise<number> {
+  const before = new Date(context.now().getTime() - runtime.retentionMs);
+  // Raw SQL: a bounded delete (Kysely's delete has no limit on PostgreSQL).
+  const { rows } = await sql<{ id: string }>`
+    delete from compute.webhook_deliveries where id in (
+      select id from compute.webhook_deliveries
+      where state <> 'pending' and finished_at < ${before}
+      limit ${PRUNE_BATCH}
+    )
+    returning id`.execute(context.db);
+  return rows.length;
+}
+
 /** Runs the fan-out and delivery loops until stopped. */
 export function startWebhookLoops(context: LoopContext, runtime: WebhookRuntime): { stop(): Promise<void> } {
   const runner = newId('job').replace('job_', 'runner_');
@@ -353,6 +372,7 @@ export function startWebhookLoops(context: LoopContext, runtime: WebhookRuntime)
     });
   let wakeDelivery: (() => void) | undefined;
 
+  let lastPrune = 0;
   const fanOut = (async () => {
     let leader = false;
     while (!stopped) {
@@ -369,6 +389,10 @@ export function startWebhookLoops(context: LoopContext, runtime: WebhookRuntime)
             batch = await fanOutBatch(context);
             if (batch.deliveries > 0) wakeDelivery?.();
           } while (!stopped && batch.events === FANOUT_BATCH);
+          if (Date.now() - lastPrune >= PRUNE_EVERY_MS) {
+            lastPrune = Date.now();
+            await pruneDeliveries(context, runtime);
+          }
         }
       } catch (error) {
         context.log({ level: 'warn', message: 'webhook fan-out failed', error });

@@ -46,6 +46,7 @@ create table compute.webhook_deliveries (
 );
 create index webhook_deliveries_due on compute.webhook_deliveries (next_attempt_at) where state = 'pending';
 create index webhook_deliveries_webhook on compute.webhook_deliveries (webhook_id, id desc);
+create index webhook_deliveries_finished on compute.webhook_deliveries (finished_at) where state <> 'pending';
 
 create table compute.webhook_attempts (
   delivery_id text not null references compute.webhook_deliveries (id) on delete cascade,

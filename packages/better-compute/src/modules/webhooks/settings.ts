@@ -35,6 +35,8 @@ export interface WebhookRuntime {
    */
   leaseMs: number;
   pollMs: number;
+  /** Finished deliveries older than this are deleted with their attempts. */
+  retentionMs: number;
   lookup(hostname: string): Promise<ResolvedAddress[]>;
   sealer: Sealer;
 }
@@ -56,6 +58,7 @@ export function webhookRuntime(settings: WebhookSettings = {}, secret?: string):
     requestTimeoutMs,
     leaseMs: requestTimeoutMs + 3 * SECOND,
     pollMs: settings.pollMs ?? 250,
+    retentionMs: settings.deliveryRetentionMs ?? 30 * 24 * HOUR,
     lookup: settings.lookup ?? systemLookup,
     sealer: createSealer(secret, 'webhook secrets'),
   };
