@@ -27,6 +27,7 @@ import {
 import type { Iam } from 'better-iam';
 import type { Kysely } from 'kysely';
 import type { ComputeConfig } from './config/define-config.js';
+import { pkiMigrations } from './pki/migrations.js';
 import { foundationMigrations } from './db/migrations.js';
 import type { ComputeTables } from './db/tables.js';
 import { type BoundMethod, createHandler, type HandlerLog } from './http/handler.js';
@@ -164,6 +165,7 @@ export async function betterCompute(
 
   const allMigrations: ModuleMigrations[] = [
     foundationMigrations,
+    pkiMigrations,
     ...(iamMigrations ? [iamMigrations] : []),
     ...modules
       .filter((m) => m.migrations?.length)
@@ -184,7 +186,7 @@ export async function betterCompute(
   });
   const jobs = Object.assign({}, ...modules.map((m) => m.jobs ?? {}));
 
-  async function doctor(): Promise<DoctorReport> {
+  async function doctor(options: { pkiPath?: string } = {}): Promise<DoctorReport> {
     const findings: DoctorFinding[] = [];
     try {
       const dbNow = await databaseNow(database);
@@ -283,6 +285,20 @@ export async function betterCompute(
         ? `session cookies are accepted from ${config.trustedOrigins.join(', ')}`
         : 'no trustedOrigins: session cookies are accepted only from loopback origins (set trustedOrigins to serve a console by name)',
     });
+    const pkiPath = options.pkiPath ?? config.pki;
+    if (pkiPath) {
+      const { pkiFindings } = await import('./pki/doctor.js');
+      const { resolvePkiPath } = await import('./pki/bundle.js');
+      const { readRecordedPins } = await import('./pki/pins.js');
+      const recorded = await readRecordedPins(db).catch(() => undefined);
+      findings.push(
+        ...(await pkiFindings({
+          path: resolvePkiPath(process.cwd(), pkiPath),
+          secret: config.secret,
+          recorded,
+        })),
+      );
+    }
     return { ok: findings.every((f) => f.severity === 'ok'), findings };
   }
 

@@ -36,7 +36,11 @@ export interface ComputeInstance {
   routes(): RouteInfo[];
   migrate(): Promise<MigrateResult>;
   migrationStatus(): Promise<MigrationStatus[]>;
-  doctor(): Promise<DoctorReport>;
+  /**
+   * The health checks. With `pkiPath` (the doctor command passes --pki, the configuration's `pki`
+   * or the default) or a configured `pki`, the PKI bundle's checks are included.
+   */
+  doctor(options?: { pkiPath?: string }): Promise<DoctorReport>;
   /** Runs background work for the given roles until the returned stop is called. */
   startWorkers(roles: WorkerRole[]): { stop(): Promise<void> };
   close(): Promise<void>;

@@ -4,7 +4,10 @@ import { type Kysely, sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { foundationMigrations } from '../src/db/migrations.js';
 import type { ComputeTables } from '../src/db/tables.js';
+import { enqueueJob } from '../src/workers/jobs.js';
 import { startWorkerLoop } from '../src/workers/runner.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('worker maintenance', () => {
   it('forgets expired idempotency keys and vacuums a database without autovacuum', async () => {
@@ -47,6 +50,79 @@ describe('worker maintenance', () => {
         db,
       );
       expect(keys.rows.map((r) => r.scope_hash)).toEqual(['live']);
+    } finally {
+      await database.close();
+    }
+  });
+
+  it('renews the claim of a job that outlives the lease, so a second runner never takes it', async () => {
+    const database = await openDatabase({ pglite: {} });
+    const db = database.db as Kysely<ComputeTables>;
+    const runs: string[] = [];
+    const loops = ['a', 'b'].map((name) =>
+      startWorkerLoop({
+        db,
+        jobs: {
+          slow: async () => {
+            runs.push(name);
+            await sleep(1_000);
+          },
+        },
+        maintenance: false,
+        now: () => new Date(),
+        log: () => {},
+        pollMs: 20,
+        leaseMs: 300,
+      }),
+    );
+    try {
+      await migrate(db, [foundationMigrations]);
+      await enqueueJob(db, { kind: 'slow' });
+      const deadline = Date.now() + 5_000;
+      let state = '';
+      while (state !== 'done' && Date.now() < deadline) {
+        await sleep(50);
+        state = (await db.selectFrom('compute.jobs').select('state').executeTakeFirst())?.state ?? '';
+      }
+      expect(state).toBe('done');
+      // The job ran three times as long as the lease, on one runner only.
+      expect(runs).toHaveLength(1);
+    } finally {
+      await Promise.all(loops.map((loop) => loop.stop()));
+      await database.close();
+    }
+  });
+
+  it('takes over the job of a runner that died, once its claim lapses', async () => {
+    const database = await openDatabase({ pglite: {} });
+    const db = database.db as Kysely<ComputeTables>;
+    try {
+      await migrate(db, [foundationMigrations]);
+      const id = await enqueueJob(db, { kind: 'work' });
+      // A runner that claimed the job and then died: its claim is never renewed.
+      await sql`update compute.jobs set state = 'running', locked_by = 'dead',
+        locked_until = now() + interval '300 milliseconds', attempts = 1 where id = ${id}`.execute(db);
+      const ran: number[] = [];
+      const started = Date.now();
+      const loop = startWorkerLoop({
+        db,
+        jobs: { work: async () => void ran.push(Date.now() - started) },
+        maintenance: false,
+        now: () => new Date(),
+        log: () => {},
+        pollMs: 20,
+        leaseMs: 300,
+      });
+      try {
+        const deadline = Date.now() + 5_000;
+        while (ran.length === 0 && Date.now() < deadline) await sleep(20);
+      } finally {
+        await loop.stop();
+      }
+      expect(ran).toHaveLength(1);
+      expect(ran[0]).toBeGreaterThanOrEqual(250);
+      const row = await db.selectFrom('compute.jobs').select(['state', 'attempts']).executeTakeFirstOrThrow();
+      expect(row).toEqual({ state: 'done', attempts: 2 });
     } finally {
       await database.close();
     }

@@ -33,6 +33,12 @@ export interface ComputeConfig {
    * today). Defaults to BETTER_COMPUTE_SECRET; never put the value itself in a file you commit.
    */
   secret?: string;
+  /**
+   * The PKI bundle (`better-compute pki init`): its path, relative to the working directory; default
+   * `.better-compute/pki.json`. When set, `serve`'s gateway signs commands with the bundle's command
+   * root (its private key opened with `secret`) and `doctor` checks the bundle.
+   */
+  pki?: string;
   /** Which modules this deployment serves; all by default. */
   modules?: ModuleName[];
   /** Webhook deliveries: where they may go, how they are retried (docs/webhooks.md). */

@@ -121,12 +121,23 @@ export async function startDev(options: DevOptions): Promise<void> {
   let announce!: (url: string) => void;
   const listening = new Promise<string>((resolve) => (announce = resolve));
   const { devCommandSigner } = await import('./dev-command-root.js');
+  let commandSigner: Awaited<ReturnType<typeof devCommandSigner>>;
+  try {
+    commandSigner = await devCommandSigner(options.memory ? null : stateDir, {
+      secret: config.secret ?? (await devSecret(stateDir, options.memory)),
+      pkiPath: config.pki,
+      cwd: options.cwd,
+    });
+  } catch (error) {
+    await compute.close().catch(() => {});
+    throw error;
+  }
   const running = serve({
     compute,
     port: options.port,
     host: options.host ?? '127.0.0.1',
     roles: ['api', 'controllers', 'sinks', 'gateway'],
-    commandSigner: await devCommandSigner(options.memory ? null : stateDir),
+    commandSigner,
     signal: options.signal,
     log: () => {},
     onListening: announce,

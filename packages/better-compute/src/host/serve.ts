@@ -24,16 +24,26 @@ export interface ServeOptions {
   /** Called once the server listens, with its URL (useful with port 0). */
   onListening?: (url: string) => void;
   /**
-   * The command root the gateway signs commands with. The PKI bundle's command root plugs in here;
-   * without it, BETTER_COMPUTE_COMMAND_ROOT_KEY_FILE (an Ed25519 PKCS#8 PEM file) is read.
+   * The command root the gateway signs commands with. Without it, BETTER_COMPUTE_COMMAND_ROOT_KEY_FILE
+   * (an Ed25519 PKCS#8 PEM file) is read when set, else the command root of the PKI bundle the
+   * configuration names (`pki`), opened with the deployment secret.
    */
   commandSigner?: CommandSigner;
 }
 
-function commandSignerFrom(options: ServeOptions): CommandSigner | undefined {
+async function commandSignerFrom(options: ServeOptions): Promise<CommandSigner | undefined> {
   if (options.commandSigner) return options.commandSigner;
   const file = options.env?.BETTER_COMPUTE_COMMAND_ROOT_KEY_FILE;
-  if (!file) return undefined;
+  if (!file) {
+    const pki = options.compute.config.pki;
+    if (!pki) return undefined;
+    const { resolvePkiPath } = await import('../pki/bundle.js');
+    const { bundleCommandSigner } = await import('../pki/command-root.js');
+    return bundleCommandSigner(resolvePkiPath(process.cwd(), pki), options.compute.config.secret, {
+      db: options.compute.database.db,
+      log: options.log,
+    });
+  }
   try {
     return ed25519CommandSigner(readFileSync(file, 'utf8'));
   } catch (error) {
@@ -144,7 +154,7 @@ export async function serve(options: ServeOptions): Promise<void> {
     await compute.iam.installActions(actionCatalog());
     if (compute.embeddedIam) await ensureRootAdministrator(compute, options.env ?? {}, log);
     workers = compute.startWorkers(options.roles);
-    const commandSigner = options.roles.includes('gateway') ? commandSignerFrom(options) : undefined;
+    const commandSigner = options.roles.includes('gateway') ? await commandSignerFrom(options) : undefined;
     if (options.roles.includes('api') || options.roles.includes('gateway')) {
       // A gateway-only replica answers nothing but the session upgrade.
       server = options.roles.includes('api')

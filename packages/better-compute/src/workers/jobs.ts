@@ -73,6 +73,21 @@ export async function claimJobs(
   }));
 }
 
+/** Extends `runner`'s claims on jobs still running, so a slow job is never taken by a second runner. */
+export async function renewJobClaims(
+  db: Kysely<ComputeTables>,
+  options: { ids: readonly string[]; runner: string; leaseMs: number; now: Date },
+): Promise<void> {
+  if (options.ids.length === 0) return;
+  await db
+    .updateTable('compute.jobs')
+    .set({ locked_until: new Date(options.now.getTime() + options.leaseMs) })
+    .where('id', 'in', [...options.ids])
+    .where('locked_by', '=', options.runner)
+    .where('state', '=', 'running')
+    .execute();
+}
+
 export async function completeJob(
   db: Kysely<ComputeTables>,
   id: string,

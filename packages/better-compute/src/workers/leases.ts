@@ -5,6 +5,13 @@
 import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
 
+/**
+ * How long a job's claim or a lease lasts without renewal. Holders renew at a third of it, so a
+ * replica that dies (SIGKILL, a lost host) holds nothing for longer than this: other replicas take
+ * over its jobs and leases within these 8 seconds and the time of their next poll.
+ */
+export const LEASE_TTL_MS = 8_000;
+
 /** Takes or renews `name` for `holder`; true when `holder` holds it until `now + ttlMs`. */
 export async function acquireLease(
   db: Kysely<ComputeTables>,
@@ -32,4 +39,14 @@ export async function acquireLease(
 
 export async function releaseLease(db: Kysely<ComputeTables>, name: string, holder: string): Promise<void> {
   await db.deleteFrom('compute.leases').where('name', '=', name).where('holder', '=', holder).execute();
+}
+
+/** When `name`'s current holder loses it unless renewed; null when nobody holds it. */
+export async function leaseExpiresAt(db: Kysely<ComputeTables>, name: string): Promise<Date | null> {
+  const row = await db
+    .selectFrom('compute.leases')
+    .select('expires_at')
+    .where('name', '=', name)
+    .executeTakeFirst();
+  return row ? new Date(row.expires_at) : null;
 }

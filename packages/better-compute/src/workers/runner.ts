@@ -10,8 +10,8 @@ import type { ComputeTables } from '../db/tables.js';
 import { purgeExpiredIdempotencyKeys } from '../http/idempotency.js';
 import type { HandlerLog } from '../http/handler.js';
 import type { JobContext } from '../modules/define-module.js';
-import { claimJobs, completeJob, failJob } from './jobs.js';
-import { acquireLease, releaseLease } from './leases.js';
+import { type ClaimedJob, claimJobs, completeJob, failJob, renewJobClaims } from './jobs.js';
+import { acquireLease, LEASE_TTL_MS, releaseLease } from './leases.js';
 
 export interface WorkerOptions {
   db: Kysely<ComputeTables>;
@@ -26,6 +26,8 @@ export interface WorkerOptions {
   now: () => Date;
   log: HandlerLog;
   pollMs?: number;
+  /** How long a claim lasts unrenewed (LEASE_TTL_MS); tests shorten it. */
+  leaseMs?: number;
 }
 
 const MAINTENANCE_LEASE = 'maintenance';
@@ -35,6 +37,7 @@ const VACUUM_EVERY_MS = 10 * 60_000;
 export function startWorkerLoop(options: WorkerOptions): { stop(): Promise<void> } {
   const runner = newId('job').replace('job_', 'runner_');
   const pollMs = options.pollMs ?? 500;
+  const leaseMs = options.leaseMs ?? LEASE_TTL_MS;
   const kinds = Object.keys(options.jobs);
   let stopped = false;
   let lastMaintenance = 0;
@@ -44,28 +47,14 @@ export function startWorkerLoop(options: WorkerOptions): { stop(): Promise<void>
 
   async function tick(): Promise<void> {
     const now = options.now();
-    const claimed = await claimJobs(options.db, { kinds, runner, limit: 10, leaseMs: 60_000, now });
-    for (const job of claimed) {
-      try {
-        await options.jobs[job.kind]!({ db: options.db, payload: job.payload, now: options.now });
-        await completeJob(options.db, job.id, runner, options.now());
-      } catch (error) {
-        options.log({ level: 'warn', message: `job ${job.kind} ${job.id} failed`, error });
-        await failJob(
-          options.db,
-          job,
-          runner,
-          error instanceof Error ? error.message : String(error),
-          options.now(),
-        );
-      }
-    }
+    const claimed = await claimJobs(options.db, { kinds, runner, limit: 10, leaseMs, now });
+    if (claimed.length > 0) await runClaimed(claimed);
     if (options.maintenance && now.getTime() - lastMaintenance >= MAINTENANCE_EVERY_MS) {
       if (
         await acquireLease(options.db, {
           name: MAINTENANCE_LEASE,
           holder: runner,
-          ttlMs: 2 * MAINTENANCE_EVERY_MS,
+          ttlMs: leaseMs,
           now,
         })
       ) {
@@ -76,6 +65,48 @@ export function startWorkerLoop(options: WorkerOptions): { stop(): Promise<void>
           await sql`vacuum analyze`.execute(options.db);
         }
       }
+    }
+  }
+
+  /**
+   * Runs claimed jobs one after another while renewing the claims of those not yet finished, so a
+   * live runner keeps its jobs however long they take and a dead one loses them within the TTL.
+   */
+  async function runClaimed(claimed: ClaimedJob[]): Promise<void> {
+    const pending = new Set(claimed.map((job) => job.id));
+    const renewal = setInterval(() => {
+      renewJobClaims(options.db, {
+        ids: [...pending],
+        runner,
+        leaseMs,
+        now: options.now(),
+      }).catch((error: unknown) =>
+        options.log({ level: 'warn', message: 'renewing job claims failed', error }),
+      );
+    }, leaseMs / 3);
+    try {
+      for (const job of claimed) {
+        await runOne(job);
+        pending.delete(job.id);
+      }
+    } finally {
+      clearInterval(renewal);
+    }
+  }
+
+  async function runOne(job: ClaimedJob): Promise<void> {
+    try {
+      await options.jobs[job.kind]!({ db: options.db, payload: job.payload, now: options.now });
+      await completeJob(options.db, job.id, runner, options.now());
+    } catch (error) {
+      options.log({ level: 'warn', message: `job ${job.kind} ${job.id} failed`, error });
+      await failJob(
+        options.db,
+        job,
+        runner,
+        error instanceof Error ? error.message : String(error),
+        options.now(),
+      );
     }
   }
 

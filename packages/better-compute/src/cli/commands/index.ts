@@ -12,6 +12,7 @@ import { eventsCommands } from './events/index.js';
 import { webhooksCommands } from './webhooks/index.js';
 import { fleetCommands } from './fleet/index.js';
 import { nodesCommands } from './nodes/index.js';
+import { pkiCommands } from './pki/index.js';
 import api from './api/api.js';
 import authLogin from './auth/login.js';
 import authLogout from './auth/logout.js';
@@ -38,6 +39,7 @@ export const builtinCommands: readonly AnyCommand[] = [
   dev,
   daemonInstallScript,
   iamSetup,
+  ...pkiCommands,
   authLogin,
   authStatus,
   authLogout,

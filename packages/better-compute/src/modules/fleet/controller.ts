@@ -13,7 +13,7 @@ import type { EventDraft, JobContext } from '../define-module.js';
 import { type Emit, setNodeState } from './node-states.js';
 import { OFFLINE_AFTER_SECONDS } from './nodes.js';
 import { fleetDb, type FleetDb } from './tables.js';
-import { acquireLease } from '../../workers/leases.js';
+import { acquireLease, LEASE_TTL_MS, leaseExpiresAt } from '../../workers/leases.js';
 import { activateQueue } from './reservations/queue.js';
 import { expirePool } from './reservations/extend-release.js';
 import { reservationsOnNode } from './reservations/ending.js';
@@ -123,25 +123,37 @@ export async function runFleetController(
   return report;
 }
 
+/**
+ * Its holder renews the controller lease every pass; when the holder dies, the passes of other
+ * replicas retry right as it lapses, so the controller moves to a live replica within a lease's
+ * time of the dead one's last pass (the pass's own job, if the dead replica held it, is claimed
+ * again within the same time).
+ */
+const CONTROLLER_LEASE_MS = LEASE_TTL_MS;
+
 /** The `fleet.controller` job: one pass under a lease, then the next pass is queued. */
 export async function controllerJob(context: JobContext): Promise<void> {
   const now = context.now();
+  let next = now.getTime() + CONTROLLER_EVERY_MS;
   try {
     if (
       await acquireLease(context.db, {
         name: CONTROLLER_JOB,
         holder: HOLDER,
-        ttlMs: CONTROLLER_EVERY_MS * 4,
+        ttlMs: CONTROLLER_LEASE_MS,
         now,
       })
     ) {
       await runFleetController(context.db, now);
+    } else {
+      const expiresAt = await leaseExpiresAt(context.db, CONTROLLER_JOB);
+      if (expiresAt) next = Math.max(now.getTime() + 50, Math.min(next, expiresAt.getTime() + 50));
     }
   } finally {
     // Raw SQL: queue the next pass unless one is already waiting, in one statement.
     await sql`
       insert into compute.jobs (id, kind, payload, run_at)
-      select ${newId('job')}, ${CONTROLLER_JOB}, '{}'::jsonb, ${new Date(now.getTime() + CONTROLLER_EVERY_MS)}
+      select ${newId('job')}, ${CONTROLLER_JOB}, '{}'::jsonb, ${new Date(next)}
       where not exists (select 1 from compute.jobs where kind = ${CONTROLLER_JOB} and state = 'queued')`.execute(
       context.db,
     );

@@ -6,10 +6,16 @@ import type { DoctorReport } from '../../../types.js';
 export default defineCommand({
   name: 'doctor',
   group: 'Operate',
-  summary: 'Check the database, schema, clock, method registry and IAM wiring',
+  summary: 'Check the database, schema, clock, method registry, IAM wiring and the PKI bundle',
   target: 'config',
   flags: {
     strict: { type: 'boolean', description: 'Fail with DOCTOR_FINDINGS on any warning or error' },
+    pki: {
+      type: 'string',
+      description:
+        "The PKI bundle to check (default: the configuration's pki, else .better-compute/pki.json)",
+      placeholder: 'PATH',
+    },
   },
   // A report, not a list page: indented JSON by default, as the guide has it; a table on request.
   tableRows: (result) => (result as DoctorReport).findings,
@@ -18,8 +24,12 @@ export default defineCommand({
     'better-compute doctor --format table',
     'better-compute doctor --strict --query findings[].check',
   ],
-  async run({ compute, flags, print }) {
-    const report = await (await compute()).doctor();
+  async run({ compute, flags, print, io }) {
+    const instance = await compute();
+    const { resolvePkiPath } = await import('../../../pki/bundle.js');
+    const report = await instance.doctor({
+      pkiPath: resolvePkiPath(io.cwd, flags.pki ?? instance.config.pki),
+    });
     print(report);
     const findings = report.findings.filter((finding) => finding.severity !== 'ok');
     if (flags.strict && findings.length > 0) {
