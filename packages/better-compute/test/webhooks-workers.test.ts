@@ -10,7 +10,13 @@ import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { betterCompute, type ComputeInstance } from '../src/index.js';
 import type { WebhookSettings } from '../src/config/define-config.js';
-import { attemptDelivery, claimDeliveries, fanOutBatch } from '../src/modules/webhooks/controller.js';
+import {
+  attemptDelivery,
+  claimDeliveries,
+  fanOutBatch,
+  startWebhookLoops,
+} from '../src/modules/webhooks/controller.js';
+import { LEASE_TTL_MS } from '../src/workers/leases.js';
 import { webhookRuntime } from '../src/modules/webhooks/settings.js';
 import { call, TestBridge } from './support.js';
 import { type Receiver, startReceiver } from './webhook-receiver.js';
@@ -144,15 +150,53 @@ describe.skipIf(!(await isPostgresReachable()))('webhook deliveries across repli
     await stopLoops();
   }, 30_000);
 
-  it('a dead fan-out leader’s lease is taken over within 15 seconds', async () => {
+  it('an attempt longer than the lease keeps its claim while its replica lives: sent once', async () => {
     await stopLoops();
-    expect(webhookRuntime().leaseMs).toBeLessThanOrEqual(14_000);
+    const { webhook } = await api(replicas[0]!, 'webhooks.create', {
+      url: `${receiver.url}/slow`,
+      events: ['project.created'],
+    });
+    // Two replicas with a 600 ms lease and a receiver that answers nothing for the 2 s timeout.
+    const short = { ...webhookRuntime({ ...SETTINGS, requestTimeoutMs: 2000 }, SECRET), leaseMs: 600 };
+    const context = { db: database.db as never, now: () => new Date(), log: () => {} };
+    receiver.mode = 'hang';
+    try {
+      loops.push(startWebhookLoops(context, short), startWebhookLoops(context, short));
+      await api(replicas[0]!, 'projects.create', { name: 'slow-receiver' });
+      await receiver.waitFor((r) => r.some((x) => x.path === '/hook/slow'), 10_000);
+      // More than twice the lease, less than the attempt's 2 s: without renewal the other replica
+      // would have taken the claim after 600 ms and sent it again.
+      await new Promise((resolve) => setTimeout(resolve, 1400));
+      expect(receiver.received.filter((x) => x.path === '/hook/slow')).toHaveLength(1);
+      receiver.mode = 'ok';
+      const recorded = async () =>
+        (
+          await sql<{ attempt: number; error: string | null }>`
+            select a.attempt, a.error from compute.webhook_attempts a
+            join compute.webhook_deliveries d on d.id = a.delivery_id
+            where d.webhook_id = ${webhook.id} order by a.attempt`.execute(database.db)
+        ).rows;
+      let attempts = await recorded();
+      for (let i = 0; i < 100 && attempts.length === 0; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        attempts = await recorded();
+      }
+      expect(attempts[0]).toMatchObject({ attempt: 1, error: 'timed out after 2000 ms' });
+    } finally {
+      receiver.mode = 'ok';
+      await stopLoops();
+    }
+  }, 30_000);
+
+  it('a dead fan-out leader’s lease is taken over within 15 seconds (its 8 s lease and a poll)', async () => {
+    await stopLoops();
+    expect(webhookRuntime().leaseMs).toBe(LEASE_TTL_MS);
     const { webhook } = await api(replicas[0]!, 'webhooks.create', {
       url: `${receiver.url}/leader`,
       events: ['site.created'],
     });
     // What a replica killed while leading leaves: the lease it renewed a moment ago.
-    await sql`insert into compute.leases (name, holder, expires_at) values ('webhooks.fanout', 'runner_killed', now() + interval '10 seconds')
+    await sql`insert into compute.leases (name, holder, expires_at) values ('webhooks.fanout', 'runner_killed', now() + interval '8 seconds')
       on conflict (name) do update set holder = excluded.holder, expires_at = excluded.expires_at`.execute(
       database.db,
     );
@@ -161,7 +205,7 @@ describe.skipIf(!(await isPostgresReachable()))('webhook deliveries across repli
     await api(replicas[1]!, 'sites.create', { name: 'after-the-leader' });
     await receiver.waitFor((r) => r.some((x) => x.path === '/hook/leader'), 16_000);
     const tookOverMs = Date.now() - killedAt;
-    expect(tookOverMs).toBeGreaterThan(9_000);
+    expect(tookOverMs).toBeGreaterThan(7_000);
     expect(tookOverMs).toBeLessThan(15_000);
     await api(replicas[0]!, 'webhooks.delete', { webhookId: webhook.id });
     await stopLoops();

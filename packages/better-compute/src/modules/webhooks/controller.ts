@@ -14,7 +14,7 @@
 import { formatListCursor, newId } from '@better-compute/core';
 import { sql } from 'kysely';
 import { writeEvents } from '../../db/unit-of-work.js';
-import { acquireLease, releaseLease } from '../../workers/leases.js';
+import { acquireLease, LEASE_TTL_MS, releaseLease } from '../../workers/leases.js';
 import { AddressRefused, deliveryAddress } from './address-check.js';
 import { type AttemptOutcome, sendAttempt } from './sender.js';
 import { retryDelay, type WebhookRuntime } from './settings.js';
@@ -24,8 +24,6 @@ import { webhooksDb } from './tables.js';
 import type { LoopContext } from '../define-module.js';
 
 const FANOUT_LEASE = 'webhooks.fanout';
-/** The fan-out leader's lease: a dead leader's is taken over within this. */
-const FANOUT_LEASE_MS = 10_000;
 const FANOUT_BATCH = 500;
 const CLAIM_BATCH = 20;
 const PRUNE_EVERY_MS = 10 * 60_000;
@@ -174,6 +172,22 @@ export async function claimDeliveries(
     )
     returning id, webhook_id, body, attempts`.execute(context.db);
   return rows;
+}
+
+/** Extends the claims `runner` still holds on these deliveries by a lease from now. */
+export async function renewClaims(
+  context: LoopContext,
+  runtime: WebhookRuntime,
+  runner: string,
+  ids: readonly string[],
+): Promise<void> {
+  await webhooksDb(context.db)
+    .updateTable('compute.webhook_deliveries')
+    .set({ locked_until: new Date(context.now().getTime() + runtime.leaseMs) })
+    .where('id', 'in', ids)
+    .where('locked_by', '=', runner)
+    .where('state', '=', 'pending')
+    .execute();
 }
 
 /** Sends one claimed delivery and records the attempt; false when the claim was lost meanwhile. */
@@ -380,7 +394,7 @@ export function startWebhookLoops(context: LoopContext, runtime: WebhookRuntime)
         leader = await acquireLease(context.db, {
           name: FANOUT_LEASE,
           holder: runner,
-          ttlMs: FANOUT_LEASE_MS,
+          ttlMs: LEASE_TTL_MS,
           now: context.now(),
         });
         if (leader) {
@@ -404,6 +418,15 @@ export function startWebhookLoops(context: LoopContext, runtime: WebhookRuntime)
 
   // Attempts run side by side, up to IN_FLIGHT: a slow endpoint holds one slot, not the loop.
   const inFlight = new Set<Promise<void>>();
+  // The claims of attempts in flight are renewed at a third of their lease, so an attempt may take
+  // longer than the lease and still no other replica takes it over while this one lives.
+  const held = new Set<string>();
+  const renewal = setInterval(() => {
+    if (held.size === 0) return;
+    renewClaims(context, runtime, runner, [...held]).catch((error) =>
+      context.log({ level: 'warn', message: 'renewing webhook delivery claims failed', error }),
+    );
+  }, runtime.leaseMs / 3);
   const deliver = (async () => {
     while (!stopped) {
       let claimed: Claimed[] = [];
@@ -414,12 +437,14 @@ export function startWebhookLoops(context: LoopContext, runtime: WebhookRuntime)
         context.log({ level: 'warn', message: 'webhook delivery loop failed', error });
       }
       for (const c of claimed) {
+        held.add(c.id);
         const attempt: Promise<void> = attemptDelivery(context, runtime, runner, c)
           .then(() => undefined)
           .catch((error) =>
             context.log({ level: 'warn', message: `webhook delivery ${c.id} was not recorded`, error }),
           )
           .finally(() => {
+            held.delete(c.id);
             inFlight.delete(attempt);
             wakeDelivery?.();
           });
@@ -433,6 +458,7 @@ export function startWebhookLoops(context: LoopContext, runtime: WebhookRuntime)
         });
     }
     await Promise.all(inFlight);
+    clearInterval(renewal);
   })();
 
   return {

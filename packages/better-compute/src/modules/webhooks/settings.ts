@@ -2,6 +2,7 @@
 import { createSealer, type Sealer } from '@better-compute/core/sealing';
 import { lookup as dnsLookup } from 'node:dns/promises';
 import type { ResolvedAddress, WebhookSettings } from '../../config/define-config.js';
+import { LEASE_TTL_MS } from '../../workers/leases.js';
 
 const SECOND = 1000;
 const MINUTE = 60 * SECOND;
@@ -30,8 +31,8 @@ export interface WebhookRuntime {
   disableAfterMs: number;
   requestTimeoutMs: number;
   /**
-   * How long a claim holds a delivery: the longest attempt and a margin. A replica killed mid-way
-   * leaves its claims to lapse after this, and another takes them (the goal: under 15 s).
+   * How long a claim holds a delivery unrenewed (LEASE_TTL_MS, as jobs): the loop renews the claims
+   * of attempts in flight at a third of it, so a replica killed mid-way holds nothing longer.
    */
   leaseMs: number;
   pollMs: number;
@@ -56,7 +57,7 @@ export function webhookRuntime(settings: WebhookSettings = {}, secret?: string):
     jitter: Math.min(Math.max(settings.jitter ?? 0.2, 0), 0.9),
     disableAfterMs: settings.disableAfterMs ?? 5 * 24 * HOUR,
     requestTimeoutMs,
-    leaseMs: requestTimeoutMs + 3 * SECOND,
+    leaseMs: LEASE_TTL_MS,
     pollMs: settings.pollMs ?? 250,
     retentionMs: settings.deliveryRetentionMs ?? 30 * 24 * HOUR,
     lookup: settings.lookup ?? systemLookup,
