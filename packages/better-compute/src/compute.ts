@@ -38,6 +38,7 @@ import { workflowsModule } from './modules/workflows/module.js';
 import { eventsModule } from './modules/events/module.js';
 import { fleetModule } from './modules/fleet/module.js';
 import { systemModule } from './modules/system/module.js';
+import { createWebhooksModule, webhooksModule } from './modules/webhooks/module.js';
 import type { ComputeInstance, DoctorFinding, DoctorReport, WorkerRole } from './types.js';
 import { startWorkerLoop } from './workers/runner.js';
 import {
@@ -53,7 +54,14 @@ export const DEFAULT_BASE_PATH = '/api/compute';
 const DEFAULT_RATE_LIMIT = { perSecond: 50, burst: 200 };
 
 /** Every built-in module, in migration order. */
-const builtins = [systemModule, eventsModule, fleetModule, commandsModule, workflowsModule] as const;
+const builtins = [
+  systemModule,
+  eventsModule,
+  fleetModule,
+  commandsModule,
+  workflowsModule,
+  webhooksModule,
+] as const;
 export const builtinModules: readonly ComputeModule[] = builtins;
 
 /**
@@ -151,7 +159,12 @@ export async function betterCompute(
   const database: Database =
     typeof config.database === 'string' ? await openDatabase({ url: config.database }) : config.database;
 
-  const modules = [...builtinModules, ...(options.modules ?? [])];
+  // The webhooks module follows the deployment's webhook settings and seals under its secret.
+  const webhooks = createWebhooksModule(config.webhooks, config.secret);
+  const modules = [
+    ...builtinModules.map((m) => (m === webhooksModule ? webhooks : m)),
+    ...(options.modules ?? []),
+  ];
   const methods = bindModules(modules, config.modules);
   const routes = (): RouteInfo[] => [...methods.values()].map(({ method }) => routeInfo(method));
 
@@ -387,15 +400,22 @@ export async function betterCompute(
           log({ level: 'warn', message: 'could not queue the audit checkpoint', error }),
         );
       }
-      return startWorkerLoop({
-        db,
-        jobs,
-        maintenance: roles.includes('controllers'),
-        eventRetentionMs,
-        vacuum: database.kind === 'pglite',
-        now,
-        log,
-      });
+      const running = [
+        startWorkerLoop({
+          db,
+          jobs,
+          maintenance: roles.includes('controllers'),
+          eventRetentionMs,
+          vacuum: database.kind === 'pglite',
+          now,
+          log,
+        }),
+        ...modules
+          .flatMap((m) => m.loops ?? [])
+          .filter((loop) => roles.includes(loop.role))
+          .map((loop) => loop.start({ db, now, log })),
+      ];
+      return { stop: async () => void (await Promise.all(running.map((r) => r.stop()))) };
     },
     async close() {
       await hub.close();

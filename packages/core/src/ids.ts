@@ -30,6 +30,7 @@ export const ID_PREFIXES = {
   event: 'evt',
   job: 'job',
   webhook: 'wh',
+  webhookDelivery: 'msg',
   flavor: 'flv',
   release: 'rel',
   quota: 'quota',

@@ -13,7 +13,8 @@ import {
 import { z } from 'zod';
 
 /** What an event is about: its subject's kind (the subject's id travels with the event). */
-export type SubjectKind = 'reservation' | 'node' | 'pool' | 'joinToken' | 'joinRequest' | 'project' | 'site';
+export type SubjectKind =
+  'reservation' | 'node' | 'pool' | 'joinToken' | 'joinRequest' | 'project' | 'site' | 'webhook';
 
 export interface EventTypeSpec {
   subject: SubjectKind;
@@ -226,6 +227,32 @@ export const eventTypes = {
     subject: 'reservation',
     data: nodeOnReservation,
     summary: 'The offline node of a reservation came back',
+  },
+  'webhook.created': {
+    subject: 'webhook',
+    data: z.object({ url: z.string(), events: z.array(z.string()), enabled: z.boolean() }),
+    summary: 'A webhook was created',
+  },
+  'webhook.updated': {
+    subject: 'webhook',
+    data: z.object({ version, changed: z.array(z.string()) }),
+    summary: 'A webhook’s URL, event types, description or state changed',
+  },
+  'webhook.deleted': { subject: 'webhook', data: none, summary: 'A webhook was deleted' },
+  'webhook.disabled': {
+    subject: 'webhook',
+    data: z.object({ reason: z.string(), failingSince: z.string() }),
+    summary: 'A webhook was disabled because its endpoint failed for too long',
+  },
+  'webhook.secret_rotated': {
+    subject: 'webhook',
+    data: z.object({ version, previousSecretExpiresAt: z.string() }),
+    summary: 'A webhook’s signing secret was rotated (the old one signs too until the time given)',
+  },
+  'webhook.ping': {
+    subject: 'webhook',
+    data: z.object({ webhookId: z.string(), deliveryId: z.string() }),
+    summary: 'A test delivery, sent by webhooks ping (delivered to that webhook only)',
   },
 } as const satisfies Record<string, EventTypeSpec>;
 

@@ -72,6 +72,40 @@ export interface ComputeConfig {
   };
   /** Which modules this deployment serves; all by default. */
   modules?: ModuleName[];
+  /** Webhook deliveries: where they may go, how they are retried (docs/webhooks.md). */
+  webhooks?: WebhookSettings;
+}
+
+/** An address a name resolves to, as `dns.lookup(name, { all: true })` answers. */
+export interface ResolvedAddress {
+  address: string;
+  family: 4 | 6;
+}
+
+export interface WebhookSettings {
+  /**
+   * Let endpoints point at private, link-local, CGNAT and other non-public addresses (an on-premises
+   * receiver). Off by default: a tenant's webhook must not reach the deployment's own network.
+   */
+  allowPrivateAddresses?: boolean;
+  /** Let endpoints point at loopback (`http://127.0.0.1:…`, `localhost`); on by default. */
+  allowLoopback?: boolean;
+  /** Webhooks per tenant, at most; default 25. */
+  maxPerTenant?: number;
+  /** The wait before each retry, in milliseconds; default 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h. */
+  retrySchedule?: readonly number[];
+  /** How far a retry's wait is spread, as a fraction of it (default 0.2: ±20 %). */
+  jitter?: number;
+  /** An endpoint failing continuously for this long is disabled; default 5 days. */
+  disableAfterMs?: number;
+  /** How long one attempt may take, connection to last byte read; default 10 s. */
+  requestTimeoutMs?: number;
+  /** How often the delivery loops look for work, in milliseconds; default 250. */
+  pollMs?: number;
+  /** How long a finished delivery and its attempts are kept; default 30 days. */
+  deliveryRetentionMs?: number;
+  /** Resolves endpoint names at delivery time; default `dns.lookup` (tests inject their own). */
+  lookup?: (hostname: string) => Promise<ResolvedAddress[]>;
 }
 
 /** Declares a configuration; returns its argument, typed. */

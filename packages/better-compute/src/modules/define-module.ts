@@ -130,12 +130,27 @@ export interface JobContext {
   now(): Date;
 }
 
+/** What a module's background loop gets: the database, the clock, the log. */
+export interface LoopContext {
+  db: Kysely<ComputeTables>;
+  now(): Date;
+  log: (entry: { level: 'warn' | 'error' | 'info'; message: string; error?: unknown }) => void;
+}
+
+/** A loop a module runs on the replicas with `role` (the webhook fan-out and deliveries: `sinks`). */
+export interface ModuleLoop {
+  role: 'controllers' | 'sinks';
+  start(context: LoopContext): { stop(): Promise<void> };
+}
+
 export interface ComputeModule<Implemented extends string = string> {
   name: string;
   migrations?: readonly Migration[];
   methods: MethodBinding[];
   /** Handlers for background jobs of the given kinds. */
   jobs?: Record<string, (context: JobContext) => Promise<void>>;
+  /** Loops of its own, for work the job table does not fit (a cursor over the outbox). */
+  loops?: readonly ModuleLoop[];
   /** Compile time only: the keys of the table its implemented groups cover (never set). */
   readonly implemented?: Implemented;
 }

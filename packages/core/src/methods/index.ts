@@ -21,6 +21,7 @@ import { usageGroup } from './usage.js';
 import { offersGroup } from './offers.js';
 import { commandsGroup } from './commands.js';
 import { workflowsGroup } from './workflows.js';
+import { webhooksGroup } from './webhooks.js';
 
 /** Every group of the table, for the modules that implement them. */
 export {
@@ -41,6 +42,7 @@ export {
   usageGroup,
   commandsGroup,
   workflowsGroup,
+  webhooksGroup,
 };
 export * from './common.js';
 export { eventSchema } from './events.js';
@@ -54,6 +56,12 @@ export {
   MAX_RESERVATION_SECONDS,
 } from './reservations.js';
 export { SYSTEM_TAINT_PREFIX } from './sites.js';
+export {
+  MAX_WEBHOOK_PATTERNS,
+  webhookDeliverySchema,
+  webhookEventPattern,
+  webhookSchema,
+} from './webhooks.js';
 export { COMMAND_KINDS, COMMAND_OUTPUT_LIMIT, commandSchema, commandState } from './commands.js';
 
 export const methods = {
@@ -72,6 +80,7 @@ export const methods = {
   ...tableOf(capacityGroup),
   ...tableOf(reservationsGroup),
   ...tableOf(usageGroup),
+  ...tableOf(webhooksGroup),
   ...tableOf(commandsGroup),
   ...tableOf(workflowsGroup),
 } as const satisfies Record<string, AnyMethod>;

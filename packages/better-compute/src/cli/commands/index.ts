@@ -9,6 +9,7 @@ import { capacityCommands } from './capacity/index.js';
 import { commandsCommands } from './commands/index.js';
 import { workflowsCommands } from './workflows/index.js';
 import { eventsCommands } from './events/index.js';
+import { webhooksCommands } from './webhooks/index.js';
 import { fleetCommands } from './fleet/index.js';
 import { auditCommands } from './audit/index.js';
 import { nodesCommands } from './nodes/index.js';
@@ -49,6 +50,7 @@ export const builtinCommands: readonly AnyCommand[] = [
   ...commandsCommands,
   ...workflowsCommands,
   ...eventsCommands,
+  ...webhooksCommands,
   ...fleetCommands,
   ...auditCommands,
 ] as readonly AnyCommand[];
