@@ -103,7 +103,15 @@ export async function load({ url, body = '{}', connections = 32, seconds = 5, he
   latencies.sort((a, b) => a - b);
   const pct = (p) =>
     latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? NaN;
-  return { rate: latencies.length / elapsed, count: latencies.length, errors, p50: pct(50), p99: pct(99) };
+  return {
+    rate: latencies.length / elapsed,
+    count: latencies.length,
+    seconds: elapsed,
+    errors,
+    p50: pct(50),
+    p99: pct(99),
+    latencies,
+  };
 }
 
 /** Starts `node script` and resolves with the URL the child prints on its first line. */
