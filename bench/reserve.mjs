@@ -326,6 +326,10 @@ try {
       ),
     );
 
+  // BENCH_WAL_DETAIL=1: where each side's WAL went, by record type and relation, at the end.
+  const walDetail = process.env.BENCH_WAL_DETAIL
+    ? { [serverSide.label]: new Map(), [replaySide.label]: new Map(), [gaugeSide.label]: new Map() }
+    : null;
   async function slice(side, concurrency, durationSeconds) {
     const pids = await backends();
     const cpu0 = await cpuSnapshot(server.pid, pids);
@@ -336,7 +340,7 @@ try {
     const cluster = (
       await direct.query('select pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)::float8 as bytes', [wal1, wal0])
     ).rows[0].bytes;
-    const wal = walDir ? await walOf(WALDUMP, walDir, oid, wal0, wal1) : null;
+    const wal = walDir ? await walOf(WALDUMP, walDir, oid, wal0, wal1, walDetail?.[side.label]) : null;
     return { ...result, cpu0, cpu1, wal, cluster };
   }
 
@@ -473,6 +477,26 @@ try {
   );
   for (const client of connections) client.close();
 
+  if (walDetail) {
+    const names = new Map(
+      (
+        await direct.query(
+          `select pg_relation_filenode(c.oid)::text as node, n.nspname || '.' || c.relname as name
+           from pg_class c join pg_namespace n on n.oid = c.relnamespace where pg_relation_filenode(c.oid) is not null`,
+        )
+      ).rows.map((r) => [r.node, r.name]),
+    );
+    const pairs = Object.values(results).reduce((sum, at) => sum + at.server.count, 0);
+    console.log('');
+    console.log(`WAL of the server's pairs by record type and relation (per pair):`);
+    const rows = [...walDetail[serverSide.label]].sort((a, b) => b[1].bytes - a[1].bytes);
+    for (const [key, { records, bytes }] of rows.slice(0, 30)) {
+      const [rmgr, desc, node] = key.split(' ');
+      console.log(
+        `  ${(bytes / pairs).toFixed(0).padStart(6)} B ${(records / pairs).toFixed(2).padStart(6)} records  ${rmgr} ${desc} ${names.get(node) ?? node}`,
+      );
+    }
+  }
   const goal = (ok) => (ok ? 'met' : 'NOT met');
   console.log('');
   for (const concurrency of clientCounts) {

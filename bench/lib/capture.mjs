@@ -15,11 +15,12 @@ export function installCapture(distUrl) {
   // module its ESM entry wraps, so patching its prototypes reaches the server's clients.
   const pgPath = createRequire(fileURLToPath(distUrl)).resolve('pg');
   const pg = createRequire(fileURLToPath(distUrl))('pg');
-  // Which write a statement went out in: every cork starts a new one.
+  // Which write a statement went out in: every outermost cork starts a new one (the driver corks
+  // again inside to send a prepared statement's messages; that is still the same write).
   let writes = 0;
   const cork = net.Socket.prototype.cork;
   net.Socket.prototype.cork = function (...args) {
-    this.benchWrite = ++writes;
+    if (this.writableCorked === 0) this.benchWrite = ++writes;
     return cork.apply(this, args);
   };
   let log = null;

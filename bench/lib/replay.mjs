@@ -106,8 +106,10 @@ export function shapeOf(calls) {
  * cluster's pg_wal): bytes, records, row versions written (heap inserts, updates, HOT updates,
  * deletes), row locks, and index entries (b-tree leaf and posting-list inserts). Commit records
  * count for the transactions that wrote in the database. Null when pg_waldump cannot read it.
+ * With a `detail` map, its records and bytes are also added up there by record type and relation
+ * (`rmgr desc relfilenode`).
  */
-export function walOf(waldump, walDir, oid, start, end) {
+export function walOf(waldump, walDir, oid, start, end, detail = null) {
   return new Promise((resolve) => {
     const child = spawn(waldump, ['-p', walDir, '-s', start, '-e', end], {
       stdio: ['ignore', 'pipe', 'ignore'],
@@ -139,6 +141,13 @@ export function walOf(waldump, walDir, oid, start, end) {
       if (!text.includes(rel)) return;
       if (tx !== '0') ours.add(tx);
       totals.bytes += bytes;
+      if (detail) {
+        const key = `${/^rmgr: (\S+)/.exec(text)[1]} ${/desc: (\S+)/.exec(text)?.[1]} ${/ rel \d+\/\d+\/(\d+)/.exec(text)[1]}`;
+        const seen = detail.get(key) ?? { records: 0, bytes: 0 };
+        seen.records++;
+        seen.bytes += bytes;
+        detail.set(key, seen);
+      }
       totals.records++;
       if (/ FPW/.test(text)) totals.fpi++;
       const desc = /desc: (\S+)/.exec(text)?.[1];
