@@ -17,7 +17,8 @@
 //      BENCH_PROFILE_DIR=<dir> (the server writes a CPU profile there),
 //      BENCH_WALDUMP=<path of pg_waldump> (default /usr/lib/postgresql/15/bin/pg_waldump: rows,
 //      index entries and WAL of the bench's database alone; without it, WAL is the cluster's),
-//      BENCH_POOL=<n> (the server's PostgreSQL connections; its default otherwise).
+//      BENCH_POOL=<n> (the server's PostgreSQL connections; its default otherwise),
+//      BENCH_AUTO_EXPLAIN=<ms> (plans of statements slower than that, in PostgreSQL's log).
 // CPU per pair: the server process, the bench database's PostgreSQL backends, and this process
 // (the load generator, which is also the replay's client), from /proc.
 import { existsSync } from 'node:fs';
@@ -58,6 +59,19 @@ if (process.env.BENCH_LOG_MIN_MS)
   await admin.query(
     `alter database ${dbName} set log_min_duration_statement = ${Number(process.env.BENCH_LOG_MIN_MS)}`,
   );
+// BENCH_AUTO_EXPLAIN=<ms>: PostgreSQL logs the plan, with timings and buffers, of this database's
+// statements slower than that (to its server log), through auto_explain loaded per session.
+if (process.env.BENCH_AUTO_EXPLAIN) {
+  const settings = {
+    session_preload_libraries: 'auto_explain',
+    'auto_explain.log_min_duration': Number(process.env.BENCH_AUTO_EXPLAIN),
+    'auto_explain.log_analyze': 'on',
+    'auto_explain.log_buffers': 'on',
+    'auto_explain.log_nested_statements': 'on',
+  };
+  for (const [name, value] of Object.entries(settings))
+    await admin.query(`alter database ${dbName} set ${name} = '${value}'`);
+}
 console.log(
   `database ${dbName}; ${NODES} nodes; clients ${clientCounts.join(' and ')}; ${rounds} rounds of ${seconds} s slices`,
 );
@@ -398,7 +412,7 @@ try {
       postgresMs: (side.cpu.postgres * 1000) / n,
       walKiB: w ? w.bytes / n / 1024 : side.cluster / n / 1024,
       writes: w
-        ? `WAL ${(w.bytes / n / 1024).toFixed(2)} KiB (${(w.records / n).toFixed(1)} records); rows written ${((w.inserts + w.updates + w.hot + w.deletes) / n).toFixed(1)} ` +
+        ? `WAL ${(w.bytes / n / 1024).toFixed(2)} KiB (${(w.withoutImages / n / 1024).toFixed(2)} without full-page images; ${(w.records / n).toFixed(1)} records); rows written ${((w.inserts + w.updates + w.hot + w.deletes) / n).toFixed(1)} ` +
           `(${(w.inserts / n).toFixed(1)} inserted, ${(w.updates / n).toFixed(1)} updated, ${(w.hot / n).toFixed(1)} HOT, ${(w.deletes / n).toFixed(1)} deleted), ` +
           `index entries ${(w.indexEntries / n).toFixed(1)}, row locks ${(w.locks / n).toFixed(1)}, full-page images ${(w.fpi / n).toFixed(2)}`
         : `WAL ${(side.cluster / n / 1024).toFixed(2)} KiB (the whole cluster's: pg_waldump unavailable)`,
@@ -477,6 +491,32 @@ try {
   );
   for (const client of connections) client.close();
 
+  // How PostgreSQL planned the replayed statements on one of the replay's connections: a statement
+  // planned at every run (custom plans) costs its planning each time.
+  {
+    const client = await replayPool.connect();
+    try {
+      const texts = new Map(
+        captures.flatMap((c) => [...c.reserve, ...c.release]).map((c) => [c.name, c.text]),
+      );
+      const { rows } = await client.query(
+        'select name, generic_plans::int, custom_plans::int from pg_prepared_statements where name = any($1)',
+        [[...texts.keys()].filter(Boolean)],
+      );
+      console.log('');
+      console.log('plans of the replayed statements on one connection (generic, custom):');
+      for (const row of rows)
+        console.log(
+          `  ${String(row.generic_plans).padStart(6)} ${String(row.custom_plans).padStart(6)}  ${texts
+            .get(row.name)
+            .replace(/\s+/g, ' ')
+            .trim()
+            .slice(0, 90)}`,
+        );
+    } finally {
+      client.release();
+    }
+  }
   if (walDetail) {
     const names = new Map(
       (

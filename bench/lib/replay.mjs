@@ -116,6 +116,8 @@ export function walOf(waldump, walDir, oid, start, end, detail = null) {
     });
     const totals = {
       bytes: 0,
+      // The same without full-page images, which follow the cluster's checkpoints, not the work.
+      withoutImages: 0,
       records: 0,
       inserts: 0,
       updates: 0,
@@ -130,10 +132,10 @@ export function walOf(waldump, walDir, oid, start, end, detail = null) {
     const rel = ` rel 1663/${oid}/`;
     let rest = '';
     const line = (text) => {
-      const tot = /len \(rec\/tot\):\s*\d+\/\s*(\d+), tx:\s*(\d+)/.exec(text);
+      const tot = /len \(rec\/tot\):\s*(\d+)\/\s*(\d+), tx:\s*(\d+)/.exec(text);
       if (!tot) return;
-      const bytes = Number(tot[1]);
-      const tx = tot[2];
+      const bytes = Number(tot[2]);
+      const tx = tot[3];
       if (text.startsWith('rmgr: Transaction')) {
         if (/desc: COMMIT/.test(text)) commits.set(tx, (commits.get(tx) ?? 0) + bytes);
         return;
@@ -141,6 +143,7 @@ export function walOf(waldump, walDir, oid, start, end, detail = null) {
       if (!text.includes(rel)) return;
       if (tx !== '0') ours.add(tx);
       totals.bytes += bytes;
+      totals.withoutImages += Number(tot[1]);
       if (detail) {
         const key = `${/^rmgr: (\S+)/.exec(text)[1]} ${/desc: (\S+)/.exec(text)?.[1]} ${/ rel \d+\/\d+\/(\d+)/.exec(text)[1]}`;
         const seen = detail.get(key) ?? { records: 0, bytes: 0 };
@@ -175,6 +178,7 @@ export function walOf(waldump, walDir, oid, start, end, detail = null) {
       for (const [tx, bytes] of commits)
         if (ours.has(tx)) {
           totals.bytes += bytes;
+          totals.withoutImages += bytes;
           totals.records++;
         }
       resolve(totals.records === 0 ? null : totals);
