@@ -271,7 +271,14 @@ try {
       return pg.types.getTypeParser(oid, format);
     },
   };
-  const replayPool = new pg.Pool({ connectionString: url, max: poolSize ?? 10, pipeline: true, types });
+  // Connections stay open between slices (no idle timeout), so their statements stay prepared.
+  const replayPool = new pg.Pool({
+    connectionString: url,
+    max: poolSize ?? 10,
+    idleTimeoutMillis: 0,
+    pipeline: true,
+    types,
+  });
   replayPool.on('error', () => {});
   const serverSide = {
     label: 'server (HTTP)',
@@ -455,6 +462,32 @@ try {
     );
   }
 
+  // How PostgreSQL planned the replayed statements on one of the replay's connections: a statement
+  // planned at every run (custom plans) costs its planning each time.
+  {
+    const client = await replayPool.connect();
+    try {
+      const texts = new Map(
+        captures.flatMap((c) => [...c.reserve, ...c.release]).map((c) => [c.name, c.text]),
+      );
+      const { rows } = await client.query(
+        'select name, generic_plans::int, custom_plans::int from pg_prepared_statements where name = any($1)',
+        [[...texts.keys()].filter(Boolean)],
+      );
+      console.log('');
+      console.log('plans of the replayed statements on one connection (generic, custom):');
+      for (const row of rows)
+        console.log(
+          `  ${String(row.generic_plans).padStart(6)} ${String(row.custom_plans).padStart(6)}  ${texts
+            .get(row.name)
+            .replace(/\s+/g, ' ')
+            .trim()
+            .slice(0, 90)}`,
+        );
+    } finally {
+      client.release();
+    }
+  }
   // ------------------------------------------------------------------ capacity with 100,000 on record
   const anyNode = (await direct.query(`select id from compute.nodes where pool_id = $1 limit 1`, [pool.id]))
     .rows[0].id;
@@ -491,32 +524,6 @@ try {
   );
   for (const client of connections) client.close();
 
-  // How PostgreSQL planned the replayed statements on one of the replay's connections: a statement
-  // planned at every run (custom plans) costs its planning each time.
-  {
-    const client = await replayPool.connect();
-    try {
-      const texts = new Map(
-        captures.flatMap((c) => [...c.reserve, ...c.release]).map((c) => [c.name, c.text]),
-      );
-      const { rows } = await client.query(
-        'select name, generic_plans::int, custom_plans::int from pg_prepared_statements where name = any($1)',
-        [[...texts.keys()].filter(Boolean)],
-      );
-      console.log('');
-      console.log('plans of the replayed statements on one connection (generic, custom):');
-      for (const row of rows)
-        console.log(
-          `  ${String(row.generic_plans).padStart(6)} ${String(row.custom_plans).padStart(6)}  ${texts
-            .get(row.name)
-            .replace(/\s+/g, ' ')
-            .trim()
-            .slice(0, 90)}`,
-        );
-    } finally {
-      client.release();
-    }
-  }
   if (walDetail) {
     const names = new Map(
       (
