@@ -12,6 +12,7 @@
 // Run: npm run build && node bench/reserve.mjs [seconds per slice=4] [clients=4,16] [rounds=3]
 // Env: BENCH_PG_URL (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_NODES (10000),
 //      BENCH_COMPUTE_DIST (the built better-compute index.js to run; default the package's dist),
+//      BENCH_BASELINE_DIST (another build's index.js, measured beside it on a copy of the database),
 //      BENCH_WARMUP_S (10: the warm-up of each side, or 3,000 pairs if sooner),
 //      BENCH_KEEP_DB=1 (keep the database afterwards, to study its plans),
 //      BENCH_PROFILE_DIR=<dir> (the server writes a CPU profile there),
@@ -80,7 +81,12 @@ const pct = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 10
 const fmt = (n) => n.toFixed(2);
 
 let server;
+let baseline;
 let direct;
+const baseName = `${dbName}_base`;
+function ignoreTerminated(error) {
+  if (!/terminating connection/.test(String(error?.message))) throw error;
+}
 try {
   // ------------------------------------------------------------------ setup (in process)
   const opened = await openDatabase({ url });
@@ -186,6 +192,24 @@ try {
 
   await compute.close();
   await opened.close().catch(() => {});
+  // BENCH_BASELINE_DIST=<another build's index.js>: that build's server runs too, on a copy of the
+  // database made here (the same fleet, the same API key), measured in the same alternation, so
+  // every figure has its baseline in the same run.
+  const baselineDist = process.env.BENCH_BASELINE_DIST;
+  let baselineUrl;
+  if (baselineDist) {
+    await direct.end();
+    process.on('uncaughtException', ignoreTerminated);
+    await admin.query(
+      'select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()',
+      [dbName],
+    );
+    await admin.query(`create database ${baseName} template ${dbName}`);
+    const copy = new URL(url);
+    copy.pathname = `/${baseName}`;
+    baselineUrl = copy.toString();
+    direct = new pg.Pool({ connectionString: url, max: clients, pipeline: true });
+  }
   const reserveBody = (gpus) => ({
     poolId: pool.id,
     gpus,
@@ -203,8 +227,15 @@ try {
     },
     { ipc: true },
   );
+  baseline = baselineDist
+    ? await startChild(fileURLToPath(new URL('lib/compute-server.mjs', import.meta.url)), [], {
+        BENCH_DATABASE_URL: baselineUrl,
+        BENCH_COMPUTE_DIST: baselineDist,
+      })
+    : null;
   // One keep-alive connection per client; `post` answers the data or throws the error it carries.
   const connections = Array.from({ length: clients }, () => connect(server.url));
+  const baselineConnections = baseline ? Array.from({ length: clients }, () => connect(baseline.url)) : [];
   const post = async (method, body, token, client = connections[0]) => {
     const answer = JSON.parse(
       (
@@ -280,16 +311,22 @@ try {
     types,
   });
   replayPool.on('error', () => {});
-  const serverSide = {
-    label: 'server (HTTP)',
+  const httpSide = (label, pid, database, clientsOf) => ({
+    label,
+    pid,
+    database,
     async pair(c, i) {
       const t = performance.now();
-      const created = await post('reservations.create', reserveBody(1 + (i % 8)), memberKey, connections[c]);
+      const created = await post('reservations.create', reserveBody(1 + (i % 8)), memberKey, clientsOf[c]);
       const t1 = performance.now();
-      await post('reservations.release', { reservationId: created.id }, memberKey, connections[c]);
+      await post('reservations.release', { reservationId: created.id }, memberKey, clientsOf[c]);
       return [t1 - t, performance.now() - t1];
     },
-  };
+  });
+  const serverSide = httpSide('server (HTTP)', server.pid, dbName, connections);
+  const baselineSide = baseline
+    ? httpSide('baseline server (HTTP)', baseline.pid, baseName, baselineConnections)
+    : null;
   const replaySide = {
     label: 'replay floor',
     async pair(_c, i) {
@@ -332,36 +369,46 @@ try {
   }
 
   // WAL: the bench database's records alone when pg_waldump can read the cluster's pg_wal.
-  const oid = (await direct.query('select oid::int from pg_database where datname = $1', [dbName])).rows[0]
-    .oid;
+  const oids = new Map(
+    (
+      await direct.query('select datname, oid::int from pg_database where datname = any($1)', [
+        [dbName, baseName],
+      ])
+    ).rows.map((r) => [r.datname, r.oid]),
+  );
   const dataDir = (await direct.query('show data_directory').catch(() => ({ rows: [{}] }))).rows[0]
     .data_directory;
   const walDir =
     dataDir && existsSync(WALDUMP) && existsSync(`${dataDir}/pg_wal`) ? `${dataDir}/pg_wal` : null;
   const lsn = async (which) =>
     (await direct.query(`select pg_current_wal_${which}_lsn()::text as lsn`)).rows[0].lsn;
-  const backends = async () =>
+  const backends = async (database) =>
     new Set(
-      (await direct.query('select pid from pg_stat_activity where datname = $1', [dbName])).rows.map(
+      (await direct.query('select pid from pg_stat_activity where datname = $1', [database])).rows.map(
         (r) => r.pid,
       ),
     );
 
   // BENCH_WAL_DETAIL=1: where each side's WAL went, by record type and relation, at the end.
   const walDetail = process.env.BENCH_WAL_DETAIL
-    ? { [serverSide.label]: new Map(), [replaySide.label]: new Map(), [gaugeSide.label]: new Map() }
+    ? Object.fromEntries(
+        [serverSide, baselineSide, replaySide, gaugeSide].filter(Boolean).map((s) => [s.label, new Map()]),
+      )
     : null;
   async function slice(side, concurrency, durationSeconds) {
-    const pids = await backends();
-    const cpu0 = await cpuSnapshot(server.pid, pids);
+    const database = side.database ?? dbName;
+    const pids = await backends(database);
+    const cpu0 = await cpuSnapshot(side.pid ?? server.pid, pids);
     const wal0 = await lsn('insert');
     const result = await run(side, concurrency, durationSeconds);
-    const cpu1 = await cpuSnapshot(server.pid, pids);
+    const cpu1 = await cpuSnapshot(side.pid ?? server.pid, pids);
     const wal1 = await lsn('flush');
     const cluster = (
       await direct.query('select pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)::float8 as bytes', [wal1, wal0])
     ).rows[0].bytes;
-    const wal = walDir ? await walOf(WALDUMP, walDir, oid, wal0, wal1, walDetail?.[side.label]) : null;
+    const wal = walDir
+      ? await walOf(WALDUMP, walDir, oids.get(database), wal0, wal1, walDetail?.[side.label])
+      : null;
     return { ...result, cpu0, cpu1, wal, cluster };
   }
 
@@ -390,18 +437,24 @@ try {
   };
 
   // ------------------------------------------------------------------ warm-up, then alternating slices
-  for (const side of [serverSide, replaySide]) {
+  for (const side of [serverSide, baselineSide, replaySide].filter(Boolean)) {
     const warm = await run(side, clients, WARMUP_S, 3000);
     console.log(`warm-up ${side.label}: ${warm.count} pairs in ${warm.seconds.toFixed(1)} s`);
   }
   const results = {};
   for (const concurrency of clientCounts) {
-    const at = { server: total(), replay: total(), gauge: total() };
+    const at = {
+      server: total(),
+      ...(baselineSide ? { baseline: total() } : {}),
+      replay: total(),
+      gauge: total(),
+    };
+    const sides = { server: serverSide, baseline: baselineSide, replay: replaySide };
     for (let round = 0; round < rounds; round++) {
       // Who goes first alternates, so a drift of the host's speed falls on both.
-      const order = round % 2 === 0 ? ['server', 'replay'] : ['replay', 'server'];
-      for (const name of order)
-        add(at[name], await slice(name === 'server' ? serverSide : replaySide, concurrency, seconds));
+      const order = ['server', ...(baselineSide ? ['baseline'] : []), 'replay'];
+      if (round % 2 === 1) order.reverse();
+      for (const name of order) add(at[name], await slice(sides[name], concurrency, seconds));
       add(at.gauge, await slice(gaugeSide, concurrency, Math.max(1, seconds / 2)));
     }
     results[concurrency] = at;
@@ -428,13 +481,16 @@ try {
   function report(concurrency, at) {
     console.log('');
     console.log(
-      `at ${concurrency} clients: ${rounds} rounds of server and replay slices of ${seconds} s, alternating, and a gauge slice`,
+      `at ${concurrency} clients: ${rounds} rounds of server${at.baseline ? ', baseline' : ''} and replay slices of ${seconds} s, alternating, and a gauge slice`,
     );
     for (const [name, side] of Object.entries(at)) {
       const p = perPair(side);
-      const label = { server: 'server (HTTP)', replay: 'replay floor', gauge: 'host gauge (not a floor)' }[
-        name
-      ];
+      const label = {
+        server: 'server (HTTP)',
+        baseline: 'baseline server (HTTP)',
+        replay: 'replay floor',
+        gauge: 'host gauge (not a floor)',
+      }[name];
       console.log(
         `  ${label.padEnd(25)} ${p.rate.toFixed(0).padStart(6)} pairs/s  ` +
           `reserve p50 ${fmt(
@@ -450,7 +506,9 @@ try {
             ),
           )} ms p99 ${fmt(pct(side.release, 99))} ms  errors ${side.errors}`,
       );
-      console.log(`    ${name === 'server' ? p.cpu : p.cpu.replace(/server [\d.]+ ms, /, '')}`);
+      console.log(
+        `    ${name === 'server' || name === 'baseline' ? p.cpu : p.cpu.replace(/server [\d.]+ ms, /, '')}`,
+      );
       console.log(`    ${p.writes}`);
     }
     const s = perPair(at.server);
@@ -460,6 +518,13 @@ try {
       `  server / replay: throughput ${(s.rate / r.rate).toFixed(2)}, PostgreSQL CPU per pair ${(s.postgresMs / r.postgresMs).toFixed(2)}, ` +
         `WAL per pair ${walRatio.toFixed(2)} (${Math.abs(walRatio - 1) <= 0.1 ? 'the replay matches within 10 %' : 'the replay does NOT match within 10 %'})`,
     );
+    if (at.baseline) {
+      const b = perPair(at.baseline);
+      console.log(
+        `  server / baseline: throughput ${(s.rate / b.rate).toFixed(2)}, PostgreSQL CPU per pair ${(s.postgresMs / b.postgresMs).toFixed(2)}, ` +
+          `server CPU per pair ${(at.server.cpu.server / at.server.count / (at.baseline.cpu.server / at.baseline.count)).toFixed(2)}, WAL per pair ${(s.walKiB / b.walKiB).toFixed(2)}`,
+      );
+    }
   }
 
   // How PostgreSQL planned the replayed statements on one of the replay's connections: a statement
@@ -522,7 +587,7 @@ try {
   console.log(
     `capacity.get (${recorded} reservations on record, ${Math.min(4, clients)} clients)  p50 ${fmt(pct(capacity, 50))} ms p99 ${fmt(pct(capacity, 99))} ms`,
   );
-  for (const client of connections) client.close();
+  for (const client of [...connections, ...baselineConnections]) client.close();
 
   if (walDetail) {
     const names = new Map(
@@ -553,6 +618,14 @@ try {
       `at ${concurrency} clients: server ${s.rate.toFixed(0)} pairs/s, ${(s.rate / r.rate).toFixed(2)} of the replay floor (goal >= 0.7: ${goal(s.rate / r.rate >= 0.7)}); ` +
         `PostgreSQL ${s.postgresMs.toFixed(2)} ms CPU and ${s.walKiB.toFixed(2)} KiB WAL per pair (goal <= 5 KiB: ${goal(s.walKiB <= 5)})`,
     );
+    if (results[concurrency].baseline) {
+      const b = perPair(results[concurrency].baseline);
+      console.log(
+        `  baseline: ${b.rate.toFixed(0)} pairs/s, PostgreSQL ${b.postgresMs.toFixed(2)} ms CPU and ${b.walKiB.toFixed(2)} KiB WAL per pair; ` +
+          `PostgreSQL CPU per pair ${((s.postgresMs / b.postgresMs - 1) * 100).toFixed(0)} % against it` +
+          (concurrency === 16 ? ` (goal <= -30 %: ${goal(s.postgresMs / b.postgresMs <= 0.7)})` : ''),
+      );
+    }
   }
   const low = results[Math.min(...clientCounts)].server;
   console.log(
@@ -562,16 +635,16 @@ try {
   await replayPool.end();
 } finally {
   await server?.stop();
+  await baseline?.stop();
   await direct?.end().catch(() => {});
   // A connection the in-process setup left open (IAM's change feed) is ended by the drop below.
-  process.on('uncaughtException', (error) => {
-    if (!/terminating connection/.test(String(error?.message))) throw error;
-  });
+  process.on('uncaughtException', ignoreTerminated);
   if (process.env.BENCH_KEEP_DB) console.log(`kept database ${dbName}`);
   else
-    await admin
-      .query(`drop database if exists ${dbName} with (force)`)
-      .catch((e) => console.error(e.message));
+    for (const name of [dbName, baseName])
+      await admin
+        .query(`drop database if exists ${name} with (force)`)
+        .catch((e) => console.error(e.message));
   await admin.end();
 }
 process.exit(0);
