@@ -401,7 +401,9 @@ try {
     const cpu0 = await cpuSnapshot(side.pid ?? server.pid, pids);
     const wal0 = await lsn('insert');
     const result = await run(side, concurrency, durationSeconds);
-    const cpu1 = await cpuSnapshot(side.pid ?? server.pid, pids);
+    // Backends opened during the slice (a pool that closed idle connections while the other sides
+    // ran opens them again) count whole; those still open from before count their difference.
+    const cpu1 = await cpuSnapshot(side.pid ?? server.pid, new Set([...pids, ...(await backends(database))]));
     const wal1 = await lsn('flush');
     const cluster = (
       await direct.query('select pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)::float8 as bytes', [wal1, wal0])
