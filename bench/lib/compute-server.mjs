@@ -7,6 +7,9 @@ const dist = process.env.BENCH_COMPUTE_DIST
   ? pathToFileURL(process.env.BENCH_COMPUTE_DIST).href
   : new URL('../../packages/better-compute/dist/index.js', import.meta.url).href;
 const { betterCompute, serve } = await import(dist);
+// Started with an IPC channel (bench/reserve.mjs): statements are captured on request.
+const { installCapture } = await import('./capture.mjs');
+installCapture(dist);
 
 // BENCH_POOL=<n>: the server's PostgreSQL connections (the deployment's default otherwise).
 const databaseUrl = process.env.BENCH_DATABASE_URL ?? 'pglite:memory';

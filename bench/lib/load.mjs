@@ -103,18 +103,28 @@ export async function load({ url, body = '{}', connections = 32, seconds = 5, he
   latencies.sort((a, b) => a - b);
   const pct = (p) =>
     latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? NaN;
-  return { rate: latencies.length / elapsed, count: latencies.length, errors, p50: pct(50), p99: pct(99) };
+  return {
+    rate: latencies.length / elapsed,
+    count: latencies.length,
+    seconds: elapsed,
+    errors,
+    p50: pct(50),
+    p99: pct(99),
+    latencies,
+  };
 }
 
 /** Starts `node script` and resolves with the URL the child prints on its first line. */
-export async function startChild(script, args = [], env = {}) {
+export async function startChild(script, args = [], env = {}, { ipc = false } = {}) {
   const { spawn } = await import('node:child_process');
   // BENCH_PROFILE_DIR=<dir>: the child writes a CPU profile there when it exits (open it in Chrome's DevTools).
   const profile = process.env.BENCH_PROFILE_DIR
     ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`]
     : [];
   const child = spawn(process.execPath, [...profile, script, ...args], {
-    stdio: ['ignore', 'pipe', 'inherit'],
+    stdio: ['ignore', 'pipe', 'inherit', ...(ipc ? ['ipc'] : [])],
+    // Advanced serialization carries Dates and arrays of parameters as they are.
+    ...(ipc ? { serialization: 'advanced' } : {}),
     env: { ...process.env, ...env },
   });
   const url = await new Promise((resolve, reject) => {
@@ -129,6 +139,7 @@ export async function startChild(script, args = [], env = {}) {
   return {
     url,
     pid: child.pid,
+    child,
     stop: () =>
       new Promise((resolve) => {
         child.once('exit', resolve);
@@ -139,10 +150,11 @@ export async function startChild(script, args = [], env = {}) {
 
 /**
  * CPU seconds (user + system) used so far by the process `pid`, by each PostgreSQL process on this
- * machine (its backends do the SQL), and by this process: read from /proc, so Linux only (null
+ * machine (its backends do the SQL; or only those in `postgresPids`, the backends of one database on
+ * a cluster others use too), and by this process: read from /proc, so Linux only (null
  * elsewhere). Two snapshots' difference tells where a measured interval's CPU went.
  */
-export async function cpuSnapshot(pid) {
+export async function cpuSnapshot(pid, postgresPids = null) {
   const { readFile, readdir } = await import('node:fs/promises');
   const ticks = 100; // USER_HZ on Linux
   const cpuOf = async (p) => {
@@ -167,6 +179,7 @@ export async function cpuSnapshot(pid) {
   const postgres = new Map();
   for (const entry of entries) {
     if (!/^\d+$/.test(entry)) continue;
+    if (postgresPids && !postgresPids.has(Number(entry))) continue;
     const cpu = await cpuOf(entry);
     if (cpu?.comm === 'postgres') postgres.set(entry, cpu);
   }

@@ -8,6 +8,7 @@ import {
   type AnyMethod,
   ComputeError,
   type IamBridge,
+  DEFAULT_RATE_LIMIT,
   RateLimiter,
   methodAction,
   methodKey,
@@ -51,7 +52,6 @@ import { LiveHub } from './live/hub.js';
 import { createWatch } from './live/watch.js';
 
 export const DEFAULT_BASE_PATH = '/api/compute';
-const DEFAULT_RATE_LIMIT = { perSecond: 50, burst: 200 };
 
 /** Every built-in module, in migration order. */
 const builtins = [
@@ -169,8 +169,10 @@ export async function betterCompute(
   const routes = (): RouteInfo[] => [...methods.values()].map(({ method }) => routeInfo(method));
 
   // One budget per identity across compute's routes and the embedded IAM's (docs/decisions/0006-rate-limit.md).
-  const rateLimit = config.rateLimit ?? DEFAULT_RATE_LIMIT;
-  const limiter = rateLimit ? new RateLimiter(rateLimit) : undefined;
+  // Per identity and per tenant, by method cost (docs/rate-limits.md); what the configuration sets
+  // replaces the default it names.
+  const limiter =
+    config.rateLimit === false ? undefined : new RateLimiter({ ...DEFAULT_RATE_LIMIT, ...config.rateLimit });
   let iam: IamBridge;
   let iamHandler: ((request: Request) => Promise<Response>) | undefined;
   let iamMigrations: ModuleMigrations | undefined;

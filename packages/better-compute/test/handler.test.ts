@@ -303,7 +303,9 @@ describe.each(kinds)('the request pipeline on %s', (kind) => {
 
 describe('rate limiting', () => {
   it('answers RATE_LIMITED with retryAfterMs once the burst is spent', async () => {
-    const deployment = await createTestDeployment('pglite', { rateLimit: { perSecond: 1, burst: 3 } });
+    const deployment = await createTestDeployment('pglite', {
+      rateLimit: { perSecond: 1, burst: 3, costs: { 'system.whoami': 1 } },
+    });
     try {
       const answers = [];
       for (let i = 0; i < 4; i++)

@@ -17,6 +17,7 @@ import type { DatabaseKind } from '@better-compute/db';
 import { sql } from 'kysely';
 import { z } from 'zod';
 import { betterCompute, bindMethod, defineModule, type ComputeInstance } from '../src/index.js';
+import type { ComputeConfig } from '../src/config/define-config.js';
 
 export const widgetsCreate = defineMethod({
   group: 'plugins.test.widgets',
@@ -100,7 +101,7 @@ export interface TestDeployment {
 
 export async function createTestDeployment(
   kind: DatabaseKind,
-  options: { trustedOrigins?: string[]; rateLimit?: false | { perSecond: number; burst: number } } = {},
+  options: { trustedOrigins?: string[]; rateLimit?: ComputeConfig['rateLimit'] } = {},
 ): Promise<TestDeployment> {
   const database = await createTestDatabase(kind, 60);
   const bridge = new TestBridge();

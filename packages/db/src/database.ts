@@ -3,6 +3,7 @@
  * directory). Both answer the same types: int8 as a JavaScript number, numeric as a string.
  */
 import { createHash } from 'node:crypto';
+import { availableParallelism } from 'node:os';
 import { Kysely, type KyselyConfig, PostgresDialect, sql } from 'kysely';
 import { ComputeError } from '@better-compute/core';
 import { PGliteDialect } from './pglite-dialect.js';
@@ -32,6 +33,15 @@ export type DatabaseOptions = (
 
 /** The PGlite engine behind a database's Kysely object, for LISTEN (see listen.ts). */
 export const pgliteClients = new WeakMap<object, import('@electric-sql/pglite').PGlite>();
+
+/**
+ * The connections a pool opens unless told otherwise: twice the cores, at least 4. PostgreSQL runs
+ * one statement per connection on one core; past about two per core the extra transactions do not
+ * run sooner, they wait inside PostgreSQL on each other's row locks (holding them longer) and cost
+ * it more CPU per transaction, where waiting in the pool costs nothing
+ * (docs/decisions/reserve-benchmark.md).
+ */
+export const DEFAULT_POOL_SIZE = Math.max(4, 2 * availableParallelism());
 
 const INT8 = 20;
 const NUMERIC = 1700;
@@ -85,7 +95,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   // awaited before the next is sent.
   const pool = new pg.default.Pool({
     connectionString: url,
-    max: options.poolSize ?? 10,
+    max: options.poolSize ?? DEFAULT_POOL_SIZE,
     types,
     pipeline: true,
   } as ConstructorParameters<typeof pg.default.Pool>[0]);

@@ -100,8 +100,8 @@ export function createIamHandler(
           throw new ComputeError('TENANT_SUSPENDED', `tenant ${identity.tenantId} is ${state ?? 'gone'}`);
         }
         // The same budget per identity as compute's routes (one limiter for both).
-        const waitMs = internals.limiter?.take(identity.principalId) ?? 0;
-        if (waitMs > 0) throw rateLimited(waitMs);
+        const refused = internals.limiter?.charge(identity.principalId, { tenantId: identity.tenantId });
+        if (refused) throw rateLimited(refused.waitMs, refused.limit);
       }
 
       const parsedInput = validatedInput(method.input, body);

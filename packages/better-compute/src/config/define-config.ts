@@ -1,7 +1,7 @@
 /**
  * A deployment's configuration, as `better-compute.config.ts` exports it.
  */
-import type { IamBridge, ModuleName } from '@better-compute/core';
+import type { IamBridge, ModuleName, RateLimitOptions } from '@better-compute/core';
 import type { Database } from '@better-compute/db';
 import type { IamLimits } from 'better-iam';
 
@@ -22,10 +22,12 @@ export interface ComputeConfig {
   /** Decides every call. Defaults to the embedded Better IAM over the same database. */
   iam?: IamBridge;
   /**
-   * Requests per second and burst allowed per identity, across compute's routes and the embedded
-   * IAM's; `false` turns the limit off.
+   * The rate limit (docs/rate-limits.md), across compute's routes and the embedded IAM's: tokens per
+   * second and burst per identity (`perSecond`, `burst`), per tenant (`tenant`, or `false` for
+   * none), and a call's cost by method (`costs`, e.g. `{ 'usage.export': 10 }`; a read costs 0.5 and
+   * a change 1 otherwise). What is set replaces its default; `false` turns the limit off.
    */
-  rateLimit?: { perSecond: number; burst: number } | false;
+  rateLimit?: Partial<RateLimitOptions> | false;
   /** Caps of the embedded IAM per person and per tenant (API keys, sessions, principals, …). */
   iamLimits?: Partial<IamLimits>;
   /**

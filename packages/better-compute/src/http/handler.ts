@@ -127,10 +127,13 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
       tenantId = raw.tenantId;
     }
     if (identity) await checkTenant(identity, tenantId);
-    // 5. rate limit
+    // 5. rate limit: the method's cost, from the identity's budget and its tenant's
     if (identity && limiter) {
-      const waitMs = limiter.take(identity.principalId);
-      if (waitMs > 0) throw rateLimited(waitMs);
+      const refused = limiter.charge(identity.principalId, {
+        tenantId: identity.tenantId,
+        cost: limiter.costOf(key, method.kind),
+      });
+      if (refused) throw rateLimited(refused.waitMs, refused.limit);
     }
     // 6. validation
     const input = validatedInput(method.input, raw) as Record<string, unknown>;

@@ -112,7 +112,7 @@ export async function writeBinding(
           ${insert.created_at}::timestamptz, ${insert.activated_at}::timestamptz,
           ${insert.ends_at}::timestamptz, ${insert.version}::int, ${insert.owner_id}::text, ${insert.agent_id}::text
         where exists (select 1 from a) and (select ok from fits)
-        returning *),`
+        returning seq),`
     : sql``;
   // Whether every group still has the GPUs the allocations ask of it (always, for a pick: its
   // node's one group is counted by the node's free count, read under the pick's lock).
