@@ -2,9 +2,12 @@
  * Three `serve` replicas on one PostgreSQL, killed with SIGKILL twenty times while tenants reserve
  * and release through them: first with the roles split (two `api`, one `controllers,sinks`), then
  * with every role on every replica. A client retries a call a dead replica dropped on another one,
- * with the same idempotency key, as the CLI and the client do. Afterwards: every retried reserve made
- * exactly one reservation, every reservation ended, no job was left behind, and a dead replica's
- * leases went to a live one within 15 seconds.
+ * with the same idempotency key, as the CLI and the client do, and a watcher follows the live stream
+ * of each replica, resuming with Last-Event-ID whenever its replica comes back. Afterwards: every
+ * retried reserve made exactly one reservation, every reservation ended, every watcher saw every
+ * event exactly once and in order, a webhook received every event signed as Standard Webhooks says
+ * and no delivery succeeded twice, no job was left behind, and a dead replica's leases went to a
+ * live one within 15 seconds.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -13,19 +16,27 @@ import { join } from 'node:path';
 import { newId } from '@better-compute/core';
 import { createTestDatabase, isPostgresReachable, type TestDatabase } from '@better-compute/db/testing';
 import pg from 'pg';
+import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createComputeClient, type WatchedEvent } from '../../packages/client/src/index.js';
 import { betterCompute } from '../../packages/better-compute/src/index.js';
 import {
   type SimulatedFleet,
   startSimulatedFleet,
 } from '../../packages/better-compute/src/sim/fleet-runner.js';
 import type { ComputeInstance } from '../../packages/better-compute/src/types.js';
+import { type Receiver, startReceiver } from '../../packages/better-compute/test/webhook-receiver.js';
 import { ReplicaSet } from './replica-support.js';
 import { freePort } from './support.js';
 
 const postgres = await isPostgresReachable();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const KILLS_PER_PHASE = 10;
+
+async function waitFor(condition: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition() && Date.now() < deadline) await sleep(50);
+}
 
 interface Answer {
   data?: Record<string, any>;
@@ -40,6 +51,7 @@ describe.runIf(postgres)('three serve replicas on one PostgreSQL, killed twenty 
   let replicas: ReplicaSet;
   let sql: pg.Client;
   let token = '';
+  let receiver: Receiver;
 
   beforeAll(async () => {
     database = await createTestDatabase('postgres', 2);
@@ -55,6 +67,7 @@ describe.runIf(postgres)('three serve replicas on one PostgreSQL, killed twenty 
       offerTo: ['acme'],
       heartbeatMs: 2_000,
     });
+    receiver = await startReceiver();
     sql = new pg.Client({ connectionString: database.url! });
     await sql.connect();
     replicas = new ReplicaSet({
@@ -72,14 +85,16 @@ describe.runIf(postgres)('three serve replicas on one PostgreSQL, killed twenty 
     await replicas?.stopAll();
     await fleet?.stop();
     await sql?.end();
+    await receiver?.close();
     await compute?.close();
     await database?.close();
     rmSync(cwd, { recursive: true, force: true });
   }, 60_000);
 
   /**
-   * One call as a client makes it: to a live API replica, and again on another one when the
-   * connection breaks, until the deadline. Answers (errors included) are returned as they came.
+   * One call as a client makes it: to a live API replica, again on another one when the connection
+   * breaks, and again after the wait a RATE_LIMITED answer names, until the deadline. Other answers
+   * (errors included) are returned as they came.
    */
   async function call(method: string, body: Record<string, unknown>): Promise<Answer> {
     const deadline = Date.now() + 60_000;
@@ -95,7 +110,13 @@ describe.runIf(postgres)('three serve replicas on one PostgreSQL, killed twenty 
             signal: AbortSignal.timeout(15_000),
           });
           if (response.status >= 500) throw new Error(`${response.status}: ${await response.text()}`);
-          return (await response.json()) as Answer;
+          const answer = (await response.json()) as Answer & {
+            error?: { details?: { retryAfterMs?: number } };
+          };
+          // As the client does: a short RATE_LIMITED is waited out and the call sent again.
+          if (answer.error?.code !== 'RATE_LIMITED') return answer;
+          await sleep(Math.max(20, answer.error.details?.retryAfterMs ?? 100));
+          continue;
         } catch (error) {
           if (Date.now() > deadline) throw error;
         }
@@ -169,6 +190,40 @@ describe.runIf(postgres)('three serve replicas on one PostgreSQL, killed twenty 
           errors.push(`release: ${released.error.code}: ${released.error.message}`);
       }
     };
+    // One watcher per replica, from the start of the outbox; the third replica serves
+    // no API until phase 2, so its watcher retries until then and catches up from its cursor.
+    const hook = await call('webhooks.create', {
+      tenantId: 'acme',
+      url: receiver.url,
+      events: ['reservation.*'],
+    });
+    const secret = hook.data!.secret as string;
+    // Each delivery is verified as it arrives: the library refuses a timestamp minutes old.
+    const delivered = new Set<string>();
+    let verified = 0;
+    const verifyReceived = () => {
+      for (; verified < receiver.received.length; verified++) {
+        const request = receiver.received[verified]!;
+        const payload = new Webhook(secret).verify(
+          request.body,
+          request.headers as Record<string, string>,
+        ) as {
+          data: { id: string };
+        };
+        delivered.add(payload.data.id);
+      }
+    };
+    const verifying = setInterval(verifyReceived, 250);
+    const seen = replicas.replicas.map(() => [] as WatchedEvent[]);
+    const watchers = replicas.replicas.map((replica, index) =>
+      createComputeClient({ baseURL: replica.url, token, tenant: 'acme' }).$watch({
+        types: ['reservation.*'],
+        since: '0.0',
+        initialBackoffMs: 100,
+        maxBackoffMs: 500,
+        onEvent: (event) => void seen[index]!.push(event),
+      }),
+    );
     const workers = Array.from({ length: 4 }, worker);
     // A replica is killed every second or two and started again in the background, so at times two
     // are down at once; the last live API replica is spared so clients always have somewhere to go.
@@ -224,6 +279,40 @@ describe.runIf(postgres)('three serve replicas on one PostgreSQL, killed twenty 
     const count = (type: string) => counts.find((row) => row.type === type)?.n ?? 0;
     expect(count('reservation.created')).toBe(made.size);
     expect(count('reservation.released') + count('reservation.cancelled')).toBe(made.size);
+
+    // Every watcher saw exactly the tenant's reservation events, once each, in the outbox's order.
+    const { rows: outbox } = await sql.query<{ id: string }>(
+      `select id from compute.events where tenant_id = 'acme' and type like 'reservation.%'
+       order by tx_id, tx_index`,
+    );
+    for (const [index, events] of seen.entries()) {
+      await waitFor(() => events.length >= outbox.length, 20_000);
+      expect({ replica: index, ids: events.map((event) => event.id) }).toEqual({
+        replica: index,
+        ids: outbox.map((row) => row.id),
+      });
+    }
+    for (const watcher of watchers) watcher.stop();
+
+    // The webhook got every event at least once (a replica killed after sending and before recording
+    // sends again), each delivery verified by the Standard Webhooks library, and none succeeded twice.
+    await waitFor(() => outbox.every((row) => delivered.has(row.id)), 60_000);
+    clearInterval(verifying);
+    verifyReceived();
+    const missing = outbox.filter((row) => !delivered.has(row.id)).map((row) => row.id);
+    if (missing.length > 0) {
+      const { rows: states } = await sql.query(
+        `select d.state, d.attempts, count(*)::int as n from compute.webhook_deliveries d
+         where d.event_id = any($1) group by 1, 2`,
+        [missing],
+      );
+      const { rows: cursor } = await sql.query(`select tx_id::text, tx_index from compute.webhook_cursor`);
+      expect({ missing: missing.length, states, cursor }).toEqual({ missing: 0 });
+    }
+    const { rows: twice } = await sql.query(
+      `select delivery_id from compute.webhook_attempts where success group by delivery_id having count(*) > 1`,
+    );
+    expect(twice).toEqual([]);
 
     // No job was lost: within a lease's time every claim of a dead runner has been taken again.
     await sleep(9_000);
