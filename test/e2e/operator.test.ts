@@ -73,19 +73,35 @@ describe.runIf(postgres)('an operator on PostgreSQL', () => {
     expect(JSON.parse(unsealed.stdout)).toContainEqual(
       expect.objectContaining({ check: 'secrets.sealed', severity: 'warning' }),
     );
-    const result = compute(['doctor', '--strict', '--query', 'findings[].check', '--format', 'compact'], {
-      BETTER_COMPUTE_SECRET: 'operator-test-secret-not-a-real-one',
-    });
+    // A deployment's keys: without the PKI bundle doctor reports an error; pki init makes it.
+    const secret = { BETTER_COMPUTE_SECRET: 'operator-test-secret-not-a-real-one' };
+    const missing = compute(['doctor', '--strict', '--query', 'findings', '--format', 'compact'], secret);
+    expect(missing.status).toBe(1);
+    expect(JSON.parse(missing.stdout)).toContainEqual(
+      expect.objectContaining({ check: 'pki.present', severity: 'error' }),
+    );
+    expect(compute(['pki', 'init'], secret).status).toBe(0);
+    const result = compute(
+      ['doctor', '--strict', '--query', 'findings[].check', '--format', 'compact'],
+      secret,
+    );
     expect(result.stderr).toBe('');
     expect(result.status).toBe(0);
     expect(JSON.parse(result.stdout)).toEqual([
       'database.reachable',
       'clock.skew',
       'schema.current',
+      'audit.sealed',
       'registry.consistent',
       'iam.wired',
       'secrets.sealed',
       'cookies.origins',
+      'pki.present',
+      'pki.permissions',
+      'pki.unsealable',
+      'pki.complete',
+      'pki.expiry',
+      'pki.pins',
     ]);
   });
 

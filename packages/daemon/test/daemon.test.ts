@@ -350,8 +350,13 @@ describe('node maintenance workflows against the real daemon', () => {
     const scriptCommand = await command(done.steps[2].commandId);
     expect(scriptCommand).toMatchObject({ workflowId: started.id, state: 'succeeded', stdout: 'marked\n' });
     expect((await env.call<any>('nodes.get', { nodeId })).state).toBe('ready');
-    const events = await env.call<any>('events.list', { type: 'workflow.', limit: 100 });
-    const types = events.items.filter((e: any) => e.subject.id === started.id).map((e: any) => e.type);
+    // The outbox shows a transaction's events once every older transaction has ended, so the last
+    // event may appear a moment after the workflow reads succeeded.
+    const types = await until('the workflow’s last event', async () => {
+      const events = await env.call<any>('events.list', { type: 'workflow.', limit: 100 });
+      const found = events.items.filter((e: any) => e.subject.id === started.id).map((e: any) => e.type);
+      return found.at(-1) === 'workflow.succeeded' ? found : undefined;
+    });
     expect(types[0]).toBe('workflow.started');
     expect(types).toContain('workflow.step_succeeded');
     expect(types.at(-1)).toBe('workflow.succeeded');
