@@ -14,7 +14,16 @@ import { z } from 'zod';
 
 /** What an event is about: its subject's kind (the subject's id travels with the event). */
 export type SubjectKind =
-  'reservation' | 'node' | 'pool' | 'joinToken' | 'joinRequest' | 'project' | 'site' | 'webhook';
+  | 'reservation'
+  | 'node'
+  | 'pool'
+  | 'joinToken'
+  | 'joinRequest'
+  | 'project'
+  | 'site'
+  | 'webhook'
+  | 'command'
+  | 'workflow';
 
 export interface EventTypeSpec {
   subject: SubjectKind;
@@ -44,6 +53,11 @@ const reservationEnd = z.object({
 });
 
 const nodeOnReservation = z.object({ nodeId: z.string() });
+
+/** A command's or workflow's node; a workflow's step (its index, and its name where it has one). */
+const onNode = z.object({ nodeId: z.string() });
+const atStep = onNode.extend({ step: z.number().int() });
+const workflowStep = atStep.extend({ name: z.string() });
 
 export const eventTypes = {
   'site.created': { subject: 'site', data: z.object({ name: z.string() }), summary: 'A site was created' },
@@ -253,6 +267,47 @@ export const eventTypes = {
     subject: 'webhook',
     data: z.object({ webhookId: z.string(), deliveryId: z.string() }),
     summary: 'A test delivery, sent by webhooks ping (delivered to that webhook only)',
+  },
+  'command.queued': {
+    subject: 'command',
+    data: z.object({ nodeId: z.string(), kind: z.string() }),
+    summary: 'A command was queued for a node’s daemon',
+  },
+  'command.cancel_requested': {
+    subject: 'command',
+    data: onNode,
+    summary: 'A running command was told to stop',
+  },
+  'command.cancelled': {
+    subject: 'command',
+    data: onNode,
+    summary: 'A command was cancelled before it ran',
+  },
+  'workflow.started': {
+    subject: 'workflow',
+    data: z.object({ nodeId: z.string(), kind: z.string() }),
+    summary: 'A node workflow started',
+  },
+  'workflow.step_started': { subject: 'workflow', data: workflowStep, summary: 'A workflow step started' },
+  'workflow.step_succeeded': {
+    subject: 'workflow',
+    data: workflowStep,
+    summary: 'A workflow step succeeded',
+  },
+  'workflow.step_failed': {
+    subject: 'workflow',
+    data: workflowStep.extend({ error: z.string() }),
+    summary: 'A workflow step failed',
+  },
+  'workflow.succeeded': { subject: 'workflow', data: onNode, summary: 'A workflow finished every step' },
+  'workflow.failed': { subject: 'workflow', data: atStep, summary: 'A workflow failed at a step' },
+  'workflow.paused': { subject: 'workflow', data: atStep, summary: 'A workflow was paused' },
+  'workflow.resumed': { subject: 'workflow', data: atStep, summary: 'A paused workflow was resumed' },
+  'workflow.aborted': { subject: 'workflow', data: atStep, summary: 'A workflow was aborted' },
+  'workflow.retried': {
+    subject: 'workflow',
+    data: atStep,
+    summary: 'A failed workflow was retried from its failed step',
   },
 } as const satisfies Record<string, EventTypeSpec>;
 

@@ -7,7 +7,8 @@ import { ComputeError, newId } from '@better-compute/core';
 import { COMMAND_OUTPUT_LIMIT as LIMIT } from '@better-compute/core/methods';
 import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
-import type { CallContext, EventDraft } from '../define-module.js';
+import type { CatalogEventDraft } from '@better-compute/events';
+import type { CallContext } from '../define-module.js';
 import { type CommandRow, commandsDb, type CommandsDb } from './tables.js';
 
 export const DEFAULT_COMMAND_TTL_SECONDS = 900;
@@ -75,7 +76,7 @@ export async function queueCommand(
     workflowId?: string | null;
     now: Date;
   },
-  emit: (event: EventDraft) => void,
+  emit: (event: CatalogEventDraft) => void,
 ): Promise<CommandView> {
   const db = commandsDb(rawDb);
   const node = await db
@@ -143,7 +144,7 @@ export async function listCommands(
       limit: number;
       cursor?: string | undefined;
     },
-    EventDraft
+    CatalogEventDraft
   >,
 ) {
   const db = commandsDb(ctx.db);
@@ -186,7 +187,7 @@ export async function runCommand(
       payload?: Record<string, unknown> | undefined;
       ttlSeconds?: number | undefined;
     },
-    EventDraft
+    CatalogEventDraft
   >,
 ) {
   return queueCommand(
@@ -203,7 +204,7 @@ export async function runCommand(
   );
 }
 
-export async function getCommand(ctx: CallContext<{ commandId: string }, EventDraft>) {
+export async function getCommand(ctx: CallContext<{ commandId: string }>) {
   return commandView(await loadCommand(commandsDb(ctx.db), ctx.tenantId, ctx.input.commandId));
 }
 
@@ -211,7 +212,7 @@ export async function getCommand(ctx: CallContext<{ commandId: string }, EventDr
  * A queued command (not yet delivered) is cancelled at once; a delivered one is asked to stop, and
  * the daemon reports it cancelled (dropped from its queue, or stopped while it ran).
  */
-export async function cancelCommand(ctx: CallContext<{ commandId: string }, EventDraft>) {
+export async function cancelCommand(ctx: CallContext<{ commandId: string }>) {
   const db = commandsDb(ctx.db);
   const row = await loadCommand(db, ctx.tenantId, ctx.input.commandId, true);
   if (FINAL.has(row.state)) {

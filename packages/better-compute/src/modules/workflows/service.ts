@@ -4,7 +4,10 @@
  * event in the transaction that makes it.
  */
 import { ComputeError, newId } from '@better-compute/core';
-import type { CallContext, EventDraft } from '../define-module.js';
+import type { CatalogEventDraft, EventData, EventType } from '@better-compute/events';
+import type { CallContext } from '../define-module.js';
+
+type WorkflowEventName = EventType extends infer T ? (T extends `workflow.${infer S}` ? S : never) : never;
 import { enqueueJob } from '../../workers/jobs.js';
 import { commandsDb } from '../commands/tables.js';
 import { type WorkflowRow, type WorkflowStep, workflowsDb, type WorkflowsDb } from './tables.js';
@@ -42,17 +45,20 @@ function step(name: string, kind: WorkflowStep['kind']): WorkflowStep {
   };
 }
 
-export function workflowEvent(
+/** A workflow's event: `workflowEvent(row, 'paused', { step })` is `workflow.paused` with its node. */
+export function workflowEvent<S extends WorkflowEventName>(
   row: Pick<WorkflowRow, 'id' | 'tenant_id' | 'node_id'>,
-  type: string,
-  data: Record<string, unknown> = {},
-): EventDraft {
+  type: S,
+  ...data: {} extends Omit<EventData<`workflow.${S}`>, 'nodeId'>
+    ? [data?: Omit<EventData<`workflow.${S}`>, 'nodeId'>]
+    : [data: Omit<EventData<`workflow.${S}`>, 'nodeId'>]
+): CatalogEventDraft {
   return {
     type: `workflow.${type}`,
     tenantId: row.tenant_id,
     subject: { type: 'workflow', id: row.id },
-    data: { nodeId: row.node_id, ...data },
-  };
+    data: { nodeId: row.node_id, ...data[0] },
+  } as unknown as CatalogEventDraft; // TypeScript cannot relate the generic S to the union; the parameters are checked per type.
 }
 
 async function loadWorkflow(db: WorkflowsDb, tenantId: string, id: string, forUpdate = false) {
@@ -70,7 +76,7 @@ async function loadWorkflow(db: WorkflowsDb, tenantId: string, id: string, forUp
 export async function createWorkflow(
   ctx: CallContext<
     { nodeId: string; kind: 'node.maintenance'; script: string; reason?: string | undefined },
-    EventDraft
+    CatalogEventDraft
   >,
 ) {
   const db = workflowsDb(ctx.db);
@@ -138,7 +144,7 @@ export async function listWorkflows(
       limit: number;
       cursor?: string | undefined;
     },
-    EventDraft
+    CatalogEventDraft
   >,
 ) {
   const db = workflowsDb(ctx.db);
@@ -178,7 +184,7 @@ export async function listWorkflows(
   };
 }
 
-export async function getWorkflow(ctx: CallContext<{ workflowId: string }, EventDraft>) {
+export async function getWorkflow(ctx: CallContext<{ workflowId: string }>) {
   return workflowView(await loadWorkflow(workflowsDb(ctx.db), ctx.tenantId, ctx.input.workflowId));
 }
 
@@ -198,7 +204,7 @@ const HINT: Record<'abort' | 'pause' | 'resume' | 'retry', string> = {
 
 /** Pause, resume, abort or retry; one transaction, one event. */
 export async function steerWorkflow(
-  ctx: CallContext<{ workflowId: string }, EventDraft>,
+  ctx: CallContext<{ workflowId: string }>,
   action: 'abort' | 'pause' | 'resume' | 'retry',
 ) {
   const db = workflowsDb(ctx.db);
@@ -243,7 +249,7 @@ export async function steerWorkflow(
     .where('id', '=', row.id)
     .returningAll()
     .executeTakeFirstOrThrow();
-  const past = { abort: 'aborted', pause: 'paused', resume: 'resumed', retry: 'retried' }[action];
+  const past = ({ abort: 'aborted', pause: 'paused', resume: 'resumed', retry: 'retried' } as const)[action];
   ctx.emit(workflowEvent(row, past, { step: row.current_step }));
   if (state === 'running')
     await enqueueJob(ctx.db, { kind: WORKFLOW_JOB, payload: { workflowId: row.id }, runAt: now });
