@@ -2,8 +2,8 @@
  * Sealing stored secrets the server must read back (webhook signing secrets): AES-256-GCM under a
  * key derived from the deployment's secret (BETTER_COMPUTE_SECRET) with scrypt, salted by purpose,
  * the owner bound as associated data so a sealed value copied to another row does not open. The
- * same scheme Better IAM uses for TOTP seeds (packages/iam/src/sealing.ts), with its own salt so a
- * value sealed for one purpose never opens for another. Without a deployment secret values are
+ * scheme Better IAM uses for TOTP seeds, with a salt per purpose so a value sealed for one purpose
+ * never opens for another. Without a deployment secret values are
  * stored as `plain.…`, which `doctor` reports. Node only: imported as `@better-compute/core/sealing`
  * so the browser-facing entry point carries no node:crypto.
  */
@@ -22,19 +22,31 @@ export interface Sealer {
  * purpose, and a deployment that never seals anything should not pay for it at start.
  */
 export function createSealer(secret: string | undefined, purpose: string): Sealer {
+  return sealerWithSalt(secret, `better-compute sealed ${purpose} v1`);
+}
+
+export interface SealerOptions {
+  /** Derive the key now rather than on first use (a server that will need it at once). */
+  eager?: boolean;
+  /** Read a stored value without a version and without `plain.` as the value itself (old rows). */
+  acceptBare?: boolean;
+}
+
+/** The same sealer under a salt of the caller's (Better IAM keeps the salt its rows were sealed under). */
+export function sealerWithSalt(
+  secret: string | undefined,
+  salt: string,
+  options: SealerOptions = {},
+): Sealer {
   let key: Buffer | null | undefined;
   const keyOf = (): Buffer | null => {
     if (key === undefined)
       key = secret
-        ? scryptSync(secret, `better-compute sealed ${purpose} v1`, 32, {
-            N: 1 << 15,
-            r: 8,
-            p: 1,
-            maxmem: 64 * 1024 * 1024,
-          })
+        ? scryptSync(secret, salt, 32, { N: 1 << 15, r: 8, p: 1, maxmem: 64 * 1024 * 1024 })
         : null;
     return key;
   };
+  if (options.eager) keyOf();
   return {
     sealed: Boolean(secret),
     seal(plain, boundTo) {
@@ -50,6 +62,7 @@ export function createSealer(secret: string | undefined, purpose: string): Seale
     },
     open(stored, boundTo) {
       if (stored.startsWith('plain.')) return stored.slice('plain.'.length);
+      if (options.acceptBare && !stored.includes('.')) return stored;
       const [version, iv, body, tag] = stored.split('.');
       if (version !== 'v1' || !iv || !body || !tag) throw unreadable();
       const k = keyOf();
