@@ -427,8 +427,8 @@ try {
   const add = (into, s) => {
     into.seconds += s.seconds;
     into.count += s.count;
-    into.reserve.push(...s.reserve);
-    into.release.push(...s.release);
+    for (const latency of s.reserve) into.reserve.push(latency);
+    for (const latency of s.release) into.release.push(latency);
     into.errors += s.errors;
     into.cpu.server += s.cpu1.server.seconds - s.cpu0.server.seconds;
     for (const [pid, cpu] of s.cpu1.postgres)
