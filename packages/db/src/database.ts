@@ -3,7 +3,6 @@
  * directory). Both answer the same types: int8 as a JavaScript number, numeric as a string.
  */
 import { createHash } from 'node:crypto';
-import { availableParallelism } from 'node:os';
 import { Kysely, type KyselyConfig, PostgresDialect, sql } from 'kysely';
 import { ComputeError } from '@better-compute/core';
 import { PGliteDialect } from './pglite-dialect.js';
@@ -35,13 +34,12 @@ export type DatabaseOptions = (
 export const pgliteClients = new WeakMap<object, import('@electric-sql/pglite').PGlite>();
 
 /**
- * The connections a pool opens unless told otherwise: twice the cores, at least 4. PostgreSQL runs
- * one statement per connection on one core; past about two per core the extra transactions do not
- * run sooner, they wait inside PostgreSQL on each other's row locks (holding them longer) and cost
- * it more CPU per transaction, where waiting in the pool costs nothing
- * (docs/decisions/reserve-benchmark.md).
+ * The connections a pool opens unless told otherwise. Fewer than ten looked right on paper (two
+ * cores), but measured on a quiet host the server with four connections made half the
+ * reserve-and-release pairs a second of the same server with ten, and cost PostgreSQL twice the CPU
+ * per pair (docs/decisions/reserve-benchmark.md).
  */
-export const DEFAULT_POOL_SIZE = Math.max(4, 2 * availableParallelism());
+export const DEFAULT_POOL_SIZE = 10;
 
 const INT8 = 20;
 const NUMERIC = 1700;
