@@ -99,3 +99,61 @@ export const principalResource = (principalId: string, tenantId: string): Resour
   tenantId,
   ownerId: principalId,
 });
+
+/** A page of a principal's own credentials (sessions, API keys): the caller's, or a named principal's. */
+export function ownedCredentialsList<P>(
+  iam: Iam,
+  list: (principalId: string, page: { limit: number; cursor?: string }) => Promise<P>,
+) {
+  return {
+    resource: (
+      input: { principalId?: string | undefined },
+      { identity, tenantId }: RouteContext & { identity: Identity },
+    ) => principalResource(selfOr(input.principalId, identity), tenantId),
+    async run(
+      input: { principalId?: string | undefined; limit: number; cursor?: string | undefined },
+      context: RouteContext,
+    ): Promise<Answer> {
+      const principal = await principalIn(
+        iam,
+        selfOr(input.principalId, requireIdentity(context)),
+        context.tenantId,
+      );
+      return {
+        data: await list(principal.id, {
+          limit: input.limit,
+          ...(input.cursor ? { cursor: input.cursor } : {}),
+        }),
+      };
+    },
+  };
+}
+
+/**
+ * Revoking one credential of a principal: decided on the credential with its owner (for `@own`),
+ * and one whose owner is outside the acting tenant is not found.
+ */
+export function ownedCredentialRevoke<I, C extends { principalId: string }>(credential: {
+  type: 'iam-session' | 'iam-api-key';
+  noun: string;
+  idOf: (input: I) => string;
+  get: (id: string) => Promise<C>;
+  revoke: (id: string) => Promise<unknown>;
+  iam: Iam;
+}) {
+  return {
+    async resource(input: I, { tenantId }: RouteContext): Promise<IamResourceRef> {
+      const id = credential.idOf(input);
+      const found = await credential.get(id).catch(() => null);
+      return { type: credential.type, id, tenantId, ...(found ? { ownerId: found.principalId } : {}) };
+    },
+    async run(input: I, { tenantId }: RouteContext): Promise<Answer> {
+      const id = credential.idOf(input);
+      const found = await credential.get(id);
+      await principalIn(credential.iam, found.principalId, tenantId).catch(() => {
+        throw new ComputeError('NOT_FOUND', `${credential.noun} ${id} was not found in tenant ${tenantId}`);
+      });
+      return { data: await credential.revoke(id) };
+    },
+  };
+}

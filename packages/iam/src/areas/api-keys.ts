@@ -6,7 +6,15 @@ import { sql } from 'kysely';
 import { ComputeError } from '@better-compute/core';
 import type { CreatedApiKey, Iam } from '../api.js';
 import { change, countOf, type IamContext, notFound, underLimit } from '../context.js';
-import { principalIn, principalResource, requireIdentity, type RouteBindings, selfOr } from '../routes.js';
+import {
+  ownedCredentialRevoke,
+  ownedCredentialsList,
+  principalIn,
+  principalResource,
+  requireIdentity,
+  type RouteBindings,
+  selfOr,
+} from '../routes.js';
 import { API_KEY_COLUMNS, pageOf, toApiKey } from '../rows.js';
 import { API_KEY_PREFIX, hashToken, newToken } from '../secrets.js';
 import { requirePrincipal } from './principals.js';
@@ -133,43 +141,14 @@ export function apiKeyRoutes(iam: Iam): RouteBindings<'apiKeys.create' | 'apiKey
         return { data: await iam.createApiKey(principal.id, options) };
       },
     },
-    'apiKeys.list': {
-      resource: (input, { identity, tenantId }) =>
-        principalResource(selfOr(input.principalId, identity), tenantId),
-      async run(input, context) {
-        const principal = await principalIn(
-          iam,
-          selfOr(input.principalId, requireIdentity(context)),
-          context.tenantId,
-        );
-        return {
-          data: await iam.listApiKeys(principal.id, {
-            limit: input.limit,
-            ...(input.cursor ? { cursor: input.cursor } : {}),
-          }),
-        };
-      },
-    },
-    'apiKeys.revoke': {
-      async resource(input, { tenantId }) {
-        const key = await iam.getApiKey(input.apiKeyId).catch(() => null);
-        return {
-          type: 'iam-api-key',
-          id: input.apiKeyId,
-          tenantId,
-          ...(key ? { ownerId: key.principalId } : {}),
-        };
-      },
-      async run(input, { tenantId }) {
-        const key = await iam.getApiKey(input.apiKeyId);
-        await principalIn(iam, key.principalId, tenantId).catch(() => {
-          throw new ComputeError(
-            'NOT_FOUND',
-            `API key ${input.apiKeyId} was not found in tenant ${tenantId}`,
-          );
-        });
-        return { data: await iam.revokeApiKey(input.apiKeyId) };
-      },
-    },
+    'apiKeys.list': ownedCredentialsList(iam, (principalId, page) => iam.listApiKeys(principalId, page)),
+    'apiKeys.revoke': ownedCredentialRevoke({
+      type: 'iam-api-key',
+      noun: 'API key',
+      idOf: (input: { apiKeyId: string }) => input.apiKeyId,
+      get: (id) => iam.getApiKey(id),
+      revoke: (id) => iam.revokeApiKey(id),
+      iam,
+    }),
   };
 }

@@ -9,11 +9,10 @@ import { ComputeError, isTenantId } from '@better-compute/core';
 import type { Iam } from '../api.js';
 import { change, countOf, type Db, type IamContext, notFound, underLimit } from '../context.js';
 import {
-  principalIn,
-  principalResource,
+  ownedCredentialRevoke,
+  ownedCredentialsList,
   requireIdentity,
   type RouteBindings,
-  selfOr,
   sessionCookie,
 } from '../routes.js';
 import { pageOf, SESSION_COLUMNS, toPrincipal, toSession } from '../rows.js';
@@ -302,44 +301,15 @@ export function sessionRoutes(
         return { data: { identity, session } };
       },
     },
-    'sessions.list': {
-      resource: (input, { identity, tenantId }) =>
-        principalResource(selfOr(input.principalId, identity), tenantId),
-      async run(input, context) {
-        const principal = await principalIn(
-          iam,
-          selfOr(input.principalId, requireIdentity(context)),
-          context.tenantId,
-        );
-        return {
-          data: await iam.listSessions(principal.id, {
-            limit: input.limit,
-            ...(input.cursor ? { cursor: input.cursor } : {}),
-          }),
-        };
-      },
-    },
-    'sessions.revoke': {
-      async resource(input, { tenantId }) {
-        const session = await iam.getSession(input.sessionId).catch(() => null);
-        return {
-          type: 'iam-session',
-          id: input.sessionId,
-          tenantId,
-          ...(session ? { ownerId: session.principalId } : {}),
-        };
-      },
-      async run(input, { tenantId }) {
-        const session = await iam.getSession(input.sessionId);
-        await principalIn(iam, session.principalId, tenantId).catch(() => {
-          throw new ComputeError(
-            'NOT_FOUND',
-            `session ${input.sessionId} was not found in tenant ${tenantId}`,
-          );
-        });
-        return { data: await iam.revokeSession(input.sessionId) };
-      },
-    },
+    'sessions.list': ownedCredentialsList(iam, (principalId, page) => iam.listSessions(principalId, page)),
+    'sessions.revoke': ownedCredentialRevoke({
+      type: 'iam-session',
+      noun: 'session',
+      idOf: (input: { sessionId: string }) => input.sessionId,
+      get: (id) => iam.getSession(id),
+      revoke: (id) => iam.revokeSession(id),
+      iam,
+    }),
     'jwt.issue': {
       async run(_input, context) {
         const identity = requireIdentity(context);
