@@ -1,0 +1,285 @@
+/**
+ * The console in a real Chromium against the real server.mjs on PostgreSQL: sign-in, pages over live
+ * data, reserve and release with the confirmation, live updates in a second context, a person
+ * without the right seeing the button disabled while the API refuses too, the cookie's CSRF rule,
+ * --prod refusing to start without its secrets, and no 5xx for malformed cookies, NUL or huge values.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import {
+  api,
+  launchBrowser,
+  runServer,
+  screenshotsDir,
+  signIn,
+  startConsole,
+  type ConsoleProcess,
+} from './browser-support.js';
+
+let server: ConsoleProcess;
+let browser: Browser;
+let adminToken: string;
+let adminContext: BrowserContext;
+let adminPage: Page;
+const viewer = { email: 'viewer@console.local', password: 'viewer-password-2026' };
+
+beforeAll(async () => {
+  [server, browser] = await Promise.all([startConsole(3), launchBrowser()]);
+  adminToken = (
+    await api<{ token: string }>(server.origin, '/api/iam/sessions/signIn', '', {
+      tenantId: 'root',
+      email: server.adminEmail,
+      password: server.adminPassword,
+    }).catch(async () => {
+      const response = await fetch(`${server.origin}/api/iam/sessions/signIn`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ tenantId: 'root', email: server.adminEmail, password: server.adminPassword }),
+      });
+      return ((await response.json()) as { data: { token: string } }).data;
+    })
+  ).token;
+  const person = await api<{ id: string }>(server.origin, '/api/iam/principals/create', adminToken, {
+    kind: 'person',
+    email: viewer.email,
+    password: viewer.password,
+    displayName: 'Viewer',
+  });
+  await api(server.origin, '/api/iam/bindings/create', adminToken, { role: 'viewer', principalId: person.id });
+  adminContext = await browser.newContext();
+  adminPage = await signIn(adminContext, server.origin, server.adminEmail, server.adminPassword);
+}, 180_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await server?.stop();
+});
+
+const shot = (page: Page, name: string) => page.screenshot({ path: join(screenshotsDir, `${name}.png`), fullPage: true });
+
+async function cookieHeader(): Promise<string> {
+  const cookies = await adminContext.cookies(server.origin);
+  return cookies.map((cookie) => `${cookie.name}=${cookie.value}`).join('; ');
+}
+
+describe('signing in', () => {
+  it('a page without a session sends the browser to /login', async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(`${server.origin}/nodes`);
+    await page.waitForURL(`${server.origin}/login`);
+    await shot(page, 'login');
+    await context.close();
+  });
+
+  it('a wrong password is said in plain words and nothing is signed in', async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(`${server.origin}/login`);
+    await page.getByLabel('Email').fill(server.adminEmail);
+    await page.getByLabel('Password').fill('not-the-password');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    const error = page.locator('div.error');
+    await error.waitFor();
+    await expect(error.textContent()).resolves.toMatch(/UNAUTHENTICATED/);
+    expect(page.url()).toBe(`${server.origin}/login`);
+    await context.close();
+  });
+
+  it('signed in, the navigation shows the live badge once the stream is open', async () => {
+    await adminPage.locator('[data-live="open"]').waitFor();
+    await expect(adminPage.getByRole('link', { name: 'Tenants' }).count()).resolves.toBe(1);
+    await shot(adminPage, 'reservations');
+  });
+});
+
+describe('pages over live data', () => {
+  it('the nodes page lists the simulated machines', async () => {
+    await adminPage.getByRole('link', { name: 'Nodes' }).click();
+    await adminPage.waitForURL(`${server.origin}/nodes`);
+    await adminPage.locator('tr[data-node]').nth(2).waitFor();
+    expect(await adminPage.locator('tr[data-node]').count()).toBe(3);
+    await shot(adminPage, 'nodes');
+  });
+
+  it('capacity, events, webhooks, people and tenants render', async () => {
+    for (const [path, heading] of [
+      ['/capacity', 'Capacity and pools'],
+      ['/events', 'Events'],
+      ['/webhooks', 'Webhooks'],
+      ['/iam', 'People and keys'],
+      ['/platform/tenants', 'Tenants'],
+    ] as const) {
+      await adminPage.goto(`${server.origin}${path}`);
+      await adminPage.getByRole('heading', { level: 1, name: heading }).waitFor();
+      await adminPage.locator('[aria-busy="true"]').first().waitFor({ state: 'detached' });
+      await shot(adminPage, path.slice(1).replaceAll('/', '-'));
+    }
+    await adminPage.goto(`${server.origin}/capacity`);
+    await adminPage.locator('td[data-free]').first().waitFor();
+  });
+});
+
+describe('reservations', () => {
+  let reservationId: string;
+
+  it('reserves from the preview, and a second context sees it appear without a reload', async () => {
+    const watcher = await browser.newContext({ storageState: await adminContext.storageState() });
+    const watching = await watcher.newPage();
+    await watching.goto(`${server.origin}/reservations`);
+    await watching.locator('[data-live="open"]').waitFor();
+
+    await adminPage.goto(`${server.origin}/reservations`);
+    await adminPage.locator('select[name="pool"] option').first().waitFor({ state: 'attached' });
+    await adminPage.getByLabel('GPUs', { exact: true }).fill('2');
+    await adminPage.getByRole('button', { name: 'Preview' }).click();
+    await expect(adminPage.getByTestId('preview').textContent()).resolves.toMatch(/^Fits now on node_/);
+    await adminPage.getByRole('button', { name: 'Reserve', exact: true }).click();
+    const status = adminPage.getByText(/^Reserved rsv_/);
+    await status.waitFor();
+    reservationId = /Reserved (rsv_\w+)/.exec((await status.textContent()) ?? '')![1]!;
+
+    const row = watching.locator(`tr[data-reservation="${reservationId}"]`);
+    await row.waitFor({ timeout: 10_000 });
+    await expect(row.locator('td[data-state]').textContent()).resolves.toMatch(/^active/);
+    await shot(watching, 'reservations-live');
+    await watcher.close();
+  });
+
+  it('release asks first, naming what happens, and then releases', async () => {
+    const row = adminPage.locator(`tr[data-reservation="${reservationId}"]`);
+    const release = row.getByRole('button', { name: `Release ${reservationId}` });
+    await expect(release.isEnabled()).resolves.toBe(true);
+    await release.click();
+    const dialog = adminPage.getByRole('dialog');
+    await expect(dialog.textContent()).resolves.toContain(`Release reservation ${reservationId} now? Its 2 GPU(s) go back`);
+    await shot(adminPage, 'release-confirmation');
+    await dialog.getByRole('button', { name: 'Cancel' }).click();
+    await expect(row.locator('td[data-state]').textContent()).resolves.toMatch(/^active/);
+    await release.click();
+    await adminPage.getByRole('dialog').getByRole('button', { name: 'Release GPUs' }).click();
+    await row.locator('td[data-state="ended"]').waitFor();
+    await expect(row.locator('td[data-state]').textContent()).resolves.toContain('released');
+    await expect(release.isDisabled()).resolves.toBe(true);
+  });
+
+  it('a person without the right sees Release disabled, and the API refuses it too', async () => {
+    const pools = await api<{ items: { id: string }[] }>(server.origin, '/api/compute/pools/list', adminToken, {});
+    const held = await api<{ id: string }>(server.origin, '/api/compute/reservations/create', adminToken, {
+      poolId: pools.items[0]!.id,
+      gpus: 1,
+      durationSeconds: 3600,
+    });
+    const context = await browser.newContext();
+    const page = await signIn(context, server.origin, viewer.email, viewer.password);
+    const row = page.locator(`tr[data-reservation="${held.id}"]`);
+    await row.waitFor();
+    const release = row.getByRole('button', { name: `Release ${held.id}` });
+    await expect.poll(() => release.getAttribute('title'), { timeout: 10_000 }).toBe('Your roles do not allow this');
+    await expect(release.isDisabled()).resolves.toBe(true);
+    await shot(page, 'reservations-viewer');
+    const answer = await page.evaluate(async (reservationId) => {
+      const response = await fetch('/api/compute/reservations/release', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-better-compute': '1' },
+        body: JSON.stringify({ reservationId }),
+      });
+      return { status: response.status, body: (await response.json()) as { error?: { code: string } } };
+    }, held.id);
+    expect(answer.status).toBe(403);
+    expect(answer.body.error?.code).toBe('ACCESS_DENIED');
+    await context.close();
+  });
+});
+
+describe('the session cookie on the APIs', () => {
+  const call = async (path: string, headers: Record<string, string>, method = 'POST') => {
+    const response = await fetch(`${server.origin}${path}`, {
+      method,
+      headers: { 'content-type': 'application/json', cookie: await cookieHeader(), ...headers },
+      ...(method === 'POST' ? { body: '{}' } : {}),
+    });
+    return { status: response.status, text: await response.text() };
+  };
+
+  it('is taken with X-Better-Compute: 1 from the console’s own origin', async () => {
+    const answer = await call('/api/compute/nodes/list', { 'x-better-compute': '1', origin: server.origin });
+    expect(answer.status).toBe(200);
+  });
+
+  it('is refused without X-Better-Compute, or from a foreign Origin, on compute and on IAM', async () => {
+    for (const path of ['/api/compute/nodes/list', '/api/iam/sessions/get']) {
+      const bare = await call(path, { origin: server.origin });
+      expect(bare.status).toBe(403);
+      expect(JSON.parse(bare.text).error.details.reason).toBe('csrf');
+      const foreign = await call(path, { 'x-better-compute': '1', origin: 'https://evil.example' });
+      expect(foreign.status).toBe(403);
+      expect(JSON.parse(foreign.text).error.details.reason).toBe('csrf');
+    }
+    const stream = await call('/api/compute/watch', { 'sec-fetch-site': 'cross-site' }, 'GET');
+    expect(stream.status).toBe(403);
+  });
+});
+
+/** A raw HTTP/1.1 exchange, so headers node's fetch would refuse (NUL, huge) reach the server. */
+function rawRequest(port: number, head: string, body = '', declaredLength = Buffer.byteLength(body)): Promise<number> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write(`${head}\r\ncontent-length: ${declaredLength}\r\nconnection: close\r\n\r\n${body}`));
+    let answer = '';
+    socket.on('data', (chunk) => (answer += chunk));
+    // The server may answer (413) and close before a huge body is all written: the answer counts.
+    socket.on('error', () => {});
+    socket.on('close', () => resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1] ?? 0)));
+  });
+}
+
+describe('malformed input never gets a 5xx', () => {
+  it('answers malformed cookies, NUL bytes and huge values with 4xx (or a redirect to sign in)', async () => {
+    const port = Number(new URL(server.origin).port);
+    const host = `host: 127.0.0.1:${port}`;
+    const cookies = [
+      'better-iam.session=%',
+      'better-iam.session=%zz%00',
+      'better-iam.session=biam_ses_\u0000x',
+      `better-iam.session=${'a'.repeat(12_000)}`,
+      'better-iam.session=',
+      '=;;=;better-iam.session',
+    ];
+    const statuses: number[] = [];
+    for (const cookie of cookies) {
+      for (const [method, path] of [
+        ['GET', '/reservations'],
+        ['GET', '/platform/tenants'],
+        ['POST', '/api/compute/nodes/list'],
+        ['POST', '/api/iam/sessions/get'],
+        ['GET', '/api/compute/watch'],
+      ] as const) {
+        statuses.push(
+          await rawRequest(
+            port,
+            `${method} ${path} HTTP/1.1\r\n${host}\r\ncookie: ${cookie}\r\nx-better-compute: 1\r\norigin: ${server.origin}\r\ncontent-type: application/json`,
+            method === 'POST' ? '{}' : '',
+          ),
+        );
+      }
+    }
+    statuses.push(await rawRequest(port, `POST /api/compute/sites/create HTTP/1.1\r\n${host}\r\nauthorization: Bearer ${adminToken}\r\ncontent-type: application/json`, '{"name":"a\\u0000b"}'));
+    statuses.push(await rawRequest(port, `POST /api/compute/sites/create HTTP/1.1\r\n${host}\r\nauthorization: Bearer ${adminToken}\r\ncontent-type: application/json`, '{"name":"', 50_000_000));
+    statuses.push(await rawRequest(port, `GET /reservations?org=${'%00'.repeat(2000)} HTTP/1.1\r\n${host}`));
+    statuses.push(await rawRequest(port, `GET /login?org=${'x'.repeat(20_000)} HTTP/1.1\r\n${host}`));
+    statuses.push(await rawRequest(port, `GET /api/compute/%2e%2e/iam/sessions/get HTTP/1.1\r\n${host}`));
+    expect(statuses.every((status) => status >= 200 && status < 500), JSON.stringify(statuses)).toBe(true);
+    expect(statuses.filter((status) => status === 0)).toEqual([]);
+  });
+});
+
+describe('server.mjs --prod', () => {
+  it('refuses to start without its secrets, naming the ones missing', async () => {
+    const started = runServer(['--prod', '--port', '1'], { CONSOLE_ORIGIN: 'https://console.example.com' }, /console: http/);
+    await expect(started).rejects.toThrow(
+      /exited 2[\s\S]*CONSOLE_SECRET, CONSOLE_ADMIN_PASSWORD, BETTER_COMPUTE_DATABASE_URL, CONSOLE_IAM_DATABASE_URL are not set/,
+    );
+  });
+});
