@@ -74,7 +74,8 @@ if (!process.argv.includes('--no-build')) {
   };
   for (const part of ['src', 'next.config.mjs', 'tsconfig.json', 'package.json'])
     addTree(join(consoleDir, part));
-  for (const dir of ['packages/console-kit/src', 'packages/client/src', 'packages/core/src']) addTree(join(root, dir));
+  for (const dir of ['packages/console-kit/src', 'packages/client/src', 'packages/core/src'])
+    addTree(join(root, dir));
   const sourceHash = hash.digest('hex');
   const built = existsSync(hashFile) ? readFileSync(hashFile, 'utf8') : '';
   if (built !== sourceHash || !existsSync(join(consoleDir, '.next', 'BUILD_ID'))) {

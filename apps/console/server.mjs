@@ -26,11 +26,15 @@ async function main() {
   const nextDir = new URL('.', import.meta.url).pathname;
   const useBuild = !settings.dev || args.built;
   if (useBuild && !existsSync(join(nextDir, '.next', 'BUILD_ID')))
-    throw new StartError('the console is not built: run `npx next build` in apps/console first (node scripts/ensure.mjs does it)');
+    throw new StartError(
+      'the console is not built: run `npx next build` in apps/console first (node scripts/ensure.mjs does it)',
+    );
   if (settings.dev) process.env.CONSOLE_DEV = '1';
 
   // The stack comes from console.config.mjs in the working directory, else the one beside this file.
-  const configPath = existsSync(join(cwd, 'console.config.mjs')) ? join(cwd, 'console.config.mjs') : join(nextDir, 'console.config.mjs');
+  const configPath = existsSync(join(cwd, 'console.config.mjs'))
+    ? join(cwd, 'console.config.mjs')
+    : join(nextDir, 'console.config.mjs');
   const { default: createStack } = await import(pathToFileURL(configPath).href);
   const { compute, iam } = await createStack(settings);
   const stopping = [];
@@ -38,7 +42,10 @@ async function main() {
     await compute.migrate();
     const { actionCatalog } = await import('better-compute');
     await compute.iam.installActions(actionCatalog());
-    if (!iam) throw new StartError('console.config.mjs must build compute with its embedded Better IAM (no config.iam)');
+    if (!iam)
+      throw new StartError(
+        'console.config.mjs must build compute with its embedded Better IAM (no config.iam)',
+      );
     await ensureRootAdministrator(iam, settings);
   } catch (error) {
     await compute.close().catch(() => {});
@@ -69,9 +76,12 @@ async function main() {
         const request = await toRequest(incoming, origin, left.signal);
         await writeResponse(await compute.handler(request), outgoing);
       } catch (error) {
-        if (error instanceof BodyTooLarge) return writeError(outgoing, 413, 'PAYLOAD_TOO_LARGE', 'the request body is too large');
+        if (error instanceof BodyTooLarge)
+          return writeError(outgoing, 413, 'PAYLOAD_TOO_LARGE', 'the request body is too large');
         if (left.signal.aborted) return void outgoing.end();
-        log(`console: a request to ${rawUrl.split('?')[0].slice(0, 200)} failed: ${error instanceof Error ? error.message : String(error)}`);
+        log(
+          `console: a request to ${rawUrl.split('?')[0].slice(0, 200)} failed: ${error instanceof Error ? error.message : String(error)}`,
+        );
         writeError(outgoing, 500, 'INTERNAL', 'internal error');
       }
     })();
@@ -87,7 +97,9 @@ async function main() {
     server.once('error', reject);
     server.listen(settings.port, settings.host, resolve);
   });
-  log(`console: ${settings.origin} (${settings.dev ? 'dev' : 'prod'}; Next.js ${useBuild ? 'build' : 'dev mode'}; store ${compute.database.description})`);
+  log(
+    `console: ${settings.origin} (${settings.dev ? 'dev' : 'prod'}; Next.js ${useBuild ? 'build' : 'dev mode'}; store ${compute.database.description})`,
+  );
 
   if (args.sim > 0) stopping.push(await startSimulation(compute, iam, settings, args.sim));
 
@@ -138,7 +150,10 @@ async function startSimulation(compute, iam, settings, count) {
   const { startSimulatedFleet } = await import('better-compute');
   const { items } = await iam.listPrincipals({ tenantId: 'root', kind: 'person' });
   const admin = items.find((principal) => principal.email === settings.adminEmail) ?? items[0];
-  const key = await iam.createApiKey(admin.id, { name: 'console-sim', expiresAt: new Date(Date.now() + 86_400_000) });
+  const key = await iam.createApiKey(admin.id, {
+    name: 'console-sim',
+    expiresAt: new Date(Date.now() + 86_400_000),
+  });
   const fleet = await startSimulatedFleet(compute, { nodes: count, token: key.key });
   log(`console: ${fleet.nodeIds.length} simulated machine(s) in pool ${fleet.poolId}`);
   return async () => {
@@ -152,6 +167,8 @@ main().catch((error) => {
     process.stderr.write(`console: ${error.message}\n${error.hint ? `hint: ${error.hint}\n` : ''}`);
     process.exit(2);
   }
-  process.stderr.write(`console: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.stderr.write(
+    `console: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
   process.exit(1);
 });

@@ -19,7 +19,8 @@ async function readBody(incoming) {
 
 export async function toRequest(incoming, origin, signal) {
   const headers = new Headers();
-  for (let i = 0; i < incoming.rawHeaders.length; i += 2) headers.append(incoming.rawHeaders[i], incoming.rawHeaders[i + 1]);
+  for (let i = 0; i < incoming.rawHeaders.length; i += 2)
+    headers.append(incoming.rawHeaders[i], incoming.rawHeaders[i + 1]);
   const method = incoming.method ?? 'GET';
   const init = { method, headers, signal };
   if (method !== 'GET' && method !== 'HEAD') {
@@ -67,6 +68,9 @@ export async function writeResponse(response, outgoing) {
 export function writeError(outgoing, status, code, message) {
   if (outgoing.headersSent) return void outgoing.end();
   const body = JSON.stringify({ error: { code, message } });
-  outgoing.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) });
+  outgoing.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(body),
+  });
   outgoing.end(body);
 }

@@ -34,23 +34,33 @@ export function parseArgs(argv) {
       return next;
     };
     if (arg === '--dev' || arg === '--prod') {
-      if (args.mode && args.mode !== arg.slice(2)) throw new StartError('pass either --dev or --prod, not both');
+      if (args.mode && args.mode !== arg.slice(2))
+        throw new StartError('pass either --dev or --prod, not both');
       args.mode = arg.slice(2);
     } else if (arg === '--port') args.port = value();
     else if (arg === '--host') args.host = value();
     else if (arg === '--sim') args.sim = value();
     else if (arg === '--built') args.built = true;
-    else throw new StartError(`unknown option ${arg}; usage: node server.mjs --dev|--prod [--port N] [--host H] [--sim N] [--built]`);
+    else
+      throw new StartError(
+        `unknown option ${arg}; usage: node server.mjs --dev|--prod [--port N] [--host H] [--sim N] [--built]`,
+      );
   }
-  if (!args.mode) throw new StartError('pass --dev (secrets made under .console-data/) or --prod (secrets from the environment)');
+  if (!args.mode)
+    throw new StartError(
+      'pass --dev (secrets made under .console-data/) or --prod (secrets from the environment)',
+    );
   if (args.port !== undefined) {
     const port = Number(args.port);
-    if (!Number.isInteger(port) || port < 1 || port > 65535) throw new StartError(`--port ${args.port} is not a port number (1 to 65535)`);
+    if (!Number.isInteger(port) || port < 1 || port > 65535)
+      throw new StartError(`--port ${args.port} is not a port number (1 to 65535)`);
     args.port = port;
   }
   const sim = Number(args.sim);
-  if (!Number.isInteger(sim) || sim < 0 || sim > 64) throw new StartError(`--sim ${args.sim} is not a number of machines from 0 to 64`);
-  if (sim > 0 && args.mode !== 'dev') throw new StartError('--sim runs simulated machines, which only --dev allows');
+  if (!Number.isInteger(sim) || sim < 0 || sim > 64)
+    throw new StartError(`--sim ${args.sim} is not a number of machines from 0 to 64`);
+  if (sim > 0 && args.mode !== 'dev')
+    throw new StartError('--sim runs simulated machines, which only --dev allows');
   args.sim = sim;
   return args;
 }
@@ -60,10 +70,14 @@ function originOf(value, name) {
   try {
     url = new URL(value);
   } catch {
-    throw new StartError(`${name} is not a URL; set it to the console's origin, such as https://console.example.com`);
+    throw new StartError(
+      `${name} is not a URL; set it to the console's origin, such as https://console.example.com`,
+    );
   }
   if ((url.protocol !== 'https:' && url.protocol !== 'http:') || url.origin !== value.replace(/\/$/, ''))
-    throw new StartError(`${name} must be an origin only (scheme, host and port), such as https://console.example.com`);
+    throw new StartError(
+      `${name} must be an origin only (scheme, host and port), such as https://console.example.com`,
+    );
   return url.origin;
 }
 
@@ -126,7 +140,9 @@ export function resolveSettings(args, env, cwd) {
   }
   const dataDir = resolve(cwd, env.CONSOLE_DATA_DIR || '.console-data');
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  const origin = env.CONSOLE_ORIGIN ? originOf(env.CONSOLE_ORIGIN, 'CONSOLE_ORIGIN') : `http://localhost:${port}`;
+  const origin = env.CONSOLE_ORIGIN
+    ? originOf(env.CONSOLE_ORIGIN, 'CONSOLE_ORIGIN')
+    : `http://localhost:${port}`;
   // The page may be opened by name or by address; both are this console's own origin.
   const trustedOrigins = [...new Set([origin, `http://localhost:${port}`, `http://127.0.0.1:${port}`])];
   return {

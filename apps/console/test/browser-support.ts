@@ -57,7 +57,11 @@ export function runServer(
       } else if (child.exitCode !== null || Date.now() > deadline) {
         clearInterval(check);
         child.kill('SIGKILL');
-        reject(new Error(`server.mjs ${child.exitCode !== null ? `exited ${child.exitCode}` : 'was not ready in time'}:\n${output}`));
+        reject(
+          new Error(
+            `server.mjs ${child.exitCode !== null ? `exited ${child.exitCode}` : 'was not ready in time'}:\n${output}`,
+          ),
+        );
       }
     }, 50);
   });
@@ -121,7 +125,12 @@ export async function signIn(
 }
 
 /** Calls an API of the console with a bearer token, as a program would. */
-export async function api<T>(origin: string, path: string, token: string, input: Record<string, unknown>): Promise<T> {
+export async function api<T>(
+  origin: string,
+  path: string,
+  token: string,
+  input: Record<string, unknown>,
+): Promise<T> {
   const response = await fetch(`${origin}${path}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },

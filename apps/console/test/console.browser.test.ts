@@ -47,7 +47,10 @@ beforeAll(async () => {
     password: viewer.password,
     displayName: 'Viewer',
   });
-  await api(server.origin, '/api/iam/bindings/create', adminToken, { role: 'viewer', principalId: person.id });
+  await api(server.origin, '/api/iam/bindings/create', adminToken, {
+    role: 'viewer',
+    principalId: person.id,
+  });
   adminContext = await browser.newContext();
   adminPage = await signIn(adminContext, server.origin, server.adminEmail, server.adminPassword);
 }, 180_000);
@@ -57,7 +60,8 @@ afterAll(async () => {
   await server?.stop();
 });
 
-const shot = (page: Page, name: string) => page.screenshot({ path: join(screenshotsDir, `${name}.png`), fullPage: true });
+const shot = (page: Page, name: string) =>
+  page.screenshot({ path: join(screenshotsDir, `${name}.png`), fullPage: true });
 
 async function cookieHeader(): Promise<string> {
   const cookies = await adminContext.cookies(server.origin);
@@ -154,7 +158,9 @@ describe('reservations', () => {
     await expect(release.isEnabled()).resolves.toBe(true);
     await release.click();
     const dialog = adminPage.getByRole('dialog');
-    await expect(dialog.textContent()).resolves.toContain(`Release reservation ${reservationId} now? Its 2 GPU(s) go back`);
+    await expect(dialog.textContent()).resolves.toContain(
+      `Release reservation ${reservationId} now? Its 2 GPU(s) go back`,
+    );
     await shot(adminPage, 'release-confirmation');
     await dialog.getByRole('button', { name: 'Cancel' }).click();
     await expect(row.locator('td[data-state]').textContent()).resolves.toMatch(/^active/);
@@ -166,7 +172,12 @@ describe('reservations', () => {
   });
 
   it('a person without the right sees Release disabled, and the API refuses it too', async () => {
-    const pools = await api<{ items: { id: string }[] }>(server.origin, '/api/compute/pools/list', adminToken, {});
+    const pools = await api<{ items: { id: string }[] }>(
+      server.origin,
+      '/api/compute/pools/list',
+      adminToken,
+      {},
+    );
     const held = await api<{ id: string }>(server.origin, '/api/compute/reservations/create', adminToken, {
       poolId: pools.items[0]!.id,
       gpus: 1,
@@ -177,7 +188,9 @@ describe('reservations', () => {
     const row = page.locator(`tr[data-reservation="${held.id}"]`);
     await row.waitFor();
     const release = row.getByRole('button', { name: `Release ${held.id}` });
-    await expect.poll(() => release.getAttribute('title'), { timeout: 10_000 }).toBe('Your roles do not allow this');
+    await expect
+      .poll(() => release.getAttribute('title'), { timeout: 10_000 })
+      .toBe('Your roles do not allow this');
     await expect(release.isDisabled()).resolves.toBe(true);
     await shot(page, 'reservations-viewer');
     const answer = await page.evaluate(async (reservationId) => {
@@ -224,9 +237,16 @@ describe('the session cookie on the APIs', () => {
 });
 
 /** A raw HTTP/1.1 exchange, so headers node's fetch would refuse (NUL, huge) reach the server. */
-function rawRequest(port: number, head: string, body = '', declaredLength = Buffer.byteLength(body)): Promise<number> {
+function rawRequest(
+  port: number,
+  head: string,
+  body = '',
+  declaredLength = Buffer.byteLength(body),
+): Promise<number> {
   return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1', () => socket.write(`${head}\r\ncontent-length: ${declaredLength}\r\nconnection: close\r\n\r\n${body}`));
+    const socket = connect(port, '127.0.0.1', () =>
+      socket.write(`${head}\r\ncontent-length: ${declaredLength}\r\nconnection: close\r\n\r\n${body}`),
+    );
     let answer = '';
     socket.on('data', (chunk) => (answer += chunk));
     // The server may answer (413) and close before a huge body is all written: the answer counts.
@@ -265,19 +285,39 @@ describe('malformed input never gets a 5xx', () => {
         );
       }
     }
-    statuses.push(await rawRequest(port, `POST /api/compute/sites/create HTTP/1.1\r\n${host}\r\nauthorization: Bearer ${adminToken}\r\ncontent-type: application/json`, '{"name":"a\\u0000b"}'));
-    statuses.push(await rawRequest(port, `POST /api/compute/sites/create HTTP/1.1\r\n${host}\r\nauthorization: Bearer ${adminToken}\r\ncontent-type: application/json`, '{"name":"', 50_000_000));
+    statuses.push(
+      await rawRequest(
+        port,
+        `POST /api/compute/sites/create HTTP/1.1\r\n${host}\r\nauthorization: Bearer ${adminToken}\r\ncontent-type: application/json`,
+        '{"name":"a\\u0000b"}',
+      ),
+    );
+    statuses.push(
+      await rawRequest(
+        port,
+        `POST /api/compute/sites/create HTTP/1.1\r\n${host}\r\nauthorization: Bearer ${adminToken}\r\ncontent-type: application/json`,
+        '{"name":"',
+        50_000_000,
+      ),
+    );
     statuses.push(await rawRequest(port, `GET /reservations?org=${'%00'.repeat(2000)} HTTP/1.1\r\n${host}`));
     statuses.push(await rawRequest(port, `GET /login?org=${'x'.repeat(20_000)} HTTP/1.1\r\n${host}`));
     statuses.push(await rawRequest(port, `GET /api/compute/%2e%2e/iam/sessions/get HTTP/1.1\r\n${host}`));
-    expect(statuses.every((status) => status >= 200 && status < 500), JSON.stringify(statuses)).toBe(true);
+    expect(
+      statuses.every((status) => status >= 200 && status < 500),
+      JSON.stringify(statuses),
+    ).toBe(true);
     expect(statuses.filter((status) => status === 0)).toEqual([]);
   });
 });
 
 describe('server.mjs --prod', () => {
   it('refuses to start without its secrets, naming the ones missing', async () => {
-    const started = runServer(['--prod', '--port', '1'], { CONSOLE_ORIGIN: 'https://console.example.com' }, /console: http/);
+    const started = runServer(
+      ['--prod', '--port', '1'],
+      { CONSOLE_ORIGIN: 'https://console.example.com' },
+      /console: http/,
+    );
     await expect(started).rejects.toThrow(
       /exited 2[\s\S]*CONSOLE_SECRET, CONSOLE_ADMIN_PASSWORD, BETTER_COMPUTE_DATABASE_URL, CONSOLE_IAM_DATABASE_URL are not set/,
     );

@@ -5,14 +5,24 @@
  * build of React, or preact/compat, calls `bindReact(React)` from the main entry instead.
  */
 import type { ComputeClientError } from '@better-compute/client';
-import type { ActionDescription, PermissionCheck } from './index.js';
-import type { Permissions } from './permissions.js';
-import { asClientError, type DetailState, type DetailStore, type ListState, type ListStore } from './stores.js';
+import type { ActionDescription } from './actions.js';
+import type { PermissionCheck, Permissions } from './permissions.js';
+import {
+  asClientError,
+  type DetailState,
+  type DetailStore,
+  type ListState,
+  type ListStore,
+} from './stores.js';
 import { Subscribable } from './subscribable.js';
 
 /** The parts of React the hooks use. */
 export interface ReactLike {
-  useSyncExternalStore<T>(subscribe: (listener: () => void) => () => void, get: () => T, getServer?: () => T): T;
+  useSyncExternalStore<T>(
+    subscribe: (listener: () => void) => () => void,
+    get: () => T,
+    getServer?: () => T,
+  ): T;
   useEffect(effect: () => void | (() => void), deps?: readonly unknown[]): void;
   useState<T>(initial: T | (() => T)): [T, (next: T) => void];
   useCallback<T extends (...args: never[]) => unknown>(callback: T, deps: readonly unknown[]): T;

@@ -164,7 +164,11 @@ export async function startLiveConsole(
     return [...stores];
   };
   const refreshLoaded = async () => {
-    await Promise.all(allStores().filter((store) => store.loaded).map((store) => store.refresh()));
+    await Promise.all(
+      allStores()
+        .filter((store) => store.loaded)
+        .map((store) => store.refresh()),
+    );
   };
 
   const isVisible = options.isVisible ?? documentVisible;

@@ -131,7 +131,9 @@ class PermissionCache extends Subscribable<number> implements Permissions {
     try {
       const answers = await this.#options.authorize(batch.map((pending) => pending.check));
       if (!Array.isArray(answers) || answers.length !== batch.length)
-        throw new Error(`authorize answered ${Array.isArray(answers) ? answers.length : 'no'} decisions for ${batch.length} checks`);
+        throw new Error(
+          `authorize answered ${Array.isArray(answers) ? answers.length : 'no'} decisions for ${batch.length} checks`,
+        );
       batch.forEach((pending, index) => {
         const answer = answers[index];
         pending.resolve(typeof answer === 'boolean' ? answer : answer?.allowed === true);

@@ -99,9 +99,13 @@ function streamError(data: string): ComputeClientError {
     // Its status is the code's own (ACCESS_DENIED 403, UNAVAILABLE 503, …).
     return new ComputeClientError(error.code, error.message, error.hint ? { hint: error.hint } : {});
   } catch {
-    return new ComputeClientError('INVALID_RESPONSE', 'the event stream sent an error frame that is not JSON', {
-      status: 502,
-    });
+    return new ComputeClientError(
+      'INVALID_RESPONSE',
+      'the event stream sent an error frame that is not JSON',
+      {
+        status: 502,
+      },
+    );
   }
 }
 
@@ -145,7 +149,8 @@ export function watchEvents(options: WatchEventsOptions): EventWatch {
         const type = response.headers.get('content-type') ?? '';
         if (response.status !== 200 || !type.startsWith('text/event-stream') || !response.body) {
           const error = await refusalOf(response);
-          if (isRefusalStatus(response.status)) return report({ status: 'stopped', attempt: failures, error });
+          if (isRefusalStatus(response.status))
+            return report({ status: 'stopped', attempt: failures, error });
           failure = error;
         } else {
           opened = true;

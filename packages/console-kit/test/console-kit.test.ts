@@ -68,7 +68,13 @@ describe('describeAction and actionsFor come from the method table', () => {
   it('lists every mutation on a node', () => {
     const paths = actionsFor('nodes', 'node_1').map((action) => action.path);
     expect(paths).toEqual(
-      expect.arrayContaining(['nodes/cordon', 'nodes/uncordon', 'nodes/drain', 'nodes/label', 'nodes/retire']),
+      expect.arrayContaining([
+        'nodes/cordon',
+        'nodes/uncordon',
+        'nodes/drain',
+        'nodes/label',
+        'nodes/retire',
+      ]),
     );
     expect(paths).not.toContain('nodes/get');
     expect(actionsFor('nodes', 'node_1', { modules: ['vps'] })).toEqual([]);
@@ -210,7 +216,10 @@ describe('createPermissions through IAM’s can', () => {
       headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
       body: JSON.stringify({ checks }),
     });
-    const body = (await response.json()) as { data?: { results: { allowed: boolean }[] }; error?: { code: string } };
+    const body = (await response.json()) as {
+      data?: { results: { allowed: boolean }[] };
+      error?: { code: string };
+    };
     if (!body.data) throw new Error(body.error?.code ?? 'no answer');
     return body.data.results;
   }
@@ -224,7 +233,9 @@ describe('createPermissions through IAM’s can', () => {
       },
     });
     const answers = await Promise.all(
-      Array.from({ length: 60 }, (_, i) => permissions.can(describeAction('reservations', 'release', `rsv_${i}`))),
+      Array.from({ length: 60 }, (_, i) =>
+        permissions.can(describeAction('reservations', 'release', `rsv_${i}`)),
+      ),
     );
     expect(sizes).toEqual([50, 10]);
     expect(answers.every((answer) => answer === true)).toBe(true);
@@ -257,9 +268,20 @@ describe('startLiveConsole', () => {
     try {
       await Promise.all([live.pools.ensure(), live.capacity.ensure()]);
       await until(() => live.connection.get().status === 'open', 'the stream to open');
-      const pool = await server.client.pools.create({ siteId: site.id, name: `live-${Date.now() % 100000}`, class: 'gpu', driver: 'sim' });
-      await until(() => live.pools.get().items.some((item) => item.id === pool.id), 'the new pool in the list');
-      await until(() => (live.capacity.get().data ?? []).some((item) => item.poolId === pool.id), 'the pool in capacity');
+      const pool = await server.client.pools.create({
+        siteId: site.id,
+        name: `live-${Date.now() % 100000}`,
+        class: 'gpu',
+        driver: 'sim',
+      });
+      await until(
+        () => live.pools.get().items.some((item) => item.id === pool.id),
+        'the new pool in the list',
+      );
+      await until(
+        () => (live.capacity.get().data ?? []).some((item) => item.poolId === pool.id),
+        'the pool in capacity',
+      );
       expect(live.events.get().some((event) => event.type === 'pool.created')).toBe(true);
     } finally {
       live.stop();

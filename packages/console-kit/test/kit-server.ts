@@ -17,7 +17,11 @@ export interface KitServer {
 export async function startKitServer(): Promise<KitServer> {
   const database: TestDatabase = await createTestDatabase('postgres');
   const compute = await betterCompute(
-    { database, secret: 'console-kit-test-secret-0123456789abcdef', live: { retryMs: 300, heartbeatMs: 1000 } },
+    {
+      database,
+      secret: 'console-kit-test-secret-0123456789abcdef',
+      live: { retryMs: 300, heartbeatMs: 1000 },
+    },
     { log: () => {} },
   );
   await compute.migrate();

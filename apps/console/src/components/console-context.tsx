@@ -6,7 +6,12 @@
  */
 import { createContext, useContext, useEffect, useState, type ReactNode } from 'react';
 import type { ComputeClient } from '@better-compute/client';
-import { createPermissions, startLiveConsole, type LiveConsole, type Permissions } from '@better-compute/console-kit';
+import {
+  createPermissions,
+  startLiveConsole,
+  type LiveConsole,
+  type Permissions,
+} from '@better-compute/console-kit';
 import { browserClient, CSRF_HEADERS, iamCall } from '@/lib/api';
 
 export interface SessionInfo {
@@ -35,7 +40,8 @@ export function useConsole(): ConsoleValue {
 
 export function ConsoleProvider({ session, children }: { session: SessionInfo; children: ReactNode }) {
   const [base] = useState(() => ({
-    client: typeof window === 'undefined' ? (null as unknown as ComputeClient) : browserClient(session.tenantId),
+    client:
+      typeof window === 'undefined' ? (null as unknown as ComputeClient) : browserClient(session.tenantId),
     permissions: createPermissions({
       authorize: async (checks) =>
         (await iamCall<{ results: { allowed: boolean }[] }>('can', { checks })).results,

@@ -110,7 +110,8 @@ export function PagedTable<T>({
   empty: string;
   onMore: () => void;
 }) {
-  if (state.status === 'idle' || state.status === 'loading') return <p aria-busy="true">Loading {caption.toLowerCase()}…</p>;
+  if (state.status === 'idle' || state.status === 'loading')
+    return <p aria-busy="true">Loading {caption.toLowerCase()}…</p>;
   return (
     <>
       <ErrorNote error={state.error} />
@@ -141,7 +142,11 @@ export function PagedTable<T>({
 }
 
 /** Why a button is disabled, for its title: the state first, then the advisory IAM check. */
-export function disabledReason(stateAllows: boolean, stateWhy: string, allowed: boolean | undefined): string | undefined {
+export function disabledReason(
+  stateAllows: boolean,
+  stateWhy: string,
+  allowed: boolean | undefined,
+): string | undefined {
   if (!stateAllows) return stateWhy;
   if (allowed === undefined) return 'Checking whether you may…';
   if (!allowed) return 'Your roles do not allow this';

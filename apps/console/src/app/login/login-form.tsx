@@ -46,7 +46,14 @@ export function LoginForm() {
       </p>
       <label>
         Email
-        <input type="email" name="email" autoComplete="username" required value={email} onChange={(e) => setEmail(e.target.value)} />
+        <input
+          type="email"
+          name="email"
+          autoComplete="username"
+          required
+          value={email}
+          onChange={(e) => setEmail(e.target.value)}
+        />
       </label>
       <label>
         Password

@@ -82,7 +82,10 @@ function Capacity({ live }: { live: LiveConsole }) {
             <td>{pool.driver}</td>
             <td>{pool.state}</td>
             <td>{pool.access}</td>
-            <td>{[...pool.offeredTo, ...pool.offerPending.map((tenant) => `${tenant} (pending)`)].join(', ') || '—'}</td>
+            <td>
+              {[...pool.offeredTo, ...pool.offerPending.map((tenant) => `${tenant} (pending)`)].join(', ') ||
+                '—'}
+            </td>
           </tr>
         )}
       />

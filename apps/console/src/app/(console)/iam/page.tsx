@@ -51,7 +51,9 @@ export default function IamPage() {
   const keysState = useList(keys);
   const sessionsState = useList(sessions);
   const [keyName, setKeyName] = useState('');
-  const createKey = useAction((name: string) => iamCall<{ key: string; apiKey: ApiKey }>('apiKeys/create', { name }));
+  const createKey = useAction((name: string) =>
+    iamCall<{ key: string; apiKey: ApiKey }>('apiKeys/create', { name }),
+  );
   const [error, setError] = useState<unknown>(null);
 
   function submitKey(event: FormEvent) {
@@ -65,7 +67,10 @@ export default function IamPage() {
   async function revoke(kind: 'apiKeys' | 'sessions', id: string) {
     setError(null);
     try {
-      const answer = await iamCall<ApiKey & Session>(`${kind}/revoke`, kind === 'apiKeys' ? { apiKeyId: id } : { sessionId: id });
+      const answer = await iamCall<ApiKey & Session>(
+        `${kind}/revoke`,
+        kind === 'apiKeys' ? { apiKeyId: id } : { sessionId: id },
+      );
       (kind === 'apiKeys' ? keys : sessions).upsert(answer);
     } catch (caught) {
       setError(caught);
@@ -99,7 +104,13 @@ export default function IamPage() {
       <form className="inline" onSubmit={submitKey} aria-label="New API key">
         <label>
           Key name
-          <input name="keyName" required maxLength={100} value={keyName} onChange={(e) => setKeyName(e.target.value)} />
+          <input
+            name="keyName"
+            required
+            maxLength={100}
+            value={keyName}
+            onChange={(e) => setKeyName(e.target.value)}
+          />
         </label>
         <button type="submit" disabled={!keyName.trim() || createKey.pending}>
           Create key

@@ -42,8 +42,7 @@ function NodeRow({ live, node }: { live: LiveConsole; node: ComputeNode }) {
   const canDrain = usePermission(permissions, describeAction('nodes', 'drain', node.id));
   const canLabel = usePermission(permissions, describeAction('nodes', 'label', node.id));
   const cordon = useAction(
-    () =>
-      cordoned ? client.nodes.uncordon({ nodeId: node.id }) : client.nodes.cordon({ nodeId: node.id }),
+    () => (cordoned ? client.nodes.uncordon({ nodeId: node.id }) : client.nodes.cordon({ nodeId: node.id })),
     live.nodes,
   );
   const drain = useAction(() => client.nodes.drain({ nodeId: node.id }), live.nodes);

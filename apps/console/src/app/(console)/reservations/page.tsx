@@ -139,13 +139,19 @@ function ReserveForm({ live }: { live: LiveConsole }) {
           {preview.fits
             ? `Fits now on ${preview.placement?.map((p) => `${p.nodeId} (GPUs ${p.gpuIndices.join(', ')})`).join('; ')}.`
             : `Does not fit now${preview.reason ? `: ${preview.reason}` : ''}. ${
-                preview.earliestStartAt ? `It could start at ${when(preview.earliestStartAt)}` : 'It cannot start on the nodes there are'
+                preview.earliestStartAt
+                  ? `It could start at ${when(preview.earliestStartAt)}`
+                  : 'It cannot start on the nodes there are'
               }; ${preview.queuedAhead} queued ahead.`}
         </p>
       ) : null}
       <ErrorNote error={previewError} />
       <ErrorNote error={reserve.error} />
-      {reserve.result ? <p role="status">Reserved {reserve.result.id} ({reserve.result.state}).</p> : null}
+      {reserve.result ? (
+        <p role="status">
+          Reserved {reserve.result.id} ({reserve.result.state}).
+        </p>
+      ) : null}
     </section>
   );
 }
@@ -153,8 +159,14 @@ function ReserveForm({ live }: { live: LiveConsole }) {
 function ReservationRow({ live, reservation }: { live: LiveConsole; reservation: Reservation }) {
   const { client, permissions } = useConsole();
   const open = reservation.state !== 'ended';
-  const canRelease = usePermission(permissions, open ? describeAction('reservations', 'release', reservation.id) : null);
-  const canExtend = usePermission(permissions, open ? describeAction('reservations', 'extend', reservation.id) : null);
+  const canRelease = usePermission(
+    permissions,
+    open ? describeAction('reservations', 'release', reservation.id) : null,
+  );
+  const canExtend = usePermission(
+    permissions,
+    open ? describeAction('reservations', 'extend', reservation.id) : null,
+  );
   const release = useAction(
     () => client.reservations.release({ reservationId: reservation.id }),
     live.reservations,
@@ -176,7 +188,9 @@ function ReservationRow({ live, reservation }: { live: LiveConsole; reservation:
       <td>{reservation.poolId}</td>
       <td data-state={reservation.state}>
         {reservation.state}
-        {reservation.state === 'queued' && reservation.queuePosition ? ` (#${reservation.queuePosition})` : ''}
+        {reservation.state === 'queued' && reservation.queuePosition
+          ? ` (#${reservation.queuePosition})`
+          : ''}
         {reservation.endReason ? ` (${reservation.endReason})` : ''}
         {reservation.health === 'degraded' ? ' — degraded' : ''}
       </td>

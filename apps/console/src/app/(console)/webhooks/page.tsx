@@ -25,8 +25,8 @@ export default function WebhooksPage() {
   const canCreate = usePermission(permissions, describeAction('webhooks', 'create'));
   const [url, setUrl] = useState('');
   const [events, setEvents] = useState('reservation.*');
-  const create = useAction(
-    (input: { url: string; events: string[] }) => client.webhooks.create({ ...input, idempotencyKey: idempotencyKey() }),
+  const create = useAction((input: { url: string; events: string[] }) =>
+    client.webhooks.create({ ...input, idempotencyKey: idempotencyKey() }),
   );
   const patterns = events
     .split(/[\s,]+/)
@@ -48,13 +48,24 @@ export default function WebhooksPage() {
       <form className="inline" onSubmit={submit} aria-label="New webhook">
         <label>
           Endpoint URL
-          <input name="url" type="url" required value={url} onChange={(e) => setUrl(e.target.value)} size={40} />
+          <input
+            name="url"
+            type="url"
+            required
+            value={url}
+            onChange={(e) => setUrl(e.target.value)}
+            size={40}
+          />
         </label>
         <label>
           Event types (comma-separated)
           <input name="events" required value={events} onChange={(e) => setEvents(e.target.value)} />
         </label>
-        <button type="submit" disabled={!url || patterns.length === 0 || canCreate !== true || create.pending} title={disabledReason(true, '', canCreate)}>
+        <button
+          type="submit"
+          disabled={!url || patterns.length === 0 || canCreate !== true || create.pending}
+          title={disabledReason(true, '', canCreate)}
+        >
           Add webhook
         </button>
       </form>
@@ -63,7 +74,11 @@ export default function WebhooksPage() {
         <div className="once" role="status">
           Signing secret for {create.result.webhook.id}, shown this once: <code>{create.result.secret}</code>
           <br />
-          <button type="button" className="secondary" onClick={() => void navigator.clipboard?.writeText(create.result!.secret)}>
+          <button
+            type="button"
+            className="secondary"
+            onClick={() => void navigator.clipboard?.writeText(create.result!.secret)}
+          >
             Copy
           </button>
         </div>
@@ -100,8 +115,12 @@ function WebhookRow({ webhook, store }: { webhook: Webhook; store: ListStore<Web
       <td>{webhook.url}</td>
       <td>{webhook.events.join(', ')}</td>
       <td>
-        {webhook.enabled ? 'enabled' : `disabled${webhook.disabledReason ? `: ${webhook.disabledReason}` : ''}`}
-        {webhook.failingSince ? <span className="note"> (failing since {when(webhook.failingSince)})</span> : null}
+        {webhook.enabled
+          ? 'enabled'
+          : `disabled${webhook.disabledReason ? `: ${webhook.disabledReason}` : ''}`}
+        {webhook.failingSince ? (
+          <span className="note"> (failing since {when(webhook.failingSince)})</span>
+        ) : null}
       </td>
       <td>
         <div className="row">

@@ -25,9 +25,13 @@ export function TenantsView() {
   const state = useList(store);
   const [id, setId] = useState('');
   const [name, setName] = useState('');
-  const create = useAction((input: { id: string; name: string }) => iamCall<Tenant>('tenants/create', input), store);
-  const change = useAction(({ verb, tenantId }: { verb: 'suspend' | 'reactivate'; tenantId: string }) =>
-    iamCall<Tenant>(`tenants/${verb}`, { id: tenantId }),
+  const create = useAction(
+    (input: { id: string; name: string }) => iamCall<Tenant>('tenants/create', input),
+    store,
+  );
+  const change = useAction(
+    ({ verb, tenantId }: { verb: 'suspend' | 'reactivate'; tenantId: string }) =>
+      iamCall<Tenant>(`tenants/${verb}`, { id: tenantId }),
     store,
   );
   const idValid = /^[a-z][a-z0-9-]{1,62}$/.test(id);
@@ -43,7 +47,13 @@ export function TenantsView() {
       <form className="inline" onSubmit={submit} aria-label="New tenant">
         <label>
           Tenant id (lowercase letters, digits and -)
-          <input name="tenantId" required value={id} onChange={(e) => setId(e.target.value)} aria-invalid={id !== '' && !idValid} />
+          <input
+            name="tenantId"
+            required
+            value={id}
+            onChange={(e) => setId(e.target.value)}
+            aria-invalid={id !== '' && !idValid}
+          />
         </label>
         <label>
           Name
@@ -78,7 +88,11 @@ export function TenantsView() {
                   onConfirm={() => change.run({ verb: 'suspend', tenantId: tenant.id })}
                 />
               ) : (
-                <button type="button" className="secondary" onClick={() => void change.run({ verb: 'reactivate', tenantId: tenant.id })}>
+                <button
+                  type="button"
+                  className="secondary"
+                  onClick={() => void change.run({ verb: 'reactivate', tenantId: tenant.id })}
+                >
                   Reactivate
                 </button>
               )}
