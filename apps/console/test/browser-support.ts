@@ -28,6 +28,7 @@ export function freePort(): Promise<number> {
 
 export interface ConsoleProcess {
   origin: string;
+  dataDir: string;
   adminEmail: string;
   adminPassword: string;
   output(): string;
@@ -82,6 +83,7 @@ export async function startConsole(machines: number): Promise<ConsoleProcess & {
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   return {
     origin: `http://127.0.0.1:${port}`,
+    dataDir,
     adminEmail: 'admin@console.local',
     adminPassword: password,
     output,

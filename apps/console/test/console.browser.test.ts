@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from 'node:net';
+import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import {
@@ -311,6 +312,16 @@ describe('malformed input never gets a 5xx', () => {
   });
 });
 
+describe('server.mjs --dev', () => {
+  it('keeps the secrets it made in its data directory, readable by its user only', () => {
+    const secret = join(server.dataDir, 'secret');
+    expect(statSync(secret).mode & 0o777).toBe(0o600);
+    expect(statSync(server.dataDir).mode & 0o777).toBe(0o700);
+    // The password is printed once and stored nowhere.
+    expect(readFileSync(secret, 'utf8')).not.toContain(server.adminPassword);
+  });
+});
+
 describe('server.mjs --prod', () => {
   it('refuses to start without its secrets, naming the ones missing', async () => {
     const started = runServer(
@@ -321,5 +332,30 @@ describe('server.mjs --prod', () => {
     await expect(started).rejects.toThrow(
       /exited 2[\s\S]*CONSOLE_SECRET, CONSOLE_ADMIN_PASSWORD, BETTER_COMPUTE_DATABASE_URL, CONSOLE_IAM_DATABASE_URL are not set/,
     );
+  });
+
+  it('refuses weak or inconsistent settings without quoting a secret', async () => {
+    const base = {
+      CONSOLE_ORIGIN: 'https://console.example.com',
+      CONSOLE_SECRET: 's'.repeat(40),
+      CONSOLE_ADMIN_PASSWORD: 'a-long-admin-password',
+      BETTER_COMPUTE_DATABASE_URL: 'postgres://db/compute',
+      CONSOLE_IAM_DATABASE_URL: 'postgres://db/compute',
+    };
+    const cases: [Record<string, string>, RegExp][] = [
+      [{ CONSOLE_SECRET: 'short-secret' }, /CONSOLE_SECRET must be at least 32 characters/],
+      [{ CONSOLE_ORIGIN: 'https://console.example.com/app' }, /CONSOLE_ORIGIN must be an origin only/],
+      [{ CONSOLE_IAM_DATABASE_URL: 'postgres://db/iam' }, /must name the same database/],
+    ];
+    for (const [change, message] of cases) {
+      const started = runServer(['--prod', '--port', '1'], { ...base, ...change }, /console: http/);
+      const error = await started.then(
+        () => new Error('started'),
+        (refusal: Error) => refusal,
+      );
+      expect(error.message).toMatch(message);
+      expect(error.message).not.toContain('short-secret');
+      expect(error.message).not.toContain('a-long-admin-password');
+    }
   });
 });

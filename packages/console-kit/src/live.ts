@@ -179,6 +179,7 @@ export async function startLiveConsole(
   }, pollMs);
   (poll as { unref?: () => void }).unref?.();
 
+  // onStatus reads `watch` only for `open`, which comes after the first await, once it is assigned.
   const watch: EventWatch = watchEvents({
     url: options.watchUrl,
     headers: options.headers,
@@ -186,7 +187,12 @@ export async function startLiveConsole(
     initialBackoffMs: options.initialBackoffMs,
     maxBackoffMs: options.maxBackoffMs,
     onEvent: apply,
-    onStatus: (state) => connection.set(state),
+    onStatus: (state) => {
+      connection.set(state);
+      // A stream opened without Last-Event-ID starts from now: what changed between the stores'
+      // first read (or the last event) and this moment is read again, so nothing is missed.
+      if (state.status === 'open' && !watch.lastEventId()) void refreshLoaded();
+    },
   });
 
   return {

@@ -60,6 +60,13 @@ export function ConsoleProvider({ session, children }: { session: SessionInfo; c
       if (cancelled) return value.stop();
       started = value;
       setLive(value);
+      // A session that ended (signed out elsewhere, revoked, expired) ends the stream with
+      // UNAUTHENTICATED: back to the sign-in page rather than pages that can no longer load.
+      value.connection.subscribe(() => {
+        const state = value.connection.get();
+        if (state.status === 'stopped' && state.error?.code === 'UNAUTHENTICATED')
+          window.location.assign('/login');
+      });
     });
     return () => {
       cancelled = true;
