@@ -100,6 +100,31 @@ describe('signing in', () => {
   });
 });
 
+describe('a tenant’s member', () => {
+  it('signs in at /login?org=, acts in that tenant, and has no platform pages', async () => {
+    await api(server.origin, '/api/iam/tenants/create', adminToken, { id: 'acme', name: 'Acme' });
+    const member = await api<{ id: string }>(server.origin, '/api/iam/principals/create', adminToken, {
+      tenantId: 'acme',
+      kind: 'person',
+      email: 'member@acme.test',
+      password: 'member-password-2026',
+      displayName: 'Acme member',
+    });
+    await api(server.origin, '/api/iam/bindings/create', adminToken, {
+      tenantId: 'acme',
+      role: 'member',
+      principalId: member.id,
+    });
+    const context = await browser.newContext();
+    const page = await signIn(context, server.origin, 'member@acme.test', 'member-password-2026', 'acme');
+    await page.getByRole('heading', { name: 'Tenant acme' }).waitFor();
+    await expect(page.getByRole('link', { name: 'Tenants' }).count()).resolves.toBe(0);
+    const platform = await page.goto(`${server.origin}/platform/tenants`);
+    expect(platform?.status()).toBe(404);
+    await context.close();
+  });
+});
+
 describe('pages over live data', () => {
   it('the nodes page lists the simulated machines', async () => {
     await adminPage.getByRole('link', { name: 'Nodes' }).click();
