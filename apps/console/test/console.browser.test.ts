@@ -53,6 +53,7 @@ beforeAll(async () => {
     principalId: person.id,
   });
   adminContext = await browser.newContext();
+  adminContext.setDefaultTimeout(10_000);
   adminPage = await signIn(adminContext, server.origin, server.adminEmail, server.adminPassword);
 }, 180_000);
 
@@ -149,6 +150,46 @@ describe('pages over live data', () => {
     }
     await adminPage.goto(`${server.origin}/capacity`);
     await adminPage.locator('td[data-free]').first().waitFor();
+  });
+});
+
+describe('node actions', () => {
+  it('cordon, label and drain (asked first) change the row in place', async () => {
+    await adminPage.goto(`${server.origin}/nodes`);
+    const row = adminPage.locator('tr[data-node]').last();
+    await row.waitFor();
+    const name = (await row.locator('strong').textContent())!;
+    await row.getByRole('button', { name: `Cordon ${name}` }).click();
+    await row.locator('td[data-state="cordoned"]').waitFor();
+    await row.getByRole('button', { name: `Uncordon ${name}` }).click();
+    await row.locator('td[data-state="ready"]').waitFor();
+    await row.getByLabel('Label (key=value)').fill('rack=r12');
+    await row.getByRole('button', { name: 'Set label' }).click();
+    await row.getByText('rack=r12').waitFor();
+    await row.getByRole('button', { name: `Drain ${name}` }).click();
+    const dialog = adminPage.getByRole('dialog');
+    await expect(dialog.textContent()).resolves.toContain(`Drain ${name} (`);
+    await dialog.getByRole('button', { name: 'Drain node' }).click();
+    await expect
+      .poll(() => row.locator('td[data-state]').getAttribute('data-state'), { timeout: 10_000 })
+      .toMatch(/^(draining|drained)$/);
+  });
+});
+
+describe('webhooks', () => {
+  it('a new webhook’s signing secret is shown once, and it lists with its events', async () => {
+    await adminPage.goto(`${server.origin}/webhooks`);
+    await adminPage.getByLabel('Endpoint URL').fill('http://127.0.0.1:9/hook');
+    await adminPage.getByLabel('Event types (comma-separated)').fill('reservation.*, node.*');
+    await adminPage.getByRole('button', { name: 'Add webhook' }).click();
+    const once = adminPage.locator('.once');
+    await adminPage.locator('.once, div.error').first().waitFor();
+    expect(await adminPage.locator('div.error').allTextContents()).toEqual([]);
+    await expect(once.textContent()).resolves.toMatch(/shown this once: whsec_\S+/);
+    await adminPage.getByRole('cell', { name: 'reservation.*, node.*' }).waitFor();
+    await adminPage.reload();
+    await adminPage.getByRole('cell', { name: 'reservation.*, node.*' }).waitFor();
+    await expect(adminPage.locator('.once').count()).resolves.toBe(0);
   });
 });
 

@@ -25,7 +25,7 @@ export interface ReactLike {
   ): T;
   useEffect(effect: () => void | (() => void), deps?: readonly unknown[]): void;
   useState<T>(initial: T | (() => T)): [T, (next: T) => void];
-  useCallback<T extends (...args: never[]) => unknown>(callback: T, deps: readonly unknown[]): T;
+  useRef<T>(initial: T): { current: T };
 }
 
 let bound: ReactLike | undefined;
@@ -132,12 +132,17 @@ export function useAction<I, T>(
   detail?: DetailStore<T> | ListStore<T> | undefined,
 ): UseActionResult<I, T> {
   const r = react();
+  // The runner lives as long as the component; the call it makes is always this render's, so a
+  // button whose action depends on the item's state (cordon, then uncordon) calls the current one.
+  const latest = r.useRef({ call, detail });
+  latest.current = { call, detail };
   const [runner] = r.useState(
     () =>
       new ActionRunner<I, T>(async (input) => {
-        const result = await call(input);
-        if (detail && 'replace' in detail) detail.replace(result);
-        else if (detail && 'upsert' in detail) detail.upsert(result);
+        const { call: current, detail: target } = latest.current;
+        const result = await current(input);
+        if (target && 'replace' in target) target.replace(result);
+        else if (target && 'upsert' in target) target.upsert(result);
         return result;
       }),
   );
