@@ -126,7 +126,7 @@ export async function signIn(
   return page;
 }
 
-/** Calls an API of the console with a bearer token, as a program would. */
+/** Calls an API of the console with a bearer token (none when empty), as a program would. */
 export async function api<T>(
   origin: string,
   path: string,
@@ -135,7 +135,7 @@ export async function api<T>(
 ): Promise<T> {
   const response = await fetch(`${origin}${path}`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
     body: JSON.stringify(input),
   });
   const body = (await response.json()) as { data?: T; error?: { code: string; message: string } };
