@@ -185,6 +185,7 @@ describe('pages over live data', () => {
   it('capacity, events, webhooks, people and tenants render', async () => {
     for (const [path, heading] of [
       ['/capacity', 'Capacity and pools'],
+      ['/joining', 'Joining machines'],
       ['/events', 'Events'],
       ['/webhooks', 'Webhooks'],
       ['/iam', 'People and keys'],
@@ -220,6 +221,22 @@ describe('node actions', () => {
     await expect
       .poll(() => row.locator('td[data-state]').getAttribute('data-state'), { timeout: 10_000 })
       .toMatch(/^(draining|drained)$/);
+  });
+});
+
+describe('joining machines', () => {
+  it('a join token made here is shown once, then revoked after the confirmation', async () => {
+    await adminPage.goto(`${server.origin}/joining`);
+    await adminPage.locator('select[name="tokenPool"] option').first().waitFor({ state: 'attached' });
+    await adminPage.getByRole('button', { name: 'Create token' }).click();
+    const once = adminPage.locator('.once');
+    await once.waitFor();
+    const id = /Join token (jt_\w+|\S+), shown this once/.exec((await once.textContent()) ?? '')![1]!;
+    const revoke = adminPage.getByRole('button', { name: `Revoke ${id}` });
+    await revoke.click();
+    await adminPage.getByRole('dialog').getByRole('button', { name: 'Revoke token' }).click();
+    await expect.poll(() => revoke.isDisabled()).toBe(true);
+    await adminPage.getByRole('cell', { name: 'revoked' }).first().waitFor();
   });
 });
 
