@@ -107,10 +107,10 @@ export class ListStore<T> extends Subscribable<ListState<T>> {
         this.set({ ...this.get(), status: 'error', error: asClientError(error), refreshing: false });
       },
     );
-    this.#loading = loading.finally(() => {
+    const tracked: Promise<void> = loading.finally(() => {
       if (this.#loading === tracked) this.#loading = null;
     });
-    const tracked = this.#loading;
+    this.#loading = tracked;
     return tracked;
   }
 

@@ -10,20 +10,12 @@ export function ErrorNote({ error }: { error: unknown }) {
   const message = error instanceof Error ? error.message : String(error);
   const hint = isComputeClientError(error) ? error.hint : undefined;
   const code = isComputeClientError(error) ? error.code : undefined;
-  const approval =
-    isComputeClientError(error) && typeof error.details?.confirmationId === 'string'
-      ? String(error.details.confirmationId)
-      : undefined;
   return (
     <div className="error" role="alert">
-      {approval ? (
-        <p>Awaiting approval: confirmation {approval}.</p>
-      ) : (
-        <p>
-          {message}
-          {code ? <span className="note"> ({code})</span> : null}
-        </p>
-      )}
+      <p>
+        {message}
+        {code ? <span className="note"> ({code})</span> : null}
+      </p>
       {hint ? <p className="note">{hint}</p> : null}
     </div>
   );
