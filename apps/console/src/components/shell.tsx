@@ -32,7 +32,9 @@ function LiveBadge() {
   const text =
     state.status === 'stopped'
       ? `stopped${state.error ? `: ${state.error.message}` : ''}`
-      : 'offline: refreshing every 20 s';
+      : state.status === 'connecting' && state.attempt === 0
+        ? 'connecting'
+        : 'offline: refreshing every 20 s';
   return (
     <span className="badge down" role="status" data-live={state.status} title={state.error?.hint ?? ''}>
       {text}
