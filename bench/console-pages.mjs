@@ -9,7 +9,7 @@
 // Run: node scripts/ensure.mjs && node bench/console-pages.mjs [machines=64] [reservations=1000] [visits=5]
 // Env: BENCH_PG_URL (default postgres://postgres@127.0.0.1:5432/postgres).
 import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -37,6 +37,7 @@ await admin.query(`create database ${dbName}`);
 const dbUrl = new URL(adminUrl);
 dbUrl.pathname = `/${dbName}`;
 
+const dataDir = mkdtempSync(join(tmpdir(), 'console-bench-'));
 const child = spawn(
   process.execPath,
   ['server.mjs', '--dev', '--built', '--port', String(port), '--sim', String(MACHINES)],
@@ -46,7 +47,7 @@ const child = spawn(
       PATH: process.env.PATH ?? '',
       NEXT_TELEMETRY_DISABLED: '1',
       BETTER_COMPUTE_DATABASE_URL: dbUrl.toString(),
-      CONSOLE_DATA_DIR: mkdtempSync(join(tmpdir(), 'console-bench-')),
+      CONSOLE_DATA_DIR: dataDir,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   },
@@ -149,4 +150,5 @@ try {
   await new Promise((resolve) => (child.exitCode !== null ? resolve() : child.once('exit', resolve)));
   await admin.query(`drop database if exists ${dbName} with (force)`);
   await admin.end();
+  rmSync(dataDir, { recursive: true, force: true });
 }

@@ -4,7 +4,7 @@
  * Debian's Chromium through playwright-core. One browser serves the whole suite.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -96,6 +96,7 @@ export async function startConsole(machines: number): Promise<ConsoleProcess & {
         clearTimeout(timer);
       }
       await database.close();
+      rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }
