@@ -4,7 +4,12 @@ export default defineConfig({
   resolve: { conditions: ['source'] },
   ssr: { resolve: { conditions: ['source'] } },
   test: {
-    include: ['packages/*/src/**/*.test.ts', 'packages/*/test/**/*.test.ts', 'test/**/*.test.ts'],
+    include: [
+      'packages/*/src/**/*.test.ts',
+      'packages/*/test/**/*.test.ts',
+      'apps/*/test/**/*.test.ts',
+      'test/**/*.test.ts',
+    ],
     globalSetup: ['test/global-setup.ts'],
     pool: 'forks',
     maxWorkers: 2,

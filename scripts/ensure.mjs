@@ -42,7 +42,10 @@ if (!process.argv.includes('--no-build')) {
     }
     return latest;
   };
-  const packages = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).workspaces;
+  // Packages build to dist/; apps (the console) build their own way, below.
+  const packages = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).workspaces.filter((dir) =>
+    dir.startsWith('packages/'),
+  );
   const sourceTime = Math.max(
     statSync(join(root, 'scripts', 'build.mjs')).mtimeMs,
     ...packages.map((dir) => newest(join(root, dir, 'src'))),
@@ -51,5 +54,37 @@ if (!process.argv.includes('--no-build')) {
     console.error('better-compute: building…');
     execFileSync(process.execPath, [join(root, 'scripts', 'build.mjs')], { cwd: root, stdio: 'inherit' });
     writeFileSync(buildStamp, new Date().toISOString());
+  }
+}
+
+// The console's Next.js build, redone only when a source it is built from changed (its own files,
+// and the packages its pages bundle): the hash of those files is kept beside the build.
+if (!process.argv.includes('--no-build')) {
+  const consoleDir = join(root, 'apps', 'console');
+  const hashFile = join(consoleDir, '.next', 'source-hash');
+  const hash = createHash('sha256');
+  const addTree = (path) => {
+    if (!existsSync(path)) return;
+    if (statSync(path).isDirectory()) {
+      for (const name of readdirSync(path).sort()) addTree(join(path, name));
+    } else {
+      hash.update(path.slice(root.length));
+      hash.update(readFileSync(path));
+    }
+  };
+  for (const part of ['src', 'next.config.mjs', 'tsconfig.json', 'package.json'])
+    addTree(join(consoleDir, part));
+  for (const dir of ['packages/console-kit/src', 'packages/client/src', 'packages/core/src'])
+    addTree(join(root, dir));
+  const sourceHash = hash.digest('hex');
+  const built = existsSync(hashFile) ? readFileSync(hashFile, 'utf8') : '';
+  if (built !== sourceHash || !existsSync(join(consoleDir, '.next', 'BUILD_ID'))) {
+    console.error('better-compute: building the console…');
+    execFileSync(process.execPath, [join(root, 'node_modules', 'next', 'dist', 'bin', 'next'), 'build'], {
+      cwd: consoleDir,
+      stdio: ['ignore', 'inherit', 'inherit'],
+      env: { ...process.env, NEXT_TELEMETRY_DISABLED: '1' },
+    });
+    writeFileSync(hashFile, sourceHash);
   }
 }

@@ -1,0 +1,17 @@
+// The console's stack, built once per process and loaded at run time (never bundled by Next):
+// Better Compute with its built-in modules and the embedded Better IAM on the same database, which
+// serves /api/iam beside /api/compute. Session cookies count only from the console's own origin
+// (trustedOrigins), on POSTs with X-Better-Compute: 1 (docs/request-checks.md).
+//
+// Capabilities that land later (instances, tunnels, sandboxes) add their modules and keys here.
+import { betterCompute } from 'better-compute';
+
+/** @param {{ databaseUrl: string, secret: string, trustedOrigins: string[] }} settings */
+export default async function createStack(settings) {
+  const compute = await betterCompute({
+    database: settings.databaseUrl,
+    secret: settings.secret,
+    trustedOrigins: settings.trustedOrigins,
+  });
+  return { compute, iam: compute.embeddedIam };
+}

@@ -1,0 +1,174 @@
+#!/usr/bin/env node
+// The console's one process: Better IAM at /api/iam and Better Compute at /api/compute (with the
+// event stream at /api/compute/watch), and the Next.js pages for everything else, all on one origin
+// so the host-only session cookie authenticates both APIs.
+//
+//   node server.mjs --dev     secrets made under .console-data/; the root administrator's password
+//                             is printed once, on the first start
+//   node server.mjs --prod    every secret from the environment (see lib/settings.mjs)
+//
+// --dev runs Next.js in development mode (pages compiled on demand) unless --built is given, which
+// serves the production build (`next build`) as --prod always does.
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs, resolveSettings, StartError } from './lib/settings.mjs';
+import { BodyTooLarge, toRequest, writeError, writeResponse } from './lib/node-bridge.mjs';
+
+const log = (line) => process.stdout.write(`${line}\n`);
+
+async function main() {
+  const args = parseArgs(process.argv.slice(2));
+  const cwd = process.cwd();
+  const settings = resolveSettings(args, process.env, cwd);
+  const nextDir = new URL('.', import.meta.url).pathname;
+  const useBuild = !settings.dev || args.built;
+  if (useBuild && !existsSync(join(nextDir, '.next', 'BUILD_ID')))
+    throw new StartError(
+      'the console is not built: run `npx next build` in apps/console first (node scripts/ensure.mjs does it)',
+    );
+  if (settings.dev) process.env.CONSOLE_DEV = '1';
+
+  // The stack comes from console.config.mjs in the working directory, else the one beside this file.
+  const configPath = existsSync(join(cwd, 'console.config.mjs'))
+    ? join(cwd, 'console.config.mjs')
+    : join(nextDir, 'console.config.mjs');
+  const { default: createStack } = await import(pathToFileURL(configPath).href);
+  const { compute, iam } = await createStack(settings);
+  const stopping = [];
+  try {
+    await compute.migrate();
+    const { actionCatalog } = await import('better-compute');
+    await compute.iam.installActions(actionCatalog());
+    if (!iam)
+      throw new StartError(
+        'console.config.mjs must build compute with its embedded Better IAM (no config.iam)',
+      );
+    await ensureRootAdministrator(iam, settings);
+  } catch (error) {
+    await compute.close().catch(() => {});
+    throw error;
+  }
+  const workers = compute.startWorkers(['controllers', 'sinks']);
+  stopping.push(() => workers.stop());
+
+  // The pages read the session through this, in the same process (src/lib/stack.ts).
+  globalThis.__betterComputeConsole = { compute, iam, origin: settings.origin };
+
+  const { default: next } = await import('next');
+  const app = next({ dev: !useBuild, dir: nextDir, quiet: true });
+  await app.prepare();
+  const handleNext = app.getRequestHandler();
+
+  const server = createServer((incoming, outgoing) => {
+    const rawUrl = incoming.url ?? '/';
+    if (!rawUrl.startsWith('/api/')) {
+      handleNext(incoming, outgoing).catch(() => writeError(outgoing, 500, 'INTERNAL', 'internal error'));
+      return;
+    }
+    const origin = requestOrigin(incoming.headers.host, settings);
+    const left = new AbortController();
+    outgoing.once('close', () => left.abort());
+    void (async () => {
+      try {
+        const request = await toRequest(incoming, origin, left.signal);
+        await writeResponse(await compute.handler(request), outgoing);
+      } catch (error) {
+        if (error instanceof BodyTooLarge)
+          return writeError(outgoing, 413, 'PAYLOAD_TOO_LARGE', 'the request body is too large');
+        if (left.signal.aborted) return void outgoing.end();
+        log(
+          `console: a request to ${rawUrl.split('?')[0].slice(0, 200)} failed: ${error instanceof Error ? error.message : String(error)}`,
+        );
+        writeError(outgoing, 500, 'INTERNAL', 'internal error');
+      }
+    })();
+  });
+  // Browser terminals: the WebSocket upgrade of /api/compute/tunnels/{ticket} (handleTunnel, relayed
+  // to the gateway over mTLS) is attached here when the tunnels capability lands. Until then every
+  // upgrade is refused, so no socket stays open unanswered.
+  server.on('upgrade', (_request, socket) => {
+    socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+  });
+
+  await new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(settings.port, settings.host, resolve);
+  });
+  log(
+    `console: ${settings.origin} (${settings.dev ? 'dev' : 'prod'}; Next.js ${useBuild ? 'build' : 'dev mode'}; store ${compute.database.description})`,
+  );
+
+  if (args.sim > 0) stopping.push(await startSimulation(compute, iam, settings, args.sim));
+
+  const stop = async () => {
+    log('console: stopping');
+    await compute.live?.close?.();
+    await new Promise((resolve) => {
+      server.close(() => resolve());
+      server.closeIdleConnections();
+      setTimeout(() => server.closeAllConnections(), 5_000).unref();
+    });
+    for (const step of stopping.reverse()) await step().catch(() => {});
+    await app.close?.().catch?.(() => {});
+    await compute.close();
+    process.exit(0);
+  };
+  process.once('SIGINT', () => void stop());
+  process.once('SIGTERM', () => void stop());
+}
+
+/** The origin a request was addressed to: the console's own in prod; in dev, its loopback Host. */
+function requestOrigin(host, settings) {
+  if (!settings.dev || !host || /[/?#@\\\s]/.test(host)) return settings.origin;
+  try {
+    const url = new URL(`http://${host}`);
+    return settings.trustedOrigins.includes(url.origin) ? url.origin : settings.origin;
+  } catch {
+    return settings.origin;
+  }
+}
+
+/**
+ * The first start makes the root administrator: in dev with a password made here and printed once
+ * (it is stored nowhere else); in prod with CONSOLE_ADMIN_PASSWORD.
+ */
+async function ensureRootAdministrator(iam, settings) {
+  if (await iam.hasRootAdministrator()) return;
+  const password = settings.adminPassword ?? randomBytes(12).toString('base64url');
+  await iam.bootstrapRootAdmin({ email: settings.adminEmail, password });
+  if (settings.dev) {
+    log(`console: created the root administrator ${settings.adminEmail}`);
+    log(`console: its password, shown this once: ${password}`);
+  } else log(`console: created the root administrator ${settings.adminEmail} from CONSOLE_ADMIN_PASSWORD`);
+}
+
+/** --sim N: simulated machines join the root tenant's pool sim-gpu and heartbeat until the console stops. */
+async function startSimulation(compute, iam, settings, count) {
+  const { startSimulatedFleet } = await import('better-compute');
+  const { items } = await iam.listPrincipals({ tenantId: 'root', kind: 'person' });
+  const admin = items.find((principal) => principal.email === settings.adminEmail) ?? items[0];
+  const key = await iam.createApiKey(admin.id, {
+    name: 'console-sim',
+    expiresAt: new Date(Date.now() + 86_400_000),
+  });
+  const fleet = await startSimulatedFleet(compute, { nodes: count, token: key.key });
+  log(`console: ${fleet.nodeIds.length} simulated machine(s) in pool ${fleet.poolId}`);
+  return async () => {
+    await fleet.stop();
+    await iam.revokeApiKey(key.apiKey.id).catch(() => {});
+  };
+}
+
+main().catch((error) => {
+  if (error instanceof StartError || error?.code === 'INVALID_CONFIG' || error?.code === 'MISSING_ENV') {
+    process.stderr.write(`console: ${error.message}\n${error.hint ? `hint: ${error.hint}\n` : ''}`);
+    process.exit(2);
+  }
+  process.stderr.write(
+    `console: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
+  process.exit(1);
+});

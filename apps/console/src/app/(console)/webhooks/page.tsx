@@ -1,0 +1,152 @@
+'use client';
+/** Webhooks: the tenant's endpoints, a create form (the signing secret is shown once), ping and delete. */
+import { useEffect, useState, type FormEvent } from 'react';
+import type { CallOutput } from '@better-compute/client';
+import { describeAction, ListStore } from '@better-compute/console-kit';
+import { useAction, useList, usePermission } from '@better-compute/console-kit/react';
+import { useConsole } from '@/components/console-context';
+import { ConfirmButton, disabledReason, ErrorNote, PagedTable, when } from '@/components/ui';
+import { idempotencyKey } from '@/lib/api';
+
+type Webhook = CallOutput<'webhooks.get'>;
+
+export default function WebhooksPage() {
+  const { client, permissions, live } = useConsole();
+  const [store] = useState(
+    () =>
+      new ListStore<Webhook>({
+        load: (cursor) => client.webhooks.list({ limit: 50, ...(cursor ? { cursor } : {}) }),
+        readOne: (webhookId) => client.webhooks.get({ webhookId }),
+      }),
+  );
+  // Webhook events re-read the one webhook, as the built-in stores do for their own kinds.
+  useEffect(() => live?.track('webhook', store), [live, store]);
+  const state = useList(store);
+  const canCreate = usePermission(permissions, describeAction('webhooks', 'create'));
+  const [url, setUrl] = useState('');
+  const [events, setEvents] = useState('reservation.*');
+  const create = useAction((input: { url: string; events: string[] }) =>
+    client.webhooks.create({ ...input, idempotencyKey: idempotencyKey() }),
+  );
+  const patterns = events
+    .split(/[\s,]+/)
+    .map((pattern) => pattern.trim())
+    .filter(Boolean);
+
+  function submit(event: FormEvent) {
+    event.preventDefault();
+    void create.run({ url: url.trim(), events: patterns }).then((made) => {
+      if (!made) return;
+      store.upsert(made.webhook);
+      setUrl('');
+    });
+  }
+
+  return (
+    <>
+      <h1>Webhooks</h1>
+      <form className="inline" onSubmit={submit} aria-label="New webhook">
+        <label>
+          Endpoint URL
+          <input
+            name="url"
+            type="url"
+            required
+            value={url}
+            onChange={(e) => setUrl(e.target.value)}
+            size={40}
+          />
+        </label>
+        <label>
+          Event types (comma-separated)
+          <input name="events" required value={events} onChange={(e) => setEvents(e.target.value)} />
+        </label>
+        <button
+          type="submit"
+          disabled={!url || patterns.length === 0 || canCreate !== true || create.pending}
+          title={disabledReason(true, '', canCreate)}
+        >
+          Add webhook
+        </button>
+      </form>
+      <ErrorNote error={create.error} />
+      {create.result ? (
+        <div className="once" role="status">
+          Signing secret for {create.result.webhook.id}, shown this once: <code>{create.result.secret}</code>
+          <br />
+          <button
+            type="button"
+            className="secondary"
+            onClick={() => void navigator.clipboard?.writeText(create.result!.secret)}
+          >
+            Copy
+          </button>
+        </div>
+      ) : null}
+      <PagedTable
+        state={state}
+        caption="Webhooks"
+        columns={['Webhook', 'Endpoint', 'Events', 'State', 'Actions']}
+        empty="No webhooks yet."
+        onMore={() => void store.loadMore()}
+        row={(webhook) => <WebhookRow key={webhook.id} webhook={webhook} store={store} />}
+      />
+    </>
+  );
+}
+
+function WebhookRow({ webhook, store }: { webhook: Webhook; store: ListStore<Webhook> }) {
+  const { client, permissions } = useConsole();
+  const canPing = usePermission(permissions, describeAction('webhooks', 'ping', webhook.id));
+  const canDelete = usePermission(permissions, describeAction('webhooks', 'delete', webhook.id));
+  const ping = useAction(() => client.webhooks.ping({ webhookId: webhook.id }));
+  const remove = useAction(async () => {
+    const answer = await client.webhooks.delete({ webhookId: webhook.id });
+    store.remove(webhook.id);
+    return answer;
+  });
+  return (
+    <tr>
+      <td>
+        <code>{webhook.id}</code>
+        <br />
+        <span className="note">{webhook.description}</span>
+      </td>
+      <td>{webhook.url}</td>
+      <td>{webhook.events.join(', ')}</td>
+      <td>
+        {webhook.enabled
+          ? 'enabled'
+          : `disabled${webhook.disabledReason ? `: ${webhook.disabledReason}` : ''}`}
+        {webhook.failingSince ? (
+          <span className="note"> (failing since {when(webhook.failingSince)})</span>
+        ) : null}
+      </td>
+      <td>
+        <div className="row">
+          <button
+            type="button"
+            className="secondary"
+            disabled={!webhook.enabled || canPing !== true || ping.pending}
+            title={disabledReason(webhook.enabled, 'The webhook is disabled', canPing)}
+            aria-label={`Ping ${webhook.id}`}
+            onClick={() => void ping.run(undefined)}
+          >
+            Ping
+          </button>
+          <ConfirmButton
+            label="Delete"
+            title={`Delete ${webhook.id}`}
+            disabled={canDelete !== true || remove.pending}
+            reason={disabledReason(true, '', canDelete)}
+            question={`Delete the webhook ${webhook.id}? ${webhook.url} gets no more deliveries, and the ones waiting are dropped.`}
+            confirmLabel="Delete webhook"
+            onConfirm={() => remove.run(undefined)}
+          />
+        </div>
+        {ping.result ? <p className="note">Ping queued.</p> : null}
+        <ErrorNote error={ping.error ?? remove.error} />
+      </td>
+    </tr>
+  );
+}

@@ -1,0 +1,84 @@
+'use client';
+import Link from 'next/link';
+import { usePathname } from 'next/navigation';
+import type { ReactNode } from 'react';
+import { useStore } from '@better-compute/console-kit/react';
+import { useConsole } from './console-context';
+import { iamCall } from '@/lib/api';
+
+const PAGES = [
+  { href: '/reservations', label: 'Reservations' },
+  { href: '/capacity', label: 'Capacity and pools' },
+  { href: '/nodes', label: 'Nodes' },
+  { href: '/joining', label: 'Joining machines' },
+  { href: '/events', label: 'Events' },
+  { href: '/webhooks', label: 'Webhooks' },
+  { href: '/iam', label: 'People and keys' },
+];
+const PLATFORM_PAGES = [{ href: '/platform/tenants', label: 'Tenants' }];
+
+/** The stream's state in words: "live" while open, else what the pages do meanwhile. */
+function LiveBadge() {
+  const { live } = useConsole();
+  const idle = { subscribe: () => () => {}, get: () => null };
+  const state = useStore(live?.connection ?? idle);
+  if (!state) return <span className="badge">starting</span>;
+  if (state.status === 'open')
+    return (
+      <span className="badge live" role="status" data-live="open">
+        live
+      </span>
+    );
+  const text =
+    state.status === 'stopped'
+      ? `stopped${state.error ? `: ${state.error.message}` : ''}`
+      : state.status === 'connecting' && state.attempt === 0
+        ? 'connecting'
+        : 'offline: refreshing every 20 s';
+  return (
+    <span className="badge down" role="status" data-live={state.status} title={state.error?.hint ?? ''}>
+      {text}
+    </span>
+  );
+}
+
+export function Shell({ children }: { children: ReactNode }) {
+  const { session } = useConsole();
+  const pathname = usePathname();
+  const link = (page: { href: string; label: string }) => (
+    <Link key={page.href} href={page.href} aria-current={pathname.startsWith(page.href) ? 'page' : undefined}>
+      {page.label}
+    </Link>
+  );
+  async function signOut() {
+    await iamCall('sessions/signOut', {}).catch(() => {});
+    window.location.assign('/login');
+  }
+  return (
+    <div className="shell">
+      <a className="skip" href="#main">
+        Skip to content
+      </a>
+      <nav className="nav" aria-label="Console">
+        <strong>better-compute</strong>
+        <LiveBadge />
+        <h2>Tenant {session.tenantId}</h2>
+        {PAGES.map(link)}
+        {session.platform ? (
+          <>
+            <h2>Platform</h2>
+            {PLATFORM_PAGES.map(link)}
+          </>
+        ) : null}
+        <div className="who">
+          Signed in as {session.name}
+          <br />
+          <button type="button" className="secondary" onClick={() => void signOut()}>
+            Sign out
+          </button>
+        </div>
+      </nav>
+      <main id="main">{children}</main>
+    </div>
+  );
+}

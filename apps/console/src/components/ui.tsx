@@ -1,0 +1,152 @@
+'use client';
+/** The few building blocks every page shares: errors in plain words, confirmations, paged tables. */
+import { useEffect, useRef, useState, type ReactNode } from 'react';
+import { isComputeClientError } from '@better-compute/client';
+import type { ListState } from '@better-compute/console-kit';
+
+/** An error as the server said it, with its hint; nothing when there is none. */
+export function ErrorNote({ error }: { error: unknown }) {
+  if (!error) return null;
+  const message = error instanceof Error ? error.message : String(error);
+  const hint = isComputeClientError(error) ? error.hint : undefined;
+  const code = isComputeClientError(error) ? error.code : undefined;
+  return (
+    <div className="error" role="alert">
+      <p>
+        {message}
+        {code ? <span className="note"> ({code})</span> : null}
+      </p>
+      {hint ? <p className="note">{hint}</p> : null}
+    </div>
+  );
+}
+
+/**
+ * A button that asks first, naming what happens, and only then runs `onConfirm`. Used for every
+ * action that destroys or releases something.
+ */
+export function ConfirmButton({
+  label,
+  title,
+  question,
+  confirmLabel,
+  disabled,
+  onConfirm,
+  reason,
+}: {
+  label: string;
+  title?: string;
+  question: ReactNode;
+  confirmLabel: string;
+  disabled?: boolean;
+  reason?: string | undefined;
+  onConfirm: () => Promise<unknown> | void;
+}) {
+  const dialog = useRef<HTMLDialogElement>(null);
+  const [open, setOpen] = useState(false);
+  useEffect(() => {
+    if (open) dialog.current?.showModal();
+    else dialog.current?.close();
+  }, [open]);
+  return (
+    <>
+      <button
+        type="button"
+        className="danger"
+        disabled={disabled}
+        title={reason ?? title}
+        aria-label={title ?? label}
+        onClick={() => setOpen(true)}
+      >
+        {label}
+      </button>
+      <dialog ref={dialog} onClose={() => setOpen(false)} aria-label={title ?? label}>
+        {open ? (
+          <form
+            method="dialog"
+            onSubmit={(event) => {
+              event.preventDefault();
+              setOpen(false);
+              void onConfirm();
+            }}
+          >
+            <p>{question}</p>
+            <div className="row">
+              <button type="submit" className="danger">
+                {confirmLabel}
+              </button>
+              <button type="button" className="secondary" autoFocus onClick={() => setOpen(false)}>
+                Cancel
+              </button>
+            </div>
+          </form>
+        ) : null}
+      </dialog>
+    </>
+  );
+}
+
+/** A table over a list store: a header, a row per item, and the next page when there is one. */
+export function PagedTable<T>({
+  state,
+  caption,
+  columns,
+  row,
+  empty,
+  onMore,
+}: {
+  state: ListState<T>;
+  caption: string;
+  columns: string[];
+  row: (item: T) => ReactNode;
+  empty: string;
+  onMore: () => void;
+}) {
+  if (state.status === 'idle' || state.status === 'loading')
+    return <p aria-busy="true">Loading {caption.toLowerCase()}…</p>;
+  return (
+    <>
+      <ErrorNote error={state.error} />
+      {state.items.length === 0 ? (
+        <p className="note">{empty}</p>
+      ) : (
+        <table>
+          <caption className="skip">{caption}</caption>
+          <thead>
+            <tr>
+              {columns.map((column) => (
+                <th key={column} scope="col">
+                  {column}
+                </th>
+              ))}
+            </tr>
+          </thead>
+          <tbody>{state.items.map(row)}</tbody>
+        </table>
+      )}
+      {state.nextCursor ? (
+        <button type="button" className="secondary" disabled={state.refreshing} onClick={onMore}>
+          Next page
+        </button>
+      ) : null}
+    </>
+  );
+}
+
+/** Why a button is disabled, for its title: the state first, then the advisory IAM check. */
+export function disabledReason(
+  stateAllows: boolean,
+  stateWhy: string,
+  allowed: boolean | undefined,
+): string | undefined {
+  if (!stateAllows) return stateWhy;
+  if (allowed === undefined) return 'Checking whether you may…';
+  if (!allowed) return 'Your roles do not allow this';
+  return undefined;
+}
+
+export function when(value: string | null | undefined): string {
+  if (!value) return '—';
+  const date = new Date(value);
+  return Number.isNaN(date.getTime()) ? value : date.toLocaleString();
+}

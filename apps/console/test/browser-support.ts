@@ -1,0 +1,145 @@
+/**
+ * The console's browser tests run the real server.mjs (Next.js build, Better IAM, Better Compute)
+ * on a fresh PostgreSQL database, with simulated machines in the root tenant's pool, and drive it in
+ * Debian's Chromium through playwright-core. One browser serves the whole suite.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { createTestDatabase, type TestDatabase } from '@better-compute/db/testing';
+
+export const appDir = join(import.meta.dirname, '..');
+export const screenshotsDir = join(appDir, 'test-results', 'screenshots');
+export const CHROMIUM = '/usr/bin/chromium';
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address();
+      probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+export interface ConsoleProcess {
+  origin: string;
+  dataDir: string;
+  adminEmail: string;
+  adminPassword: string;
+  output(): string;
+  stop(): Promise<void>;
+}
+
+/** Runs `node server.mjs …` in apps/console until it prints `ready`; returns its output so far on failure. */
+export function runServer(
+  args: string[],
+  env: Record<string, string>,
+  ready: RegExp,
+): Promise<{ child: ChildProcess; output: () => string }> {
+  const child = spawn(process.execPath, ['server.mjs', ...args], {
+    cwd: appDir,
+    env: { PATH: process.env.PATH ?? '', NEXT_TELEMETRY_DISABLED: '1', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (chunk) => (output += chunk));
+  child.stderr!.on('data', (chunk) => (output += chunk));
+  return new Promise((resolve, reject) => {
+    const deadline = Date.now() + 90_000;
+    const check = setInterval(() => {
+      if (ready.test(output)) {
+        clearInterval(check);
+        resolve({ child, output: () => output });
+      } else if (child.exitCode !== null || Date.now() > deadline) {
+        clearInterval(check);
+        child.kill('SIGKILL');
+        reject(
+          new Error(
+            `server.mjs ${child.exitCode !== null ? `exited ${child.exitCode}` : 'was not ready in time'}:\n${output}`,
+          ),
+        );
+      }
+    }, 50);
+  });
+}
+
+/** The console in dev mode on a fresh database, with `machines` simulated machines. */
+export async function startConsole(machines: number): Promise<ConsoleProcess & { database: TestDatabase }> {
+  const database = await createTestDatabase('postgres');
+  const port = await freePort();
+  const dataDir = mkdtempSync(join(tmpdir(), 'console-data-'));
+  const { child, output } = await runServer(
+    ['--dev', '--built', '--port', String(port), '--sim', String(machines)],
+    { BETTER_COMPUTE_DATABASE_URL: database.url!, CONSOLE_DATA_DIR: dataDir },
+    /simulated machine\(s\) in pool/,
+  );
+  const password = /its password, shown this once: (\S+)/.exec(output())?.[1];
+  if (!password) throw new Error(`no administrator password in the output:\n${output()}`);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return {
+    origin: `http://127.0.0.1:${port}`,
+    dataDir,
+    adminEmail: 'admin@console.local',
+    adminPassword: password,
+    output,
+    database,
+    async stop() {
+      if (child.exitCode === null) {
+        child.kill('SIGTERM');
+        const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+        await exited;
+        clearTimeout(timer);
+      }
+      await database.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export function launchBrowser(): Promise<Browser> {
+  mkdirSync(screenshotsDir, { recursive: true });
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: process.getuid?.() === 0 ? ['--no-sandbox'] : [],
+  });
+}
+
+/** Signs in through the login page; resolves on the reservations page. */
+export async function signIn(
+  context: BrowserContext,
+  origin: string,
+  email: string,
+  password: string,
+  org?: string,
+): Promise<Page> {
+  const page = await context.newPage();
+  await page.goto(`${origin}/login${org ? `?org=${org}` : ''}`);
+  await page.getByLabel('Email').fill(email);
+  await page.getByLabel('Password').fill(password);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.waitForURL(`${origin}/reservations`);
+  return page;
+}
+
+/** Calls an API of the console with a bearer token (none when empty), as a program would. */
+export async function api<T>(
+  origin: string,
+  path: string,
+  token: string,
+  input: Record<string, unknown>,
+): Promise<T> {
+  const response = await fetch(`${origin}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: JSON.stringify(input),
+  });
+  const body = (await response.json()) as { data?: T; error?: { code: string; message: string } };
+  if (!body.data) throw new Error(`${path}: ${body.error?.code}: ${body.error?.message}`);
+  return body.data;
+}

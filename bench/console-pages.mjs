@@ -1,0 +1,154 @@
+#!/usr/bin/env node
+// bench/console-pages: how long the console's pages take in a real Chromium, from navigation to the
+// first render (DOMContentLoaded) and to their data on screen (the first row of the live list), on
+// the real server.mjs (Next.js build, Better IAM, Better Compute) over PostgreSQL with simulated
+// machines and a thousand reservations. Lists page on the server (50 rows a page), so the data's
+// size beyond a page costs the server's query, not the browser. Goal: data within 1 s. It prints;
+// it asserts nothing.
+//
+// Run: node scripts/ensure.mjs && node bench/console-pages.mjs [machines=64] [reservations=1000] [visits=5]
+// Env: BENCH_PG_URL (default postgres://postgres@127.0.0.1:5432/postgres).
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { chromium } from 'playwright-core';
+
+const MACHINES = Number(process.argv[2] ?? 64);
+const RESERVATIONS = Number(process.argv[3] ?? 1000);
+const VISITS = Number(process.argv[4] ?? 5);
+const adminUrl = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const appDir = new URL('../apps/console/', import.meta.url).pathname;
+
+const port = await new Promise((resolve) => {
+  const probe = createServer();
+  probe.listen(0, '127.0.0.1', () => {
+    const { port } = probe.address();
+    probe.close(() => resolve(port));
+  });
+});
+const origin = `http://127.0.0.1:${port}`;
+const dbName = `bench_console_${Math.random().toString(36).slice(2, 10)}`;
+const admin = new pg.Client({ connectionString: adminUrl });
+await admin.connect();
+await admin.query(`create database ${dbName}`);
+const dbUrl = new URL(adminUrl);
+dbUrl.pathname = `/${dbName}`;
+
+const dataDir = mkdtempSync(join(tmpdir(), 'console-bench-'));
+const child = spawn(
+  process.execPath,
+  ['server.mjs', '--dev', '--built', '--port', String(port), '--sim', String(MACHINES)],
+  {
+    cwd: appDir,
+    env: {
+      PATH: process.env.PATH ?? '',
+      NEXT_TELEMETRY_DISABLED: '1',
+      BETTER_COMPUTE_DATABASE_URL: dbUrl.toString(),
+      CONSOLE_DATA_DIR: dataDir,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  },
+);
+let output = '';
+child.stdout.on('data', (chunk) => (output += chunk));
+child.stderr.on('data', (chunk) => (output += chunk));
+let browser;
+try {
+  const deadline = Date.now() + 180_000;
+  while (!/simulated machine\(s\) in pool/.test(output)) {
+    if (child.exitCode !== null || Date.now() > deadline)
+      throw new Error(`server.mjs did not start:\n${output}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  const password = /shown this once: (\S+)/.exec(output)[1];
+  const call = async (path, token, input) => {
+    const response = await fetch(`${origin}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      body: JSON.stringify(input),
+    });
+    const body = await response.json();
+    if (!body.data) throw new Error(`${path}: ${body.error?.code} ${body.error?.message}`);
+    return body.data;
+  };
+  const { token } = await call('/api/iam/sessions/signIn', '', {
+    tenantId: 'root',
+    email: 'admin@console.local',
+    password,
+  });
+  const poolId = (await call('/api/compute/pools/list', token, {})).items[0].id;
+  const seeding = Date.now();
+  for (let made = 0; made < RESERVATIONS; made += 20)
+    await Promise.all(
+      Array.from({ length: Math.min(20, RESERVATIONS - made) }, () =>
+        call('/api/compute/reservations/create', token, { poolId, gpus: 1, durationSeconds: 3600 }),
+      ),
+    );
+  console.log(`seeded ${RESERVATIONS} reservations on ${MACHINES} machines in ${Date.now() - seeding} ms`);
+
+  // The API's own time for the first page of each list, to tell the server's share from the browser's.
+  for (const [method, input] of [
+    ['reservations/list', { limit: 50 }],
+    ['nodes/list', { limit: 50 }],
+    ['capacity/get', {}],
+  ]) {
+    const times = [];
+    for (let i = 0; i < VISITS; i++) {
+      const started = performance.now();
+      await call(`/api/compute/${method}`, token, input);
+      times.push(performance.now() - started);
+    }
+    times.sort((a, b) => a - b);
+    console.log(
+      `API ${method.padEnd(18)} p50 ${Math.round(times[Math.floor(times.length / 2)])} ms, max ${Math.round(times.at(-1))} ms`,
+    );
+  }
+
+  browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    args: process.getuid?.() === 0 ? ['--no-sandbox'] : [],
+  });
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  await page.goto(`${origin}/login`);
+  await page.getByLabel('Email').fill('admin@console.local');
+  await page.getByLabel('Password').fill(password);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.waitForURL(`${origin}/reservations`);
+
+  const pages = [
+    ['/reservations', 'tr[data-reservation]'],
+    ['/nodes', 'tr[data-node]'],
+    ['/capacity', 'td[data-free]'],
+    ['/joining', 'select[name="tokenPool"] option'],
+  ];
+  const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+  console.log(
+    `page             first render p50 / max     data on screen p50 / max   (${VISITS} visits each, full loads)`,
+  );
+  for (const [path, selector] of pages) {
+    const rendered = [];
+    const data = [];
+    for (let visit = 0; visit < VISITS; visit++) {
+      const started = performance.now();
+      await page.goto(`${origin}${path}`, { waitUntil: 'domcontentloaded' });
+      rendered.push(performance.now() - started);
+      await page.locator(selector).first().waitFor({ state: 'attached', timeout: 30_000 });
+      data.push(performance.now() - started);
+    }
+    const cell = (values) =>
+      `${Math.round(median(values))} / ${Math.round(Math.max(...values))} ms`.padEnd(27);
+    console.log(`${path.padEnd(17)}${cell(rendered)}${cell(data)}`);
+  }
+} finally {
+  await browser?.close();
+  child.kill('SIGTERM');
+  await new Promise((resolve) => (child.exitCode !== null ? resolve() : child.once('exit', resolve)));
+  await admin.query(`drop database if exists ${dbName} with (force)`);
+  await admin.end();
+  rmSync(dataDir, { recursive: true, force: true });
+}

@@ -1,0 +1,66 @@
+/**
+ * @better-compute/console-kit: the view models a console is built on, with no framework: resource
+ * stores, the live event stream, permission-aware actions, and React hooks under `/react`. Every
+ * store has `subscribe(listener)` and `get()`.
+ */
+export { Subscribable, ValueStore, type Listener, type Readable } from './subscribable.js';
+export {
+  DetailStore,
+  ListStore,
+  asClientError,
+  isGone,
+  type DetailState,
+  type ListState,
+  type ListStoreOptions,
+  type LoadStatus,
+  type Page,
+} from './stores.js';
+export {
+  backoffDelay,
+  isRefusalStatus,
+  watchEvents,
+  type EventWatch,
+  type WatchEventsOptions,
+  type WatchEventsState,
+  type WatchEventsStatus,
+} from './watch-events.js';
+export {
+  actionsFor,
+  describeAction,
+  type ActionDescription,
+  type ActionResource,
+  type ActionsForOptions,
+} from './actions.js';
+export {
+  createPermissions,
+  checkKey,
+  MAX_PERMISSION_BATCH,
+  type PermissionAnswer,
+  type PermissionCheck,
+  type Permissions,
+  type PermissionsOptions,
+} from './permissions.js';
+export {
+  applyEvent,
+  startLiveConsole,
+  type CapacityPool,
+  type ComputeEvent,
+  type ComputeNode,
+  type LiveConsole,
+  type LiveConsoleOptions,
+  type Pool,
+  type Reservation,
+  type TrackedStore,
+} from './live.js';
+export {
+  ActionRunner,
+  bindReact,
+  useAction,
+  useDetail,
+  useList,
+  usePermission,
+  useStore,
+  type ActionState,
+  type ReactLike,
+  type UseActionResult,
+} from './hooks.js';
