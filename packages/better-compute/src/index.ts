@@ -34,10 +34,5 @@ export { parseSelector, requestTerms, matchesSelector, runFleetController } from
 export { runSimulation, startSimulatedFleet } from './sim/index.js';
 export { attachGateway, type Gateway, type GatewayOptions } from './gateway/session-server.js';
 export { createNodeStreams, type NodeStreamsOptions } from './gateway/streams.js';
-export type {
-  NodeStream,
-  NodeStreamEnd,
-  NodeStreams,
-  NodeStreamTarget,
-} from './gateway/node-streams.js';
+export type { NodeStream, NodeStreamEnd, NodeStreams, NodeStreamTarget } from './gateway/node-streams.js';
 export { type CommandSigner, ed25519CommandSigner, generatedCommandSigner } from './gateway/signer.js';

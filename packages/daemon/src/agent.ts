@@ -212,7 +212,9 @@ export async function runAgent(options: AgentOptions): Promise<void> {
       case 'welcome': {
         failures = 0;
         if (Array.isArray(message.gateways)) {
-          const listed = message.gateways.filter((url): url is string => typeof url === 'string').slice(0, 32);
+          const listed = message.gateways
+            .filter((url): url is string => typeof url === 'string')
+            .slice(0, 32);
           state.saveGateways(listed);
           const current = urls[urlIndex];
           urls = gatewayUrls(state, options.urls);

@@ -22,7 +22,11 @@ export function ensureNodeKey(state: StateDir): NodeKey {
 /** The session message asking for a certificate, with the proof that this node holds the key. */
 export function certificateRequest(state: StateDir, nodeId: string): Record<string, unknown> {
   const key = ensureNodeKey(state);
-  const proof = sign('sha256', Buffer.from(`better-compute node certificate request for ${nodeId}`), key.privateKeyPem);
+  const proof = sign(
+    'sha256',
+    Buffer.from(`better-compute node certificate request for ${nodeId}`),
+    key.privateKeyPem,
+  );
   return { t: 'certificate.request', publicKey: key.publicKeyPem, proof: proof.toString('base64') };
 }
 
@@ -30,7 +34,11 @@ export function certificateRequest(state: StateDir, nodeId: string): Record<stri
  * Checks and keeps a certificate the gateway sent: it must be for this node and for this key.
  * Returns the reason it was not kept, or null.
  */
-export function acceptCertificate(state: StateDir, nodeId: string, message: Record<string, unknown>): string | null {
+export function acceptCertificate(
+  state: StateDir,
+  nodeId: string,
+  message: Record<string, unknown>,
+): string | null {
   const key = state.nodeKey();
   if (!key) return 'this node has no key pair';
   if (typeof message.certificatePem !== 'string') return 'the answer holds no certificate';
@@ -40,9 +48,9 @@ export function acceptCertificate(state: StateDir, nodeId: string, message: Reco
   } catch {
     return 'the certificate does not parse';
   }
-  if (!certificate.subject.split('\n').includes(`CN=${nodeId}`))
-    return 'the certificate names another node';
-  if (!certificate.checkPrivateKey(createPrivateKey(key.privateKeyPem))) return 'the certificate is not for this node key';
+  if (!certificate.subject.split('\n').includes(`CN=${nodeId}`)) return 'the certificate names another node';
+  if (!certificate.checkPrivateKey(createPrivateKey(key.privateKeyPem)))
+    return 'the certificate is not for this node key';
   const cas = Array.isArray(message.caCertificates)
     ? message.caCertificates.filter((pem): pem is string => typeof pem === 'string').slice(0, 8)
     : [];
@@ -84,7 +92,8 @@ export function tlsOptionsFor(
   const held = state.certificate();
   const identity = state.identity();
   const ca = [...(held?.caCertificates ?? []), ...(identity?.gatewayCa ? [identity.gatewayCa] : [])];
-  const valid = held && Date.parse(held.notAfter) > now.getTime() && Date.parse(held.notBefore) <= now.getTime();
+  const valid =
+    held && Date.parse(held.notAfter) > now.getTime() && Date.parse(held.notBefore) <= now.getTime();
   const key = state.nodeKey();
   return {
     ...(ca.length ? { ca } : {}),

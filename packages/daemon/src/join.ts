@@ -33,7 +33,8 @@ export interface JoinOptions {
 /** A --ca-file: PEM certificates, checked to be that before they are kept. */
 export function readCaFile(file: string): string {
   const text = readFileSync(file, 'utf8');
-  if (!/-----BEGIN CERTIFICATE-----/.test(text)) throw new Error(`${file.slice(0, 200)} holds no PEM certificate`);
+  if (!/-----BEGIN CERTIFICATE-----/.test(text))
+    throw new Error(`${file.slice(0, 200)} holds no PEM certificate`);
   return text;
 }
 
@@ -41,7 +42,11 @@ export function readCaFile(file: string): string {
  * Asks the gateway at `url` for this node's certificate over a short session. Answers why not
  * when it could not (no gateway there, no PKI, no answer in time).
  */
-export async function fetchCertificate(state: StateDir, url: string, timeoutMs = 15_000): Promise<string | null> {
+export async function fetchCertificate(
+  state: StateDir,
+  url: string,
+  timeoutMs = 15_000,
+): Promise<string | null> {
   const identity = state.identity();
   if (!identity) return 'the node has not joined';
   const address = sessionUrl(url);

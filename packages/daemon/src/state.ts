@@ -134,7 +134,9 @@ export class StateDir {
   /** The gateway replicas' URLs the last welcome listed, tried after the ones given. */
   gateways(): string[] {
     const saved = this.read<{ urls?: unknown }>('gateways.json');
-    return Array.isArray(saved?.urls) ? saved.urls.filter((url): url is string => typeof url === 'string') : [];
+    return Array.isArray(saved?.urls)
+      ? saved.urls.filter((url): url is string => typeof url === 'string')
+      : [];
   }
   saveGateways(urls: string[]): void {
     this.write('gateways.json', { urls });

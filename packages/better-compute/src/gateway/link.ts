@@ -33,25 +33,52 @@ export const nodeStreamTarget = z.discriminatedUnion('kind', [
       ...size,
     })
     .strict(),
-  z.object({ kind: z.literal('instance-port'), instanceId, port: z.number().int().min(1).max(65535) }).strict(),
+  z
+    .object({ kind: z.literal('instance-port'), instanceId, port: z.number().int().min(1).max(65535) })
+    .strict(),
 ]);
 
 const openMessage = z
-  .object({ t: z.literal('open'), nodeId: z.string().regex(/^node_[A-Za-z0-9]{1,64}$/), target: nodeStreamTarget })
+  .object({
+    t: z.literal('open'),
+    nodeId: z.string().regex(/^node_[A-Za-z0-9]{1,64}$/),
+    target: nodeStreamTarget,
+  })
   .strict();
 const laterMessage = z.discriminatedUnion('t', [
-  z.object({ t: z.literal('ack'), bytes: z.number().int().min(1).max(1 << 30) }).strict(),
+  z
+    .object({
+      t: z.literal('ack'),
+      bytes: z
+        .number()
+        .int()
+        .min(1)
+        .max(1 << 30),
+    })
+    .strict(),
   z.object({ t: z.literal('resize'), ...size }).strict(),
   z.object({ t: z.literal('close'), reason: z.string().max(200).nullable() }).strict(),
 ]);
 const replyMessage = z.discriminatedUnion('t', [
   z.object({ t: z.literal('opened') }).strict(),
-  z.object({ t: z.literal('ack'), bytes: z.number().int().min(1).max(1 << 30) }).strict(),
+  z
+    .object({
+      t: z.literal('ack'),
+      bytes: z
+        .number()
+        .int()
+        .min(1)
+        .max(1 << 30),
+    })
+    .strict(),
   z
     .object({
       t: z.literal('end'),
       exitStatus: z.number().int().min(0).max(255).nullable(),
-      error: z.object({ code: z.string().max(64), message: z.string().max(1000) }).strict().optional(),
+      error: z
+        .object({ code: z.string().max(64), message: z.string().max(1000) })
+        .strict()
+        .optional(),
     })
     .strict(),
 ]);

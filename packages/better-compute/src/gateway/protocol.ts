@@ -63,7 +63,15 @@ export const daemonMessage = z.discriminatedUnion('t', [
     .strict(),
   z.object({ t: z.literal('stream.opened'), sid: streamId }).strict(),
   z
-    .object({ t: z.literal('stream.ack'), sid: streamId, bytes: z.number().int().min(1).max(1 << 30) })
+    .object({
+      t: z.literal('stream.ack'),
+      sid: streamId,
+      bytes: z
+        .number()
+        .int()
+        .min(1)
+        .max(1 << 30),
+    })
     .strict(),
   z
     .object({

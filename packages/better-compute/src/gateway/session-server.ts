@@ -265,7 +265,10 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
         return; // handled as they arrive
       case 'certificate.request': {
         if (!options.pki) {
-          send(session, { t: 'certificate.refused', message: 'this gateway has no PKI bundle to issue from' });
+          send(session, {
+            t: 'certificate.refused',
+            message: 'this gateway has no PKI bundle to issue from',
+          });
           return;
         }
         try {
@@ -313,6 +316,9 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
       }),
     };
     sessions.set(nodeId, session);
+    log(
+      `gateway: ${nodeId} connected, authenticated by its ${certifiedNode ? 'node certificate' : 'node credential'}`,
+    );
     socket.on('close', () => {
       if (sessions.get(nodeId) === session) sessions.delete(nodeId);
       session.streams.closeAll('UNAVAILABLE', "the node's session to its gateway ended");

@@ -9,7 +9,12 @@ import { ComputeError } from '@better-compute/core';
 import type { ComputeInstance } from '../types.js';
 import { FlowStream } from './flow-stream.js';
 import { nodeStreamTarget, openLink } from './link.js';
-import { type NodeStream, type NodeStreams, type NodeStreamTarget, TARGET_CAPABILITY } from './node-streams.js';
+import {
+  type NodeStream,
+  type NodeStreams,
+  type NodeStreamTarget,
+  TARGET_CAPABILITY,
+} from './node-streams.js';
 import { sessionLocation } from './replicas.js';
 import type { Gateway } from './session-server.js';
 import type { GatewayTls } from './tls.js';
@@ -35,10 +40,14 @@ const unavailable = (nodeId: string, why: string, hint: string) =>
 function checkCapability(nodeId: string, target: NodeStreamTarget, capabilities: string[]) {
   const needed = TARGET_CAPABILITY[target.kind];
   if (!capabilities.includes(needed))
-    throw new ComputeError('UNSUPPORTED', `the daemon of node ${nodeId} cannot serve ${target.kind} streams`, {
-      hint: `The node's daemon does not report the ${needed} capability; upgrade it or use another node.`,
-      details: { reason: 'daemon-capability', nodeId, capability: needed, target: target.kind },
-    });
+    throw new ComputeError(
+      'UNSUPPORTED',
+      `the daemon of node ${nodeId} cannot serve ${target.kind} streams`,
+      {
+        hint: `The node's daemon does not report the ${needed} capability; upgrade it or use another node.`,
+        details: { reason: 'daemon-capability', nodeId, capability: needed, target: target.kind },
+      },
+    );
 }
 
 export function createNodeStreams(options: NodeStreamsOptions): NodeStreams {
@@ -79,7 +88,11 @@ export function createNodeStreams(options: NodeStreamsOptions): NodeStreams {
         openLink(location.url, basePath, options.tls, nodeId, target, stream);
       }
       const timer = setTimeout(
-        () => stream.ended({ exitStatus: null, error: { code: 'UNAVAILABLE', message: 'the daemon did not answer' } }),
+        () =>
+          stream.ended({
+            exitStatus: null,
+            error: { code: 'UNAVAILABLE', message: 'the daemon did not answer' },
+          }),
         OPEN_TIMEOUT_MS,
       );
       const abort = () => stream.close('aborted');
@@ -93,16 +106,26 @@ export function createNodeStreams(options: NodeStreamsOptions): NodeStreams {
         );
         const code = end.error?.code ?? 'UNAVAILABLE';
         const message = end.error?.message ?? 'the stream ended before it opened';
-        if (openOptions.signal?.aborted) throw new ComputeError('UNAVAILABLE', `opening a stream to ${nodeId} was aborted`);
+        if (openOptions.signal?.aborted)
+          throw new ComputeError('UNAVAILABLE', `opening a stream to ${nodeId} was aborted`);
         if (code === 'UNSUPPORTED')
-          throw new ComputeError('UNSUPPORTED', `node ${nodeId} refused the ${target.kind} stream: ${message}`, {
-            hint: 'The daemon has no such target yet; a runtime registers it.',
-            details: { reason: 'daemon-target', nodeId, target: target.kind },
-          });
-        if (code === 'UNAVAILABLE') throw unavailable(nodeId, message, 'Check that its daemon runs and reaches a gateway.');
-        throw new ComputeError('UNAVAILABLE', `node ${nodeId} could not open the ${target.kind} stream: ${message}`, {
-          details: { nodeId, code },
-        });
+          throw new ComputeError(
+            'UNSUPPORTED',
+            `node ${nodeId} refused the ${target.kind} stream: ${message}`,
+            {
+              hint: 'The daemon has no such target yet; a runtime registers it.',
+              details: { reason: 'daemon-target', nodeId, target: target.kind },
+            },
+          );
+        if (code === 'UNAVAILABLE')
+          throw unavailable(nodeId, message, 'Check that its daemon runs and reaches a gateway.');
+        throw new ComputeError(
+          'UNAVAILABLE',
+          `node ${nodeId} could not open the ${target.kind} stream: ${message}`,
+          {
+            details: { nodeId, code },
+          },
+        );
       } finally {
         clearTimeout(timer);
         openOptions.signal?.removeEventListener('abort', abort);

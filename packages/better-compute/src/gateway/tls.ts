@@ -54,7 +54,8 @@ export function peerIdentity(request: IncomingMessage): PeerIdentity {
   const commonName = typeof peer.subject?.CN === 'string' ? peer.subject.CN : '';
   const usages = peer.ext_key_usage ?? [];
   if (/^node_[A-Za-z0-9]{1,64}$/.test(commonName)) {
-    if (!usages.includes(CLIENT_AUTH)) return { kind: 'refused', reason: 'the node certificate is not for clients' };
+    if (!usages.includes(CLIENT_AUTH))
+      return { kind: 'refused', reason: 'the node certificate is not for clients' };
     return { kind: 'node', nodeId: commonName };
   }
   if (usages.includes(SERVER_AUTH) && usages.includes(CLIENT_AUTH) && commonName)

@@ -203,9 +203,13 @@ export async function serve(options: ServeOptions): Promise<void> {
     let tls: GatewayTls | undefined;
     if (options.tls) {
       if (!bundle)
-        throw new ComputeError('PKI_NOT_FOUND', '--tls-cert needs the PKI bundle whose machine CA signed it', {
-          hint: 'Set pki in the configuration or keep the bundle at .better-compute/pki.json.',
-        });
+        throw new ComputeError(
+          'PKI_NOT_FOUND',
+          '--tls-cert needs the PKI bundle whose machine CA signed it',
+          {
+            hint: 'Set pki in the configuration or keep the bundle at .better-compute/pki.json.',
+          },
+        );
       const { gatewayTlsFrom } = await import('../gateway/tls.js');
       tls = gatewayTlsFrom(
         bundle,
@@ -213,7 +217,9 @@ export async function serve(options: ServeOptions): Promise<void> {
         readPem(options.tls.keyFile, 'private key'),
       );
     }
-    const commandSigner = options.roles.includes('gateway') ? await commandSignerFrom(options, bundle) : undefined;
+    const commandSigner = options.roles.includes('gateway')
+      ? await commandSignerFrom(options, bundle)
+      : undefined;
     const pki: GatewayPki | undefined = bundle ? { bundle, secret: compute.config.secret } : undefined;
     if (serving) {
       // A gateway-only replica answers nothing but the session upgrade.

@@ -7,7 +7,12 @@
  * Everything is bounded: streams per session, frame sizes, and the bytes in flight (flow.ts).
  */
 import { dataFrame, readDataFrame, SendWindow, STREAM_FRAME_BYTES } from './flow.js';
-import { type AttachedTarget, StreamRefusal, streamTargetFactory, type StreamTargetRequest } from './registry.js';
+import {
+  type AttachedTarget,
+  StreamRefusal,
+  streamTargetFactory,
+  type StreamTargetRequest,
+} from './registry.js';
 
 /** Streams one session may hold at once. */
 export const MAX_STREAMS = 64;

@@ -63,10 +63,14 @@ export default defineCommand({
         details: { field: flags.tlsCert ? 'tls-key' : 'tls-cert' },
       });
     if (flags.gatewayUrl !== undefined && !/^https?:\/\/[^\s/?#]+\/?$/.test(flags.gatewayUrl))
-      throw new CliError('INVALID_ARGUMENT', '--gateway-url is not an http(s) URL with only a host and port', {
-        hint: 'Pass the address daemons reach this replica at, such as https://gw1.compute.example.com:8443.',
-        details: { field: 'gateway-url' },
-      });
+      throw new CliError(
+        'INVALID_ARGUMENT',
+        '--gateway-url is not an http(s) URL with only a host and port',
+        {
+          hint: 'Pass the address daemons reach this replica at, such as https://gw1.compute.example.com:8443.',
+          details: { field: 'gateway-url' },
+        },
+      );
     const { serve } = await import('../../../host/serve.js');
     const instance = await compute();
     await serve({
