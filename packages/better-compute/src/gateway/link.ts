@@ -9,13 +9,17 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, type WebSocketServer } from 'ws';
 import { z } from 'zod';
-import type { FlowStream, StreamTransport } from './flow-stream.js';
-import type { Gateway } from './session-server.js';
+import type { FlowStream, StreamSink, StreamTransport } from './flow-stream.js';
 import { STREAM_DISCONNECT_BYTES, type NodeStreamTarget } from './node-streams.js';
 import { type GatewayTls, peerIdentity } from './tls.js';
 
 export interface LinkOptions {
   tls: GatewayTls;
+}
+
+/** What the link needs of the gateway it serves on: opening a stream on a session it holds. */
+export interface StreamOpener {
+  openStream(nodeId: string, target: NodeStreamTarget, sink: StreamSink): StreamTransport | null;
 }
 
 const size = { cols: z.number().int().min(1).max(1000), rows: z.number().int().min(1).max(1000) };
@@ -98,7 +102,7 @@ export function handleLinkUpgrade(
   request: IncomingMessage,
   socket: Duplex,
   head: Buffer,
-  gateway: Gateway,
+  gateway: StreamOpener,
   options: { log: (line: string) => void; tls: LinkOptions | undefined },
 ): void {
   const peer = peerIdentity(request);
