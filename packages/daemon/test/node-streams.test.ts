@@ -140,8 +140,14 @@ describe('node streams across gateway replicas', () => {
   }, 60_000);
 
   it('bcd run holds its session on the first gateway by its node certificate', async () => {
+    const started = Date.now();
     daemon = bcd(['run', '--state-dir', stateDir, '--url', gateways[0]!.url, '--url', gateways[1]!.url]);
     await until('the session on gw1', async () => (await holder()) === gateways[0]!.id);
+    console.log(`bcd run: start to session held in ${Date.now() - started} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    const rss =
+      Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${daemon.child.pid}/status`, 'utf8'))![1]) / 1024;
+    console.log(`bcd run, connected and idle: ${rss.toFixed(1)} MiB RSS`);
     await until('the node ready', async () => (await env.call('nodes.get', { nodeId })).state === 'ready');
     expect(gateways[0]!.proc.err.join('\n')).toContain(
       `${nodeId} connected, authenticated by its node certificate`,
