@@ -5,6 +5,11 @@
  */
 import { ComputeError, newId } from '@better-compute/core';
 import { COMMAND_OUTPUT_LIMIT as LIMIT } from '@better-compute/core/methods';
+import {
+  isRuntimeCommandKind,
+  type RuntimeCommandKind,
+  runtimeCommandPayloads,
+} from '@better-compute/core/runtime-commands';
 import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
 import type { CatalogEventDraft } from '@better-compute/events';
@@ -23,7 +28,7 @@ export function commandView(row: CommandRow) {
     tenantId: row.tenant_id,
     nodeId: row.node_id,
     workflowId: row.workflow_id,
-    kind: row.kind as 'inventory.refresh' | 'exec.script',
+    kind: row.kind,
     payload: row.payload,
     state: row.state,
     attempt: row.attempt,
@@ -70,7 +75,7 @@ export async function queueCommand(
   input: {
     tenantId: string;
     nodeId: string;
-    kind: 'inventory.refresh' | 'exec.script';
+    kind: 'inventory.refresh' | 'exec.script' | RuntimeCommandKind;
     payload: Record<string, unknown>;
     ttlSeconds?: number | undefined;
     workflowId?: string | null;
@@ -95,10 +100,21 @@ export async function queueCommand(
       hint: 'Send commands to a node that is not retired (better-compute nodes list).',
     });
   }
+  if (isRuntimeCommandKind(input.kind)) {
+    // A runtime command's payload is checked here as the daemon checks it, so a workflow can never
+    // queue one the node would refuse.
+    const checked = runtimeCommandPayloads[input.kind].safeParse(input.payload);
+    if (!checked.success)
+      throw new ComputeError('INVALID_ARGUMENT', `a ${input.kind} command's payload is malformed`, {
+        details: { field: 'payload', issues: checked.error.issues.map((i) => i.message).slice(0, 5) },
+      });
+  }
   const needsScript = input.kind === 'exec.script';
-  const payloadFits = needsScript
-    ? typeof input.payload.script === 'string' && Object.keys(input.payload).length === 1
-    : Object.keys(input.payload).length === 0;
+  const payloadFits = isRuntimeCommandKind(input.kind)
+    ? true
+    : needsScript
+      ? typeof input.payload.script === 'string' && Object.keys(input.payload).length === 1
+      : Object.keys(input.payload).length === 0;
   if (!payloadFits) {
     throw new ComputeError(
       'INVALID_ARGUMENT',
