@@ -9,6 +9,9 @@ import { defineGroup, method } from '../group.js';
 import { idempotencyKey, idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 import { ifVersion } from './sites.js';
 
+/** The most user data an instance takes, in characters. */
+export const MAX_USER_DATA = 32_768;
+
 export const instanceState = z.enum([
   'provisioning',
   'running',
@@ -122,7 +125,8 @@ export const instancesGroup = defineGroup(
           imageId: idOf('image'),
           name: instanceName,
           sshKeys: z.array(sshPublicKey).max(32).default([]),
-          userData: z.string().max(65536).nullable().default(null),
+          /** Within the 64 KiB body of a call, with room for the rest of the input. */
+          userData: z.string().max(MAX_USER_DATA).nullable().default(null),
           idempotencyKey: idempotencyKey.optional(),
         })
         .strict(),

@@ -173,11 +173,18 @@ export async function startInstanceWorkflow(
   reason: string,
 ): Promise<string> {
   const now = ctx.now();
+  // The workflow and its commands are the node's, in its owner's tenant: the pool's operators see
+  // what runs on their machines; the instance's tenant sees its instance move.
+  const node = await vpsDb(ctx.db)
+    .selectFrom('compute.nodes')
+    .select('tenant_id')
+    .where('id', '=', instance.node_id)
+    .executeTakeFirstOrThrow();
   const row = await vpsDb(ctx.db)
     .insertInto('compute.workflows')
     .values({
       id: newId('workflow'),
-      tenant_id: instance.tenant_id,
+      tenant_id: node.tenant_id,
       node_id: instance.node_id,
       instance_id: instance.id,
       kind,
