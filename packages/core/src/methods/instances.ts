@@ -176,6 +176,7 @@ export const instancesGroup = defineGroup(
       kind: 'mutation',
       summary: 'Limit what a tenant holds in instances on a pool you own (null clears the limit)',
       tenantScoped: true,
+      access: { action: 'compute:instances:set-quota' },
       resource: (input) => ({ type: 'compute-pool', id: input.poolId }),
       namesTenants: ['subjectTenantId'],
       input: z
