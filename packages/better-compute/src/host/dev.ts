@@ -207,6 +207,7 @@ export async function startDev(options: DevOptions): Promise<void> {
           seed: 2,
           poolName: 'sim-vps',
           poolClass: 'vps',
+          withoutGpus: true,
           offerTo: ['acme'],
           machines: options.memory
             ? []

@@ -17,6 +17,8 @@ export interface SimulatedFleetOptions {
   /** The pool made when none is given: `sim-gpu` of class gpu by default, `sim-vps` for instances. */
   poolName?: string;
   poolClass?: 'gpu' | 'vps';
+  /** Machines without GPUs (a VPS pool of plain hosts). */
+  withoutGpus?: boolean;
   offerTo?: readonly string[];
   heartbeatMs?: number;
   basePath?: string;
@@ -102,7 +104,13 @@ export async function startSimulatedFleet(
     );
     if (answered) machines.push(machine);
   }
-  const specs = seedFleet(options.nodes, createRandom(options.seed ?? 1)).slice(machines.length);
+  const specs = seedFleet(options.nodes, createRandom(options.seed ?? 1))
+    .slice(machines.length)
+    .map((spec) =>
+      options.withoutGpus
+        ? { ...spec, hostname: `vps-${spec.hostname}`, inventory: { ...spec.inventory, gpus: [] } }
+        : spec,
+    );
   const { token } =
     specs.length > 0
       ? await api<{ token: string }>(
