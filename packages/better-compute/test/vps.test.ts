@@ -6,6 +6,7 @@
  * and malformed input.
  */
 import { ROOT_TENANT } from '@better-compute/core';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SIM_DELAY_LABEL, SIM_FAIL_LABEL } from '../src/modules/vps/sim-runtime.js';
 import {
@@ -371,6 +372,43 @@ describe('instances on simulated nodes', () => {
     expect((await d.api('reservations.get', { reservationId: made.reservationId }, ACME)).state).toBe(
       'ended',
     );
+  });
+
+  it('concurrent GPU creates never bind a GPU twice: four of five 2-GPU instances fit eight GPUs', async () => {
+    const flavor = await d.api('flavors.create', {
+      poolId,
+      name: 'gpu.2c',
+      vcpus: 2,
+      memoryMiB: 2048,
+      diskGiB: 10,
+      gpus: 2,
+    });
+    const results = await Promise.all(
+      Array.from({ length: 5 }, (_, i) =>
+        d.api('instances.create', { poolId, flavorId: flavor.id, imageId, name: `g-${i}` }, ACME).then(
+          (row) => ({ ok: true as const, row }),
+          (error: { code: string }) => ({ ok: false as const, code: error.code }),
+        ),
+      ),
+    );
+    const made = results.filter((r) => r.ok).map((r) => (r as { row: Record<string, any> }).row);
+    expect(made).toHaveLength(4);
+    expect(results.filter((r) => !r.ok).map((r) => (r as { code: string }).code)).toEqual(['UNAVAILABLE']);
+    const { rows } = await sql<{ holders: (string | null)[] }>`
+      select holders from compute.gpu_groups where pool_id = ${poolId}`.execute(d.db);
+    const held = rows.flatMap((r) => r.holders).filter((h): h is string => h !== null);
+    expect(new Set(held).size * 2).toBe(held.length);
+    expect(new Set(held)).toEqual(new Set(made.map((m) => m.reservationId)));
+    for (const row of made) {
+      await settle(row.id);
+      await d.api('instances.delete', { instanceId: row.id }, ACME);
+    }
+    for (const row of made) expect((await settle(row.id)).state).toBe('deleted');
+    const after = await sql<{ free: number }>`
+      select coalesce(sum(free), 0)::int as free from compute.gpu_groups where pool_id = ${poolId}`.execute(
+      d.db,
+    );
+    expect(after.rows[0]!.free).toBe(8);
   });
 
   it('quotas on instances, vCPUs and memory hold under concurrent creates', async () => {
