@@ -14,6 +14,8 @@ import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
 import type { CatalogEventDraft } from '@better-compute/events';
 import type { CallContext } from '../define-module.js';
+import { enqueueJob } from '../../workers/jobs.js';
+import { WORKFLOW_JOB } from '../workflows/service.js';
 import { type CommandRow, commandsDb, type CommandsDb } from './tables.js';
 
 export const DEFAULT_COMMAND_TTL_SECONDS = 900;
@@ -328,7 +330,7 @@ export async function advanceCommand(
             result: change.result === null ? null : JSON.stringify(change.result),
             error: change.error === null ? null : change.error.slice(0, 2000),
           };
-  return db
+  const row = await db
     .updateTable('compute.commands')
     .set(set as never)
     .where('id', '=', commandId)
@@ -336,4 +338,12 @@ export async function advanceCommand(
     .where('state', 'in', from as CommandRow['state'][])
     .returningAll()
     .executeTakeFirst();
+  // A workflow waiting for this command goes on now rather than at its next check.
+  if (row?.workflow_id && FINAL.has(row.state))
+    await enqueueJob(rawDb, {
+      kind: WORKFLOW_JOB,
+      payload: { workflowId: row.workflow_id },
+      runAt: change.at,
+    });
+  return row;
 }

@@ -13,7 +13,6 @@ import { enqueueJob } from '../../workers/jobs.js';
 import type { JobContext } from '../define-module.js';
 import { advanceCommand } from '../commands/service.js';
 import type { WorkflowHookContext } from '../workflows/hooks.js';
-import { WORKFLOW_JOB } from '../workflows/service.js';
 import { vpsDb } from './tables.js';
 
 export const SIM_RUNTIME_JOB = 'vps.sim-runtime';
@@ -97,7 +96,7 @@ function simulatedAddress(instanceId: string): string {
   return `10.${(hash >>> 16) & 255}.${(hash >>> 8) & 255}.${Math.max(2, hash & 255)}`;
 }
 
-/** The job: completes the command as the node would have, then wakes its workflow. */
+/** The job: completes the command as the node would have (which wakes its workflow). */
 export async function simRuntimeJob(context: JobContext): Promise<void> {
   const commandId = String(context.payload.commandId ?? '');
   await context.db.transaction().execute(async (trx) => {
@@ -136,7 +135,5 @@ export async function simRuntimeJob(context: JobContext): Promise<void> {
         : resultOf(command.kind, payload, cached, simulatedAddress(String(payload.instanceId ?? ''))),
       error: failing ? `simulated failure of ${command.kind} (node label ${SIM_FAIL_LABEL})` : null,
     });
-    if (command.workflow_id)
-      await enqueueJob(trx, { kind: WORKFLOW_JOB, payload: { workflowId: command.workflow_id }, runAt: now });
   });
 }
