@@ -134,7 +134,14 @@ describe('images', () => {
     expect(await eventTypesOf(d, own.id)).toEqual(['image.registered', 'image.promoted']);
     const again = await d.fails(
       'images.register',
-      { name: 'acme-web', source: '/x.raw', diskFormat: 'raw', sha256: SHA, sizeBytes: 1, os: 'x' },
+      {
+        name: 'acme-web',
+        source: 'https://images.example.com/x.raw',
+        diskFormat: 'raw',
+        sha256: SHA,
+        sizeBytes: 1,
+        os: 'x',
+      },
       ACME,
     );
     expect(again.code).toBe('ALREADY_EXISTS');
@@ -153,6 +160,27 @@ describe('images', () => {
     expect((await d.fails('images.register', { ...base, source: '/d.raw', sha256: 'XYZ' }, ACME)).code).toBe(
       'INVALID_ARGUMENT',
     );
+    // A tenant's image never names a file of the nodes, nor an internal address.
+    const denied = await d.fails('images.register', { ...base, source: '/srv/images/disk.raw' }, ACME);
+    expect(denied).toMatchObject({ code: 'ACCESS_DENIED', details: { field: 'source' } });
+    const kernel = { source: '/boot/vmlinuz', sha256: SHA, sizeBytes: 1 };
+    const viaKernel = await d.fails(
+      'images.register',
+      { ...base, source: 'https://images.example.com/d.raw', boot: { kernel } },
+      ACME,
+    );
+    expect(viaKernel).toMatchObject({ code: 'ACCESS_DENIED', details: { field: 'boot.kernel.source' } });
+    for (const host of [
+      '127.0.0.1',
+      '169.254.169.254',
+      'localhost',
+      '[::1]',
+      '10.0.0.5',
+      'metadata.localhost',
+    ])
+      expect(
+        (await d.fails('images.register', { ...base, source: `https://${host}/d.raw` }, ACME)).code,
+      ).toBe('INVALID_ARGUMENT');
     expect(
       (await d.fails('images.register', { ...base, source: '/d.raw', name: 'x'.repeat(5000) }, ACME)).code,
     ).toBe('INVALID_ARGUMENT');

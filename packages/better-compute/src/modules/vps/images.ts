@@ -5,7 +5,9 @@
  */
 import { ComputeError, newId, ROOT_TENANT } from '@better-compute/core';
 import type { RuntimeImage } from '@better-compute/core/runtime-commands';
+import { isIP } from 'node:net';
 import type { CallContext } from '../define-module.js';
+import { classifyAddress } from '../webhooks/address-check.js';
 import { checkVersion, iso } from '../fleet/common.js';
 import { type ImageRow, type StoredBoot, vpsDb, type VpsDb } from './tables.js';
 
@@ -82,6 +84,39 @@ export async function getImage(ctx: CallContext<{ imageId: string }>) {
   return imageView(await visibleImage(vpsDb(ctx.db), ctx.tenantId, ctx.input.imageId));
 }
 
+/**
+ * What a tenant's image may name. A node path names a file of the operator's machine, so only the
+ * platform's images (the root tenant's) use them: a tenant's image is fetched from an https URL,
+ * and not from a loopback, private, link-local or metadata address named literally or `localhost`
+ * (the node resolves other names itself; its fetch checks the digest, so an internal file's content
+ * never reaches a guest unless its digest is already known).
+ */
+function checkTenantSources(tenantId: string, sources: readonly { field: string; source: string }[]) {
+  if (tenantId === ROOT_TENANT) return;
+  for (const { field, source } of sources) {
+    if (source.startsWith('/'))
+      throw new ComputeError(
+        'ACCESS_DENIED',
+        `${field}: only the platform’s images name files on the nodes`,
+        {
+          details: { reason: 'node-path', field },
+          hint: 'Give an https:// URL the nodes can download the file from.',
+        },
+      );
+    const host = new URL(source).hostname.toLowerCase();
+    const literal = isIP(host.replace(/^\[|\]$/g, '')) !== 0;
+    if (
+      host === 'localhost' ||
+      host.endsWith('.localhost') ||
+      (literal && classifyAddress(host) !== 'public')
+    )
+      throw new ComputeError('INVALID_ARGUMENT', `${field}: ${host} is not a public address`, {
+        details: { field },
+        hint: 'Serve the image from a public https:// host.',
+      });
+  }
+}
+
 export async function registerImage(
   ctx: CallContext<{
     name: string;
@@ -97,6 +132,15 @@ export async function registerImage(
 ) {
   const db = vpsDb(ctx.db);
   const { input } = ctx;
+  checkTenantSources(ctx.tenantId, [
+    { field: 'source', source: input.source },
+    ...(input.boot
+      ? [
+          { field: 'boot.kernel.source', source: input.boot.kernel.source },
+          ...(input.boot.initrd ? [{ field: 'boot.initrd.source', source: input.boot.initrd.source }] : []),
+        ]
+      : []),
+  ]);
   const taken = await db
     .selectFrom('compute.images')
     .select('id')
