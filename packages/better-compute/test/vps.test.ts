@@ -540,6 +540,8 @@ describe('who may see and change an instance', () => {
       { name: 'a'.repeat(64) },
       { name: 'nul\u0000byte' },
       { sshKeys: ['not a key'] },
+      { sshKeys: ['ssh-dss AAAAB3NzaC1kc3MAAACBAP key'] },
+      { sshKeys: ['ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI "quoted": yaml'] },
       { sshKeys: [`${KEY}\nssh-ed25519 AAAA injected`] },
       { userData: 'x'.repeat(40_000) },
       { flavorId: 'pool_01k5w0000000000000000000' },

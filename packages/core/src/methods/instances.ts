@@ -61,13 +61,17 @@ export const instanceName = z
     'must be a host name: 1-63 lower-case letters, digits and -, not starting or ending with -',
   );
 
-/** An OpenSSH public key line: a key type, its base64 and an optional comment, on one line. */
+/**
+ * An OpenSSH public key line: a key type, its base64 and an optional plain comment, on one line.
+ * The same rule the node applies before it writes the key into the guest's NoCloud seed, so a key
+ * the node would refuse is refused here, before anything is placed.
+ */
 export const sshPublicKey = z
   .string()
   .max(8192)
   .regex(
-    /^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp(256|384|521)|sk-(ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com) [A-Za-z0-9+/]+={0,3}( [^\u0000-\u001f\u007f]*)?$/,
-    'must be one OpenSSH public key line (ssh-ed25519 AAAA… comment)',
+    /^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com) [A-Za-z0-9+/]+={0,3}( [A-Za-z0-9 @._+=:-]*)?$/,
+    'must be one OpenSSH public key line (ssh-ed25519 AAAA… comment; the comment in letters, digits and @ . _ + = : -)',
   );
 
 export const instanceQuotaResource = z.enum(['instances', 'vcpus', 'memoryMiB']);
