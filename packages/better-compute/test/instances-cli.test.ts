@@ -327,6 +327,91 @@ describe('flavors and an instance’s life through the binary', () => {
     });
   });
 
+  it('the pool’s owner limits acme’s instances; a create past the limit is QUOTA_EXCEEDED', async () => {
+    const root = dev.rootAdmin.apiKey;
+    const set = await json(
+      [
+        'instances',
+        'set-quota',
+        '--pool',
+        poolId,
+        '--subject',
+        'acme',
+        '--resource',
+        'instances',
+        '--limit',
+        '1',
+      ],
+      root,
+    );
+    expect(set).toMatchObject({ resource: 'instances', limit: 1, used: 0 });
+    expect(
+      (
+        await refusal([
+          'instances',
+          'set-quota',
+          '--pool',
+          poolId,
+          '--subject',
+          'acme',
+          '--resource',
+          'vcpus',
+          '--limit',
+          '9',
+        ])
+      ).code,
+    ).toBe('ACCESS_DENIED');
+    const first = await json([
+      'instances',
+      'create',
+      '--pool',
+      poolId,
+      '--flavor',
+      large,
+      '--image',
+      imageId,
+      '--name',
+      'q-1',
+    ]);
+    expect(
+      (
+        await refusal([
+          'instances',
+          'create',
+          '--pool',
+          poolId,
+          '--flavor',
+          large,
+          '--image',
+          imageId,
+          '--name',
+          'q-2',
+        ])
+      ).code,
+    ).toBe('QUOTA_EXCEEDED');
+    const quotas = await json(['instances', 'quotas', '--pool', poolId]);
+    expect(quotas.items.find((q: { resource: string }) => q.resource === 'instances')).toMatchObject({
+      limit: 1,
+      used: 1,
+    });
+    await json(
+      [
+        'instances',
+        'set-quota',
+        '--pool',
+        poolId,
+        '--subject',
+        'acme',
+        '--resource',
+        'instances',
+        '--limit',
+        'none',
+      ],
+      root,
+    );
+    await json(['instances', 'delete', first.id, '--wait', '1']).catch(() => undefined);
+  });
+
   it('usage mistakes exit 2 before anything is sent', async () => {
     expect(
       (

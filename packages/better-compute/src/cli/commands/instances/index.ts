@@ -7,6 +7,8 @@ import instancesStart from './start.js';
 import instancesStop from './stop.js';
 import instancesDelete from './delete.js';
 import instancesResize from './resize.js';
+import instancesQuotas from './quotas.js';
+import instancesSetQuota from './set-quota.js';
 
 export const instancesCommands: readonly AnyCommand[] = [
   instancesList,
@@ -16,4 +18,6 @@ export const instancesCommands: readonly AnyCommand[] = [
   instancesStop,
   instancesDelete,
   instancesResize,
+  instancesQuotas,
+  instancesSetQuota,
 ] as readonly AnyCommand[];
