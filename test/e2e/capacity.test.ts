@@ -87,7 +87,7 @@ describe('the Capacity flow through the real binary against dev --sim 4', () => 
     }
   });
 
-  it('pools list shows the simulated pool offered to acme', async () => {
+  it('pools list shows the simulated pools offered to acme', async () => {
     const result = await compute(['pools', 'list']);
     expect(result).toMatchObject({ status: 0, stderr: '' });
     const lines = result.stdout.trimEnd().split('\n');
@@ -96,6 +96,8 @@ describe('the Capacity flow through the real binary against dev --sim 4', () => 
       expect.stringMatching(
         new RegExp(`^${poolId}  sim-gpu  gpu\\s+site_\\w+  sim\\s+active  root\\s+offered$`),
       ),
+      // dev --sim also starts a VPS pool of simulated machines, for instances.
+      expect.stringMatching(/^pool_\w+  sim-vps  vps\s+site_\w+  sim\s+active  root\s+offered$/),
     ]);
   });
 

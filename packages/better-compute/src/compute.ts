@@ -37,6 +37,7 @@ import { type BoundMethod, createHandler, type HandlerLog } from './http/handler
 import type { ComputeModule } from './modules/define-module.js';
 import { commandsModule } from './modules/commands/module.js';
 import { workflowsModule } from './modules/workflows/module.js';
+import { vpsModule } from './modules/vps/module.js';
 import { eventsModule } from './modules/events/module.js';
 import { fleetModule } from './modules/fleet/module.js';
 import { systemModule } from './modules/system/module.js';
@@ -62,6 +63,7 @@ const builtins = [
   commandsModule,
   workflowsModule,
   webhooksModule,
+  vpsModule,
 ] as const;
 export const builtinModules: readonly ComputeModule[] = builtins;
 

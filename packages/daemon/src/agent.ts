@@ -12,6 +12,7 @@ import { decideCommandRoot } from './command-root.js';
 import { type CommandEnvelope, refusal, runScript, type RunningScript } from './commands.js';
 import { safe, sessionUrl } from './http.js';
 import { type MachineInventory, readMachineInventory } from './inventory.js';
+import { isRuntimeCommandKind, Runtimes } from './runtimes/index.js';
 import type { CommandOutcome, StateDir } from './state.js';
 import { createStreamMux } from './streams/mux.js';
 import { loadPty, registerNodeConsole } from './streams/node-console.js';
@@ -126,6 +127,7 @@ export async function runAgent(options: AgentOptions): Promise<void> {
   const inventoryTimer = setInterval(checkInventory, options.inventoryIntervalMs ?? 10_000);
   if (options.gpuInventoryFile) watchFile(options.gpuInventoryFile, { interval: 500 }, checkInventory);
 
+  const runtimes = new Runtimes(state.dir, log);
   const report = (id: string, outcome: CommandOutcome) => send({ t: 'command.result', id, ...outcome });
 
   async function execute(command: CommandEnvelope): Promise<CommandOutcome> {
@@ -148,7 +150,9 @@ export async function runAgent(options: AgentOptions): Promise<void> {
         error: null,
       };
     }
-    const running = runScript(options.scriptsDir, command.payload.script);
+    const running = isRuntimeCommandKind(command.kind)
+      ? runtimes.run(command.kind, command.payload)
+      : runScript(options.scriptsDir, command.payload.script);
     current = { id: command.id, running };
     return running.outcome;
   }
@@ -404,6 +408,7 @@ export async function runAgent(options: AgentOptions): Promise<void> {
     // Let drain record and report the outcome before the socket closes.
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
+  runtimes.close();
   clearInterval(inventoryTimer);
   clearInterval(heartbeatTimer);
   clearInterval(keepAlive);

@@ -8,11 +8,14 @@ import { createPublicKey, verify } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { type CommandEnvelope, envelopeBytes } from '@better-compute/core';
+import { RUNTIME_COMMAND_KINDS } from '@better-compute/core/runtime-commands';
 import type { CommandOutcome } from './state.js';
 
 export { type CommandEnvelope, envelopeBytes };
 
 const ID = /^cmd_[A-Za-z0-9]{1,64}$/;
+/** The kinds this daemon runs: its own, and the runtimes' instance commands. */
+const KINDS = new Set<string>(['inventory.refresh', 'exec.script', ...RUNTIME_COMMAND_KINDS]);
 const SCRIPT = /^[a-z][a-z0-9-]{0,62}$/;
 /** The most output kept per stream; the end is kept, where errors usually are. */
 export const OUTPUT_LIMIT = 65_536;
@@ -43,8 +46,8 @@ export function refusal(
     return `the command is for node ${String(command.nodeId)}, not this one`;
   const expires = Date.parse(command.expiresAt);
   if (!Number.isFinite(expires) || expires <= expect.now.getTime()) return 'the command has expired';
-  if (command.kind !== 'inventory.refresh' && command.kind !== 'exec.script')
-    return `unknown command kind ${command.kind}`;
+  if (typeof command.kind !== 'string' || !KINDS.has(command.kind))
+    return `unknown command kind ${String(command.kind).slice(0, 64)}`;
   return null;
 }
 

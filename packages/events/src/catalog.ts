@@ -6,6 +6,7 @@
 import {
   bindingSchema,
   endReason,
+  instanceState,
   nodeState,
   reservationState,
   taintSchema,
@@ -23,7 +24,10 @@ export type SubjectKind =
   | 'site'
   | 'webhook'
   | 'command'
-  | 'workflow';
+  | 'workflow'
+  | 'image'
+  | 'flavor'
+  | 'instance';
 
 export interface EventTypeSpec {
   subject: SubjectKind;
@@ -58,6 +62,18 @@ const nodeOnReservation = z.object({ nodeId: z.string() });
 const onNode = z.object({ nodeId: z.string() });
 const atStep = onNode.extend({ step: z.number().int() });
 const workflowStep = atStep.extend({ name: z.string() });
+
+/** An instance moved from one state to another; `reason` says why it failed. */
+const instanceChange = z.object({
+  state: instanceState,
+  previousState: instanceState.nullable(),
+  poolId: z.string(),
+  nodeId: z.string(),
+  version,
+  workflowId: z.string().nullable(),
+  reason: z.string().optional(),
+});
+const flavorChange = z.object({ poolId: z.string(), name: z.string(), version });
 
 export const eventTypes = {
   'site.created': { subject: 'site', data: z.object({ name: z.string() }), summary: 'A site was created' },
@@ -101,7 +117,7 @@ export const eventTypes = {
     subject: 'pool',
     data: z.object({
       tenantId: z.string(),
-      resource: z.enum(['gpus', 'reservations']),
+      resource: z.enum(['gpus', 'reservations', 'instances', 'vcpus', 'memoryMiB']),
       limit: z.number().int().nullable(),
     }),
     summary: 'A tenant’s quota on a pool was set or cleared',
@@ -308,6 +324,52 @@ export const eventTypes = {
     subject: 'workflow',
     data: atStep,
     summary: 'A failed workflow was retried from its failed step',
+  },
+  'image.registered': {
+    subject: 'image',
+    data: z.object({ name: z.string(), channel: z.string(), sha256: z.string(), scope: z.string() }),
+    summary: 'An image was registered in the catalog',
+  },
+  'image.promoted': {
+    subject: 'image',
+    data: z.object({ channel: z.string(), previousChannel: z.string(), version }),
+    summary: 'An image moved to another channel',
+  },
+  'flavor.created': { subject: 'flavor', data: flavorChange, summary: 'A VPS pool gained a flavor' },
+  'flavor.updated': { subject: 'flavor', data: flavorChange, summary: 'A flavor’s shape changed' },
+  'flavor.deleted': { subject: 'flavor', data: flavorChange, summary: 'A flavor was deleted' },
+  'instance.created': {
+    subject: 'instance',
+    data: instanceChange.extend({ flavorId: z.string(), imageId: z.string() }),
+    summary: 'An instance was placed on a node and starts provisioning',
+  },
+  'instance.provisioning': {
+    subject: 'instance',
+    data: instanceChange,
+    summary: 'An instance’s node is preparing or booting it',
+  },
+  'instance.running': { subject: 'instance', data: instanceChange, summary: 'An instance runs' },
+  'instance.stopping': { subject: 'instance', data: instanceChange, summary: 'An instance is powering off' },
+  'instance.stopped': { subject: 'instance', data: instanceChange, summary: 'An instance is powered off' },
+  'instance.resized': {
+    subject: 'instance',
+    data: instanceChange.extend({ flavorId: z.string(), previousFlavorId: z.string() }),
+    summary: 'A stopped instance took another flavor',
+  },
+  'instance.deleting': {
+    subject: 'instance',
+    data: instanceChange,
+    summary: 'An instance is being stopped and its disk removed',
+  },
+  'instance.deleted': {
+    subject: 'instance',
+    data: instanceChange,
+    summary: 'An instance is gone: its disk removed, its place (and GPUs) freed',
+  },
+  'instance.failed': {
+    subject: 'instance',
+    data: instanceChange,
+    summary: 'A step on an instance’s node failed; the reason says which',
   },
 } as const satisfies Record<string, EventTypeSpec>;
 

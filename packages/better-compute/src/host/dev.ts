@@ -199,6 +199,28 @@ export async function startDev(options: DevOptions): Promise<void> {
         options.log(
           `simulated fleet: ${fleet.nodeIds.length} machine(s) in pool ${fleet.poolId} (sim-gpu, offered to acme), heartbeating until stopped`,
         );
+        // A VPS pool of simulated machines beside it: instances there run in the sim runtime.
+        const vpsFile = join(stateDir, 'sim-vps.json');
+        const vps = await startSimulatedFleet(compute, {
+          nodes: Math.min(options.sim, 4),
+          token,
+          seed: 2,
+          poolName: 'sim-vps',
+          poolClass: 'vps',
+          withoutGpus: true,
+          offerTo: ['acme'],
+          machines: options.memory
+            ? []
+            : await readJsonFile<{ machines?: SimulatedMachine[] }>(vpsFile).then(
+                (saved) => saved?.machines ?? [],
+              ),
+        });
+        if (!options.memory)
+          await writePrivateFile(vpsFile, `${JSON.stringify({ machines: vps.machines }, null, 2)}\n`);
+        options.signal.addEventListener('abort', () => void vps.stop(), { once: true });
+        options.log(
+          `simulated VPS pool: ${vps.nodeIds.length} machine(s) in pool ${vps.poolId} (sim-vps, offered to acme); add flavors with better-compute flavors create --pool ${vps.poolId}`,
+        );
       } catch (error) {
         options.log(
           `--sim ${options.sim}: the simulated machines could not join: ${error instanceof Error ? error.message : String(error)}`,

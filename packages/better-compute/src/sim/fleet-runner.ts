@@ -12,8 +12,13 @@ export interface SimulatedFleetOptions {
   /** A credential of the pool's owner (a platform operator in `dev`). */
   token: string;
   seed?: number;
-  /** The pool to join; a site `sim-site` and pool `sim-gpu` offered to `offerTo` are created when absent. */
+  /** The pool to join; a site `sim-site` and pool `poolName` offered to `offerTo` are created when absent. */
   poolId?: string;
+  /** The pool made when none is given: `sim-gpu` of class gpu by default, `sim-vps` for instances. */
+  poolName?: string;
+  poolClass?: 'gpu' | 'vps';
+  /** Machines without GPUs (a VPS pool of plain hosts). */
+  withoutGpus?: boolean;
   offerTo?: readonly string[];
   heartbeatMs?: number;
   basePath?: string;
@@ -68,7 +73,8 @@ export async function startSimulatedFleet(
       { limit: 500 },
       options.token,
     );
-    poolId = pools.items.find((p) => p.name === 'sim-gpu')?.id;
+    const poolName = options.poolName ?? 'sim-gpu';
+    poolId = pools.items.find((p) => p.name === poolName)?.id;
     if (!poolId) {
       const sites = await api<{ items: { id: string; name: string }[] }>(
         'sites.list',
@@ -81,7 +87,7 @@ export async function startSimulatedFleet(
       poolId = (
         await api<{ id: string }>(
           'pools.create',
-          { siteId, name: 'sim-gpu', class: 'gpu', driver: 'sim' },
+          { siteId, name: poolName, class: options.poolClass ?? 'gpu', driver: 'sim' },
           options.token,
         )
       ).id;
@@ -98,7 +104,13 @@ export async function startSimulatedFleet(
     );
     if (answered) machines.push(machine);
   }
-  const specs = seedFleet(options.nodes, createRandom(options.seed ?? 1)).slice(machines.length);
+  const specs = seedFleet(options.nodes, createRandom(options.seed ?? 1))
+    .slice(machines.length)
+    .map((spec) =>
+      options.withoutGpus
+        ? { ...spec, hostname: `vps-${spec.hostname}`, inventory: { ...spec.inventory, gpus: [] } }
+        : spec,
+    );
   const { token } =
     specs.length > 0
       ? await api<{ token: string }>(

@@ -5,10 +5,13 @@
  */
 import { z } from 'zod';
 import { defineGroup, method } from '../group.js';
+import { RUNTIME_COMMAND_KINDS } from '../runtime-commands.js';
 import { idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 
 export const COMMAND_KINDS = ['inventory.refresh', 'exec.script'] as const;
 export const commandKind = z.enum(COMMAND_KINDS);
+/** Every kind a command row may have: an operator's, and the runtime commands workflows queue. */
+export const anyCommandKind = z.enum([...COMMAND_KINDS, ...RUNTIME_COMMAND_KINDS] as [string, ...string[]]);
 export const commandState = z.enum(['queued', 'sent', 'running', 'succeeded', 'failed', 'cancelled']);
 /** The most output a command keeps, per stream. */
 export const COMMAND_OUTPUT_LIMIT = 65_536;
@@ -25,7 +28,7 @@ export const commandSchema = z.object({
   tenantId: z.string(),
   nodeId: z.string(),
   workflowId: z.string().nullable(),
-  kind: commandKind,
+  kind: anyCommandKind,
   payload: z.record(z.string(), z.unknown()),
   state: commandState,
   attempt: z.number().int(),

@@ -22,6 +22,9 @@ import { offersGroup } from './offers.js';
 import { commandsGroup } from './commands.js';
 import { workflowsGroup } from './workflows.js';
 import { webhooksGroup } from './webhooks.js';
+import { imagesGroup } from './images.js';
+import { flavorsGroup } from './flavors.js';
+import { instancesGroup } from './instances.js';
 
 /** Every group of the table, for the modules that implement them. */
 export {
@@ -43,6 +46,9 @@ export {
   commandsGroup,
   workflowsGroup,
   webhooksGroup,
+  imagesGroup,
+  flavorsGroup,
+  instancesGroup,
 };
 export * from './common.js';
 export { eventSchema } from './events.js';
@@ -62,6 +68,9 @@ export {
   webhookEventPattern,
   webhookSchema,
 } from './webhooks.js';
+export { imageSchema } from './images.js';
+export { flavorSchema } from './flavors.js';
+export { instanceSchema, instanceState } from './instances.js';
 export { COMMAND_KINDS, COMMAND_OUTPUT_LIMIT, commandSchema, commandState } from './commands.js';
 
 export const methods = {
@@ -83,6 +92,9 @@ export const methods = {
   ...tableOf(webhooksGroup),
   ...tableOf(commandsGroup),
   ...tableOf(workflowsGroup),
+  ...tableOf(imagesGroup),
+  ...tableOf(flavorsGroup),
+  ...tableOf(instancesGroup),
 } as const satisfies Record<string, AnyMethod>;
 
 export type MethodTable = typeof methods;

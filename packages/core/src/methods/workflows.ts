@@ -9,6 +9,15 @@ import { defineGroup, method } from '../group.js';
 import { idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 import { scriptName } from './commands.js';
 
+/** Node maintenance (operators), and the instance workflows the instances methods start. */
+export const workflowKind = z.enum([
+  'node.maintenance',
+  'instance.create',
+  'instance.start',
+  'instance.stop',
+  'instance.resize',
+  'instance.delete',
+]);
 export const workflowState = z.enum(['running', 'paused', 'failed', 'succeeded', 'aborted']);
 export const workflowStepState = z.enum(['pending', 'running', 'succeeded', 'failed', 'skipped']);
 
@@ -19,6 +28,8 @@ export const workflowStepSchema = z.object({
   attempt: z.number().int(),
   /** The command the step ran, for a command step that started. */
   commandId: z.string().nullable(),
+  /** For a command step: the kind of command it queues. */
+  commandKind: z.string().nullable().optional(),
   error: z.string().nullable(),
   startedAt: isoTime.nullable(),
   finishedAt: isoTime.nullable(),
@@ -28,7 +39,9 @@ export const workflowSchema = z.object({
   id: z.string(),
   tenantId: z.string(),
   nodeId: z.string(),
-  kind: z.literal('node.maintenance'),
+  kind: workflowKind,
+  /** The instance an instance workflow changes. */
+  instanceId: z.string().nullable().optional(),
   state: workflowState,
   currentStep: z.number().int(),
   steps: z.array(workflowStepSchema),

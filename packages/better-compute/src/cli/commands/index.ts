@@ -13,6 +13,9 @@ import { webhooksCommands } from './webhooks/index.js';
 import { fleetCommands } from './fleet/index.js';
 import { auditCommands } from './audit/index.js';
 import { nodesCommands } from './nodes/index.js';
+import { instancesCommands } from './instances/index.js';
+import { imagesCommands } from './images/index.js';
+import { flavorsCommands } from './flavors/index.js';
 import { pkiCommands } from './pki/index.js';
 import api from './api/api.js';
 import authLogin from './auth/login.js';
@@ -47,6 +50,9 @@ export const builtinCommands: readonly AnyCommand[] = [
   api,
   ...capacityCommands,
   ...nodesCommands,
+  ...instancesCommands,
+  ...imagesCommands,
+  ...flavorsCommands,
   ...commandsCommands,
   ...workflowsCommands,
   ...eventsCommands,

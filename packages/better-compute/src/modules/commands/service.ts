@@ -5,10 +5,17 @@
  */
 import { ComputeError, newId } from '@better-compute/core';
 import { COMMAND_OUTPUT_LIMIT as LIMIT } from '@better-compute/core/methods';
+import {
+  isRuntimeCommandKind,
+  type RuntimeCommandKind,
+  runtimeCommandPayloads,
+} from '@better-compute/core/runtime-commands';
 import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
 import type { CatalogEventDraft } from '@better-compute/events';
 import type { CallContext } from '../define-module.js';
+import { enqueueJob } from '../../workers/jobs.js';
+import { WORKFLOW_JOB } from '../workflows/service.js';
 import { type CommandRow, commandsDb, type CommandsDb } from './tables.js';
 
 export const DEFAULT_COMMAND_TTL_SECONDS = 900;
@@ -23,7 +30,7 @@ export function commandView(row: CommandRow) {
     tenantId: row.tenant_id,
     nodeId: row.node_id,
     workflowId: row.workflow_id,
-    kind: row.kind as 'inventory.refresh' | 'exec.script',
+    kind: row.kind,
     payload: row.payload,
     state: row.state,
     attempt: row.attempt,
@@ -70,7 +77,7 @@ export async function queueCommand(
   input: {
     tenantId: string;
     nodeId: string;
-    kind: 'inventory.refresh' | 'exec.script';
+    kind: 'inventory.refresh' | 'exec.script' | RuntimeCommandKind;
     payload: Record<string, unknown>;
     ttlSeconds?: number | undefined;
     workflowId?: string | null;
@@ -95,10 +102,21 @@ export async function queueCommand(
       hint: 'Send commands to a node that is not retired (better-compute nodes list).',
     });
   }
+  if (isRuntimeCommandKind(input.kind)) {
+    // A runtime command's payload is checked here as the daemon checks it, so a workflow can never
+    // queue one the node would refuse.
+    const checked = runtimeCommandPayloads[input.kind].safeParse(input.payload);
+    if (!checked.success)
+      throw new ComputeError('INVALID_ARGUMENT', `a ${input.kind} command's payload is malformed`, {
+        details: { field: 'payload', issues: checked.error.issues.map((i) => i.message).slice(0, 5) },
+      });
+  }
   const needsScript = input.kind === 'exec.script';
-  const payloadFits = needsScript
-    ? typeof input.payload.script === 'string' && Object.keys(input.payload).length === 1
-    : Object.keys(input.payload).length === 0;
+  const payloadFits = isRuntimeCommandKind(input.kind)
+    ? true
+    : needsScript
+      ? typeof input.payload.script === 'string' && Object.keys(input.payload).length === 1
+      : Object.keys(input.payload).length === 0;
   if (!payloadFits) {
     throw new ComputeError(
       'INVALID_ARGUMENT',
@@ -312,7 +330,7 @@ export async function advanceCommand(
             result: change.result === null ? null : JSON.stringify(change.result),
             error: change.error === null ? null : change.error.slice(0, 2000),
           };
-  return db
+  const row = await db
     .updateTable('compute.commands')
     .set(set as never)
     .where('id', '=', commandId)
@@ -320,4 +338,12 @@ export async function advanceCommand(
     .where('state', 'in', from as CommandRow['state'][])
     .returningAll()
     .executeTakeFirst();
+  // A workflow waiting for this command goes on now rather than at its next check.
+  if (row?.workflow_id && FINAL.has(row.state))
+    await enqueueJob(rawDb, {
+      kind: WORKFLOW_JOB,
+      payload: { workflowId: row.workflow_id },
+      runAt: change.at,
+    });
+  return row;
 }

@@ -22,8 +22,8 @@ export const DRIVERS: readonly DriverInfo[] = [
   {
     name: 'sim',
     summary:
-      'Simulated machines of `sim` and `dev --sim`: they join and heartbeat through the same public routes',
-    classes: ['gpu'],
+      'Simulated machines of `sim` and `dev --sim`: they join and heartbeat through the same public routes, and their instances run in the sim runtime',
+    classes: ['gpu', 'vps'],
     joins: 'simulated',
     simulated: true,
   },

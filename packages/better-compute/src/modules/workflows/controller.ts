@@ -14,6 +14,7 @@ import { drainNode, uncordonNode } from '../fleet/nodes.js';
 import { queueCommand } from '../commands/service.js';
 import { type WorkflowRow, type WorkflowStep, workflowsDb } from './tables.js';
 import { WORKFLOW_JOB, workflowEvent } from './service.js';
+import { hooksOf } from './hooks.js';
 
 const RECHECK_MS = 500;
 
@@ -40,7 +41,7 @@ export async function advanceWorkflowJob(context: JobContext): Promise<void> {
         Object.assign(step, { state: 'running', startedAt: now.toISOString() });
         events.push(workflowEvent(row, 'step_started', { step: index, name: step.name }));
       }
-      const outcome = await runStep(trx, row, step, now, events);
+      const outcome = await runStep(trx, row, steps, step, now, events);
       if ('failed' in outcome) {
         Object.assign(step, { state: 'failed', error: outcome.failed, finishedAt: now.toISOString() });
         events.push(
@@ -59,6 +60,20 @@ export async function advanceWorkflowJob(context: JobContext): Promise<void> {
       state = 'succeeded';
       events.push(workflowEvent(row, 'succeeded'));
     }
+    // What the workflow changes moves with it, in this transaction.
+    const hookContext = {
+      db: trx,
+      workflow: row,
+      steps,
+      now,
+      emit: (event: EventDraft) => void events.push(event),
+    };
+    if (state === 'succeeded') await hooksOf(row.kind).succeeded?.(hookContext);
+    if (state === 'failed')
+      await hooksOf(row.kind).failed?.(
+        hookContext,
+        steps.find((s) => s.state === 'failed')?.error ?? 'a step failed',
+      );
     await workflowsDb(trx)
       .updateTable('compute.workflows')
       .set({
@@ -85,6 +100,7 @@ async function enqueueAgain(db: Kysely<ComputeTables>, workflowId: string, runAt
 async function runStep(
   trx: Kysely<ComputeTables>,
   row: WorkflowRow,
+  steps: WorkflowStep[],
   step: WorkflowStep,
   now: Date,
   events: EventDraft[],
@@ -121,19 +137,29 @@ async function runStep(
       }
       case 'command': {
         if (!step.commandId) {
+          // A step names its command; a node-maintenance step (made before steps did) runs the
+          // workflow's maintenance script.
+          const { kind, payload } = step.command ?? {
+            kind: 'exec.script' as const,
+            payload: { script: String(row.input.script) },
+          };
           const command = await queueCommand(
             trx,
             {
               tenantId: row.tenant_id,
               nodeId: row.node_id,
-              kind: 'exec.script',
-              payload: { script: String(row.input.script) },
+              kind: kind as Parameters<typeof queueCommand>[1]['kind'],
+              payload,
               workflowId: row.id,
               now,
             },
             (event) => void events.push(event),
           );
           step.commandId = command.id;
+          await hooksOf(row.kind).commandQueued?.(
+            { db: trx, workflow: row, steps, now, emit: (event) => void events.push(event) },
+            { id: command.id, kind },
+          );
           return { done: false };
         }
         const command = await workflowsDb(trx)

@@ -26,4 +26,11 @@ create table compute.workflows (
 create index workflows_node on compute.workflows (tenant_id, node_id, created_at desc, id desc);
 `,
   },
+  {
+    name: '0002_workflow_instances',
+    sql: `
+alter table compute.workflows add column instance_id text;
+create index workflows_instance on compute.workflows (instance_id, created_at desc) where instance_id is not null;
+`,
+  },
 ];

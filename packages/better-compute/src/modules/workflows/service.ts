@@ -9,6 +9,7 @@ import type { CallContext } from '../define-module.js';
 
 type WorkflowEventName = EventType extends infer T ? (T extends `workflow.${infer S}` ? S : never) : never;
 import { enqueueJob } from '../../workers/jobs.js';
+import { hooksOf } from './hooks.js';
 import { commandsDb } from '../commands/tables.js';
 import { type WorkflowRow, type WorkflowStep, workflowsDb, type WorkflowsDb } from './tables.js';
 
@@ -23,8 +24,12 @@ export function workflowView(row: WorkflowRow) {
     nodeId: row.node_id,
     kind: row.kind,
     state: row.state,
+    instanceId: row.instance_id,
     currentStep: row.current_step,
-    steps: row.steps,
+    steps: row.steps.map(({ command: _command, ...step }) => ({
+      ...step,
+      commandKind: step.commandKind ?? _command?.kind ?? null,
+    })),
     reason: row.reason,
     createdAt: iso(row.created_at),
     updatedAt: iso(row.updated_at),
@@ -32,10 +37,15 @@ export function workflowView(row: WorkflowRow) {
   };
 }
 
-function step(name: string, kind: WorkflowStep['kind']): WorkflowStep {
+export function step(
+  name: string,
+  kind: WorkflowStep['kind'],
+  command?: { kind: string; payload: Record<string, unknown> },
+): WorkflowStep {
   return {
     name,
     kind,
+    ...(command ? { command, commandKind: command.kind } : {}),
     state: 'pending',
     attempt: 1,
     commandId: null,
@@ -100,6 +110,7 @@ export async function createWorkflow(
     .selectFrom('compute.workflows')
     .select('id')
     .where('node_id', '=', node.id)
+    .where('kind', '=', 'node.maintenance')
     .where('state', 'in', ['running', 'paused', 'failed'])
     .executeTakeFirst();
   if (open) {
@@ -249,6 +260,13 @@ export async function steerWorkflow(
     .where('id', '=', row.id)
     .returningAll()
     .executeTakeFirstOrThrow();
+  if (action === 'abort') {
+    const hooks = hooksOf(row.kind);
+    await hooks.failed?.(
+      { db: ctx.db, workflow: updated, steps, now, emit: (event) => ctx.emit(event as CatalogEventDraft) },
+      `workflow ${row.id} was aborted`,
+    );
+  }
   const past = ({ abort: 'aborted', pause: 'paused', resume: 'resumed', retry: 'retried' } as const)[action];
   ctx.emit(workflowEvent(row, past, { step: row.current_step }));
   if (state === 'running')

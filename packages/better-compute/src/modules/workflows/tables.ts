@@ -11,16 +11,29 @@ export interface WorkflowStep {
   state: 'pending' | 'running' | 'succeeded' | 'failed' | 'skipped';
   attempt: number;
   commandId: string | null;
+  /** The command a command step queues; a node-maintenance step without one runs the workflow's script. */
+  command?: { kind: string; payload: Record<string, unknown> } | undefined;
+  commandKind?: string | null;
   error: string | null;
   startedAt: string | null;
   finishedAt: string | null;
 }
 
+export type WorkflowKind =
+  | 'node.maintenance'
+  | 'instance.create'
+  | 'instance.start'
+  | 'instance.stop'
+  | 'instance.resize'
+  | 'instance.delete';
+
 export interface WorkflowsTable {
   id: string;
   tenant_id: string;
   node_id: string;
-  kind: 'node.maintenance';
+  kind: WorkflowKind;
+  /** The instance an instance workflow changes (migration 0002). */
+  instance_id: ColumnType<string | null, string | null | undefined, string | null>;
   state: 'running' | 'paused' | 'failed' | 'succeeded' | 'aborted';
   current_step: number;
   steps: ColumnType<WorkflowStep[], string, string>;

@@ -26,6 +26,8 @@ import { type ReservationView, boundViews, loadReservation, reservationView, vie
 
 export async function createReservation(
   ctx: CallContext<PlacementRequest & { projectId?: string | undefined }>,
+  /** `vps`: the GPUs of an instance's flavor, taken from its VPS pool (modules/vps). */
+  poolClass: 'gpu' | 'vps' = 'gpu',
 ) {
   const db = fleetDb(ctx.db);
   const { input } = ctx;
@@ -43,7 +45,7 @@ export async function createReservation(
     if (fast) return fast;
     await missed();
   }
-  const pool = await reservablePool(db, ctx.tenantId, input.poolId);
+  const pool = await reservablePool(db, ctx.tenantId, input.poolId, poolClass);
   if (input.projectId) {
     const project = await db
       .selectFrom('compute.projects')
@@ -122,14 +124,19 @@ export async function createReservation(
 }
 
 /** A pool the tenant may reserve from: visible to it (NOT_FOUND), active and a gpu pool. */
-export async function reservablePool(db: FleetDb, tenantId: string, poolId: string) {
+export async function reservablePool(
+  db: FleetDb,
+  tenantId: string,
+  poolId: string,
+  poolClass: 'gpu' | 'vps' = 'gpu',
+) {
   const { pool } = await visiblePool(db, tenantId, poolId);
   if (pool.state !== 'active')
     throw new ComputeError('INVALID_STATE', `pool ${pool.id} is archived`, {
       details: { state: pool.state },
       hint: 'An archived pool takes no new reservations; better-compute pools list shows the active ones.',
     });
-  if (pool.class !== 'gpu')
+  if (pool.class !== poolClass)
     throw new ComputeError(
       'INVALID_ARGUMENT',
       `pool ${pool.id} is a ${pool.class} pool; reservations take GPUs from gpu pools`,

@@ -1,0 +1,41 @@
+/** `flavors create --pool POOL --name N --vcpus N --memory MIB --disk GIB [--gpus N --gpu-model M]`: flavors.create. */
+import { defineCommand } from '../../define.js';
+import { defined } from '../shared.js';
+import { shapeFlags } from './shared.js';
+
+export default defineCommand({
+  name: 'flavors create',
+  group: 'VPS',
+  summary: 'Add a flavor to a VPS pool you own (flavors.create)',
+  target: 'token',
+  calls: ['flavors.create'],
+  flags: {
+    pool: { type: 'id', kind: 'pool', required: true, description: 'The VPS pool' },
+    name: {
+      type: 'string',
+      required: true,
+      description: 'Its name in the pool (small, gpu.1)',
+      placeholder: 'NAME',
+    },
+    vcpus: { ...shapeFlags.vcpus, required: true },
+    memory: { ...shapeFlags.memory, required: true },
+    disk: { ...shapeFlags.disk, required: true },
+    gpus: shapeFlags.gpus,
+    gpuModel: shapeFlags.gpuModel,
+    description: shapeFlags.description,
+  },
+  examples: [
+    'better-compute flavors create --pool pool_01k… --name small --vcpus 1 --memory 512 --disk 4',
+    'better-compute flavors create --pool pool_01k… --name gpu.1 --vcpus 8 --memory 65536 --disk 200 --gpus 1 --gpu-model H100',
+  ],
+  async run({ flags, api }) {
+    return (await api()).call('flavors.create', {
+      poolId: flags.pool,
+      name: flags.name,
+      vcpus: flags.vcpus,
+      memoryMiB: flags.memory,
+      diskGiB: flags.disk,
+      ...defined({ gpus: flags.gpus, gpuModel: flags.gpuModel, description: flags.description }),
+    });
+  },
+});

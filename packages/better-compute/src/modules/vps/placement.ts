@@ -1,0 +1,117 @@
+/**
+ * Where an instance goes and whether the tenant may have it: a ready node of the pool with room
+ * for its vCPUs and memory (every instance not deleted holds its shape on its node), and the
+ * tenant's instance quotas on the pool. Both read under the pool's lock (fleet/locks.ts), which
+ * every create, resize and delete of the pool takes, so concurrent creates see each other.
+ */
+import { ComputeError } from '@better-compute/core';
+import { sql } from 'kysely';
+import type { VpsDb } from './tables.js';
+
+export interface Shape {
+  vcpus: number;
+  memoryMiB: number;
+}
+
+export interface NodeRoom {
+  nodeId: string;
+  freeVcpus: number;
+  freeMemoryMiB: number;
+}
+
+/** The ready nodes of the pool with what they have left, fullest first (instances pack tightly). */
+export async function roomOnNodes(db: VpsDb, poolId: string, onlyNode?: string): Promise<NodeRoom[]> {
+  const rows = await sql<{ id: string; free_vcpus: number; free_memory: number }>`
+    select n.id,
+      n.cpu_cores - coalesce(sum(i.vcpus), 0)::int as free_vcpus,
+      n.memory_gib * 1024 - coalesce(sum(i.memory_mib), 0)::int as free_memory
+    from compute.nodes n
+    left join compute.instances i on i.node_id = n.id and i.state <> 'deleted'
+    where n.pool_id = ${poolId} and n.state = 'ready'
+      ${onlyNode ? sql`and n.id = ${onlyNode}` : sql``}
+    group by n.id, n.seq
+    order by free_vcpus, free_memory, n.seq`.execute(db);
+  return rows.rows.map((r) => ({
+    nodeId: r.id,
+    freeVcpus: Number(r.free_vcpus),
+    freeMemoryMiB: Number(r.free_memory),
+  }));
+}
+
+export function fits(room: NodeRoom, shape: Shape): boolean {
+  return room.freeVcpus >= shape.vcpus && room.freeMemoryMiB >= shape.memoryMiB;
+}
+
+export function noRoom(poolId: string, shape: Shape, onNode?: string): ComputeError {
+  return new ComputeError(
+    'UNAVAILABLE',
+    `no ready node of pool ${poolId}${onNode ? ` (the node holding the flavor's GPUs, ${onNode})` : ''} has room for ${shape.vcpus} vCPU(s) and ${shape.memoryMiB} MiB`,
+    {
+      details: { poolId, vcpus: shape.vcpus, memoryMiB: shape.memoryMiB },
+      hint: 'Pick a smaller flavor, delete an instance of the pool, or retry when the pool has grown.',
+    },
+  );
+}
+
+export type QuotaResource = 'instances' | 'vcpus' | 'memoryMiB';
+
+/** What a tenant holds in instances on a pool: every instance not deleted. */
+export async function instanceHoldings(
+  db: VpsDb,
+  tenantId: string,
+  poolId: string,
+): Promise<Record<QuotaResource, number>> {
+  const row = await db
+    .selectFrom('compute.instances')
+    .select([
+      sql<number>`count(*)::int`.as('instances'),
+      sql<number>`coalesce(sum(vcpus), 0)::int`.as('vcpus'),
+      sql<number>`coalesce(sum(memory_mib), 0)::int`.as('memory'),
+    ])
+    .where('tenant_id', '=', tenantId)
+    .where('pool_id', '=', poolId)
+    .where('state', '<>', 'deleted')
+    .executeTakeFirstOrThrow();
+  return { instances: Number(row.instances), vcpus: Number(row.vcpus), memoryMiB: Number(row.memory) };
+}
+
+export async function instanceLimits(
+  db: VpsDb,
+  tenantId: string,
+  poolId: string,
+): Promise<Record<QuotaResource, number | null>> {
+  const rows = await db
+    .selectFrom('compute.instance_quotas')
+    .select(['resource', 'limit_value'])
+    .where('tenant_id', '=', tenantId)
+    .where('pool_id', '=', poolId)
+    .execute();
+  const limits: Record<QuotaResource, number | null> = { instances: null, vcpus: null, memoryMiB: null };
+  for (const row of rows) limits[row.resource] = row.limit_value === null ? null : Number(row.limit_value);
+  return limits;
+}
+
+/** QUOTA_EXCEEDED when adding `more` to what the tenant holds passes one of its limits. */
+export async function checkInstanceQuota(
+  db: VpsDb,
+  tenantId: string,
+  poolId: string,
+  more: Record<QuotaResource, number>,
+): Promise<void> {
+  const limits = await instanceLimits(db, tenantId, poolId);
+  if (Object.values(limits).every((limit) => limit === null)) return;
+  const held = await instanceHoldings(db, tenantId, poolId);
+  for (const resource of ['instances', 'vcpus', 'memoryMiB'] as const) {
+    const limit = limits[resource];
+    if (limit === null || more[resource] === 0) continue;
+    if (held[resource] + more[resource] > limit)
+      throw new ComputeError(
+        'QUOTA_EXCEEDED',
+        `tenant ${tenantId} may hold ${limit} ${resource} in instances on pool ${poolId}, holds ${held[resource]} and asks for ${more[resource]} more`,
+        {
+          details: { resource, limit, used: held[resource], requested: more[resource] },
+          hint: 'Delete an instance, pick a smaller flavor, or ask the pool’s owner for more (instances.setQuota).',
+        },
+      );
+  }
+}

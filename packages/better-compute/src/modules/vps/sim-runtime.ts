@@ -1,0 +1,139 @@
+/**
+ * The `sim` runtime: simulated nodes (driver `sim`: `dev --sim`, the simulator) run no daemon, so
+ * the runtime commands queued for them are completed here, in process, after a delay like a real
+ * node's, with the result a real node reports. Node labels steer it for simulations and tests:
+ *
+ *   sim.better-compute.dev/fail=KIND       every KIND command on the node fails (instance.start, …)
+ *   sim.better-compute.dev/delay-ms=N      every command takes N ms instead of its kind's usual time
+ */
+import { isRuntimeCommandKind, type RuntimeCommandKind } from '@better-compute/core/runtime-commands';
+import { type Kysely, sql } from 'kysely';
+import type { ComputeTables } from '../../db/tables.js';
+import { enqueueJob } from '../../workers/jobs.js';
+import type { JobContext } from '../define-module.js';
+import { advanceCommand } from '../commands/service.js';
+import type { WorkflowHookContext } from '../workflows/hooks.js';
+import { vpsDb } from './tables.js';
+
+export const SIM_RUNTIME_JOB = 'vps.sim-runtime';
+export const SIM_FAIL_LABEL = 'sim.better-compute.dev/fail';
+export const SIM_DELAY_LABEL = 'sim.better-compute.dev/delay-ms';
+
+/** How long each kind takes on a simulated node: of the order of a small guest under KVM. */
+export const SIM_DELAYS_MS: Record<RuntimeCommandKind, number> = {
+  'image.fetch': 400,
+  'instance.create': 200,
+  'instance.start': 900,
+  'instance.stop': 300,
+  'instance.resize': 150,
+  'instance.delete': 200,
+};
+
+async function simNode(db: Kysely<ComputeTables>, nodeId: string) {
+  return vpsDb(db)
+    .selectFrom('compute.nodes as n')
+    .innerJoin('compute.pools as p', 'p.id', 'n.pool_id')
+    .select(['n.id', 'n.labels', 'p.driver'])
+    .where('n.id', '=', nodeId)
+    .executeTakeFirst();
+}
+
+function delayOf(kind: RuntimeCommandKind, labels: Record<string, string>): number {
+  const asked = labels[SIM_DELAY_LABEL];
+  if (asked !== undefined && /^\d{1,6}$/.test(asked)) return Number(asked);
+  return SIM_DELAYS_MS[kind];
+}
+
+/** The workflow hook: a runtime command queued for a simulated node is scheduled to complete. */
+export async function scheduleSimulated(
+  context: WorkflowHookContext,
+  command: { id: string; kind: string },
+): Promise<void> {
+  if (!isRuntimeCommandKind(command.kind)) return;
+  const node = await simNode(context.db, context.workflow.node_id);
+  if (node?.driver !== 'sim') return;
+  await enqueueJob(context.db, {
+    kind: SIM_RUNTIME_JOB,
+    payload: { commandId: command.id },
+    runAt: new Date(context.now.getTime() + delayOf(command.kind, node.labels)),
+  });
+}
+
+/** The fields of the runtime payloads a simulated result repeats (checked when they were queued). */
+interface SimPayload {
+  image?: { imageId?: string; disk?: { sizeBytes?: number } };
+  instanceId?: string;
+  shape?: { diskGiB?: number };
+  diskGiB?: number;
+}
+
+function resultOf(kind: RuntimeCommandKind, payload: SimPayload, cached: boolean, address: string) {
+  switch (kind) {
+    case 'image.fetch': {
+      const bytes = Number(payload.image?.disk?.sizeBytes ?? 0);
+      return { imageId: String(payload.image?.imageId), cached, bytes, cacheBytes: bytes };
+    }
+    case 'instance.create':
+      return {
+        instanceId: String(payload.instanceId),
+        diskBytes: Number(payload.shape?.diskGiB ?? 0) * 2 ** 30,
+      };
+    case 'instance.start':
+      return { instanceId: String(payload.instanceId), address, sshPort: null, bootMs: SIM_DELAYS_MS[kind] };
+    case 'instance.stop':
+      return { instanceId: String(payload.instanceId), forced: false };
+    case 'instance.resize':
+      return { instanceId: String(payload.instanceId), diskGiB: Number(payload.diskGiB) };
+    case 'instance.delete':
+      return { instanceId: String(payload.instanceId), removed: true };
+  }
+}
+
+/** A private address for a simulated guest, the same for an instance on every boot. */
+function simulatedAddress(instanceId: string): string {
+  let hash = 0;
+  for (const char of instanceId) hash = (hash * 31 + char.charCodeAt(0)) >>> 0;
+  return `10.${(hash >>> 16) & 255}.${(hash >>> 8) & 255}.${Math.max(2, hash & 255)}`;
+}
+
+/** The job: completes the command as the node would have (which wakes its workflow). */
+export async function simRuntimeJob(context: JobContext): Promise<void> {
+  const commandId = String(context.payload.commandId ?? '');
+  await context.db.transaction().execute(async (trx) => {
+    const db = vpsDb(trx);
+    const command = await db
+      .selectFrom('compute.commands')
+      .selectAll()
+      .where('id', '=', commandId)
+      .forUpdate()
+      .executeTakeFirst();
+    if (!command || command.state !== 'queued' || !isRuntimeCommandKind(command.kind)) return;
+    const node = await simNode(trx, command.node_id);
+    if (!node) return;
+    const now = context.now();
+    const payload = command.payload as SimPayload;
+    const failing = node.labels[SIM_FAIL_LABEL] === command.kind;
+    // The image is in the node's cache when a fetch of it succeeded there before.
+    const cached =
+      command.kind === 'image.fetch' &&
+      (await db
+        .selectFrom('compute.commands')
+        .select('id')
+        .where('node_id', '=', command.node_id)
+        .where('kind', '=', 'image.fetch')
+        .where('state', '=', 'succeeded')
+        .where(sql<boolean>`payload->'image'->>'imageId' = ${String(payload.image?.imageId ?? '')}`)
+        .executeTakeFirst()) !== undefined;
+    await advanceCommand(trx, command.node_id, command.id, {
+      state: failing ? 'failed' : 'succeeded',
+      at: now,
+      exitCode: failing ? 1 : 0,
+      stdout: '',
+      stderr: failing ? `simulated failure of ${command.kind}` : '',
+      result: failing
+        ? null
+        : resultOf(command.kind, payload, cached, simulatedAddress(String(payload.instanceId ?? ''))),
+      error: failing ? `simulated failure of ${command.kind} (node label ${SIM_FAIL_LABEL})` : null,
+    });
+  });
+}

@@ -1,0 +1,437 @@
+/**
+ * Images, flavors and instances through the real binary against `dev --memory --sim 2` (every
+ * role, the embedded Better IAM, a simulated VPS pool whose commands run in the sim runtime):
+ * register and promote an image, flavor CRUD with the in-use refusal, an instance's whole life
+ * (create with --ssh-key and --user-data files, --key retried, stop, resize, start, delete) with the
+ * state and events at each step, a member's ACCESS_DENIED, and usage mistakes refused before
+ * anything is sent.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { computeBin, startBin, type RunningServer } from '../../../test/e2e/support.js';
+
+interface Result {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+const work = mkdtempSync(join(tmpdir(), 'bc-instances-'));
+let server: RunningServer | undefined;
+let url = '';
+type DevAccount = { apiKey: string };
+let dev: Record<'rootAdmin' | 'acmeAdmin' | 'acmeMember', DevAccount>;
+
+function compute(args: string[], token = dev.acmeAdmin.apiKey): Promise<Result> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [computeBin, ...args], {
+      cwd: work,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: work,
+        BETTER_IAM_HOME: join(work, 'iam'),
+        BETTER_COMPUTE_URL: url,
+        BETTER_COMPUTE_TOKEN: token,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    child.once('error', reject);
+    child.once('close', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr });
+    });
+  });
+}
+
+/** The JSON answer of a command that must succeed. */
+async function json<T = any>(args: string[], token?: string): Promise<T> {
+  const result = await compute([...args, '--format', 'compact'], token);
+  if (result.status !== 0) throw new Error(`${args.join(' ')}: ${result.stderr}`);
+  return JSON.parse(result.stdout) as T;
+}
+
+/** The error code a refused command prints (`CODE: message`). */
+async function refusal(args: string[], token?: string): Promise<{ status: number | null; code: string }> {
+  const result = await compute(args, token);
+  expect(result.status).not.toBe(0);
+  return { status: result.status, code: /^([A-Z_]+):/m.exec(result.stderr)?.[1] ?? result.stderr };
+}
+
+let poolId = '';
+let imageId = '';
+const disk = join(work, 'disk.raw');
+
+beforeAll(async () => {
+  server = await startBin(computeBin, ['dev', '--memory', '--sim', '2', '--port', '0'], {
+    cwd: work,
+    env: { HOME: work },
+    ready: /simulated VPS pool:[\s\S]*try: BETTER_COMPUTE_URL=\S+/,
+    timeoutMs: 90_000,
+  });
+  url = /better-compute dev: (http:\/\/127\.0\.0\.1:\d+)\/api\/compute\n/.exec(server.output())![1]!;
+  dev = JSON.parse(readFileSync(join(work, '.better-compute', 'dev-memory.json'), 'utf8'));
+  poolId = /simulated VPS pool: \d+ machine\(s\) in pool (pool_\w+)/.exec(server.output())![1]!;
+  writeFileSync(disk, Buffer.alloc(4096, 7));
+  writeFileSync(
+    join(work, 'id.pub'),
+    'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHVzZXJrZXlmb3J0ZXN0aW5nb25seTAwMDAwMDAwMDAw me@here\n',
+  );
+  writeFileSync(join(work, 'user-data'), '#cloud-config\nruncmd: [echo hello]\n');
+}, 120_000);
+
+afterAll(async () => {
+  await server?.stop();
+  rmSync(work, { recursive: true, force: true });
+});
+
+describe('images', () => {
+  it('register hashes a local file, list shows it to acme as the platform’s, promote moves it', async () => {
+    const image = await json(
+      ['images', 'register', '--name', 'tiny', '--source', disk, '--disk-format', 'raw', '--os', 'debian-12'],
+      dev.rootAdmin.apiKey,
+    );
+    imageId = image.id;
+    expect(image).toMatchObject({
+      scope: 'platform',
+      channel: 'testing',
+      sizeBytes: 4096,
+      sha256: createHash('sha256').update(readFileSync(disk)).digest('hex'),
+    });
+    const listed = await compute(['images', 'list']);
+    expect(listed.stdout).toContain('tiny');
+    expect(listed.stdout).toContain('platform');
+    expect((await refusal(['images', 'promote', imageId, '--channel', 'stable'])).code).toBe('ACCESS_DENIED');
+    expect(
+      (await json(['images', 'promote', imageId, '--channel', 'stable'], dev.rootAdmin.apiKey)).channel,
+    ).toBe('stable');
+    expect((await json(['images', 'get', imageId])).channel).toBe('stable');
+    // A URL without the digest and size is refused before anything is sent.
+    const bad = await refusal([
+      'images',
+      'register',
+      '--name',
+      'u',
+      '--source',
+      'https://x.example.com/d.raw',
+      '--disk-format',
+      'raw',
+      '--os',
+      'x',
+    ]);
+    expect(bad.code).toBe('INVALID_ARGUMENT');
+    expect(
+      (
+        await refusal([
+          'images',
+          'register',
+          '--name',
+          'u',
+          '--source',
+          disk,
+          '--disk-format',
+          'vmdk',
+          '--os',
+          'x',
+        ])
+      ).status,
+    ).toBe(2);
+  });
+});
+
+describe('flavors and an instance’s life through the binary', () => {
+  let small = '';
+  let large = '';
+  let instanceId = '';
+
+  it('the pool’s owner creates and updates flavors; acme lists them and cannot change them', async () => {
+    const root = dev.rootAdmin.apiKey;
+    small = (
+      await json(
+        [
+          'flavors',
+          'create',
+          '--pool',
+          poolId,
+          '--name',
+          'small',
+          '--vcpus',
+          '1',
+          '--memory',
+          '512',
+          '--disk',
+          '4',
+        ],
+        root,
+      )
+    ).id;
+    large = (
+      await json(
+        [
+          'flavors',
+          'create',
+          '--pool',
+          poolId,
+          '--name',
+          'large',
+          '--vcpus',
+          '2',
+          '--memory',
+          '1024',
+          '--disk',
+          '8',
+        ],
+        root,
+      )
+    ).id;
+    expect(
+      await json(['flavors', 'update', large, '--memory', '2048', '--if-version', '1'], root),
+    ).toMatchObject({ memoryMiB: 2048, version: 2 });
+    const table = await compute(['flavors', 'list', '--pool', poolId]);
+    expect(table.stdout).toMatch(/small[\s\S]*large|large[\s\S]*small/);
+    expect(
+      (
+        await refusal([
+          'flavors',
+          'create',
+          '--pool',
+          poolId,
+          '--name',
+          'x',
+          '--vcpus',
+          '1',
+          '--memory',
+          '512',
+          '--disk',
+          '1',
+        ])
+      ).code,
+    ).toBe('ACCESS_DENIED');
+    expect((await refusal(['flavors', 'update', small])).code).toBe('INVALID_ARGUMENT');
+  });
+
+  it('create with --ssh-key and --user-data files waits until running; the same --key answers the same instance', async () => {
+    const args = [
+      'instances',
+      'create',
+      '--pool',
+      poolId,
+      '--flavor',
+      small,
+      '--image',
+      imageId,
+      '--name',
+      'web-1',
+      '--ssh-key',
+      'id.pub',
+      '--user-data',
+      'user-data',
+      '--key',
+      'web-1-create-key',
+    ];
+    const created = await json([...args, '--wait', '60']);
+    expect(created).toMatchObject({ name: 'web-1', state: 'running', vcpus: 1, memoryMiB: 512, diskGiB: 4 });
+    instanceId = created.id;
+    const again = await json(args);
+    expect(again.id).toBe(instanceId);
+    expect(
+      (
+        await refusal([
+          'instances',
+          'create',
+          '--pool',
+          poolId,
+          '--flavor',
+          small,
+          '--image',
+          imageId,
+          '--name',
+          'web-1',
+        ])
+      ).code,
+    ).toBe('ALREADY_EXISTS');
+    expect(
+      (
+        await refusal([
+          'instances',
+          'create',
+          '--pool',
+          poolId,
+          '--flavor',
+          small,
+          '--image',
+          imageId,
+          '--name',
+          'web-2',
+          '--ssh-key',
+          'missing.pub',
+        ])
+      ).code,
+    ).toBe('NOT_FOUND');
+  });
+
+  it('a member may read but not create or stop; a flavor in use is not deleted', async () => {
+    expect((await json(['instances', 'get', instanceId], dev.acmeMember.apiKey)).state).toBe('running');
+    expect((await refusal(['instances', 'stop', instanceId], dev.acmeMember.apiKey)).code).toBe(
+      'ACCESS_DENIED',
+    );
+    expect((await refusal(['flavors', 'delete', small], dev.rootAdmin.apiKey)).code).toBe('CONFLICT');
+  });
+
+  it('stop, resize (disk only grows), start and delete, each waited for, with its events', async () => {
+    expect((await json(['instances', 'stop', instanceId, '--timeout', '5', '--wait', '60'])).state).toBe(
+      'stopped',
+    );
+    expect((await refusal(['instances', 'start', instanceId, '--if-version', '1'])).code).toBe('CONFLICT');
+    const resized = await json(['instances', 'resize', instanceId, '--flavor', large, '--wait', '60']);
+    expect(resized).toMatchObject({
+      state: 'stopped',
+      vcpus: 2,
+      memoryMiB: 2048,
+      diskGiB: 8,
+      flavorId: large,
+    });
+    expect((await refusal(['instances', 'resize', instanceId, '--flavor', small])).code).toBe(
+      'INVALID_ARGUMENT',
+    );
+    expect((await json(['instances', 'start', instanceId, '--wait', '60'])).state).toBe('running');
+    expect((await json(['instances', 'delete', instanceId, '--wait', '60'])).state).toBe('deleted');
+    const events = await json(['events', 'list', '--type', 'instance.', '--limit', '100']);
+    const mine = events.items.filter((e: { subject: { id: string } }) => e.subject.id === instanceId);
+    expect(mine.map((e: { type: string }) => e.type)).toEqual([
+      'instance.created',
+      'instance.running',
+      'instance.stopping',
+      'instance.stopped',
+      'instance.provisioning',
+      'instance.resized',
+      'instance.stopped',
+      'instance.provisioning',
+      'instance.running',
+      'instance.deleting',
+      'instance.deleted',
+    ]);
+    const listed = await compute(['instances', 'list', '--state', 'deleted']);
+    expect(listed.stdout).toContain(instanceId);
+    expect(await json(['flavors', 'delete', small], dev.rootAdmin.apiKey)).toEqual({
+      id: small,
+      deleted: true,
+    });
+  });
+
+  it('the pool’s owner limits acme’s instances; a create past the limit is QUOTA_EXCEEDED', async () => {
+    const root = dev.rootAdmin.apiKey;
+    const set = await json(
+      [
+        'instances',
+        'set-quota',
+        '--pool',
+        poolId,
+        '--subject',
+        'acme',
+        '--resource',
+        'instances',
+        '--limit',
+        '1',
+      ],
+      root,
+    );
+    expect(set).toMatchObject({ resource: 'instances', limit: 1, used: 0 });
+    expect(
+      (
+        await refusal([
+          'instances',
+          'set-quota',
+          '--pool',
+          poolId,
+          '--subject',
+          'acme',
+          '--resource',
+          'vcpus',
+          '--limit',
+          '9',
+        ])
+      ).code,
+    ).toBe('ACCESS_DENIED');
+    const first = await json([
+      'instances',
+      'create',
+      '--pool',
+      poolId,
+      '--flavor',
+      large,
+      '--image',
+      imageId,
+      '--name',
+      'q-1',
+    ]);
+    expect(
+      (
+        await refusal([
+          'instances',
+          'create',
+          '--pool',
+          poolId,
+          '--flavor',
+          large,
+          '--image',
+          imageId,
+          '--name',
+          'q-2',
+        ])
+      ).code,
+    ).toBe('QUOTA_EXCEEDED');
+    const quotas = await json(['instances', 'quotas', '--pool', poolId]);
+    expect(quotas.items.find((q: { resource: string }) => q.resource === 'instances')).toMatchObject({
+      limit: 1,
+      used: 1,
+    });
+    await json(
+      [
+        'instances',
+        'set-quota',
+        '--pool',
+        poolId,
+        '--subject',
+        'acme',
+        '--resource',
+        'instances',
+        '--limit',
+        'none',
+      ],
+      root,
+    );
+    await json(['instances', 'delete', first.id, '--wait', '1']).catch(() => undefined);
+  });
+
+  it('usage mistakes exit 2 before anything is sent', async () => {
+    expect(
+      (
+        await refusal([
+          'instances',
+          'create',
+          '--pool',
+          poolId,
+          '--flavor',
+          'img_x',
+          '--image',
+          imageId,
+          '--name',
+          'x',
+        ])
+      ).status,
+    ).toBe(2);
+    expect((await refusal(['instances', 'get', 'not-an-id'])).status).toBe(2);
+    expect(
+      (await refusal(['instances', 'stop', 'inst_01k5w0000000000000000000', '--timeout', '99999'])).status,
+    ).toBe(2);
+  });
+});

@@ -1,0 +1,108 @@
+/**
+ * Runs the control plane's runtime commands (`image.fetch`, `instance.*`) on this node's runtime:
+ * the payload is checked with the shared schema first, then the driver does the work, and the
+ * outcome is reported like any command's (a result object on success, the reason on failure).
+ */
+import {
+  isRuntimeCommandKind,
+  RUNTIME_COMMAND_KINDS,
+  type RuntimeCommandKind,
+  runtimeCommandPayloads,
+} from '@better-compute/core/runtime-commands';
+import type { CommandOutcome } from '../state.js';
+import type { RuntimeDriver } from './driver.js';
+import { RuntimeError } from './image-cache.js';
+import { QemuDriver } from './qemu.js';
+
+export { type RuntimeDriver } from './driver.js';
+export { ImageCache, RuntimeError } from './image-cache.js';
+export { QemuDriver } from './qemu.js';
+export { isRuntimeCommandKind, RUNTIME_COMMAND_KINDS };
+
+export interface RunningCommand {
+  outcome: Promise<CommandOutcome>;
+  stop(reason: 'cancelled' | 'handed-back'): void;
+}
+
+function outcome(
+  state: CommandOutcome['state'],
+  result: Record<string, unknown> | null,
+  error: string | null,
+) {
+  return { state, exitCode: null, stdout: '', stderr: '', result, error } satisfies CommandOutcome;
+}
+
+async function dispatch(
+  driver: RuntimeDriver,
+  kind: RuntimeCommandKind,
+  payload: unknown,
+  signal: AbortSignal,
+): Promise<Record<string, unknown>> {
+  switch (kind) {
+    case 'image.fetch': {
+      const { image } = runtimeCommandPayloads[kind].parse(payload);
+      return { imageId: image.imageId, ...(await driver.fetchImage(image, signal)) };
+    }
+    case 'instance.create':
+      return { ...(await driver.create(runtimeCommandPayloads[kind].parse(payload), signal)) };
+    case 'instance.start':
+      return { ...(await driver.start(runtimeCommandPayloads[kind].parse(payload), signal)) };
+    case 'instance.stop': {
+      const { instanceId, timeoutMs } = runtimeCommandPayloads[kind].parse(payload);
+      return { ...(await driver.stop(instanceId, timeoutMs)) };
+    }
+    case 'instance.resize': {
+      const { instanceId, diskGiB } = runtimeCommandPayloads[kind].parse(payload);
+      return { ...(await driver.resize(instanceId, diskGiB)) };
+    }
+    case 'instance.delete':
+      return { ...(await driver.delete(runtimeCommandPayloads[kind].parse(payload).instanceId)) };
+  }
+}
+
+/** The daemon's runtimes: QEMU now. Created once per `bcd run`; VMs outlive it. */
+export class Runtimes {
+  readonly qemu: QemuDriver;
+  constructor(stateDir: string, log: (line: string) => void) {
+    this.qemu = new QemuDriver(stateDir, log);
+    void this.qemu.adopt().catch((error: Error) => log(`bcd: finding running VMs failed: ${error.message}`));
+  }
+
+  run(kind: RuntimeCommandKind, payload: unknown): RunningCommand {
+    const controller = new AbortController();
+    let stopped: 'cancelled' | 'handed-back' | null = null;
+    const done = (async (): Promise<CommandOutcome> => {
+      const check = runtimeCommandPayloads[kind].safeParse(payload);
+      if (!check.success) {
+        const issue = check.error.issues[0];
+        return outcome(
+          'failed',
+          null,
+          `the ${kind} payload is invalid: ${issue ? `${issue.path.join('.') || 'payload'}: ${issue.message}` : 'malformed'}`,
+        );
+      }
+      try {
+        return outcome('succeeded', await dispatch(this.qemu, kind, payload, controller.signal), null);
+      } catch (error) {
+        if (stopped === 'cancelled') return outcome('cancelled', null, 'cancelled while it ran');
+        if (stopped === 'handed-back')
+          return outcome('failed', null, 'the daemon stopped while it ran; it was not finished');
+        const message =
+          error instanceof RuntimeError ? error.message : `the runtime failed: ${(error as Error).message}`;
+        return outcome('failed', null, message.slice(0, 3900));
+      }
+    })();
+    return {
+      outcome: done,
+      stop(reason) {
+        if (stopped) return;
+        stopped = reason;
+        controller.abort();
+      },
+    };
+  }
+
+  close(): void {
+    this.qemu.close();
+  }
+}

@@ -1,0 +1,564 @@
+/**
+ * The qemu runtime. Each instance has a directory under `<state-dir>/instances/<id>`: its
+ * definition (`spec.json`), its disk (a qcow2 overlay over the cached image), its NoCloud seed,
+ * and while it runs the QMP and console sockets, the pidfile and `run.json` (ports, boot time).
+ * QEMU daemonizes itself, so the VM outlives the daemon; a restarted daemon finds it again by its
+ * pidfile (checked against the process's command line) and reconnects to its sockets.
+ */
+import { spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, readlinkSync } from 'node:fs';
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { connect, createServer, type Socket } from 'node:net';
+import { join } from 'node:path';
+import { Duplex } from 'node:stream';
+import type { RuntimeCommandPayload, RuntimeImage } from '@better-compute/core/runtime-commands';
+import type { RuntimeDriver } from './driver.js';
+import { ImageCache, RuntimeError } from './image-cache.js';
+import { baseVirtualSize, GiB, growDisk, makeOverlay, virtualSize, writeSeed } from './qemu-disk.js';
+import { ConsoleRing, QmpConnection, qmpOnce } from './qmp.js';
+
+/** What create recorded: enough to start the instance and to recognise a retried create. */
+interface Spec {
+  instanceId: string;
+  hostname: string;
+  definition: string;
+  diskGiB: number;
+  createdAt: string;
+}
+
+/** What start recorded about the running VM. */
+interface RunInfo {
+  pid: number;
+  sshPort: number;
+  address: string | null;
+  bootMs: number | null;
+  forwards: Record<string, number>;
+}
+
+interface Vm {
+  ring: ConsoleRing;
+  console: Socket | null;
+}
+
+const READY = /better-compute-guest: ready ([^\r\n]*)\r?\n/;
+const CONSOLE_BYTES = 64 * 1024;
+/** A console reader this far behind is cut off rather than buffered without end. */
+const CONSOLE_BACKLOG = 1 << 20;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+let kvmProbe: Promise<boolean> | undefined;
+/** True when /dev/kvm exists and QEMU can start a KVM machine on it (a nested VM often cannot); probed once. */
+export function kvmUsable(): Promise<boolean> {
+  kvmProbe ??= !existsSync('/dev/kvm')
+    ? Promise.resolve(false)
+    : new Promise((resolve) => {
+        const probe = spawn(
+          'qemu-system-x86_64',
+          // A q35 machine with the host's CPU, as the runtime starts it: some nested hosts open
+          // /dev/kvm yet fail to set the vCPU's registers, which only a real machine shows.
+          [
+            '-machine',
+            'q35,accel=kvm',
+            '-cpu',
+            'host',
+            '-m',
+            '64',
+            '-nodefaults',
+            '-display',
+            'none',
+            '-S',
+            '-qmp',
+            'stdio',
+          ],
+          { stdio: ['pipe', 'ignore', 'ignore'], timeout: 15_000 },
+        );
+        probe.on('error', () => resolve(false));
+        probe.on('close', (code) => resolve(code === 0));
+        probe.stdin.end('{"execute":"qmp_capabilities"}\n{"execute":"quit"}\n');
+      });
+  return kvmProbe;
+}
+
+export function freeLoopbackPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+/** A definition's digest: a retried create with the same payload matches it. */
+function definitionOf(spec: RuntimeCommandPayload<'instance.create'>): string {
+  const { instanceId, hostname, image, shape, sshKeys, userData } = spec;
+  return createHash('sha256')
+    .update(JSON.stringify({ instanceId, hostname, image, shape, sshKeys, userData }))
+    .digest('hex');
+}
+
+/** Only the printable tail of the console goes into an error message. */
+function tail(text: string, length = 1500): string {
+  return text.slice(-length).replace(/[^\n\t -~]/g, '');
+}
+
+export class QemuDriver implements RuntimeDriver {
+  readonly images: ImageCache;
+  private readonly instancesDir: string;
+  private readonly vms = new Map<string, Vm>();
+  private closed = false;
+
+  constructor(
+    stateDir: string,
+    private readonly log: (line: string) => void = () => {},
+  ) {
+    this.images = new ImageCache(join(stateDir, 'images'));
+    this.instancesDir = join(stateDir, 'instances');
+  }
+
+  /** Reconnects to the consoles of the VMs that run on from before the daemon started. */
+  async adopt(): Promise<string[]> {
+    const names = await readdir(this.instancesDir).catch(() => [] as string[]);
+    const found: string[] = [];
+    for (const id of names.filter((name) => /^inst_[A-Za-z0-9]{1,64}$/.test(name))) {
+      if (this.pidOf(id) === null) continue;
+      this.attach(id);
+      found.push(id);
+    }
+    if (found.length) this.log(`bcd: found ${found.length} running VM(s) again: ${found.join(', ')}`);
+    return found;
+  }
+
+  fetchImage(image: RuntimeImage, signal?: AbortSignal) {
+    return this.images.fetchImage(image, signal);
+  }
+
+  private dir(id: string): string {
+    if (!/^inst_[A-Za-z0-9]{1,64}$/.test(id)) throw new RuntimeError('the instance id is malformed');
+    return join(this.instancesDir, id);
+  }
+  private path(id: string, name: string): string {
+    return join(this.dir(id), name);
+  }
+
+  private async spec(id: string): Promise<Spec | null> {
+    try {
+      return JSON.parse(await readFile(this.path(id, 'spec.json'), 'utf8')) as Spec;
+    } catch {
+      return null;
+    }
+  }
+  private async mustSpec(id: string): Promise<Spec> {
+    const spec = await this.spec(id);
+    if (!spec) throw new RuntimeError(`instance ${id} does not exist on this node; create it first`);
+    return spec;
+  }
+  private async runInfo(id: string): Promise<RunInfo | null> {
+    try {
+      return JSON.parse(await readFile(this.path(id, 'run.json'), 'utf8')) as RunInfo;
+    } catch {
+      return null;
+    }
+  }
+  private async saveJson(id: string, name: string, value: unknown): Promise<void> {
+    const path = this.path(id, name);
+    await writeFile(`${path}.tmp`, `${JSON.stringify(value, null, 2)}\n`, { mode: 0o600 });
+    await rename(`${path}.tmp`, path);
+  }
+
+  /**
+   * The pid of the instance's QEMU when it runs: the pidfile's process, alive and not a zombie,
+   * whose command line names this instance's QMP socket (a reused pid is not taken for it).
+   */
+  private pidOf(id: string): number | null {
+    try {
+      const pid = Number(readFileSync(this.path(id, 'qemu.pid'), 'utf8').trim());
+      if (!Number.isInteger(pid) || pid <= 1) return null;
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) return null;
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      return cmdline.some((arg) => arg.includes(this.path(id, 'qmp.sock'))) ? pid : null;
+    } catch {
+      return null;
+    }
+  }
+
+  private async waitExit(id: string, ms: number): Promise<boolean> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      if (this.pidOf(id) === null) return true;
+      if (Date.now() >= deadline) return false;
+      await sleep(100);
+    }
+  }
+
+  async status(id: string) {
+    return { exists: (await this.spec(id)) !== null, running: this.pidOf(id) !== null };
+  }
+
+  /** The VM's console ring, connected to its console socket (again, after a restart). */
+  private attach(id: string): Vm {
+    let vm = this.vms.get(id);
+    if (!vm) {
+      vm = { ring: new ConsoleRing(CONSOLE_BYTES), console: null };
+      this.vms.set(id, vm);
+    }
+    if (vm.console || this.closed) return vm;
+    const socket = connect(this.path(id, 'console.sock'));
+    const current = vm;
+    current.console = socket;
+    socket.on('data', (chunk: Buffer) => current.ring.push(chunk));
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      if (current.console === socket) current.console = null;
+    });
+    return vm;
+  }
+
+  async create(spec: RuntimeCommandPayload<'instance.create'>, signal?: AbortSignal) {
+    const { instanceId, image, shape } = spec;
+    const definition = definitionOf(spec);
+    const existing = await this.spec(instanceId);
+    if (existing) {
+      if (existing.definition !== definition)
+        throw new RuntimeError(
+          `instance ${instanceId} exists on this node with a different definition; delete it first`,
+        );
+      return { instanceId, diskBytes: existing.diskGiB * GiB };
+    }
+    await this.images.fetchImage(image, signal);
+    const base = this.images.pathOf(image.disk.sha256);
+    const baseBytes = await baseVirtualSize(base, image.diskFormat);
+    if (shape.diskGiB * GiB < baseBytes)
+      throw new RuntimeError(
+        `the image's disk is ${(baseBytes / GiB).toFixed(1)} GiB; a ${shape.diskGiB} GiB disk cannot hold it`,
+      );
+    // Made beside its final place and renamed in, so a crash never leaves half an instance.
+    await mkdir(this.instancesDir, { recursive: true, mode: 0o700 });
+    const making = join(this.instancesDir, `.making-${instanceId}-${randomBytes(4).toString('hex')}`);
+    await mkdir(making, { mode: 0o700 });
+    try {
+      await makeOverlay(base, image.diskFormat, join(making, 'disk.qcow2'), shape.diskGiB * GiB);
+      await writeSeed(join(making, 'seed.iso'), spec, making);
+      const record: Spec = {
+        instanceId,
+        hostname: spec.hostname,
+        definition,
+        diskGiB: shape.diskGiB,
+        createdAt: new Date().toISOString(),
+      };
+      await writeFile(join(making, 'spec.json'), `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 });
+      // A directory without spec.json is what a crash left before the rename: replaced.
+      await rm(this.dir(instanceId), { recursive: true, force: true });
+      await rename(making, this.dir(instanceId));
+    } catch (error) {
+      await rm(making, { recursive: true, force: true });
+      throw error;
+    }
+    return { instanceId, diskBytes: shape.diskGiB * GiB };
+  }
+
+  async start(spec: RuntimeCommandPayload<'instance.start'>, signal?: AbortSignal) {
+    const { instanceId: id, image, shape } = spec;
+    await this.mustSpec(id);
+    if (this.pidOf(id) !== null) {
+      // Started already (a retried command): wait for the ready line if it has not come yet.
+      const info = await this.runInfo(id);
+      if (info?.bootMs != null)
+        return { instanceId: id, address: info.address, sshPort: info.sshPort, bootMs: info.bootMs };
+      return this.awaitReady(id, Date.now(), spec.readyTimeoutMs, signal, true);
+    }
+    for (const file of [image.boot?.kernel, image.boot?.initrd])
+      if (file) await this.images.fetchFile(file, signal);
+    const gpuArgs = passthroughArgs(shape.gpus);
+    const dir = this.dir(id);
+    for (const name of ['qmp.sock', 'console.sock', 'qemu.pid', 'run.json'])
+      await rm(join(dir, name), { force: true });
+    const accel = (await kvmUsable()) ? 'kvm' : 'tcg';
+    const sshPort = await freeLoopbackPort();
+    const args = [
+      '-name', id,
+      '-machine', `q35,accel=${accel}`,
+      '-cpu', accel === 'kvm' ? 'host' : 'max',
+      '-smp', String(shape.vcpus),
+      '-m', String(shape.memoryMiB),
+      '-nodefaults', '-no-user-config', '-display', 'none',
+      ...(image.boot
+        ? [
+            '-kernel', this.images.pathOf(image.boot.kernel.sha256),
+            ...(image.boot.initrd ? ['-initrd', this.images.pathOf(image.boot.initrd.sha256)] : []),
+            '-append', image.boot.cmdline,
+          ]
+        : []),
+      '-device', 'vmgenid',
+      '-drive', `file=${join(dir, 'disk.qcow2')},if=none,id=root,format=qcow2,discard=unmap`,
+      '-device', 'virtio-blk-pci,drive=root',
+      '-drive', `file=${join(dir, 'seed.iso')},if=none,id=seed,format=raw,readonly=on`,
+      '-device', 'virtio-blk-pci,drive=seed',
+      '-netdev', `user,id=net0,hostfwd=tcp:127.0.0.1:${sshPort}-:22`,
+      '-device', 'virtio-net-pci,netdev=net0',
+      '-device', 'virtio-rng-pci',
+      ...gpuArgs,
+      '-chardev', `socket,id=console,path=${join(dir, 'console.sock')},server=on,wait=off`,
+      '-serial', 'chardev:console',
+      '-qmp', `unix:${join(dir, 'qmp.sock')},server=on,wait=off`,
+      '-pidfile', join(dir, 'qemu.pid'),
+      '-daemonize',
+      // Paused until the console is attached, so not a byte of the boot is missed.
+      '-S',
+    ]; // prettier-ignore
+    if (join(dir, 'console.sock').length > 100)
+      throw new RuntimeError('the state directory path is too long for the VM sockets; use a shorter one');
+    await launch(args);
+    const launchedAt = Date.now();
+    const pid = this.pidOf(id);
+    if (pid === null) throw new RuntimeError('QEMU started but its process is not found');
+    const info: RunInfo = { pid, sshPort, address: null, bootMs: null, forwards: {} };
+    await this.saveJson(id, 'run.json', info);
+    const vm = this.attach(id);
+    await new Promise<void>((resolve) => {
+      if (vm.console?.readyState === 'open') return resolve();
+      vm.console?.once('connect', () => resolve());
+      vm.console?.once('close', () => resolve());
+    });
+    try {
+      await qmpOnce(this.path(id, 'qmp.sock'), 'cont');
+    } catch (error) {
+      await this.kill(id);
+      throw new RuntimeError(`the VM did not start running: ${(error as Error).message}`);
+    }
+    this.log(`bcd: ${id} booting (${accel}, ${shape.vcpus} vCPU, ${shape.memoryMiB} MiB)`);
+    return this.awaitReady(id, launchedAt, spec.readyTimeoutMs, signal);
+  }
+
+  /**
+   * Waits for the guest's ready line; a VM that dies, times out or is cancelled is stopped. A VM
+   * found again after a daemon restart may have printed its line while no one listened, so for it
+   * an SSH banner on its forwarded port counts as ready too (the guest starts SSH last).
+   */
+  private async awaitReady(
+    id: string,
+    since: number,
+    timeoutMs: number,
+    signal?: AbortSignal,
+    adopted = false,
+  ) {
+    const vm = this.attach(id);
+    const info = (await this.runInfo(id))!;
+    const controller = new AbortController();
+    const onAbort = () => controller.abort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    let why = '';
+    let bannerSeen = false;
+    let probing = false;
+    const watch = setInterval(() => {
+      if (this.pidOf(id) === null) {
+        why = 'QEMU exited';
+        controller.abort();
+      } else if (adopted && !probing) {
+        probing = true;
+        void sshBanner(info.sshPort).then((seen) => {
+          probing = false;
+          if (seen && !controller.signal.aborted) {
+            bannerSeen = true;
+            controller.abort();
+          }
+        });
+      }
+    }, 250);
+    let fields: Record<string, string | undefined> = {};
+    try {
+      const match = await vm.ring.waitFor(READY, timeoutMs, controller.signal);
+      fields = Object.fromEntries(match[1]!.split(' ').map((pair) => pair.split('=', 2) as [string, string]));
+    } catch (error) {
+      if (!bannerSeen) {
+        await this.kill(id);
+        throw new RuntimeError(
+          `the guest did not report ready (${why || (error as Error).message}); the VM was stopped. Console:\n${tail(vm.ring.contents().toString('latin1'))}`,
+        );
+      }
+    } finally {
+      clearInterval(watch);
+      signal?.removeEventListener('abort', onAbort);
+    }
+    const address = fields.address && /^[0-9a-f.:/]{1,64}$/i.test(fields.address) ? fields.address : null;
+    const ready = { ...info, address, bootMs: Date.now() - since };
+    await this.saveJson(id, 'run.json', ready);
+    return { instanceId: id, address, sshPort: info.sshPort, bootMs: ready.bootMs };
+  }
+
+  async stop(id: string, timeoutMs: number) {
+    await this.mustSpec(id);
+    if (this.pidOf(id) === null) return { instanceId: id, forced: false };
+    if (timeoutMs > 0) {
+      try {
+        await qmpOnce(this.path(id, 'qmp.sock'), 'system_powerdown');
+        if (await this.waitExit(id, timeoutMs)) {
+          await rm(this.path(id, 'run.json'), { force: true });
+          return { instanceId: id, forced: false };
+        }
+      } catch (error) {
+        this.log(`bcd: ${id}: the ACPI power-down failed: ${(error as Error).message}`);
+      }
+    }
+    await this.kill(id);
+    return { instanceId: id, forced: true };
+  }
+
+  /** QMP quit, then SIGKILL: the VM is gone when this returns. */
+  private async kill(id: string): Promise<void> {
+    await qmpOnce(this.path(id, 'qmp.sock'), 'quit').catch(() => undefined);
+    if (!(await this.waitExit(id, 5_000))) {
+      const pid = this.pidOf(id);
+      if (pid !== null) process.kill(pid, 'SIGKILL');
+      if (!(await this.waitExit(id, 10_000))) throw new RuntimeError(`QEMU for ${id} did not exit`);
+    }
+    this.vms.get(id)?.console?.destroy();
+    await rm(this.path(id, 'run.json'), { force: true });
+  }
+
+  async resize(id: string, diskGiB: number) {
+    const spec = await this.mustSpec(id);
+    if (this.pidOf(id) !== null)
+      throw new RuntimeError(`instance ${id} is running; stop it before resizing its disk`);
+    const current = await virtualSize(this.path(id, 'disk.qcow2'));
+    if (diskGiB * GiB < current)
+      throw new RuntimeError(`the disk is ${current / GiB} GiB; it only grows, so ${diskGiB} GiB is refused`);
+    if (diskGiB * GiB > current) await growDisk(this.path(id, 'disk.qcow2'), diskGiB * GiB);
+    await this.saveJson(id, 'spec.json', { ...spec, diskGiB });
+    return { instanceId: id, diskGiB };
+  }
+
+  async delete(id: string) {
+    const dir = this.dir(id);
+    if (!existsSync(dir)) return { instanceId: id, removed: false };
+    if (this.pidOf(id) !== null) await this.kill(id);
+    this.vms.get(id)?.console?.destroy();
+    this.vms.delete(id);
+    await rm(dir, { recursive: true, force: true });
+    return { instanceId: id, removed: true };
+  }
+
+  async openConsole(id: string): Promise<Duplex> {
+    if (this.pidOf(id) === null) throw new RuntimeError(`instance ${id} is not running`);
+    const vm = this.attach(id);
+    const stream: Duplex = new Duplex({
+      read() {},
+      write(chunk: Buffer, _encoding, done) {
+        if (!vm.console) return done(new Error('the console is not connected'));
+        vm.console.write(chunk, () => done());
+      },
+      destroy(error, done) {
+        stop();
+        done(error);
+      },
+      final(done) {
+        stop();
+        done();
+      },
+    });
+    const stop = vm.ring.listen((chunk) => {
+      if (stream.readableLength > CONSOLE_BACKLOG)
+        stream.destroy(new Error('the console reader fell behind'));
+      else stream.push(chunk);
+    });
+    stream.push(vm.ring.contents());
+    return stream;
+  }
+
+  async dial(id: string, port: number): Promise<Duplex> {
+    if (!Number.isInteger(port) || port < 1 || port > 65_535)
+      throw new RuntimeError('the port must be a whole number from 1 to 65535');
+    const info = this.pidOf(id) !== null ? await this.runInfo(id) : null;
+    if (!info) throw new RuntimeError(`instance ${id} is not running`);
+    let hostPort = port === 22 ? info.sshPort : info.forwards[String(port)];
+    if (!hostPort) {
+      hostPort = await freeLoopbackPort();
+      const qmp = await QmpConnection.open(this.path(id, 'qmp.sock'));
+      try {
+        const said = await qmp.execute('human-monitor-command', {
+          'command-line': `hostfwd_add net0 tcp:127.0.0.1:${hostPort}-:${port}`,
+        });
+        if (typeof said === 'string' && said.trim())
+          throw new RuntimeError(`forwarding port ${port} failed: ${said.trim().slice(0, 200)}`);
+      } finally {
+        qmp.close();
+      }
+      info.forwards[String(port)] = hostPort;
+      await this.saveJson(id, 'run.json', info);
+    }
+    const target = hostPort;
+    return new Promise((resolve, reject) => {
+      const socket = connect(target, '127.0.0.1', () => resolve(socket));
+      socket.once('error', reject);
+    });
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const vm of this.vms.values()) vm.console?.destroy();
+  }
+}
+
+/** True when the port answers with an SSH identification line. */
+function sshBanner(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    const done = (seen: boolean) => {
+      socket.destroy();
+      resolve(seen);
+    };
+    socket.setTimeout(1_000, () => done(false));
+    socket.once('data', (chunk: Buffer) => done(chunk.toString('latin1').startsWith('SSH-')));
+    socket.once('error', () => done(false));
+    socket.once('close', () => done(false));
+  });
+}
+
+/** Starts QEMU, which daemonizes once its sockets exist; fails with what it printed. */
+function launch(args: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('qemu-system-x86_64', args, {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: 'C' },
+    });
+    let stderr = '';
+    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr = (stderr + chunk).slice(-4000)));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    child.on('error', (error) => {
+      clearTimeout(timer);
+      reject(new RuntimeError(`QEMU did not start: ${error.message}`));
+    });
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      if (code === 0) resolve();
+      else reject(new RuntimeError(`QEMU exited with ${code}: ${tail(stderr, 1000).trim()}`));
+    });
+  });
+}
+
+/**
+ * GPUs go to the guest by VFIO: each id must be a PCI address whose device the host has bound to
+ * vfio-pci. Anything else is refused, rather than starting a VM without the GPUs it holds.
+ */
+function passthroughArgs(gpus: string[]): string[] {
+  const args: string[] = [];
+  for (const gpu of gpus) {
+    if (!/^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$/.test(gpu))
+      throw new RuntimeError(`GPU ${gpu.slice(0, 64)} is not a PCI address this runtime can pass through`);
+    let driver = '';
+    try {
+      driver = readlinkSync(`/sys/bus/pci/devices/${gpu}/driver`).split('/').at(-1) ?? '';
+    } catch {
+      driver = '';
+    }
+    if (driver !== 'vfio-pci')
+      throw new RuntimeError(
+        `GPU ${gpu} is not bound to vfio-pci on this node, so it cannot be passed through`,
+      );
+    args.push('-device', `vfio-pci,host=${gpu}`);
+  }
+  return args;
+}

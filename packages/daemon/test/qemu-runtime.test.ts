@@ -1,0 +1,318 @@
+/**
+ * The qemu runtime on a real `bcd`, a real `better-compute serve` on PostgreSQL and a real guest
+ * under QEMU (TCG here): image.fetch into the cache (a wrong digest refused and discarded),
+ * instance.create (retry-safe), start until the guest is ready and an SSH login with the seed's key
+ * answers the seed's host name, the daemon killed and restarted while the guest runs (the guest
+ * survives; dial and console reach it), stop by ACPI, resize, start again, a forced stop, delete.
+ * One guest boot is shared by the suite, twice started.
+ */
+import { spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { newId } from '@better-compute/core';
+import type { RuntimeImage } from '@better-compute/core/runtime-commands';
+import { generatedCommandSigner } from '../../better-compute/src/gateway/signer.js';
+import {
+  ensureGuestImage,
+  generateSshKey,
+  type GuestImage,
+  type SshKey,
+} from '../../better-compute/test/guest-support.js';
+import { QemuDriver } from '../src/runtimes/index.js';
+import {
+  bcd,
+  type Deployment,
+  deployment,
+  freePort,
+  type Proc,
+  startServer,
+  until,
+} from './daemon-support.js';
+
+const scratch = mkdtempSync(join(tmpdir(), 'bcd-qemu-'));
+const stateDir = join(scratch, 'state');
+const keyFile = join(scratch, 'command-root.pem');
+const GiB = 1024 ** 3;
+let env: Deployment;
+let server: Proc | undefined;
+let daemon: Proc | undefined;
+let nodeId: string;
+let tenantId: string;
+let guest: GuestImage;
+let key: SshKey;
+let image: RuntimeImage;
+let sshPort: number;
+
+const instanceId = 'inst_qemutest1';
+const hostname = 'qemu-test-guest';
+const shape = { vcpus: 1, memoryMiB: 512, diskGiB: 2, gpus: [] };
+// Runs as root on the first boot, before SSH: leaves a mark, and lets the test write to the console.
+const userData = '#!/bin/sh\necho ran > /var/tmp/user-data-ran\nchmod 0666 /dev/ttyS0\n';
+const instanceDir = join(stateDir, 'instances', instanceId);
+const runDaemon = () => bcd(['run', '--state-dir', stateDir, '--scripts-dir', scratch]);
+const createPayload = () => ({ instanceId, hostname, image, shape, sshKeys: [key.publicKey], userData });
+const startPayload = () => ({ instanceId, image, shape, readyTimeoutMs: 240_000 });
+
+/** Queues a command row as the control plane's workflows do; the gateway signs and delivers it. */
+async function queue(kind: string, payload: Record<string, unknown>): Promise<string> {
+  const id = newId('command');
+  const now = new Date();
+  await sql`insert into compute.commands (id, tenant_id, node_id, kind, payload, state, created_at, expires_at)
+    values (${id}, ${tenantId}, ${nodeId}, ${kind}, ${JSON.stringify(payload)}::jsonb, 'queued', ${now},
+            ${new Date(now.getTime() + 600_000)})`.execute(env.compute.database.db);
+  return id;
+}
+
+async function run(kind: string, payload: Record<string, unknown>, timeoutMs = 60_000): Promise<any> {
+  const id = await queue(kind, payload);
+  return until(
+    `${kind} to finish`,
+    async () => {
+      const command = await env.call<any>('commands.get', { commandId: id });
+      return ['succeeded', 'failed', 'cancelled'].includes(command.state) ? command : undefined;
+    },
+    timeoutMs,
+  );
+}
+
+function ssh(command: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const args = [
+    '-F', 'none', '-i', key.privateKeyPath, '-p', String(sshPort),
+    '-o', 'IdentitiesOnly=yes', '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=accept-new',
+    '-o', `UserKnownHostsFile=${join(scratch, 'known_hosts')}`, '-o', 'ConnectTimeout=20', '-o', 'LogLevel=ERROR',
+    `${guest.manifest.defaultUser}@127.0.0.1`, command,
+  ]; // prettier-ignore
+  return new Promise((resolve) => {
+    const child = spawn('ssh', args, { stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000 });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+const qemuPid = () => Number(readFileSync(join(instanceDir, 'qemu.pid'), 'utf8').trim());
+const alive = (pid: number) => {
+  try {
+    return !readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.startsWith('Z');
+  } catch {
+    return false;
+  }
+};
+const rssKiB = (pid: number) =>
+  Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
+const connected = () =>
+  until(
+    'the daemon’s session',
+    async () => JSON.parse(readFileSync(join(stateDir, 'status.json'), 'utf8')).connected === true,
+  );
+
+beforeAll(async () => {
+  guest = await ensureGuestImage();
+  const file = (path: string, name: string) => {
+    const entry = guest.manifest.files[name] as { sha256: string; size: number };
+    return { source: path, sha256: entry.sha256, sizeBytes: entry.size };
+  };
+  image = {
+    imageId: 'img_guest',
+    diskFormat: 'qcow2',
+    disk: file(guest.rootfs, 'rootfs.qcow2'),
+    boot: {
+      kernel: file(guest.vmlinux, 'vmlinux'),
+      initrd: file(guest.initrd, 'initrd.img'),
+      cmdline: guest.kernelCmdline,
+    },
+  };
+  key = generateSshKey(scratch);
+  env = await deployment();
+  const port = await freePort();
+  writeFileSync(keyFile, generatedCommandSigner().privateKeyPem, { mode: 0o600 });
+  server = await startServer(env.database.url!, port, keyFile);
+  const site = await env.call('sites.create', { name: 'vms' });
+  const pool = await env.call('pools.create', { siteId: site.id, name: 'vps' });
+  const token = await env.call('joinTokens.create', { poolId: pool.id });
+  writeFileSync(join(scratch, 'join-token'), token.token, { mode: 0o600 });
+  const joining = bcd([
+    'join', '--url', `http://127.0.0.1:${port}`, '--token-file', join(scratch, 'join-token'),
+    '--state-dir', stateDir,
+  ]); // prettier-ignore
+  const request = await until('the join request', async () => {
+    const listed = await env.call<any>('joinRequests.list', { state: 'pending' });
+    return listed.items[0];
+  });
+  await env.call('joinRequests.approve', { joinRequestId: request.id });
+  expect(await joining.exited).toBe(0);
+  nodeId = JSON.parse(readFileSync(join(stateDir, 'node.json'), 'utf8')).nodeId;
+  const node = await sql<{
+    tenant_id: string;
+  }>`select tenant_id from compute.nodes where id = ${nodeId}`.execute(env.compute.database.db);
+  tenantId = node.rows[0]!.tenant_id;
+  daemon = runDaemon();
+  await connected();
+}, 300_000);
+
+afterAll(async () => {
+  daemon?.child.kill('SIGKILL');
+  // Whatever a failed step left running is stopped: no VM outlives the suite.
+  try {
+    const pid = qemuPid();
+    if (alive(pid)) process.kill(pid, 'SIGKILL');
+  } catch {
+    /* no VM */
+  }
+  server?.child.kill('SIGKILL');
+  await env?.close();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+describe('the qemu runtime', () => {
+  it('image.fetch copies each file into the cache under its digest, once', async () => {
+    const first = await run('image.fetch', { image });
+    expect(first.state, first.error).toBe('succeeded');
+    const bytes = image.disk.sizeBytes + image.boot!.kernel.sizeBytes + image.boot!.initrd!.sizeBytes;
+    expect(first.result).toEqual({ imageId: 'img_guest', cached: false, bytes, cacheBytes: bytes });
+    expect(readdirSync(join(stateDir, 'images')).sort()).toEqual(
+      [image.disk.sha256, image.boot!.kernel.sha256, image.boot!.initrd!.sha256].sort(),
+    );
+    const again = await run('image.fetch', { image });
+    expect(again.result).toMatchObject({ cached: true, bytes, cacheBytes: bytes });
+  }, 60_000);
+
+  it('a file whose digest or size differs is refused with the reason and discarded', async () => {
+    const blob = randomBytes(8192);
+    writeFileSync(join(scratch, 'blob'), blob);
+    const claimed = createHash('sha256').update('another file').digest('hex');
+    const wrongDigest = { ...image, imageId: 'img_bad', disk: { source: join(scratch, 'blob'), sha256: claimed, sizeBytes: 8192 } }; // prettier-ignore
+    const refused = await run('image.fetch', { image: wrongDigest });
+    expect(refused.state).toBe('failed');
+    expect(refused.error).toContain(`has SHA-256 ${createHash('sha256').update(blob).digest('hex')}`);
+    expect(refused.error).toContain('discarded');
+    const tooBig = await run('image.fetch', { image: { ...wrongDigest, disk: { ...wrongDigest.disk, sizeBytes: 4096 } } }); // prettier-ignore
+    expect(tooBig.error).toContain('larger than the 4096 bytes expected');
+    const missing = await run('image.fetch', { image: { ...wrongDigest, disk: { ...wrongDigest.disk, source: '/nonexistent/disk' } } }); // prettier-ignore
+    expect(missing.error).toContain('is not a file on this node');
+    // Nothing of them is left in the cache, not even a partial file.
+    expect(readdirSync(join(stateDir, 'images')).sort()).toHaveLength(3);
+  }, 60_000);
+
+  it('refuses a malformed payload and commands for an instance it does not have', async () => {
+    const malformed = await run('instance.start', {
+      instanceId: '../../etc',
+      image,
+      shape,
+      readyTimeoutMs: 5000,
+    });
+    expect(malformed.state).toBe('failed');
+    expect(malformed.error).toMatch(/^the instance.start payload is invalid: instanceId/);
+    const unknown = await run('instance.stop', { instanceId: 'inst_nothere', timeoutMs: 1000 });
+    expect(unknown.error).toBe('instance inst_nothere does not exist on this node; create it first');
+    const badKey = await run('instance.create', { ...createPayload(), instanceId: 'inst_badkey', sshKeys: ['ssh-ed25519 AAAA\nrunhcmd: [x]'] }); // prettier-ignore
+    expect(badKey.error).toContain('SSH key 1 is not a one-line OpenSSH public key');
+    expect(existsSync(join(stateDir, 'instances', 'inst_badkey'))).toBe(false);
+  }, 60_000);
+
+  it('instance.create makes the overlay and the seed; a retry with the same payload succeeds, a different one is refused', async () => {
+    const created = await run('instance.create', createPayload());
+    expect(created.state, created.error).toBe('succeeded');
+    expect(created.result).toEqual({ instanceId, diskBytes: 2 * GiB });
+    expect(readdirSync(instanceDir).sort()).toEqual(['disk.qcow2', 'seed.iso', 'spec.json']);
+    const retried = await run('instance.create', createPayload());
+    expect(retried.result).toEqual({ instanceId, diskBytes: 2 * GiB });
+    const other = await run('instance.create', { ...createPayload(), hostname: 'another-name' });
+    expect(other.error).toContain('exists on this node with a different definition');
+  }, 60_000);
+
+  let bootMs = 0;
+  let daemonPid = 0;
+  it('instance.start boots the guest until it is ready; SSH with the seed’s key answers the seed’s host name', async () => {
+    daemonPid = daemon!.child.pid!;
+    const before = rssKiB(daemonPid);
+    const started = await run('instance.start', startPayload(), 300_000);
+    expect(started.state, started.error).toBe('succeeded');
+    expect(started.result).toMatchObject({
+      instanceId,
+      address: expect.stringMatching(/^10\.0\.2\.\d+\/\d+$/),
+    });
+    sshPort = started.result.sshPort;
+    bootMs = started.result.bootMs;
+    const login = await ssh('hostname; cat /var/tmp/user-data-ran');
+    expect(login.code, login.stderr).toBe(0);
+    expect(login.stdout.split('\n')).toEqual([hostname, 'ran', '']);
+    const after = rssKiB(daemonPid);
+    console.log(
+      `qemu runtime: boot to ready ${bootMs} ms (TCG); bcd RSS ${before} KiB before, ${after} KiB with the VM`,
+    );
+    // A retried start finds the VM running and answers as the first did.
+    const retried = await run('instance.start', startPayload());
+    expect(retried.result).toEqual(started.result);
+  }, 320_000);
+
+  it('a killed bcd leaves the guest running; dial and the console reach it, and a restarted bcd stops it by ACPI', async () => {
+    const pid = qemuPid();
+    daemon!.child.kill('SIGKILL');
+    await daemon!.exited;
+    expect(alive(pid)).toBe(true);
+    // The driver finds the VM again from its pidfile and sockets, as a restarted daemon does.
+    const driver = new QemuDriver(stateDir);
+    expect(await driver.adopt()).toEqual([instanceId]);
+    const ssh22 = await driver.dial(instanceId, 22);
+    const banner = await new Promise<string>((resolve) =>
+      ssh22.once('data', (chunk: Buffer) => resolve(chunk.toString())),
+    );
+    expect(banner).toMatch(/^SSH-2\.0-OpenSSH/);
+    ssh22.destroy();
+    const serial = await driver.openConsole(instanceId);
+    let seen = '';
+    serial.on('data', (chunk: Buffer) => (seen += chunk.toString('latin1')));
+    const wrote = await ssh('echo console-check-$((6*7)) > /dev/ttyS0');
+    expect(wrote.code, wrote.stderr).toBe(0);
+    await until('the console line', async () => seen.includes('console-check-42'));
+    serial.destroy();
+    driver.close();
+    daemon = runDaemon();
+    await connected();
+    expect(alive(pid)).toBe(true);
+    const stopped = await run('instance.stop', { instanceId, timeoutMs: 60_000 }, 90_000);
+    expect(stopped.state, stopped.error).toBe('succeeded');
+    expect(stopped.result).toEqual({ instanceId, forced: false });
+    expect(alive(pid)).toBe(false);
+    const again = await run('instance.stop', { instanceId, timeoutMs: 60_000 });
+    expect(again.result).toEqual({ instanceId, forced: false });
+  }, 120_000);
+
+  it('instance.resize grows a stopped disk and refuses to shrink it', async () => {
+    const grown = await run('instance.resize', { instanceId, diskGiB: 3 });
+    expect(grown.state, grown.error).toBe('succeeded');
+    expect(grown.result).toEqual({ instanceId, diskGiB: 3 });
+    const shrunk = await run('instance.resize', { instanceId, diskGiB: 2 });
+    expect(shrunk.error).toBe('the disk is 3 GiB; it only grows, so 2 GiB is refused');
+  }, 60_000);
+
+  it('starts again with the grown disk; resize is refused while it runs; a stop past its timeout is forced; delete removes it', async () => {
+    const started = await run(
+      'instance.start',
+      { ...startPayload(), shape: { ...shape, diskGiB: 3 } },
+      300_000,
+    );
+    expect(started.state, started.error).toBe('succeeded');
+    sshPort = started.result.sshPort;
+    const size = await ssh('cat /sys/block/vda/size; hostname');
+    expect(size.stdout.split('\n')).toEqual([String((3 * GiB) / 512), hostname, '']);
+    const running = await run('instance.resize', { instanceId, diskGiB: 4 });
+    expect(running.error).toBe(`instance ${instanceId} is running; stop it before resizing its disk`);
+    const pid = qemuPid();
+    const forced = await run('instance.stop', { instanceId, timeoutMs: 0 });
+    expect(forced.result).toEqual({ instanceId, forced: true });
+    expect(alive(pid)).toBe(false);
+    const deleted = await run('instance.delete', { instanceId });
+    expect(deleted.result).toEqual({ instanceId, removed: true });
+    expect(existsSync(instanceDir)).toBe(false);
+    const again = await run('instance.delete', { instanceId });
+    expect(again.result).toEqual({ instanceId, removed: false });
+  }, 320_000);
+});

@@ -1,0 +1,221 @@
+/**
+ * An instance's life on a real node: `better-compute serve` on PostgreSQL, a real `bcd` joined to a
+ * vps pool running its qemu runtime, the project's guest image registered with its digests, and the
+ * real CLI binary as the tenant: `instances create` until running, an SSH login with the key given
+ * at create that answers the seed's host name, stop (ACPI), start, delete, with the instance's
+ * events at each step. One guest, booted twice (TCG here, so minutes).
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generatedCommandSigner } from '../../packages/better-compute/src/gateway/signer.js';
+import {
+  ensureGuestImage,
+  ensureHostTools,
+  generateSshKey,
+  type GuestImage,
+  type SshKey,
+} from '../../packages/better-compute/test/guest-support.js';
+import {
+  bcd,
+  type Deployment,
+  deployment,
+  freePort,
+  type Proc,
+  startServer,
+  until,
+} from '../../packages/daemon/test/daemon-support.js';
+import { computeBin } from '../e2e/support.js';
+
+const tools = ensureHostTools();
+const scratch = mkdtempSync(join(tmpdir(), 'bc-instances-qemu-'));
+const stateDir = join(scratch, 'state');
+let env: Deployment;
+let server: Proc | undefined;
+let daemon: Proc | undefined;
+let url = '';
+let guest: GuestImage;
+let key: SshKey;
+let poolId = '';
+let flavorId = '';
+let imageId = '';
+let instanceId = '';
+const name = 'guest-one';
+
+function cli(
+  args: string[],
+  token = env.acmeKey,
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [computeBin, ...args, '--format', 'compact'], {
+      cwd: scratch,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: scratch,
+        BETTER_COMPUTE_URL: url,
+        BETTER_COMPUTE_TOKEN: token,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    child.once('error', reject);
+    child.once('close', (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+async function json(args: string[], token?: string): Promise<Record<string, any>> {
+  const result = await cli(args, token);
+  if (result.status !== 0) throw new Error(`${args.join(' ')}: ${result.stderr}`);
+  return JSON.parse(result.stdout) as Record<string, any>;
+}
+
+function ssh(
+  port: number,
+  command: string,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const args = [
+    '-F', 'none', '-i', key.privateKeyPath, '-p', String(port),
+    '-o', 'IdentitiesOnly=yes', '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no',
+    '-o', 'UserKnownHostsFile=/dev/null', '-o', 'ConnectTimeout=20', '-o', 'LogLevel=ERROR',
+    `${guest.manifest.defaultUser}@127.0.0.1`, command,
+  ]; // prettier-ignore
+  return new Promise((resolve) => {
+    const child = spawn('ssh', args, { stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000 });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+async function instanceEvents(): Promise<string[]> {
+  const page = await env.call<{ items: { type: string; subject: { id: string } }[] }>(
+    'events.list',
+    { type: 'instance.', limit: 100 },
+    'acme',
+  );
+  return page.items.filter((e) => e.subject.id === instanceId).map((e) => e.type);
+}
+
+describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('an instance on a real node and QEMU', () => {
+  beforeAll(async () => {
+    if (tools.missing.length > 0)
+      throw new Error(`the test needs ${tools.missing.join(', ')}: ${tools.reason}`);
+    guest = await ensureGuestImage();
+    key = generateSshKey(scratch);
+    writeFileSync(join(scratch, 'id.pub'), `${key.publicKey}\n`);
+    env = await deployment();
+    const port = await freePort();
+    url = `http://127.0.0.1:${port}`;
+    const keyFile = join(scratch, 'command-root.pem');
+    writeFileSync(keyFile, generatedCommandSigner().privateKeyPem, { mode: 0o600 });
+    server = await startServer(env.database.url!, port, keyFile);
+    const site = await env.call('sites.create', { name: 'vms' });
+    const pool = await env.call('pools.create', { siteId: site.id, name: 'vms', class: 'vps' });
+    poolId = pool.id;
+    await env.call('pools.offer', { poolId, offerTenantId: 'acme' });
+    const token = await env.call('joinTokens.create', { poolId, preApproved: true });
+    writeFileSync(join(scratch, 'join-token'), token.token, { mode: 0o600 });
+    const joining = bcd([
+      'join',
+      '--url',
+      url,
+      '--token-file',
+      join(scratch, 'join-token'),
+      '--state-dir',
+      stateDir,
+    ]);
+    expect(await joining.exited).toBe(0);
+    daemon = bcd(['run', '--state-dir', stateDir, '--scripts-dir', scratch]);
+    await until(
+      'the daemon’s session',
+      async () =>
+        existsSync(join(stateDir, 'status.json')) &&
+        JSON.parse(readFileSync(join(stateDir, 'status.json'), 'utf8')).connected === true,
+      30_000,
+    );
+    flavorId = (
+      await json(
+        [
+          'flavors',
+          'create',
+          '--pool',
+          poolId,
+          '--name',
+          'small',
+          '--vcpus',
+          '1',
+          '--memory',
+          '512',
+          '--disk',
+          '2',
+        ],
+        env.rootKey,
+      )
+    ).id;
+    // The platform's image, registered from the files the CLI hashes itself.
+    imageId = (
+      await json(
+        ['images', 'register', '--name', 'guest', '--source', guest.rootfs, '--disk-format', 'qcow2', '--os', 'debian',
+          '--kernel', guest.vmlinux, '--initrd', guest.initrd, '--cmdline', guest.kernelCmdline],
+        env.rootKey,
+      )
+    ).id; // prettier-ignore
+  }, 600_000);
+
+  afterAll(async () => {
+    // Whatever a failed step left running is stopped: no VM outlives the suite.
+    const pidFile = instanceId ? join(stateDir, 'instances', instanceId, 'qemu.pid') : '';
+    if (pidFile && existsSync(pidFile)) {
+      try {
+        process.kill(Number(readFileSync(pidFile, 'utf8').trim()), 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
+    }
+    daemon?.child.kill('SIGKILL');
+    server?.child.kill('SIGKILL');
+    await env?.close();
+    rmSync(scratch, { recursive: true, force: true });
+  });
+
+  it('create waits until the guest answers; SSH with the key given at create reaches the seed’s host name', async () => {
+    const created = await json(
+      ['instances', 'create', '--pool', poolId, '--flavor', flavorId, '--image', imageId, '--name', name,
+        '--ssh-key', 'id.pub', '--key', 'guest-one-create', '--wait', '300'],
+    ); // prettier-ignore
+    instanceId = created.id;
+    expect(created, created.reason ?? '').toMatchObject({ state: 'running', reason: null });
+    expect(created.sshPort).toBeGreaterThan(0);
+    const login = await ssh(created.sshPort, 'hostname');
+    expect(login.stdout.trim(), login.stderr).toBe(name);
+    expect(await instanceEvents()).toEqual(['instance.created', 'instance.running']);
+  }, 360_000);
+
+  it('stop powers it off; start boots it again; delete removes its disk', async () => {
+    expect((await json(['instances', 'stop', instanceId, '--timeout', '60', '--wait', '120'])).state).toBe(
+      'stopped',
+    );
+    const again = await json(['instances', 'start', instanceId, '--wait', '300']);
+    expect(again.state, again.reason ?? '').toBe('running');
+    expect((await ssh(again.sshPort, 'hostname')).stdout.trim()).toBe(name);
+    expect((await json(['instances', 'delete', instanceId, '--wait', '120'])).state).toBe('deleted');
+    expect(existsSync(join(stateDir, 'instances', instanceId))).toBe(false);
+    expect(await instanceEvents()).toEqual([
+      'instance.created',
+      'instance.running',
+      'instance.stopping',
+      'instance.stopped',
+      'instance.provisioning',
+      'instance.running',
+      'instance.deleting',
+      'instance.deleted',
+    ]);
+  }, 600_000);
+});
