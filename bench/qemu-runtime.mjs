@@ -111,6 +111,7 @@ console.log(
 );
 
 // Memory per VM: several VMs up at once against none.
+memory();
 const before = memory();
 const ids = Array.from({ length: together }, (_, i) => `inst_mem${i}`);
 for (const instanceId of ids)
@@ -130,6 +131,14 @@ console.log(
   `daemon memory with ${together} VMs running: +${kib((during.js - before.js) / together)} JS heap and buffers per VM, ` +
     `+${kib((during.rss - before.rss) / together)} RSS per VM (${globalThis.gc ? 'after GC' : 'no --expose-gc: noisy'})`,
 );
+// What each VM's console ring holds: openConsole replays it as its first chunk.
+const held = [];
+for (const instanceId of ids) {
+  const serial = await driver.openConsole(instanceId);
+  held.push(await new Promise((resolve) => serial.once('data', (chunk) => resolve(chunk.length))));
+  serial.destroy();
+}
+console.log(`console rings hold ${held.map(kib).join(', ')} (bound 64 KiB each)`);
 for (const instanceId of ids) await driver.delete(instanceId);
 driver.close();
 rmSync(scratch, { recursive: true, force: true });
