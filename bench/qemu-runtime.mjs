@@ -138,7 +138,7 @@ for (const instanceId of ids) {
   held.push(await new Promise((resolve) => serial.once('data', (chunk) => resolve(chunk.length))));
   serial.destroy();
 }
-console.log(`console rings hold ${held.map(kib).join(', ')} (bound 64 KiB each)`);
+console.log(`console rings hold ${held.join(', ')} bytes (bound 64 KiB each)`);
 for (const instanceId of ids) await driver.delete(instanceId);
 driver.close();
 rmSync(scratch, { recursive: true, force: true });
