@@ -340,7 +340,7 @@ describe('the qemu runtime', () => {
     expect(shrunk.error).toBe('the disk is 3 GiB; it only grows, so 2 GiB is refused');
   }, 60_000);
 
-  it('starts again with the grown disk; resize is refused while it runs; a stop past its timeout is forced; delete removes it', async () => {
+  it('starts again with the grown disk; resize is refused while it runs; a stop past its timeout is forced; delete stops a running VM and removes it', async () => {
     const started = await run(
       'instance.start',
       { ...startPayload(), shape: { ...shape, diskGiB: 3 } },
@@ -356,10 +356,22 @@ describe('the qemu runtime', () => {
     const forced = await run('instance.stop', { instanceId, timeoutMs: 0 });
     expect(forced.result).toEqual({ instanceId, forced: true });
     expect(alive(pid)).toBe(false);
+    // Delete stops a running VM by force before it removes the disk.
+    const third = await run(
+      'instance.start',
+      { ...startPayload(), shape: { ...shape, diskGiB: 3 } },
+      300_000,
+    );
+    expect(third.state, third.error).toBe('succeeded');
+    // Ready means this boot's ready line (not the last boot's): SSH answers at once.
+    sshPort = third.result.sshPort;
+    expect((await ssh('hostname')).stdout).toBe(`${hostname}\n`);
+    const runningPid = qemuPid();
     const deleted = await run('instance.delete', { instanceId });
     expect(deleted.result).toEqual({ instanceId, removed: true });
+    expect(alive(runningPid)).toBe(false);
     expect(existsSync(instanceDir)).toBe(false);
     const again = await run('instance.delete', { instanceId });
     expect(again.result).toEqual({ instanceId, removed: false });
-  }, 320_000);
+  }, 600_000);
 });
