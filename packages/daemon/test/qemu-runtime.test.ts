@@ -356,6 +356,30 @@ describe('the qemu runtime', () => {
     const forced = await run('instance.stop', { instanceId, timeoutMs: 0 });
     expect(forced.result).toEqual({ instanceId, forced: true });
     expect(alive(pid)).toBe(false);
+    // A start cancelled while the guest boots stops the VM it launched.
+    const cancelled = await queue('instance.start', { ...startPayload(), shape: { ...shape, diskGiB: 3 } });
+    await until('the start to run', async () => {
+      const command = await env.call<any>('commands.get', { commandId: cancelled });
+      return command.state === 'running' && existsSync(join(instanceDir, 'qemu.pid')) && alive(qemuPid());
+    });
+    const bootingPid = qemuPid();
+    // Asked to stop as commands.cancel asks a running command (the flag the gateway delivers).
+    await sql`update compute.commands set cancel_requested = true where id = ${cancelled}`.execute(
+      env.compute.database.db,
+    );
+    const stoppedStart = await until(
+      'the start to be cancelled',
+      async () => {
+        const command = await env.call<any>('commands.get', { commandId: cancelled });
+        return ['succeeded', 'failed', 'cancelled'].includes(command.state) ? command : undefined;
+      },
+      60_000,
+    );
+    expect(stoppedStart, daemon!.err.slice(-20).join('\n')).toMatchObject({
+      state: 'cancelled',
+      error: 'cancelled while it ran',
+    });
+    expect(alive(bootingPid)).toBe(false);
     // Delete stops a running VM by force before it removes the disk.
     const third = await run(
       'instance.start',

@@ -364,6 +364,8 @@ export class QemuDriver implements RuntimeDriver {
     const controller = new AbortController();
     const onAbort = () => controller.abort();
     signal?.addEventListener('abort', onAbort, { once: true });
+    // Cancelled while QEMU was launching: the abort event has fired already.
+    if (signal?.aborted) controller.abort();
     let why = '';
     let bannerSeen = false;
     let probing = false;
