@@ -6,9 +6,10 @@
  * survives; dial and console reach it), stop by ACPI, resize, start again, a forced stop, delete.
  * One guest boot is shared by the suite, twice started.
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'kysely';
@@ -53,7 +54,14 @@ const shape = { vcpus: 1, memoryMiB: 512, diskGiB: 2, gpus: [] };
 // Runs as root on the first boot, before SSH: leaves a mark, and lets the test write to the console.
 const userData = '#!/bin/sh\necho ran > /var/tmp/user-data-ran\nchmod 0666 /dev/ttyS0\n';
 const instanceDir = join(stateDir, 'instances', instanceId);
-const runDaemon = () => bcd(['run', '--state-dir', stateDir, '--scripts-dir', scratch]);
+// The daemon trusts the test's https server through its certificate, as a node trusts a mirror's CA.
+const runDaemon = () =>
+  bcd(['run', '--state-dir', stateDir, '--scripts-dir', scratch], {
+    NODE_EXTRA_CA_CERTS: join(scratch, 'mirror.crt'),
+  });
+let mirror: Server;
+let mirrorUrl: string;
+const mirrorBlob = randomBytes(64 * 1024);
 const createPayload = () => ({ instanceId, hostname, image, shape, sshKeys: [key.publicKey], userData });
 const startPayload = () => ({ instanceId, image, shape, readyTimeoutMs: 240_000 });
 
@@ -129,6 +137,25 @@ beforeAll(async () => {
     },
   };
   key = generateSshKey(scratch);
+  // An https image mirror on loopback with a certificate of its own.
+  execFileSync('openssl', [
+    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
+    '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1',
+    '-keyout', join(scratch, 'mirror.key'), '-out', join(scratch, 'mirror.crt'),
+  ], { stdio: 'ignore' }); // prettier-ignore
+  mirror = createServer(
+    { key: readFileSync(join(scratch, 'mirror.key')), cert: readFileSync(join(scratch, 'mirror.crt')) },
+    (request, response) => {
+      const port = (mirror.address() as { port: number }).port;
+      if (request.url === '/blob') response.writeHead(200).end(mirrorBlob);
+      else if (request.url === '/moved') response.writeHead(302, { location: '/blob' }).end();
+      else if (request.url === '/insecure')
+        response.writeHead(302, { location: `http://127.0.0.1:${port}/blob` }).end();
+      else response.writeHead(404).end();
+    },
+  );
+  await new Promise<void>((resolve) => mirror.listen(0, '127.0.0.1', resolve));
+  mirrorUrl = `https://127.0.0.1:${(mirror.address() as { port: number }).port}`;
   env = await deployment();
   const port = await freePort();
   writeFileSync(keyFile, generatedCommandSigner().privateKeyPem, { mode: 0o600 });
@@ -166,6 +193,7 @@ afterAll(async () => {
     /* no VM */
   }
   server?.child.kill('SIGKILL');
+  mirror?.close();
   await env?.close();
   rmSync(scratch, { recursive: true, force: true });
 });
@@ -198,6 +226,25 @@ describe('the qemu runtime', () => {
     expect(missing.error).toContain('is not a file on this node');
     // Nothing of them is left in the cache, not even a partial file.
     expect(readdirSync(join(stateDir, 'images')).sort()).toHaveLength(3);
+  }, 60_000);
+
+  it('downloads an https file, following a redirect; a redirect to http and a 404 are refused', async () => {
+    const sha256 = createHash('sha256').update(mirrorBlob).digest('hex');
+    const disk = { source: `${mirrorUrl}/moved`, sha256, sizeBytes: mirrorBlob.length };
+    const fetched = await run('image.fetch', { image: { ...image, imageId: 'img_mirror', disk } });
+    expect(fetched.state, fetched.error).toBe('succeeded');
+    expect(readFileSync(join(stateDir, 'images', sha256))).toEqual(mirrorBlob);
+    const other = createHash('sha256').update('other').digest('hex');
+    const insecure = await run('image.fetch', {
+      image: { ...image, disk: { ...disk, sha256: other, source: `${mirrorUrl}/insecure` } },
+    });
+    expect(insecure.error).toContain('redirects away from https');
+    const missing = await run('image.fetch', {
+      image: { ...image, disk: { ...disk, sha256: other, source: `${mirrorUrl}/nothing` } },
+    });
+    expect(missing.error).toContain('answered HTTP 404');
+    expect(existsSync(join(stateDir, 'images', other))).toBe(false);
+    rmSync(join(stateDir, 'images', sha256), { force: true });
   }, 60_000);
 
   it('refuses a malformed payload and commands for an instance it does not have', async () => {
@@ -293,7 +340,7 @@ describe('the qemu runtime', () => {
     expect(shrunk.error).toBe('the disk is 3 GiB; it only grows, so 2 GiB is refused');
   }, 60_000);
 
-  it('starts again with the grown disk; resize is refused while it runs; a stop past its timeout is forced; delete removes it', async () => {
+  it('starts again with the grown disk; resize is refused while it runs; a stop past its timeout is forced; delete stops a running VM and removes it', async () => {
     const started = await run(
       'instance.start',
       { ...startPayload(), shape: { ...shape, diskGiB: 3 } },
@@ -309,10 +356,46 @@ describe('the qemu runtime', () => {
     const forced = await run('instance.stop', { instanceId, timeoutMs: 0 });
     expect(forced.result).toEqual({ instanceId, forced: true });
     expect(alive(pid)).toBe(false);
+    // A start cancelled while the guest boots stops the VM it launched.
+    const cancelled = await queue('instance.start', { ...startPayload(), shape: { ...shape, diskGiB: 3 } });
+    await until('the start to run', async () => {
+      const command = await env.call<any>('commands.get', { commandId: cancelled });
+      return command.state === 'running' && existsSync(join(instanceDir, 'qemu.pid')) && alive(qemuPid());
+    });
+    const bootingPid = qemuPid();
+    // Asked to stop as commands.cancel asks a running command (the flag the gateway delivers).
+    await sql`update compute.commands set cancel_requested = true where id = ${cancelled}`.execute(
+      env.compute.database.db,
+    );
+    const stoppedStart = await until(
+      'the start to be cancelled',
+      async () => {
+        const command = await env.call<any>('commands.get', { commandId: cancelled });
+        return ['succeeded', 'failed', 'cancelled'].includes(command.state) ? command : undefined;
+      },
+      60_000,
+    );
+    expect(stoppedStart, daemon!.err.slice(-20).join('\n')).toMatchObject({
+      state: 'cancelled',
+      error: 'cancelled while it ran',
+    });
+    expect(alive(bootingPid)).toBe(false);
+    // Delete stops a running VM by force before it removes the disk.
+    const third = await run(
+      'instance.start',
+      { ...startPayload(), shape: { ...shape, diskGiB: 3 } },
+      300_000,
+    );
+    expect(third.state, third.error).toBe('succeeded');
+    // Ready means this boot's ready line (not the last boot's): SSH answers at once.
+    sshPort = third.result.sshPort;
+    expect((await ssh('hostname')).stdout).toBe(`${hostname}\n`);
+    const runningPid = qemuPid();
     const deleted = await run('instance.delete', { instanceId });
     expect(deleted.result).toEqual({ instanceId, removed: true });
+    expect(alive(runningPid)).toBe(false);
     expect(existsSync(instanceDir)).toBe(false);
     const again = await run('instance.delete', { instanceId });
     expect(again.result).toEqual({ instanceId, removed: false });
-  }, 320_000);
+  }, 600_000);
 });

@@ -118,9 +118,17 @@ export class QemuDriver implements RuntimeDriver {
     this.instancesDir = join(stateDir, 'instances');
   }
 
-  /** Reconnects to the consoles of the VMs that run on from before the daemon started. */
+  /**
+   * Reconnects to the consoles of the VMs that run on from before the daemon started. Called once
+   * as the daemon starts, before it runs any command.
+   */
   async adopt(): Promise<string[]> {
     const names = await readdir(this.instancesDir).catch(() => [] as string[]);
+    // What a crash left half made (instances being created, image files being fetched) goes.
+    for (const name of names.filter((n) => n.startsWith('.making-')))
+      await rm(join(this.instancesDir, name), { recursive: true, force: true });
+    for (const name of await readdir(this.images.dir).catch(() => [] as string[]))
+      if (name.startsWith('.partial-')) await rm(join(this.images.dir, name), { force: true });
     const found: string[] = [];
     for (const id of names.filter((name) => /^inst_[A-Za-z0-9]{1,64}$/.test(name))) {
       if (this.pidOf(id) === null) continue;
@@ -274,6 +282,9 @@ export class QemuDriver implements RuntimeDriver {
       if (file) await this.images.fetchFile(file, signal);
     const gpuArgs = passthroughArgs(shape.gpus);
     const dir = this.dir(id);
+    // A fresh console for a fresh boot: the last boot's ready line must not count for this one.
+    this.vms.get(id)?.console?.destroy();
+    this.vms.delete(id);
     for (const name of ['qmp.sock', 'console.sock', 'qemu.pid', 'run.json'])
       await rm(join(dir, name), { force: true });
     const accel = (await kvmUsable()) ? 'kvm' : 'tcg';
@@ -311,6 +322,9 @@ export class QemuDriver implements RuntimeDriver {
     ]; // prettier-ignore
     if (join(dir, 'console.sock').length > 100)
       throw new RuntimeError('the state directory path is too long for the VM sockets; use a shorter one');
+    // QEMU splits its options at commas, so a path with one would change what an option says.
+    if (dir.includes(','))
+      throw new RuntimeError('the state directory path has a comma, which QEMU options cannot hold');
     await launch(args);
     const launchedAt = Date.now();
     const pid = this.pidOf(id);
@@ -350,6 +364,8 @@ export class QemuDriver implements RuntimeDriver {
     const controller = new AbortController();
     const onAbort = () => controller.abort();
     signal?.addEventListener('abort', onAbort, { once: true });
+    // Cancelled while QEMU was launching: the abort event has fired already.
+    if (signal?.aborted) controller.abort();
     let why = '';
     let bannerSeen = false;
     let probing = false;

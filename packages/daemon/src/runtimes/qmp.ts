@@ -169,6 +169,7 @@ export class ConsoleRing {
         signal?.removeEventListener('abort', onAbort);
       }
       signal?.addEventListener('abort', onAbort, { once: true });
+      if (signal?.aborted) return onAbort();
       check();
     });
   }
