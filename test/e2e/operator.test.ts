@@ -118,8 +118,10 @@ describe.runIf(postgres)('an operator on PostgreSQL', () => {
     const password = 'correct horse battery staple';
     const server = await startBin(computeBin, ['serve', '--port', String(port)], {
       cwd,
+      // The deployment has a PKI bundle (made above), so serve needs the secret that unseals it.
       env: {
         ...env,
+        BETTER_COMPUTE_SECRET: 'operator-test-secret-not-a-real-one',
         BETTER_COMPUTE_ADMIN_EMAIL: 'ops@root.example',
         BETTER_COMPUTE_ADMIN_PASSWORD: password,
       },
@@ -158,7 +160,7 @@ describe.runIf(postgres)('an operator on PostgreSQL', () => {
     // A second start finds the administrator and needs no password.
     const again = await startBin(computeBin, ['serve', '--port', String(port)], {
       cwd,
-      env,
+      env: { ...env, BETTER_COMPUTE_SECRET: 'operator-test-secret-not-a-real-one' },
       ready: /better-compute serving/,
     });
     expect(await again.stop()).toBe(0);
