@@ -7,7 +7,8 @@ import { z } from 'zod';
 import { defineGroup, method } from '../group.js';
 import { idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 
-export const COMMAND_KINDS = ['inventory.refresh', 'exec.script'] as const;
+/** `ssh.trust` is queued by the control plane alone (break-glass SSH), never through commands.run. */
+export const COMMAND_KINDS = ['inventory.refresh', 'exec.script', 'ssh.trust'] as const;
 export const commandKind = z.enum(COMMAND_KINDS);
 export const commandState = z.enum(['queued', 'sent', 'running', 'succeeded', 'failed', 'cancelled']);
 /** The most output a command keeps, per stream. */
@@ -82,7 +83,7 @@ const commandsRun = method({
     .object({
       tenantId,
       nodeId: idOf('node'),
-      kind: commandKind,
+      kind: z.enum(['inventory.refresh', 'exec.script']),
       payload: commandPayload.optional(),
       /** How long the command may wait for delivery before the daemon refuses it. */
       ttlSeconds: z.number().int().min(10).max(86_400).optional(),

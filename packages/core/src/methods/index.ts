@@ -22,6 +22,8 @@ import { offersGroup } from './offers.js';
 import { commandsGroup } from './commands.js';
 import { workflowsGroup } from './workflows.js';
 import { webhooksGroup } from './webhooks.js';
+import { nodeSshCertsGroup } from './ssh-certs.js';
+import { tunnelsGroup } from './tunnels.js';
 
 /** Every group of the table, for the modules that implement them. */
 export {
@@ -43,6 +45,8 @@ export {
   commandsGroup,
   workflowsGroup,
   webhooksGroup,
+  nodeSshCertsGroup,
+  tunnelsGroup,
 };
 export * from './common.js';
 export { eventSchema } from './events.js';
@@ -62,6 +66,8 @@ export {
   webhookEventPattern,
   webhookSchema,
 } from './webhooks.js';
+export { sshCertSchema, UNIX_ACCOUNT, SSH_CERT_MAX_MINUTES, SSH_CERT_MIN_MINUTES } from './ssh-certs.js';
+export { TUNNEL_TICKET_SECONDS, NODE_CONSOLE_ACTION, INSTANCE_EXEC_ACTION } from './tunnels.js';
 export { COMMAND_KINDS, COMMAND_OUTPUT_LIMIT, commandSchema, commandState } from './commands.js';
 
 export const methods = {
@@ -74,6 +80,7 @@ export const methods = {
   ...tableOf(quotasGroup),
   ...tableOf(driversGroup),
   ...tableOf(nodesGroup),
+  ...tableOf(nodeSshCertsGroup),
   ...tableOf(joinTokensGroup),
   ...tableOf(joinRequestsGroup),
   ...tableOf(inventoryGroup),
@@ -83,6 +90,7 @@ export const methods = {
   ...tableOf(webhooksGroup),
   ...tableOf(commandsGroup),
   ...tableOf(workflowsGroup),
+  ...tableOf(tunnelsGroup),
 } as const satisfies Record<string, AnyMethod>;
 
 export type MethodTable = typeof methods;

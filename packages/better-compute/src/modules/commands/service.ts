@@ -4,7 +4,7 @@
  * moves back, so a late or repeated report from the daemon cannot undo a result.
  */
 import { ComputeError, newId } from '@better-compute/core';
-import { COMMAND_OUTPUT_LIMIT as LIMIT } from '@better-compute/core/methods';
+import { COMMAND_KINDS, COMMAND_OUTPUT_LIMIT as LIMIT } from '@better-compute/core/methods';
 import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
 import type { CatalogEventDraft } from '@better-compute/events';
@@ -12,6 +12,7 @@ import type { CallContext } from '../define-module.js';
 import { type CommandRow, commandsDb, type CommandsDb } from './tables.js';
 
 export const DEFAULT_COMMAND_TTL_SECONDS = 900;
+export type CommandKind = (typeof COMMAND_KINDS)[number];
 const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
 const iso = (value: Date | string) => new Date(value).toISOString();
@@ -23,7 +24,7 @@ export function commandView(row: CommandRow) {
     tenantId: row.tenant_id,
     nodeId: row.node_id,
     workflowId: row.workflow_id,
-    kind: row.kind as 'inventory.refresh' | 'exec.script',
+    kind: row.kind as CommandKind,
     payload: row.payload,
     state: row.state,
     attempt: row.attempt,
@@ -70,7 +71,7 @@ export async function queueCommand(
   input: {
     tenantId: string;
     nodeId: string;
-    kind: 'inventory.refresh' | 'exec.script';
+    kind: CommandKind;
     payload: Record<string, unknown>;
     ttlSeconds?: number | undefined;
     workflowId?: string | null;
@@ -96,9 +97,12 @@ export async function queueCommand(
     });
   }
   const needsScript = input.kind === 'exec.script';
-  const payloadFits = needsScript
-    ? typeof input.payload.script === 'string' && Object.keys(input.payload).length === 1
-    : Object.keys(input.payload).length === 0;
+  // ssh.trust's payload is built and checked by the break-glass module that queues it.
+  const payloadFits =
+    input.kind === 'ssh.trust' ||
+    (needsScript
+      ? typeof input.payload.script === 'string' && Object.keys(input.payload).length === 1
+      : Object.keys(input.payload).length === 0);
   if (!payloadFits) {
     throw new ComputeError(
       'INVALID_ARGUMENT',
