@@ -10,6 +10,7 @@ import WebSocket from 'ws';
 import { decideCommandRoot } from './command-root.js';
 import { type CommandEnvelope, refusal, runScript, type RunningScript } from './commands.js';
 import { safe, sessionUrl } from './http.js';
+import { applySshTrust, sshTrustDir } from './ssh-trust.js';
 import { type MachineInventory, readMachineInventory } from './inventory.js';
 import type { CommandOutcome, StateDir } from './state.js';
 
@@ -29,7 +30,7 @@ export interface AgentOptions {
 
 /** What this machine can do, as the Interactive access section and the runtimes ask. */
 export function capabilities(): string[] {
-  const found = ['pty', 'exec.script', 'inventory.refresh'];
+  const found = ['pty', 'exec.script', 'inventory.refresh', 'ssh.trust'];
   const onPath = (name: string) =>
     (process.env.PATH ?? '/usr/bin:/bin').split(':').some((dir) => {
       try {
@@ -111,6 +112,7 @@ export async function runAgent(options: AgentOptions): Promise<void> {
         error: null,
       };
     }
+    if (command.kind === 'ssh.trust') return applySshTrust(sshTrustDir(), command.nodeId, command.payload);
     const running = runScript(options.scriptsDir, command.payload.script);
     current = { id: command.id, running };
     return running.outcome;

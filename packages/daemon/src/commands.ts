@@ -43,7 +43,7 @@ export function refusal(
     return `the command is for node ${String(command.nodeId)}, not this one`;
   const expires = Date.parse(command.expiresAt);
   if (!Number.isFinite(expires) || expires <= expect.now.getTime()) return 'the command has expired';
-  if (command.kind !== 'inventory.refresh' && command.kind !== 'exec.script')
+  if (command.kind !== 'inventory.refresh' && command.kind !== 'exec.script' && command.kind !== 'ssh.trust')
     return `unknown command kind ${command.kind}`;
   return null;
 }

@@ -15,6 +15,7 @@ import { auditCommands } from './audit/index.js';
 import { nodesCommands } from './nodes/index.js';
 import { pkiCommands } from './pki/index.js';
 import api from './api/api.js';
+import sshCert from './ssh-cert/ssh-cert.js';
 import authLogin from './auth/login.js';
 import authLogout from './auth/logout.js';
 import authStatus from './auth/status.js';
@@ -51,6 +52,7 @@ export const builtinCommands: readonly AnyCommand[] = [
   ...workflowsCommands,
   ...eventsCommands,
   ...webhooksCommands,
+  sshCert,
   ...fleetCommands,
   ...auditCommands,
 ] as readonly AnyCommand[];

@@ -15,7 +15,13 @@ async function sshpk(): Promise<Sshpk> {
   return loaded.default ?? loaded;
 }
 
-const KEY_TYPES = new Set(['ssh-ed25519', 'ecdsa-sha2-nistp256', 'ecdsa-sha2-nistp384', 'ecdsa-sha2-nistp521', 'ssh-rsa']);
+const KEY_TYPES = new Set([
+  'ssh-ed25519',
+  'ecdsa-sha2-nistp256',
+  'ecdsa-sha2-nistp384',
+  'ecdsa-sha2-nistp521',
+  'ssh-rsa',
+]);
 const EXTENSIONS = ['permit-pty', 'permit-port-forwarding', 'permit-user-rc', 'permit-X11-forwarding'];
 
 function badKey(message: string): ComputeError {
@@ -31,7 +37,8 @@ export async function parseUserPublicKey(text: string) {
   if (/PRIVATE KEY/.test(line)) throw badKey('publicKey holds a private key; send only the public key');
   if (line.includes('\n')) throw badKey('publicKey must be one line');
   const type = line.split(/\s+/, 1)[0] ?? '';
-  if (!KEY_TYPES.has(type)) throw badKey(`publicKey must be an OpenSSH public key (${[...KEY_TYPES].join(', ')})`);
+  if (!KEY_TYPES.has(type))
+    throw badKey(`publicKey must be an OpenSSH public key (${[...KEY_TYPES].join(', ')})`);
   const lib = await sshpk();
   let key;
   try {

@@ -73,10 +73,14 @@ export async function issueSshCert(
       hint: 'A person signs in and runs better-compute ssh-cert.',
     });
   if (settings.requireMfa && !identity.mfa)
-    throw new ComputeError('ACCESS_DENIED', 'a break-glass SSH certificate needs a session opened with a second factor', {
-      details: { reason: 'mfa-required' },
-      hint: 'Sign in again with your TOTP code (better-iam login), then run ssh-cert with that session.',
-    });
+    throw new ComputeError(
+      'ACCESS_DENIED',
+      'a break-glass SSH certificate needs a session opened with a second factor',
+      {
+        details: { reason: 'mfa-required' },
+        hint: 'Sign in again with your TOTP code (better-iam login), then run ssh-cert with that session.',
+      },
+    );
   const node = await loadNode(fleetDb(ctx.db), ctx.tenantId, ctx.input.nodeId);
   if (node.state === 'retired')
     throw new ComputeError('INVALID_STATE', `node ${node.id} is retired; it takes no SSH logins`, {
@@ -87,9 +91,13 @@ export async function issueSshCert(
   if (identity.expiresAt !== null && Date.parse(identity.expiresAt) < validBefore.getTime())
     validBefore = new Date(Date.parse(identity.expiresAt));
   if (validBefore.getTime() - now.getTime() < 60_000)
-    throw new ComputeError('INVALID_STATE', 'your session ends within a minute; a certificate cannot outlive it', {
-      hint: 'Sign in again, then ask for the certificate.',
-    });
+    throw new ComputeError(
+      'INVALID_STATE',
+      'your session ends within a minute; a certificate cannot outlive it',
+      {
+        hint: 'Sign in again, then ask for the certificate.',
+      },
+    );
   const ca = await settings.keys.get('breakGlassSshCa');
   const id = newId('sshCert');
   const principal = `${ctx.input.account}@${node.id}`;

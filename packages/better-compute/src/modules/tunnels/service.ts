@@ -63,10 +63,14 @@ async function findInstance(db: Kysely<ComputeTables>, tenantId: string, instanc
       hint: `Use better-compute sandbox exec ${row.sandbox_id}.`,
     });
   if (row.state !== 'running' || !row.node_id)
-    throw new ComputeError('INVALID_STATE', `instance ${instanceId} is ${row.state}; tunnels open to running instances`, {
-      details: { state: row.state },
-      hint: 'Start it first (better-compute instances start), then open the tunnel.',
-    });
+    throw new ComputeError(
+      'INVALID_STATE',
+      `instance ${instanceId} is ${row.state}; tunnels open to running instances`,
+      {
+        details: { state: row.state },
+        hint: 'Start it first (better-compute instances start), then open the tunnel.',
+      },
+    );
   return { nodeId: row.node_id };
 }
 
@@ -148,7 +152,13 @@ export async function openTunnel(keys: KeyLoader, ctx: CallContext<OpenInput>) {
   ctx.emit({
     type: 'tunnel.opened',
     subject: { type: 'tunnel', id },
-    data: { nodeId, instanceId: claims.instanceId, op: input.op, port: claims.port, principal: identity.principalId },
+    data: {
+      nodeId,
+      instanceId: claims.instanceId,
+      op: input.op,
+      port: claims.port,
+      principal: identity.principalId,
+    },
   });
   return {
     tunnelId: id,

@@ -50,12 +50,7 @@ export function readTicket(ticket: string, key: KeyObject, audience: string, now
   const parts = ticket.split('.');
   if (parts.length !== 3 || parts[0] !== PREFIX || !BASE64URL.test(parts[1]!) || !BASE64URL.test(parts[2]!))
     throw refused('the tunnel ticket is malformed');
-  const good = verify(
-    null,
-    Buffer.from(`${parts[0]}.${parts[1]}`),
-    key,
-    Buffer.from(parts[2]!, 'base64url'),
-  );
+  const good = verify(null, Buffer.from(`${parts[0]}.${parts[1]}`), key, Buffer.from(parts[2]!, 'base64url'));
   if (!good) throw refused('the tunnel ticket’s signature does not verify');
   let claims: TicketClaims;
   try {
