@@ -279,6 +279,8 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
 
   const onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer) => {
     const pathname = (request.url ?? '/').split('?')[0];
+    // Tunnels upgrade on the same server (src/tunnels/route.ts answers them).
+    if (pathname?.startsWith(`${compute.config.basePath}/tunnels/`)) return;
     if (pathname !== path) return refuse(socket, 404, 'Not Found');
     if (closing) return refuse(socket, 503, 'Service Unavailable');
     const authorization = request.headers.authorization ?? '';

@@ -11,6 +11,8 @@ import type { ComputeInstance, WorkerRole } from '../types.js';
 import { createNodeServer } from './node-adapter.js';
 import { attachGateway, type Gateway } from '../gateway/session-server.js';
 import { type CommandSigner, ed25519CommandSigner } from '../gateway/signer.js';
+import type { NodeStreams } from '../gateway/node-streams.js';
+import { attachTunnels, type TunnelRoute } from '../tunnels/route.js';
 
 export interface ServeOptions {
   compute: ComputeInstance;
@@ -29,6 +31,8 @@ export interface ServeOptions {
    * configuration names (`pki`), opened with the deployment secret.
    */
   commandSigner?: CommandSigner;
+  /** The streams to nodes tunnels relay to (the gateway's); without them tunnels end UNAVAILABLE. */
+  nodeStreams?: NodeStreams;
 }
 
 async function commandSignerFrom(options: ServeOptions): Promise<CommandSigner | undefined> {
@@ -149,6 +153,7 @@ export async function serve(options: ServeOptions): Promise<void> {
   let server: Server | undefined;
   let workers: { stop(): Promise<void> } | undefined;
   let gateway: Gateway | undefined;
+  let tunnels: TunnelRoute | undefined;
   try {
     await assertSchemaCurrent(compute);
     await compute.iam.installActions(actionCatalog());
@@ -161,6 +166,13 @@ export async function serve(options: ServeOptions): Promise<void> {
         ? createNodeServer(compute)
         : createServer((_request, response) => void response.writeHead(404).end());
       if (options.roles.includes('gateway')) gateway = attachGateway(server, { compute, commandSigner, log });
+      if (options.roles.includes('api'))
+        tunnels = attachTunnels(server, {
+          compute,
+          streams: options.nodeStreams,
+          refuseOtherUpgrades: !options.roles.includes('gateway'),
+          log,
+        });
       const url = await listen(server, options.port, options.host ?? '127.0.0.1');
       log(`better-compute serving ${url}${compute.config.basePath} (roles: ${options.roles.join(',')})`);
       options.onListening?.(url);
@@ -171,6 +183,7 @@ export async function serve(options: ServeOptions): Promise<void> {
       await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
     log('better-compute stopping: finishing requests and jobs in flight');
   } finally {
+    await tunnels?.close();
     await gateway?.close();
     if (server) await closeServer(server);
     await workers?.stop();
