@@ -172,10 +172,7 @@ export async function betterCompute(
     [sshCertsModule, createSshCertsModule({ ...keySettings, requireMfa: config.breakGlassSsh?.requireMfa })],
     [tunnelsModule, createTunnelsModule(keySettings)],
   ]);
-  const modules = [
-    ...builtinModules.map((m) => configured.get(m) ?? m),
-    ...(options.modules ?? []),
-  ];
+  const modules = [...builtinModules.map((m) => configured.get(m) ?? m), ...(options.modules ?? [])];
   const methods = bindModules(modules, config.modules);
   const routes = (): RouteInfo[] => [...methods.values()].map(({ method }) => routeInfo(method));
 

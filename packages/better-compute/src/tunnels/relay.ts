@@ -21,7 +21,11 @@ function bytesOf(data: RawData): Buffer {
 }
 
 /** Relays until either side ends; returns a function that stops relaying and closes the stream. */
-export function relay(ws: WebSocket, stream: NodeStream, handlers: { onEnd(end: NodeStreamEnd): void }): () => void {
+export function relay(
+  ws: WebSocket,
+  stream: NodeStream,
+  handlers: { onEnd(end: NodeStreamEnd): void },
+): () => void {
   let paused = false;
   let closed = false;
 
@@ -64,7 +68,8 @@ export function relay(ws: WebSocket, stream: NodeStream, handlers: { onEnd(end: 
     } catch {
       return;
     }
-    const size = (value: unknown) => typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= 1000;
+    const size = (value: unknown) =>
+      typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= 1000;
     if (message?.t === 'resize' && size(message.cols) && size(message.rows))
       stream.resize(message.cols as number, message.rows as number);
   });

@@ -58,9 +58,15 @@ const STATUS_TEXT: Record<number, string> = {
 
 /** An HTTP answer on a socket that asked to upgrade: the error envelope, then the socket closed. */
 function refuse(socket: Duplex, error: ComputeError): void {
-  const status = { UNAUTHENTICATED: 401, ACCESS_DENIED: 403, NOT_FOUND: 404, INVALID_ARGUMENT: 400, RATE_LIMITED: 429, TENANT_SUSPENDED: 403 }[
-    error.code as string
-  ] ?? 503;
+  const status =
+    {
+      UNAUTHENTICATED: 401,
+      ACCESS_DENIED: 403,
+      NOT_FOUND: 404,
+      INVALID_ARGUMENT: 400,
+      RATE_LIMITED: 429,
+      TENANT_SUSPENDED: 403,
+    }[error.code as string] ?? 503;
   const body = JSON.stringify({
     error: { code: error.code, message: error.message, ...(error.hint ? { hint: error.hint } : {}) },
   });
@@ -91,7 +97,9 @@ export function attachTunnels(server: Server, options: TunnelRouteOptions): Tunn
     const origin = header(request, 'origin');
     const host = header(request, 'host');
     const own = host && !/[/?#@\\\s]/.test(host) ? `http://${host}` : null;
-    const trusted = compute.config.trustedOrigins ?? (own && isLoopbackOrigin(own) ? [own, own.replace('http:', 'https:')] : []);
+    const trusted =
+      compute.config.trustedOrigins ??
+      (own && isLoopbackOrigin(own) ? [own, own.replace('http:', 'https:')] : []);
     // A browser always sends Origin on a WebSocket: one from another site is refused outright.
     if (origin !== null && !trusted.includes(origin))
       throw new ComputeError('ACCESS_DENIED', 'tunnels open only from the console’s own origin', {
@@ -121,9 +129,13 @@ export function attachTunnels(server: Server, options: TunnelRouteOptions): Tunn
         : { type: 'compute-instance', id: claims.instanceId, tenantId: claims.tenantId };
     const [decision] = await compute.iam.authorize(identity, [{ action: claims.action, resource }]);
     if (!decision?.allowed)
-      throw new ComputeError('ACCESS_DENIED', `${claims.action} is no longer allowed on ${resource.type} ${resource.id}`, {
-        details: { action: claims.action, reason: decision?.reason ?? 'no decision' },
-      });
+      throw new ComputeError(
+        'ACCESS_DENIED',
+        `${claims.action} is no longer allowed on ${resource.type} ${resource.id}`,
+        {
+          details: { action: claims.action, reason: decision?.reason ?? 'no decision' },
+        },
+      );
   }
 
   /** Everything before the upgrade: who, which ticket, still allowed, spent now. */
@@ -155,7 +167,14 @@ export function attachTunnels(server: Server, options: TunnelRouteOptions): Tunn
       case 'instance-console':
         return { kind, instanceId: claims.instanceId!, cols: claims.cols, rows: claims.rows };
       case 'instance-exec':
-        return { kind, instanceId: claims.instanceId!, argv: [], cols: claims.cols, rows: claims.rows, tty: true };
+        return {
+          kind,
+          instanceId: claims.instanceId!,
+          argv: [],
+          cols: claims.cols,
+          rows: claims.rows,
+          tty: true,
+        };
       case 'instance-port':
         return { kind, instanceId: claims.instanceId!, port: claims.port! };
     }
@@ -170,8 +189,9 @@ export function attachTunnels(server: Server, options: TunnelRouteOptions): Tunn
       open.delete(shutdown);
       compute.live.remove(watcher);
       abort.abort();
-      void endTunnel(compute.database.db as never, claims.id, { at: now(), exitStatus, reason }).catch((error: unknown) =>
-        log(`tunnels: recording the end of ${claims.id} failed: ${(error as Error).message}`),
+      void endTunnel(compute.database.db as never, claims.id, { at: now(), exitStatus, reason }).catch(
+        (error: unknown) =>
+          log(`tunnels: recording the end of ${claims.id} failed: ${(error as Error).message}`),
       );
     };
     const fail = (error: ComputeError, code = 4000) => {
@@ -194,7 +214,8 @@ export function attachTunnels(server: Server, options: TunnelRouteOptions): Tunn
         try {
           await decide(await gate.identify(token), claims);
         } catch (error) {
-          const failure = error instanceof ComputeError ? error : new ComputeError('INTERNAL', 'internal error');
+          const failure =
+            error instanceof ComputeError ? error : new ComputeError('INTERNAL', 'internal error');
           if (failure.code === 'UNAVAILABLE' || failure.code === 'INTERNAL') return;
           detach?.();
           fail(failure, 4403);
@@ -207,7 +228,8 @@ export function attachTunnels(server: Server, options: TunnelRouteOptions): Tunn
       detach?.();
       finish(null, 'the client closed the tunnel');
     });
-    if (!options.streams) return fail(new ComputeError('UNAVAILABLE', 'this server has no gateway to reach nodes through'), 1011);
+    if (!options.streams)
+      return fail(new ComputeError('UNAVAILABLE', 'this server has no gateway to reach nodes through'), 1011);
     options.streams
       .open(claims.nodeId, targetOf(claims), { signal: abort.signal })
       .then((stream) => {
@@ -215,7 +237,13 @@ export function attachTunnels(server: Server, options: TunnelRouteOptions): Tunn
         detach = relay(ws, stream, {
           onEnd: (end) => {
             if (ws.readyState === WebSocket.OPEN) {
-              ws.send(JSON.stringify({ t: 'exit', status: end.exitStatus, ...(end.error ? { error: end.error } : {}) }));
+              ws.send(
+                JSON.stringify({
+                  t: 'exit',
+                  status: end.exitStatus,
+                  ...(end.error ? { error: end.error } : {}),
+                }),
+              );
               ws.close(1000, 'ended');
             }
             finish(end.exitStatus, end.error ? `${end.error.code}: ${end.error.message}` : null);
@@ -224,8 +252,11 @@ export function attachTunnels(server: Server, options: TunnelRouteOptions): Tunn
       })
       .catch((error: unknown) => {
         const failure =
-          error instanceof ComputeError ? error : new ComputeError('UNAVAILABLE', 'the node could not be reached');
-        if (!(error instanceof ComputeError)) log(`tunnels: opening ${claims.id} failed: ${(error as Error)?.message}`);
+          error instanceof ComputeError
+            ? error
+            : new ComputeError('UNAVAILABLE', 'the node could not be reached');
+        if (!(error instanceof ComputeError))
+          log(`tunnels: opening ${claims.id} failed: ${(error as Error)?.message}`);
         fail(failure, 1011);
       });
   }
@@ -233,7 +264,8 @@ export function attachTunnels(server: Server, options: TunnelRouteOptions): Tunn
   const onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer) => {
     const pathname = (request.url ?? '/').split('?')[0]!;
     if (!pathname.startsWith(prefix)) {
-      if (options.refuseOtherUpgrades) refuse(socket, new ComputeError('NOT_FOUND', `no WebSocket route ${pathname.slice(0, 100)}`));
+      if (options.refuseOtherUpgrades)
+        refuse(socket, new ComputeError('NOT_FOUND', `no WebSocket route ${pathname.slice(0, 100)}`));
       return;
     }
     socket.on('error', () => socket.destroy());
@@ -250,8 +282,14 @@ export function attachTunnels(server: Server, options: TunnelRouteOptions): Tunn
         });
       })
       .catch((error: unknown) => {
-        if (!(error instanceof ComputeError)) log(`tunnels: admitting a tunnel failed: ${(error as Error)?.message}`);
-        refuse(socket, error instanceof ComputeError ? error : new ComputeError('UNAVAILABLE', 'the tunnel could not open; retry shortly'));
+        if (!(error instanceof ComputeError))
+          log(`tunnels: admitting a tunnel failed: ${(error as Error)?.message}`);
+        refuse(
+          socket,
+          error instanceof ComputeError
+            ? error
+            : new ComputeError('UNAVAILABLE', 'the tunnel could not open; retry shortly'),
+        );
       });
   };
   server.on('upgrade', onUpgrade);

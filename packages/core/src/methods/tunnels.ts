@@ -40,11 +40,19 @@ const open = method({
     .strict()
     .superRefine((input, issues) => {
       if ((input.nodeId === undefined) === (input.instanceId === undefined))
-        issues.addIssue({ code: 'custom', path: ['nodeId'], message: 'name exactly one of nodeId and instanceId' });
+        issues.addIssue({
+          code: 'custom',
+          path: ['nodeId'],
+          message: 'name exactly one of nodeId and instanceId',
+        });
       if (input.nodeId !== undefined && input.op !== 'console')
         issues.addIssue({ code: 'custom', path: ['op'], message: 'a node offers only op console' });
       if ((input.op === 'tcp') !== (input.port !== undefined))
-        issues.addIssue({ code: 'custom', path: ['port'], message: 'op tcp needs a port, and only op tcp takes one' });
+        issues.addIssue({
+          code: 'custom',
+          path: ['port'],
+          message: 'op tcp needs a port, and only op tcp takes one',
+        });
     }),
   output: z.object({
     tunnelId: z.string(),

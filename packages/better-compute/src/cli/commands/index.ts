@@ -16,6 +16,9 @@ import { nodesCommands } from './nodes/index.js';
 import { pkiCommands } from './pki/index.js';
 import api from './api/api.js';
 import sshCert from './ssh-cert/ssh-cert.js';
+import consoleCommand from './console/console.js';
+import execCommand from './exec/exec.js';
+import forward from './forward/forward.js';
 import authLogin from './auth/login.js';
 import authLogout from './auth/logout.js';
 import authStatus from './auth/status.js';
@@ -52,6 +55,9 @@ export const builtinCommands: readonly AnyCommand[] = [
   ...workflowsCommands,
   ...eventsCommands,
   ...webhooksCommands,
+  consoleCommand,
+  execCommand,
+  forward,
   sshCert,
   ...fleetCommands,
   ...auditCommands,

@@ -1,0 +1,348 @@
+/**
+ * Tunnels as an attacker and a user meet them, against the real server, a real bcd and the real
+ * CLI: tunnels.open decides on the node and answers a single-use ticket; the route spends it once
+ * (a replay is refused), refuses an expired, forged, malformed, NUL-bearing or huge ticket, a
+ * request without the credential that opened it, another credential and a foreign origin, always
+ * with a 4xx; console, exec and forward refuse without --url or a terminal before a ticket is spent.
+ */
+import { join } from 'node:path';
+import { writeFileSync } from 'node:fs';
+import { createTestDatabase, type TestDatabase } from '@better-compute/db/testing';
+import { newId } from '@better-compute/core';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { betterCompute, type ComputeInstance, serve } from '../src/index.js';
+import { main } from '../src/cli/index.js';
+import type { CliTerminal } from '../src/cli/io.js';
+import { createPkiBundle } from '../src/pki/create.js';
+import { bcd, type Proc, until } from '../../daemon/test/daemon-support.js';
+import { captureIO, cliLending, scratchDirectory } from './cli-support.js';
+
+const secret = 'the tunnels test deployment secret';
+const unknownInstance = newId('instance');
+const scratch = scratchDirectory('.bc-tunnels-');
+let database: TestDatabase;
+let compute: ComputeInstance;
+let url = '';
+const stop = new AbortController();
+let serving: Promise<void>;
+let daemon: Proc;
+let nodeId: string;
+let oldNodeId: string;
+let oldSession: WebSocket;
+let rootKey: string;
+let rootKey2: string;
+let acmeKey: string;
+let clockShiftMs = 0;
+
+async function call<T = any>(method: string, body: Record<string, unknown>, token = rootKey): Promise<T> {
+  const response = await fetch(`${url}/api/compute/${method.replaceAll('.', '/')}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify(method === 'nodes.join' ? body : { tenantId: 'root', ...body }),
+  });
+  const answer = (await response.json()) as {
+    data?: T;
+    error?: { code: string; message: string; details?: any };
+  };
+  if (answer.error) throw Object.assign(new Error(answer.error.message), answer.error);
+  return answer.data as T;
+}
+
+/** Opens the tunnel's WebSocket; resolves with the HTTP refusal, or the first frame and close. */
+function attach(
+  ticket: string,
+  headers: Record<string, string> = { authorization: `Bearer ${rootKey}` },
+): Promise<{ status?: number; body?: any; frames: string[]; close?: number }> {
+  return new Promise((resolve) => {
+    const frames: string[] = [];
+    const ws = new WebSocket(`${url.replace('http', 'ws')}/api/compute/tunnels/${ticket}`, { headers });
+    ws.on('unexpected-response', (_request, response) => {
+      let text = '';
+      response.on('data', (chunk: Buffer) => (text += chunk.toString()));
+      response.on('end', () => {
+        let body: unknown;
+        try {
+          body = JSON.parse(text);
+        } catch {
+          body = text;
+        }
+        resolve({ status: response.statusCode, body, frames });
+      });
+    });
+    ws.on('error', () => undefined);
+    ws.on('message', (data) => frames.push(data.toString()));
+    ws.on('close', (code) => resolve({ frames, close: code }));
+  });
+}
+
+const tunnelRows = async () =>
+  Number(
+    (await sql<{ n: string }>`select count(*) as n from compute.tunnels`.execute(compute.database.db))
+      .rows[0]!.n,
+  );
+
+beforeAll(async () => {
+  const pki = join(scratch, 'pki.json');
+  await createPkiBundle({ path: pki, secret });
+  database = await createTestDatabase('postgres');
+  compute = await betterCompute(
+    { database, pki, secret, trustedOrigins: ['https://console.example.com'], rateLimit: false },
+    { log: () => {}, now: () => new Date(Date.now() + clockShiftMs) },
+  );
+  await compute.migrate();
+  const dev = (await compute.embeddedIam!.bootstrapDev())!;
+  rootKey = dev.rootAdmin.apiKey;
+  rootKey2 = (await compute.embeddedIam!.createApiKey(dev.rootAdmin.principalId, { name: 'second' })).key;
+  acmeKey = dev.acmeAdmin.apiKey;
+  serving = serve({
+    compute,
+    port: 0,
+    roles: ['api', 'gateway'],
+    signal: stop.signal,
+    log: () => {},
+    onListening: (u) => (url = u),
+  });
+  await until('serve', async () => url);
+  const site = await call('sites.create', { name: 'lab' });
+  const pool = await call('pools.create', { siteId: site.id, name: 'lab' });
+  const { token } = await call('joinTokens.create', { poolId: pool.id, uses: 2, preApproved: true });
+  writeFileSync(join(scratch, 'join-token'), `${token}\n`, { mode: 0o600 });
+  const stateDir = join(scratch, 'state');
+  const joined = bcd([
+    'join',
+    '--url',
+    url,
+    '--token-file',
+    join(scratch, 'join-token'),
+    '--state-dir',
+    stateDir,
+  ]);
+  expect(await joined.exited).toBe(0);
+  nodeId = JSON.parse(joined.out[0]!).nodeId;
+  daemon = bcd(['run', '--state-dir', stateDir], { BCD_SSH_DIR: join(scratch, 'ssh') });
+  await until(
+    'the node to be ready',
+    async () => (await call<any>('nodes.get', { nodeId })).state === 'ready',
+  );
+  // A node whose daemon is older: its Hello advertises no pty.
+  const old = await call('nodes.join', {
+    joinToken: token,
+    hostname: 'old',
+    inventory: { cpuCores: 1, memoryGiB: 1, gpus: [] },
+  });
+  oldNodeId = old.nodeId;
+  oldSession = new WebSocket(`${url.replace('http', 'ws')}/api/compute/gateway/session`, {
+    headers: { authorization: `Bearer ${old.nodeCredential}` },
+  });
+  oldSession.on('message', (data) => {
+    if (JSON.parse(data.toString()).t === 'ready')
+      oldSession.send(
+        JSON.stringify({
+          t: 'hello',
+          version: '0.0.9',
+          capabilities: [],
+          inventory: { cpuCores: 1, memoryGiB: 1, gpus: [] },
+        }),
+      );
+  });
+  await until(
+    'the old node’s session',
+    async () =>
+      (
+        await sql<any>`select 1 from compute.node_sessions where node_id = ${oldNodeId}`.execute(
+          compute.database.db,
+        )
+      ).rows.length,
+  );
+}, 120_000);
+
+afterAll(async () => {
+  oldSession?.close();
+  daemon?.child.kill('SIGTERM');
+  await daemon?.exited;
+  stop.abort();
+  await serving;
+  await database?.close();
+});
+
+describe('tunnels.open', () => {
+  it('answers a single-use ticket for a node console, bound to the caller and recorded', async () => {
+    const opened = await call('tunnels.open', { nodeId, op: 'console', cols: 100, rows: 30 });
+    expect(opened).toMatchObject({ nodeId, op: 'console', instanceId: null, port: null });
+    expect(opened.ticket).toMatch(/^bct1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/);
+    expect(Date.parse(opened.expiresAt) - Date.now()).toBeLessThanOrEqual(60_000);
+    const claims = JSON.parse(Buffer.from(opened.ticket.split('.')[1], 'base64url').toString());
+    expect(claims).toMatchObject({
+      id: opened.tunnelId,
+      nodeId,
+      op: 'console',
+      cols: 100,
+      rows: 30,
+      action: 'compute:nodes:console',
+    });
+    const row = (
+      await sql<any>`select * from compute.tunnels where id = ${opened.tunnelId}`.execute(compute.database.db)
+    ).rows[0];
+    expect(row).toMatchObject({ node_id: nodeId, op: 'console', spent_at: null });
+    const events = await call<any>('events.list', { type: 'tunnel.opened' });
+    expect(events.items.map((e: any) => e.subject.id)).toContain(opened.tunnelId);
+  });
+
+  it('is decided as compute:nodes:console on the node: another tenant is refused, a wrong shape is INVALID_ARGUMENT', async () => {
+    await expect(
+      call('tunnels.open', { tenantId: 'acme', nodeId, op: 'console' }, acmeKey),
+    ).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    await expect(call('tunnels.open', { nodeId, op: 'console' }, acmeKey)).rejects.toMatchObject({
+      code: 'ACCESS_DENIED',
+    });
+    for (const input of [
+      { op: 'console' },
+      { nodeId, instanceId: unknownInstance, op: 'console' },
+      { nodeId, op: 'tcp', port: 22 },
+      { nodeId, op: 'console', port: 22 },
+      { instanceId: unknownInstance, op: 'tcp' },
+      { nodeId, op: 'console', cols: 0 },
+    ])
+      await expect(call('tunnels.open', input), JSON.stringify(input)).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+      });
+  });
+
+  it('refuses a daemon without the capability with UNSUPPORTED daemon-capability, and an unknown instance with NOT_FOUND', async () => {
+    await expect(call('tunnels.open', { nodeId: oldNodeId, op: 'console' })).rejects.toMatchObject({
+      code: 'UNSUPPORTED',
+      details: { reason: 'daemon-capability', capability: 'pty' },
+    });
+    await expect(
+      call('tunnels.open', { instanceId: unknownInstance, op: 'tcp', port: 22 }),
+    ).rejects.toMatchObject({ code: 'NOT_FOUND' });
+  });
+});
+
+describe('the tunnel route', () => {
+  it('spends a ticket on first use: a second use is refused', async () => {
+    const { ticket } = await call('tunnels.open', { nodeId, op: 'console' });
+    const first = await attach(ticket);
+    expect(first.status).toBeUndefined();
+    // The upgrade was accepted; the stream then reports why it could not reach the node.
+    expect(first.frames.map((f) => JSON.parse(f))).toContainEqual(expect.objectContaining({ t: 'error' }));
+    const second = await attach(ticket);
+    expect(second.status).toBe(401);
+    expect(second.body.error).toMatchObject({ code: 'UNAUTHENTICATED' });
+    expect(second.body.error.message).toContain('already used');
+  });
+
+  it('refuses an expired ticket', async () => {
+    clockShiftMs = -2 * 60_000;
+    let ticket: string;
+    try {
+      ({ ticket } = await call('tunnels.open', { nodeId, op: 'console' }));
+    } finally {
+      clockShiftMs = 0;
+    }
+    const attempt = await attach(ticket);
+    expect(attempt.status).toBe(401);
+    expect(attempt.body.error.message).toContain('expired');
+  });
+
+  it('refuses without the credential that opened it, from another credential, tenant or origin, and a forged, malformed, NUL or huge ticket: 4xx, never 5xx', async () => {
+    const { ticket } = await call('tunnels.open', { nodeId, op: 'console' });
+    const [head, claims, signature] = ticket.split('.');
+    const forgedClaims = Buffer.from(
+      JSON.stringify({ ...JSON.parse(Buffer.from(claims!, 'base64url').toString()), nodeId: oldNodeId }),
+    ).toString('base64url');
+    const cases: [string, string, Record<string, string>, number][] = [
+      ['no credential', ticket, {}, 401],
+      ['a malformed Authorization header', ticket, { authorization: 'Basic abc' }, 401],
+      ['an unknown token', ticket, { authorization: 'Bearer biam_nope' }, 401],
+      ['another credential of the same person', ticket, { authorization: `Bearer ${rootKey2}` }, 403],
+      ['another tenant’s credential', ticket, { authorization: `Bearer ${acmeKey}` }, 403],
+      [
+        'a foreign origin',
+        ticket,
+        { authorization: `Bearer ${rootKey}`, origin: 'https://evil.example' },
+        403,
+      ],
+      ['a cookie without an origin', ticket, { cookie: 'better-iam.session=abc' }, 401],
+      ['forged claims', `${head}.${forgedClaims}.${signature}`, { authorization: `Bearer ${rootKey}` }, 401],
+      ['a malformed ticket', 'bct1.abc', { authorization: `Bearer ${rootKey}` }, 401],
+      ['a NUL byte', `${ticket}%00`, { authorization: `Bearer ${rootKey}` }, 401],
+      ['a huge ticket', 'a'.repeat(4000), { authorization: `Bearer ${rootKey}` }, 401],
+      ['a path past the ticket', `${ticket}/x`, { authorization: `Bearer ${rootKey}` }, 401],
+    ];
+    for (const [name, path, headers, status] of cases) {
+      const attempt = await attach(path, headers);
+      expect(attempt.status, name).toBe(status);
+    }
+    const huge = await attach('a'.repeat(70_000));
+    expect(huge.status).toBeGreaterThanOrEqual(400);
+    expect(huge.status).toBeLessThan(500);
+    // None of them spent it: its holder still can.
+    const good = await attach(ticket);
+    expect(good.status).toBeUndefined();
+  });
+});
+
+describe('console, exec and forward', () => {
+  const terminal = (): CliTerminal & { written: string[] } => {
+    const written: string[] = [];
+    return {
+      written,
+      onInput: () => () => undefined,
+      write: (data) => void written.push(typeof data === 'string' ? data : Buffer.from(data).toString()),
+      size: () => ({ columns: 80, rows: 24 }),
+    };
+  };
+  const run = async (argv: string[], env: Record<string, string>, withTerminal = true) => {
+    const { io, err } = captureIO(
+      { HOME: scratch, BETTER_COMPUTE_TOKEN: rootKey, ...env },
+      { cwd: scratch, ...(withTerminal ? { terminal: terminal() } : {}) },
+    );
+    const code = await main(
+      argv,
+      cliLending(() => compute),
+      io,
+    );
+    return { code, err: err.join('\n') };
+  };
+
+  it('need --url and a terminal, and refuse without them before a ticket is spent', async () => {
+    const before = await tunnelRows();
+    for (const argv of [
+      ['console', '--tenant', 'root', '--node', nodeId],
+      ['exec', '--tenant', 'root', '--instance', unknownInstance],
+      ['forward', '--tenant', 'root', '--instance', unknownInstance, '--port', '22'],
+    ]) {
+      const result = await run(argv, {});
+      expect(result.code, argv[0]).toBe(1);
+      expect(result.err).toContain('UNSUPPORTED');
+      expect(result.err).toContain('--url');
+    }
+    const noTerminal = await run(
+      ['console', '--tenant', 'root', '--node', nodeId],
+      { BETTER_COMPUTE_URL: url },
+      false,
+    );
+    expect(noTerminal.code).toBe(1);
+    expect(noTerminal.err).toContain('UNSUPPORTED');
+    expect(noTerminal.err).toContain('terminal');
+    expect(await tunnelRows()).toBe(before);
+  });
+
+  it('console takes exactly one of --node and --instance', async () => {
+    const both = await run(['console', '--node', nodeId, '--instance', unknownInstance], {
+      BETTER_COMPUTE_URL: url,
+    });
+    expect(both.code).toBe(2);
+    const neither = await run(['console'], { BETTER_COMPUTE_URL: url });
+    expect(neither.code).toBe(2);
+  });
+
+  it('console exits 255 with REMOTE_EXIT when the tunnel cannot reach the node', async () => {
+    const result = await run(['console', '--tenant', 'root', '--node', nodeId], { BETTER_COMPUTE_URL: url });
+    expect(result.code).toBe(255);
+    expect(result.err).toContain('REMOTE_EXIT');
+  });
+});
