@@ -18,6 +18,7 @@ import type { CliTerminal } from '../src/cli/io.js';
 import { createPkiBundle } from '../src/pki/create.js';
 import { bcd, type Proc, until } from '../../daemon/test/daemon-support.js';
 import { captureIO, cliLending, scratchDirectory } from './cli-support.js';
+import { programStreams } from './tunnel-streams-support.js';
 
 const secret = 'the tunnels test deployment secret';
 const unknownInstance = newId('instance');
@@ -344,5 +345,118 @@ describe('console, exec and forward', () => {
     const result = await run(['console', '--tenant', 'root', '--node', nodeId], { BETTER_COMPUTE_URL: url });
     expect(result.code).toBe(255);
     expect(result.err).toContain('REMOTE_EXIT');
+  });
+});
+
+describe('a console through the tunnel, with a program standing in for the node’s shell', () => {
+  let streamServer = '';
+  const streamStop = new AbortController();
+  let streamServing: Promise<void>;
+  let script = 'read line; echo "got $line"; exit 7';
+  const streams = programStreams(() => script);
+
+  beforeAll(async () => {
+    streamServing = serve({
+      compute,
+      port: 0,
+      roles: ['api'],
+      signal: streamStop.signal,
+      log: () => {},
+      nodeStreams: streams,
+      onListening: (u) => (streamServer = u),
+    });
+    await until('the second server', async () => streamServer);
+  });
+  afterAll(async () => {
+    streamStop.abort();
+    await streamServing;
+  });
+
+  /** A scripted terminal: what the test types, what the remote printed, resizes on demand. */
+  function scriptedTerminal() {
+    let input: ((data: Uint8Array) => void) | null = null;
+    let resize: ((size: { columns: number; rows: number }) => void) | null = null;
+    const written: string[] = [];
+    const rawModes: boolean[] = [];
+    const terminal: CliTerminal = {
+      onInput(listener) {
+        input = listener;
+        return () => (input = null);
+      },
+      write: (data) => void written.push(typeof data === 'string' ? data : Buffer.from(data).toString()),
+      size: () => ({ columns: 120, rows: 40 }),
+      onResize(listener) {
+        resize = listener;
+        return () => (resize = null);
+      },
+      raw: (enabled) => void rawModes.push(enabled),
+    };
+    return {
+      terminal,
+      written,
+      rawModes,
+      type: (text: string) => input?.(new TextEncoder().encode(text)),
+      resize: (columns: number, rows: number) => resize?.({ columns, rows }),
+      attached: () => input !== null,
+    };
+  }
+
+  async function consoleRun(token: string, scripted: ReturnType<typeof scriptedTerminal>) {
+    const { io, err } = captureIO(
+      { HOME: scratch, BETTER_COMPUTE_TOKEN: token, BETTER_COMPUTE_URL: streamServer },
+      { cwd: scratch, terminal: scripted.terminal },
+    );
+    const code = await main(
+      ['console', '--tenant', 'root', '--node', nodeId],
+      cliLending(() => compute),
+      io,
+    );
+    return { code, err: err.join('\n') };
+  }
+
+  it('carries typed input and output, the window size and its resizes, and exits with the remote status 7', async () => {
+    script = 'read line; echo "got $line"; sleep 0.3; exit 7';
+    const scripted = scriptedTerminal();
+    const running = consoleRun(rootKey, scripted);
+    await until('the terminal to attach', async () => scripted.attached() && streams.opened.length > 0);
+    scripted.resize(132, 50);
+    scripted.type('hello\n');
+    const { code, err } = await running;
+    expect(code).toBe(7);
+    expect(err).toContain('REMOTE_EXIT');
+    expect(scripted.written.join('')).toContain('got hello');
+    const stream = streams.opened.at(-1)!;
+    expect(stream).toMatchObject({ nodeId, target: { kind: 'node-console', cols: 120, rows: 40 } });
+    expect(stream.resizes).toEqual([[132, 50]]);
+    expect(scripted.rawModes).toEqual([true, false]);
+  });
+
+  it('exits 0 when the remote program does, and Ctrl-] detaches leaving nothing running', async () => {
+    script = 'exit 0';
+    expect((await consoleRun(rootKey, scriptedTerminal())).code).toBe(0);
+    script = 'sleep 30';
+    const scripted = scriptedTerminal();
+    const running = consoleRun(rootKey, scripted);
+    await until('the terminal to attach', async () => scripted.attached());
+    scripted.type('\u001d');
+    expect((await running).code).toBe(0);
+    await until('the stream to close', async () => streams.opened.at(-1)!.closedBy !== null);
+  });
+
+  it('a revoked credential closes its open tunnel: the console exits 255', async () => {
+    script = 'sleep 30';
+    const dev = await compute.embeddedIam!.listPrincipals({ tenantId: 'root', kind: 'person' });
+    const created = await compute.embeddedIam!.createApiKey(dev.items[0]!.id, { name: 'short-lived' });
+    const scripted = scriptedTerminal();
+    const running = consoleRun(created.key, scripted);
+    await until(
+      'the terminal to attach',
+      async () => scripted.attached() && streams.opened.at(-1)!.closedBy === null,
+    );
+    await compute.embeddedIam!.revokeApiKey(created.apiKey.id);
+    const { code, err } = await running;
+    expect(code).toBe(255);
+    expect(err).toContain('REMOTE_EXIT');
+    await until('the stream to close', async () => streams.opened.at(-1)!.closedBy !== null);
   });
 });

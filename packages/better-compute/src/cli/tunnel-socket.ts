@@ -9,7 +9,7 @@ import type { WebSocket } from 'ws';
 /** The text frames the server sends besides the bytes. */
 export type TunnelControl =
   | { t: 'exit'; status: number | null; error?: { code: string; message: string } }
-  | { t: 'error'; code: string; message: string };
+  | { t: 'error'; code: string; message: string; opened?: boolean };
 
 export async function openTunnelSocket(
   endpoint: string,

@@ -183,6 +183,8 @@ export function attachTunnels(server: Server, options: TunnelRouteOptions): Tunn
   function serveTunnel(ws: WebSocket, token: string, claims: TicketClaims): void {
     const abort = new AbortController();
     let ended = false;
+    // Whether the node's end was attached: a refusal before it keeps its code at the client.
+    let opened = false;
     const finish = (exitStatus: number | null, reason: string | null) => {
       if (ended) return;
       ended = true;
@@ -196,7 +198,7 @@ export function attachTunnels(server: Server, options: TunnelRouteOptions): Tunn
     };
     const fail = (error: ComputeError, code = 4000) => {
       if (ws.readyState === WebSocket.OPEN) {
-        ws.send(JSON.stringify({ t: 'error', code: error.code, message: error.message }));
+        ws.send(JSON.stringify({ t: 'error', code: error.code, message: error.message, opened }));
         ws.close(code, error.code);
       }
       finish(null, `${error.code}: ${error.message}`);
@@ -234,6 +236,7 @@ export function attachTunnels(server: Server, options: TunnelRouteOptions): Tunn
       .open(claims.nodeId, targetOf(claims), { signal: abort.signal })
       .then((stream) => {
         if (ended) return stream.close('the client left before the stream opened');
+        opened = true;
         detach = relay(ws, stream, {
           onEnd: (end) => {
             if (ws.readyState === WebSocket.OPEN) {

@@ -95,9 +95,10 @@ export async function runTerminalTunnel(context: CommandContext, target: Termina
               error = new ComputeError('UNAVAILABLE', control.error.message);
           } else if (control?.t === 'error') {
             // A refusal before the program started keeps its code (exec without a guest agent).
-            error = received
-              ? new ComputeError('UNAVAILABLE', control.message)
-              : new ComputeError(control.code as never, control.message);
+            error =
+              received || control.opened !== false
+                ? new ComputeError('UNAVAILABLE', control.message)
+                : new ComputeError(control.code as never, control.message);
           }
         });
         ws.on('close', () => resolve(error ? { status, error } : { status }));
