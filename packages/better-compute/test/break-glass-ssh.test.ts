@@ -332,6 +332,18 @@ describe('break-glass SSH with a real sshd', () => {
     });
   });
 
+  it('refuses an agent even with the role, before signing', async () => {
+    const iam = compute.embeddedIam!;
+    const person = (await iam.listPrincipals({ tenantId: 'root', kind: 'person' })).items[0]!;
+    const agent = await iam.createAgent({ tenantId: 'root', displayName: 'helper', actingFor: person.id });
+    await iam.createBinding({ tenantId: 'root', role: 'platform-admin', principalId: agent.id });
+    const { key } = await iam.createApiKey(agent.id, { name: 'agent' });
+    const publicKey = readFileSync(`${keyFile}.pub`, 'utf8');
+    await expect(call('nodes.issueSshCert', { nodeId, publicKey }, key)).rejects.toMatchObject({
+      code: 'ACCESS_DENIED',
+    });
+  });
+
   it('refuses a private key, a file that is not .pub, a HOST ssh would read as an option and a command without --connect, before issuing', async () => {
     const { run } = cli();
     const before = (await call<any>('nodes.listSshCerts', { nodeId, includeExpired: true, limit: 500 })).items

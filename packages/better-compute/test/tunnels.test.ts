@@ -211,6 +211,16 @@ describe('tunnels.open', () => {
       });
   });
 
+  it('refuses an agent acting for an administrator unless its own bindings grant the console', async () => {
+    const iam = compute.embeddedIam!;
+    const person = (await iam.listPrincipals({ tenantId: 'root', kind: 'person' })).items[0]!;
+    const agent = await iam.createAgent({ tenantId: 'root', displayName: 'helper', actingFor: person.id });
+    const { key } = await iam.createApiKey(agent.id, { name: 'agent' });
+    await expect(call('tunnels.open', { nodeId, op: 'console' }, key)).rejects.toMatchObject({
+      code: 'ACCESS_DENIED',
+    });
+  });
+
   it('refuses a daemon without the capability with UNSUPPORTED daemon-capability, and an unknown instance with NOT_FOUND', async () => {
     await expect(call('tunnels.open', { nodeId: oldNodeId, op: 'console' })).rejects.toMatchObject({
       code: 'UNSUPPORTED',
