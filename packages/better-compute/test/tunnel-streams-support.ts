@@ -18,6 +18,8 @@ export interface OpenedStream {
   nodeId: string;
   target: NodeStreamTarget;
   resizes: [number, number][];
+  /** How often the route paused the program's output (its client fell behind). */
+  pauses: number;
   closedBy: string | null;
 }
 
@@ -30,7 +32,7 @@ export function programStreams(script: () => string): NodeStreams & { opened: Op
         throw new ComputeError('UNSUPPORTED', `${target.kind} is not served here`, {
           details: { reason: 'daemon-capability' },
         });
-      const record: OpenedStream = { nodeId, target, resizes: [], closedBy: null };
+      const record: OpenedStream = { nodeId, target, resizes: [], pauses: 0, closedBy: null };
       opened.push(record);
       const child = spawn('/bin/sh', ['-c', script()], { stdio: ['pipe', 'pipe', 'pipe'] });
       const endListeners: ((end: NodeStreamEnd) => void)[] = [];
@@ -48,7 +50,10 @@ export function programStreams(script: () => string): NodeStreams & { opened: Op
           child.stdout!.on('data', (chunk: Buffer) => listener(new Uint8Array(chunk)));
           child.stderr!.on('data', (chunk: Buffer) => listener(new Uint8Array(chunk)));
         },
-        pause: () => void child.stdout!.pause(),
+        pause() {
+          record.pauses += 1;
+          child.stdout!.pause();
+        },
         resume: () => void child.stdout!.resume(),
         resize: (cols, rows) => void record.resizes.push([cols, rows]),
         onEnd(listener) {

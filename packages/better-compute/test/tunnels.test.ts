@@ -453,6 +453,30 @@ describe('a console through the tunnel, with a program standing in for the nodeâ
     await until('the stream to close', async () => streams.opened.at(-1)!.closedBy !== null);
   });
 
+  it('pauses the nodeâ€™s output while the client is behind, and loses nothing: 64 MiB arrive whole', async () => {
+    script = 'head -c 67108864 /dev/zero';
+    const { ticket } = await call('tunnels.open', { nodeId, op: 'console' });
+    const ws = new WebSocket(`${streamServer.replace('http', 'ws')}/api/compute/tunnels/${ticket}`, {
+      headers: { authorization: `Bearer ${rootKey}` },
+      maxPayload: 64 * 1024 * 1024,
+    });
+    let bytes = 0;
+    let exit: any;
+    ws.on('message', (data: Buffer, isBinary) => {
+      if (isBinary) bytes += data.length;
+      else exit = JSON.parse(data.toString());
+    });
+    await new Promise((resolve) => ws.once('open', resolve));
+    ws.pause();
+    await until('the route to pause the program', async () => streams.opened.at(-1)!.pauses > 0, 10_000);
+    const heldBack = bytes;
+    expect(heldBack).toBeLessThan(64 * 1024 * 1024);
+    ws.resume();
+    await new Promise((resolve) => ws.once('close', resolve));
+    expect(bytes).toBe(64 * 1024 * 1024);
+    expect(exit).toEqual({ t: 'exit', status: 0 });
+  }, 60_000);
+
   it('a revoked credential closes its open tunnel: the console exits 255', async () => {
     script = 'sleep 30';
     const dev = await compute.embeddedIam!.listPrincipals({ tenantId: 'root', kind: 'person' });
