@@ -34,6 +34,7 @@ let oldNodeId: string;
 let oldSession: WebSocket;
 let rootKey: string;
 let rootKey2: string;
+let rootPassword: string;
 let acmeKey: string;
 let clockShiftMs = 0;
 
@@ -95,6 +96,7 @@ beforeAll(async () => {
   await compute.migrate();
   const dev = (await compute.embeddedIam!.bootstrapDev())!;
   rootKey = dev.rootAdmin.apiKey;
+  rootPassword = dev.rootAdmin.password;
   rootKey2 = (await compute.embeddedIam!.createApiKey(dev.rootAdmin.principalId, { name: 'second' })).key;
   acmeKey = dev.acmeAdmin.apiKey;
   serving = serve({
@@ -187,8 +189,12 @@ describe('tunnels.open', () => {
       await sql<any>`select * from compute.tunnels where id = ${opened.tunnelId}`.execute(compute.database.db)
     ).rows[0];
     expect(row).toMatchObject({ node_id: nodeId, op: 'console', spent_at: null });
-    const events = await call<any>('events.list', { type: 'tunnel.opened' });
-    expect(events.items.map((e: any) => e.subject.id)).toContain(opened.tunnelId);
+    // Events show once every older transaction has committed (docs/live-events.md).
+    await until('the tunnel.opened event', async () =>
+      (await call<any>('events.list', { type: 'tunnel.opened' })).items.some(
+        (e: any) => e.subject.id === opened.tunnelId,
+      ),
+    );
   });
 
   it('is decided as compute:nodes:console on the node: another tenant is refused, a wrong shape is INVALID_ARGUMENT', async () => {
@@ -243,6 +249,16 @@ describe('the tunnel route', () => {
     expect(second.status).toBe(401);
     expect(second.body.error).toMatchObject({ code: 'UNAUTHENTICATED' });
     expect(second.body.error.message).toContain('already used');
+  });
+
+  it('opens from the console’s own origin with the session cookie that asked for the ticket', async () => {
+    const signedIn = await compute.embeddedIam!.signIn('admin@root.localhost', rootPassword, 'root');
+    const { ticket } = await call('tunnels.open', { nodeId, op: 'console' }, signedIn.token);
+    const cookie = `better-iam.session=${signedIn.token}`;
+    expect((await attach(ticket, { cookie, origin: 'https://evil.example' })).status).toBe(403);
+    expect((await attach(ticket, { cookie })).status).toBe(401);
+    const fromConsole = await attach(ticket, { cookie, origin: 'https://console.example.com' });
+    expect(fromConsole.status).toBeUndefined();
   });
 
   it('refuses an expired ticket', async () => {
