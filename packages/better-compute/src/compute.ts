@@ -30,6 +30,7 @@ import type { Iam } from 'better-iam';
 import type { Kysely } from 'kysely';
 import type { ComputeConfig } from './config/define-config.js';
 import { pkiMigrations } from './pki/migrations.js';
+import { gatewayMigrations } from './gateway/migrations.js';
 import { foundationMigrations } from './db/migrations.js';
 import type { ComputeTables } from './db/tables.js';
 import { type BoundMethod, createHandler, type HandlerLog } from './http/handler.js';
@@ -205,6 +206,7 @@ export async function betterCompute(
   const allMigrations: ModuleMigrations[] = [
     foundationMigrations,
     pkiMigrations,
+    gatewayMigrations,
     ...(iamMigrations ? [iamMigrations] : []),
     ...modules
       .filter((m) => m.migrations?.length)

@@ -33,4 +33,6 @@ export { serve, type ServeOptions } from './host/serve.js';
 export { parseSelector, requestTerms, matchesSelector, runFleetController } from './modules/fleet/index.js';
 export { runSimulation, startSimulatedFleet } from './sim/index.js';
 export { attachGateway, type Gateway, type GatewayOptions } from './gateway/session-server.js';
+export { createNodeStreams, type NodeStreamsOptions } from './gateway/streams.js';
+export type { NodeStream, NodeStreamEnd, NodeStreams, NodeStreamTarget } from './gateway/node-streams.js';
 export { type CommandSigner, ed25519CommandSigner, generatedCommandSigner } from './gateway/signer.js';

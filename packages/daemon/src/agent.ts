@@ -7,12 +7,15 @@
  */
 import { accessSync, constants, existsSync, watchFile, unwatchFile } from 'node:fs';
 import WebSocket from 'ws';
+import { acceptCertificate, certificateDue, certificateRequest, tlsOptionsFor } from './certificate.js';
 import { decideCommandRoot } from './command-root.js';
 import { type CommandEnvelope, refusal, runScript, type RunningScript } from './commands.js';
 import { safe, sessionUrl } from './http.js';
 import { applySshTrust, sshTrustDir } from './ssh-trust.js';
 import { type MachineInventory, readMachineInventory } from './inventory.js';
 import type { CommandOutcome, StateDir } from './state.js';
+import { createStreamMux } from './streams/mux.js';
+import { loadPty, registerNodeConsole } from './streams/node-console.js';
 
 export const DAEMON_VERSION = '0.1.0';
 
@@ -26,11 +29,30 @@ export interface AgentOptions {
   stopGraceMs?: number;
   log: (line: string) => void;
   signal: AbortSignal;
+  /** Gateway URLs to try first (repeatable --url); then the join URL, then those the last welcome listed. */
+  urls?: string[] | undefined;
+}
+
+/** The session URLs in the order they are tried; a failed or lost session moves to the next. */
+export function gatewayUrls(state: StateDir, given: string[] = []): string[] {
+  const identity = state.identity();
+  const all = [...given, ...(identity ? [identity.url] : []), ...state.gateways()];
+  const urls: string[] = [];
+  for (const url of all) {
+    try {
+      const session = sessionUrl(url);
+      if (!urls.includes(session)) urls.push(session);
+    } catch {
+      // A URL that is not one (from a welcome, say) is skipped.
+    }
+  }
+  return urls;
 }
 
 /** What this machine can do, as the Interactive access section and the runtimes ask. */
-export function capabilities(): string[] {
-  const found = ['pty', 'exec.script', 'inventory.refresh', 'ssh.trust'];
+export function capabilities(options: { pty?: boolean } = {}): string[] {
+  const found = ['exec.script', 'inventory.refresh', 'ssh.trust'];
+  if (options.pty ?? true) found.push('pty');
   const onPath = (name: string) =>
     (process.env.PATH ?? '/usr/bin:/bin').split(':').some((dir) => {
       try {
@@ -51,11 +73,24 @@ export async function runAgent(options: AgentOptions): Promise<void> {
   const { state, log, signal } = options;
   const identity = state.identity();
   if (!identity) throw new Error(`no node has joined from ${state.dir}; run bcd join first`);
-  const url = sessionUrl(identity.url);
+  const nodeId = identity.nodeId;
+  let urls = gatewayUrls(state, options.urls);
+  let urlIndex = 0;
+  // The console target needs node-pty's binary; without it the node does not claim `pty`.
+  const ptyLoaded = await loadPty();
+  if (ptyLoaded) registerNodeConsole();
+  const streams = createStreamMux({
+    sendJson: (message) => send(message),
+    sendBinary: (frame) => {
+      if (socket?.readyState === WebSocket.OPEN) socket.send(frame, { binary: true });
+    },
+    log,
+  });
   let inventory: MachineInventory = readMachineInventory({ gpuInventoryFile: options.gpuInventoryFile });
   let socket: WebSocket | null = null;
   let heartbeatTimer: NodeJS.Timeout | undefined;
   let failures = 0;
+  let certificatesOffered = false;
   let commandsRun = 0;
   const queue: { command: CommandEnvelope; signature: string }[] = [];
   let current: { id: string; running: RunningScript | null } | null = null;
@@ -165,18 +200,30 @@ export async function runAgent(options: AgentOptions): Promise<void> {
     } catch {
       return;
     }
+    if (streams.onMessage(message)) return;
     switch (message.t) {
       case 'ready':
         send({
           t: 'hello',
           version: DAEMON_VERSION,
-          capabilities: capabilities(),
+          capabilities: capabilities({ pty: ptyLoaded }),
           inventory: inventory.inventory,
           hardware: inventory.hardware,
         });
         return;
       case 'welcome': {
         failures = 0;
+        if (Array.isArray(message.gateways)) {
+          const listed = message.gateways
+            .filter((url): url is string => typeof url === 'string')
+            .slice(0, 32);
+          state.saveGateways(listed);
+          const current = urls[urlIndex];
+          urls = gatewayUrls(state, options.urls);
+          urlIndex = Math.max(0, urls.indexOf(current ?? ''));
+        }
+        certificatesOffered = message.certificates === true;
+        if (certificatesOffered && certificateDue(state)) send(certificateRequest(state, nodeId));
         const root = typeof message.commandRoot === 'string' ? message.commandRoot : null;
         const pinned = state.identity()!;
         if (!pinned.commandRoot && root) {
@@ -275,6 +322,15 @@ export async function runAgent(options: AgentOptions): Promise<void> {
         report(id, outcome);
         return;
       }
+      case 'certificate': {
+        const why = acceptCertificate(state, nodeId, message);
+        if (why) log(`bcd: kept no certificate: ${safe(why)}`);
+        else log(`bcd: holds a node certificate until ${state.certificate()!.notAfter}`);
+        return;
+      }
+      case 'certificate.refused':
+        log(`bcd: the gateway issued no certificate: ${safe(String(message.message))}`);
+        return;
       case 'error':
         log(`bcd: the gateway says ${safe(String(message.code))}: ${safe(String(message.message))}`);
         return;
@@ -284,21 +340,29 @@ export async function runAgent(options: AgentOptions): Promise<void> {
   function connect() {
     if (stopping) return;
     const identityNow = state.identity()!;
+    const url = urls[urlIndex % urls.length]!;
     const ws = new WebSocket(url, {
+      ...tlsOptionsFor(state, url),
       headers: { authorization: `Bearer ${identityNow.nodeCredential}` },
       maxPayload: 1 << 20,
       handshakeTimeout: 15_000,
     });
     socket = ws;
-    ws.on('message', (data) => onMessage(data.toString()));
+    ws.on('message', (data, isBinary) => {
+      if (isBinary) streams.onBinary(data as Buffer);
+      else onMessage(data.toString());
+    });
     ws.on('error', (error) => log(`bcd: session error: ${safe(error.message)}`));
     ws.on('close', (code) => {
       clearInterval(heartbeatTimer);
+      streams.closeAll();
       if (socket === ws) socket = null;
       status.connected = false;
       saveStatus();
       if (stopping) return;
       if (code === 4401) log('bcd: the gateway refused the node credential; the node may have been retired');
+      // The next gateway in the list: a replica that died hands its daemons to the others.
+      if (urls.length > 1) urlIndex = (urlIndex + 1) % urls.length;
       // Full jitter: 0.5 s doubling to 30 s, a random share of it, so a fleet does not return at once.
       const ceiling = Math.min(30_000, 500 * 2 ** Math.min(failures, 6));
       failures += 1;
@@ -307,6 +371,10 @@ export async function runAgent(options: AgentOptions): Promise<void> {
   }
 
   connect();
+  // Renewal: checked every hour, asked for over the session once two thirds of its life are gone.
+  const renewal = setInterval(() => {
+    if (certificatesOffered && certificateDue(state)) send(certificateRequest(state, nodeId));
+  }, 3_600_000);
   const keepAlive = setInterval(() => {}, 1 << 30);
   await new Promise<void>((resolve) => {
     if (signal.aborted) resolve();
@@ -325,6 +393,7 @@ export async function runAgent(options: AgentOptions): Promise<void> {
   clearInterval(inventoryTimer);
   clearInterval(heartbeatTimer);
   clearInterval(keepAlive);
+  clearInterval(renewal);
   if (options.gpuInventoryFile) unwatchFile(options.gpuInventoryFile);
   (socket as WebSocket | null)?.close(1000, 'the daemon is stopping');
   status.connected = false;

@@ -6,3 +6,11 @@ export { gpuNames, nvidiaGpus, readMachineInventory, type MachineInventory } fro
 export { join, type JoinOptions } from './join.js';
 export { main } from './main.js';
 export { StateDir } from './state.js';
+export {
+  registerStreamTarget,
+  StreamRefusal,
+  type AttachedTarget,
+  type StreamOutput,
+  type StreamTargetFactory,
+  type StreamTargetRequest,
+} from './streams/registry.js';

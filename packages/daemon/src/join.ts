@@ -5,7 +5,9 @@
  */
 import { readFileSync } from 'node:fs';
 import { hostname as osHostname } from 'node:os';
-import { callPublic, endpointOf, safe } from './http.js';
+import WebSocket from 'ws';
+import { acceptCertificate, certificateRequest, ensureNodeKey, tlsOptionsFor } from './certificate.js';
+import { callPublic, endpointOf, safe, sessionUrl } from './http.js';
 import { readMachineInventory } from './inventory.js';
 import type { StateDir } from './state.js';
 
@@ -22,6 +24,67 @@ export interface JoinOptions {
   /** Stop waiting after this long (default: wait until approved or rejected). */
   timeoutMs?: number | undefined;
   readStdin?: () => string;
+  /** CA certificates to trust for a TLS gateway until the node's own certificate brings them. */
+  caFile?: string | undefined;
+  /** Gateway replicas besides `url` (more --url flags): asked for the certificate, kept for bcd run. */
+  gatewayUrls?: string[] | undefined;
+}
+
+/** A --ca-file: PEM certificates, checked to be that before they are kept. */
+export function readCaFile(file: string): string {
+  const text = readFileSync(file, 'utf8');
+  if (!/-----BEGIN CERTIFICATE-----/.test(text))
+    throw new Error(`${file.slice(0, 200)} holds no PEM certificate`);
+  return text;
+}
+
+/**
+ * Asks the gateway at `url` for this node's certificate over a short session. Answers why not
+ * when it could not (no gateway there, no PKI, no answer in time).
+ */
+export async function fetchCertificate(
+  state: StateDir,
+  url: string,
+  timeoutMs = 15_000,
+): Promise<string | null> {
+  const identity = state.identity();
+  if (!identity) return 'the node has not joined';
+  const address = sessionUrl(url);
+  return new Promise((resolve) => {
+    const ws = new WebSocket(address, {
+      ...tlsOptionsFor(state, address),
+      headers: { authorization: `Bearer ${identity.nodeCredential}` },
+      maxPayload: 1 << 20,
+      handshakeTimeout: timeoutMs,
+    });
+    let answer: string | null = 'the gateway closed the session before it answered';
+    const timer = setTimeout(() => {
+      answer = 'the gateway did not answer in time';
+      ws.terminate();
+    }, timeoutMs);
+    ws.on('error', (error) => (answer = `no session: ${safe(error.message)}`));
+    ws.on('message', (data, isBinary) => {
+      if (isBinary) return;
+      let message: Record<string, unknown>;
+      try {
+        message = JSON.parse(data.toString()) as Record<string, unknown>;
+      } catch {
+        return;
+      }
+      if (message.t === 'ready') ws.send(JSON.stringify(certificateRequest(state, identity.nodeId)));
+      else if (message.t === 'certificate') {
+        answer = acceptCertificate(state, identity.nodeId, message);
+        ws.close(1000);
+      } else if (message.t === 'certificate.refused') {
+        answer = safe(String(message.message));
+        ws.close(1000);
+      }
+    });
+    ws.on('close', () => {
+      clearTimeout(timer);
+      resolve(answer);
+    });
+  });
 }
 
 function readToken(options: JoinOptions): string {
@@ -58,6 +121,7 @@ export async function join(options: JoinOptions): Promise<{ nodeId: string }> {
       `this state directory already holds node ${existing.nodeId}; run bcd run, or use another --state-dir`,
     );
   const commandRoot = options.commandRootFile ? readFileSync(options.commandRootFile, 'utf8') : null;
+  const gatewayCa = options.caFile ? readCaFile(options.caFile) : null;
   options.state.ensure();
   let pending = options.state.pendingJoin();
   let credential: { nodeId: string; nodeCredential: string } | null = null;
@@ -118,8 +182,23 @@ export async function join(options: JoinOptions): Promise<{ nodeId: string }> {
     nodeId: credential.nodeId,
     nodeCredential: credential.nodeCredential,
     commandRoot,
+    gatewayCa,
   });
   options.state.savePendingJoin(null);
   options.progress(`joined as node ${credential.nodeId}`);
+  // The key pair now, the certificate for it from the gateway when it answers here.
+  ensureNodeKey(options.state);
+  const others = (options.gatewayUrls ?? []).map((other) => endpointOf(other).toString());
+  if (others.length) options.state.saveGateways(others);
+  let why: string | null = 'no gateway to ask';
+  for (const gateway of [url, ...others]) {
+    why = await fetchCertificate(options.state, gateway);
+    if (!why) break;
+  }
+  options.progress(
+    why
+      ? `no node certificate yet (${why}); bcd run asks again`
+      : `node certificate issued, valid until ${options.state.certificate()!.notAfter}`,
+  );
   return { nodeId: credential.nodeId };
 }

@@ -5,15 +5,15 @@
  */
 import { join as joinPath } from 'node:path';
 import { parseArgs } from 'node:util';
-import { DAEMON_VERSION, runAgent } from './agent.js';
-import { join } from './join.js';
+import { DAEMON_VERSION, gatewayUrls, runAgent } from './agent.js';
+import { join, readCaFile } from './join.js';
 import { safe } from './http.js';
 import { readMachineInventory } from './inventory.js';
 import { StateDir } from './state.js';
 
 const USAGE = `usage:
-  bcd join --url URL --token-file FILE|- [--state-dir DIR] [--gpu-inventory FILE] [--hostname NAME] [--command-root FILE] [--label KEY=VALUE]... [--timeout SECONDS]
-  bcd run [--state-dir DIR] [--gpu-inventory FILE] [--scripts-dir DIR] [--inventory-interval SECONDS]
+  bcd join --url URL [--url GATEWAY_URL]... --token-file FILE|- [--state-dir DIR] [--ca-file FILE] [--gpu-inventory FILE] [--hostname NAME] [--command-root FILE] [--label KEY=VALUE]... [--timeout SECONDS]
+  bcd run [--state-dir DIR] [--url GATEWAY_URL]... [--ca-file FILE] [--gpu-inventory FILE] [--scripts-dir DIR] [--inventory-interval SECONDS]
   bcd status [--state-dir DIR]
   bcd inventory [--gpu-inventory FILE]
   bcd version`;
@@ -36,7 +36,8 @@ export async function main(
       strict: true,
       allowPositionals: false,
       options: {
-        url: { type: 'string' },
+        url: { type: 'string', multiple: true },
+        'ca-file': { type: 'string' },
         'token-file': { type: 'string' },
         'state-dir': { type: 'string' },
         'gpu-inventory': { type: 'string' },
@@ -65,7 +66,7 @@ export async function main(
   try {
     switch (verb) {
       case 'join': {
-        if (!flags.url || !flags['token-file']) {
+        if (!flags.url?.length || !flags['token-file']) {
           err(
             `INVALID_ARGUMENT: bcd join needs --url and --token-file (a file, or - for standard input)\n${USAGE}`,
           );
@@ -78,7 +79,9 @@ export async function main(
           labels[item.slice(0, at)] = item.slice(at + 1);
         }
         const { nodeId } = await join({
-          url: flags.url,
+          url: flags.url[0]!,
+          caFile: flags['ca-file'],
+          gatewayUrls: flags.url.slice(1),
           tokenFile: flags['token-file'],
           state,
           gpuInventoryFile: flags['gpu-inventory'],
@@ -92,6 +95,10 @@ export async function main(
         return 0;
       }
       case 'run': {
+        if (flags['ca-file']) {
+          const identity = state.identity();
+          if (identity) state.saveIdentity({ ...identity, gatewayCa: readCaFile(flags['ca-file']) });
+        }
         const controller = new AbortController();
         const stop = () => controller.abort();
         process.once('SIGTERM', stop);
@@ -102,6 +109,7 @@ export async function main(
           gpuInventoryFile: flags['gpu-inventory'],
           inventoryIntervalMs: seconds('inventory-interval', flags['inventory-interval']),
           stopGraceMs: seconds('stop-grace', flags['stop-grace']),
+          urls: flags.url,
           log: err,
           signal: controller.signal,
         });
@@ -110,6 +118,7 @@ export async function main(
       case 'status': {
         const identity = state.identity();
         const status = state.status();
+        const certificate = state.certificate();
         out(
           JSON.stringify(
             {
@@ -117,6 +126,14 @@ export async function main(
               nodeId: identity?.nodeId ?? null,
               url: identity?.url ?? null,
               commandRootPinned: Boolean(identity?.commandRoot),
+              certificate: certificate
+                ? {
+                    notBefore: certificate.notBefore,
+                    notAfter: certificate.notAfter,
+                    expired: Date.parse(certificate.notAfter) <= Date.now(),
+                  }
+                : null,
+              gateways: gatewayUrls(state),
               pendingJoin: state.pendingJoin()?.joinRequestId ?? null,
               session: status,
               commandsRecorded: Object.keys(state.ledger()).length,

@@ -2,7 +2,8 @@
  * The state directory (mode 0700, files 0600): the node's identity (`node.json`: URL, node id,
  * node credential, pinned command root), a pending join (`join.json`), the ledger of commands
  * this node has started (`commands.json`, so a restarted daemon never runs one twice) and the
- * last session status (`status.json`, no secrets). Every write replaces the file atomically.
+ * last session status (`status.json`, no secrets), the node's key pair (`node-key.json`), its
+ * certificate (`certificate.json`) and the gateway replicas last heard of (`gateways.json`). Every write replaces the file atomically.
  */
 import {
   chmodSync,
@@ -22,6 +23,22 @@ export interface NodeIdentity {
   nodeCredential: string;
   /** The command root's public key (SPKI PEM) this node trusts; pinned at join or at the first session. */
   commandRoot: string | null;
+  /** CA certificates (PEM) to trust for a TLS gateway before the node holds its own certificate (--ca-file). */
+  gatewayCa?: string | null;
+}
+
+/** The node's key pair (ECDSA P-256), made at join; the private half never leaves this directory. */
+export interface NodeKey {
+  privateKeyPem: string;
+  publicKeyPem: string;
+}
+
+/** The node's certificate from the machine CA, and the CAs the gateway said to trust. */
+export interface NodeCertificate {
+  certificatePem: string;
+  notBefore: string;
+  notAfter: string;
+  caCertificates: string[];
 }
 
 export interface PendingJoin {
@@ -100,6 +117,29 @@ export class StateDir {
   }
   savePendingJoin(join: PendingJoin | null): void {
     this.write('join.json', join ?? {});
+  }
+
+  nodeKey(): NodeKey | null {
+    return this.read<NodeKey>('node-key.json');
+  }
+  saveNodeKey(key: NodeKey): void {
+    this.write('node-key.json', key);
+  }
+  certificate(): NodeCertificate | null {
+    return this.read<NodeCertificate>('certificate.json');
+  }
+  saveCertificate(certificate: NodeCertificate): void {
+    this.write('certificate.json', certificate);
+  }
+  /** The gateway replicas' URLs the last welcome listed, tried after the ones given. */
+  gateways(): string[] {
+    const saved = this.read<{ urls?: unknown }>('gateways.json');
+    return Array.isArray(saved?.urls)
+      ? saved.urls.filter((url): url is string => typeof url === 'string')
+      : [];
+  }
+  saveGateways(urls: string[]): void {
+    this.write('gateways.json', { urls });
   }
 
   ledger(): Record<string, LedgerEntry> {

@@ -29,6 +29,7 @@ const hardware = z
   })
   .strict();
 const capability = z.string().regex(/^[a-z][a-z0-9.-]{0,63}$/);
+const streamId = z.number().int().min(1).max(0xffffffff);
 
 export const daemonMessage = z.discriminatedUnion('t', [
   z
@@ -58,6 +59,37 @@ export const daemonMessage = z.discriminatedUnion('t', [
       stderr: z.string().max(COMMAND_OUTPUT_LIMIT * 2),
       result: z.record(z.string(), z.unknown()).nullable(),
       error: z.string().max(4000).nullable(),
+    })
+    .strict(),
+  z.object({ t: z.literal('stream.opened'), sid: streamId }).strict(),
+  z
+    .object({
+      t: z.literal('stream.ack'),
+      sid: streamId,
+      bytes: z
+        .number()
+        .int()
+        .min(1)
+        .max(1 << 30),
+    })
+    .strict(),
+  z
+    .object({
+      t: z.literal('stream.end'),
+      sid: streamId,
+      exitStatus: z.number().int().min(0).max(255).nullable(),
+      error: z
+        .object({ code: z.string().regex(/^[A-Z_]{1,64}$/), message: z.string().max(1000) })
+        .strict()
+        .optional(),
+    })
+    .strict(),
+  z
+    .object({
+      t: z.literal('certificate.request'),
+      /** The node's new public key (SPKI PEM) and its signature over the node id, proving it holds the key. */
+      publicKey: z.string().max(4000),
+      proof: z.string().max(400),
     })
     .strict(),
 ]);

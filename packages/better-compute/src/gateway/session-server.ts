@@ -17,6 +17,13 @@ import { commandsDb } from '../modules/commands/tables.js';
 import type { CommandRow } from '../modules/commands/tables.js';
 import { type CommandSigner, envelopeBytes } from './signer.js';
 import { type DaemonMessage, parseDaemonMessage } from './protocol.js';
+import type { StreamSink, StreamTransport } from './flow-stream.js';
+import type { NodeStreamTarget } from './node-streams.js';
+import { answerCertificateRequest, type GatewayPki } from './node-certificates.js';
+import { liveReplicaUrls, removeReplica, REPLICA_STAMP_MS, stampReplica } from './replicas.js';
+import { createSessionStreams, type SessionStreams } from './session-streams.js';
+import { peerIdentity } from './tls.js';
+import { handleLinkUpgrade, type LinkOptions } from './link.js';
 
 /** How often the gateway looks for new commands and cancellations when nothing woke it. */
 const POLL_MS = 200;
@@ -28,6 +35,12 @@ export interface GatewayOptions {
   commandSigner?: CommandSigner | undefined;
   log: (line: string) => void;
   now?: () => Date;
+  /** The machine CA that issues node certificates over the session; without it, none are issued. */
+  pki?: GatewayPki | undefined;
+  /** This replica's address for daemons and other replicas; recorded and sent to daemons at welcome. */
+  url?: string | undefined;
+  /** The internal link's TLS (this replica's gateway certificate); without it the link is refused. */
+  link?: LinkOptions | undefined;
 }
 
 export interface Gateway {
@@ -36,6 +49,10 @@ export interface Gateway {
   sessions(): string[];
   /** Wakes a node's session to look for commands now (in-process callers after queueing one). */
   wake(nodeId: string): void;
+  /** Opens a stream on a node's session held here; null when this replica does not hold it. */
+  openStream(nodeId: string, target: NodeStreamTarget, sink: StreamSink): StreamTransport | null;
+  /** The capabilities a held node's daemon said in its hello; null when not held here. */
+  capabilities(nodeId: string): string[] | null;
   close(): Promise<void>;
 }
 
@@ -48,6 +65,8 @@ interface Session {
   sent: Set<string>;
   cancelsSent: Set<string>;
   inbox: Promise<void>;
+  capabilities: string[] | null;
+  streams: SessionStreams;
 }
 
 export function attachGateway(server: Server, options: GatewayOptions): Gateway {
@@ -56,6 +75,7 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
   const db = compute.database.db as never as Parameters<typeof commandsDb>[0];
   const id = `gw_${randomUUID()}`;
   const path = `${compute.config.basePath}/gateway/session`;
+  const linkPath = `${compute.config.basePath}/gateway/link`;
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES });
   const sessions = new Map<string, Session>();
   let closing = false;
@@ -155,6 +175,17 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
   const ticker = setInterval(() => void deliver(), POLL_MS);
   ticker.unref();
 
+  /** This replica's row in gateway_replicas, stamped while it runs, so others and daemons find it. */
+  const stamp = () =>
+    options.url
+      ? stampReplica(db as never, id, options.url, now()).catch((error) =>
+          log(`gateway: recording this replica failed: ${(error as Error).message}`),
+        )
+      : Promise.resolve();
+  void stamp();
+  const stamper = setInterval(() => void stamp(), REPLICA_STAMP_MS);
+  stamper.unref();
+
   async function onMessage(session: Session, message: DaemonMessage) {
     const at = now();
     switch (message.t) {
@@ -166,6 +197,7 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
           if (beat.error.code === 'UNAUTHENTICATED') session.socket.close(4401, 'node credential revoked');
           return;
         }
+        if (message.t === 'hello') session.capabilities = message.capabilities;
         const values = {
           last_seen_at: at,
           ...(message.t === 'hello'
@@ -202,6 +234,8 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
                 commandRoot: options.commandSigner?.publicKeyPem ?? null,
                 commandRootRotations: options.commandSigner?.rotations ?? [],
                 trustDomain: options.commandSigner?.trustDomain ?? null,
+                gateways: await liveReplicaUrls(db as never, at).catch(() => []),
+                certificates: options.pki ? true : false,
               }
             : {}),
         });
@@ -225,10 +259,30 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
         send(session, { t: 'command.ack', id: message.id });
         return;
       }
+      case 'stream.opened':
+      case 'stream.ack':
+      case 'stream.end':
+        return; // handled as they arrive
+      case 'certificate.request': {
+        if (!options.pki) {
+          send(session, {
+            t: 'certificate.refused',
+            message: 'this gateway has no PKI bundle to issue from',
+          });
+          return;
+        }
+        try {
+          send(session, await answerCertificateRequest(options.pki, session.nodeId, message, at));
+        } catch (error) {
+          log(`gateway: issuing a certificate to ${session.nodeId} failed: ${(error as Error).message}`);
+          send(session, { t: 'certificate.refused', message: 'the gateway could not issue a certificate' });
+        }
+        return;
+      }
     }
   }
 
-  async function open(socket: WebSocket, credential: string) {
+  async function open(socket: WebSocket, credential: string, certifiedNode: string | null) {
     const beat = await heartbeat(credential);
     if (beat.error || !beat.data) {
       socket.close(4401, 'the node credential is unknown or revoked');
@@ -240,6 +294,10 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
       .select(['tenant_id'])
       .where('id', '=', nodeId)
       .executeTakeFirstOrThrow();
+    if (certifiedNode && certifiedNode !== nodeId) {
+      socket.close(4403, 'the node certificate names another node');
+      return;
+    }
     sessions.get(nodeId)?.socket.close(4409, 'replaced by a newer session of this node');
     const session: Session = {
       nodeId,
@@ -249,13 +307,33 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
       sent: new Set(),
       cancelsSent: new Set(),
       inbox: Promise.resolve(),
+      capabilities: null,
+      streams: createSessionStreams({
+        sendJson: (message) => send(session, message),
+        sendBinary: (frame) => {
+          if (socket.readyState === WebSocket.OPEN) socket.send(frame, { binary: true });
+        },
+      }),
     };
     sessions.set(nodeId, session);
+    log(
+      `gateway: ${nodeId} connected, authenticated by its ${certifiedNode ? 'node certificate' : 'node credential'}`,
+    );
     socket.on('close', () => {
       if (sessions.get(nodeId) === session) sessions.delete(nodeId);
+      session.streams.closeAll('UNAVAILABLE', "the node's session to its gateway ended");
     });
     socket.on('message', (data, isBinary) => {
-      const message = isBinary ? null : parseDaemonMessage(data.toString());
+      if (isBinary) {
+        session.streams.onBinary(data as Buffer);
+        return;
+      }
+      const message = parseDaemonMessage(data.toString());
+      // Stream traffic does not wait behind the session's database work.
+      if (message?.t === 'stream.opened' || message?.t === 'stream.ack' || message?.t === 'stream.end') {
+        session.streams.onMessage(message);
+        return;
+      }
       if (!message) {
         send(session, {
           t: 'error',
@@ -281,14 +359,24 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
     const pathname = (request.url ?? '/').split('?')[0];
     // Tunnels upgrade on the same server (src/tunnels/route.ts answers them).
     if (pathname?.startsWith(`${compute.config.basePath}/tunnels/`)) return;
+    if (pathname === linkPath) {
+      if (closing) return refuse(socket, 503, 'Service Unavailable');
+      return handleLinkUpgrade(wss, request, socket, head, gateway, { log, tls: options.link });
+    }
     if (pathname !== path) return refuse(socket, 404, 'Not Found');
     if (closing) return refuse(socket, 503, 'Service Unavailable');
+    // A client certificate, when sent, must be valid and name a node; the node credential is
+    // carried as well (the fleet's heartbeat is proven by it) and must be that node's.
+    const peer = peerIdentity(request);
+    if (peer.kind === 'refused' || peer.kind === 'gateway') return refuse(socket, 403, 'Forbidden');
     const authorization = request.headers.authorization ?? '';
     const match = /^Bearer (node_[A-Za-z0-9_.-]{10,300})$/.exec(authorization);
     if (!match) return refuse(socket, 401, 'Unauthorized');
+    const certifiedNode = peer.kind === 'node' ? peer.nodeId : null;
+    if (certifiedNode && match[1]!.split('.')[0] !== certifiedNode) return refuse(socket, 403, 'Forbidden');
     wss.handleUpgrade(request, socket, head, (ws) => {
       ws.on('error', () => ws.terminate());
-      open(ws, match[1]!).catch((error) => {
+      open(ws, match[1]!, certifiedNode).catch((error) => {
         log(`gateway: opening a session failed: ${(error as Error).message}`);
         ws.close(1011, 'internal error');
       });
@@ -296,18 +384,27 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
   };
   server.on('upgrade', onUpgrade);
 
-  return {
+  const gateway: Gateway = {
     id,
     sessions: () => [...sessions.keys()],
     wake(nodeId) {
       if (sessions.has(nodeId)) void deliver();
     },
+    openStream(nodeId, target, sink) {
+      const session = sessions.get(nodeId);
+      if (!session || session.socket.readyState !== WebSocket.OPEN) return null;
+      return session.streams.open(target, sink);
+    },
+    capabilities: (nodeId) => sessions.get(nodeId)?.capabilities ?? null,
     async close() {
       closing = true;
       clearInterval(ticker);
+      clearInterval(stamper);
+      if (options.url) await removeReplica(db as never, id).catch(() => {});
       server.off('upgrade', onUpgrade);
       for (const session of sessions.values()) session.socket.close(1012, 'the gateway is restarting');
       await new Promise<void>((resolve) => wss.close(() => resolve()));
     },
   };
+  return gateway;
 }

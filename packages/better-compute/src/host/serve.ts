@@ -4,8 +4,9 @@
  * closes the store and resolves.
  */
 import { ComputeError } from '@better-compute/core';
-import { readFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { existsSync, readFileSync } from 'node:fs';
+import { createServer, type RequestListener, type Server } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
 import { actionCatalog } from '../compute.js';
 import type { ComputeInstance, WorkerRole } from '../types.js';
 import { createNodeServer } from './node-adapter.js';
@@ -13,6 +14,9 @@ import { attachGateway, type Gateway } from '../gateway/session-server.js';
 import { type CommandSigner, ed25519CommandSigner } from '../gateway/signer.js';
 import type { NodeStreams } from '../gateway/node-streams.js';
 import { attachTunnels, type TunnelRoute } from '../tunnels/route.js';
+import type { GatewayPki } from '../gateway/node-certificates.js';
+import type { GatewayTls } from '../gateway/tls.js';
+import type { PkiBundle } from '../pki/bundle.js';
 
 export interface ServeOptions {
   compute: ComputeInstance;
@@ -31,19 +35,53 @@ export interface ServeOptions {
    * configuration names (`pki`), opened with the deployment secret.
    */
   commandSigner?: CommandSigner;
-  /** The streams to nodes tunnels relay to (the gateway's); without them tunnels end UNAVAILABLE. */
+  /**
+   * This replica's gateway certificate and key (PEM files from `pki issue-gateway`): the server
+   * then serves TLS, asks daemons for their node certificates, and links to other replicas with it.
+   */
+  tls?: { certFile: string; keyFile: string } | undefined;
+  /** The address daemons and other replicas reach this replica's gateway at (default: where it listens). */
+  gatewayUrl?: string | undefined;
+  /** Called once with this process's node streams (for the routes that open tunnels). */
+  onNodeStreams?: (streams: NodeStreams) => void;
+  /** The streams tunnels relay to; default this process's own (createNodeStreams). */
   nodeStreams?: NodeStreams;
 }
 
-async function commandSignerFrom(options: ServeOptions): Promise<CommandSigner | undefined> {
+/**
+ * The PKI bundle a replica uses, by the rule doctor and audit follow: the configuration's `pki`,
+ * else `.better-compute/pki.json` against the working directory. A configured path must exist; the
+ * default one is optional (a deployment without a bundle signs nothing and issues nothing).
+ */
+export async function replicaPkiBundle(compute: ComputeInstance): Promise<PkiBundle | undefined> {
+  const { readPkiBundle, resolvePkiPath } = await import('../pki/bundle.js');
+  const path = resolvePkiPath(process.cwd(), compute.config.pki);
+  if (!compute.config.pki && !existsSync(path)) return undefined;
+  return readPkiBundle(path);
+}
+
+function readPem(file: string, what: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new ComputeError('INVALID_ARGUMENT', `the ${what} ${file} cannot be read`, {
+      hint: 'Pass the files better-compute pki issue-gateway wrote (--out-cert, --out-key).',
+      details: { field: what === 'certificate' ? 'tls-cert' : 'tls-key' },
+      cause: error,
+    });
+  }
+}
+
+async function commandSignerFrom(
+  options: ServeOptions,
+  bundle: PkiBundle | undefined,
+): Promise<CommandSigner | undefined> {
   if (options.commandSigner) return options.commandSigner;
   const file = options.env?.BETTER_COMPUTE_COMMAND_ROOT_KEY_FILE;
   if (!file) {
-    const pki = options.compute.config.pki;
-    if (!pki) return undefined;
-    const { resolvePkiPath } = await import('../pki/bundle.js');
+    if (!bundle) return undefined;
     const { bundleCommandSigner } = await import('../pki/command-root.js');
-    return bundleCommandSigner(resolvePkiPath(process.cwd(), pki), options.compute.config.secret, {
+    return bundleCommandSigner(bundle.path, options.compute.config.secret, {
       db: options.compute.database.db,
       log: options.log,
     });
@@ -99,7 +137,12 @@ async function ensureRootAdministrator(
   log(`created the root administrator ${email}`);
 }
 
-export function listen(server: Server, port: number, host: string): Promise<string> {
+export function listen(
+  server: Server,
+  port: number,
+  host: string,
+  options: { secure?: boolean } = {},
+): Promise<string> {
   return new Promise((resolve, reject) => {
     server.once('error', (error) => reject(listenError(error, port, host)));
     server.listen(port, host, () => {
@@ -107,7 +150,7 @@ export function listen(server: Server, port: number, host: string): Promise<stri
       const address = server.address();
       const actualPort = typeof address === 'object' && address ? address.port : port;
       const shownHost = host.includes(':') ? `[${host}]` : host;
-      resolve(`http://${shownHost}:${actualPort}`);
+      resolve(`${options.secure ? 'https' : 'http'}://${shownHost}:${actualPort}`);
     });
   });
 }
@@ -159,23 +202,63 @@ export async function serve(options: ServeOptions): Promise<void> {
     await compute.iam.installActions(actionCatalog());
     if (compute.embeddedIam) await ensureRootAdministrator(compute, options.env ?? {}, log);
     workers = compute.startWorkers(options.roles);
-    const commandSigner = options.roles.includes('gateway') ? await commandSignerFrom(options) : undefined;
-    if (options.roles.includes('api') || options.roles.includes('gateway')) {
+    const serving = options.roles.includes('api') || options.roles.includes('gateway');
+    const bundle = serving ? await replicaPkiBundle(compute) : undefined;
+    let tls: GatewayTls | undefined;
+    if (options.tls) {
+      if (!bundle)
+        throw new ComputeError(
+          'PKI_NOT_FOUND',
+          '--tls-cert needs the PKI bundle whose machine CA signed it',
+          {
+            hint: 'Set pki in the configuration or keep the bundle at .better-compute/pki.json.',
+          },
+        );
+      const { gatewayTlsFrom } = await import('../gateway/tls.js');
+      tls = gatewayTlsFrom(
+        bundle,
+        readPem(options.tls.certFile, 'certificate'),
+        readPem(options.tls.keyFile, 'private key'),
+      );
+    }
+    const commandSigner = options.roles.includes('gateway')
+      ? await commandSignerFrom(options, bundle)
+      : undefined;
+    const pki: GatewayPki | undefined = bundle ? { bundle, secret: compute.config.secret } : undefined;
+    if (serving) {
       // A gateway-only replica answers nothing but the session upgrade.
-      server = options.roles.includes('api')
-        ? createNodeServer(compute)
-        : createServer((_request, response) => void response.writeHead(404).end());
-      if (options.roles.includes('gateway')) gateway = attachGateway(server, { compute, commandSigner, log });
+      const listener: RequestListener = options.roles.includes('api')
+        ? (createNodeServer(compute).listeners('request')[0] as RequestListener)
+        : (_request, response) => void response.writeHead(404).end();
+      if (tls) {
+        const { tlsServerOptions } = await import('../gateway/tls.js');
+        server = createTlsServer(tlsServerOptions(tls), listener);
+      } else server = createServer(listener);
+      const bound = await listen(server, options.port, options.host ?? '127.0.0.1', {
+        secure: Boolean(tls),
+      });
+      const gatewayUrl = options.gatewayUrl ?? bound;
+      if (options.roles.includes('gateway'))
+        gateway = attachGateway(server, {
+          compute,
+          commandSigner,
+          log,
+          pki,
+          url: gatewayUrl,
+          link: tls ? { tls } : undefined,
+        });
+      const { createNodeStreams } = await import('../gateway/streams.js');
+      const streams = options.nodeStreams ?? createNodeStreams({ compute, gateway, tls });
+      options.onNodeStreams?.(streams);
       if (options.roles.includes('api'))
         tunnels = attachTunnels(server, {
           compute,
-          streams: options.nodeStreams,
+          streams,
           refuseOtherUpgrades: !options.roles.includes('gateway'),
           log,
         });
-      const url = await listen(server, options.port, options.host ?? '127.0.0.1');
-      log(`better-compute serving ${url}${compute.config.basePath} (roles: ${options.roles.join(',')})`);
-      options.onListening?.(url);
+      log(`better-compute serving ${bound}${compute.config.basePath} (roles: ${options.roles.join(',')})`);
+      options.onListening?.(bound);
     } else {
       log(`better-compute running roles: ${options.roles.join(',')}`);
     }

@@ -30,12 +30,25 @@ export default defineCommand({
       default: 'api,controllers,sinks,gateway',
       description: 'What this replica runs',
     },
+    tlsCert: {
+      type: 'string',
+      description:
+        'This replica’s gateway certificate (pki issue-gateway): serve TLS, ask daemons for node certificates, link to other replicas',
+      placeholder: 'FILE',
+    },
+    tlsKey: { type: 'string', description: 'The private key of --tls-cert', placeholder: 'FILE' },
+    gatewayUrl: {
+      type: 'string',
+      description: 'The address daemons and other replicas reach this gateway at (default: where it listens)',
+      placeholder: 'URL',
+    },
   },
   examples: [
     'better-compute serve',
     'better-compute serve --port 8080 --host 0.0.0.0 --roles api',
     'better-compute serve --roles controllers,sinks',
     'better-compute serve --roles gateway --port 8081',
+    'better-compute serve --roles gateway --port 8443 --host 0.0.0.0 --tls-cert gw1.crt --tls-key gw1.key --gateway-url https://gw1.compute.example.com:8443',
   ],
   async run({ flags, compute, io, log }) {
     // `--roles ''` would start a replica that serves nothing and runs nothing.
@@ -44,6 +57,20 @@ export default defineCommand({
         hint: 'Pass --roles with api, controllers, sinks or gateway (comma-separated), or leave it out for all four.',
         details: { field: 'roles' },
       });
+    if (Boolean(flags.tlsCert) !== Boolean(flags.tlsKey))
+      throw new CliError('INVALID_ARGUMENT', '--tls-cert and --tls-key go together', {
+        hint: 'Pass both files better-compute pki issue-gateway wrote, or neither.',
+        details: { field: flags.tlsCert ? 'tls-key' : 'tls-cert' },
+      });
+    if (flags.gatewayUrl !== undefined && !/^https?:\/\/[^\s/?#]+\/?$/.test(flags.gatewayUrl))
+      throw new CliError(
+        'INVALID_ARGUMENT',
+        '--gateway-url is not an http(s) URL with only a host and port',
+        {
+          hint: 'Pass the address daemons reach this replica at, such as https://gw1.compute.example.com:8443.',
+          details: { field: 'gateway-url' },
+        },
+      );
     const { serve } = await import('../../../host/serve.js');
     const instance = await compute();
     await serve({
@@ -54,6 +81,8 @@ export default defineCommand({
       signal: io.signal ?? new AbortController().signal,
       log,
       env: io.env,
+      tls: flags.tlsCert && flags.tlsKey ? { certFile: flags.tlsCert, keyFile: flags.tlsKey } : undefined,
+      gatewayUrl: flags.gatewayUrl?.replace(/\/$/, ''),
     });
     return undefined;
   },

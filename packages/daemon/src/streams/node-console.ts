@@ -1,0 +1,88 @@
+/**
+ * The `node-console` target: a login shell on a pty, as the user the daemon runs as (root on a
+ * node), in its home directory, with a clean environment so nothing of the daemon's own leaks
+ * into it. The window size comes with the request and with each resize; the shell's exit status
+ * goes back when it ends.
+ */
+import { homedir, userInfo } from 'node:os';
+import { registerStreamTarget, StreamRefusal, type StreamTargetRequest } from './registry.js';
+
+type Pty = typeof import('@lydell/node-pty');
+let pty: Pty | null = null;
+
+/** Loads node-pty's prebuilt binary; false (and no `pty` capability) where it does not load. */
+export async function loadPty(): Promise<boolean> {
+  if (pty) return true;
+  try {
+    const loaded = (await import('@lydell/node-pty')) as Partial<Pty> & { default?: Pty };
+    pty = typeof loaded.spawn === 'function' ? (loaded as Pty) : (loaded.default ?? null);
+    return pty !== null;
+  } catch {
+    return false;
+  }
+}
+
+function windowSize(request: StreamTargetRequest): { cols: number; rows: number } {
+  const size = (value: unknown, fallback: number) =>
+    typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= 1000 ? value : fallback;
+  return { cols: size(request.cols, 80), rows: size(request.rows, 24) };
+}
+
+function loginShell(): string {
+  try {
+    const shell = userInfo().shell;
+    if (shell && shell.startsWith('/')) return shell;
+  } catch {
+    // No passwd entry for this uid (some containers): the POSIX shell.
+  }
+  return '/bin/sh';
+}
+
+export function registerNodeConsole(): void {
+  registerStreamTarget('node-console', (request, output) => {
+    if (!pty) throw new StreamRefusal('UNSUPPORTED', 'this daemon cannot open a pty (node-pty did not load)');
+    const { cols, rows } = windowSize(request);
+    const shell = loginShell();
+    const home = homedir();
+    const user = userInfo().username;
+    const terminal = pty.spawn(shell, ['-l'], {
+      name: 'xterm-256color',
+      cols,
+      rows,
+      cwd: home,
+      env: {
+        HOME: home,
+        USER: user,
+        LOGNAME: user,
+        SHELL: shell,
+        TERM: 'xterm-256color',
+        LANG: process.env.LANG ?? 'C.UTF-8',
+        PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+      },
+    });
+    let ended = false;
+    terminal.onData((text) => output.data(Buffer.from(text, 'utf8')));
+    terminal.onExit(({ exitCode, signal }) => {
+      if (ended) return;
+      ended = true;
+      // A shell killed by a signal reports 128 + the signal, as shells do.
+      output.end(signal ? Math.min(255, 128 + signal) : Math.max(0, Math.min(255, exitCode)));
+    });
+    return {
+      write: (chunk) => terminal.write(Buffer.from(chunk).toString('utf8')),
+      resize: (newCols, newRows) => {
+        const size = windowSize({ kind: 'node-console', cols: newCols, rows: newRows });
+        terminal.resize(size.cols, size.rows);
+      },
+      pause: () => terminal.pause(),
+      resume: () => terminal.resume(),
+      close: () => {
+        try {
+          terminal.kill('SIGHUP');
+        } catch {
+          // Already gone.
+        }
+      },
+    };
+  });
+}

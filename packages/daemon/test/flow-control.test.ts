@@ -1,0 +1,98 @@
+/**
+ * The flow-control accounting on both ends, driven byte by byte: the caller's stream (a paused
+ * reader is disconnected at 16 MiB behind, its backlog dropped; writes stop at 4 MiB unacknowledged
+ * and drain under 1 MiB) and the daemon's send window (pauses its target, resumes it, and gives
+ * up on a reader past the bound). The end-to-end behaviour with a real pty is in node-streams.test.ts.
+ */
+import { describe, expect, it } from 'vitest';
+import { FlowStream } from '../../better-compute/src/gateway/flow-stream.js';
+import {
+  STREAM_DISCONNECT_BYTES,
+  STREAM_HIGH_WATER_BYTES,
+  STREAM_LOW_WATER_BYTES,
+} from '../../better-compute/src/gateway/node-streams.js';
+import * as daemonFlow from '../src/streams/flow.js';
+
+const MiB = 1024 * 1024;
+
+function recordingStream() {
+  const sent: number[] = [];
+  const acks: number[] = [];
+  const closes: (string | undefined)[] = [];
+  const stream = new FlowStream('stm_test');
+  stream.attach({
+    send: (chunk) => sent.push(chunk.byteLength),
+    ack: (bytes) => acks.push(bytes),
+    resize: () => {},
+    close: (reason) => closes.push(reason),
+  });
+  stream.opened();
+  return { stream, sent, acks, closes };
+}
+
+describe('flow control', () => {
+  it('the daemon keeps the same figures as the contract', () => {
+    expect(daemonFlow.STREAM_HIGH_WATER_BYTES).toBe(STREAM_HIGH_WATER_BYTES);
+    expect(daemonFlow.STREAM_LOW_WATER_BYTES).toBe(STREAM_LOW_WATER_BYTES);
+    expect(daemonFlow.STREAM_DISCONNECT_BYTES).toBe(STREAM_DISCONNECT_BYTES);
+  });
+
+  it('a paused reader is not acknowledged for, and is disconnected 16 MiB behind with its backlog dropped', async () => {
+    const { stream, acks, closes } = recordingStream();
+    let read = 0;
+    stream.onData((chunk) => (read += chunk.byteLength));
+    stream.pause();
+    const ended = new Promise<any>((resolve) => stream.onEnd(resolve));
+    for (let i = 0; i < 16; i++) stream.data(Buffer.alloc(MiB));
+    expect(stream.backlog.queued).toBe(16 * MiB);
+    stream.data(Buffer.alloc(1));
+    expect(await ended).toMatchObject({ exitStatus: null, error: { code: 'SLOW_READER' } });
+    expect(stream.backlog.queued).toBe(0);
+    expect(closes).toEqual(['slow reader']);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(read).toBe(0);
+    expect(acks).toEqual([]);
+  });
+
+  it('a reading reader is acknowledged for what it read, once per turn', async () => {
+    const { stream, acks } = recordingStream();
+    let read = 0;
+    stream.onData((chunk) => (read += chunk.byteLength));
+    stream.data(Buffer.alloc(1000));
+    stream.data(Buffer.alloc(24));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(read).toBe(1024);
+    expect(acks).toEqual([1024]);
+  });
+
+  it('writes stop above the high-water mark and drain under the low-water mark, in frames of 64 KiB', () => {
+    const { stream, sent } = recordingStream();
+    let drained = 0;
+    stream.onDrain(() => (drained += 1));
+    expect(stream.write(Buffer.alloc(4 * MiB))).toBe(true);
+    expect(stream.write(Buffer.alloc(1))).toBe(false);
+    expect(Math.max(...sent)).toBe(64 * 1024);
+    stream.acked(3 * MiB);
+    expect(drained).toBe(0);
+    stream.acked(MiB - 1);
+    expect(drained).toBe(1);
+  });
+
+  it('the daemon pauses its target above 4 MiB, resumes it under 1 MiB, and calls a reader 16 MiB behind overrun', () => {
+    const events: string[] = [];
+    const window = new daemonFlow.SendWindow(
+      () => events.push('pause'),
+      () => events.push('resume'),
+    );
+    expect(window.sent(4 * MiB)).toBe(true);
+    expect(window.sent(1)).toBe(false);
+    window.acked(2 * MiB);
+    expect(events).toEqual(['pause']);
+    window.acked(2 * MiB);
+    expect(events).toEqual(['pause', 'resume']);
+    window.acked(10 * MiB);
+    expect(window.outstanding).toBe(0);
+    window.sent(STREAM_DISCONNECT_BYTES + 1);
+    expect(window.overrun()).toBe(true);
+  });
+});
