@@ -74,6 +74,9 @@ export function relay(
       stream.resize(message.cols as number, message.rows as number);
   });
 
+  // The route held the socket paused until now: read what the client sent meanwhile.
+  if (ws.isPaused) ws.resume();
+
   function stop(reason: string) {
     if (closed) return;
     closed = true;

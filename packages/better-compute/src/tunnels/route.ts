@@ -226,6 +226,8 @@ export function attachTunnels(server: Server, options: TunnelRouteOptions): Tunn
       end: shutdown,
     };
     void compute.live.add(watcher);
+    // What the client sends before the node's end is attached waits in the socket, not lost.
+    ws.pause();
     ws.on('close', () => {
       detach?.();
       finish(null, 'the client closed the tunnel');
