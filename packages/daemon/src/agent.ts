@@ -91,6 +91,8 @@ export async function runAgent(options: AgentOptions): Promise<void> {
   let heartbeatTimer: NodeJS.Timeout | undefined;
   let failures = 0;
   let certificatesOffered = false;
+  /** Set when a gateway refused the certificate presented (a CA since retired): the next try goes without it, and asks for a new one. */
+  let certificateRefused = false;
   let commandsRun = 0;
   const queue: { command: CommandEnvelope; signature: string }[] = [];
   let current: { id: string; running: RunningScript | null } | null = null;
@@ -223,7 +225,10 @@ export async function runAgent(options: AgentOptions): Promise<void> {
           urlIndex = Math.max(0, urls.indexOf(current ?? ''));
         }
         certificatesOffered = message.certificates === true;
-        if (certificatesOffered && certificateDue(state)) send(certificateRequest(state, nodeId));
+        if (certificatesOffered && (certificateRefused || certificateDue(state))) {
+          certificateRefused = false;
+          send(certificateRequest(state, nodeId));
+        }
         const root = typeof message.commandRoot === 'string' ? message.commandRoot : null;
         const pinned = state.identity()!;
         if (!pinned.commandRoot && root) {
@@ -341,8 +346,11 @@ export async function runAgent(options: AgentOptions): Promise<void> {
     if (stopping) return;
     const identityNow = state.identity()!;
     const url = urls[urlIndex % urls.length]!;
+    const tls = tlsOptionsFor(state, url);
+    if (certificateRefused) delete tls.cert;
+    if (!tls.cert) delete tls.key;
     const ws = new WebSocket(url, {
-      ...tlsOptionsFor(state, url),
+      ...tls,
       headers: { authorization: `Bearer ${identityNow.nodeCredential}` },
       maxPayload: 1 << 20,
       handshakeTimeout: 15_000,
@@ -352,7 +360,15 @@ export async function runAgent(options: AgentOptions): Promise<void> {
       if (isBinary) streams.onBinary(data as Buffer);
       else onMessage(data.toString());
     });
-    ws.on('error', (error) => log(`bcd: session error: ${safe(error.message)}`));
+    ws.on('error', (error) => {
+      log(`bcd: session error: ${safe(error.message)}`);
+      if (tls.cert && /Unexpected server response: 403/.test(error.message)) {
+        certificateRefused = true;
+        log(
+          'bcd: the gateway refused the node certificate; trying the node credential and asking for a new one',
+        );
+      }
+    });
     ws.on('close', (code) => {
       clearInterval(heartbeatTimer);
       streams.closeAll();

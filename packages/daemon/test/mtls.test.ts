@@ -13,10 +13,16 @@ import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '@better-compute/db/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { betterCompute, type ComputeInstance, serve } from '../../better-compute/src/index.js';
+import {
+  betterCompute,
+  type ComputeInstance,
+  type NodeStreams,
+  serve,
+} from '../../better-compute/src/index.js';
+import { StateDir } from '../src/state.js';
 import { createPkiBundle } from '../../better-compute/src/pki/create.js';
 import { issueNodeCertificate } from '../../better-compute/src/pki/issue.js';
-import { until } from './daemon-support.js';
+import { bcd, type Proc, until } from './daemon-support.js';
 import { type Pki, scratchPki, SECRET } from './replicas-support.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'bcd-mtls-'));
@@ -28,6 +34,8 @@ let gatewayTls: { cert: string; key: string };
 const controller = new AbortController();
 let running: Promise<void>;
 const nodes: { nodeId: string; credential: string }[] = [];
+let localStreams: NodeStreams | undefined;
+let daemon: Proc | undefined;
 
 async function call<T = any>(method: string, body: Record<string, unknown>, key?: string): Promise<T> {
   const response = await compute.handler(
@@ -120,6 +128,7 @@ beforeAll(async () => {
     log: () => {},
     tls: { certFile: gw.certFile, keyFile: gw.keyFile },
     onListening: (u) => (url = u),
+    onNodeStreams: (made) => (localStreams = made),
   });
   await until('serve', async () => url);
   expect(url).toMatch(/^https:/);
@@ -141,6 +150,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
+  daemon?.child.kill('SIGKILL');
   controller.abort();
   await running;
   await database?.close();
@@ -246,4 +256,27 @@ describe('the gateway with mutual TLS', () => {
     expect(new X509Certificate(issued.certificatePem).subject).toBe(`CN=${nodes[0]!.nodeId}`);
     expect(issued.caCertificates).toEqual([pki.bundle.machineCa.certificatePem]);
   });
+
+  it('a bcd with only its credential gets its certificate on its first session, and serve’s own streams reach it in process', async () => {
+    const stateDir = join(scratch, 'state');
+    const state = new StateDir(stateDir);
+    state.saveIdentity({
+      url: `${url}/api/compute`,
+      nodeId: nodes[1]!.nodeId,
+      nodeCredential: nodes[1]!.credential,
+      commandRoot: null,
+      gatewayCa: pki.bundle.machineCa.certificatePem,
+    });
+    daemon = bcd(['run', '--state-dir', stateDir]);
+    await until('its certificate', async () => state.certificate());
+    const stream = await until('a stream', () =>
+      localStreams!.open(nodes[1]!.nodeId, { kind: 'node-console', cols: 80, rows: 24 }),
+    );
+    const chunks: Buffer[] = [];
+    stream.onData((chunk) => chunks.push(Buffer.from(chunk)));
+    const ended = new Promise((resolve) => stream.onEnd(resolve));
+    stream.write(Buffer.from('echo local; exit 5\n'));
+    expect(await ended).toEqual({ exitStatus: 5 });
+    expect(Buffer.concat(chunks).toString()).toContain('local');
+  }, 60_000);
 });

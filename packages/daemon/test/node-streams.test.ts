@@ -9,6 +9,7 @@
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createPublicKey, X509Certificate } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ComputeError } from '@better-compute/core';
@@ -18,7 +19,9 @@ import {
   STREAM_HIGH_WATER_BYTES,
 } from '../../better-compute/src/gateway/node-streams.js';
 import { bcd, deployment, type Deployment, freePort, type Proc, until } from './daemon-support.js';
-import { type Pki, replica, scratchPki } from './replicas-support.js';
+import { type Pki, replica, scratchPki, SECRET } from './replicas-support.js';
+import { createPkiBundle } from '../../better-compute/src/pki/create.js';
+import { issueNodeCertificate } from '../../better-compute/src/pki/issue.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'bcd-streams-'));
 const stateDir = join(scratch, 'state');
@@ -230,5 +233,35 @@ describe('node streams across gateway replicas', () => {
     expect(gateways[1]!.proc.err.join('\n')).toContain(
       `${nodeId} connected, authenticated by its node certificate`,
     );
+  }, 60_000);
+
+  it('a certificate the gateway refuses (from a CA no longer trusted) is set aside: the daemon gets a new one over its credential', async () => {
+    daemon.child.kill('SIGKILL');
+    await daemon.exited;
+    const other = await createPkiBundle({ path: join(scratch, 'retired', 'pki.json'), secret: SECRET });
+    const key = JSON.parse(readFileSync(join(stateDir, 'node-key.json'), 'utf8'));
+    const foreign = await issueNodeCertificate(other, SECRET, {
+      nodeId,
+      publicKey: createPublicKey(key.publicKeyPem),
+    });
+    const held = JSON.parse(readFileSync(join(stateDir, 'certificate.json'), 'utf8'));
+    writeFileSync(
+      join(stateDir, 'certificate.json'),
+      JSON.stringify({
+        ...held,
+        certificatePem: foreign.certificatePem,
+        caCertificates: [pki.bundle.machineCa.certificatePem],
+      }),
+    );
+    daemon = bcd(['run', '--state-dir', stateDir, '--url', gateways[1]!.url]);
+    await until('a new certificate', async () => {
+      const now = JSON.parse(readFileSync(join(stateDir, 'certificate.json'), 'utf8'));
+      return now.certificatePem !== foreign.certificatePem;
+    });
+    expect(daemon.err.join('\n')).toContain('the gateway refused the node certificate');
+    const renewed = new X509Certificate(
+      JSON.parse(readFileSync(join(stateDir, 'certificate.json'), 'utf8')).certificatePem,
+    );
+    expect(renewed.verify(pki.bundle.machineCa.certificate.publicKey)).toBe(true);
   }, 60_000);
 });

@@ -8,6 +8,8 @@ import { homedir, userInfo } from 'node:os';
 import { registerStreamTarget, StreamRefusal, type StreamTargetRequest } from './registry.js';
 
 type Pty = typeof import('@lydell/node-pty');
+/** How long the pty of an exited shell must stay quiet before the stream ends. */
+const QUIET_MS = 100;
 let pty: Pty | null = null;
 
 /** Loads node-pty's prebuilt binary; false (and no `pty` capability) where it does not load. */
@@ -60,13 +62,28 @@ export function registerNodeConsole(): void {
         PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
       },
     });
+    // The shell may exit with output still in the pty (always so while the reader is paused): the
+    // end goes once the reader is reading and the pty has been quiet a moment, so no byte is lost.
     let ended = false;
-    terminal.onData((text) => output.data(Buffer.from(text, 'utf8')));
+    let exitStatus: number | null = null;
+    let paused = false;
+    let quiet: NodeJS.Timeout | undefined;
+    const settle = () => {
+      if (ended || exitStatus === null || paused) return;
+      clearTimeout(quiet);
+      quiet = setTimeout(() => {
+        ended = true;
+        output.end(exitStatus);
+      }, QUIET_MS);
+    };
+    terminal.onData((text) => {
+      output.data(Buffer.from(text, 'utf8'));
+      settle();
+    });
     terminal.onExit(({ exitCode, signal }) => {
-      if (ended) return;
-      ended = true;
       // A shell killed by a signal reports 128 + the signal, as shells do.
-      output.end(signal ? Math.min(255, 128 + signal) : Math.max(0, Math.min(255, exitCode)));
+      exitStatus = signal ? Math.min(255, 128 + signal) : Math.max(0, Math.min(255, exitCode));
+      settle();
     });
     return {
       write: (chunk) => terminal.write(Buffer.from(chunk).toString('utf8')),
@@ -74,8 +91,16 @@ export function registerNodeConsole(): void {
         const size = windowSize({ kind: 'node-console', cols: newCols, rows: newRows });
         terminal.resize(size.cols, size.rows);
       },
-      pause: () => terminal.pause(),
-      resume: () => terminal.resume(),
+      pause: () => {
+        paused = true;
+        clearTimeout(quiet);
+        terminal.pause();
+      },
+      resume: () => {
+        paused = false;
+        terminal.resume();
+        settle();
+      },
       close: () => {
         try {
           terminal.kill('SIGHUP');
