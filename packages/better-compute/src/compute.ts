@@ -42,6 +42,8 @@ import { eventsModule } from './modules/events/module.js';
 import { fleetModule } from './modules/fleet/module.js';
 import { systemModule } from './modules/system/module.js';
 import { createWebhooksModule, webhooksModule } from './modules/webhooks/module.js';
+import { createSshCertsModule, sshCertsModule } from './modules/ssh-certs/module.js';
+import { createTunnelsModule, tunnelsModule } from './modules/tunnels/module.js';
 import type { ComputeInstance, DoctorFinding, DoctorReport, WorkerRole } from './types.js';
 import { startWorkerLoop } from './workers/runner.js';
 import {
@@ -64,6 +66,8 @@ const builtins = [
   workflowsModule,
   webhooksModule,
   vpsModule,
+  sshCertsModule,
+  tunnelsModule,
 ] as const;
 export const builtinModules: readonly ComputeModule[] = builtins;
 
@@ -116,8 +120,8 @@ function bindModules(
 export function actionCatalog(methods: readonly AnyMethod[] = methodList): ActionCatalogEntry[] {
   const seen = new Map<string, string>();
   for (const method of methods) {
-    const action = methodAction(method);
-    if (action && !seen.has(action)) seen.set(action, method.summary);
+    for (const action of [methodAction(method), ...(method.alsoActions ?? [])])
+      if (action && !seen.has(action)) seen.set(action, method.summary);
   }
   return [...seen].map(([action, summary]) => ({ action, summary }));
 }
@@ -164,10 +168,14 @@ export async function betterCompute(
 
   // The webhooks module follows the deployment's webhook settings and seals under its secret.
   const webhooks = createWebhooksModule(config.webhooks, config.secret);
-  const modules = [
-    ...builtinModules.map((m) => (m === webhooksModule ? webhooks : m)),
-    ...(options.modules ?? []),
-  ];
+  // Break-glass SSH and tunnels sign with the deployment's PKI bundle, opened with its secret.
+  const keySettings = { pki: config.pki, secret: config.secret };
+  const configured = new Map<ComputeModule, ComputeModule>([
+    [webhooksModule, webhooks],
+    [sshCertsModule, createSshCertsModule({ ...keySettings, requireMfa: config.breakGlassSsh?.requireMfa })],
+    [tunnelsModule, createTunnelsModule(keySettings)],
+  ]);
+  const modules = [...builtinModules.map((m) => configured.get(m) ?? m), ...(options.modules ?? [])];
   const methods = bindModules(modules, config.modules);
   const routes = (): RouteInfo[] => [...methods.values()].map(({ method }) => routeInfo(method));
 

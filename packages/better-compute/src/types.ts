@@ -33,7 +33,8 @@ export interface ComputeInstance {
    */
   watch(request: Request): Promise<Response>;
   /** This process's open streams: `size`, and `close()` to end them all (a server shutting down). */
-  readonly live: { readonly size: number; close(): Promise<void> };
+  /** The live hub: event streams, and open tunnels re-decided at each IAM change. */
+  readonly live: Pick<import('./live/hub.js').LiveHub, 'size' | 'close' | 'add' | 'remove'>;
   readonly config: Readonly<ComputeConfig> & { basePath: string };
   readonly database: Database;
   readonly iam: IamBridge;

@@ -37,6 +37,13 @@ export interface MethodDefinition<Input extends z.ZodType = z.ZodType, Output ex
   tenantScoped: boolean;
   /** The resource IAM decides on; the tenant itself when absent. */
   resource?: (input: z.output<Input>) => Omit<ResourceRef, 'tenantId'>;
+  /**
+   * For a method whose action depends on what the input names (`tunnels.open`: a node's console
+   * or an instance's), the action of this call; `access.action` lists first, `alsoActions` the rest,
+   * so the action catalog knows every one.
+   */
+  actionFor?: (input: z.output<Input>) => string;
+  alsoActions?: readonly string[];
   /** Creates take an `idempotencyKey`; the same key and input return the first answer. */
   idempotent?: boolean;
   /**

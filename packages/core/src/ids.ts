@@ -45,6 +45,8 @@ export const ID_PREFIXES = {
   binding: 'bnd',
   group: 'grp',
   request: 'req',
+  sshCert: 'sshc',
+  tunnel: 'tun',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIXES;

@@ -11,6 +11,7 @@ import { acceptCertificate, certificateDue, certificateRequest, tlsOptionsFor } 
 import { decideCommandRoot } from './command-root.js';
 import { type CommandEnvelope, refusal, runScript, type RunningScript } from './commands.js';
 import { safe, sessionUrl } from './http.js';
+import { applySshTrust, sshTrustDir } from './ssh-trust.js';
 import { type MachineInventory, readMachineInventory } from './inventory.js';
 import { isRuntimeCommandKind, Runtimes } from './runtimes/index.js';
 import type { CommandOutcome, StateDir } from './state.js';
@@ -51,7 +52,7 @@ export function gatewayUrls(state: StateDir, given: string[] = []): string[] {
 
 /** What this machine can do, as the Interactive access section and the runtimes ask. */
 export function capabilities(options: { pty?: boolean } = {}): string[] {
-  const found = ['exec.script', 'inventory.refresh'];
+  const found = ['exec.script', 'inventory.refresh', 'ssh.trust'];
   if (options.pty ?? true) found.push('pty');
   const onPath = (name: string) =>
     (process.env.PATH ?? '/usr/bin:/bin').split(':').some((dir) => {
@@ -150,6 +151,7 @@ export async function runAgent(options: AgentOptions): Promise<void> {
         error: null,
       };
     }
+    if (command.kind === 'ssh.trust') return applySshTrust(sshTrustDir(), command.nodeId, command.payload);
     const running = isRuntimeCommandKind(command.kind)
       ? runtimes.run(command.kind, command.payload)
       : runScript(options.scriptsDir, command.payload.script);

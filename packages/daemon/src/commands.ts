@@ -15,7 +15,7 @@ export { type CommandEnvelope, envelopeBytes };
 
 const ID = /^cmd_[A-Za-z0-9]{1,64}$/;
 /** The kinds this daemon runs: its own, and the runtimes' instance commands. */
-const KINDS = new Set<string>(['inventory.refresh', 'exec.script', ...RUNTIME_COMMAND_KINDS]);
+const KINDS = new Set<string>(['inventory.refresh', 'exec.script', 'ssh.trust', ...RUNTIME_COMMAND_KINDS]);
 const SCRIPT = /^[a-z][a-z0-9-]{0,62}$/;
 /** The most output kept per stream; the end is kept, where errors usually are. */
 export const OUTPUT_LIMIT = 65_536;

@@ -52,7 +52,8 @@ it('dev --sim 2 --node shows this machine as a ready node beside the simulated o
     60_000,
   );
   const real = nodes.find((n: any) => n.labels?.machine === 'local');
-  expect(nodes.length).toBe(3);
+  // Two simulated GPU machines, two simulated VPS machines, and this one.
+  expect(nodes.length).toBe(5);
   const inventory = await fetch(`${url}/api/compute/inventory/get`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },

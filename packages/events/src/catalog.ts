@@ -27,7 +27,9 @@ export type SubjectKind =
   | 'workflow'
   | 'image'
   | 'flavor'
-  | 'instance';
+  | 'instance'
+  | 'sshCert'
+  | 'tunnel';
 
 export interface EventTypeSpec {
   subject: SubjectKind;
@@ -283,6 +285,33 @@ export const eventTypes = {
     subject: 'webhook',
     data: z.object({ webhookId: z.string(), deliveryId: z.string() }),
     summary: 'A test delivery, sent by webhooks ping (delivered to that webhook only)',
+  },
+  'ssh_cert.issued': {
+    subject: 'sshCert',
+    data: z.object({
+      nodeId: z.string(),
+      holder: z.string(),
+      account: z.string(),
+      fingerprint: z.string(),
+      validBefore: z.string(),
+    }),
+    summary: 'A break-glass SSH certificate was issued for a node',
+  },
+  'ssh_cert.revoked': {
+    subject: 'sshCert',
+    data: z.object({ nodeId: z.string(), holder: z.string(), reason: z.string().nullable() }),
+    summary: 'A break-glass SSH certificate was revoked',
+  },
+  'tunnel.opened': {
+    subject: 'tunnel',
+    data: z.object({
+      nodeId: z.string(),
+      instanceId: z.string().nullable(),
+      op: z.string(),
+      port: z.number().int().nullable(),
+      principal: z.string(),
+    }),
+    summary: 'A console, exec or port tunnel ticket was issued',
   },
   'command.queued': {
     subject: 'command',

@@ -28,4 +28,6 @@ export interface CliApi {
   readonly credential: CredentialInfo | null;
   /** Follows the live event stream (the client's $watch); a credential is required, as for events.list. */
   watch(options: WatchCallbackOptions): Promise<WatchHandle>;
+  /** Opens a tunnel's WebSocket with a ticket from tunnels.open; UNSUPPORTED in process (no --url). */
+  tunnel(ticket: string): Promise<import('ws').WebSocket>;
 }

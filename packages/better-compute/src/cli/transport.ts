@@ -116,5 +116,17 @@ export async function createCliApi(options: TransportOptions): Promise<CliApi> {
       await guard('events.list');
       return client.$watch(watchOptions);
     },
+    async tunnel(ticket) {
+      if (!endpoint)
+        throw new ComputeError(
+          'UNSUPPORTED',
+          'a tunnel opens a WebSocket on a running server, and needs --url',
+          {
+            hint: 'Pass --url https://compute.example.com (or set BETTER_COMPUTE_URL).',
+          },
+        );
+      const { openTunnelSocket } = await import('./tunnel-socket.js');
+      return openTunnelSocket(client.endpoint, ticket, credential?.token);
+    },
   };
 }

@@ -41,6 +41,11 @@ export interface ComputeConfig {
    * root (its private key opened with `secret`) and `doctor` checks the bundle.
    */
   pki?: string;
+  /** Break-glass SSH certificates (docs/break-glass-ssh.md). */
+  breakGlassSsh?: {
+    /** Whether `nodes.issueSshCert` needs a session opened with a second factor; default true. */
+    requireMfa?: boolean;
+  };
   /** The outbox of events. */
   events?: {
     /**

@@ -43,6 +43,8 @@ export class FlowStream implements NodeStream, StreamSink {
   private queued = 0;
   private pendingAck = 0;
   private ending: NodeStreamEnd | null = null;
+  /** The daemon's end, held while a paused reader still has bytes queued before it. */
+  private deferredEnd: NodeStreamEnd | null = null;
   private closeTimer: NodeJS.Timeout | undefined;
   private readonly drainListeners: (() => void)[] = [];
   private readonly dataListeners: ((chunk: Uint8Array) => void)[] = [];
@@ -92,6 +94,7 @@ export class FlowStream implements NodeStream, StreamSink {
   resume(): void {
     this.paused = false;
     this.deliver();
+    if (this.deferredEnd && this.queue.length === 0) this.ended_(this.deferredEnd);
   }
   resize(cols: number, rows: number): void {
     if (this.ending) return;
@@ -141,7 +144,9 @@ export class FlowStream implements NodeStream, StreamSink {
     }
   }
   ended(end: NodeStreamEnd): void {
-    this.ended_(end);
+    // A paused reader gets the bytes that came before the end once it resumes, then the end.
+    if (this.paused && this.queue.length > 0) this.deferredEnd = end;
+    else this.ended_(end);
   }
 
   private ended_(end: NodeStreamEnd): void {

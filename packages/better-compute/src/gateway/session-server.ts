@@ -357,6 +357,8 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
 
   const onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer) => {
     const pathname = (request.url ?? '/').split('?')[0];
+    // Tunnels upgrade on the same server (src/tunnels/route.ts answers them).
+    if (pathname?.startsWith(`${compute.config.basePath}/tunnels/`)) return;
     if (pathname === linkPath) {
       if (closing) return refuse(socket, 503, 'Service Unavailable');
       return handleLinkUpgrade(wss, request, socket, head, gateway, { log, tls: options.link });

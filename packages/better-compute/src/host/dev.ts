@@ -103,6 +103,8 @@ export async function startDev(options: DevOptions): Promise<void> {
   config = {
     ...config,
     audit: { checkpointEverySeconds: 60, ...config.audit },
+    // dev's accounts are API keys, which have no second factor: break-glass SSH works with them here.
+    breakGlassSsh: { requireMfa: false, ...config.breakGlassSsh },
     ...(options.memory
       ? {}
       : { pki: config.pki ? resolve(options.cwd, config.pki) : join(stateDir, 'pki.json') }),

@@ -13,6 +13,7 @@ import { createNodeServer } from './node-adapter.js';
 import { attachGateway, type Gateway } from '../gateway/session-server.js';
 import { type CommandSigner, ed25519CommandSigner } from '../gateway/signer.js';
 import type { NodeStreams } from '../gateway/node-streams.js';
+import { attachTunnels, type TunnelRoute } from '../tunnels/route.js';
 import type { GatewayPki } from '../gateway/node-certificates.js';
 import type { GatewayTls } from '../gateway/tls.js';
 import type { PkiBundle } from '../pki/bundle.js';
@@ -43,6 +44,8 @@ export interface ServeOptions {
   gatewayUrl?: string | undefined;
   /** Called once with this process's node streams (for the routes that open tunnels). */
   onNodeStreams?: (streams: NodeStreams) => void;
+  /** The streams tunnels relay to; default this process's own (createNodeStreams). */
+  nodeStreams?: NodeStreams;
 }
 
 /**
@@ -193,6 +196,7 @@ export async function serve(options: ServeOptions): Promise<void> {
   let server: Server | undefined;
   let workers: { stop(): Promise<void> } | undefined;
   let gateway: Gateway | undefined;
+  let tunnels: TunnelRoute | undefined;
   try {
     await assertSchemaCurrent(compute);
     await compute.iam.installActions(actionCatalog());
@@ -244,7 +248,15 @@ export async function serve(options: ServeOptions): Promise<void> {
           link: tls ? { tls } : undefined,
         });
       const { createNodeStreams } = await import('../gateway/streams.js');
-      options.onNodeStreams?.(createNodeStreams({ compute, gateway, tls }));
+      const streams = options.nodeStreams ?? createNodeStreams({ compute, gateway, tls });
+      options.onNodeStreams?.(streams);
+      if (options.roles.includes('api'))
+        tunnels = attachTunnels(server, {
+          compute,
+          streams,
+          refuseOtherUpgrades: !options.roles.includes('gateway'),
+          log,
+        });
       log(`better-compute serving ${bound}${compute.config.basePath} (roles: ${options.roles.join(',')})`);
       options.onListening?.(bound);
     } else {
@@ -254,6 +266,7 @@ export async function serve(options: ServeOptions): Promise<void> {
       await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
     log('better-compute stopping: finishing requests and jobs in flight');
   } finally {
+    await tunnels?.close();
     await gateway?.close();
     if (server) await closeServer(server);
     await workers?.stop();

@@ -138,7 +138,7 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
     // 6. validation
     const input = validatedInput(method.input, raw) as Record<string, unknown>;
     // 7. authorization
-    const action = methodAction(method);
+    const action = method.actionFor?.(input) ?? methodAction(method);
     const resource: ResourceRef = { type: 'tenant', id: tenantId, ...method.resource?.(input), tenantId };
     // Read before the decision, so `@own` patterns see the resource's owner.
     const ownerId = bound.owner ? await bound.owner(options.db(), tenantId, input) : null;

@@ -8,7 +8,8 @@ import { defineGroup, method } from '../group.js';
 import { RUNTIME_COMMAND_KINDS } from '../runtime-commands.js';
 import { idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 
-export const COMMAND_KINDS = ['inventory.refresh', 'exec.script'] as const;
+/** `ssh.trust` is queued by the control plane alone (break-glass SSH), never through commands.run. */
+export const COMMAND_KINDS = ['inventory.refresh', 'exec.script', 'ssh.trust'] as const;
 export const commandKind = z.enum(COMMAND_KINDS);
 /** Every kind a command row may have: an operator's, and the runtime commands workflows queue. */
 export const anyCommandKind = z.enum([...COMMAND_KINDS, ...RUNTIME_COMMAND_KINDS] as [string, ...string[]]);
@@ -85,7 +86,7 @@ const commandsRun = method({
     .object({
       tenantId,
       nodeId: idOf('node'),
-      kind: commandKind,
+      kind: z.enum(['inventory.refresh', 'exec.script']),
       payload: commandPayload.optional(),
       /** How long the command may wait for delivery before the daemon refuses it. */
       ttlSeconds: z.number().int().min(10).max(86_400).optional(),

@@ -25,6 +25,8 @@ import { webhooksGroup } from './webhooks.js';
 import { imagesGroup } from './images.js';
 import { flavorsGroup } from './flavors.js';
 import { instancesGroup } from './instances.js';
+import { nodeSshCertsGroup } from './ssh-certs.js';
+import { tunnelsGroup } from './tunnels.js';
 
 /** Every group of the table, for the modules that implement them. */
 export {
@@ -49,6 +51,8 @@ export {
   imagesGroup,
   flavorsGroup,
   instancesGroup,
+  nodeSshCertsGroup,
+  tunnelsGroup,
 };
 export * from './common.js';
 export { eventSchema } from './events.js';
@@ -71,6 +75,8 @@ export {
 export { imageSchema } from './images.js';
 export { flavorSchema } from './flavors.js';
 export { instanceSchema, instanceState } from './instances.js';
+export { sshCertSchema, UNIX_ACCOUNT, SSH_CERT_MAX_MINUTES, SSH_CERT_MIN_MINUTES } from './ssh-certs.js';
+export { TUNNEL_TICKET_SECONDS, NODE_CONSOLE_ACTION, INSTANCE_EXEC_ACTION } from './tunnels.js';
 export { COMMAND_KINDS, COMMAND_OUTPUT_LIMIT, commandSchema, commandState } from './commands.js';
 
 export const methods = {
@@ -83,6 +89,7 @@ export const methods = {
   ...tableOf(quotasGroup),
   ...tableOf(driversGroup),
   ...tableOf(nodesGroup),
+  ...tableOf(nodeSshCertsGroup),
   ...tableOf(joinTokensGroup),
   ...tableOf(joinRequestsGroup),
   ...tableOf(inventoryGroup),
@@ -95,6 +102,7 @@ export const methods = {
   ...tableOf(imagesGroup),
   ...tableOf(flavorsGroup),
   ...tableOf(instancesGroup),
+  ...tableOf(tunnelsGroup),
 } as const satisfies Record<string, AnyMethod>;
 
 export type MethodTable = typeof methods;

@@ -18,6 +18,10 @@ import { imagesCommands } from './images/index.js';
 import { flavorsCommands } from './flavors/index.js';
 import { pkiCommands } from './pki/index.js';
 import api from './api/api.js';
+import sshCert from './ssh-cert/ssh-cert.js';
+import consoleCommand from './console/console.js';
+import execCommand from './exec/exec.js';
+import forward from './forward/forward.js';
 import authLogin from './auth/login.js';
 import authLogout from './auth/logout.js';
 import authStatus from './auth/status.js';
@@ -57,6 +61,10 @@ export const builtinCommands: readonly AnyCommand[] = [
   ...workflowsCommands,
   ...eventsCommands,
   ...webhooksCommands,
+  consoleCommand,
+  execCommand,
+  forward,
+  sshCert,
   ...fleetCommands,
   ...auditCommands,
 ] as readonly AnyCommand[];

@@ -4,7 +4,7 @@
  * moves back, so a late or repeated report from the daemon cannot undo a result.
  */
 import { ComputeError, newId } from '@better-compute/core';
-import { COMMAND_OUTPUT_LIMIT as LIMIT } from '@better-compute/core/methods';
+import { COMMAND_KINDS, COMMAND_OUTPUT_LIMIT as LIMIT } from '@better-compute/core/methods';
 import {
   isRuntimeCommandKind,
   type RuntimeCommandKind,
@@ -19,6 +19,7 @@ import { WORKFLOW_JOB } from '../workflows/service.js';
 import { type CommandRow, commandsDb, type CommandsDb } from './tables.js';
 
 export const DEFAULT_COMMAND_TTL_SECONDS = 900;
+export type CommandKind = (typeof COMMAND_KINDS)[number] | RuntimeCommandKind;
 const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
 const iso = (value: Date | string) => new Date(value).toISOString();
@@ -30,7 +31,7 @@ export function commandView(row: CommandRow) {
     tenantId: row.tenant_id,
     nodeId: row.node_id,
     workflowId: row.workflow_id,
-    kind: row.kind,
+    kind: row.kind as CommandKind,
     payload: row.payload,
     state: row.state,
     attempt: row.attempt,
@@ -77,7 +78,7 @@ export async function queueCommand(
   input: {
     tenantId: string;
     nodeId: string;
-    kind: 'inventory.refresh' | 'exec.script' | RuntimeCommandKind;
+    kind: CommandKind;
     payload: Record<string, unknown>;
     ttlSeconds?: number | undefined;
     workflowId?: string | null;
@@ -112,11 +113,14 @@ export async function queueCommand(
       });
   }
   const needsScript = input.kind === 'exec.script';
-  const payloadFits = isRuntimeCommandKind(input.kind)
-    ? true
-    : needsScript
+  // Runtime payloads were checked against their schemas above; ssh.trust's is built and checked
+  // by the break-glass module that queues it.
+  const payloadFits =
+    isRuntimeCommandKind(input.kind) ||
+    input.kind === 'ssh.trust' ||
+    (needsScript
       ? typeof input.payload.script === 'string' && Object.keys(input.payload).length === 1
-      : Object.keys(input.payload).length === 0;
+      : Object.keys(input.payload).length === 0);
   if (!payloadFits) {
     throw new ComputeError(
       'INVALID_ARGUMENT',

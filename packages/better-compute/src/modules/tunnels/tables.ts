@@ -1,0 +1,32 @@
+/** Kysely's view of the tunnels table. */
+import type { ColumnType, Kysely, Selectable } from 'kysely';
+import type { ComputeTables } from '../../db/tables.js';
+
+type Timestamp = ColumnType<Date, Date | string, Date | string>;
+type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+
+export interface TunnelsTable {
+  id: string;
+  tenant_id: string;
+  principal: string;
+  credential_id: string;
+  node_id: string;
+  instance_id: string | null;
+  op: 'console' | 'exec' | 'tcp';
+  port: number | null;
+  action: string;
+  issued_at: Timestamp;
+  expires_at: Timestamp;
+  spent_at: NullableTimestamp;
+  ended_at: NullableTimestamp;
+  exit_status: number | null;
+  end_reason: string | null;
+}
+
+export interface TunnelTables extends ComputeTables {
+  'compute.tunnels': TunnelsTable;
+  'compute.node_sessions': { node_id: string; tenant_id: string; capabilities: unknown };
+}
+
+export type TunnelRow = Selectable<TunnelsTable>;
+export const tunnelsDb = (db: Kysely<ComputeTables>) => db as unknown as Kysely<TunnelTables>;
