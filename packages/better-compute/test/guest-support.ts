@@ -9,6 +9,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'nod
 import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { kvmUsable } from '../../daemon/src/runtimes/qemu.js';
 
 const repositoryRoot = join(import.meta.dirname, '..', '..', '..');
 export const buildScript = join(repositoryRoot, 'scripts', 'build-guest-image.sh');
@@ -163,15 +164,11 @@ export function writeNoCloudSeed(path: string, seed: NoCloudSeed): void {
   }
 }
 
-/** True when /dev/kvm exists and QEMU can start a KVM machine on it (a nested VM often cannot). */
-export function kvmUsable(): boolean {
-  const probe = spawnSync(
-    'qemu-system-x86_64',
-    ['-accel', 'kvm', '-machine', 'none', '-nodefaults', '-display', 'none', '-qmp', 'stdio'],
-    { input: '{"execute":"qmp_capabilities"}\n{"execute":"quit"}\n', timeout: 15_000, stdio: 'pipe' },
-  );
-  return probe.status === 0;
-}
+/**
+ * KVM only where the runtime itself would use it: its probe starts the q35 machine with the host's
+ * CPU, since some hosts open /dev/kvm yet cannot set a vCPU's registers.
+ */
+export { kvmUsable };
 
 /** The last `capacity` bytes of a stream (a guest's serial console), with waiting for a line. */
 export class SerialRing {
@@ -341,7 +338,7 @@ export class Guest {
     const qmpPath = join(workDir, 'qmp.sock');
     createOverlay(options.image.rootfs, overlay);
     writeNoCloudSeed(seedPath, options.seed);
-    const accel = kvmUsable() ? 'kvm' : 'tcg';
+    const accel = (await kvmUsable()) ? 'kvm' : 'tcg';
     const sshPort = await freeLoopbackPort();
     const args = [
       '-machine', `q35,accel=${accel}`,
