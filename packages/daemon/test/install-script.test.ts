@@ -8,6 +8,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generatedCommandSigner } from '../../better-compute/src/gateway/signer.js';
 import {
@@ -164,5 +165,14 @@ describe('daemon install-script', () => {
       60_000,
     );
     expect(node.poolId).toBe(pool.id);
+    // node-pty came with the installer, so the installed daemon can open a node console.
+    const session = await until('the installed node’s hello', async () => {
+      const found = await sql<{ capabilities: string[] }>`
+        select capabilities from compute.node_sessions where node_id = ${identity.nodeId}`.execute(
+        env.compute.database.db,
+      );
+      return found.rows[0];
+    });
+    expect(session.capabilities).toContain('pty');
   }, 180_000);
 });

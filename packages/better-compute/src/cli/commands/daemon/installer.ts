@@ -4,8 +4,10 @@
  * unit, and joins with a token read from a file or standard input (never argv). It needs Node.js
  * 20 or later on the machine and nothing else: no npm, no build.
  */
+import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 
 export interface InstallerOptions {
   /** The daemon package's directory (with dist/bcd.cjs and scripts/). */
@@ -24,11 +26,46 @@ function payload(path: string, file: string): string {
   return `base64 -d > "${path}" <<'BCD_PAYLOAD'\n${encoded}\nBCD_PAYLOAD\n`;
 }
 
+/**
+ * node-pty and its prebuilt binary for this platform, as a gzip'd tar of their package directories:
+ * the node console's pty comes from them (the bundle loads them from `$prefix/node_modules`). Null
+ * where they are not installed beside the daemon; a node of another platform then reports no `pty`.
+ */
+function ptyPackages(daemonDir: string): Buffer | null {
+  try {
+    const fromDaemon = createRequire(join(daemonDir, 'package.json'));
+    const pty = dirname(fromDaemon.resolve('@lydell/node-pty/package.json'));
+    const binary = dirname(
+      createRequire(join(pty, 'package.json')).resolve(
+        `@lydell/node-pty-${process.platform}-${process.arch}/package.json`,
+      ),
+    );
+    const parent = dirname(pty);
+    return execFileSync('tar', [
+      '-czf',
+      '-',
+      '-C',
+      parent,
+      '--owner=0',
+      '--group=0',
+      'node-pty',
+      // The binary's package sits beside node-pty in every npm layout this repository produces.
+      ...(dirname(binary) === parent ? [binary.slice(parent.length + 1)] : []),
+    ]);
+  } catch {
+    return null;
+  }
+}
+
 export function buildInstaller(options: InstallerOptions): string {
   const scripts = readdirSync(join(options.daemonDir, 'scripts'))
     .filter((name) => /^[a-z][a-z0-9-]*\.sh$/.test(name))
     .sort();
   const url = options.url ?? '';
+  const pty = ptyPackages(options.daemonDir);
+  const ptyPayload = pty
+    ? `mkdir -p "$prefix/node_modules/@lydell"\nbase64 -d <<'BCD_PAYLOAD' | tar -xzf - -C "$prefix/node_modules/@lydell"\n${pty.toString('base64').replace(/.{76}/g, '$&\n')}\nBCD_PAYLOAD\n`
+    : '';
   return `#!/bin/sh
 # better-compute node installer: installs bcd, writes its systemd unit and joins a pool.
 #   sh install.sh --token-file FILE   (or --token-file - to read the join token from standard input)
@@ -68,12 +105,12 @@ command -v node >/dev/null 2>&1 || die 'Node.js 20 or later is needed (apt-get i
 node_major=$(node -p 'process.versions.node.split(".")[0]')
 [ "$node_major" -ge 20 ] || die "Node.js 20 or later is needed; this machine has $(node --version)"
 command -v base64 >/dev/null 2>&1 || die 'base64 (coreutils) is needed'
+command -v tar >/dev/null 2>&1 || die 'tar is needed'
 
 umask 022
 mkdir -p "$prefix/bin" "$prefix/dist" "$prefix/scripts"
 ${payload('$prefix/dist/bcd.cjs', join(options.daemonDir, 'dist', 'bcd.cjs'))}
-${scripts.map((name) => payload(`$prefix/scripts/${name}`, join(options.daemonDir, 'scripts', name))).join('')}
-cat > "$prefix/bin/bcd.cjs" <<'BCD_BIN'
+${scripts.map((name) => payload(`$prefix/scripts/${name}`, join(options.daemonDir, 'scripts', name))).join('')}${ptyPayload}cat > "$prefix/bin/bcd.cjs" <<'BCD_BIN'
 ${readFileSync(join(options.daemonDir, 'bin', 'bcd.cjs'), 'utf8').trimEnd()}
 BCD_BIN
 chmod 0755 "$prefix/bin/bcd.cjs" "$prefix"/scripts/*.sh
