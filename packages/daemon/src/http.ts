@@ -1,4 +1,6 @@
 /** The daemon's calls to the public routes (nodes.join, nodes.claim), and the URLs it derives. */
+import { request as httpsRequest } from 'node:https';
+import { rootCertificates } from 'node:tls';
 
 /** `https://host` or `https://host/custom/compute` → the compute endpoint (`/api/compute` by default). */
 export function endpointOf(url: string): URL {
@@ -44,17 +46,79 @@ export function safe(text: string): string {
   return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, ' ').slice(0, 2000);
 }
 
-export async function callPublic<T>(url: string, method: string, body: unknown): Promise<T> {
+/**
+ * POSTs JSON and reads the answer. With `ca` (a --ca-file's PEM), an https server is checked
+ * against those certificates as well as the system's, so a deployment whose API serves a
+ * certificate from its own machine CA can be joined; fetch has no way to add a CA per call.
+ */
+async function postJson(
+  target: URL,
+  body: string,
+  ca: string | null,
+): Promise<{ status: number; text: string }> {
+  if (!ca || target.protocol !== 'https:') {
+    const response = await fetch(target, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body,
+      signal: AbortSignal.timeout(30_000),
+    });
+    return { status: response.status, text: await response.text() };
+  }
+  return new Promise((resolve, reject) => {
+    const request = httpsRequest(
+      target,
+      {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        ca: [...rootCertificates, ca],
+        timeout: 30_000,
+      },
+      (response) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        response.on('data', (chunk: Buffer) => {
+          size += chunk.length;
+          // A public route's answer is small; a server that streams more is not one of ours.
+          if (size > 1 << 20) request.destroy(new Error('the answer is larger than 1 MiB'));
+          else chunks.push(chunk);
+        });
+        response.on('end', () =>
+          resolve({ status: response.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }),
+        );
+        response.on('error', reject);
+      },
+    );
+    request.on('timeout', () => request.destroy(new Error('no answer in 30 s')));
+    request.on('error', reject);
+    request.end(body);
+  });
+}
+
+/** Why a server could not be reached, in words an operator can act on. */
+function unreachable(endpoint: URL, error: unknown, withCa: boolean): string {
+  let cause: unknown = error;
+  while (cause instanceof Error && cause.cause) cause = cause.cause;
+  const code = (cause as { code?: string } | null)?.code ?? '';
+  if (/CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ERR_TLS/.test(code))
+    return `the certificate of ${endpoint.origin} is not trusted (${code})${withCa ? '' : '; if it comes from the deployment’s machine CA, pass --ca-file with that CA’s certificate'}`;
+  return `${endpoint.origin} did not answer (${safe(code || (cause instanceof Error ? cause.message : 'no answer'))})`;
+}
+
+export async function callPublic<T>(
+  url: string,
+  method: string,
+  body: unknown,
+  ca: string | null = null,
+): Promise<T> {
   const endpoint = endpointOf(url);
-  const response = await fetch(`${endpoint.toString()}/${method.replaceAll('.', '/')}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-    signal: AbortSignal.timeout(30_000),
+  const target = new URL(`${endpoint.toString()}/${method.replaceAll('.', '/')}`);
+  const response = await postJson(target, JSON.stringify(body), ca).catch((error: unknown) => {
+    throw new ApiError('UNAVAILABLE', unreachable(endpoint, error, ca !== null));
   });
   let answer: { data?: T; error?: { code?: string; message?: string } };
   try {
-    answer = (await response.json()) as typeof answer;
+    answer = JSON.parse(response.text) as typeof answer;
   } catch {
     throw new ApiError('INVALID_RESPONSE', `${method} answered ${response.status} with no JSON`);
   }

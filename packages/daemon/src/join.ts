@@ -133,12 +133,17 @@ export async function join(options: JoinOptions): Promise<{ nodeId: string }> {
       nodeId: string | null;
       nodeCredential: string | null;
       claimSecret: string | null;
-    }>(url, 'nodes.join', {
-      joinToken: readToken(options),
-      hostname: nodeHostname(options.hostname),
-      inventory,
-      ...(options.labels && Object.keys(options.labels).length ? { labels: options.labels } : {}),
-    });
+    }>(
+      url,
+      'nodes.join',
+      {
+        joinToken: readToken(options),
+        hostname: nodeHostname(options.hostname),
+        inventory,
+        ...(options.labels && Object.keys(options.labels).length ? { labels: options.labels } : {}),
+      },
+      gatewayCa,
+    );
     if (answer.nodeCredential && answer.nodeId)
       credential = { nodeId: answer.nodeId, nodeCredential: answer.nodeCredential };
     else {
@@ -149,10 +154,12 @@ export async function join(options: JoinOptions): Promise<{ nodeId: string }> {
   const started = Date.now();
   let announced = false;
   while (!credential) {
-    const claim = await callPublic<ClaimAnswer>(url, 'nodes.claim', {
-      joinRequestId: pending!.joinRequestId,
-      claimSecret: pending!.claimSecret,
-    });
+    const claim = await callPublic<ClaimAnswer>(
+      url,
+      'nodes.claim',
+      { joinRequestId: pending!.joinRequestId, claimSecret: pending!.claimSecret },
+      gatewayCa,
+    );
     if (claim.state === 'rejected') {
       options.state.savePendingJoin(null);
       throw new Error(

@@ -7,7 +7,7 @@
  * name the session's own node. No answer is a 5xx.
  */
 import { generateKeyPairSync, sign, X509Certificate } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '@better-compute/db/testing';
@@ -36,6 +36,8 @@ let running: Promise<void>;
 const nodes: { nodeId: string; credential: string }[] = [];
 let localStreams: NodeStreams | undefined;
 let daemon: Proc | undefined;
+let rootKey = '';
+let poolId = '';
 
 async function call<T = any>(method: string, body: Record<string, unknown>, key?: string): Promise<T> {
   const response = await compute.handler(
@@ -120,6 +122,7 @@ beforeAll(async () => {
   );
   await compute.migrate();
   const key = (await compute.embeddedIam!.bootstrapDev())!.rootAdmin.apiKey;
+  rootKey = key;
   running = serve({
     compute,
     port: 0,
@@ -134,6 +137,7 @@ beforeAll(async () => {
   expect(url).toMatch(/^https:/);
   const site = await call('sites.create', { tenantId: 'root', name: 's' }, key);
   const pool = await call('pools.create', { tenantId: 'root', siteId: site.id, name: 'p' }, key);
+  poolId = pool.id;
   const { token } = await call(
     'joinTokens.create',
     { tenantId: 'root', poolId: pool.id, uses: 2, preApproved: true },
@@ -279,4 +283,40 @@ describe('the gateway with mutual TLS', () => {
     expect(await ended).toEqual({ exitStatus: 5 });
     expect(Buffer.concat(chunks).toString()).toContain('local');
   }, 60_000);
+
+  it('bcd join reaches an API served with a machine-CA certificate when given --ca-file', async () => {
+    const { token } = await call(
+      'joinTokens.create',
+      { tenantId: 'root', poolId, uses: 1, preApproved: true },
+      rootKey,
+    );
+    const tokenFile = join(scratch, 'join-token');
+    writeFileSync(tokenFile, `${token}\n`, { mode: 0o600 });
+    const caFile = join(scratch, 'machine-ca.pem');
+    writeFileSync(caFile, pki.bundle.machineCa.certificatePem);
+    // The server runs in this process, so bcd runs beside it, never blocking it.
+    const run = async (stateDir: string, extra: string[]) => {
+      const proc = bcd([
+        'join',
+        '--url',
+        url,
+        '--token-file',
+        tokenFile,
+        '--state-dir',
+        stateDir,
+        '--timeout',
+        '30',
+        ...extra,
+      ]);
+      return { status: await proc.exited, stderr: proc.err.join('\n') };
+    };
+    // Without the CA the server's certificate is not trusted: a clear refusal, and the token is not spent.
+    const untrusted = await run(join(scratch, 'joined-untrusted'), []);
+    expect(untrusted.status).not.toBe(0);
+    expect(untrusted.stderr).toMatch(/not trusted.*--ca-file/);
+    const joined = await run(join(scratch, 'joined'), ['--ca-file', caFile]);
+    expect(joined.stderr).not.toContain(token);
+    expect(joined.status).toBe(0);
+    expect(new StateDir(join(scratch, 'joined')).identity()?.nodeId).toMatch(/^node_/);
+  }, 90_000);
 });
