@@ -5,67 +5,29 @@
  * --nvlink, reservations list/get, extend, release and events list through the real binary; 20
  * concurrent reserve runs with one --key give one reservation; SIGTERM stops the server (exit 0).
  */
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { computeBin, startBin, type RunningServer } from './support.js';
-
-interface Result {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
+import { type DevServer, type RunResult, type RunningServer, runCompute, startDev } from './support.js';
 
 const work = mkdtempSync(join(tmpdir(), 'bc-capacity-'));
 let server: RunningServer | undefined;
 let url = '';
 let token = '';
 let poolId = '';
-type DevAccount = { email: string; password: string; apiKey: string };
-type DevFile = Record<'rootAdmin' | 'acmeAdmin' | 'acmeMember', DevAccount>;
-let dev: DevFile;
+let dev: DevServer['dev'];
 
-function compute(args: string[]): Promise<Result> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [computeBin, ...args], {
-      cwd: work,
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: work,
-        BETTER_IAM_HOME: join(work, 'iam'),
-        BETTER_COMPUTE_URL: url,
-        BETTER_COMPUTE_TOKEN: token,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += chunk));
-    child.stderr.on('data', (chunk) => (stderr += chunk));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-    child.once('error', reject);
-    child.once('close', (status) => {
-      clearTimeout(timer);
-      resolve({ status, stdout, stderr });
-    });
-  });
+function compute(args: string[]): Promise<RunResult> {
+  return runCompute(args, { cwd: work, url, token, timeoutMs: 30_000 });
 }
 
 beforeAll(async () => {
-  server = await startBin(computeBin, ['dev', '--memory', '--port', '0', '--sim', '4'], {
-    cwd: work,
-    env: { HOME: work },
-    ready: /\ntry: BETTER_COMPUTE_URL=\S+/,
-    timeoutMs: 50_000,
-  });
+  ({ server, url, dev } = await startDev(work, ['--sim', '4']));
   const startup = server.output();
-  url = /better-compute dev: (http:\/\/127\.0\.0\.1:\d+)\/api\/compute\n/.exec(startup)![1]!;
   poolId = /simulated fleet: 4 machine\(s\) in pool (pool_\w+) \(sim-gpu, offered to acme\)/.exec(
     startup,
   )![1]!;
-  dev = JSON.parse(readFileSync(join(work, '.better-compute', 'dev-memory.json'), 'utf8')) as DevFile;
   token = dev.acmeAdmin.apiKey;
 }, 60_000);
 

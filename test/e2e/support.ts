@@ -1,5 +1,6 @@
 /** Running the real binaries, as a person would, for the end-to-end suites. */
 import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 
@@ -80,4 +81,68 @@ export async function startBin(
       return exited;
     },
   };
+}
+
+/**
+ * Runs the compute binary as a token holder against a running server, without blocking this
+ * process (a server started in it keeps answering), killed after `timeoutMs`.
+ */
+export function runCompute(
+  args: string[],
+  options: { cwd: string; url: string; token: string; timeoutMs?: number },
+): Promise<RunResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [computeBin, ...args], {
+      cwd: options.cwd,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: options.cwd,
+        BETTER_IAM_HOME: join(options.cwd, 'iam'),
+        BETTER_COMPUTE_URL: options.url,
+        BETTER_COMPUTE_TOKEN: options.token,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 60_000);
+    child.once('error', reject);
+    child.once('close', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr });
+    });
+  });
+}
+
+export interface DevAccount {
+  email: string;
+  password: string;
+  apiKey: string;
+}
+
+export interface DevServer {
+  server: RunningServer;
+  /** The server's origin, `http://127.0.0.1:PORT`. */
+  url: string;
+  /** The accounts `dev --memory` wrote to `.better-compute/dev-memory.json`. */
+  dev: Record<'rootAdmin' | 'acmeAdmin' | 'acmeMember', DevAccount>;
+}
+
+/** `better-compute dev --memory --port 0 [args]` in `cwd`, once its output matches `ready`. */
+export async function startDev(
+  cwd: string,
+  args: string[],
+  options: { ready?: RegExp; timeoutMs?: number } = {},
+): Promise<DevServer> {
+  const server = await startBin(computeBin, ['dev', '--memory', '--port', '0', ...args], {
+    cwd,
+    env: { HOME: cwd },
+    ready: options.ready ?? /\ntry: BETTER_COMPUTE_URL=\S+/,
+    timeoutMs: options.timeoutMs ?? 50_000,
+  });
+  const url = /better-compute dev: (http:\/\/127\.0\.0\.1:\d+)\/api\/compute\n/.exec(server.output())![1]!;
+  const dev = JSON.parse(readFileSync(join(cwd, '.better-compute', 'dev-memory.json'), 'utf8'));
+  return { server, url, dev };
 }

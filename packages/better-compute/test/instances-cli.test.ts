@@ -6,50 +6,26 @@
  * state and events at each step, a member's ACCESS_DENIED, and usage mistakes refused before
  * anything is sent.
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { computeBin, startBin, type RunningServer } from '../../../test/e2e/support.js';
-
-interface Result {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
+import {
+  type DevServer,
+  type RunResult,
+  type RunningServer,
+  runCompute,
+  startDev,
+} from '../../../test/e2e/support.js';
 
 const work = mkdtempSync(join(tmpdir(), 'bc-instances-'));
 let server: RunningServer | undefined;
 let url = '';
-type DevAccount = { apiKey: string };
-let dev: Record<'rootAdmin' | 'acmeAdmin' | 'acmeMember', DevAccount>;
+let dev: DevServer['dev'];
 
-function compute(args: string[], token = dev.acmeAdmin.apiKey): Promise<Result> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [computeBin, ...args], {
-      cwd: work,
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: work,
-        BETTER_IAM_HOME: join(work, 'iam'),
-        BETTER_COMPUTE_URL: url,
-        BETTER_COMPUTE_TOKEN: token,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += chunk));
-    child.stderr.on('data', (chunk) => (stderr += chunk));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.once('error', reject);
-    child.once('close', (status) => {
-      clearTimeout(timer);
-      resolve({ status, stdout, stderr });
-    });
-  });
+function compute(args: string[], token = dev.acmeAdmin.apiKey): Promise<RunResult> {
+  return runCompute(args, { cwd: work, url, token });
 }
 
 /** The JSON answer of a command that must succeed. */
@@ -71,14 +47,10 @@ let imageId = '';
 const disk = join(work, 'disk.raw');
 
 beforeAll(async () => {
-  server = await startBin(computeBin, ['dev', '--memory', '--sim', '2', '--port', '0'], {
-    cwd: work,
-    env: { HOME: work },
+  ({ server, url, dev } = await startDev(work, ['--sim', '2'], {
     ready: /simulated VPS pool:[\s\S]*try: BETTER_COMPUTE_URL=\S+/,
     timeoutMs: 90_000,
-  });
-  url = /better-compute dev: (http:\/\/127\.0\.0\.1:\d+)\/api\/compute\n/.exec(server.output())![1]!;
-  dev = JSON.parse(readFileSync(join(work, '.better-compute', 'dev-memory.json'), 'utf8'));
+  }));
   poolId = /simulated VPS pool: \d+ machine\(s\) in pool (pool_\w+)/.exec(server.output())![1]!;
   writeFileSync(disk, Buffer.alloc(4096, 7));
   writeFileSync(

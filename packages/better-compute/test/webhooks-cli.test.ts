@@ -5,64 +5,33 @@
  * `standardwebhooks` under the secret from the file; deliveries, redeliver, ping, rotate-secret,
  * event-types, and another tenant's NOT_FOUND.
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { computeBin, startBin, type RunningServer } from '../../../test/e2e/support.js';
+import {
+  type DevServer,
+  type RunResult,
+  type RunningServer,
+  runCompute,
+  startDev,
+} from '../../../test/e2e/support.js';
 import { type Receiver, startReceiver } from './webhook-receiver.js';
-
-interface Result {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
 
 const work = mkdtempSync(join(tmpdir(), 'bc-webhooks-'));
 let server: RunningServer | undefined;
 let receiver: Receiver;
 let url = '';
-type DevAccount = { apiKey: string };
-let dev: Record<'rootAdmin' | 'acmeAdmin' | 'acmeMember', DevAccount>;
+let dev: DevServer['dev'];
 
-function compute(args: string[], token = dev.acmeAdmin.apiKey): Promise<Result> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [computeBin, ...args], {
-      cwd: work,
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: work,
-        BETTER_IAM_HOME: join(work, 'iam'),
-        BETTER_COMPUTE_URL: url,
-        BETTER_COMPUTE_TOKEN: token,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += chunk));
-    child.stderr.on('data', (chunk) => (stderr += chunk));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-    child.once('error', reject);
-    child.once('close', (status) => {
-      clearTimeout(timer);
-      resolve({ status, stdout, stderr });
-    });
-  });
+function compute(args: string[], token = dev.acmeAdmin.apiKey): Promise<RunResult> {
+  return runCompute(args, { cwd: work, url, token, timeoutMs: 30_000 });
 }
 
 beforeAll(async () => {
   receiver = await startReceiver();
-  server = await startBin(computeBin, ['dev', '--memory', '--port', '0'], {
-    cwd: work,
-    env: { HOME: work },
-    ready: /\ntry: BETTER_COMPUTE_URL=\S+/,
-    timeoutMs: 50_000,
-  });
-  url = /better-compute dev: (http:\/\/127\.0\.0\.1:\d+)\/api\/compute\n/.exec(server.output())![1]!;
-  dev = JSON.parse(readFileSync(join(work, '.better-compute', 'dev-memory.json'), 'utf8'));
+  ({ server, url, dev } = await startDev(work, []));
 }, 60_000);
 
 afterAll(async () => {
