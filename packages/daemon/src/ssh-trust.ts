@@ -13,7 +13,7 @@
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { CommandOutcome } from './state.js';
+import { type CommandOutcome, outcomeOf } from './state.js';
 
 const CA_LINE = /^ssh-ed25519 [A-Za-z0-9+/]+={0,2}( [A-Za-z0-9@._:-]{1,200})?$/;
 const ACCOUNT = /^[a-z_][a-z0-9_-]{0,31}$/;
@@ -65,9 +65,7 @@ function replace(path: string, content: string | Buffer, mode = 0o644): void {
   renameSync(next, path);
 }
 
-function failed(error: string): CommandOutcome {
-  return { state: 'failed', exitCode: null, stdout: '', stderr: '', result: null, error };
-}
+const failed = (error: string): CommandOutcome => outcomeOf('failed', null, error);
 
 /** Writes the trust files for this node from an ssh.trust payload. */
 export function applySshTrust(dir: string, nodeId: string, payload: Record<string, unknown>): CommandOutcome {
@@ -103,17 +101,10 @@ export function applySshTrust(dir: string, nodeId: string, payload: Record<strin
   } catch (error) {
     return failed(`writing the SSH trust files in ${dir} failed: ${(error as Error).message}`);
   }
-  return {
-    state: 'succeeded',
-    exitCode: 0,
-    stdout: '',
-    stderr: '',
-    result: {
-      dir,
-      caKeys: trust.caPublicKeys.length,
-      accounts: Object.keys(trust.principals).sort(),
-      revoked: trust.revokedSerials.length,
-    },
-    error: null,
-  };
+  return outcomeOf('succeeded', {
+    dir,
+    caKeys: trust.caPublicKeys.length,
+    accounts: Object.keys(trust.principals).sort(),
+    revoked: trust.revokedSerials.length,
+  });
 }

@@ -62,6 +62,15 @@ export interface CommandOutcome {
   error: string | null;
 }
 
+/** The outcome of a command that runs no program (no exit code, no output): a result or a reason. */
+export function outcomeOf(
+  state: CommandOutcome['state'],
+  result: Record<string, unknown> | null,
+  error: string | null = null,
+): CommandOutcome {
+  return { state, exitCode: null, stdout: '', stderr: '', result, error };
+}
+
 export interface SessionStatus {
   pid: number;
   connected: boolean;

@@ -9,7 +9,7 @@ import {
   type RuntimeCommandKind,
   runtimeCommandPayloads,
 } from '@better-compute/core/runtime-commands';
-import type { CommandOutcome } from '../state.js';
+import { type CommandOutcome, outcomeOf } from '../state.js';
 import type { RuntimeDriver } from './driver.js';
 import { RuntimeError } from './image-cache.js';
 import { QemuDriver } from './qemu.js';
@@ -22,14 +22,6 @@ export { isRuntimeCommandKind, RUNTIME_COMMAND_KINDS };
 export interface RunningCommand {
   outcome: Promise<CommandOutcome>;
   stop(reason: 'cancelled' | 'handed-back'): void;
-}
-
-function outcome(
-  state: CommandOutcome['state'],
-  result: Record<string, unknown> | null,
-  error: string | null,
-) {
-  return { state, exitCode: null, stdout: '', stderr: '', result, error } satisfies CommandOutcome;
 }
 
 async function dispatch(
@@ -75,21 +67,21 @@ export class Runtimes {
       const check = runtimeCommandPayloads[kind].safeParse(payload);
       if (!check.success) {
         const issue = check.error.issues[0];
-        return outcome(
+        return outcomeOf(
           'failed',
           null,
           `the ${kind} payload is invalid: ${issue ? `${issue.path.join('.') || 'payload'}: ${issue.message}` : 'malformed'}`,
         );
       }
       try {
-        return outcome('succeeded', await dispatch(this.qemu, kind, payload, controller.signal), null);
+        return outcomeOf('succeeded', await dispatch(this.qemu, kind, payload, controller.signal), null);
       } catch (error) {
-        if (stopped === 'cancelled') return outcome('cancelled', null, 'cancelled while it ran');
+        if (stopped === 'cancelled') return outcomeOf('cancelled', null, 'cancelled while it ran');
         if (stopped === 'handed-back')
-          return outcome('failed', null, 'the daemon stopped while it ran; it was not finished');
+          return outcomeOf('failed', null, 'the daemon stopped while it ran; it was not finished');
         const message =
           error instanceof RuntimeError ? error.message : `the runtime failed: ${(error as Error).message}`;
-        return outcome('failed', null, message.slice(0, 3900));
+        return outcomeOf('failed', null, message.slice(0, 3900));
       }
     })();
     return {
