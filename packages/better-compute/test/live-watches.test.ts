@@ -7,6 +7,9 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testDatabaseKinds } from '@better-compute/db/testing';
+import type { Kysely } from 'kysely';
+import type { ComputeTables } from '../src/db/tables.js';
+import { LiveHub } from '../src/live/hub.js';
 import { liveDeployment, type LiveDeployment, openStream } from './watch-support.js';
 
 const kinds = await testDatabaseKinds();
@@ -89,6 +92,49 @@ describe.runIf(kinds.includes('postgres'))('notifications for watched tenants on
       expect(notified).not.toContain('acme');
       stream.close();
     } finally {
+      await writer.end();
+    }
+  });
+
+  it('renews the watch of a tenant while this process has its streams, and stops once they close', async () => {
+    const hub = new LiveHub({
+      db: () => d.database.db as unknown as Kysely<ComputeTables>,
+      database: d.database,
+      pollMs: 60_000,
+      watchRenewMs: 300,
+      iamFeed: false,
+      log: () => {},
+    });
+    const writer = await connect();
+    const until = async () =>
+      (
+        await writer.query(
+          `select extract(epoch from watched_until - now())::float8 as left from compute.live_watches where tenant_id = 'renewed'`,
+        )
+      ).rows[0]?.left as number | undefined;
+    const stream = {
+      tenantId: 'renewed',
+      cursor: '0:0',
+      deliver: () => {},
+      reauthorize: async () => {},
+      end: () => {},
+    };
+    try {
+      await hub.add(stream);
+      expect(await until()).toBeGreaterThan(100);
+      await writer.query(
+        `update compute.live_watches set watched_until = now() + interval '1 second' where tenant_id = 'renewed'`,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 800));
+      expect(await until()).toBeGreaterThan(100);
+      hub.remove(stream);
+      await writer.query(
+        `update compute.live_watches set watched_until = now() + interval '1 second' where tenant_id = 'renewed'`,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 800));
+      expect(await until()).toBeLessThan(2);
+    } finally {
+      await hub.close();
       await writer.end();
     }
   });

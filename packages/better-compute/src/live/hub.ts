@@ -43,6 +43,8 @@ export interface LiveHubOptions {
   pollMs?: number | undefined;
   /** Milliseconds between re-authorizations of every stream (default 30 s). */
   reauthorizeMs?: number | undefined;
+  /** Milliseconds after which a watch row this process keeps is renewed (default 30 s; it lasts 120 s). */
+  watchRenewMs?: number | undefined;
   /** Whether to LISTEN for IAM's change feed (off when the deployment brings its own IAM elsewhere). */
   iamFeed?: boolean | undefined;
   log: (message: string, error?: unknown) => void;
@@ -156,6 +158,7 @@ export class LiveHub {
   readonly #readers = new Map<string, TenantReader>();
   #listening: Promise<Listening | null> | null = null;
   #poll: ReturnType<typeof setInterval> | null = null;
+  #renew: ReturnType<typeof setInterval> | null = null;
   #recheck: ReturnType<typeof setInterval> | null = null;
   #closed = false;
 
@@ -193,11 +196,10 @@ export class LiveHub {
       this.log('cannot LISTEN for new events; streams rely on polling', error);
       return null;
     });
-    this.#poll = setInterval(() => {
-      this.wakeAll();
-      this.#renewWatches();
-    }, this.#options.pollMs ?? 5000);
+    this.#poll = setInterval(() => this.wakeAll(), this.#options.pollMs ?? 5000);
     this.#poll.unref?.();
+    this.#renew = setInterval(() => this.#renewWatches(), this.#renewMs / 3);
+    this.#renew.unref?.();
     this.#recheck = setInterval(() => this.reauthorizeAll(), this.#options.reauthorizeMs ?? 30_000);
     this.#recheck.unref?.();
     await this.#listening;
@@ -296,11 +298,15 @@ export class LiveHub {
     reader.wake();
   }
 
-  /** Renews this process's watch rows (from the poll's timer) before they lapse. */
+  get #renewMs(): number {
+    return Math.min(this.#options.watchRenewMs ?? WATCH_RENEW_MS, WATCH_RENEW_MS);
+  }
+
+  /** Renews this process's watch rows, each once it is #renewMs old, long before they lapse. */
   #renewWatches(): void {
     const now = Date.now();
     for (const reader of this.#readers.values()) {
-      if (now - reader.watchedAt < WATCH_RENEW_MS) continue;
+      if (now - reader.watchedAt < this.#renewMs) continue;
       reader.watchedAt = now;
       this.#markWatched(reader.tenantId).catch((error: unknown) =>
         this.log(`cannot renew the watch of ${reader.tenantId}`, error),
@@ -327,6 +333,7 @@ export class LiveHub {
   async close(): Promise<void> {
     this.#closed = true;
     if (this.#poll) clearInterval(this.#poll);
+    if (this.#renew) clearInterval(this.#renew);
     if (this.#recheck) clearInterval(this.#recheck);
     for (const reader of [...this.#readers.values()]) {
       reader.stop();
