@@ -13,13 +13,18 @@
 // Env: BENCH_PG_URL (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_NODES (10000),
 //      BENCH_COMPUTE_DIST (the built better-compute index.js to run; default the package's dist),
 //      BENCH_BASELINE_DIST (another build's index.js, measured beside it on a copy of the database),
+//      BENCH_BASELINE_SQL (statements run on that copy first, e.g. to drop a trigger: the same
+//      build as BENCH_BASELINE_DIST then measures what the trigger costs),
+//      BENCH_BASELINE_OWN_SCHEMA=1 (the baseline's database set up by its own build instead of
+//      copied, for a build whose migrations differ),
 //      BENCH_WARMUP_S (10: the warm-up of each side, or 3,000 pairs if sooner),
 //      BENCH_KEEP_DB=1 (keep the database afterwards, to study its plans),
 //      BENCH_PROFILE_DIR=<dir> (the server writes a CPU profile there),
 //      BENCH_WALDUMP=<path of pg_waldump> (default /usr/lib/postgresql/15/bin/pg_waldump: rows,
 //      index entries and WAL of the bench's database alone; without it, WAL is the cluster's),
 //      BENCH_POOL=<n> (the server's PostgreSQL connections; its default otherwise),
-//      BENCH_AUTO_EXPLAIN=<ms> (plans of statements slower than that, in PostgreSQL's log).
+//      BENCH_AUTO_EXPLAIN=<ms> (plans of statements slower than that, in PostgreSQL's log),
+//      BENCH_WAITS=1 (what the backends wait on during each side's slices, sampled).
 // CPU per pair: the server process, the bench database's PostgreSQL backends, and this process
 // (the load generator, which is also the replay's client), from /proc.
 import { existsSync } from 'node:fs';
@@ -45,7 +50,6 @@ const adminUrl = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432
 const distUrl = process.env.BENCH_COMPUTE_DIST
   ? pathToFileURL(process.env.BENCH_COMPUTE_DIST).href
   : new URL('../packages/better-compute/dist/index.js', import.meta.url).href;
-const { betterCompute } = await import(distUrl);
 
 const dbName = `bench_${Math.random().toString(36).slice(2, 10)}`;
 const dbUrl = new URL(adminUrl);
@@ -87,9 +91,12 @@ const baseName = `${dbName}_base`;
 function ignoreTerminated(error) {
   if (!/terminating connection/.test(String(error?.message))) throw error;
 }
-try {
-  // ------------------------------------------------------------------ setup (in process)
-  const opened = await openDatabase({ url });
+// The database a server is measured on: migrated by that server's own build, the dev accounts, a
+// site and a GPU pool offered to the member's tenant, and NODES nodes: one joins through the real
+// flow (pre-approved token, join, first heartbeat), the others are copies of its rows.
+async function setUp(buildUrl, databaseUrl) {
+  const opened = await openDatabase({ url: databaseUrl });
+  const { betterCompute } = await import(buildUrl);
   const compute = await betterCompute({ database: opened, rateLimit: false }, { log: () => {} });
   await compute.migrate();
   const accounts = await compute.embeddedIam.bootstrapDev();
@@ -135,7 +142,8 @@ try {
     '',
   );
   await inProcess('nodes.heartbeat', { nodeCredential: joined.nodeCredential }, '');
-  direct = new pg.Pool({ connectionString: url, max: clients, pipeline: true });
+  const direct = new pg.Client({ connectionString: databaseUrl });
+  await direct.connect();
   const ids = Array.from({ length: NODES - 1 }, () => newId('node'));
   const t0 = performance.now();
   await direct.query('begin');
@@ -192,12 +200,32 @@ try {
 
   await compute.close();
   await opened.close().catch(() => {});
+  await direct.end();
+  return { pool, memberKey };
+}
+
+try {
+  // ------------------------------------------------------------------ setup (in process)
+  const { pool, memberKey } = await setUp(distUrl, url);
+  direct = new pg.Pool({ connectionString: url, max: clients, pipeline: true });
   // BENCH_BASELINE_DIST=<another build's index.js>: that build's server runs too, on a copy of the
   // database made here (the same fleet, the same API key), measured in the same alternation, so
   // every figure has its baseline in the same run.
   const baselineDist = process.env.BENCH_BASELINE_DIST;
   let baselineUrl;
+  let baselineFleet = { pool, memberKey };
   if (baselineDist) {
+    const copy = new URL(url);
+    copy.pathname = `/${baseName}`;
+    baselineUrl = copy.toString();
+  }
+  if (baselineDist && process.env.BENCH_BASELINE_OWN_SCHEMA) {
+    // BENCH_BASELINE_OWN_SCHEMA=1: the baseline's database is set up by the baseline's own build
+    // (its migrations, its schema) rather than copied: two builds whose schemas differ, an older
+    // commit against this one, alternate in one run.
+    await admin.query(`create database ${baseName}`);
+    baselineFleet = await setUp(pathToFileURL(baselineDist).href, baselineUrl);
+  } else if (baselineDist) {
     await direct.end();
     process.on('uncaughtException', ignoreTerminated);
     await admin.query(
@@ -205,13 +233,18 @@ try {
       [dbName],
     );
     await admin.query(`create database ${baseName} template ${dbName}`);
-    const copy = new URL(url);
-    copy.pathname = `/${baseName}`;
-    baselineUrl = copy.toString();
+    // BENCH_BASELINE_SQL: run on the copy before its server starts (the same build with a trigger
+    // dropped, say), so one change to the database is measured against the database without it.
+    if (process.env.BENCH_BASELINE_SQL) {
+      const tweak = new pg.Client({ connectionString: baselineUrl });
+      await tweak.connect();
+      await tweak.query(process.env.BENCH_BASELINE_SQL);
+      await tweak.end();
+    }
     direct = new pg.Pool({ connectionString: url, max: clients, pipeline: true });
   }
-  const reserveBody = (gpus) => ({
-    poolId: pool.id,
+  const reserveBody = (gpus, poolId = pool.id) => ({
+    poolId,
     gpus,
     durationSeconds: 600,
     idempotencyKey: newId('request').slice(4),
@@ -311,21 +344,22 @@ try {
     types,
   });
   replayPool.on('error', () => {});
-  const httpSide = (label, pid, database, clientsOf) => ({
+  const httpSide = (label, pid, database, clientsOf, fleetOf) => ({
     label,
     pid,
     database,
     async pair(c, i) {
       const t = performance.now();
-      const created = await post('reservations.create', reserveBody(1 + (i % 8)), memberKey, clientsOf[c]);
+      const body = reserveBody(1 + (i % 8), fleetOf.pool.id);
+      const created = await post('reservations.create', body, fleetOf.memberKey, clientsOf[c]);
       const t1 = performance.now();
-      await post('reservations.release', { reservationId: created.id }, memberKey, clientsOf[c]);
+      await post('reservations.release', { reservationId: created.id }, fleetOf.memberKey, clientsOf[c]);
       return [t1 - t, performance.now() - t1];
     },
   });
-  const serverSide = httpSide('server (HTTP)', server.pid, dbName, connections);
+  const serverSide = httpSide('server (HTTP)', server.pid, dbName, connections, { pool, memberKey });
   const baselineSide = baseline
-    ? httpSide('baseline server (HTTP)', baseline.pid, baseName, baselineConnections)
+    ? httpSide('baseline server (HTTP)', baseline.pid, baseName, baselineConnections, baselineFleet)
     : null;
   const replaySide = {
     label: 'replay floor',
@@ -395,12 +429,45 @@ try {
         [serverSide, baselineSide, replaySide, gaugeSide].filter(Boolean).map((s) => [s.label, new Map()]),
       )
     : null;
+  // BENCH_WAITS=1: what the side's PostgreSQL backends wait on, sampled every 20 ms during each
+  // slice (pg_stat_activity; "CPU" is an active backend waiting on nothing). Lock:object is the
+  // NOTIFY queue's lock that notifying commits take in turn; Lock:transactionid a row lock held
+  // by another transaction; IO:WALSync and LWLock:WALWrite the commit's flush.
+  const waitSamples = process.env.BENCH_WAITS
+    ? Object.fromEntries(
+        [serverSide, baselineSide, replaySide, gaugeSide].filter(Boolean).map((s) => [s.label, new Map()]),
+      )
+    : null;
+  const sampler = waitSamples ? new pg.Client({ connectionString: url }) : null;
+  if (sampler) await sampler.connect();
+  function sampleWaits(database, into) {
+    let stop = false;
+    const done = (async () => {
+      while (!stop) {
+        const { rows } = await sampler.query(
+          `select coalesce(wait_event_type || ':' || wait_event, 'CPU') as wait, count(*)::int as n
+           from pg_stat_activity where datname = $1 and state = 'active' and pid <> pg_backend_pid()
+           group by 1`,
+          [database],
+        );
+        into.set('(samples)', (into.get('(samples)') ?? 0) + 1);
+        for (const row of rows) into.set(row.wait, (into.get(row.wait) ?? 0) + row.n);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    })();
+    return async () => {
+      stop = true;
+      await done;
+    };
+  }
   async function slice(side, concurrency, durationSeconds) {
     const database = side.database ?? dbName;
     const pids = await backends(database);
     const cpu0 = await cpuSnapshot(side.pid ?? server.pid, pids);
     const wal0 = await lsn('insert');
+    const stopSampling = waitSamples ? sampleWaits(database, waitSamples[side.label]) : null;
     const result = await run(side, concurrency, durationSeconds);
+    await stopSampling?.();
     // Backends opened during the slice (a pool that closed idle connections while the other sides
     // ran opens them again) count whole; those still open from before count their difference.
     const cpu1 = await cpuSnapshot(side.pid ?? server.pid, new Set([...pids, ...(await backends(database))]));
@@ -609,6 +676,20 @@ try {
       console.log(
         `  ${(bytes / pairs).toFixed(0).padStart(6)} B ${(records / pairs).toFixed(2).padStart(6)} records  ${rmgr} ${desc} ${names.get(node) ?? node}`,
       );
+    }
+  }
+  if (waitSamples) {
+    await sampler.end();
+    console.log('');
+    console.log('what active backends waited on, per sample (every 20 ms, all client counts):');
+    for (const [label, counts] of Object.entries(waitSamples)) {
+      const samples = counts.get('(samples)') || NaN;
+      const shown = [...counts]
+        .filter(([wait]) => wait !== '(samples)')
+        .sort((a, b) => b[1] - a[1])
+        .map(([wait, n]) => `${wait} ${(n / samples).toFixed(2)}`)
+        .join(', ');
+      console.log(`  ${label.padEnd(25)} ${shown}`);
     }
   }
   const goal = (ok) => (ok ? 'met' : 'NOT met');

@@ -9,9 +9,13 @@
  * LISTEN connection per process (PGlite: the engine's own notifications); a slow poll in case that
  * connection dropped; and a quick second look while committed events wait behind an older open
  * transaction. IAM's change feed (`better_iam_changes`) and a timer re-authorize every stream.
+ *
+ * The trigger notifies only for tenants in compute.live_watches (a NOTIFY serialises commits, so
+ * writes nobody watches skip it): a tenant's first stream in this process puts the tenant there,
+ * and the hub renews the row while the tenant has streams here (docs/decisions/reserve-notify.md).
  */
 import { type Database, listenOn, type Listening } from '@better-compute/db';
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
 import { EVENTS_CHANNEL } from '../modules/events/migrations.js';
 import { type EventRecord, listEvents } from '../modules/events/service.js';
@@ -39,6 +43,8 @@ export interface LiveHubOptions {
   pollMs?: number | undefined;
   /** Milliseconds between re-authorizations of every stream (default 30 s). */
   reauthorizeMs?: number | undefined;
+  /** Milliseconds after which a watch row this process keeps is renewed (default 30 s; it lasts 120 s). */
+  watchRenewMs?: number | undefined;
   /** Whether to LISTEN for IAM's change feed (off when the deployment brings its own IAM elsewhere). */
   iamFeed?: boolean | undefined;
   log: (message: string, error?: unknown) => void;
@@ -48,9 +54,17 @@ const PAGE = 500;
 /** The quick second looks while events wait behind an open transaction: 5 ms, doubling to 50 ms. */
 const HELD_FIRST_MS = 5;
 const HELD_MAX_MS = 50;
+/** How long a watch row stays current unrenewed, and how often a process renews the ones it keeps. */
+const WATCH_SECONDS = 120;
+const WATCH_RENEW_MS = 30_000;
+/** How long a new watch waits for the transactions that may have missed it (see #watch). */
+const WATCH_SETTLE_MS = 10_000;
 
 class TenantReader {
   readonly streams = new Set<LiveStream>();
+  /** The tenant's row in compute.live_watches, written (or renewed) at this time; see LiveHub.#watch. */
+  watched: Promise<void> | null = null;
+  watchedAt = 0;
   #running = false;
   #again = false;
   #heldMs = 0;
@@ -144,6 +158,7 @@ export class LiveHub {
   readonly #readers = new Map<string, TenantReader>();
   #listening: Promise<Listening | null> | null = null;
   #poll: ReturnType<typeof setInterval> | null = null;
+  #renew: ReturnType<typeof setInterval> | null = null;
   #recheck: ReturnType<typeof setInterval> | null = null;
   #closed = false;
 
@@ -183,6 +198,8 @@ export class LiveHub {
     });
     this.#poll = setInterval(() => this.wakeAll(), this.#options.pollMs ?? 5000);
     this.#poll.unref?.();
+    this.#renew = setInterval(() => this.#renewWatches(), this.#renewMs / 3);
+    this.#renew.unref?.();
     this.#recheck = setInterval(() => this.reauthorizeAll(), this.#options.reauthorizeMs ?? 30_000);
     this.#recheck.unref?.();
     await this.#listening;
@@ -213,10 +230,88 @@ export class LiveHub {
       return;
     }
     await this.#start();
-    let reader = this.#readers.get(stream.tenantId);
-    if (!reader) this.#readers.set(stream.tenantId, (reader = new TenantReader(stream.tenantId, this)));
-    reader.streams.add(stream);
+    for (;;) {
+      let reader = this.#readers.get(stream.tenantId);
+      if (!reader) {
+        this.#readers.set(stream.tenantId, (reader = new TenantReader(stream.tenantId, this)));
+        reader.watchedAt = Date.now();
+        reader.watched = this.#watch(reader);
+      }
+      await reader.watched;
+      if (this.#closed) {
+        stream.end();
+        return;
+      }
+      // A reader dropped meanwhile (its last stream went while this one waited) is made again.
+      if (this.#readers.get(stream.tenantId) !== reader) continue;
+      reader.streams.add(stream);
+      reader.wake();
+      return;
+    }
+  }
+
+  /** Marks the tenant as watched for WATCH_SECONDS more (a row nobody renews lapses). */
+  #markWatched(tenantId: string) {
+    return sql`insert into compute.live_watches (tenant_id, watched_until)
+      values (${tenantId}, now() + make_interval(secs => ${WATCH_SECONDS}))
+      on conflict (tenant_id) do update
+      set watched_until = greatest(compute.live_watches.watched_until, excluded.watched_until)`.execute(
+      this.db(),
+    );
+  }
+
+  /**
+   * Puts the tenant in compute.live_watches for WATCH_SECONDS, so the outbox trigger notifies for
+   * it. A writer whose trigger ran before this row committed did not notify; it held a transaction
+   * id by then (its events were written), so it is either committed before the snapshot taken next,
+   * and read by the stream's first read, or still running in it: the reader looks again once every
+   * transaction running at that snapshot has ended. Failures are logged; the poll still delivers.
+   */
+  async #watch(reader: TenantReader): Promise<void> {
+    try {
+      await this.#markWatched(reader.tenantId);
+      const { rows } = await sql<{
+        xmax: string;
+      }>`select pg_snapshot_xmax(pg_current_snapshot())::text as xmax`.execute(this.db());
+      void this.#settle(reader, rows[0]!.xmax);
+    } catch (error) {
+      this.log(`cannot mark ${reader.tenantId} as watched; its streams rely on polling`, error);
+    }
+  }
+
+  /** Wakes the reader once no transaction older than `xmax` runs (or after WATCH_SETTLE_MS). */
+  async #settle(reader: TenantReader, xmax: string): Promise<void> {
+    const deadline = Date.now() + WATCH_SETTLE_MS;
+    let waitMs = HELD_FIRST_MS;
+    try {
+      while (!this.#closed && Date.now() < deadline) {
+        const { rows } = await sql<{
+          settled: boolean;
+        }>`select pg_snapshot_xmin(pg_current_snapshot()) >= ${xmax}::xid8 as settled`.execute(this.db());
+        if (rows[0]?.settled) break;
+        await new Promise((resolve) => setTimeout(resolve, waitMs));
+        waitMs = Math.min(waitMs * 2, HELD_MAX_MS);
+      }
+    } catch (error) {
+      this.log(`waiting for writers older than the watch of ${reader.tenantId} failed`, error);
+    }
     reader.wake();
+  }
+
+  get #renewMs(): number {
+    return Math.min(this.#options.watchRenewMs ?? WATCH_RENEW_MS, WATCH_RENEW_MS);
+  }
+
+  /** Renews this process's watch rows, each once it is #renewMs old, long before they lapse. */
+  #renewWatches(): void {
+    const now = Date.now();
+    for (const reader of this.#readers.values()) {
+      if (now - reader.watchedAt < this.#renewMs) continue;
+      reader.watchedAt = now;
+      this.#markWatched(reader.tenantId).catch((error: unknown) =>
+        this.log(`cannot renew the watch of ${reader.tenantId}`, error),
+      );
+    }
   }
 
   remove(stream: LiveStream): void {
@@ -238,6 +333,7 @@ export class LiveHub {
   async close(): Promise<void> {
     this.#closed = true;
     if (this.#poll) clearInterval(this.#poll);
+    if (this.#renew) clearInterval(this.#renew);
     if (this.#recheck) clearInterval(this.#recheck);
     for (const reader of [...this.#readers.values()]) {
       reader.stop();
