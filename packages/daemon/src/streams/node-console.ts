@@ -4,6 +4,7 @@
  * into it. The window size comes with the request and with each resize; the shell's exit status
  * goes back when it ends.
  */
+import { readFileSync } from 'node:fs';
 import { homedir, userInfo } from 'node:os';
 import { registerStreamTarget, StreamRefusal, type StreamTargetRequest } from './registry.js';
 
@@ -47,7 +48,11 @@ export function registerNodeConsole(): void {
     const shell = loginShell();
     const home = homedir();
     const user = userInfo().username;
-    const terminal = pty.spawn(shell, ['-l'], {
+    // The login shell runs under a small sh that outlives it by a moment. When a pty's session
+    // leader exits, the kernel hangs the terminal up and drops what the pty still holds, so output
+    // printed just before `exit` would be lost; with the wrapper as leader, the shell's last bytes
+    // are read before the hangup. The wrapper exits with the shell's status.
+    const terminal = pty.spawn('/bin/sh', ['-c', '"$0" -l; status=$?; sleep 0.2; exit "$status"', shell], {
       name: 'xterm-256color',
       cols,
       rows,
@@ -76,11 +81,34 @@ export function registerNodeConsole(): void {
         output.end(exitStatus);
       }, QUIET_MS);
     };
+    // A paused pty is not read, so its last output would still be in it at the hangup, and node-pty
+    // also destroys a socket left paused 200 ms after the exit. So while paused we watch for the
+    // login shell's end and then read the rest, which is at most the pty's own buffer (a few KiB):
+    // the bound on how far the reader may fall behind still holds.
+    let exitWatch: NodeJS.Timeout | undefined;
+    const shellRuns = () => {
+      try {
+        const children = readFileSync(`/proc/${terminal.pid}/task/${terminal.pid}/children`, 'utf8');
+        return children.trim() !== '';
+      } catch {
+        return false;
+      }
+    };
+    const watchForExit = () => {
+      clearInterval(exitWatch);
+      exitWatch = setInterval(() => {
+        if (shellRuns()) return;
+        clearInterval(exitWatch);
+        paused = false;
+        terminal.resume();
+      }, 20);
+    };
     terminal.onData((text) => {
       output.data(Buffer.from(text, 'utf8'));
       settle();
     });
     terminal.onExit(({ exitCode, signal }) => {
+      clearInterval(exitWatch);
       // A shell killed by a signal reports 128 + the signal, as shells do.
       exitStatus = signal ? Math.min(255, 128 + signal) : Math.max(0, Math.min(255, exitCode));
       settle();
@@ -95,13 +123,16 @@ export function registerNodeConsole(): void {
         paused = true;
         clearTimeout(quiet);
         terminal.pause();
+        watchForExit();
       },
       resume: () => {
         paused = false;
+        clearInterval(exitWatch);
         terminal.resume();
         settle();
       },
       close: () => {
+        clearInterval(exitWatch);
         try {
           terminal.kill('SIGHUP');
         } catch {
