@@ -11,6 +11,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../packages/better-compute/src/cli/index.js';
 import type { CliTerminal } from '../../packages/better-compute/src/cli/io.js';
@@ -98,6 +99,21 @@ function ssh(
     child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
+}
+
+/** The CLI in process on a terminal nobody types into; its exit code and what it said on stderr. */
+async function terminalCli(argv: string[]): Promise<{ code: number; err: string }> {
+  const terminal: CliTerminal = { onInput: () => () => undefined, write: () => undefined };
+  const { io, err } = captureIO(
+    { HOME: scratch, BETTER_COMPUTE_TOKEN: env.acmeKey, BETTER_COMPUTE_URL: url },
+    { cwd: scratch, terminal },
+  );
+  const code = await main(
+    argv,
+    cliLending(() => env.compute),
+    io,
+  );
+  return { code, err: err.join('\n') };
 }
 
 async function instanceEvents(): Promise<string[]> {
@@ -307,6 +323,18 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('an instance on a 
     expect((await ssh(again.sshPort, 'hostname')).stdout.trim()).toBe(name);
     expect((await json(['instances', 'delete', instanceId, '--wait', '120'])).state).toBe('deleted');
     expect(existsSync(join(stateDir, 'instances', instanceId))).toBe(false);
+    // A control plane that still thinks it runs: the node ends the stream with the reason and its
+    // daemon stays up.
+    await sql`update compute.instances set state = 'running' where id = ${instanceId}`.execute(
+      env.compute.database.db,
+    );
+    const gone = await terminalCli(['console', '--instance', instanceId]);
+    expect(gone.code).toBe(255);
+    expect(gone.err).toContain(`instance ${instanceId} is not on this node`);
+    await sql`update compute.instances set state = 'deleted' where id = ${instanceId}`.execute(
+      env.compute.database.db,
+    );
+    expect(JSON.parse(readFileSync(join(stateDir, 'status.json'), 'utf8')).connected).toBe(true);
     expect(await instanceEvents()).toEqual([
       'instance.created',
       'instance.running',
