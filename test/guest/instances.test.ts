@@ -3,14 +3,21 @@
  * vps pool running its qemu runtime, the project's guest image registered with its digests, and the
  * real CLI binary as the tenant: `instances create` until running, an SSH login with the key given
  * at create that answers the seed's host name, stop (ACPI), start, delete, with the instance's
- * events at each step. One guest, booted twice (TCG here, so minutes).
+ * events at each step. While it runs, `forward --instance` carries an SSH login and `console
+ * --instance` shows its serial console, through real tunnels to the daemon's instance targets.
+ * One guest, booted twice (TCG here, so minutes).
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { main } from '../../packages/better-compute/src/cli/index.js';
+import type { CliTerminal } from '../../packages/better-compute/src/cli/io.js';
 import { generatedCommandSigner } from '../../packages/better-compute/src/gateway/signer.js';
+import { createPkiBundle } from '../../packages/better-compute/src/pki/create.js';
+import { captureIO, cliLending } from '../../packages/better-compute/test/cli-support.js';
 import {
   ensureGuestImage,
   ensureHostTools,
@@ -24,7 +31,7 @@ import {
   deployment,
   freePort,
   type Proc,
-  startServer,
+  start,
   until,
 } from '../../packages/daemon/test/daemon-support.js';
 import { computeBin } from '../e2e/support.js';
@@ -94,6 +101,21 @@ function ssh(
   });
 }
 
+/** The CLI in process on a terminal nobody types into; its exit code and what it said on stderr. */
+async function terminalCli(argv: string[]): Promise<{ code: number; err: string }> {
+  const terminal: CliTerminal = { onInput: () => () => undefined, write: () => undefined };
+  const { io, err } = captureIO(
+    { HOME: scratch, BETTER_COMPUTE_TOKEN: env.acmeKey, BETTER_COMPUTE_URL: url },
+    { cwd: scratch, terminal },
+  );
+  const code = await main(
+    argv,
+    cliLending(() => env.compute),
+    io,
+  );
+  return { code, err: err.join('\n') };
+}
+
 async function instanceEvents(): Promise<string[]> {
   const page = await env.call<{ items: { type: string; subject: { id: string } }[] }>(
     'events.list',
@@ -115,7 +137,23 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('an instance on a 
     url = `http://127.0.0.1:${port}`;
     const keyFile = join(scratch, 'command-root.pem');
     writeFileSync(keyFile, generatedCommandSigner().privateKeyPem, { mode: 0o600 });
-    server = await startServer(env.database.url!, port, keyFile);
+    // Tunnel tickets are signed with the deployment's PKI bundle, which serve opens with its secret.
+    const secret = 'instances-test-secret-not-a-real-one';
+    const pki = join(scratch, 'pki.json');
+    await createPkiBundle({ path: pki, secret });
+    const config = join(scratch, 'better-compute.config.mjs');
+    writeFileSync(config, `export default { pki: ${JSON.stringify(pki)} };\n`);
+    server = start(computeBin, ['serve', '--port', String(port)], {
+      BETTER_COMPUTE_CONFIG: config,
+      BETTER_COMPUTE_DATABASE_URL: env.database.url!,
+      BETTER_COMPUTE_SECRET: secret,
+      BETTER_COMPUTE_COMMAND_ROOT_KEY_FILE: keyFile,
+    });
+    await until(
+      'the server to listen',
+      async () => server!.err.concat(server!.out).some((line) => line.includes('serving')),
+      30_000,
+    );
     const site = await env.call('sites.create', { name: 'vms' });
     const pool = await env.call('pools.create', { siteId: site.id, name: 'vms', class: 'vps' });
     poolId = pool.id;
@@ -198,15 +236,105 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('an instance on a 
     expect(await instanceEvents()).toEqual(['instance.created', 'instance.running']);
   }, 360_000);
 
+  it('forward --instance carries an SSH login; console --instance shows the serial console and Ctrl-] detaches; another tenant is refused', async () => {
+    // forward, the real binary, until Ctrl-C.
+    const localPort = await freePort();
+    const forward = spawn(
+      process.execPath,
+      [computeBin, 'forward', '--instance', instanceId, '--port', '22', '--local-port', String(localPort)],
+      {
+        cwd: scratch,
+        env: {
+          PATH: process.env.PATH ?? '',
+          HOME: scratch,
+          BETTER_COMPUTE_URL: url,
+          BETTER_COMPUTE_TOKEN: env.acmeKey,
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let forwardErr = '';
+    forward.stderr.setEncoding('utf8').on('data', (chunk: string) => (forwardErr += chunk));
+    const forwardExited = new Promise<number | null>((resolve) => forward.once('close', resolve));
+    try {
+      await until('forward to listen', async () => forwardErr.includes('Ctrl-C stops'), 30_000);
+      const login = await ssh(localPort, 'hostname');
+      expect(login.stdout.trim(), `${login.stderr}\n${forwardErr}`).toBe(name);
+    } finally {
+      forward.kill('SIGINT');
+    }
+    await forwardExited;
+    expect(forwardErr).not.toContain('could not be forwarded');
+
+    // console, in process, on a terminal we type into.
+    let input: ((data: Uint8Array) => void) | null = null;
+    const written: string[] = [];
+    const terminal: CliTerminal = {
+      onInput(listener) {
+        input = listener;
+        return () => (input = null);
+      },
+      write: (data) => void written.push(typeof data === 'string' ? data : Buffer.from(data).toString()),
+      size: () => ({ columns: 80, rows: 24 }),
+    };
+    const { io, err } = captureIO(
+      { HOME: scratch, BETTER_COMPUTE_TOKEN: env.acmeKey, BETTER_COMPUTE_URL: url },
+      { cwd: scratch, terminal },
+    );
+    const running = main(
+      ['console', '--instance', instanceId],
+      cliLending(() => env.compute),
+      io,
+    );
+    await until('the console to attach', async () => input !== null, 30_000);
+    // The guest runs no getty on its serial port, so Enter draws no prompt: what shows is the boot
+    // the runtime's ring replays, down to the ready line with this instance's id and host name.
+    input!(new TextEncoder().encode('\r'));
+    await until(
+      'the guest’s ready line on its serial console',
+      async () =>
+        written.join('').includes(`better-compute-guest: ready instance-id=${instanceId} hostname=${name}`),
+      30_000,
+    );
+    input!(Uint8Array.of(0x1d));
+    expect(await running, err.join('\n')).toBe(0);
+    expect(err.join('\n')).toContain('detached');
+    expect((await json(['instances', 'get', instanceId])).state).toBe('running');
+
+    // Another tenant names the same instance and finds nothing.
+    await expect(env.call('tunnels.open', { instanceId, op: 'console' }, 'root')).rejects.toMatchObject({
+      code: 'NOT_FOUND',
+    });
+    await expect(env.call('tunnels.open', { instanceId, op: 'tcp', port: 22 }, 'root')).rejects.toMatchObject(
+      { code: 'NOT_FOUND' },
+    );
+  }, 120_000);
+
   it('stop powers it off; start boots it again; delete removes its disk', async () => {
     expect((await json(['instances', 'stop', instanceId, '--timeout', '60', '--wait', '120'])).state).toBe(
       'stopped',
     );
+    // A stopped instance has no console or port to open.
+    await expect(env.call('tunnels.open', { instanceId, op: 'console' }, 'acme')).rejects.toMatchObject({
+      code: 'INVALID_STATE',
+    });
     const again = await json(['instances', 'start', instanceId, '--wait', '300']);
     expect(again.state, again.reason ?? '').toBe('running');
     expect((await ssh(again.sshPort, 'hostname')).stdout.trim()).toBe(name);
     expect((await json(['instances', 'delete', instanceId, '--wait', '120'])).state).toBe('deleted');
     expect(existsSync(join(stateDir, 'instances', instanceId))).toBe(false);
+    // A control plane that still thinks it runs: the node ends the stream with the reason and its
+    // daemon stays up.
+    await sql`update compute.instances set state = 'running' where id = ${instanceId}`.execute(
+      env.compute.database.db,
+    );
+    const gone = await terminalCli(['console', '--instance', instanceId]);
+    expect(gone.code).toBe(255);
+    expect(gone.err).toContain(`instance ${instanceId} is not on this node`);
+    await sql`update compute.instances set state = 'deleted' where id = ${instanceId}`.execute(
+      env.compute.database.db,
+    );
+    expect(JSON.parse(readFileSync(join(stateDir, 'status.json'), 'utf8')).connected).toBe(true);
     expect(await instanceEvents()).toEqual([
       'instance.created',
       'instance.running',

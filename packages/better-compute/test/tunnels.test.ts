@@ -131,6 +131,16 @@ beforeAll(async () => {
     'the node to be ready',
     async () => (await call<any>('nodes.get', { nodeId })).state === 'ready',
   );
+  // Ready comes with the join; the session row (its Hello's capabilities) when bcd has connected.
+  await until(
+    'the node’s session',
+    async () =>
+      (
+        await sql<any>`select 1 from compute.node_sessions where node_id = ${nodeId}`.execute(
+          compute.database.db,
+        )
+      ).rows.length,
+  );
   // A node whose daemon is older: its Hello advertises no pty.
   const old = await call('nodes.join', {
     joinToken: token,

@@ -16,6 +16,7 @@ import { type MachineInventory, readMachineInventory } from './inventory.js';
 import { isRuntimeCommandKind, Runtimes } from './runtimes/index.js';
 import type { CommandOutcome, StateDir } from './state.js';
 import { createStreamMux } from './streams/mux.js';
+import { registerInstanceTargets } from './streams/instance-targets.js';
 import { loadPty, registerNodeConsole } from './streams/node-console.js';
 
 export const DAEMON_VERSION = '0.1.0';
@@ -129,6 +130,7 @@ export async function runAgent(options: AgentOptions): Promise<void> {
   if (options.gpuInventoryFile) watchFile(options.gpuInventoryFile, { interval: 500 }, checkInventory);
 
   const runtimes = new Runtimes(state.dir, log);
+  registerInstanceTargets(runtimes.qemu);
   const report = (id: string, outcome: CommandOutcome) => send({ t: 'command.result', id, ...outcome });
 
   async function execute(command: CommandEnvelope): Promise<CommandOutcome> {
