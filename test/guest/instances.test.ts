@@ -301,6 +301,11 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('an instance on a 
     expect(err.join('\n')).toContain('detached');
     expect((await json(['instances', 'get', instanceId])).state).toBe('running');
 
+    // exec reaches the node, whose daemon refuses it while guests have no agent, in the guide's words.
+    const exec = await terminalCli(['exec', '--instance', instanceId]);
+    expect(exec.code).not.toBe(0);
+    expect(exec.err).toContain('bcd refuses instance exec until guests have an agent');
+
     // Another tenant names the same instance and finds nothing.
     await expect(env.call('tunnels.open', { instanceId, op: 'console' }, 'root')).rejects.toMatchObject({
       code: 'NOT_FOUND',

@@ -32,7 +32,8 @@ export const nodeStreamTarget = z.discriminatedUnion('kind', [
     .object({
       kind: z.literal('instance-exec'),
       instanceId,
-      argv: z.array(z.string().max(4096)).min(1).max(256),
+      // Empty: the guest's login shell (what `exec` without a command asks for).
+      argv: z.array(z.string().max(4096)).max(256),
       tty: z.boolean(),
       ...size,
     })

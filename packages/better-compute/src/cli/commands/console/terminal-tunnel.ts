@@ -48,8 +48,9 @@ export async function runTerminalTunnel(context: CommandContext, target: Termina
     cols: Math.min(1000, Math.max(1, size.columns)),
     rows: Math.min(1000, Math.max(1, size.rows)),
   });
-  const ws = await api.tunnel(opened.ticket);
+  // Loaded before the socket opens: a message the server sends at once must find its handler.
   const { controlOf } = await import('../../tunnel-socket.js');
+  const ws = await api.tunnel(opened.ticket);
   const cleanups: (() => void)[] = [];
   terminal.raw?.(true);
   try {
