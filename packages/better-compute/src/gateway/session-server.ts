@@ -13,6 +13,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer } from 'ws';
 import type { ComputeInstance } from '../types.js';
 import { advanceCommand, markSent, openCommands } from '../modules/commands/service.js';
+import { instanceExited } from '../modules/vps/exits.js';
 import { commandsDb } from '../modules/commands/tables.js';
 import type { CommandRow } from '../modules/commands/tables.js';
 import { type CommandSigner, envelopeBytes } from './signer.js';
@@ -259,6 +260,11 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
         send(session, { t: 'command.ack', id: message.id });
         return;
       }
+      case 'instance.exited':
+        await instanceExited(compute.database.db as never, session.nodeId, message, at);
+        // Acknowledged whether or not it moved the instance: the node's record of the exit goes.
+        send(session, { t: 'instance.exited.ack', instanceId: message.instanceId });
+        return;
       case 'stream.opened':
       case 'stream.ack':
       case 'stream.end':
