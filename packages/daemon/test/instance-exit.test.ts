@@ -17,6 +17,7 @@ import {
   ensureHostTools,
   generateSshKey,
   type GuestImage,
+  type SshKey,
 } from '../../better-compute/test/guest-support.js';
 import { computeBin } from '../../../test/e2e/support.js';
 import {
@@ -38,6 +39,12 @@ let daemon: Proc | undefined;
 let url = '';
 let guest: GuestImage;
 let instanceId = '';
+/** An instance whose guest powers itself off when told to over SSH. */
+let quitterId = '';
+let key: SshKey;
+/** Its user-data: a root loop that powers the guest off once the default user makes the file. */
+const powerOffOnRequest =
+  '#!/bin/sh\n(while [ ! -e /tmp/power-off-now ]; do sleep 1; done; /bin/busybox poweroff) >/dev/null 2>&1 </dev/null &\n';
 
 interface InstanceView {
   id: string;
@@ -72,13 +79,43 @@ function cliJson(args: string[]): Promise<Record<string, string>> {
   });
 }
 
-const getInstance = () => env.call<InstanceView>('instances.get', { instanceId }, 'acme');
+const getInstance = (id = instanceId) => env.call<InstanceView>('instances.get', { instanceId: id }, 'acme');
 
-async function instanceEvents(): Promise<{ type: string; data: Record<string, unknown> }[]> {
+async function startDaemon(): Promise<void> {
+  daemon = bcd(['run', '--state-dir', stateDir, '--scripts-dir', scratch]);
+  await until(
+    'the daemon’s session',
+    async () =>
+      existsSync(join(stateDir, 'status.json')) &&
+      JSON.parse(readFileSync(join(stateDir, 'status.json'), 'utf8')).connected === true,
+    30_000,
+  );
+}
+
+function qemuPid(id: string): number {
+  return Number(readFileSync(join(stateDir, 'instances', id, 'qemu.pid'), 'utf8').trim());
+}
+
+function ssh(port: number, command: string): Promise<{ code: number | null; stderr: string }> {
+  const args = [
+    '-F', 'none', '-i', key.privateKeyPath, '-p', String(port),
+    '-o', 'IdentitiesOnly=yes', '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no',
+    '-o', 'UserKnownHostsFile=/dev/null', '-o', 'ConnectTimeout=20', '-o', 'LogLevel=ERROR',
+    `${guest.manifest.defaultUser}@127.0.0.1`, command,
+  ]; // prettier-ignore
+  return new Promise((resolve) => {
+    const child = spawn('ssh', args, { stdio: ['ignore', 'ignore', 'pipe'], timeout: 60_000 });
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    child.on('close', (code) => resolve({ code, stderr }));
+  });
+}
+
+async function instanceEvents(id = instanceId): Promise<{ type: string; data: Record<string, unknown> }[]> {
   const page = await env.call<{
     items: { type: string; subject: { id: string }; data: Record<string, unknown> }[];
   }>('events.list', { type: 'instance.', limit: 100 }, 'acme');
-  return page.items.filter((e) => e.subject.id === instanceId);
+  return page.items.filter((e) => e.subject.id === id);
 }
 
 describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('a VM that dies unasked', () => {
@@ -86,7 +123,7 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('a VM that dies un
     if (tools.missing.length > 0)
       throw new Error(`the test needs ${tools.missing.join(', ')}: ${tools.reason}`);
     guest = await ensureGuestImage();
-    const key = generateSshKey(scratch);
+    key = generateSshKey(scratch);
     env = await deployment();
     const port = await freePort();
     url = `http://127.0.0.1:${port}`;
@@ -115,14 +152,7 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('a VM that dies un
       stateDir,
     ]);
     expect(await joining.exited).toBe(0);
-    daemon = bcd(['run', '--state-dir', stateDir, '--scripts-dir', scratch]);
-    await until(
-      'the daemon’s session',
-      async () =>
-        existsSync(join(stateDir, 'status.json')) &&
-        JSON.parse(readFileSync(join(stateDir, 'status.json'), 'utf8')).connected === true,
-      30_000,
-    );
+    await startDaemon();
     const flavor = await cliJson(
       ['flavors', 'create', '--pool', pool.id, '--name', 'small', '--vcpus', '1', '--memory', '512', '--disk', '2'],
     ); // prettier-ignore
@@ -130,22 +160,43 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('a VM that dies un
       ['images', 'register', '--name', 'guest', '--source', guest.rootfs, '--disk-format', 'qcow2', '--os', 'debian',
         '--kernel', guest.vmlinux, '--initrd', guest.initrd, '--cmdline', guest.kernelCmdline],
     ); // prettier-ignore
-    const created = await env.call<InstanceView>(
-      'instances.create',
-      { poolId: pool.id, flavorId: flavor.id, imageId: image.id, name: 'doomed', sshKeys: [key.publicKey] },
-      'acme',
-    );
-    instanceId = created.id;
-    await until('the instance to run', async () => (await getInstance()).state !== 'provisioning', 240_000);
-    const running = await getInstance();
-    expect(running.state, running.reason ?? '').toBe('running');
+    // Two guests booted side by side: one to kill, one that powers itself off.
+    const [doomed, quitter] = await Promise.all([
+      env.call<InstanceView>(
+        'instances.create',
+        { poolId: pool.id, flavorId: flavor.id, imageId: image.id, name: 'doomed', sshKeys: [key.publicKey] },
+        'acme',
+      ),
+      env.call<InstanceView>(
+        'instances.create',
+        {
+          poolId: pool.id,
+          flavorId: flavor.id,
+          imageId: image.id,
+          name: 'quitter',
+          sshKeys: [key.publicKey],
+          userData: powerOffOnRequest,
+        },
+        'acme',
+      ),
+    ]);
+    instanceId = doomed.id;
+    quitterId = quitter.id;
+    for (const id of [instanceId, quitterId]) {
+      await until(
+        'the instance to run',
+        async () => (await getInstance(id)).state !== 'provisioning',
+        240_000,
+      );
+      const running = await getInstance(id);
+      expect(running.state, running.reason ?? '').toBe('running');
+    }
   }, 600_000);
 
   afterAll(async () => {
-    const pidFile = instanceId ? join(stateDir, 'instances', instanceId, 'qemu.pid') : '';
-    if (pidFile && existsSync(pidFile)) {
+    for (const id of [instanceId, quitterId].filter(Boolean)) {
       try {
-        process.kill(Number(readFileSync(pidFile, 'utf8').trim()), 'SIGKILL');
+        process.kill(qemuPid(id), 'SIGKILL');
       } catch {
         /* already gone */
       }
@@ -178,13 +229,12 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('a VM that dies un
       { instanceId, reason: 'forged', clean: false },
       new Date(),
     );
-    expect(moved).toBeNull();
+    expect(moved).toEqual({ outcome: 'ignored' });
     expect(await getInstance()).toMatchObject({ state: 'running', version: before.version, reason: null });
   });
 
   it('QEMU killed with SIGKILL: the instance becomes failed with the reason, once, with its event', async () => {
-    const pid = Number(readFileSync(join(stateDir, 'instances', instanceId, 'qemu.pid'), 'utf8').trim());
-    process.kill(pid, 'SIGKILL');
+    process.kill(qemuPid(instanceId), 'SIGKILL');
     await until('the instance to fail', async () => (await getInstance()).state === 'failed', 20_000);
     const failed = await getInstance();
     expect(failed.reason).toMatch(/QEMU exited without being asked to stop/);
@@ -210,6 +260,51 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('a VM that dies un
       { instanceId, reason: 'again', clean: false },
       new Date(),
     );
-    expect(again).toBeNull();
+    expect(again).toEqual({ outcome: 'ignored' });
   }, 60_000);
+
+  it('a guest that powers itself off: the instance is stopped, with the reason', async () => {
+    const running = await getInstance(quitterId);
+    const asked = await ssh(running.sshPort!, 'touch /tmp/power-off-now');
+    expect(asked.code, asked.stderr).toBe(0);
+    await until(
+      'the instance to stop',
+      async () => (await getInstance(quitterId)).state !== 'running',
+      30_000,
+    );
+    expect(await getInstance(quitterId)).toMatchObject({
+      state: 'stopped',
+      reason: 'the guest powered itself off',
+      sshPort: null,
+    });
+    expect((await instanceEvents(quitterId)).map((e) => e.type)).toEqual([
+      'instance.created',
+      'instance.running',
+      'instance.stopped',
+    ]);
+  }, 60_000);
+
+  it('a VM gone while the daemon was down is reported when it starts again', async () => {
+    await env.call('instances.start', { instanceId: quitterId }, 'acme');
+    await until(
+      'the instance to run',
+      async () => (await getInstance(quitterId)).state === 'running',
+      120_000,
+    );
+    daemon!.child.kill('SIGKILL');
+    await daemon!.exited;
+    process.kill(qemuPid(quitterId), 'SIGKILL');
+    await startDaemon();
+    await until(
+      'the instance to fail',
+      async () => (await getInstance(quitterId)).state === 'failed',
+      20_000,
+    );
+    expect((await getInstance(quitterId)).reason).toBe('the VM was gone when the daemon started again');
+    expect((await instanceEvents(quitterId)).map((e) => e.type).slice(-3)).toEqual([
+      'instance.provisioning',
+      'instance.running',
+      'instance.failed',
+    ]);
+  }, 120_000);
 });

@@ -260,11 +260,12 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
         send(session, { t: 'command.ack', id: message.id });
         return;
       }
-      case 'instance.exited':
-        await instanceExited(compute.database.db as never, session.nodeId, message, at);
-        // Acknowledged whether or not it moved the instance: the node's record of the exit goes.
-        send(session, { t: 'instance.exited.ack', instanceId: message.instanceId });
+      case 'instance.exited': {
+        const { outcome } = await instanceExited(compute.database.db as never, session.nodeId, message, at);
+        // Acknowledged unless the instance's boot is still being recorded: the node's record goes.
+        if (outcome !== 'later') send(session, { t: 'instance.exited.ack', instanceId: message.instanceId });
         return;
+      }
       case 'stream.opened':
       case 'stream.ack':
       case 'stream.end':

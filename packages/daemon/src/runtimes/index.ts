@@ -16,6 +16,8 @@ import { QemuDriver, type VmExit } from './qemu.js';
 
 /** How often the VMs are checked for an exit no command asked for. */
 const EXIT_CHECK_MS = 1_000;
+/** An exit not acknowledged by then (the instance was still being booted, say) is told again. */
+const EXIT_RETELL_MS = 5_000;
 
 export { type RuntimeDriver } from './driver.js';
 export { ImageCache, RuntimeError } from './image-cache.js';
@@ -59,8 +61,8 @@ async function dispatch(
 export class Runtimes {
   readonly qemu: QemuDriver;
   private readonly exitTimer: NodeJS.Timeout;
-  /** Exits told on the current session and not yet acknowledged: told again on the next one. */
-  private readonly told = new Set<string>();
+  /** Exits told and not yet acknowledged, with when: told again after a while, and on a new session. */
+  private readonly told = new Map<string, number>();
 
   /** `onExit` hears of each VM that stopped unasked, until `exitAcknowledged` is called for it. */
   constructor(stateDir: string, log: (line: string) => void, onExit: (exit: VmExit) => void = () => {}) {
@@ -75,8 +77,9 @@ export class Runtimes {
       void adopted
         .then(() => this.qemu.exits())
         .then((exits) => {
-          for (const exit of exits.filter((e) => !this.told.has(e.instanceId))) {
-            this.told.add(exit.instanceId);
+          const due = Date.now() - EXIT_RETELL_MS;
+          for (const exit of exits.filter((e) => (this.told.get(e.instanceId) ?? 0) < due)) {
+            this.told.set(exit.instanceId, Date.now());
             log(`bcd: ${exit.instanceId} stopped unasked: ${exit.reason}`);
             onExit(exit);
           }

@@ -22,13 +22,17 @@ export interface InstanceExit {
   clean: boolean;
 }
 
-/** Records a node's report of an exit; returns the instance as moved, or null when nothing moved. */
+/**
+ * Records a node's report of an exit: `moved` (the instance as it is now), `ignored` (not this
+ * node's, or not running), or `later` when the instance's start has finished on the node but the
+ * control plane has not yet marked it running: the node tells the exit again.
+ */
 export async function instanceExited(
   database: Kysely<ComputeTables>,
   nodeId: string,
   exit: InstanceExit,
   now: Date,
-): Promise<InstanceRow | null> {
+): Promise<{ outcome: 'moved'; instance: InstanceRow } | { outcome: 'ignored' | 'later' }> {
   return retryTransient(() =>
     database.transaction().execute(async (trx) => {
       const db = vpsDb(trx);
@@ -39,7 +43,7 @@ export async function instanceExited(
         .where('id', '=', exit.instanceId)
         .where('node_id', '=', nodeId)
         .executeTakeFirst();
-      if (!peek) return null;
+      if (!peek) return { outcome: 'ignored' as const };
       // The pool first, then the instance, as every other change of an instance locks them.
       await lockPool(fleetDb(trx), peek.pool_id);
       const row = await db
@@ -49,7 +53,8 @@ export async function instanceExited(
         .where('node_id', '=', nodeId)
         .forUpdate()
         .executeTakeFirst();
-      if (row?.state !== 'running') return null;
+      if (row?.state === 'provisioning') return { outcome: 'later' as const };
+      if (row?.state !== 'running') return { outcome: 'ignored' as const };
       const events: CatalogEventDraft[] = [];
       const reason = exit.reason.replace(/[^\t -~]/g, '').slice(0, 500) || 'the VM exited';
       const moved = await moveInstance(
@@ -65,7 +70,7 @@ export async function instanceExited(
         actor: null,
         requestId: `node:${nodeId}:${newId('request').slice(4)}`,
       });
-      return moved;
+      return { outcome: 'moved' as const, instance: moved };
     }),
   );
 }
