@@ -1,11 +1,12 @@
 #!/usr/bin/env node
-// bench/instances: create-to-SSH-ready of an instance through the whole control plane (`better-compute
-// serve` on PostgreSQL, a real `bcd` joined to a vps pool, its qemu runtime) beside a bare
-// `qemu-system-x86_64` boot of the same guest image (overlay, NoCloud seed, the same machine), in
-// the same run, alternating. Both are timed from the first call to the first SSH login that runs a
-// command, with the same SSH probe. The difference is the control plane's overhead (goal: under
-// 300 ms). CPU per run is the whole machine's busy time (/proc/stat) while the run lasted. It
-// prints; it asserts nothing. Needs PostgreSQL at 127.0.0.1:5432 as the tests do.
+// bench/instances: create-to-SSH-ready of an instance through the whole control plane
+// (`better-compute serve` on PostgreSQL, a real `bcd` joined to a vps pool, its qemu runtime)
+// beside a bare `qemu-system-x86_64` boot of the same guest image (overlay, NoCloud seed, the same
+// machine), in the same run, alternating. Both are timed from the first call to the first SSH
+// login that runs a command, with the same SSH probe once the guest's console says it is ready.
+// The difference is the control plane's overhead (goal: under 300 ms). CPU per run is the whole
+// machine's busy time (/proc/stat) while the run lasted, so other load on the machine shows in it.
+// It prints; it asserts nothing. Needs PostgreSQL at 127.0.0.1:5432 as the tests do.
 //
 // Run: node bench/instances.mjs [pairs=3]
 import { spawn } from 'node:child_process';
@@ -164,6 +165,9 @@ async function bareRun(run) {
     seed: { instanceId: `bare-${run}`, hostname: `bare-${run}`, sshAuthorizedKeys: [key.publicKey] },
     workDir: join(scratch, `bare-${run}`),
   });
+  // As the runtime does: the guest's ready line on the console, then SSH (probing SSH all through
+  // the boot would spend the CPU the TCG guest needs).
+  await vm.waitForReady(300_000);
   await sshReady(vm.sshPort);
   const ms = Date.now() - started;
   const cpuMs = busyMs() - cpu;
