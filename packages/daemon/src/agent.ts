@@ -129,7 +129,8 @@ export async function runAgent(options: AgentOptions): Promise<void> {
   const inventoryTimer = setInterval(checkInventory, options.inventoryIntervalMs ?? 10_000);
   if (options.gpuInventoryFile) watchFile(options.gpuInventoryFile, { interval: 500 }, checkInventory);
 
-  const runtimes = new Runtimes(state.dir, log);
+  // A VM that stops unasked is told to the control plane until it acknowledges (`instance.exited.ack`).
+  const runtimes = new Runtimes(state.dir, log, (exit) => send({ t: 'instance.exited', ...exit }));
   registerInstanceTargets(runtimes.qemu);
   const report = (id: string, outcome: CommandOutcome) => send({ t: 'command.result', id, ...outcome });
 
@@ -257,6 +258,7 @@ export async function runAgent(options: AgentOptions): Promise<void> {
             );
           }
         }
+        runtimes.sessionStarted();
         status.connected = true;
         status.since = new Date().toISOString();
         status.nodeState = String(message.state ?? '');
@@ -339,6 +341,12 @@ export async function runAgent(options: AgentOptions): Promise<void> {
         else log(`bcd: holds a node certificate until ${state.certificate()!.notAfter}`);
         return;
       }
+      case 'instance.exited.ack':
+        if (typeof message.instanceId === 'string')
+          void runtimes
+            .exitAcknowledged(message.instanceId)
+            .catch((error: Error) => log(`bcd: clearing an exit record failed: ${safe(error.message)}`));
+        return;
       case 'certificate.refused':
         log(`bcd: the gateway issued no certificate: ${safe(String(message.message))}`);
         return;

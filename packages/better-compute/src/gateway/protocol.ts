@@ -86,6 +86,15 @@ export const daemonMessage = z.discriminatedUnion('t', [
     .strict(),
   z
     .object({
+      t: z.literal('instance.exited'),
+      /** A VM on this node that stopped without a command asking (the guest powered off, QEMU died). */
+      instanceId: z.string().regex(/^inst_[A-Za-z0-9]{1,64}$/),
+      reason: z.string().min(1).max(500),
+      clean: z.boolean(),
+    })
+    .strict(),
+  z
+    .object({
       t: z.literal('certificate.request'),
       /** The node's new public key (SPKI PEM) and its signature over the node id, proving it holds the key. */
       publicKey: z.string().max(4000),

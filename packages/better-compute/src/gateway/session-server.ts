@@ -13,6 +13,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer } from 'ws';
 import type { ComputeInstance } from '../types.js';
 import { advanceCommand, markSent, openCommands } from '../modules/commands/service.js';
+import { instanceExited } from '../modules/vps/exits.js';
 import { commandsDb } from '../modules/commands/tables.js';
 import type { CommandRow } from '../modules/commands/tables.js';
 import { type CommandSigner, envelopeBytes } from './signer.js';
@@ -257,6 +258,12 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
         });
         // Acknowledged whether or not it changed the row: a repeated report finds it final already.
         send(session, { t: 'command.ack', id: message.id });
+        return;
+      }
+      case 'instance.exited': {
+        const { outcome } = await instanceExited(compute.database.db as never, session.nodeId, message, at);
+        // Acknowledged unless the instance's boot is still being recorded: the node's record goes.
+        if (outcome !== 'later') send(session, { t: 'instance.exited.ack', instanceId: message.instanceId });
         return;
       }
       case 'stream.opened':

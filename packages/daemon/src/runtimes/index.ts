@@ -12,11 +12,16 @@ import {
 import { type CommandOutcome, outcomeOf } from '../state.js';
 import type { RuntimeDriver } from './driver.js';
 import { RuntimeError } from './image-cache.js';
-import { QemuDriver } from './qemu.js';
+import { QemuDriver, type VmExit } from './qemu.js';
+
+/** How often the VMs are checked for an exit no command asked for. */
+const EXIT_CHECK_MS = 1_000;
+/** An exit not acknowledged by then (the instance was still being booted, say) is told again. */
+const EXIT_RETELL_MS = 5_000;
 
 export { type RuntimeDriver } from './driver.js';
 export { ImageCache, RuntimeError } from './image-cache.js';
-export { QemuDriver } from './qemu.js';
+export { QemuDriver, type VmExit } from './qemu.js';
 export { isRuntimeCommandKind, RUNTIME_COMMAND_KINDS };
 
 export interface RunningCommand {
@@ -55,9 +60,46 @@ async function dispatch(
 /** The daemon's runtimes: QEMU now. Created once per `bcd run`; VMs outlive it. */
 export class Runtimes {
   readonly qemu: QemuDriver;
-  constructor(stateDir: string, log: (line: string) => void) {
+  private readonly exitTimer: NodeJS.Timeout;
+  /** Exits told and not yet acknowledged, with when: told again after a while, and on a new session. */
+  private readonly told = new Map<string, number>();
+
+  /** `onExit` hears of each VM that stopped unasked, until `exitAcknowledged` is called for it. */
+  constructor(stateDir: string, log: (line: string) => void, onExit: (exit: VmExit) => void = () => {}) {
     this.qemu = new QemuDriver(stateDir, log);
-    void this.qemu.adopt().catch((error: Error) => log(`bcd: finding running VMs failed: ${error.message}`));
+    const adopted = this.qemu
+      .adopt()
+      .catch((error: Error) => log(`bcd: finding running VMs failed: ${error.message}`));
+    let checking = false;
+    this.exitTimer = setInterval(() => {
+      if (checking) return;
+      checking = true;
+      void adopted
+        .then(() => this.qemu.exits())
+        .then((exits) => {
+          const due = Date.now() - EXIT_RETELL_MS;
+          for (const exit of exits.filter((e) => (this.told.get(e.instanceId) ?? 0) < due)) {
+            this.told.set(exit.instanceId, Date.now());
+            log(`bcd: ${exit.instanceId} stopped unasked: ${exit.reason}`);
+            onExit(exit);
+          }
+        })
+        .catch((error: Error) => log(`bcd: checking the VMs failed: ${error.message}`))
+        .finally(() => (checking = false));
+    }, EXIT_CHECK_MS);
+    this.exitTimer.unref();
+  }
+
+  /** A new session: exits told on the last one and not acknowledged are told again. */
+  sessionStarted(): void {
+    this.told.clear();
+  }
+
+  /** The control plane recorded the exit; its record on this node goes. */
+  async exitAcknowledged(instanceId: string): Promise<void> {
+    if (!/^inst_[A-Za-z0-9]{1,64}$/.test(instanceId)) return;
+    await this.qemu.exitReported(instanceId);
+    this.told.delete(instanceId);
   }
 
   run(kind: RuntimeCommandKind, payload: unknown): RunningCommand {
@@ -95,6 +137,7 @@ export class Runtimes {
   }
 
   close(): void {
+    clearInterval(this.exitTimer);
     this.qemu.close();
   }
 }

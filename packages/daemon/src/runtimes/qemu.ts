@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, readlinkSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { connect, createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
@@ -17,6 +17,7 @@ import type { RuntimeDriver } from './driver.js';
 import { ImageCache, RuntimeError } from './image-cache.js';
 import { baseVirtualSize, GiB, growDisk, makeOverlay, virtualSize, writeSeed } from './qemu-disk.js';
 import { ConsoleRing, QmpConnection, qmpOnce } from './qmp.js';
+import { launch, passthroughArgs, sshBanner, tail } from './qemu-process.js';
 
 /** What create recorded: enough to start the instance and to recognise a retried create. */
 interface Spec {
@@ -40,6 +41,17 @@ interface Vm {
   ring: ConsoleRing;
   console: Socket | null;
 }
+
+/** A VM that stopped without the daemon asking: what the control plane is told. */
+export interface VmExit {
+  instanceId: string;
+  reason: string;
+  /** The guest powered itself off (its kernel said so on the console), rather than QEMU dying. */
+  clean: boolean;
+}
+
+/** What a Linux guest prints on its serial console as it powers the machine off. */
+const POWER_DOWN = /reboot: Power down/;
 
 const READY = /better-compute-guest: ready ([^\r\n]*)\r?\n/;
 const CONSOLE_BYTES = 64 * 1024;
@@ -99,15 +111,12 @@ function definitionOf(spec: RuntimeCommandPayload<'instance.create'>): string {
     .digest('hex');
 }
 
-/** Only the printable tail of the console goes into an error message. */
-function tail(text: string, length = 1500): string {
-  return text.slice(-length).replace(/[^\n\t -~]/g, '');
-}
-
 export class QemuDriver implements RuntimeDriver {
   readonly images: ImageCache;
   private readonly instancesDir: string;
   private readonly vms = new Map<string, Vm>();
+  /** Instances a command is starting, stopping or deleting: their QEMU exiting is asked for. */
+  private readonly busy = new Set<string>();
   private closed = false;
 
   constructor(
@@ -206,6 +215,51 @@ export class QemuDriver implements RuntimeDriver {
     return { exists: (await this.spec(id)) !== null, running: this.pidOf(id) !== null };
   }
 
+  /**
+   * The VMs that were running (booted and ready, `run.json` kept) and are gone without a command
+   * stopping them: a guest that powered itself off, a QEMU that crashed or was killed, also while
+   * the daemon was down. Each stays on this list until `exitReported` clears its record.
+   */
+  async exits(): Promise<VmExit[]> {
+    const found: VmExit[] = [];
+    const names = await readdir(this.instancesDir).catch(() => [] as string[]);
+    for (const id of names.filter((name) => /^inst_[A-Za-z0-9]{1,64}$/.test(name))) {
+      if (this.busy.has(id) || this.pidOf(id) !== null) continue;
+      const info = await this.runInfo(id);
+      if (info?.bootMs == null || this.busy.has(id) || this.pidOf(id) !== null) continue;
+      const vm = this.vms.get(id);
+      if (!vm) {
+        found.push({ instanceId: id, reason: 'the VM was gone when the daemon started again', clean: false });
+        continue;
+      }
+      const clean = POWER_DOWN.test(vm.ring.contents().toString('latin1'));
+      found.push({
+        instanceId: id,
+        clean,
+        reason: clean
+          ? 'the guest powered itself off'
+          : 'QEMU exited without being asked to stop (it crashed or was killed)',
+      });
+    }
+    return found;
+  }
+
+  /** The control plane has the exit: its record goes, so it is reported once. */
+  async exitReported(id: string): Promise<void> {
+    if (this.busy.has(id) || this.pidOf(id) !== null) return;
+    await rm(this.path(id, 'run.json'), { force: true });
+  }
+
+  /** Runs a command's work on an instance with its QEMU's exit expected meanwhile. */
+  private async owned<T>(id: string, work: () => Promise<T>): Promise<T> {
+    this.busy.add(id);
+    try {
+      return await work();
+    } finally {
+      this.busy.delete(id);
+    }
+  }
+
   /** The VM's console ring, connected to its console socket (again, after a restart). */
   private attach(id: string): Vm {
     let vm = this.vms.get(id);
@@ -268,7 +322,11 @@ export class QemuDriver implements RuntimeDriver {
     return { instanceId, diskBytes: shape.diskGiB * GiB };
   }
 
-  async start(spec: RuntimeCommandPayload<'instance.start'>, signal?: AbortSignal) {
+  start(spec: RuntimeCommandPayload<'instance.start'>, signal?: AbortSignal) {
+    return this.owned(spec.instanceId, () => this.boot(spec, signal));
+  }
+
+  private async boot(spec: RuntimeCommandPayload<'instance.start'>, signal?: AbortSignal) {
     const { instanceId: id, image, shape } = spec;
     await this.mustSpec(id);
     if (this.pidOf(id) !== null) {
@@ -405,7 +463,11 @@ export class QemuDriver implements RuntimeDriver {
     return { instanceId: id, address, sshPort: info.sshPort, bootMs: ready.bootMs };
   }
 
-  async stop(id: string, timeoutMs: number) {
+  stop(id: string, timeoutMs: number) {
+    return this.owned(id, () => this.powerOff(id, timeoutMs));
+  }
+
+  private async powerOff(id: string, timeoutMs: number) {
     await this.mustSpec(id);
     if (this.pidOf(id) === null) return { instanceId: id, forced: false };
     if (timeoutMs > 0) {
@@ -447,7 +509,11 @@ export class QemuDriver implements RuntimeDriver {
     return { instanceId: id, diskGiB };
   }
 
-  async delete(id: string) {
+  delete(id: string) {
+    return this.owned(id, () => this.remove(id));
+  }
+
+  private async remove(id: string) {
     const dir = this.dir(id);
     if (!existsSync(dir)) return { instanceId: id, removed: false };
     if (this.pidOf(id) !== null) await this.kill(id);
@@ -516,65 +582,4 @@ export class QemuDriver implements RuntimeDriver {
     this.closed = true;
     for (const vm of this.vms.values()) vm.console?.destroy();
   }
-}
-
-/** True when the port answers with an SSH identification line. */
-function sshBanner(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
-    const done = (seen: boolean) => {
-      socket.destroy();
-      resolve(seen);
-    };
-    socket.setTimeout(1_000, () => done(false));
-    socket.once('data', (chunk: Buffer) => done(chunk.toString('latin1').startsWith('SSH-')));
-    socket.once('error', () => done(false));
-    socket.once('close', () => done(false));
-  });
-}
-
-/** Starts QEMU, which daemonizes once its sockets exist; fails with what it printed. */
-function launch(args: string[]): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('qemu-system-x86_64', args, {
-      stdio: ['ignore', 'ignore', 'pipe'],
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: 'C' },
-    });
-    let stderr = '';
-    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr = (stderr + chunk).slice(-4000)));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.on('error', (error) => {
-      clearTimeout(timer);
-      reject(new RuntimeError(`QEMU did not start: ${error.message}`));
-    });
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      if (code === 0) resolve();
-      else reject(new RuntimeError(`QEMU exited with ${code}: ${tail(stderr, 1000).trim()}`));
-    });
-  });
-}
-
-/**
- * GPUs go to the guest by VFIO: each id must be a PCI address whose device the host has bound to
- * vfio-pci. Anything else is refused, rather than starting a VM without the GPUs it holds.
- */
-function passthroughArgs(gpus: string[]): string[] {
-  const args: string[] = [];
-  for (const gpu of gpus) {
-    if (!/^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$/.test(gpu))
-      throw new RuntimeError(`GPU ${gpu.slice(0, 64)} is not a PCI address this runtime can pass through`);
-    let driver = '';
-    try {
-      driver = readlinkSync(`/sys/bus/pci/devices/${gpu}/driver`).split('/').at(-1) ?? '';
-    } catch {
-      driver = '';
-    }
-    if (driver !== 'vfio-pci')
-      throw new RuntimeError(
-        `GPU ${gpu} is not bound to vfio-pci on this node, so it cannot be passed through`,
-      );
-    args.push('-device', `vfio-pci,host=${gpu}`);
-  }
-  return args;
 }
