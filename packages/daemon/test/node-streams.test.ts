@@ -13,7 +13,12 @@ import { createPublicKey, X509Certificate } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ComputeError } from '@better-compute/core';
-import { createNodeStreams, type NodeStream, type NodeStreams } from '../../better-compute/src/index.js';
+import {
+  createNodeStreams,
+  type NodeStream,
+  type NodeStreamEnd,
+  type NodeStreams,
+} from '../../better-compute/src/index.js';
 import {
   STREAM_DISCONNECT_BYTES,
   STREAM_HIGH_WATER_BYTES,
@@ -170,11 +175,28 @@ describe('node streams across gateway replicas', () => {
 
   it('refuses what the node cannot serve, and a node with no session, with the documented codes', async () => {
     const refused = await streams
-      .open(nodeId, { kind: 'instance-console', instanceId: 'inst_nothere', cols: 80, rows: 24 })
+      .open(nodeId, {
+        kind: 'instance-exec',
+        instanceId: 'inst_nothere',
+        argv: [],
+        tty: true,
+        cols: 80,
+        rows: 24,
+      })
       .catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(ComputeError);
     expect((refused as ComputeError).code).toBe('UNSUPPORTED');
-    expect((refused as ComputeError).message).toContain('instance-console');
+    expect((refused as ComputeError).message).toContain('instance exec');
+    // An instance this node does not hold: the stream opens, and ends with the node's reason.
+    const serial = await streams.open(nodeId, {
+      kind: 'instance-console',
+      instanceId: 'inst_nothere',
+      cols: 80,
+      rows: 24,
+    });
+    const end = await new Promise<NodeStreamEnd>((resolve) => serial.onEnd(resolve));
+    expect(end.exitStatus).toBeNull();
+    expect(end.error?.message).toContain('inst_nothere is not on this node');
     const missing = await streams
       .open('node_doesnotexist', { kind: 'node-console', cols: 80, rows: 24 })
       .catch((error: unknown) => error);
