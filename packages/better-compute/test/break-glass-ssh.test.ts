@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { betterCompute, type ComputeInstance, serve } from '../src/index.js';
 import { createPkiBundle } from '../src/pki/create.js';
 import { bcd, freePort, type Proc, start, until } from '../../daemon/test/daemon-support.js';
-import { captureIO, cliLending, cliRunner, scratchDirectory } from './cli-support.js';
+import { callServer, captureIO, cliLending, cliRunner, scratchDirectory } from './cli-support.js';
 import { main } from '../src/cli/index.js';
 
 const secret = 'the break-glass test deployment secret';
@@ -35,19 +35,8 @@ let apiKey: string;
 let mfaToken: string;
 let clockShiftMs = 0;
 
-async function call<T = any>(method: string, body: Record<string, unknown>, token = mfaToken): Promise<T> {
-  const response = await fetch(`${url}/api/compute/${method.replaceAll('.', '/')}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-    body: JSON.stringify(method === 'nodes.join' ? body : { tenantId: 'root', ...body }),
-  });
-  const answer = (await response.json()) as {
-    data?: T;
-    error?: { code: string; message: string; details?: any };
-  };
-  if (answer.error) throw Object.assign(new Error(answer.error.message), answer.error);
-  return answer.data as T;
-}
+const call = <T = any>(method: string, body: Record<string, unknown>, token = mfaToken): Promise<T> =>
+  callServer<T>(url, method, body, token);
 
 /** Runs the real ssh client; resolves with its status and what it printed. */
 function ssh(args: string[]): Promise<{ status: number; out: string; err: string }> {

@@ -145,3 +145,26 @@ export const WHOAMI = {
   expiresAt: null,
   platformOperator: false,
 };
+
+/**
+ * Calls a method of a running server over HTTP as `token`, in the root tenant unless the body names
+ * another (the public `nodes.join` takes no tenant); rejects with the answer's error fields.
+ */
+export async function callServer<T = any>(
+  url: string,
+  method: string,
+  body: Record<string, unknown>,
+  token: string,
+): Promise<T> {
+  const response = await fetch(`${url}/api/compute/${method.replaceAll('.', '/')}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify(method === 'nodes.join' ? body : { tenantId: 'root', ...body }),
+  });
+  const answer = (await response.json()) as {
+    data?: T;
+    error?: { code: string; message: string; details?: any };
+  };
+  if (answer.error) throw Object.assign(new Error(answer.error.message), answer.error);
+  return answer.data as T;
+}

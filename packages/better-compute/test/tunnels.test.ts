@@ -17,7 +17,7 @@ import { main } from '../src/cli/index.js';
 import type { CliTerminal } from '../src/cli/io.js';
 import { createPkiBundle } from '../src/pki/create.js';
 import { bcd, type Proc, until } from '../../daemon/test/daemon-support.js';
-import { captureIO, cliLending, scratchDirectory } from './cli-support.js';
+import { callServer, captureIO, cliLending, scratchDirectory } from './cli-support.js';
 
 const secret = 'the tunnels test deployment secret';
 const unknownInstance = newId('instance');
@@ -37,19 +37,8 @@ let rootPassword: string;
 let acmeKey: string;
 let clockShiftMs = 0;
 
-async function call<T = any>(method: string, body: Record<string, unknown>, token = rootKey): Promise<T> {
-  const response = await fetch(`${url}/api/compute/${method.replaceAll('.', '/')}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-    body: JSON.stringify(method === 'nodes.join' ? body : { tenantId: 'root', ...body }),
-  });
-  const answer = (await response.json()) as {
-    data?: T;
-    error?: { code: string; message: string; details?: any };
-  };
-  if (answer.error) throw Object.assign(new Error(answer.error.message), answer.error);
-  return answer.data as T;
-}
+const call = <T = any>(method: string, body: Record<string, unknown>, token = rootKey): Promise<T> =>
+  callServer<T>(url, method, body, token);
 
 /** Opens the tunnel's WebSocket; resolves with the HTTP refusal, or the first frame and close. */
 function attach(
