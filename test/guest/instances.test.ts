@@ -34,7 +34,7 @@ import {
   start,
   until,
 } from '../../packages/daemon/test/daemon-support.js';
-import { computeBin } from '../e2e/support.js';
+import { computeBin, runCompute } from '../e2e/support.js';
 
 const tools = ensureHostTools();
 const scratch = mkdtempSync(join(tmpdir(), 'bc-instances-qemu-'));
@@ -51,29 +51,9 @@ let imageId = '';
 let instanceId = '';
 const name = 'guest-one';
 
-function cli(
-  args: string[],
-  token = env.acmeKey,
-): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [computeBin, ...args, '--format', 'compact'], {
-      cwd: scratch,
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: scratch,
-        BETTER_COMPUTE_URL: url,
-        BETTER_COMPUTE_TOKEN: token,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += chunk));
-    child.stderr.on('data', (chunk) => (stderr += chunk));
-    child.once('error', reject);
-    child.once('close', (status) => resolve({ status, stdout, stderr }));
-  });
-}
+// Long enough for a TCG boot behind `--wait`.
+const cli = (args: string[], token = env.acmeKey) =>
+  runCompute([...args, '--format', 'compact'], { cwd: scratch, url, token, timeoutMs: 600_000 });
 
 async function json(args: string[], token?: string): Promise<Record<string, any>> {
   const result = await cli(args, token);

@@ -19,7 +19,7 @@ import {
   type GuestImage,
   type SshKey,
 } from '../../better-compute/test/guest-support.js';
-import { computeBin } from '../../../test/e2e/support.js';
+import { runCompute } from '../../../test/e2e/support.js';
 import {
   bcd,
   type Deployment,
@@ -56,27 +56,15 @@ interface InstanceView {
 }
 
 /** The real CLI as the root admin: it hashes the image's files itself. */
-function cliJson(args: string[]): Promise<Record<string, string>> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [computeBin, ...args, '--format', 'compact'], {
-      cwd: scratch,
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: scratch,
-        BETTER_COMPUTE_URL: url,
-        BETTER_COMPUTE_TOKEN: env.rootKey,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += chunk));
-    child.stderr.on('data', (chunk) => (stderr += chunk));
-    child.once('error', reject);
-    child.once('close', (status) =>
-      status === 0 ? resolve(JSON.parse(stdout)) : reject(new Error(`${args.join(' ')}: ${stderr}`)),
-    );
+async function cliJson(args: string[]): Promise<Record<string, string>> {
+  const result = await runCompute([...args, '--format', 'compact'], {
+    cwd: scratch,
+    url,
+    token: env.rootKey,
+    timeoutMs: 600_000,
   });
+  if (result.status !== 0) throw new Error(`${args.join(' ')}: ${result.stderr}`);
+  return JSON.parse(result.stdout) as Record<string, string>;
 }
 
 const getInstance = (id = instanceId) => env.call<InstanceView>('instances.get', { instanceId: id }, 'acme');
