@@ -70,13 +70,18 @@ const login = () =>
 
 /** Waits until the node's daemon ran every ssh.trust command queued so far. */
 async function trustApplied(): Promise<void> {
-  await until('the node to apply its SSH trust', async () => {
-    const page = await call<any>('commands.list', { nodeId, limit: 500 });
-    const trust = page.items.filter((c: any) => c.kind === 'ssh.trust');
-    // The newest describes the whole state; an older one may have expired undelivered.
-    const open = trust.some((c: any) => ['queued', 'sent', 'running'].includes(c.state));
-    return !open && trust.at(-1)?.state === 'succeeded';
-  });
+  await until(
+    'the node to apply its SSH trust',
+    async () => {
+      const page = await call<any>('commands.list', { nodeId, limit: 500 });
+      const trust = page.items.filter((c: any) => c.kind === 'ssh.trust');
+      // The newest describes the whole state; an older one may have expired undelivered.
+      const open = trust.some((c: any) => ['queued', 'sent', 'running'].includes(c.state));
+      return !open && trust.at(-1)?.state === 'succeeded';
+      // Generous: in the full suite this runs beside QEMU guests booting under TCG on the same cores.
+    },
+    60_000,
+  );
 }
 
 const cli = () =>
