@@ -102,7 +102,11 @@ describe('certificates from the machine CA', () => {
   it('renew-ca issues a new CA and keeps the old one trusted until it expires; old certificates still verify', async () => {
     const before = await readPkiBundle(path);
     const oldCert = await issueGatewayCertificate(before, secret, 'gw-old.example.com');
-    const { bundle: renewed, previous } = await renewMachineCa(path, secret);
+    // Certificates carry whole seconds: a renewal in the same second as the bundle's creation would end
+    // in the same second as the old CA, so this one happens a minute later, as renewals do.
+    const { bundle: renewed, previous } = await renewMachineCa(path, secret, {
+      now: new Date(Date.now() + 60_000),
+    });
     expect(previous).toEqual([before.machineCa.pin]);
     expect(renewed.machineCa.pin).not.toBe(before.machineCa.pin);
     expect(renewed.trustedMachineCas().map((ca) => ca.pin)).toEqual([
