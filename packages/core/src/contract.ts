@@ -7,7 +7,8 @@
 import type { z } from 'zod';
 
 /** Which module serves a method; a deployment may run a subset. */
-export type ModuleName = 'core' | 'iam' | 'vps' | 'fleet' | 'events' | 'audit' | 'rollout' | 'metal';
+export type ModuleName =
+  'core' | 'iam' | 'vps' | 'sandboxes' | 'fleet' | 'events' | 'audit' | 'rollout' | 'metal';
 
 /** What IAM decides a call on. */
 export interface ResourceRef {

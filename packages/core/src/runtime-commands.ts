@@ -1,5 +1,5 @@
 /**
- * The commands the control plane sends a node's runtime for VPS instances, and what the daemon
+ * The commands the control plane sends a node's runtime for VPS instances and sandboxes, and what the daemon
  * answers: one definition for the workflows that queue them and the daemon that runs them, so the
  * two sides can never disagree on a field. Every payload is checked with its schema on both sides.
  */
@@ -8,6 +8,14 @@ import { z } from 'zod';
 const sha256 = z.string().regex(/^[0-9a-f]{64}$/, 'a SHA-256 digest in lower-case hex');
 const instanceId = z.string().regex(/^inst_[A-Za-z0-9]{1,64}$/);
 const imageId = z.string().regex(/^img_[A-Za-z0-9]{1,64}$/);
+const sandboxId = z.string().regex(/^sbx_[A-Za-z0-9]{1,64}$/);
+const snapshotId = z.string().regex(/^snap_[A-Za-z0-9]{1,64}$/);
+const volumeId = z.string().regex(/^vol_[A-Za-z0-9]{1,64}$/);
+/** An OpenSSH public key or certificate line. */
+const sshLine = z
+  .string()
+  .max(16_384)
+  .regex(/^[a-z0-9@.-]+ [A-Za-z0-9+/]+={0,3}( [^\n\0]*)?$/);
 
 /**
  * One file of an image: where the node fetches it (an absolute path on the node, or an `https://`
@@ -83,6 +91,52 @@ export const runtimeCommandPayloads = {
   'instance.delete': z.object({ instanceId }),
 } as const;
 
+/**
+ * The sandbox and volume kinds, with the same rules. Kept beside the instance kinds rather than
+ * among them, so each runtime adds them when it runs sandboxes.
+ */
+export const sandboxCommandPayloads = {
+  /**
+   * Start a sandbox and wait until it is ready: on `bwrap`, an overlay root over the image's file
+   * system in its own namespaces; on `qemu`, a guest. From a snapshot when `fromSnapshot` is set (on
+   * this node). The node makes the sandbox's own SSH host key and answers its public half; user
+   * certificates from `userCaPublicKey` naming the sandbox id open it as root.
+   */
+  'sandbox.create': z.object({
+    sandboxId,
+    runtime: z.enum(['bwrap', 'qemu']),
+    image: runtimeImageSchema,
+    shape: machineShapeSchema,
+    network: z.enum(['egress', 'private', 'none']),
+    volumes: z.array(z.object({ volumeId, path: z.string().max(1024), readOnly: z.boolean() })).max(16),
+    userData: z.string().max(65536).nullable(),
+    userCaPublicKey: sshLine,
+    fromSnapshot: z.object({ snapshotId, memory: z.boolean() }).nullable(),
+    readyTimeoutMs: z.number().int().min(100).max(3_600_000),
+  }),
+  /** Install the host certificate the sandbox SSH CA signed for the sandbox's host key. */
+  'sandbox.certify': z.object({ sandboxId, hostCertificate: sshLine }),
+  /** Stop the sandbox and remove its root, its keys and its namespaces (volumes stay). */
+  'sandbox.delete': z.object({ sandboxId }),
+  /** Copy the sandbox's disk (and on qemu its memory) into the node's snapshot store. */
+  'sandbox.snapshot': z.object({ sandboxId, snapshotId, memory: z.boolean() }),
+  'sandbox.snapshot-delete': z.object({ snapshotId }),
+  /** A persistent volume of sizeGiB on this node (an ext4 file system, sparse until written). */
+  'volume.create': z.object({ volumeId, sizeGiB: z.number().int().min(1).max(16_384) }),
+  /** Grow a volume; it never shrinks. */
+  'volume.resize': z.object({ volumeId, sizeGiB: z.number().int().min(1).max(16_384) }),
+  /** Remove a volume and its data. */
+  'volume.delete': z.object({ volumeId }),
+} as const;
+
+export type SandboxCommandKind = keyof typeof sandboxCommandPayloads;
+export type SandboxCommandPayload<K extends SandboxCommandKind> = z.infer<(typeof sandboxCommandPayloads)[K]>;
+export const SANDBOX_COMMAND_KINDS = Object.keys(sandboxCommandPayloads) as SandboxCommandKind[];
+
+export function isSandboxCommandKind(kind: string): kind is SandboxCommandKind {
+  return Object.hasOwn(sandboxCommandPayloads, kind);
+}
+
 export type RuntimeCommandKind = keyof typeof runtimeCommandPayloads;
 export type RuntimeCommandPayload<K extends RuntimeCommandKind> = z.infer<(typeof runtimeCommandPayloads)[K]>;
 
@@ -107,4 +161,24 @@ export interface RuntimeCommandResults {
 
 export function isRuntimeCommandKind(kind: string): kind is RuntimeCommandKind {
   return Object.hasOwn(runtimeCommandPayloads, kind);
+}
+
+/** What the daemon reports as a sandbox or volume command's result, per kind. */
+export interface SandboxCommandResults {
+  'sandbox.create': {
+    sandboxId: string;
+    /** The sandbox's SSH host public key (`ssh-ed25519 AAAA…`), for the control plane to certify. */
+    hostPublicKey: string;
+    /** From the command's start until the sandbox's SSH server could answer. */
+    readyMs: number;
+    /** False for a memory restore that still holds its source's identity. */
+    identityRebound: boolean;
+  };
+  'sandbox.certify': { sandboxId: string; expiresAt: string };
+  'sandbox.delete': { sandboxId: string; removed: boolean };
+  'sandbox.snapshot': { sandboxId: string; snapshotId: string; sizeBytes: number; memory: boolean };
+  'sandbox.snapshot-delete': { snapshotId: string; removed: boolean };
+  'volume.create': { volumeId: string; sizeBytes: number };
+  'volume.resize': { volumeId: string; sizeBytes: number };
+  'volume.delete': { volumeId: string; removed: boolean };
 }

@@ -14,7 +14,9 @@ export type NodeStreamTarget =
   /** A program run in an instance by its guest agent (`exec --instance`). */
   | { kind: 'instance-exec'; instanceId: string; argv: string[]; cols: number; rows: number; tty: boolean }
   /** A TCP connection to a port of an instance (`forward --instance --port`). */
-  | { kind: 'instance-port'; instanceId: string; port: number };
+  | { kind: 'instance-port'; instanceId: string; port: number }
+  /** A connection to a sandbox's SSH server (`sandbox exec`): its bytes are the SSH protocol. */
+  | { kind: 'sandbox-ssh'; sandboxId: string };
 
 /** The daemon capability each target needs; a node without it is refused before a stream opens. */
 export const TARGET_CAPABILITY: Record<NodeStreamTarget['kind'], string> = {
@@ -22,6 +24,7 @@ export const TARGET_CAPABILITY: Record<NodeStreamTarget['kind'], string> = {
   'instance-console': 'tunnel.instance-dial',
   'instance-exec': 'tunnel.instance-dial',
   'instance-port': 'tunnel.instance-dial',
+  'sandbox-ssh': 'tunnel.sandbox-ssh',
 };
 
 /** How a stream ended: the remote program's exit status, or why the stream broke. */
