@@ -1,19 +1,54 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * Suites that boot QEMU guests. Under TCG each guest wants a core of its own, so on a small machine
+ * two of them booting beside each other (or beside the rest of the suite) stretch every timeout they
+ * have; they run after everything else, one file at a time.
+ */
+const guestSuites = [
+  'test/guest/**/*.test.ts',
+  'packages/daemon/test/qemu-runtime.test.ts',
+  'packages/daemon/test/instance-exit.test.ts',
+];
+
+const shared = {
+  globalSetup: ['test/global-setup.ts'],
+  pool: 'forks' as const,
+  testTimeout: 30_000,
+  hookTimeout: 60_000,
+};
+
 export default defineConfig({
   resolve: { conditions: ['source'] },
   ssr: { resolve: { conditions: ['source'] } },
   test: {
-    include: [
-      'packages/*/src/**/*.test.ts',
-      'packages/*/test/**/*.test.ts',
-      'apps/*/test/**/*.test.ts',
-      'test/**/*.test.ts',
+    projects: [
+      {
+        extends: true,
+        test: {
+          ...shared,
+          name: 'main',
+          include: [
+            'packages/*/src/**/*.test.ts',
+            'packages/*/test/**/*.test.ts',
+            'apps/*/test/**/*.test.ts',
+            'test/**/*.test.ts',
+          ],
+          exclude: ['**/node_modules/**', ...guestSuites],
+          maxWorkers: 2,
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        extends: true,
+        test: {
+          ...shared,
+          name: 'guests',
+          include: guestSuites,
+          maxWorkers: 1,
+          sequence: { groupOrder: 1 },
+        },
+      },
     ],
-    globalSetup: ['test/global-setup.ts'],
-    pool: 'forks',
-    maxWorkers: 2,
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
   },
 });
