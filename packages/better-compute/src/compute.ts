@@ -21,6 +21,7 @@ import { type MethodName, methodList } from '@better-compute/core/methods';
 import {
   type Database,
   databaseNow,
+  listenOn,
   migrate,
   migrationStatus,
   type ModuleMigrations,
@@ -45,6 +46,7 @@ import { createWebhooksModule, webhooksModule } from './modules/webhooks/module.
 import { createSshCertsModule, sshCertsModule } from './modules/ssh-certs/module.js';
 import { createTunnelsModule, tunnelsModule } from './modules/tunnels/module.js';
 import type { ComputeInstance, DoctorFinding, DoctorReport, WorkerRole } from './types.js';
+import { JOBS_CHANNEL } from './workers/jobs.js';
 import { startWorkerLoop } from './workers/runner.js';
 import {
   AUDIT_CHECKPOINT_JOB,
@@ -418,6 +420,7 @@ export async function betterCompute(
         startWorkerLoop({
           db,
           jobs,
+          listen: (wake) => listenOn(database, [JOBS_CHANNEL], { notification: wake }),
           maintenance: roles.includes('controllers'),
           eventRetentionMs,
           vacuum: database.kind === 'pglite',

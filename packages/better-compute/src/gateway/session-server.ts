@@ -12,7 +12,8 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer } from 'ws';
 import type { ComputeInstance } from '../types.js';
-import { advanceCommand, markSent, openCommands } from '../modules/commands/service.js';
+import { listenOn } from '@better-compute/db';
+import { advanceCommand, COMMANDS_CHANNEL, markSent, openCommands } from '../modules/commands/service.js';
 import { instanceExited } from '../modules/vps/exits.js';
 import { commandsDb } from '../modules/commands/tables.js';
 import type { CommandRow } from '../modules/commands/tables.js';
@@ -175,6 +176,16 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
   }
   const ticker = setInterval(() => void deliver(), POLL_MS);
   ticker.unref();
+  // A command queued anywhere wakes the gateway holding its node at once; the ticker stays for
+  // expiries and for a listener that is reconnecting.
+  const listening = listenOn(options.compute.database, [COMMANDS_CHANNEL], {
+    notification: (_channel, nodeId) => {
+      if (sessions.has(nodeId)) void deliver();
+    },
+  }).catch((error: Error) => {
+    log(`gateway: listening for queued commands failed, polling only: ${error.message}`);
+    return null;
+  });
 
   /** This replica's row in gateway_replicas, stamped while it runs, so others and daemons find it. */
   const stamp = () =>
@@ -407,6 +418,7 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
       closing = true;
       clearInterval(ticker);
       clearInterval(stamper);
+      await (await listening)?.close();
       if (options.url) await removeReplica(db as never, id).catch(() => {});
       server.off('upgrade', onUpgrade);
       for (const session of sessions.values()) session.socket.close(1012, 'the gateway is restarting');

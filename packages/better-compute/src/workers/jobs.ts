@@ -15,9 +15,23 @@ export interface ClaimedJob {
   maxAttempts: number;
 }
 
+/** The channel worker loops listen on: a NOTIFY here wakes them before their next poll. */
+export const JOBS_CHANNEL = 'compute_jobs';
+
+/**
+ * Queues a job. With `wake`, worker loops hear of it when the enqueuing transaction commits (a
+ * NOTIFY is delivered at commit, never before), so a job due now runs within milliseconds rather
+ * than at the next poll: for chains of steps that wait on each other, such as a workflow's.
+ */
 export async function enqueueJob(
   db: Kysely<ComputeTables>,
-  job: { kind: string; payload?: Record<string, unknown>; runAt?: Date; maxAttempts?: number },
+  job: {
+    kind: string;
+    payload?: Record<string, unknown>;
+    runAt?: Date;
+    maxAttempts?: number;
+    wake?: boolean;
+  },
 ): Promise<string> {
   const id = newId('job');
   await db
@@ -34,6 +48,7 @@ export async function enqueueJob(
       finished_at: null,
     })
     .execute();
+  if (job.wake) await sql`select pg_notify(${JOBS_CHANNEL}, '')`.execute(db);
   return id;
 }
 

@@ -28,6 +28,11 @@ export interface WorkerOptions {
   now: () => Date;
   log: HandlerLog;
   pollMs?: number;
+  /**
+   * Subscribes to wake-ups (JOBS_CHANNEL); the loop then polls at once instead of sleeping out
+   * `pollMs`. Without it, the loop only polls.
+   */
+  listen?: (wake: () => void) => Promise<{ close(): Promise<void> }>;
   /** How long a claim lasts unrenewed (LEASE_TTL_MS); tests shorten it. */
   leaseMs?: number;
   /** How long events stay in the outbox (`events.retention`); forever when absent. */
@@ -48,6 +53,17 @@ export function startWorkerLoop(options: WorkerOptions): { stop(): Promise<void>
   let lastVacuum = 0;
   let wake: (() => void) | undefined;
   let timer: NodeJS.Timeout | undefined;
+  // A wake-up that arrives while a tick runs is kept, so the loop polls again instead of sleeping.
+  let woken = false;
+  const listening = options
+    .listen?.(() => {
+      woken = true;
+      wake?.();
+    })
+    .catch((error: unknown) => {
+      options.log({ level: 'warn', message: 'listening for queued jobs failed; polling only', error });
+      return null;
+    });
 
   async function tick(): Promise<void> {
     const now = options.now();
@@ -125,10 +141,16 @@ export function startWorkerLoop(options: WorkerOptions): { stop(): Promise<void>
         options.log({ level: 'warn', message: 'worker tick failed', error });
       }
       if (stopped) break;
+      if (woken) {
+        woken = false;
+        continue;
+      }
       await new Promise<void>((resolve) => {
         wake = resolve;
         timer = setTimeout(resolve, pollMs);
       });
+      wake = undefined;
+      woken = false;
     }
   })();
 
@@ -138,6 +160,7 @@ export function startWorkerLoop(options: WorkerOptions): { stop(): Promise<void>
       if (timer) clearTimeout(timer);
       wake?.();
       await done;
+      await (await listening)?.close();
       await releaseLease(options.db, MAINTENANCE_LEASE, runner).catch(() => {});
     },
   };

@@ -10,7 +10,7 @@ import {
   type RuntimeCommandKind,
   runtimeCommandPayloads,
 } from '@better-compute/core/runtime-commands';
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
 import type { CatalogEventDraft } from '@better-compute/events';
 import type { CallContext } from '../define-module.js';
@@ -19,6 +19,8 @@ import { WORKFLOW_JOB } from '../workflows/service.js';
 import { type CommandRow, commandsDb, type CommandsDb } from './tables.js';
 
 export const DEFAULT_COMMAND_TTL_SECONDS = 900;
+/** Gateways listen here: a NOTIFY names a node with a command queued, delivered at commit. */
+export const COMMANDS_CHANNEL = 'compute_commands';
 export type CommandKind = (typeof COMMAND_KINDS)[number] | RuntimeCommandKind;
 const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
@@ -149,6 +151,8 @@ export async function queueCommand(
     })
     .returningAll()
     .executeTakeFirstOrThrow();
+  // The gateway holding the node's session delivers it when this transaction commits.
+  await sql`select pg_notify(${COMMANDS_CHANNEL}, ${input.nodeId})`.execute(db);
   emit({
     type: 'command.queued',
     tenantId: input.tenantId,
@@ -348,6 +352,7 @@ export async function advanceCommand(
       kind: WORKFLOW_JOB,
       payload: { workflowId: row.workflow_id },
       runAt: change.at,
+      wake: true,
     });
   return row;
 }

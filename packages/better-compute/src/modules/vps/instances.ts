@@ -199,6 +199,6 @@ export async function startInstanceWorkflow(
     .returningAll()
     .executeTakeFirstOrThrow();
   ctx.emit(workflowEvent(row, 'started', { kind }));
-  await enqueueJob(ctx.db, { kind: WORKFLOW_JOB, payload: { workflowId: row.id }, runAt: now });
+  await enqueueJob(ctx.db, { kind: WORKFLOW_JOB, payload: { workflowId: row.id }, runAt: now, wake: true });
   return row.id;
 }

@@ -143,7 +143,7 @@ export async function createWorkflow(
     .returningAll()
     .executeTakeFirstOrThrow();
   ctx.emit(workflowEvent(row, 'started', { kind: row.kind }));
-  await enqueueJob(ctx.db, { kind: WORKFLOW_JOB, payload: { workflowId: row.id }, runAt: now });
+  await enqueueJob(ctx.db, { kind: WORKFLOW_JOB, payload: { workflowId: row.id }, runAt: now, wake: true });
   return workflowView(row);
 }
 
@@ -270,7 +270,7 @@ export async function steerWorkflow(
   const past = ({ abort: 'aborted', pause: 'paused', resume: 'resumed', retry: 'retried' } as const)[action];
   ctx.emit(workflowEvent(row, past, { step: row.current_step }));
   if (state === 'running')
-    await enqueueJob(ctx.db, { kind: WORKFLOW_JOB, payload: { workflowId: row.id }, runAt: now });
+    await enqueueJob(ctx.db, { kind: WORKFLOW_JOB, payload: { workflowId: row.id }, runAt: now, wake: true });
   return workflowView(updated);
 }
 
