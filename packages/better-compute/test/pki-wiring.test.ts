@@ -6,7 +6,7 @@
  * bundle's pins in the database, and doctor tells a rotated bundle from a swapped one.
  */
 import { createPrivateKey, createPublicKey } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -176,5 +176,22 @@ describe('dev’s command root', () => {
     expect(existsSync(join(stateDir, 'command-root.pem'))).toBe(false);
     const bundle = await readPkiBundle(join(stateDir, 'pki.json'));
     expect(bundle.commandRoot.pin).toBe(publicKeyPin(createPrivateKey(old.privateKeyPem)));
+  });
+
+  it('gives a bundle made before the sandbox SSH CA one, keeping its other keys', async () => {
+    const stateDir = join(dir, 'dev-no-sandbox-ca', '.better-compute');
+    mkdirSync(stateDir, { recursive: true });
+    const path = join(stateDir, 'pki.json');
+    await createPkiBundle({ path, secret, trustDomain: 'dev.localhost' });
+    const document = JSON.parse(readFileSync(path, 'utf8'));
+    delete document.sandboxSshCa;
+    writeFileSync(path, JSON.stringify(document), { mode: 0o600 });
+    const before = await readPkiBundle(path);
+    expect(before.sandboxSshCa).toBeUndefined();
+    await devCommandSigner(stateDir, { secret });
+    const after = await readPkiBundle(path);
+    expect(after.sandboxSshCa?.sshPublicKey).toMatch(/^ssh-ed25519 /);
+    expect(after.commandRoot.pin).toBe(before.commandRoot.pin);
+    expect(after.breakGlassSshCa.pin).toBe(before.breakGlassSshCa.pin);
   });
 });

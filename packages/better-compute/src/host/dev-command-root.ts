@@ -3,7 +3,8 @@
  * configuration's `pki`), sealed with dev's own secret and made on the first start, so a restarted
  * dev signs with the key its daemon pinned. A store from before the bundle kept its key in
  * `.better-compute/command-root.pem`: that key becomes the bundle's command root, and the loose
- * file is removed. With --memory the key lives in memory only.
+ * file is removed. With --memory the key lives in memory only. A bundle without the sandbox SSH CA
+ * (made before it existed) gets one.
  */
 import { createPrivateKey } from 'node:crypto';
 import { readFile, unlink } from 'node:fs/promises';
@@ -43,6 +44,16 @@ export async function devCommandSigner(
       bundle = await readPkiBundle(path);
     }
     if (pem) await unlink(legacy).catch(() => undefined);
+  }
+  // A bundle made before sandboxes had their own SSH CA gets one, so `sandbox exec` works in dev.
+  if (!bundle.sandboxSshCa) {
+    const { addSandboxCa } = await import('../pki/rotation.js');
+    try {
+      bundle = await addSandboxCa(path, secret);
+    } catch (error) {
+      if (!(error instanceof ComputeError) || error.code !== 'ALREADY_EXISTS') throw error;
+      bundle = await readPkiBundle(path);
+    }
   }
   return ed25519CommandSigner(await bundle.commandRoot.privateKey(secret));
 }
