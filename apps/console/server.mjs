@@ -145,7 +145,10 @@ async function ensureRootAdministrator(iam, settings) {
   } else log(`console: created the root administrator ${settings.adminEmail} from CONSOLE_ADMIN_PASSWORD`);
 }
 
-/** --sim N: simulated machines join the root tenant's pool sim-gpu and heartbeat until the console stops. */
+/**
+ * --sim N: simulated machines join the root tenant's pool sim-gpu, and up to two more its VPS pool
+ * sim-vps, and heartbeat until the console stops.
+ */
 async function startSimulation(compute, iam, settings, count) {
   const { startSimulatedFleet } = await import('better-compute');
   const { items } = await iam.listPrincipals({ tenantId: 'root', kind: 'person' });
@@ -156,7 +159,18 @@ async function startSimulation(compute, iam, settings, count) {
   });
   const fleet = await startSimulatedFleet(compute, { nodes: count, token: key.key });
   log(`console: ${fleet.nodeIds.length} simulated machine(s) in pool ${fleet.poolId}`);
+  // A VPS pool beside it, whose instances run in the simulated runtime (add its flavors to use it).
+  const vps = await startSimulatedFleet(compute, {
+    nodes: Math.min(count, 2),
+    token: key.key,
+    seed: 2,
+    poolName: 'sim-vps',
+    poolClass: 'vps',
+    withoutGpus: true,
+  });
+  log(`console: ${vps.nodeIds.length} simulated VPS machine(s) in pool ${vps.poolId} (sim-vps)`);
   return async () => {
+    await vps.stop();
     await fleet.stop();
     await iam.revokeApiKey(key.apiKey.id).catch(() => {});
   };

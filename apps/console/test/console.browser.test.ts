@@ -177,8 +177,9 @@ describe('pages over live data', () => {
   it('the nodes page lists the simulated machines', async () => {
     await adminPage.getByRole('link', { name: 'Nodes' }).click();
     await adminPage.waitForURL(`${server.origin}/nodes`);
-    await adminPage.locator('tr[data-node]').nth(2).waitFor();
-    expect(await adminPage.locator('tr[data-node]').count()).toBe(3);
+    // Three in the GPU pool and two in the VPS pool beside it.
+    await adminPage.locator('tr[data-node]').nth(4).waitFor();
+    expect(await adminPage.locator('tr[data-node]').count()).toBe(5);
     await shot(adminPage, 'nodes');
   });
 
@@ -336,6 +337,66 @@ describe('reservations', () => {
     expect(answer.body.error?.code).toBe('ACCESS_DENIED');
     await context.close();
   });
+});
+
+describe('instances', () => {
+  it('creates an instance on the simulated VPS pool, sees it run live, then stops and deletes it after asking', async () => {
+    const pools = await api<{ items: { id: string; name: string }[] }>(
+      server.origin,
+      '/api/compute/pools/list',
+      adminToken,
+      { class: 'vps' },
+    );
+    const poolId = pools.items.find((pool) => pool.name === 'sim-vps')!.id;
+    await api(server.origin, '/api/compute/flavors/create', adminToken, {
+      poolId,
+      name: 'small',
+      vcpus: 1,
+      memoryMiB: 512,
+      diskGiB: 2,
+    });
+    // Simulated nodes fetch nothing: the image is a catalog entry whose disk they pretend to verify.
+    await api(server.origin, '/api/compute/images/register', adminToken, {
+      name: 'debian-12',
+      source: 'https://images.example.com/debian-12.qcow2',
+      diskFormat: 'qcow2',
+      sha256: 'a'.repeat(64),
+      sizeBytes: 2 ** 30,
+      os: 'debian',
+    });
+    const page = await adminContext.newPage();
+    await page.goto(`${server.origin}/instances`);
+    const form = page.getByRole('form', { name: 'New instance' });
+    await form.getByLabel('Pool').selectOption({ label: 'sim-vps' });
+    await form.locator('select[name="flavor"] option').first().waitFor({ state: 'attached' });
+    await form.locator('select[name="image"] option').first().waitFor({ state: 'attached' });
+    await form.getByLabel('Host name').fill('web-1');
+    // A private key never leaves the page: the button stays disabled with the reason shown.
+    const create = form.getByRole('button', { name: 'Create instance' });
+    await form.getByLabel('SSH public key (optional)').fill('-----BEGIN OPENSSH PRIVATE KEY-----');
+    await expect(create.isDisabled()).resolves.toBe(true);
+    await page.getByText('Paste one OpenSSH public key line').waitFor();
+    await form.getByLabel('SSH public key (optional)').fill('');
+    await expect.poll(() => create.isEnabled()).toBe(true);
+    await create.click();
+    const row = page.locator('tr[data-instance]').filter({ hasText: 'web-1' });
+    // Created provisioning; the simulated node boots it and the row turns running without a reload.
+    await row.locator('td[data-state="running"]').waitFor({ timeout: 20_000 });
+    const id = (await row.getAttribute('data-instance'))!;
+    await shot(page, 'instances');
+    await row.getByRole('button', { name: `Stop ${id}` }).click();
+    const stopDialog = page.getByRole('dialog');
+    await expect(stopDialog.textContent()).resolves.toContain('asked to power off');
+    await stopDialog.getByRole('button', { name: 'Stop instance' }).click();
+    await row.locator('td[data-state="stopped"]').waitFor({ timeout: 20_000 });
+    await expect.poll(() => row.getByRole('button', { name: `Start ${id}` }).isEnabled()).toBe(true);
+    await row.getByRole('button', { name: `Delete ${id}` }).click();
+    const deleteDialog = page.getByRole('dialog');
+    await expect(deleteDialog.textContent()).resolves.toContain('its disk is removed for good');
+    await deleteDialog.getByRole('button', { name: 'Delete instance' }).click();
+    await row.locator('td[data-state="deleted"]').waitFor({ timeout: 20_000 });
+    await page.close();
+  }, 90_000);
 });
 
 describe('the session cookie on the APIs', () => {

@@ -10,6 +10,7 @@ const PAGES = [
   { href: '/reservations', label: 'Reservations' },
   { href: '/capacity', label: 'Capacity and pools' },
   { href: '/nodes', label: 'Nodes' },
+  { href: '/instances', label: 'Instances' },
   { href: '/joining', label: 'Joining machines' },
   { href: '/events', label: 'Events' },
   { href: '/webhooks', label: 'Webhooks' },

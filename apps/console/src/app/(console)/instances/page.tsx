@@ -1,0 +1,246 @@
+'use client';
+/**
+ * Instances: the tenant's VPS instances, live; a create form (a VPS pool, one of its flavors, an
+ * image, a host name and an optional SSH key); Start, Stop and Delete, the last two after a
+ * confirmation that names what happens. A terminal is the CLI's `console --instance`, shown per row.
+ */
+import { useEffect, useState, type FormEvent } from 'react';
+import type { CallOutput } from '@better-compute/client';
+import { describeAction, ListStore } from '@better-compute/console-kit';
+import { useAction, useList, usePermission } from '@better-compute/console-kit/react';
+import { useConsole } from '@/components/console-context';
+import { ConfirmButton, disabledReason, ErrorNote, PagedTable, when } from '@/components/ui';
+import { idempotencyKey } from '@/lib/api';
+
+type Instance = CallOutput<'instances.get'>;
+type Pool = CallOutput<'pools.get'>;
+type Flavor = CallOutput<'flavors.list'>['items'][number];
+type Image = CallOutput<'images.list'>['items'][number];
+
+/** What instances.create accepts as a name: one DNS label, checked before the button enables. */
+const HOST_NAME = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+/** One OpenSSH public key line; a private key or several lines never leave the page. */
+const PUBLIC_KEY =
+  /^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/]+={0,3}( [A-Za-z0-9 @._+=:-]*)?$/;
+
+export default function InstancesPage() {
+  const { client, permissions, live } = useConsole();
+  const [store] = useState(
+    () =>
+      new ListStore<Instance>({
+        load: (cursor) => client.instances.list({ limit: 50, ...(cursor ? { cursor } : {}) }),
+        readOne: (instanceId) => client.instances.get({ instanceId }),
+      }),
+  );
+  // Instance events (created, running, stopped, failed, deleted) re-read the one instance.
+  useEffect(() => live?.track('instance', store), [live, store]);
+  const state = useList(store);
+  const canCreate = usePermission(permissions, describeAction('instances', 'create'));
+
+  const [pools, setPools] = useState<Pool[]>([]);
+  const [images, setImages] = useState<Image[]>([]);
+  const [flavors, setFlavors] = useState<Flavor[]>([]);
+  const [poolId, setPoolId] = useState('');
+  const [flavorId, setFlavorId] = useState('');
+  const [imageId, setImageId] = useState('');
+  const [name, setName] = useState('');
+  const [sshKey, setSshKey] = useState('');
+  const [choicesError, setChoicesError] = useState<unknown>(null);
+
+  useEffect(() => {
+    Promise.all([client.pools.list({ class: 'vps', limit: 100 }), client.images.list({ limit: 100 })])
+      .then(([poolPage, imagePage]) => {
+        setPools(poolPage.items);
+        setImages(imagePage.items);
+        setPoolId((current) => current || poolPage.items[0]?.id || '');
+        setImageId((current) => current || imagePage.items[0]?.id || '');
+      })
+      .catch(setChoicesError);
+  }, [client]);
+  useEffect(() => {
+    if (!poolId) return;
+    client.flavors
+      .list({ poolId, limit: 100 })
+      .then((page) => {
+        setFlavors(page.items);
+        setFlavorId(page.items[0]?.id ?? '');
+      })
+      .catch(setChoicesError);
+  }, [client, poolId]);
+
+  const create = useAction((input: Parameters<typeof client.instances.create>[0]) =>
+    client.instances.create(input),
+  );
+  const key = sshKey.trim();
+  const keyProblem =
+    key && !PUBLIC_KEY.test(key) ? 'Paste one OpenSSH public key line (never a private key).' : '';
+  const nameProblem = name && !HOST_NAME.test(name) ? 'A host name: lower-case letters, digits and -.' : '';
+  const ready = poolId && flavorId && imageId && HOST_NAME.test(name) && !keyProblem;
+
+  function submit(event: FormEvent) {
+    event.preventDefault();
+    void create
+      .run({
+        poolId,
+        flavorId,
+        imageId,
+        name,
+        sshKeys: key ? [key] : [],
+        idempotencyKey: idempotencyKey(),
+      })
+      .then((made) => {
+        if (!made) return;
+        store.upsert(made);
+        setName('');
+      });
+  }
+
+  return (
+    <>
+      <h1>Instances</h1>
+      {pools.length === 0 && !choicesError ? (
+        <p className="note">
+          No VPS pool is offered to this tenant yet; an operator creates one and its flavors.
+        </p>
+      ) : null}
+      <form className="inline" onSubmit={submit} aria-label="New instance">
+        <label>
+          Pool
+          <select name="pool" value={poolId} onChange={(e) => setPoolId(e.target.value)}>
+            {pools.map((pool) => (
+              <option key={pool.id} value={pool.id}>
+                {pool.name}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Flavor
+          <select name="flavor" value={flavorId} onChange={(e) => setFlavorId(e.target.value)}>
+            {flavors.map((flavor) => (
+              <option key={flavor.id} value={flavor.id}>
+                {flavor.name} ({flavor.vcpus} vCPU, {flavor.memoryMiB} MiB, {flavor.diskGiB} GiB
+                {flavor.gpus ? `, ${flavor.gpus} GPU` : ''})
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Image
+          <select name="image" value={imageId} onChange={(e) => setImageId(e.target.value)}>
+            {images.map((image) => (
+              <option key={image.id} value={image.id}>
+                {image.name}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Host name
+          <input
+            name="name"
+            required
+            value={name}
+            onChange={(e) => setName(e.target.value.trim())}
+            size={16}
+          />
+        </label>
+        <label>
+          SSH public key (optional)
+          <input name="sshKey" value={sshKey} onChange={(e) => setSshKey(e.target.value)} size={40} />
+        </label>
+        <button
+          type="submit"
+          disabled={!ready || canCreate !== true || create.pending}
+          title={keyProblem || nameProblem || disabledReason(true, '', canCreate)}
+        >
+          Create instance
+        </button>
+      </form>
+      {keyProblem || nameProblem ? <p className="note">{keyProblem || nameProblem}</p> : null}
+      <ErrorNote error={create.error ?? choicesError} />
+      <PagedTable
+        state={state}
+        caption="Instances"
+        columns={['Instance', 'Shape', 'State', 'Address', 'Actions']}
+        empty="No instances yet."
+        onMore={() => void store.loadMore()}
+        row={(instance) => <InstanceRow key={instance.id} instance={instance} store={store} />}
+      />
+    </>
+  );
+}
+
+function InstanceRow({ instance, store }: { instance: Instance; store: ListStore<Instance> }) {
+  const { client, permissions } = useConsole();
+  const canStart = usePermission(permissions, describeAction('instances', 'start', instance.id));
+  const canStop = usePermission(permissions, describeAction('instances', 'stop', instance.id));
+  const canDelete = usePermission(permissions, describeAction('instances', 'delete', instance.id));
+  const changed = (next: Instance) => {
+    store.upsert(next);
+    return next;
+  };
+  const start = useAction(async () => changed(await client.instances.start({ instanceId: instance.id })));
+  const stop = useAction(async () => changed(await client.instances.stop({ instanceId: instance.id })));
+  const remove = useAction(async () => changed(await client.instances.delete({ instanceId: instance.id })));
+  const busy = start.pending || stop.pending || remove.pending;
+  const stopped = instance.state === 'stopped';
+  const running = instance.state === 'running';
+  const deletable = instance.state !== 'deleting' && instance.state !== 'deleted';
+  return (
+    <tr data-instance={instance.id}>
+      <td>
+        <code>{instance.id}</code>
+        <br />
+        {instance.name} <span className="note">created {when(instance.createdAt)}</span>
+      </td>
+      <td>
+        {instance.vcpus} vCPU, {instance.memoryMiB} MiB, {instance.diskGiB} GiB
+        {instance.gpus ? `, ${instance.gpus} GPU` : ''}
+      </td>
+      <td data-state={instance.state}>
+        {instance.state}
+        {instance.reason ? <span className="note">: {instance.reason}</span> : null}
+      </td>
+      <td>{instance.address ?? <span className="note">none yet</span>}</td>
+      <td>
+        <div className="row">
+          <button
+            type="button"
+            className="secondary"
+            disabled={!stopped || canStart !== true || busy}
+            title={disabledReason(stopped, 'Only a stopped instance starts', canStart)}
+            aria-label={`Start ${instance.id}`}
+            onClick={() => void start.run(undefined)}
+          >
+            Start
+          </button>
+          <ConfirmButton
+            label="Stop"
+            title={`Stop ${instance.id}`}
+            disabled={!running || canStop !== true || busy}
+            reason={disabledReason(running, 'Only a running instance stops', canStop)}
+            question={`Stop ${instance.name} (${instance.id})? The guest is asked to power off and is stopped by force after a minute; its disk stays.`}
+            confirmLabel="Stop instance"
+            onConfirm={() => stop.run(undefined)}
+          />
+          <ConfirmButton
+            label="Delete"
+            title={`Delete ${instance.id}`}
+            disabled={!deletable || canDelete !== true || busy}
+            reason={disabledReason(deletable, 'It is already being deleted', canDelete)}
+            question={`Delete ${instance.name} (${instance.id})? The machine stops, its disk is removed for good, and its place on the node is freed.`}
+            confirmLabel="Delete instance"
+            onConfirm={() => remove.run(undefined)}
+          />
+        </div>
+        {running ? (
+          <p className="note">
+            Terminal: <code>better-compute console --instance {instance.id}</code>
+          </p>
+        ) : null}
+        <ErrorNote error={start.error ?? stop.error ?? remove.error} />
+      </td>
+    </tr>
+  );
+}
