@@ -3,15 +3,17 @@
 // serves /api/iam beside /api/compute. Session cookies count only from the console's own origin
 // (trustedOrigins), on POSTs with X-Better-Compute: 1 (docs/request-checks.md).
 //
-// Capabilities that land later (instances, tunnels, sandboxes) add their modules and keys here.
+// Capabilities that need keys find them in the PKI bundle (`settings.pki`).
 import { betterCompute } from 'better-compute';
 
-/** @param {{ databaseUrl: string, secret: string, trustedOrigins: string[] }} settings */
+/** @param {{ databaseUrl: string, secret: string, trustedOrigins: string[], pki: string | null }} settings */
 export default async function createStack(settings) {
   const compute = await betterCompute({
     database: settings.databaseUrl,
     secret: settings.secret,
     trustedOrigins: settings.trustedOrigins,
+    // The PKI bundle: break-glass SSH certificates, tunnel tickets and the audit seal need its keys.
+    ...(settings.pki ? { pki: settings.pki } : {}),
   });
   return { compute, iam: compute.embeddedIam };
 }

@@ -36,6 +36,7 @@ async function main() {
     ? join(cwd, 'console.config.mjs')
     : join(nextDir, 'console.config.mjs');
   const { default: createStack } = await import(pathToFileURL(configPath).href);
+  if (settings.dev && settings.pki && !existsSync(settings.pki)) await createDevPki(settings);
   const { compute, iam } = await createStack(settings);
   const stopping = [];
   try {
@@ -143,6 +144,18 @@ async function ensureRootAdministrator(iam, settings) {
     log(`console: created the root administrator ${settings.adminEmail}`);
     log(`console: its password, shown this once: ${password}`);
   } else log(`console: created the root administrator ${settings.adminEmail} from CONSOLE_ADMIN_PASSWORD`);
+}
+
+/** dev's own PKI bundle, sealed with its secret, made once beside its other generated secrets. */
+async function createDevPki(settings) {
+  const { createPkiBundle } = await import('better-compute');
+  try {
+    await createPkiBundle({ path: settings.pki, secret: settings.secret, trustDomain: 'console.localhost' });
+    log(`console: made the PKI bundle ${settings.pki} (SSH CAs, tunnel ticket key, audit key)`);
+  } catch (error) {
+    // Another console in the same data directory made it first.
+    if (error?.code !== 'ALREADY_EXISTS') throw error;
+  }
 }
 
 /**

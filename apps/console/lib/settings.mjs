@@ -103,7 +103,10 @@ function devSecret(dataDir, name) {
 
 /**
  * The settings of a run: { dev, port, host, origin, trustedOrigins, secret, databaseUrl,
- * adminEmail, adminPassword (prod only), dataDir }.
+ * adminEmail, adminPassword (prod only), dataDir, pki }. `pki` is the deployment's PKI bundle (the
+ * break-glass and sandbox SSH CAs, the exec ticket key, the audit key): CONSOLE_PKI in production,
+ * where it is optional and the capabilities needing it answer INVALID_CONFIG without it; in dev, a
+ * bundle of its own under the data directory, made on the first start.
  */
 export function resolveSettings(args, env, cwd) {
   const dev = args.mode === 'dev';
@@ -136,6 +139,7 @@ export function resolveSettings(args, env, cwd) {
       adminEmail,
       adminPassword: env.CONSOLE_ADMIN_PASSWORD,
       dataDir: null,
+      pki: env.CONSOLE_PKI ? resolve(cwd, env.CONSOLE_PKI) : null,
     };
   }
   const dataDir = resolve(cwd, env.CONSOLE_DATA_DIR || '.console-data');
@@ -156,5 +160,6 @@ export function resolveSettings(args, env, cwd) {
     adminEmail,
     adminPassword: undefined,
     dataDir,
+    pki: env.CONSOLE_PKI ? resolve(cwd, env.CONSOLE_PKI) : join(dataDir, 'pki.json'),
   };
 }

@@ -7,7 +7,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHmac } from 'node:crypto';
 import { connect } from 'node:net';
-import { readFileSync, statSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import {
@@ -396,6 +398,93 @@ describe('instances', () => {
     await deleteDialog.getByRole('button', { name: 'Delete instance' }).click();
     await row.locator('td[data-state="deleted"]').waitFor({ timeout: 20_000 });
     await page.close();
+  }, 90_000);
+});
+
+describe('break-glass SSH on a node’s page', () => {
+  it('needs a second factor; with one, a certificate is shown once, listed as who holds access, and revoked after asking', async () => {
+    const nodes = await api<{ items: { id: string; name: string }[] }>(
+      server.origin,
+      '/api/compute/nodes/list',
+      adminToken,
+      {},
+    );
+    const node = nodes.items[0]!;
+    const keyDir = mkdtempSync(join(tmpdir(), 'console-key-'));
+    execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'ops', '-f', join(keyDir, 'id')]);
+    const publicKey = readFileSync(join(keyDir, 'id.pub'), 'utf8').trim();
+    rmSync(keyDir, { recursive: true, force: true });
+
+    // The administrator signed in with a password only: the API refuses, and the page says why.
+    const page = await adminContext.newPage();
+    await page.goto(`${server.origin}/nodes/${node.id}`);
+    const form = page.getByRole('form', { name: 'Issue an SSH certificate' });
+    await form.getByLabel('Your public key').fill('-----BEGIN OPENSSH PRIVATE KEY-----');
+    await page.getByText('That is a private key').waitFor();
+    await expect(form.getByRole('button', { name: 'Issue certificate' }).isDisabled()).resolves.toBe(true);
+    await form.getByLabel('Your public key').fill(publicKey);
+    await form.getByRole('button', { name: 'Issue certificate' }).click();
+    await page.getByText('needs a session opened with a second factor').waitFor();
+    await page.close();
+
+    // A platform operator who signed in with a second factor gets the certificate.
+    const email = 'ops-mfa@console.local';
+    const password = 'ops-mfa-password-2026';
+    const person = await api<{ id: string }>(server.origin, '/api/iam/principals/create', adminToken, {
+      kind: 'person',
+      email,
+      password,
+      displayName: 'Ops',
+    });
+    await api(server.origin, '/api/iam/bindings/create', adminToken, {
+      role: 'platform-admin',
+      principalId: person.id,
+    });
+    const session = await api<{ token: string }>(server.origin, '/api/iam/sessions/signIn', '', {
+      tenantId: 'root',
+      email,
+      password,
+    });
+    const enrolled = await api<{ secret: string }>(server.origin, '/api/iam/totp/enroll', session.token, {});
+    const confirmed = await api<{ recoveryCodes: string[] }>(
+      server.origin,
+      '/api/iam/totp/confirm',
+      session.token,
+      { code: totpCode(enrolled.secret) },
+    );
+    const context = await browser.newContext();
+    context.setDefaultTimeout(10_000);
+    const ops = await context.newPage();
+    await ops.goto(`${server.origin}/login`);
+    await ops.getByLabel('Email').fill(email);
+    await ops.getByLabel('Password').fill(password);
+    await ops.getByRole('button', { name: 'Sign in' }).click();
+    const code = ops.getByLabel('Code from your authenticator (or a recovery code)');
+    await code.waitFor();
+    await code.fill(confirmed.recoveryCodes[0]!);
+    await ops.getByRole('button', { name: 'Verify' }).click();
+    await ops.waitForURL(`${server.origin}/reservations`);
+    await ops.goto(`${server.origin}/nodes/${node.id}`);
+    const opsForm = ops.getByRole('form', { name: 'Issue an SSH certificate' });
+    await opsForm.getByLabel('Your public key').fill(publicKey);
+    await opsForm.getByLabel('Lifetime').selectOption('5');
+    await opsForm.getByRole('button', { name: 'Issue certificate' }).click();
+    const once = ops.locator('.once');
+    await once.waitFor();
+    const certificate = (await once.locator('pre').textContent())!;
+    expect(certificate).toMatch(/^ssh-ed25519-cert-v01@openssh\.com /);
+    const row = ops.locator('tr[data-ssh-cert]').first();
+    await row.locator('td[data-state="active"]').waitFor();
+    await expect(row.textContent()).resolves.toContain(`root@${node.id}`);
+    await shot(ops, 'break-glass');
+    const id = (await row.getAttribute('data-ssh-cert'))!;
+    await row.getByRole('button', { name: `Revoke ${id}` }).click();
+    const dialog = ops.getByRole('dialog');
+    await expect(dialog.textContent()).resolves.toContain('refuses it from its next login');
+    await dialog.getByRole('button', { name: 'Revoke certificate' }).click();
+    await row.locator('td[data-state="revoked"]').waitFor();
+    await expect(row.textContent()).resolves.toContain('revoked from the console');
+    await context.close();
   }, 90_000);
 });
 

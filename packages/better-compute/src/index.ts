@@ -36,3 +36,5 @@ export { attachGateway, type Gateway, type GatewayOptions } from './gateway/sess
 export { createNodeStreams, type NodeStreamsOptions } from './gateway/streams.js';
 export type { NodeStream, NodeStreamEnd, NodeStreams, NodeStreamTarget } from './gateway/node-streams.js';
 export { type CommandSigner, ed25519CommandSigner, generatedCommandSigner } from './gateway/signer.js';
+export { createPkiBundle, type CreatePkiOptions } from './pki/create.js';
+export { readPkiBundle, type PkiBundle } from './pki/bundle.js';

@@ -1,6 +1,7 @@
 'use client';
 /** Nodes of the tenant's pools: state, GPUs, labels; cordon, uncordon, drain (asks first) and labels. */
 import { useState, type FormEvent } from 'react';
+import Link from 'next/link';
 import { describeAction, type ComputeNode, type LiveConsole } from '@better-compute/console-kit';
 import { useAction, useList, usePermission } from '@better-compute/console-kit/react';
 import { useConsole } from '@/components/console-context';
@@ -65,7 +66,9 @@ function NodeRow({ live, node }: { live: LiveConsole; node: ComputeNode }) {
   return (
     <tr data-node={node.id}>
       <td>
-        <strong>{node.name}</strong>
+        <Link href={`/nodes/${node.id}`}>
+          <strong>{node.name}</strong>
+        </Link>
         <br />
         <code>{node.id}</code>
       </td>
