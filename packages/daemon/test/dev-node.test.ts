@@ -24,7 +24,8 @@ it('dev --sim 2 --node shows this machine as a ready node beside the simulated o
   let url = '';
   running = startDev({
     cwd,
-    env: {},
+    // The guest image is the guest suites' to build; dev would otherwise start it in the background.
+    env: { BETTER_COMPUTE_DEV_GUEST_IMAGE: 'off' },
     port: 0,
     memory: true,
     sim: 2,
@@ -52,6 +53,16 @@ it('dev --sim 2 --node shows this machine as a ready node beside the simulated o
     60_000,
   );
   const real = nodes.find((n: any) => n.labels?.machine === 'local');
+  const acmeKey = JSON.parse(readFileSync(join(cwd, '.better-compute', 'dev-memory.json'), 'utf8')).acmeMember
+    .apiKey as string;
+  const call = async (method: string, body: Record<string, unknown>) => {
+    const response = await fetch(`${url}/api/compute/${method.replace('.', '/')}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${acmeKey}` },
+      body: JSON.stringify(body),
+    });
+    return ((await response.json()) as { data: any }).data;
+  };
   // Two simulated GPU machines, two simulated VPS machines, and this one.
   expect(nodes.length).toBe(5);
   const inventory = await fetch(`${url}/api/compute/inventory/get`, {
@@ -63,4 +74,12 @@ it('dev --sim 2 --node shows this machine as a ready node beside the simulated o
   expect(record.inventory.cpuCores).toBe(cpus().length);
   expect(record.inventory.memoryGiB).toBeGreaterThan(0);
   expect(lines.some((line) => line.includes(`this machine: node ${real.id}`))).toBe(true);
+  // Its pool is a VPS pool offered to acme, with a flavor to create instances and sandboxes from.
+  const pool = await call('pools.get', { tenantId: 'acme', poolId: real.poolId });
+  expect({ class: pool.class, access: pool.access }).toEqual({ class: 'vps', access: 'offered' });
+  const flavors = await call('flavors.list', { tenantId: 'acme', poolId: real.poolId });
+  expect(flavors.items.map((flavor: { name: string }) => flavor.name)).toEqual(['small']);
+  expect(lines).toContain(
+    'this machine: no guest image registered, and BETTER_COMPUTE_DEV_GUEST_IMAGE=off builds none',
+  );
 }, 120_000);

@@ -20,6 +20,8 @@ export interface DevNodeOptions {
   stateDir: string | null;
   signal: AbortSignal;
   log: (line: string) => void;
+  /** Whether a missing guest image is built in the background for the node's VPS pool. */
+  buildGuestImage: boolean;
 }
 
 /** The installed `bcd` start-up file. */
@@ -33,7 +35,7 @@ export function bcdBin(): string {
 
 export async function startDevNode(
   options: DevNodeOptions,
-): Promise<{ nodeId: string; stop(): Promise<void> }> {
+): Promise<{ nodeId: string; poolId: string; stop(): Promise<void> }> {
   const { compute, token, log } = options;
   async function api<T = any>(method: string, body: Record<string, unknown>): Promise<T> {
     const response = await compute.handler(
@@ -50,17 +52,21 @@ export async function startDevNode(
   const stateDir = options.stateDir ?? mkdtempSync(join(tmpdir(), 'bcd-dev-'));
   const bin = bcdBin();
   const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? tmpdir() };
+  const pools = await api<{ items: { id: string; name: string; class: string }[] }>('pools.list', {
+    limit: 500,
+  });
+  let pool = pools.items.find((p) => p.name === 'this-machine');
+  if (!pool) {
+    const sites = await api<{ items: { id: string; name: string }[] }>('sites.list', { limit: 500 });
+    const siteId =
+      sites.items.find((s) => s.name === 'local')?.id ??
+      (await api('sites.create', { name: 'local', region: 'local' })).id;
+    // A VPS pool: this machine runs instances and sandboxes for acme.
+    pool = await api('pools.create', { siteId, name: 'this-machine', class: 'vps', driver: 'bcd' });
+    await api('pools.offer', { poolId: pool!.id, offerTenantId: 'acme' });
+  }
+  const poolId = pool!.id;
   if (!existsSync(join(stateDir, 'node.json'))) {
-    const pools = await api<{ items: { id: string; name: string }[] }>('pools.list', { limit: 500 });
-    let poolId = pools.items.find((p) => p.name === 'this-machine')?.id;
-    if (!poolId) {
-      const sites = await api<{ items: { id: string; name: string }[] }>('sites.list', { limit: 500 });
-      const siteId =
-        sites.items.find((s) => s.name === 'local')?.id ??
-        (await api('sites.create', { name: 'local', region: 'local' })).id;
-      poolId = (await api('pools.create', { siteId, name: 'this-machine', class: 'gpu', driver: 'bcd' }))
-        .id as string;
-    }
     const joinToken = await api<{ token: string; joinToken: { id: string } }>('joinTokens.create', {
       poolId,
       uses: 1,
@@ -114,5 +120,11 @@ export async function startDevNode(
     if (!options.stateDir) rmSync(stateDir, { recursive: true, force: true });
   };
   options.signal.addEventListener('abort', () => void stop(), { once: true });
-  return { nodeId, stop };
+  if (pool!.class === 'vps') {
+    const { prepareDevVps } = await import('./dev-vps.js');
+    await prepareDevVps({ api, poolId, signal: options.signal, log, build: options.buildGuestImage }).catch(
+      (error: Error) => log(`this machine: preparing its VPS pool failed: ${error.message}`),
+    );
+  }
+  return { nodeId, poolId, stop };
 }

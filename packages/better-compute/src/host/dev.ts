@@ -243,8 +243,9 @@ export async function startDev(options: DevOptions): Promise<void> {
           stateDir: options.memory ? null : join(stateDir, 'bcd'),
           signal: options.signal,
           log: options.log,
+          buildGuestImage: options.env.BETTER_COMPUTE_DEV_GUEST_IMAGE !== 'off',
         });
-        options.log(`this machine: node ${node.nodeId} (a real bcd, in pool this-machine)`);
+        options.log(`this machine: node ${node.nodeId} (a real bcd, in pool this-machine, ${node.poolId})`);
       } catch (error) {
         options.log(`--node: bcd could not join: ${error instanceof Error ? error.message : String(error)}`);
       }

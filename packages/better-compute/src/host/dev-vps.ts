@@ -1,0 +1,111 @@
+/**
+ * `dev --node`'s VPS pool: the real node's pool `this-machine` is a VPS pool offered to acme, with a
+ * flavor `small`, and the project's guest image (scripts/build-guest-image.sh, cached outside the
+ * repository) registered as a platform image once it is there. A missing image is built in the
+ * background, so dev is up at once and the image follows in a minute or two; everything here is
+ * done once and found again on the next start.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+
+export const DEV_GUEST_IMAGE = 'debian-12-guest';
+export const DEV_FLAVOR = 'small';
+
+type Api = <T = any>(method: string, body: Record<string, unknown>) => Promise<T>;
+
+interface GuestManifest {
+  kernelCmdline: string;
+  files: Record<string, { size: number; sha256: string }>;
+}
+
+/**
+ * The build script of the checkout dev runs from, found upwards from this module (the CLI's bundle)
+ * or the working directory (code run from source); absent when better-compute came from a registry.
+ */
+function buildScript(): string | null {
+  const starts = [typeof __dirname === 'string' ? __dirname : null, process.cwd()];
+  for (const start of starts) {
+    for (let dir = start; dir && dir !== dirname(dir); dir = dirname(dir)) {
+      const script = join(dir, 'scripts', 'build-guest-image.sh');
+      if (existsSync(script) && existsSync(join(dir, 'packages', 'better-compute'))) return script;
+    }
+  }
+  return null;
+}
+
+export async function prepareDevVps(options: {
+  api: Api;
+  poolId: string;
+  signal: AbortSignal;
+  log: (line: string) => void;
+  /** Whether to build a missing image (`BETTER_COMPUTE_DEV_GUEST_IMAGE=off` says no). */
+  build: boolean;
+}): Promise<void> {
+  const { api, poolId, log } = options;
+  const flavors = await api<{ items: { name: string }[] }>('flavors.list', { poolId, limit: 500 });
+  if (!flavors.items.some((flavor) => flavor.name === DEV_FLAVOR))
+    await api('flavors.create', { poolId, name: DEV_FLAVOR, vcpus: 1, memoryMiB: 512, diskGiB: 2 });
+  const images = await api<{ items: { id: string; name: string }[] }>('images.list', { limit: 500 });
+  const registered = images.items.find((image) => image.name === DEV_GUEST_IMAGE);
+  if (registered) {
+    log(
+      `this machine: image ${registered.id} (${DEV_GUEST_IMAGE}) and flavor ${DEV_FLAVOR} in pool ${poolId}`,
+    );
+    return;
+  }
+  if (!options.build)
+    return log(`this machine: no guest image registered, and BETTER_COMPUTE_DEV_GUEST_IMAGE=off builds none`);
+  const script = buildScript();
+  if (!script)
+    return log(`this machine: no guest image (scripts/build-guest-image.sh is not beside this install)`);
+  if (process.getuid?.() !== 0)
+    return log(`this machine: no guest image; building it needs root: sudo ${script}, then restart dev`);
+  log(`this machine: building the guest image in the background (${script}; a minute or two the first time)`);
+  const child = spawn(script, [], { stdio: ['ignore', 'pipe', 'pipe'], signal: options.signal });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr = (stderr + chunk).slice(-4000)));
+  child.on('error', () => {});
+  child.on('close', (code) => {
+    if (options.signal.aborted) return;
+    if (code !== 0) {
+      log(
+        `this machine: building the guest image failed: ${stderr.trim().split('\n').at(-1) ?? `exit ${code}`}`,
+      );
+      return;
+    }
+    const dir = stdout.trim().split('\n').at(-1)!;
+    registerGuestImage(api, dir)
+      .then((id) =>
+        log(
+          `this machine: image ${id} (${DEV_GUEST_IMAGE}) registered; flavor ${DEV_FLAVOR} in pool ${poolId}`,
+        ),
+      )
+      .catch((error: Error) => log(`this machine: registering the guest image failed: ${error.message}`));
+  });
+}
+
+/** Registers the built image from its manifest's sizes and digests, which the node verifies again. */
+async function registerGuestImage(api: Api, dir: string): Promise<string> {
+  const manifest = JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8')) as GuestManifest;
+  const file = (name: string) => {
+    const entry = manifest.files[name];
+    if (!entry) throw new Error(`the image's manifest names no ${name}`);
+    return { source: join(dir, name), sha256: entry.sha256, sizeBytes: entry.size };
+  };
+  const disk = file('rootfs.qcow2');
+  const image = await api<{ id: string }>('images.register', {
+    name: DEV_GUEST_IMAGE,
+    source: disk.source,
+    diskFormat: 'qcow2',
+    sha256: disk.sha256,
+    sizeBytes: disk.sizeBytes,
+    os: 'debian',
+    channel: 'stable',
+    boot: { kernel: file('vmlinux'), initrd: file('initrd.img'), cmdline: manifest.kernelCmdline },
+    idempotencyKey: `dev-guest-image-${disk.sha256.slice(0, 32)}`,
+  });
+  return image.id;
+}
