@@ -1,10 +1,14 @@
-/** The worker loop's maintenance: expired idempotency keys go, and a PGlite database is vacuumed. */
-import { migrate, openDatabase } from '@better-compute/db';
+/**
+ * The worker loop: a job queued with `wake` runs at once rather than at the next poll, and its
+ * maintenance: expired idempotency keys go, and a PGlite database is vacuumed.
+ */
+import { listenOn, migrate, openDatabase } from '@better-compute/db';
+import { createTestDatabase, testDatabaseKinds } from '@better-compute/db/testing';
 import { type Kysely, sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { foundationMigrations } from '../src/db/migrations.js';
 import type { ComputeTables } from '../src/db/tables.js';
-import { enqueueJob } from '../src/workers/jobs.js';
+import { enqueueJob, JOBS_CHANNEL } from '../src/workers/jobs.js';
 import { startWorkerLoop } from '../src/workers/runner.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -124,6 +128,47 @@ describe('worker maintenance', { timeout: 90_000 }, () => {
       const row = await db.selectFrom('compute.jobs').select(['state', 'attempts']).executeTakeFirstOrThrow();
       expect(row).toEqual({ state: 'done', attempts: 2 });
     } finally {
+      await database.close();
+    }
+  });
+});
+
+describe.each(await testDatabaseKinds())('waking the worker loop on %s', (kind) => {
+  it('a job queued with wake runs when its transaction commits, not at the next poll a minute later', async () => {
+    const database = await createTestDatabase(kind);
+    const db = database.db as Kysely<ComputeTables>;
+    await migrate(db, [foundationMigrations]);
+    const ran: number[] = [];
+    const loop = startWorkerLoop({
+      db,
+      jobs: { 'test.wake': async () => void ran.push(Date.now()) },
+      maintenance: false,
+      now: () => new Date(),
+      log: () => {},
+      pollMs: 60_000,
+      listen: (wake) => listenOn(database, [JOBS_CHANNEL], { notification: wake }),
+    });
+    try {
+      // The loop's first poll happened before the job existed; the next is a minute away.
+      await sleep(300);
+      let committedAt = 0;
+      await db.transaction().execute(async (trx) => {
+        await enqueueJob(trx, { kind: 'test.wake', wake: true });
+        // Not before the commit: the job is not there to claim yet.
+        await sleep(200);
+        expect(ran).toEqual([]);
+        committedAt = Date.now();
+      });
+      const deadline = Date.now() + 10_000;
+      while (ran.length === 0 && Date.now() < deadline) await sleep(10);
+      expect(ran).toHaveLength(1);
+      expect(ran[0]! - committedAt).toBeLessThan(5_000);
+      // Without wake, the job waits for the poll.
+      await enqueueJob(db, { kind: 'test.wake' });
+      await sleep(1_000);
+      expect(ran).toHaveLength(1);
+    } finally {
+      await loop.stop();
       await database.close();
     }
   });
