@@ -82,4 +82,21 @@ it('dev --sim 2 --node shows this machine as a ready node beside the simulated o
   expect(lines).toContain(
     'this machine: no guest image registered, and BETTER_COMPUTE_DEV_GUEST_IMAGE=off builds none',
   );
+  // A --memory store has a PKI bundle of its own too: a console tunnel to the node gets its ticket
+  // (once the daemon's session, which follows its first heartbeat, has said what it can do).
+  const ticket = await until(
+    'a console ticket for the node',
+    async () => {
+      const opened = await fetch(`${url}/api/compute/tunnels/open`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+        body: JSON.stringify({ tenantId: 'root', nodeId: real.id, op: 'console' }),
+      });
+      const answer = (await opened.json()) as { data?: { ticket: string }; error?: { code: string } };
+      if (answer.error && answer.error.code !== 'UNAVAILABLE') throw new Error(JSON.stringify(answer.error));
+      return answer.data?.ticket;
+    },
+    30_000,
+  );
+  expect(ticket).toMatch(/^[A-Za-z0-9._~-]{20,}$/);
 }, 120_000);

@@ -8,7 +8,9 @@
  * asks for it (docs/decisions/dev-credentials.md). Runs until the abort signal.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { rmSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rename, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { ComputeError } from '@better-compute/core';
 import { betterCompute } from '../compute.js';
@@ -99,15 +101,24 @@ export async function startDev(options: DevOptions): Promise<void> {
   }
   // dev seals the audit log every minute with its bundle's audit key (docs/audit.md): the bundle
   // devCommandSigner makes below, at the configuration's `pki` or in the state directory. A --memory
-  // store has no bundle, and so no checkpoints.
+  // store's bundle lives in a temporary directory and goes with it, so tunnels, break-glass SSH and
+  // sandboxes work there too.
+  const memoryPkiDir = options.memory && !config.pki ? await mkdtemp(join(tmpdir(), 'bc-dev-pki-')) : null;
+  if (memoryPkiDir) {
+    const removeBundle = () => rmSync(memoryPkiDir, { recursive: true, force: true });
+    options.signal.addEventListener('abort', removeBundle, { once: true });
+    process.once('exit', removeBundle);
+  }
   config = {
     ...config,
     audit: { checkpointEverySeconds: 60, ...config.audit },
     // dev's accounts are API keys, which have no second factor: break-glass SSH works with them here.
     breakGlassSsh: { requireMfa: false, ...config.breakGlassSsh },
-    ...(options.memory
-      ? {}
-      : { pki: config.pki ? resolve(options.cwd, config.pki) : join(stateDir, 'pki.json') }),
+    pki: memoryPkiDir
+      ? join(memoryPkiDir, 'pki.json')
+      : config.pki
+        ? resolve(options.cwd, config.pki)
+        : join(stateDir, 'pki.json'),
   };
   const compute = await betterCompute(config);
   // An in-memory store's accounts die with it: they go to their own file, so a --memory run never
@@ -135,7 +146,7 @@ export async function startDev(options: DevOptions): Promise<void> {
   const { devCommandSigner } = await import('./dev-command-root.js');
   let commandSigner: Awaited<ReturnType<typeof devCommandSigner>>;
   try {
-    commandSigner = await devCommandSigner(options.memory ? null : stateDir, {
+    commandSigner = await devCommandSigner(memoryPkiDir ?? stateDir, {
       secret: config.secret ?? (await devSecret(stateDir, options.memory)),
       pkiPath: config.pki,
       cwd: options.cwd,
