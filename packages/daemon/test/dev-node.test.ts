@@ -82,6 +82,15 @@ it('dev --sim 2 --node shows this machine as a ready node beside the simulated o
   expect(lines).toContain(
     'this machine: no guest image registered, and BETTER_COMPUTE_DEV_GUEST_IMAGE=off builds none',
   );
+  // Each account has a session signed in at this start beside its API key, for the calls that take
+  // a person's session only.
+  const member = JSON.parse(readFileSync(join(cwd, '.better-compute', 'dev-memory.json'), 'utf8')).acmeMember;
+  const whoami = await fetch(`${url}/api/compute/system/whoami`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${member.sessionToken}` },
+    body: '{}',
+  });
+  expect(((await whoami.json()) as { data: { credentialKind: string } }).data.credentialKind).toBe('session');
   // A --memory store has a PKI bundle of its own too: a console tunnel to the node gets its ticket
   // (once the daemon's session, which follows its first heartbeat, has said what it can do).
   const ticket = await until(

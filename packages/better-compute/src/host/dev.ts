@@ -24,6 +24,9 @@ interface SavedAccount {
   email?: string;
   role?: string;
   apiKey?: string;
+  password?: string;
+  /** A session signed in at this start: what a person's credential is, where an API key is refused. */
+  sessionToken?: string;
 }
 
 type SavedDev = Partial<Record<'rootAdmin' | 'acmeAdmin' | 'acmeMember', SavedAccount>>;
@@ -38,6 +41,39 @@ function accountLines(saved: SavedDev): string[] {
   });
   const widths = [0, 1, 2].map((i) => Math.max(...rows.map((row) => row[i]!.length)));
   return rows.map((row) => `  ${row.map((cell, i) => (i < 3 ? cell.padEnd(widths[i]!) : cell)).join('  ')}`);
+}
+
+/**
+ * Signs every account in again and keeps the session beside its API key in dev.json: some calls
+ * take a person's session and never an API key (`sandbox exec`, a second factor's set-up), and a
+ * session lasts hours, so each start writes fresh ones.
+ */
+async function refreshSessions(
+  iam: NonNullable<Awaited<ReturnType<typeof betterCompute>>['embeddedIam']>,
+  devFile: string,
+  saved: SavedDev,
+  log: (line: string) => void,
+): Promise<SavedDev> {
+  const file = (await readJsonFile<Record<string, unknown>>(devFile)) ?? {};
+  const next: SavedDev = { ...saved };
+  for (const name of ACCOUNTS) {
+    const account = saved[name];
+    if (!account?.email || !account.password || !account.tenantId) continue;
+    try {
+      const { token } = await iam.signIn(account.email, account.password, account.tenantId);
+      next[name] = { ...account, sessionToken: token };
+    } catch (error) {
+      log(
+        `dev: could not sign ${account.email} in: ${error instanceof Error ? error.message : String(error)}`,
+      );
+    }
+  }
+  await writePrivateFile(
+    devFile,
+    `${JSON.stringify({ ...file, ...next }, null, 2)}
+`,
+  );
+  return next;
 }
 
 export interface DevOptions {
@@ -174,12 +210,14 @@ export async function startDev(options: DevOptions): Promise<void> {
       `${JSON.stringify({ url, apiBase, database: compute.database.description, ...created }, null, 2)}\n`,
     );
   }
-  const saved = (created ?? (await readJsonFile(devFile))) as SavedDev | null;
+  let saved = (created ?? (await readJsonFile(devFile))) as SavedDev | null;
+  if (saved && compute.embeddedIam)
+    saved = await refreshSessions(compute.embeddedIam, devFile, saved, options.log);
   const devPath = join(DEV_DIR, devName);
   options.log(`better-compute dev: ${apiBase}`);
   options.log(`store: ${compute.database.description}`);
   if (saved) {
-    options.log(`accounts (their passwords and API keys are in ${devPath}, mode 0600):`);
+    options.log(`accounts (their passwords, API keys and sessions are in ${devPath}, mode 0600):`);
     for (const line of accountLines(saved)) options.log(line);
   } else {
     options.log(
