@@ -9,6 +9,8 @@ const guestSuites = [
   'test/guest/**/*.test.ts',
   'packages/daemon/test/qemu-runtime.test.ts',
   'packages/daemon/test/instance-exit.test.ts',
+  // No guest boots here, but it mounts the same guest image, which the first guest suite builds.
+  'packages/daemon/test/bwrap-runtime.test.ts',
 ];
 
 const shared = {

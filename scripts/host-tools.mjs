@@ -21,6 +21,7 @@ export const HOST_TOOLS = {
   debootstrap: 'debootstrap',
   'mkfs.ext4': 'e2fsprogs',
   bwrap: 'bubblewrap',
+  slirp4netns: 'slirp4netns',
   shellcheck: 'shellcheck',
   zsh: 'zsh',
   fish: 'fish',

@@ -13,10 +13,10 @@ import { type CommandEnvelope, refusal, runScript, type RunningScript } from './
 import { safe, sessionUrl } from './http.js';
 import { applySshTrust, sshTrustDir } from './ssh-trust.js';
 import { type MachineInventory, readMachineInventory } from './inventory.js';
-import { isRuntimeCommandKind, Runtimes } from './runtimes/index.js';
+import { bwrapAvailable, isRuntimeCommandKind, isSandboxCommandKind, Runtimes } from './runtimes/index.js';
 import type { CommandOutcome, StateDir } from './state.js';
 import { createStreamMux } from './streams/mux.js';
-import { registerInstanceTargets } from './streams/instance-targets.js';
+import { registerInstanceTargets, registerSandboxTargets } from './streams/instance-targets.js';
 import { loadPty, registerNodeConsole } from './streams/node-console.js';
 
 export const DAEMON_VERSION = '0.1.0';
@@ -65,7 +65,8 @@ export function capabilities(options: { pty?: boolean } = {}): string[] {
       }
     });
   if (onPath('qemu-system-x86_64')) found.push('runtime.qemu');
-  if (onPath('bwrap')) found.push('runtime.bwrap');
+  // Sandboxes need bubblewrap, and their way in the host's sshd and nsenter, run as root.
+  if (bwrapAvailable()) found.push('runtime.bwrap', 'tunnel.sandbox-ssh');
   if (existsSync('/dev/kvm')) found.push('kvm');
   found.push('tunnel.instance-dial');
   return found.sort();
@@ -132,6 +133,7 @@ export async function runAgent(options: AgentOptions): Promise<void> {
   // A VM that stops unasked is told to the control plane until it acknowledges (`instance.exited.ack`).
   const runtimes = new Runtimes(state.dir, log, (exit) => send({ t: 'instance.exited', ...exit }));
   registerInstanceTargets(runtimes.qemu);
+  if (runtimes.bwrap) registerSandboxTargets(runtimes.bwrap);
   const report = (id: string, outcome: CommandOutcome) => send({ t: 'command.result', id, ...outcome });
 
   async function execute(command: CommandEnvelope): Promise<CommandOutcome> {
@@ -155,9 +157,10 @@ export async function runAgent(options: AgentOptions): Promise<void> {
       };
     }
     if (command.kind === 'ssh.trust') return applySshTrust(sshTrustDir(), command.nodeId, command.payload);
-    const running = isRuntimeCommandKind(command.kind)
-      ? runtimes.run(command.kind, command.payload)
-      : runScript(options.scriptsDir, command.payload.script);
+    const running =
+      isRuntimeCommandKind(command.kind) || isSandboxCommandKind(command.kind)
+        ? runtimes.run(command.kind, command.payload)
+        : runScript(options.scriptsDir, command.payload.script);
     current = { id: command.id, running };
     return running.outcome;
   }

@@ -8,14 +8,20 @@ import { createPublicKey, verify } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { type CommandEnvelope, envelopeBytes } from '@better-compute/core';
-import { RUNTIME_COMMAND_KINDS } from '@better-compute/core/runtime-commands';
+import { RUNTIME_COMMAND_KINDS, SANDBOX_COMMAND_KINDS } from '@better-compute/core/runtime-commands';
 import type { CommandOutcome } from './state.js';
 
 export { type CommandEnvelope, envelopeBytes };
 
 const ID = /^cmd_[A-Za-z0-9]{1,64}$/;
 /** The kinds this daemon runs: its own, and the runtimes' instance commands. */
-const KINDS = new Set<string>(['inventory.refresh', 'exec.script', 'ssh.trust', ...RUNTIME_COMMAND_KINDS]);
+const KINDS = new Set<string>([
+  'inventory.refresh',
+  'exec.script',
+  'ssh.trust',
+  ...RUNTIME_COMMAND_KINDS,
+  ...SANDBOX_COMMAND_KINDS,
+]);
 const SCRIPT = /^[a-z][a-z0-9-]{0,62}$/;
 /** The most output kept per stream; the end is kept, where errors usually are. */
 export const OUTPUT_LIMIT = 65_536;

@@ -5,10 +5,14 @@
  */
 import {
   isRuntimeCommandKind,
+  isSandboxCommandKind,
   RUNTIME_COMMAND_KINDS,
   type RuntimeCommandKind,
   runtimeCommandPayloads,
+  type SandboxCommandKind,
+  sandboxCommandPayloads,
 } from '@better-compute/core/runtime-commands';
+import { BwrapDriver, bwrapAvailable } from './bwrap.js';
 import { type CommandOutcome, outcomeOf } from '../state.js';
 import type { RuntimeDriver } from './driver.js';
 import { RuntimeError } from './image-cache.js';
@@ -22,7 +26,8 @@ const EXIT_RETELL_MS = 5_000;
 export { type RuntimeDriver } from './driver.js';
 export { ImageCache, RuntimeError } from './image-cache.js';
 export { QemuDriver, type VmExit } from './qemu.js';
-export { isRuntimeCommandKind, RUNTIME_COMMAND_KINDS };
+export { isRuntimeCommandKind, isSandboxCommandKind, RUNTIME_COMMAND_KINDS };
+export { BwrapDriver, bwrapAvailable };
 
 export interface RunningCommand {
   outcome: Promise<CommandOutcome>;
@@ -57,9 +62,45 @@ async function dispatch(
   }
 }
 
-/** The daemon's runtimes: QEMU now. Created once per `bcd run`; VMs outlive it. */
+async function dispatchSandbox(
+  driver: BwrapDriver,
+  kind: SandboxCommandKind,
+  payload: unknown,
+  signal: AbortSignal,
+): Promise<Record<string, unknown>> {
+  switch (kind) {
+    case 'sandbox.create':
+      return { ...(await driver.create(sandboxCommandPayloads[kind].parse(payload), signal)) };
+    case 'sandbox.certify': {
+      const { sandboxId, hostCertificate } = sandboxCommandPayloads[kind].parse(payload);
+      return { ...(await driver.certify(sandboxId, hostCertificate)) };
+    }
+    case 'sandbox.delete':
+      return { ...(await driver.delete(sandboxCommandPayloads[kind].parse(payload).sandboxId)) };
+    case 'sandbox.snapshot': {
+      const { sandboxId, snapshotId, memory } = sandboxCommandPayloads[kind].parse(payload);
+      return { ...(await driver.snapshot(sandboxId, snapshotId, memory)) };
+    }
+    case 'sandbox.snapshot-delete':
+      return { ...(await driver.deleteSnapshot(sandboxCommandPayloads[kind].parse(payload).snapshotId)) };
+    case 'volume.create': {
+      const { volumeId, sizeGiB } = sandboxCommandPayloads[kind].parse(payload);
+      return { ...(await driver.createVolume(volumeId, sizeGiB)) };
+    }
+    case 'volume.resize': {
+      const { volumeId, sizeGiB } = sandboxCommandPayloads[kind].parse(payload);
+      return { ...(await driver.resizeVolume(volumeId, sizeGiB)) };
+    }
+    case 'volume.delete':
+      return { ...(await driver.deleteVolume(sandboxCommandPayloads[kind].parse(payload).volumeId)) };
+  }
+}
+
+/** The daemon's runtimes: QEMU, and bwrap for sandboxes where it can run. Created once per `bcd run`; VMs and sandboxes outlive it. */
 export class Runtimes {
   readonly qemu: QemuDriver;
+  /** Null on a machine without bubblewrap, sshd and nsenter, or without root. */
+  readonly bwrap: BwrapDriver | null;
   private readonly exitTimer: NodeJS.Timeout;
   /** Exits told and not yet acknowledged, with when: told again after a while, and on a new session. */
   private readonly told = new Map<string, number>();
@@ -67,6 +108,10 @@ export class Runtimes {
   /** `onExit` hears of each VM that stopped unasked, until `exitAcknowledged` is called for it. */
   constructor(stateDir: string, log: (line: string) => void, onExit: (exit: VmExit) => void = () => {}) {
     this.qemu = new QemuDriver(stateDir, log);
+    this.bwrap = bwrapAvailable() ? new BwrapDriver(stateDir, this.qemu.images, log) : null;
+    this.bwrap
+      ?.adopt()
+      .catch((error: Error) => log(`bcd: finding running sandboxes failed: ${error.message}`));
     const adopted = this.qemu
       .adopt()
       .catch((error: Error) => log(`bcd: finding running VMs failed: ${error.message}`));
@@ -102,11 +147,14 @@ export class Runtimes {
     this.told.delete(instanceId);
   }
 
-  run(kind: RuntimeCommandKind, payload: unknown): RunningCommand {
+  run(kind: RuntimeCommandKind | SandboxCommandKind, payload: unknown): RunningCommand {
     const controller = new AbortController();
     let stopped: 'cancelled' | 'handed-back' | null = null;
+    const bwrap = this.bwrap;
     const done = (async (): Promise<CommandOutcome> => {
-      const check = runtimeCommandPayloads[kind].safeParse(payload);
+      const check = (
+        isSandboxCommandKind(kind) ? sandboxCommandPayloads[kind] : runtimeCommandPayloads[kind]
+      ).safeParse(payload);
       if (!check.success) {
         const issue = check.error.issues[0];
         return outcomeOf(
@@ -116,6 +164,15 @@ export class Runtimes {
         );
       }
       try {
+        if (isSandboxCommandKind(kind)) {
+          if (!bwrap)
+            return outcomeOf(
+              'failed',
+              null,
+              'this node cannot run sandboxes: it needs bubblewrap, sshd and nsenter, as root',
+            );
+          return outcomeOf('succeeded', await dispatchSandbox(bwrap, kind, payload, controller.signal), null);
+        }
         return outcomeOf('succeeded', await dispatch(this.qemu, kind, payload, controller.signal), null);
       } catch (error) {
         if (stopped === 'cancelled') return outcomeOf('cancelled', null, 'cancelled while it ran');

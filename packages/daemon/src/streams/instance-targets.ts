@@ -8,6 +8,7 @@
  * VM does not run, ends the stream with the reason instead of attaching.
  */
 import type { Duplex } from 'node:stream';
+import type { BwrapDriver } from '../runtimes/bwrap.js';
 import type { RuntimeDriver } from '../runtimes/driver.js';
 import {
   type AttachedTarget,
@@ -52,7 +53,7 @@ async function openRunning(driver: RuntimeDriver, id: string, open: () => Promis
  * Joins a duplex the runtime is opening to the stream: data both ways, flow control through the
  * duplex's own pause, and one `end` however it finishes (closed by either side, or failed).
  */
-function attachDuplex(opening: Promise<Duplex>, output: StreamOutput, what: string): AttachedTarget {
+export function attachDuplex(opening: Promise<Duplex>, output: StreamOutput, what: string): AttachedTarget {
   let duplex: Duplex | null = null;
   let pending: Buffer[] = [];
   let pendingBytes = 0;
@@ -138,5 +139,18 @@ export function registerInstanceTargets(driver: RuntimeDriver): void {
       'UNSUPPORTED',
       'bcd refuses instance exec until guests have an agent; use console --instance for a terminal',
     );
+  });
+}
+
+/** Registers `sandbox-ssh`: a connection to a sandbox's SSH server, over the bwrap driver. */
+export function registerSandboxTargets(driver: BwrapDriver): void {
+  registerStreamTarget('sandbox-ssh', (request, output) => {
+    const id = typeof request.sandboxId === 'string' ? request.sandboxId : '';
+    if (!/^sbx_[A-Za-z0-9]{1,64}$/.test(id))
+      throw new StreamRefusal('INVALID_ARGUMENT', 'a sandbox-ssh stream names its sandbox (sandboxId)');
+    const opening = driver.dialSsh(id).catch((error: Error) => {
+      throw Object.assign(new Error(error.message), { code: 'NOT_FOUND' });
+    });
+    return attachDuplex(opening, output, `the SSH server of ${id}`);
   });
 }

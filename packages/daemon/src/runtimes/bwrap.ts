@@ -1,0 +1,578 @@
+/**
+ * The bwrap runtime: sandboxes as bubblewrap namespaces over an overlay root. The image's root file
+ * system (its disk, made raw once and mounted read-only by loop) is the overlay's lower layer, shared
+ * by every sandbox of the image; each sandbox has its own upper layer, so its writes stay its own and
+ * a disk snapshot is a copy of that layer. Each sandbox lives under `<state-dir>/sandboxes/<id>`:
+ * the overlay's directories, `run.json` (its init's pid), and `ssh/` (its host key and certificate
+ * and the sshd configuration the daemon writes), which the sandbox cannot see.
+ *
+ * The way in treats the sandbox as untrusted: for each connection the daemon runs the host's sshd in
+ * inetd mode (`sshd -i`) with that configuration, so nothing of the sandbox's file system is read
+ * by a privileged program; only after a user certificate for the sandbox id is accepted does its
+ * forced command enter the sandbox's namespaces (`nsenter`) as the sandbox's root, which is root of
+ * its own user namespace only. Sandboxes outlive the daemon: a restarted daemon finds them by pid.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Duplex } from 'node:stream';
+import type {
+  RuntimeImage,
+  SandboxCommandPayload,
+  SandboxCommandResults,
+} from '@better-compute/core/runtime-commands';
+import { ImageCache, RuntimeError } from './image-cache.js';
+
+const SANDBOX_ID = /^sbx_[A-Za-z0-9]{1,64}$/;
+const SNAPSHOT_ID = /^snap_[A-Za-z0-9]{1,64}$/;
+const VOLUME_ID = /^vol_[A-Za-z0-9]{1,64}$/;
+const GiB = 1024 ** 3;
+const SSHD = '/usr/sbin/sshd';
+
+interface RunInfo {
+  /** The pid of bwrap's child: the sandbox's pid 1, whose namespaces `nsenter` joins. */
+  pid: number;
+  /** slirp4netns, giving an `egress` sandbox its outbound network. */
+  netPid: number | null;
+  hostPublicKey: string;
+  readyMs: number;
+  identityRebound: boolean;
+  /** The volumes it mounts: a volume in use is grown only where the node allows it online. */
+  volumes: string[];
+}
+
+function run(command: string, args: string[], what: string): string {
+  const result = spawnSync(command, args, { encoding: 'utf8' });
+  if (result.error) throw new RuntimeError(`${what}: ${command} could not run: ${result.error.message}`);
+  if (result.status !== 0)
+    throw new RuntimeError(
+      `${what}: ${command} failed: ${(result.stderr || result.stdout).trim().slice(-500)}`,
+    );
+  return result.stdout;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Mount points now, from the kernel's table (octal escapes decoded). */
+function mountPoints(): Set<string> {
+  const points = new Set<string>();
+  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+    const field = line.split(' ')[4];
+    if (field)
+      points.add(
+        field.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8))),
+      );
+  }
+  return points;
+}
+
+/** Whether this machine has what the runtime needs: bubblewrap, sshd, nsenter, and root. */
+export function bwrapAvailable(): boolean {
+  if (process.getuid?.() !== 0) return false;
+  return (
+    ['bwrap', 'nsenter', 'ssh-keygen'].every(
+      (tool) => spawnSync('sh', ['-c', `command -v ${tool}`], { stdio: 'ignore' }).status === 0,
+    ) && existsSync(SSHD)
+  );
+}
+
+export class BwrapDriver {
+  private readonly sandboxesDir: string;
+  private readonly rootsDir: string;
+  private readonly snapshotsDir: string;
+  private readonly volumesDir: string;
+
+  constructor(
+    stateDir: string,
+    readonly images: ImageCache,
+    private readonly log: (line: string) => void = () => {},
+  ) {
+    this.sandboxesDir = join(stateDir, 'sandboxes');
+    this.rootsDir = join(stateDir, 'image-roots');
+    this.snapshotsDir = join(stateDir, 'snapshots');
+    this.volumesDir = join(stateDir, 'volumes');
+  }
+
+  private dirOf(sandboxId: string): string {
+    if (!SANDBOX_ID.test(sandboxId)) throw new RuntimeError(`${sandboxId.slice(0, 80)} is not a sandbox id`);
+    return join(this.sandboxesDir, sandboxId);
+  }
+
+  private async runInfo(sandboxId: string): Promise<RunInfo | null> {
+    try {
+      const info = JSON.parse(await readFile(join(this.dirOf(sandboxId), 'run.json'), 'utf8')) as RunInfo;
+      return alive(info.pid) ? info : null;
+    } catch {
+      return null;
+    }
+  }
+
+  /** The image's root, mounted read-only once per node: the lower layer of its sandboxes. */
+  private async lowerOf(image: RuntimeImage, signal?: AbortSignal): Promise<string> {
+    await this.images.fetchImage(image, signal);
+    const dir = join(this.rootsDir, image.disk.sha256);
+    const mnt = join(dir, 'root');
+    if (mountPoints().has(mnt)) return mnt;
+    await mkdir(mnt, { recursive: true, mode: 0o700 });
+    let raw = this.images.pathOf(image.disk.sha256);
+    if (image.diskFormat === 'qcow2') {
+      raw = join(dir, 'disk.raw');
+      if (!existsSync(raw)) {
+        run(
+          'qemu-img',
+          ['convert', '-O', 'raw', this.images.pathOf(image.disk.sha256), `${raw}.partial`],
+          'making the image raw',
+        );
+        run('mv', ['-f', `${raw}.partial`, raw], 'making the image raw');
+      }
+    }
+    run('mount', ['-o', 'loop,ro,noload', raw, mnt], `mounting image ${image.imageId}`);
+    return mnt;
+  }
+
+  async create(
+    spec: SandboxCommandPayload<'sandbox.create'>,
+    signal?: AbortSignal,
+  ): Promise<SandboxCommandResults['sandbox.create']> {
+    const started = performance.now();
+    const dir = this.dirOf(spec.sandboxId);
+    const existing = await this.runInfo(spec.sandboxId);
+    if (existing)
+      return {
+        sandboxId: spec.sandboxId,
+        hostPublicKey: existing.hostPublicKey,
+        readyMs: existing.readyMs,
+        identityRebound: existing.identityRebound,
+      };
+    if (spec.runtime !== 'bwrap')
+      throw new RuntimeError(
+        `this node runs sandboxes on bwrap only, and ${spec.sandboxId} asks for ${spec.runtime}`,
+      );
+    if (spec.fromSnapshot?.memory)
+      throw new RuntimeError('a bwrap sandbox has no memory to restore: restore a disk snapshot');
+    const lower = await this.lowerOf(spec.image, signal);
+    // A create that failed half way starts again from nothing.
+    await this.remove(spec.sandboxId);
+    const upper = join(dir, 'upper');
+    const work = join(dir, 'work');
+    const root = join(dir, 'root');
+    const ssh = join(dir, 'ssh');
+    for (const path of [upper, work, root]) await mkdir(path, { recursive: true, mode: 0o700 });
+    await mkdir(ssh, { recursive: true, mode: 0o700 });
+    if (spec.fromSnapshot) {
+      const archive = this.snapshotPath(spec.fromSnapshot.snapshotId);
+      if (!existsSync(archive))
+        throw new RuntimeError(`snapshot ${spec.fromSnapshot.snapshotId} is not on this node`);
+      run('tar', ['-xpf', archive, '-C', upper], 'restoring the snapshot');
+    }
+    run(
+      'mount',
+      ['-t', 'overlay', 'overlay', '-o', `lowerdir=${lower},upperdir=${upper},workdir=${work}`, root],
+      'mounting the sandbox root',
+    );
+    const args = [
+      '--unshare-all',
+      '--uid', '0', '--gid', '0',
+      '--hostname', spec.sandboxId.replace(/_/g, '-').slice(0, 63),
+      '--bind', root, '/',
+      '--proc', '/proc',
+      '--dev', '/dev',
+      '--tmpfs', '/tmp',
+      '--tmpfs', '/run',
+      '--new-session',
+    ]; // prettier-ignore
+    for (const volume of spec.volumes) {
+      const mnt = await this.volumeMount(volume.volumeId);
+      args.push(volume.readOnly ? '--ro-bind' : '--bind', mnt, volume.path);
+    }
+    args.push('--info-fd', '3', '--', '/bin/sh', '-c', 'exec sleep infinity');
+    const pid = await new Promise<number>((resolve, reject) => {
+      const child = spawn('bwrap', args, { detached: true, stdio: ['ignore', 'ignore', 'pipe', 'pipe'] });
+      let info = '';
+      let errors = '';
+      child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (errors += chunk));
+      const infoStream = child.stdio[3] as NodeJS.ReadableStream;
+      infoStream.setEncoding('utf8');
+      infoStream.on('data', (chunk: string) => {
+        info += chunk;
+        const match = /"child-pid":\s*(\d+)/.exec(info);
+        if (match) {
+          child.unref();
+          resolve(Number(match[1]));
+        }
+      });
+      child.once('error', (error) => reject(new RuntimeError(`bwrap could not start: ${error.message}`)));
+      child.once('exit', (code) =>
+        reject(
+          new RuntimeError(
+            `bwrap exited with ${code} before the sandbox started: ${errors.trim().slice(-400)}`,
+          ),
+        ),
+      );
+    });
+    this.limit(spec.sandboxId, pid, spec.shape.vcpus, spec.shape.memoryMiB);
+    // Its own network namespace always: loopback only for `none` and `private`; for `egress`, a
+    // user-mode network (slirp4netns) whose outbound traffic leaves as the node's, with the node's
+    // own loopback out of reach.
+    const netPid = spec.network === 'egress' ? await this.startEgress(spec.sandboxId, pid) : null;
+    if (spec.userData) {
+      const result = spawnSync(
+        'nsenter',
+        [
+          '-t',
+          String(pid),
+          '--all',
+          '--preserve-credentials',
+          '--wd=/',
+          '--',
+          '/bin/sh',
+          '-c',
+          spec.userData,
+        ],
+        { encoding: 'utf8', timeout: spec.readyTimeoutMs },
+      );
+      if (result.status !== 0) {
+        await this.remove(spec.sandboxId);
+        throw new RuntimeError(
+          `the sandbox's user data exited with ${result.status ?? 'a signal'}: ${(result.stderr || '').trim().slice(-400)}`,
+        );
+      }
+    }
+    run(
+      'ssh-keygen',
+      ['-q', '-t', 'ed25519', '-N', '', '-C', spec.sandboxId, '-f', join(ssh, 'host_key')],
+      'making the host key',
+    );
+    const hostPublicKey = (await readFile(join(ssh, 'host_key.pub'), 'utf8')).trim();
+    await this.writeSshConfig(spec.sandboxId, spec.userCaPublicKey);
+    const info: RunInfo = {
+      pid,
+      netPid,
+      hostPublicKey,
+      readyMs: Math.round(performance.now() - started),
+      identityRebound: true,
+      volumes: spec.volumes.map((volume) => volume.volumeId),
+    };
+    await writeFile(join(dir, 'run.json'), JSON.stringify(info), { mode: 0o600 });
+    this.log(`bcd: sandbox ${spec.sandboxId} ready in ${info.readyMs} ms (pid ${pid})`);
+    return { sandboxId: spec.sandboxId, hostPublicKey, readyMs: info.readyMs, identityRebound: true };
+  }
+
+  private async startEgress(sandboxId: string, pid: number): Promise<number> {
+    if (spawnSync('sh', ['-c', 'command -v slirp4netns'], { stdio: 'ignore' }).status !== 0) {
+      await this.remove(sandboxId);
+      throw new RuntimeError('network egress needs slirp4netns on the node (apt-get install slirp4netns)');
+    }
+    return new Promise<number>((resolve, reject) => {
+      const child = spawn(
+        'slirp4netns',
+        ['--configure', '--mtu=65520', '--disable-host-loopback', '--ready-fd', '3', String(pid), 'tap0'],
+        { detached: true, stdio: ['ignore', 'ignore', 'pipe', 'pipe'] },
+      );
+      let errors = '';
+      child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (errors += chunk));
+      (child.stdio[3] as NodeJS.ReadableStream).once('data', () => {
+        child.unref();
+        resolve(child.pid!);
+      });
+      child.once('exit', (code) =>
+        reject(new RuntimeError(`slirp4netns exited with ${code}: ${errors.trim().slice(-300)}`)),
+      );
+    });
+  }
+
+  /** cgroup limits from the shape where the node's cgroups can be written; none is not an error. */
+  private limit(sandboxId: string, pid: number, vcpus: number, memoryMiB: number): void {
+    const v2 = '/sys/fs/cgroup/cgroup.controllers';
+    const writes: [string, string][] = existsSync(v2)
+      ? [
+          [`/sys/fs/cgroup/bcd-sandboxes/${sandboxId}/cpu.max`, `${vcpus * 100_000} 100000`],
+          [`/sys/fs/cgroup/bcd-sandboxes/${sandboxId}/memory.max`, String(memoryMiB * 1024 * 1024)],
+          [`/sys/fs/cgroup/bcd-sandboxes/${sandboxId}/cgroup.procs`, String(pid)],
+        ]
+      : [
+          [`/sys/fs/cgroup/cpu/bcd-sandboxes/${sandboxId}/cpu.cfs_period_us`, '100000'],
+          [`/sys/fs/cgroup/cpu/bcd-sandboxes/${sandboxId}/cpu.cfs_quota_us`, String(vcpus * 100_000)],
+          [`/sys/fs/cgroup/cpu/bcd-sandboxes/${sandboxId}/cgroup.procs`, String(pid)],
+          [
+            `/sys/fs/cgroup/memory/bcd-sandboxes/${sandboxId}/memory.limit_in_bytes`,
+            String(memoryMiB * 1024 * 1024),
+          ],
+          [`/sys/fs/cgroup/memory/bcd-sandboxes/${sandboxId}/cgroup.procs`, String(pid)],
+        ];
+    for (const [path, value] of writes) {
+      try {
+        mkdirSync(join(path, '..'), { recursive: true });
+        writeFileSync(path, value);
+      } catch (error) {
+        this.log(`bcd: sandbox ${sandboxId}: cgroup ${path} not set: ${(error as Error).message}`);
+        return;
+      }
+    }
+  }
+
+  private async writeSshConfig(sandboxId: string, userCaPublicKey: string): Promise<void> {
+    const ssh = join(this.dirOf(sandboxId), 'ssh');
+    await writeFile(join(ssh, 'user_ca.pub'), `${userCaPublicKey}\n`, { mode: 0o600 });
+    await writeFile(join(ssh, 'principals'), `${sandboxId}\n`, { mode: 0o600 });
+    // The forced command joins the sandbox's namespaces; the remote command runs through its shell.
+    const enter = join(ssh, 'enter');
+    await writeFile(
+      enter,
+      [
+        '#!/bin/sh',
+        `pid=$(sed -n 's/.*"pid":\\([0-9]*\\).*/\\1/p' ${JSON.stringify(join(this.dirOf(sandboxId), 'run.json'))})`,
+        '[ -n "$pid" ] || { echo "the sandbox is not running" >&2; exit 255; }',
+        'if [ -n "$SSH_ORIGINAL_COMMAND" ]; then',
+        '  exec nsenter -t "$pid" --all --preserve-credentials --wd=/root -- /bin/sh -c -- "$SSH_ORIGINAL_COMMAND"',
+        'fi',
+        'exec nsenter -t "$pid" --all --preserve-credentials --wd=/root -- /bin/sh -l',
+        '',
+      ].join('\n'),
+      { mode: 0o700 },
+    );
+    const lines = [
+      `HostKey ${join(ssh, 'host_key')}`,
+      ...(existsSync(join(ssh, 'host_key-cert.pub'))
+        ? [`HostCertificate ${join(ssh, 'host_key-cert.pub')}`]
+        : []),
+      `TrustedUserCAKeys ${join(ssh, 'user_ca.pub')}`,
+      `AuthorizedPrincipalsFile ${join(ssh, 'principals')}`,
+      'AuthorizedKeysFile none',
+      'PubkeyAuthentication yes',
+      'PasswordAuthentication no',
+      'KbdInteractiveAuthentication no',
+      'UsePAM no',
+      'PermitRootLogin prohibit-password',
+      'AllowUsers root',
+      'DisableForwarding yes',
+      'PermitTunnel no',
+      'X11Forwarding no',
+      'AllowAgentForwarding no',
+      'AllowTcpForwarding no',
+      'PermitUserEnvironment no',
+      'PermitTTY yes',
+      'PrintMotd no',
+      'PrintLastLog no',
+      'UseDNS no',
+      'LogLevel ERROR',
+      // The files it reads are the daemon's own, in its private state directory, out of the sandbox's
+      // sight; the checks of the path's parents (a state directory under /tmp) would refuse them.
+      'StrictModes no',
+      `ForceCommand ${enter}`,
+      '',
+    ];
+    await writeFile(join(ssh, 'sshd_config'), lines.join('\n'), { mode: 0o600 });
+  }
+
+  async certify(
+    sandboxId: string,
+    hostCertificate: string,
+  ): Promise<SandboxCommandResults['sandbox.certify']> {
+    const info = await this.runInfo(sandboxId);
+    if (!info) throw new RuntimeError(`sandbox ${sandboxId} is not running on this node`);
+    const ssh = join(this.dirOf(sandboxId), 'ssh');
+    const path = join(ssh, 'host_key-cert.pub');
+    await writeFile(path, `${hostCertificate.trim()}\n`, { mode: 0o600 });
+    const listing = run('ssh-keygen', ['-L', '-f', path], 'reading the host certificate');
+    if (!/Type: \S+ host certificate/.test(listing)) {
+      await rm(path, { force: true });
+      throw new RuntimeError('the certificate is not an OpenSSH host certificate');
+    }
+    const key = info.hostPublicKey.split(' ')[1];
+    const signed = run('ssh-keygen', ['-l', '-f', path], 'reading the host certificate');
+    const own = run('ssh-keygen', ['-l', '-f', join(ssh, 'host_key.pub')], 'reading the host key');
+    if (!key || signed.split(' ')[1] !== own.split(' ')[1]) {
+      await rm(path, { force: true });
+      throw new RuntimeError("the certificate is not for this sandbox's host key");
+    }
+    const userCa = (await readFile(join(ssh, 'user_ca.pub'), 'utf8')).trim();
+    await this.writeSshConfig(sandboxId, userCa);
+    const until = /Valid: from \S+ to (\S+)/.exec(listing)?.[1];
+    return { sandboxId, expiresAt: until ? new Date(`${until}Z`).toISOString() : new Date(0).toISOString() };
+  }
+
+  async delete(sandboxId: string): Promise<SandboxCommandResults['sandbox.delete']> {
+    const removed = existsSync(this.dirOf(sandboxId));
+    await this.remove(sandboxId);
+    return { sandboxId, removed };
+  }
+
+  /** Stops the sandbox's processes and removes its root and keys; volumes and snapshots stay. */
+  private async remove(sandboxId: string): Promise<void> {
+    const dir = this.dirOf(sandboxId);
+    const info = await readFile(join(dir, 'run.json'), 'utf8')
+      .then((text) => JSON.parse(text) as RunInfo)
+      .catch(() => null);
+    for (const pid of [info?.pid, info?.netPid]) {
+      if (!pid || !alive(pid)) continue;
+      // The sandbox's pid 1: its pid namespace ends with it, and every process in it.
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        /* gone already */
+      }
+    }
+    for (let i = 0; i < 100 && info?.pid && alive(info.pid); i += 1)
+      await new Promise((r) => setTimeout(r, 20));
+    const root = join(dir, 'root');
+    if (mountPoints().has(root)) run('umount', ['-l', root], 'unmounting the sandbox root');
+    for (const base of [
+      '/sys/fs/cgroup/bcd-sandboxes',
+      '/sys/fs/cgroup/cpu/bcd-sandboxes',
+      '/sys/fs/cgroup/memory/bcd-sandboxes',
+    ])
+      await rm(join(base, sandboxId), { recursive: false, force: true }).catch(() => {});
+    await rm(dir, { recursive: true, force: true });
+  }
+
+  private snapshotPath(snapshotId: string): string {
+    if (!SNAPSHOT_ID.test(snapshotId))
+      throw new RuntimeError(`${snapshotId.slice(0, 80)} is not a snapshot id`);
+    return join(this.snapshotsDir, `${snapshotId}.tar`);
+  }
+
+  async snapshot(
+    sandboxId: string,
+    snapshotId: string,
+    memory: boolean,
+  ): Promise<SandboxCommandResults['sandbox.snapshot']> {
+    if (memory) throw new RuntimeError('a bwrap sandbox has no memory to snapshot: take a disk snapshot');
+    const path = this.snapshotPath(snapshotId);
+    if (!existsSync(path)) {
+      const upper = join(this.dirOf(sandboxId), 'upper');
+      if (!existsSync(upper)) throw new RuntimeError(`sandbox ${sandboxId} is not on this node`);
+      await mkdir(this.snapshotsDir, { recursive: true, mode: 0o700 });
+      run('tar', ['--numeric-owner', '-cpf', `${path}.partial`, '-C', upper, '.'], 'taking the snapshot');
+      run('mv', ['-f', `${path}.partial`, path], 'taking the snapshot');
+    }
+    return { sandboxId, snapshotId, sizeBytes: (await stat(path)).size, memory: false };
+  }
+
+  async deleteSnapshot(snapshotId: string): Promise<SandboxCommandResults['sandbox.snapshot-delete']> {
+    const path = this.snapshotPath(snapshotId);
+    const removed = existsSync(path);
+    await rm(path, { force: true });
+    return { snapshotId, removed };
+  }
+
+  private volumeDir(volumeId: string): string {
+    if (!VOLUME_ID.test(volumeId)) throw new RuntimeError(`${volumeId.slice(0, 80)} is not a volume id`);
+    return join(this.volumesDir, volumeId);
+  }
+
+  /** The volume's file system, mounted (again after a restart) where sandboxes bind it from. */
+  private async volumeMount(volumeId: string): Promise<string> {
+    const dir = this.volumeDir(volumeId);
+    const mnt = join(dir, 'mnt');
+    if (mountPoints().has(mnt)) return mnt;
+    if (!existsSync(join(dir, 'disk.img'))) throw new RuntimeError(`volume ${volumeId} is not on this node`);
+    await mkdir(mnt, { recursive: true, mode: 0o700 });
+    run('mount', ['-o', 'loop', join(dir, 'disk.img'), mnt], `mounting volume ${volumeId}`);
+    return mnt;
+  }
+
+  async createVolume(volumeId: string, sizeGiB: number): Promise<SandboxCommandResults['volume.create']> {
+    const dir = this.volumeDir(volumeId);
+    const disk = join(dir, 'disk.img');
+    if (!existsSync(disk)) {
+      await mkdir(dir, { recursive: true, mode: 0o700 });
+      run('truncate', ['-s', `${sizeGiB}G`, `${disk}.partial`], 'making the volume');
+      run(
+        'mkfs.ext4',
+        ['-q', '-F', '-m', '0', '-E', 'root_owner=0:0', `${disk}.partial`],
+        'making the volume',
+      );
+      run('mv', ['-f', `${disk}.partial`, disk], 'making the volume');
+    }
+    await this.volumeMount(volumeId);
+    return { volumeId, sizeBytes: (await stat(disk)).size };
+  }
+
+  async resizeVolume(volumeId: string, sizeGiB: number): Promise<SandboxCommandResults['volume.resize']> {
+    const dir = this.volumeDir(volumeId);
+    const disk = join(dir, 'disk.img');
+    const current = (await stat(disk).catch(() => null))?.size;
+    if (current === undefined) throw new RuntimeError(`volume ${volumeId} is not on this node`);
+    if (sizeGiB * GiB < current)
+      throw new RuntimeError(`volume ${volumeId} is ${current / GiB} GiB and never shrinks`);
+    if (sizeGiB * GiB > current) {
+      const mnt = await this.volumeMount(volumeId);
+      run('truncate', ['-s', `${sizeGiB}G`, disk], 'growing the volume');
+      // The loop device learns the file's new size, then the file system grows into it: online
+      // where the kernel allows it, else unmounted, which needs no sandbox to be using it.
+      const device = run('findmnt', ['-n', '-o', 'SOURCE', mnt], 'growing the volume').trim();
+      run('losetup', ['-c', device], 'growing the volume');
+      const online = spawnSync('resize2fs', [device], { encoding: 'utf8' });
+      if (online.status !== 0) {
+        const users = await this.volumeUsers(volumeId);
+        if (users.length > 0)
+          throw new RuntimeError(
+            `volume ${volumeId} is in use by ${users.join(', ')}, and this node cannot grow a mounted file system; delete those sandboxes first`,
+          );
+        run('umount', [mnt], 'growing the volume');
+        run('e2fsck', ['-f', '-y', disk], 'checking the volume');
+        run('resize2fs', [disk], 'growing the volume');
+        await this.volumeMount(volumeId);
+      }
+    }
+    return { volumeId, sizeBytes: (await stat(disk)).size };
+  }
+
+  /** Running sandboxes that mount the volume. */
+  private async volumeUsers(volumeId: string): Promise<string[]> {
+    const users: string[] = [];
+    for (const id of await readdir(this.sandboxesDir).catch(() => [] as string[])) {
+      if (!SANDBOX_ID.test(id)) continue;
+      if ((await this.runInfo(id))?.volumes?.includes(volumeId)) users.push(id);
+    }
+    return users;
+  }
+
+  async deleteVolume(volumeId: string): Promise<SandboxCommandResults['volume.delete']> {
+    const dir = this.volumeDir(volumeId);
+    const removed = existsSync(dir);
+    const mnt = join(dir, 'mnt');
+    if (mountPoints().has(mnt)) run('umount', ['-l', mnt], 'unmounting the volume');
+    await rm(dir, { recursive: true, force: true });
+    return { volumeId, removed };
+  }
+
+  /**
+   * A connection to the sandbox's SSH server: the host's sshd in inetd mode with the sandbox's own
+   * configuration, its standard input and output the connection's bytes.
+   */
+  async dialSsh(sandboxId: string): Promise<Duplex> {
+    const info = await this.runInfo(sandboxId);
+    if (!info) throw new RuntimeError(`sandbox ${sandboxId} is not running on this node`);
+    const config = join(this.dirOf(sandboxId), 'ssh', 'sshd_config');
+    const child = spawn(SSHD, ['-i', '-f', config], { stdio: ['pipe', 'pipe', 'pipe'] });
+    child.stderr.resume();
+    const duplex = Duplex.from({ readable: child.stdout, writable: child.stdin });
+    duplex.on('close', () => child.kill('SIGTERM'));
+    child.once('exit', () => duplex.destroy());
+    return duplex;
+  }
+
+  /** Sandboxes that run on from before the daemon started, and the volumes to mount again. */
+  async adopt(): Promise<string[]> {
+    const running: string[] = [];
+    for (const id of await readdir(this.sandboxesDir).catch(() => [] as string[])) {
+      if (!SANDBOX_ID.test(id)) continue;
+      if (await this.runInfo(id)) running.push(id);
+      else await this.remove(id).catch(() => {});
+    }
+    for (const id of await readdir(this.volumesDir).catch(() => [] as string[]))
+      if (VOLUME_ID.test(id))
+        await this.volumeMount(id).catch((error: Error) => this.log(`bcd: ${error.message}`));
+    return running;
+  }
+}

@@ -1,0 +1,228 @@
+/**
+ * The bwrap runtime on this machine, with real parts: bubblewrap over an overlay of the project's
+ * guest image, the host's sshd in inetd mode as the way in, and the real OpenSSH client, which
+ * reaches it through the driver's `dialSsh` exactly as a `sandbox-ssh` stream does (bridged here to
+ * a loopback port, as `sandbox exec` bridges its tunnel). A certificate for one sandbox opens that
+ * sandbox only; the remote command runs in the sandbox, never on the host; a volume's data outlives
+ * its sandbox; a disk snapshot restores its files; delete leaves no mount and no process.
+ */
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RuntimeImage, SandboxCommandPayload } from '@better-compute/core/runtime-commands';
+import { ensureGuestImage, type GuestImage } from '../../better-compute/test/guest-support.js';
+import { BwrapDriver, bwrapAvailable, ImageCache } from '../src/runtimes/index.js';
+
+const scratch = mkdtempSync(join(tmpdir(), 'bcd-bwrap-'));
+const stateDir = join(scratch, 'state');
+let guest: GuestImage;
+let image: RuntimeImage;
+let driver: BwrapDriver;
+const servers: Server[] = [];
+const created: string[] = [];
+
+/** A CA, and a user key certified by it for `principal`, made with ssh-keygen as an operator would. */
+function userCa() {
+  const ca = join(scratch, 'user_ca');
+  if (!existsSync(ca)) execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', ca]);
+  return readFileSync(`${ca}.pub`, 'utf8').trim();
+}
+function userKey(name: string, principal: string): string {
+  const key = join(scratch, name);
+  execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', key]);
+  execFileSync('ssh-keygen', ['-q', '-s', join(scratch, 'user_ca'), '-I', name, '-n', principal, '-V', '+5m', `${key}.pub`]);
+  return key;
+} // prettier-ignore
+function hostCa(): string {
+  const ca = join(scratch, 'host_ca');
+  if (!existsSync(ca)) execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', ca]);
+  return ca;
+}
+
+function createSpec(sandboxId: string, extra: Partial<SandboxCommandPayload<'sandbox.create'>> = {}) {
+  return {
+    sandboxId,
+    runtime: 'bwrap' as const,
+    image,
+    shape: { vcpus: 1, memoryMiB: 512, diskGiB: 2, gpus: [] },
+    network: 'none' as const,
+    volumes: [],
+    userData: null,
+    userCaPublicKey: userCa(),
+    fromSnapshot: null,
+    readyTimeoutMs: 30_000,
+    ...extra,
+  };
+}
+
+async function create(sandboxId: string, extra: Partial<SandboxCommandPayload<'sandbox.create'>> = {}) {
+  created.push(sandboxId);
+  const result = await driver.create(createSpec(sandboxId, extra));
+  // The control plane certifies the host key with its sandbox CA; here, a test host CA.
+  const pub = join(scratch, `${sandboxId}-host.pub`);
+  writeFileSync(pub, `${result.hostPublicKey}\n`);
+  execFileSync('ssh-keygen', [
+    '-q',
+    '-s',
+    hostCa(),
+    '-I',
+    sandboxId,
+    '-h',
+    '-n',
+    sandboxId,
+    '-V',
+    '+1h',
+    pub,
+  ]);
+  await driver.certify(sandboxId, readFileSync(join(scratch, `${sandboxId}-host-cert.pub`), 'utf8'));
+  return result;
+}
+
+/** A loopback port whose each connection is bridged to the sandbox's SSH server. */
+async function sshPort(sandboxId: string): Promise<number> {
+  const server = createServer((socket) => {
+    driver.dialSsh(sandboxId).then(
+      (duplex) => {
+        pipeline(socket, duplex, () => socket.destroy());
+        pipeline(duplex, socket, () => {});
+      },
+      () => socket.destroy(),
+    );
+  });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return (server.address() as { port: number }).port;
+}
+
+/** The real OpenSSH client with the hardening `sandbox exec` uses, pinned to the host CA. */
+async function ssh(sandboxId: string, key: string, command: string[]) {
+  const port = await sshPort(sandboxId);
+  const knownHosts = join(scratch, `${sandboxId}-known_hosts`);
+  writeFileSync(
+    knownHosts,
+    `@cert-authority ${sandboxId} ${readFileSync(`${hostCa()}.pub`, 'utf8').trim()}\n`,
+  );
+  // Asynchronously: the bridge that serves this connection runs in this process.
+  const child = spawn(
+    'ssh',
+    ['-F', 'none', '-i', key, '-o', `CertificateFile=${key}-cert.pub`, '-o', 'IdentitiesOnly=yes',
+      '-o', `UserKnownHostsFile=${knownHosts}`, '-o', `GlobalKnownHostsFile=${knownHosts}`,
+      '-o', `HostKeyAlias=${sandboxId}`, '-o', 'StrictHostKeyChecking=yes', '-o', 'BatchMode=yes',
+      '-a', '-x', '-o', 'ClearAllForwardings=yes', '-o', 'ProxyCommand=none',
+      '-p', String(port), '-l', 'root', '--', '127.0.0.1', ...command],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  ); // prettier-ignore
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+  const status = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  clearTimeout(timer);
+  return { status, stdout, stderr };
+}
+
+const mounted = () => readFileSync('/proc/self/mountinfo', 'utf8');
+
+describe.skipIf(!bwrapAvailable())('the bwrap runtime', () => {
+  beforeAll(async () => {
+    guest = await ensureGuestImage();
+    const file = (name: string) => {
+      const entry = guest.manifest.files[name] as { sha256: string; size: number };
+      return { source: join(guest.dir, name), sha256: entry.sha256, sizeBytes: entry.size };
+    };
+    image = { imageId: 'img_bwraptest', diskFormat: 'qcow2', disk: file('rootfs.qcow2'), boot: null };
+    driver = new BwrapDriver(stateDir, new ImageCache(join(stateDir, 'images')));
+  }, 600_000);
+
+  afterAll(async () => {
+    for (const server of servers) server.close();
+    for (const id of created) await driver?.delete(id).catch(() => {});
+    await driver?.deleteVolume('vol_bwraptest').catch(() => {});
+    // The image's root stays mounted for the node's next sandbox; a test's state goes with it.
+    const root = join(stateDir, 'image-roots');
+    for (const line of mounted().split('\n'))
+      if (line.includes(root)) spawnSync('umount', ['-l', line.split(' ')[4]!]);
+    rmSync(scratch, { recursive: true, force: true });
+  });
+
+  it('starts a sandbox in a fraction of a second; ssh with a certificate for it runs a command inside and brings its status back', async () => {
+    const result = await create('sbx_bwrapone');
+    expect(result.hostPublicKey).toMatch(/^ssh-ed25519 /);
+    expect(result.identityRebound).toBe(true);
+    const key = userKey('one', 'sbx_bwrapone');
+    const login = await ssh('sbx_bwrapone', key, [
+      'uname -a; hostname; id -u; echo hi >/root/from-ssh; exit 7',
+    ]);
+    expect(login.status, login.stderr).toBe(7);
+    expect(login.stdout).toContain('Linux');
+    expect(login.stdout).toContain('sbx-bwrapone');
+    // The sandbox's root wrote into its own layer, not the image and not the host.
+    expect(
+      readFileSync(join(stateDir, 'sandboxes', 'sbx_bwrapone', 'upper', 'root', 'from-ssh'), 'utf8'),
+    ).toBe('hi\n');
+    expect(existsSync('/root/from-ssh')).toBe(false);
+  }, 120_000);
+
+  it('a certificate for another sandbox is refused, and -oProxyCommand after -- runs inside as text', async () => {
+    const other = userKey('other', 'sbx_someoneelse');
+    const refused = await ssh('sbx_bwrapone', other, ['true']);
+    expect(refused.status).toBe(255);
+    const marker = join(scratch, 'proxy-ran');
+    const key = userKey('two', 'sbx_bwrapone');
+    const login = await ssh('sbx_bwrapone', key, [`-oProxyCommand=touch ${marker}`]);
+    // The guest's shell was given the text as a command: not found there, and nothing ran here.
+    expect(login.status).toBe(127);
+    expect(login.stderr).toContain('-oProxyCommand=touch: not found');
+    expect(existsSync(marker)).toBe(false);
+  }, 60_000);
+
+  it("a volume's data outlives its sandbox; a disk snapshot brings back the sandbox's files", async () => {
+    await driver.createVolume('vol_bwraptest', 1);
+    await create('sbx_bwrapvol', {
+      volumes: [{ volumeId: 'vol_bwraptest', path: '/data', readOnly: false }],
+    });
+    const key = userKey('vol', 'sbx_bwrapvol');
+    const wrote = await ssh('sbx_bwrapvol', key, ['echo kept >/data/notes && echo mine >/root/file']);
+    expect(wrote.status, wrote.stderr).toBe(0);
+    const snapshot = await driver.snapshot('sbx_bwrapvol', 'snap_bwraptest', false);
+    expect(snapshot.sizeBytes).toBeGreaterThan(0);
+    await driver.delete('sbx_bwrapvol');
+    await create('sbx_bwraprestore', {
+      volumes: [{ volumeId: 'vol_bwraptest', path: '/data', readOnly: true }],
+      fromSnapshot: { snapshotId: 'snap_bwraptest', memory: false },
+    });
+    const restoreKey = userKey('restore', 'sbx_bwraprestore');
+    const read = await ssh('sbx_bwraprestore', restoreKey, ['cat /data/notes /root/file; touch /data/x']);
+    expect(read.stdout).toBe('kept\nmine\n');
+    expect(read.stderr).toContain('Read-only file system');
+    await driver.delete('sbx_bwraprestore');
+    const grown = await driver.resizeVolume('vol_bwraptest', 2);
+    expect(grown.sizeBytes).toBe(2 * 1024 ** 3);
+    const df = execFileSync(
+      'df',
+      ['-B1', '--output=size', join(stateDir, 'volumes', 'vol_bwraptest', 'mnt')],
+      {
+        encoding: 'utf8',
+      },
+    );
+    expect(Number(df.trim().split('\n')[1])).toBeGreaterThan(1.5 * 1024 ** 3);
+    expect(readFileSync(join(stateDir, 'volumes', 'vol_bwraptest', 'mnt', 'notes'), 'utf8')).toBe('kept\n');
+    await expect(driver.resizeVolume('vol_bwraptest', 1)).rejects.toThrow(/never shrinks/);
+  }, 120_000);
+
+  it('delete leaves no mount and no process, and a second delete finds nothing', async () => {
+    await create('sbx_bwrapgone');
+    const pid = JSON.parse(
+      readFileSync(join(stateDir, 'sandboxes', 'sbx_bwrapgone', 'run.json'), 'utf8'),
+    ).pid;
+    expect((await driver.delete('sbx_bwrapgone')).removed).toBe(true);
+    expect(mounted()).not.toContain('sbx_bwrapgone');
+    expect(existsSync(`/proc/${pid}`)).toBe(false);
+    expect((await driver.delete('sbx_bwrapgone')).removed).toBe(false);
+  }, 60_000);
+});
