@@ -9,7 +9,7 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
-import { tmpdir } from 'node:os';
+import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -214,6 +214,25 @@ describe.skipIf(!bwrapAvailable())('the bwrap runtime', () => {
     expect(readFileSync(join(stateDir, 'volumes', 'vol_bwraptest', 'mnt', 'notes'), 'utf8')).toBe('kept\n');
     await expect(driver.resizeVolume('vol_bwraptest', 1)).rejects.toThrow(/never shrinks/);
   }, 120_000);
+
+  it('egress reaches the node’s network through its own namespace; none reaches nothing', async () => {
+    // A server on this machine's own address (not loopback, which an egress sandbox never reaches).
+    const address = Object.values(networkInterfaces())
+      .flat()
+      .find((nic) => nic && nic.family === 'IPv4' && !nic.internal)?.address;
+    if (!address) return;
+    const server = createServer((socket) => socket.end('pong\n'));
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '0.0.0.0', resolve));
+    const port = (server.address() as { port: number }).port;
+    const probe = `(exec 3<>/dev/tcp/${address}/${port} && cat <&3) || echo unreachable`;
+    for (const network of ['egress', 'none'] as const) {
+      const id = `sbx_bwrapnet${network}`;
+      await create(id, { network });
+      const login = await ssh(id, userKey(`net-${network}`, id), [`bash -c '${probe}'`]);
+      expect(login.stdout.trim(), login.stderr).toBe(network === 'egress' ? 'pong' : 'unreachable');
+    }
+  }, 60_000);
 
   it('delete leaves no mount and no process, and a second delete finds nothing', async () => {
     await create('sbx_bwrapgone');
