@@ -228,12 +228,11 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
           return { replayed: false as const, data: output };
         }),
       );
-      return dataAnswer(
-        result.data,
-        requestId,
-        200,
-        result.replayed ? { 'idempotent-replayed': 'true' } : {},
-      );
+      const data =
+        bound.settle && !result.replayed
+          ? method.output.parse(await bound.settle(result.data, { db, input, tenantId, now: options.now }))
+          : result.data;
+      return dataAnswer(data, requestId, 200, result.replayed ? { 'idempotent-replayed': 'true' } : {});
     } catch (error) {
       if (audit) {
         const code = toComputeError(error).code;

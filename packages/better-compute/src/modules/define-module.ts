@@ -67,6 +67,15 @@ export interface MethodBinding {
   method: AnyMethod;
   handler: MethodHandler;
   owner?: OwnerLoader;
+  /**
+   * For a mutation whose answer waits on work that starts only once it committed (a sandbox's
+   * create waits for the node, up to its waitSeconds): runs after the commit with the database and
+   * answers the final output, checked against the method's schema again.
+   */
+  settle?: (
+    output: unknown,
+    context: { db: Kysely<ComputeTables>; input: unknown; tenantId: string; now: () => Date },
+  ) => Promise<unknown>;
 }
 
 /** A binding as the handler routes it. */

@@ -123,8 +123,9 @@ export function attachTunnels(server: Server, options: TunnelRouteOptions): Tunn
   /** Whether the identity may still hold the tunnel: its tenant and the action on the target. */
   async function decide(identity: Identity, claims: TicketClaims): Promise<void> {
     await gate.checkTenant(identity, claims.tenantId);
-    const resource =
-      claims.instanceId === null
+    const resource = claims.sandboxId
+      ? { type: 'compute-sandbox', id: claims.sandboxId, tenantId: claims.tenantId }
+      : claims.instanceId === null
         ? { type: 'compute-node', id: claims.nodeId, tenantId: claims.tenantId }
         : { type: 'compute-instance', id: claims.instanceId, tenantId: claims.tenantId };
     const [decision] = await compute.iam.authorize(identity, [{ action: claims.action, resource }]);
@@ -177,6 +178,8 @@ export function attachTunnels(server: Server, options: TunnelRouteOptions): Tunn
         };
       case 'instance-port':
         return { kind, instanceId: claims.instanceId!, port: claims.port! };
+      case 'sandbox-ssh':
+        return { kind, sandboxId: claims.sandboxId! };
     }
   }
 

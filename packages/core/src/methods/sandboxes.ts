@@ -382,7 +382,8 @@ export const sandboxesGroup = defineGroup(
         .object({
           tenantId,
           sandboxId: idOf('sandbox'),
-          memory: z.boolean().default(true),
+          /** Default: what the runtime can (qemu: memory too; bwrap: disk only). */
+          memory: z.boolean().optional(),
           keep: z.boolean().default(false),
           idempotencyKey: idempotencyKey.optional(),
         })
