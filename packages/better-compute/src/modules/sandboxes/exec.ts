@@ -69,10 +69,16 @@ export function execSandbox(deps: SandboxDeps) {
       validAfter: new Date(now.getTime() - 60_000),
       validBefore,
     });
+    const pool = await sandboxDb(ctx.db)
+      .selectFrom('compute.pools')
+      .select('driver')
+      .where('id', '=', row.pool_id)
+      .executeTakeFirst();
     const ticket = await openSandboxTunnel(deps.keys, ctx, {
       sandboxId: row.id,
       nodeId: row.node_id,
       action: 'compute:sandboxes:exec',
+      simulated: pool?.driver === 'sim',
     });
     return {
       sandboxId: row.id,
