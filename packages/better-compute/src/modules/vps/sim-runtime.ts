@@ -5,6 +5,9 @@
  *
  *   sim.better-compute.dev/fail=KIND       every KIND command on the node fails (instance.start, …)
  *   sim.better-compute.dev/delay-ms=N      every command takes N ms instead of its kind's usual time
+ *   sim.better-compute.dev/keep-identity=true  a memory restore keeps its source's SSH identity
+ *                                          (`identityRebound: false`), as a guest whose agent never
+ *                                          answered the rebind would
  */
 import { generateKeyPairSync } from 'node:crypto';
 import {
@@ -25,6 +28,7 @@ import { vpsDb } from './tables.js';
 export const SIM_RUNTIME_JOB = 'vps.sim-runtime';
 export const SIM_FAIL_LABEL = 'sim.better-compute.dev/fail';
 export const SIM_DELAY_LABEL = 'sim.better-compute.dev/delay-ms';
+export const SIM_KEEP_IDENTITY_LABEL = 'sim.better-compute.dev/keep-identity';
 
 type SimKind = RuntimeCommandKind | SandboxCommandKind;
 const isSimKind = (kind: string): kind is SimKind => isRuntimeCommandKind(kind) || isSandboxCommandKind(kind);
@@ -92,6 +96,7 @@ interface SimPayload {
   memory?: boolean;
   sizeGiB?: number;
   hostCertificate?: string;
+  fromSnapshot?: { memory?: boolean } | null;
 }
 
 /** The expiry of an OpenSSH certificate line, as the node reads it when it installs one. */
@@ -102,7 +107,11 @@ async function certificateExpiry(line: string | undefined): Promise<string> {
 }
 
 /** A sandbox kind's result: a fresh Ed25519 host key per sandbox, so its certificate is a real one. */
-async function sandboxResultOf(kind: SandboxCommandKind, payload: SimPayload) {
+async function sandboxResultOf(
+  kind: SandboxCommandKind,
+  payload: SimPayload,
+  labels: Record<string, string>,
+) {
   switch (kind) {
     case 'sandbox.create': {
       const { publicKey } = generateKeyPairSync('ed25519');
@@ -110,7 +119,9 @@ async function sandboxResultOf(kind: SandboxCommandKind, payload: SimPayload) {
         sandboxId: String(payload.sandboxId),
         hostPublicKey: await sshPublicKeyLine(publicKey, `${String(payload.sandboxId)}-host`),
         readyMs: SIM_DELAYS_MS[kind],
-        identityRebound: true,
+        identityRebound: !(
+          payload.fromSnapshot?.memory === true && labels[SIM_KEEP_IDENTITY_LABEL] === 'true'
+        ),
       };
     }
     case 'sandbox.certify':
@@ -203,7 +214,7 @@ export async function simRuntimeJob(context: JobContext): Promise<void> {
       result: failing
         ? null
         : isSandboxCommandKind(command.kind)
-          ? await sandboxResultOf(command.kind, payload)
+          ? await sandboxResultOf(command.kind, payload, node.labels)
           : resultOf(command.kind, payload, cached, simulatedAddress(String(payload.instanceId ?? ''))),
       error: failing ? `simulated failure of ${command.kind} (node label ${SIM_FAIL_LABEL})` : null,
     });
