@@ -209,4 +209,41 @@ describe('sandboxes in process', () => {
     expect(restore).toMatchObject({ code: 'INVALID_CONFIG', details: { reason: 'no-snapshot-store' } });
     await d.api('sandboxes.delete', { sandboxId: sourceId });
   });
+
+  it('a tenant’s sandbox quota on a pool, set by the pool’s owner, refuses one sandbox too many', async () => {
+    expect(
+      (
+        await d.fails('sandboxes.setQuota', {
+          poolId,
+          subjectTenantId: 'acme',
+          resource: 'sandboxes',
+          limit: 1,
+        })
+      ).code,
+    ).toBe('ACCESS_DENIED');
+    await d.api(
+      'sandboxes.setQuota',
+      { poolId, subjectTenantId: 'acme', resource: 'sandboxes', limit: 1 },
+      OPS,
+    );
+    await until(
+      'earlier sandboxes are gone',
+      () => d.api('sandboxes.quotas', { poolId }),
+      (q) => q.items[0].used === 0,
+    );
+    const first = await d.api('sandboxes.create', { templateId, waitSeconds: 0 });
+    const refused = await d.fails('sandboxes.create', { templateId, waitSeconds: 0 });
+    expect(refused).toMatchObject({
+      code: 'QUOTA_EXCEEDED',
+      details: { resource: 'sandboxes', limit: 1, used: 1 },
+    });
+    const quotas = await d.api('sandboxes.quotas', { poolId });
+    expect(quotas.items[0]).toMatchObject({ tenantId: 'acme', resource: 'sandboxes', limit: 1, used: 1 });
+    await d.api(
+      'sandboxes.setQuota',
+      { poolId, subjectTenantId: 'acme', resource: 'sandboxes', limit: null },
+      OPS,
+    );
+    await d.api('sandboxes.delete', { sandboxId: first.id });
+  });
 });

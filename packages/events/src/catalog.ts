@@ -433,6 +433,15 @@ export const eventTypes = {
     data: instanceChange,
     summary: 'A step on an instance’s node failed; the reason says which',
   },
+  'sandbox-quota.set': {
+    subject: 'pool',
+    data: z.object({
+      tenantId: z.string(),
+      resource: z.enum(['sandboxes', 'vcpus', 'memoryMiB']),
+      limit: z.number().int().nullable(),
+    }),
+    summary: 'A tenant’s sandbox quota on a pool was set or cleared',
+  },
   'sandbox-template.created': {
     subject: 'sandboxTemplate',
     data: sandboxTemplateChange,

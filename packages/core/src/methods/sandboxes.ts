@@ -166,6 +166,17 @@ export const sandboxVolumeSchema = z.object({
   deletedAt: isoTime.nullable(),
 });
 
+export const sandboxQuotaResource = z.enum(['sandboxes', 'vcpus', 'memoryMiB']);
+
+/** A tenant's sandbox quota on a pool and what it holds (every sandbox not deleted, warm ones too). */
+export const sandboxQuotaSchema = z.object({
+  tenantId: z.string(),
+  poolId: z.string(),
+  resource: sandboxQuotaResource,
+  limit: z.number().int().nullable(),
+  used: z.number().int(),
+});
+
 /** What `sandboxes.exec` grants: everything the CLI needs to run ssh through one tunnel. */
 export const sandboxExecGrantSchema = z.object({
   sandboxId: z.string(),
@@ -389,6 +400,33 @@ export const sandboxesGroup = defineGroup(
         })
         .strict(),
       output: sandboxSnapshotSchema,
+    }),
+    quotas: method({
+      kind: 'query',
+      summary: 'A tenant’s sandbox quotas on a pool (sandboxes, vCPUs, memory) and what it holds',
+      access: { action: 'compute:sandboxes:read' },
+      tenantScoped: true,
+      resource: (input) => ({ type: 'compute-pool', id: input.poolId }),
+      input: z.object({ tenantId, poolId: idOf('pool'), subjectTenantId: tenantId.optional() }).strict(),
+      output: pageOf(sandboxQuotaSchema),
+    }),
+    setQuota: method({
+      kind: 'mutation',
+      summary: 'Limit what a tenant holds in sandboxes on a pool you own (null clears the limit)',
+      tenantScoped: true,
+      access: { action: 'compute:sandboxes:set-quota' },
+      resource: (input) => ({ type: 'compute-pool', id: input.poolId }),
+      namesTenants: ['subjectTenantId'],
+      input: z
+        .object({
+          tenantId,
+          poolId: idOf('pool'),
+          subjectTenantId: tenantId,
+          resource: sandboxQuotaResource,
+          limit: z.number().int().min(0).max(2_147_483_647).nullable(),
+        })
+        .strict(),
+      output: sandboxQuotaSchema,
     }),
     exec: method({
       kind: 'mutation',

@@ -12,6 +12,7 @@ import { runtimeImage } from '../vps/images.js';
 import { asFleet, vpsDb } from '../vps/tables.js';
 import type { SandboxCa } from './keys.js';
 import { placeSandbox } from './placement.js';
+import { checkSandboxQuota } from './quotas.js';
 import { commandStep, sandboxEvent, startWorkflow } from './rows.js';
 import { sandboxDb, type SandboxRow, type SnapshotRow, type TemplateRow } from './tables.js';
 
@@ -93,6 +94,8 @@ export async function launchSandbox(
     onNode = volumeNode;
   }
   const shape = { vcpus: flavor.vcpus, memoryMiB: flavor.memory_mib };
+  // Under the pool's lock, so concurrent creates of one tenant see each other.
+  await checkSandboxQuota(env.db, template.tenant_id, template.pool_id, shape);
   const nodeId = await placeSandbox(env.db, template.pool_id, template.runtime, shape, onNode);
   const id = newId('sandbox');
   await db

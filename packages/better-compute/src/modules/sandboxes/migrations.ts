@@ -110,6 +110,15 @@ create table compute.sandbox_snapshots (
 create index sandbox_snapshots_tenant on compute.sandbox_snapshots (tenant_id, id desc);
 create index sandbox_snapshots_sandbox on compute.sandbox_snapshots (sandbox_id);
 
+create table compute.sandbox_quotas (
+  tenant_id text not null,
+  pool_id text not null,
+  resource text not null check (resource in ('sandboxes', 'vcpus', 'memoryMiB')),
+  limit_value integer,
+  updated_at timestamptz not null,
+  primary key (tenant_id, pool_id, resource)
+);
+
 insert into compute.jobs (id, kind, payload, run_at) values ('job_sandboxes_controller_first', 'sandboxes.controller', '{}'::jsonb, '-infinity');
 `,
   },

@@ -28,6 +28,7 @@ import {
   settleCreate,
   snapshotSandbox,
 } from './sandboxes.js';
+import { getSandboxQuotas, setSandboxQuota } from './quotas.js';
 import { sandboxDeps, type SandboxSettings } from './settings.js';
 import { deleteSnapshot, getSnapshot, listSnapshots } from './snapshots.js';
 import { createTemplate, deleteTemplate, getTemplate, listTemplates, updateTemplate } from './templates.js';
@@ -52,6 +53,8 @@ export function createSandboxesModule(
       delete: deleteSandbox,
       snapshot: snapshotSandbox(deps),
       exec: execSandbox(deps),
+      quotas: getSandboxQuotas,
+      setQuota: setSandboxQuota,
     },
     // Members act on their own sandboxes: the owner is read before the call is decided.
     {

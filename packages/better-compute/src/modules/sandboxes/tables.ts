@@ -111,7 +111,16 @@ export interface SandboxVolumesTable {
   deleted_at: NullableTimestamp;
 }
 
+export interface SandboxQuotasTable {
+  tenant_id: string;
+  pool_id: string;
+  resource: 'sandboxes' | 'vcpus' | 'memoryMiB';
+  limit_value: number | null;
+  updated_at: Timestamp;
+}
+
 export interface SandboxTables extends VpsTables {
+  'compute.sandbox_quotas': SandboxQuotasTable;
   'compute.sandbox_templates': SandboxTemplatesTable;
   'compute.sandboxes': SandboxesTable;
   'compute.sandbox_snapshots': SandboxSnapshotsTable;
