@@ -318,7 +318,7 @@ describe('warm pools and sandboxes', () => {
     });
     const past = await refusal(['sandbox', 'extend', sandbox.id, '--by', '2h']);
     expect(past.code).toBe('INVALID_ARGUMENT');
-    const latest = new Date(Date.parse(sandbox.createdAt) + 2 * 3600_000).toISOString();
+    const latest = new Date(Date.parse(sandbox.readyAt) + 2 * 3600_000).toISOString();
     expect(past.stderr).toContain(latest);
     expect(await refusal(['sandbox', 'extend', sandbox.id])).toMatchObject({ status: 2 });
     expect(await refusal(['sandbox', 'extend', sandbox.id, '--by', '1m', '--until', latest])).toMatchObject({

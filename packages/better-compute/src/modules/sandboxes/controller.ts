@@ -1,8 +1,9 @@
 /**
  * The sandboxes controller, a job that queues its own next pass: sandboxes past their lifetime are
  * deleted (`sandbox.expired`), and each template's warm pool is kept between its minimum and
- * maximum: warm sandboxes of an older template version or image, or of a deleted template, are
- * retired, and the pool is refilled to its minimum after claims. One pass at a time under a lease;
+ * maximum: warm sandboxes of an older template version or image, of a deleted template, or whose
+ * host certificate ends within a day, are retired, and the pool is refilled to its minimum after
+ * claims. One pass at a time under a lease;
  * each template in its own transaction, so one that cannot be placed holds up no other.
  */
 import { newId } from '@better-compute/core';
@@ -75,7 +76,9 @@ export async function runSandboxController(
   const stale = await sql<{ id: string }>`
     select s.id from compute.sandboxes s join compute.sandbox_templates t on t.id = s.template_id
     where s.state = 'warm' and s.owner_id is null
-      and (t.deleted_at is not null or s.template_version <> t.version or s.image_id <> t.image_id)
+      and (t.deleted_at is not null or s.template_version <> t.version or s.image_id <> t.image_id
+        -- A warm sandbox whose host certificate ends within a day would be claimed uncertified.
+        or s.host_certificate_expires_at < ${new Date(now.getTime() + 24 * 3600_000)})
     limit 100`.execute(database);
   for (const { id } of stale.rows) {
     await inTransaction(database, now, async (env) => {

@@ -72,7 +72,8 @@ export function createSandboxesModule(
     const out = output as { id: string; tenantId: string; state: string };
     const wait = Number((context.input as { waitSeconds?: number }).waitSeconds ?? 0);
     if (out.state !== 'starting' || wait <= 0) return output;
-    return (await settleCreate(context.db, out, wait, context.now)) ?? output;
+    // The sandbox exists whatever happens here: a failed wait answers it as it was created.
+    return (await settleCreate(context.db, out, wait, context.now).catch(() => undefined)) ?? output;
   };
   return defineModule({
     name: 'sandboxes',

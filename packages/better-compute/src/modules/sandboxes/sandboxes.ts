@@ -213,9 +213,12 @@ export async function getSandbox(ctx: CallContext<{ sandboxId: string }>) {
   return { ...sandboxView(row, ctx.now()), snapshots: snapshots.map(snapshotView) };
 }
 
-/** The latest a sandbox may live until: its template's maximum from when its lifetime began. */
+/**
+ * The latest a sandbox may live until: its template's maximum from when its lifetime began, when
+ * it was claimed from the warm pool, else when it was first ready, else when it was created.
+ */
 export function latestExpiry(row: SandboxRow): Date {
-  const start = row.claimed_at ?? row.created_at;
+  const start = row.claimed_at ?? row.ready_at ?? row.created_at;
   return new Date(start.getTime() + row.max_ttl_seconds * 1000);
 }
 
