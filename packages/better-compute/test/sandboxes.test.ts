@@ -246,4 +246,37 @@ describe('sandboxes in process', () => {
     );
     await d.api('sandboxes.delete', { sandboxId: first.id });
   });
+
+  it('a template’s runtime must be one a node of the pool runs: a bcd node whose daemon never said so runs none', async () => {
+    const site = await d.api('sites.create', { name: 'bcd-site', region: 'eu-1' }, OPS);
+    const bcdPool = (await d.api('pools.create', { siteId: site.id, name: 'bcd', class: 'vps' }, OPS)).id;
+    await d.api('pools.offer', { poolId: bcdPool, offerTenantId: 'acme' }, OPS);
+    const fleet = {
+      api: (method: string, body: Record<string, unknown>, token = OPS) => d.api(method, body, token),
+    } as unknown as FleetDeployment;
+    await addNode(fleet, bcdPool, 'bcd-a', []);
+    const bcdFlavor = (
+      await d.api(
+        'flavors.create',
+        { poolId: bcdPool, name: 'small', vcpus: 1, memoryMiB: 512, diskGiB: 2 },
+        OPS,
+      )
+    ).id;
+    for (const runtime of ['bwrap', 'qemu'])
+      expect(
+        await d.fails('sandboxTemplates.create', {
+          name: `no-${runtime}`,
+          poolId: bcdPool,
+          flavorId: bcdFlavor,
+          imageId,
+          runtime,
+        }),
+      ).toMatchObject({ code: 'INVALID_ARGUMENT', details: { field: 'runtime', reason: 'runtime' } });
+    // A GPU pool takes no sandboxes at all.
+    const gpuPool = (await d.api('pools.create', { siteId: site.id, name: 'gpu', class: 'gpu' }, OPS)).id;
+    await d.api('pools.offer', { poolId: gpuPool, offerTenantId: 'acme' }, OPS);
+    expect(
+      await d.fails('sandboxTemplates.create', { name: 'gpu', poolId: gpuPool, flavorId, imageId }),
+    ).toMatchObject({ code: 'INVALID_ARGUMENT', details: { field: 'poolId' } });
+  });
 });
