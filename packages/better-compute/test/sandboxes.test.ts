@@ -10,7 +10,7 @@
 import { readFileSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Identity } from '@better-compute/core';
+import type { AuthorizationCheck, AuthorizationDecision, Identity } from '@better-compute/core';
 import { createTestDatabase, type TestDatabase } from '@better-compute/db/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { betterCompute, type ComputeInstance } from '../src/index.js';
@@ -26,8 +26,20 @@ const ACME_KEY = 't-acme-alice';
 /** The same person signed in: `s-` tokens are sessions. */
 const ACME_SESSION = 's-acme-alice';
 
-/** The test bridge, with sessions beside its API keys. */
+/** The test bridge, with sessions beside its API keys, and a person who may not attach volumes. */
 class SessionBridge extends TestBridge {
+  override async authorize(
+    identity: Identity,
+    checks: AuthorizationCheck[],
+  ): Promise<AuthorizationDecision[]> {
+    const decisions = await super.authorize(identity, checks);
+    return decisions.map((decision, i) =>
+      identity.principalId.includes('noattach') && checks[i]!.action === 'compute:sandboxes:attach'
+        ? { allowed: false, reason: 'no binding grants compute:sandboxes:attach' }
+        : decision,
+    );
+  }
+
   override async authenticate(credential: string): Promise<Identity | null> {
     const session = /^s-(.+)$/.exec(credential);
     const identity = await super.authenticate(session ? `t-${session[1]}` : credential);
@@ -278,5 +290,30 @@ describe('sandboxes in process', () => {
     expect(
       await d.fails('sandboxTemplates.create', { name: 'gpu', poolId: gpuPool, flavorId, imageId }),
     ).toMatchObject({ code: 'INVALID_ARGUMENT', details: { field: 'poolId' } });
+  });
+
+  it('naming a volume in a template is decided as compute:sandboxes:attach on the volume', async () => {
+    const volume = await d.api('sandboxVolumes.create', { poolId, name: 'notes', sizeGiB: 1 });
+    await until(
+      'the volume is ready',
+      () => d.api('sandboxVolumes.get', { volumeId: volume.id }),
+      (v) => v.state === 'ready',
+    );
+    const input = { poolId, flavorId, imageId, volumes: [{ name: 'notes', path: '/notes' }] };
+    const refused = await d.fails('sandboxTemplates.create', { name: 'mounts', ...input }, 't-acme-noattach');
+    expect(refused).toMatchObject({ code: 'ACCESS_DENIED', details: { action: 'compute:sandboxes:attach' } });
+    const template = await d.api('sandboxTemplates.create', { name: 'mounts', ...input });
+    expect(template.volumes).toEqual([
+      { volumeId: volume.id, name: 'notes', path: '/notes', readOnly: false },
+    ]);
+    expect(
+      (
+        await d.fails(
+          'sandboxTemplates.update',
+          { templateId: template.id, volumes: [{ volumeId: volume.id, path: '/n' }] },
+          't-acme-noattach',
+        )
+      ).code,
+    ).toBe('ACCESS_DENIED');
   });
 });

@@ -72,6 +72,15 @@ export interface MethodBinding {
    * create waits for the node, up to its waitSeconds): runs after the commit with the database and
    * answers the final output, checked against the method's schema again.
    */
+  /**
+   * More decisions the call needs on what its input names (the volumes a sandbox template mounts):
+   * read before the transaction, decided with the method's own action in one IAM call.
+   */
+  checks?: (
+    db: Kysely<ComputeTables>,
+    tenantId: string,
+    input: unknown,
+  ) => Promise<import('@better-compute/core').AuthorizationCheck[]>;
   settle?: (
     output: unknown,
     context: { db: Kysely<ComputeTables>; input: unknown; tenantId: string; now: () => Date },

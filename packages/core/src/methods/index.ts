@@ -94,6 +94,7 @@ export {
   sandboxSnapshotSchema,
   sandboxVolumeSchema,
   SANDBOX_EXEC_CERT_SECONDS,
+  SANDBOX_ATTACH_ACTION,
 } from './sandboxes.js';
 export { COMMAND_KINDS, COMMAND_OUTPUT_LIMIT, commandSchema, commandState } from './commands.js';
 

@@ -35,6 +35,8 @@ export const SANDBOX_EXEC_CERT_SECONDS = 300;
 
 export const SANDBOX_MANAGE_ACTION = 'compute:sandboxes:manage';
 export const SANDBOX_EXEC_ACTION = 'compute:sandboxes:exec';
+/** Naming a volume in a template is decided on the volume. */
+export const SANDBOX_ATTACH_ACTION = 'compute:sandboxes:attach';
 
 /** A secret reference, never a value: `secret://<tenant>/<sec_…>`. */
 export const secretReference = z
@@ -251,6 +253,7 @@ export const sandboxTemplatesGroup = defineGroup(
       summary:
         'Define a sandbox template on a pool: flavor, image, runtime, lifetimes, warm pool, network, volumes',
       access: { action: SANDBOX_MANAGE_ACTION },
+      alsoActions: [SANDBOX_ATTACH_ACTION],
       tenantScoped: true,
       idempotent: true,
       input: z
@@ -277,6 +280,7 @@ export const sandboxTemplatesGroup = defineGroup(
       kind: 'mutation',
       summary: 'Change a sandbox template; its warm sandboxes of the old image or settings are retired',
       access: { action: SANDBOX_MANAGE_ACTION },
+      alsoActions: [SANDBOX_ATTACH_ACTION],
       tenantScoped: true,
       resource: templateResource,
       input: z

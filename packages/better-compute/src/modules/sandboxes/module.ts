@@ -31,7 +31,14 @@ import {
 import { getSandboxQuotas, setSandboxQuota } from './quotas.js';
 import { sandboxDeps, type SandboxSettings } from './settings.js';
 import { deleteSnapshot, getSnapshot, listSnapshots } from './snapshots.js';
-import { createTemplate, deleteTemplate, getTemplate, listTemplates, updateTemplate } from './templates.js';
+import {
+  attachChecks,
+  createTemplate,
+  deleteTemplate,
+  getTemplate,
+  listTemplates,
+  updateTemplate,
+} from './templates.js';
 import { createVolume, deleteVolume, getVolume, listVolumes, resizeVolume } from './volumes.js';
 
 export function createSandboxesModule(
@@ -75,17 +82,21 @@ export function createSandboxesModule(
     // The sandbox exists whatever happens here: a failed wait answers it as it was created.
     return (await settleCreate(context.db, out, wait, context.now).catch(() => undefined)) ?? output;
   };
+  const templates = implement(sandboxTemplatesGroup, {
+    list: listTemplates,
+    get: getTemplate,
+    create: createTemplate,
+    update: updateTemplate,
+    delete: deleteTemplate,
+  });
+  // Naming a volume is decided on the volume (compute:sandboxes:attach), beside manage on the tenant.
+  for (const binding of templates.bindings as MethodBinding[])
+    if (binding.method.name === 'create' || binding.method.name === 'update') binding.checks = attachChecks;
   return defineModule({
     name: 'sandboxes',
     migrations: sandboxesMigrations,
     methods: [
-      implement(sandboxTemplatesGroup, {
-        list: listTemplates,
-        get: getTemplate,
-        create: createTemplate,
-        update: updateTemplate,
-        delete: deleteTemplate,
-      }),
+      templates,
       sandboxes,
       implement(sandboxSnapshotsGroup, { list: listSnapshots, get: getSnapshot, delete: deleteSnapshot }),
       implement(sandboxVolumesGroup, {

@@ -4,7 +4,10 @@
  * references), so a template that exists can start sandboxes. The warm pool follows the template
  * through the controller (controller.ts): a change retires the warm sandboxes of the old version.
  */
-import { ComputeError, newId } from '@better-compute/core';
+import { type AuthorizationCheck, ComputeError, newId } from '@better-compute/core';
+import { SANDBOX_ATTACH_ACTION } from '@better-compute/core/methods';
+import type { Kysely } from 'kysely';
+import type { ComputeTables } from '../../db/tables.js';
 import type { CatalogEventDraft } from '@better-compute/events';
 import type { CallContext } from '../define-module.js';
 import { checkVersion } from '../fleet/common.js';
@@ -161,6 +164,43 @@ async function checkFields(
       'Pass --warm-min 0 --warm-max 0 with --volumes.',
     );
   return { volumes };
+}
+
+/**
+ * The attach decisions a template's volumes need: each volume it names (by id or name, in the
+ * tenant) is decided as compute:sandboxes:attach on the volume, with its owner for `@own`. A name
+ * that matches no volume is left to the method, which answers NOT_FOUND.
+ */
+export async function attachChecks(
+  db: Kysely<ComputeTables>,
+  tenantId: string,
+  input: unknown,
+): Promise<AuthorizationCheck[]> {
+  const volumes = (input as { volumes?: VolumeInput[] }).volumes ?? [];
+  if (volumes.length === 0) return [];
+  const ids = volumes.flatMap((v) => (v.volumeId ? [v.volumeId] : []));
+  const names = volumes.flatMap((v) => (v.name ? [v.name] : []));
+  const rows = await sandboxDb(db)
+    .selectFrom('compute.sandbox_volumes')
+    .select(['id', 'owner_id'])
+    .where('tenant_id', '=', tenantId)
+    .where('state', '<>', 'deleted')
+    .where((eb) =>
+      eb.or([
+        ...(ids.length ? [eb('id', 'in', ids)] : []),
+        ...(names.length ? [eb('name', 'in', names)] : []),
+      ]),
+    )
+    .execute();
+  return rows.map((row) => ({
+    action: SANDBOX_ATTACH_ACTION,
+    resource: {
+      type: 'compute-sandbox-volume',
+      id: row.id,
+      tenantId,
+      ...(row.owner_id ? { ownerId: row.owner_id } : {}),
+    },
+  }));
 }
 
 async function refuseSameName(ctx: CallContext<unknown>, name: string) {
