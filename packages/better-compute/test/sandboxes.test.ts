@@ -12,9 +12,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AuthorizationCheck, AuthorizationDecision, Identity } from '@better-compute/core';
 import { createTestDatabase, type TestDatabase } from '@better-compute/db/testing';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { betterCompute, type ComputeInstance } from '../src/index.js';
-import { SIM_DELAY_LABEL, SIM_KEEP_IDENTITY_LABEL } from '../src/modules/vps/sim-runtime.js';
+import { SIM_DELAY_LABEL, SIM_FAIL_LABEL, SIM_KEEP_IDENTITY_LABEL } from '../src/modules/vps/sim-runtime.js';
+import { FAILURES_PER_WINDOW } from '../src/modules/sandboxes/controller.js';
 import { createPkiBundle } from '../src/pki/create.js';
 import { addNode, type FleetDeployment } from './fleet-support.js';
 import { call, TestBridge } from './support.js';
@@ -315,5 +317,51 @@ describe('sandboxes in process', () => {
         )
       ).code,
     ).toBe('ACCESS_DENIED');
+  });
+
+  it('a warm pool whose starts keep failing pauses its refills instead of retrying every second', async () => {
+    const site = await d.api('sites.create', { name: 'failing-site', region: 'eu-1' }, OPS);
+    const failing = (
+      await d.api('pools.create', { siteId: site.id, name: 'failing', class: 'vps', driver: 'sim' }, OPS)
+    ).id;
+    await d.api('pools.offer', { poolId: failing, offerTenantId: 'acme' }, OPS);
+    const fleet = {
+      api: (method: string, body: Record<string, unknown>, token = OPS) => d.api(method, body, token),
+    } as unknown as FleetDeployment;
+    await addNode(fleet, failing, 'failing-a', [], {
+      [SIM_DELAY_LABEL]: '10',
+      [SIM_FAIL_LABEL]: 'sandbox.create',
+    });
+    const small = (
+      await d.api(
+        'flavors.create',
+        { poolId: failing, name: 'small', vcpus: 1, memoryMiB: 512, diskGiB: 2 },
+        OPS,
+      )
+    ).id;
+    const template = await d.api('sandboxTemplates.create', {
+      name: 'broken',
+      poolId: failing,
+      flavorId: small,
+      imageId,
+      warmMin: 1,
+    });
+    const failedCount = async () =>
+      Number(
+        (
+          await sql<{ n: number }>`select count(*)::int as n from compute.sandboxes
+            where template_id = ${template.id} and state = 'failed'`.execute(database.db)
+        ).rows[0]!.n,
+      );
+    await until('the starts fail', failedCount, (n) => n >= FAILURES_PER_WINDOW);
+    // Several controller passes later, no new start was made.
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    expect(await failedCount()).toBe(FAILURES_PER_WINDOW);
+    const events = await sql<{ n: number }>`select count(*)::int as n from compute.events
+      where type = 'sandbox.failed' and subject_id in (select id from compute.sandboxes where template_id = ${template.id})`.execute(
+      database.db,
+    );
+    expect(Number(events.rows[0]!.n)).toBe(FAILURES_PER_WINDOW);
+    await d.api('sandboxTemplates.delete', { templateId: template.id });
   });
 });

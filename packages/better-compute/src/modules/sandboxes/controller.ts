@@ -20,6 +20,9 @@ import { sandboxDb, type TemplateRow } from './tables.js';
 export const SANDBOX_CONTROLLER_JOB = 'sandboxes.controller';
 export const SANDBOX_CONTROLLER_EVERY_MS = 1_000;
 const HOLDER = `sbxctl_${newId('job').slice(4)}`;
+/** How many failed warm starts of one template, within the window, pause its refills. */
+export const FAILURES_PER_WINDOW = 3;
+export const FAILURE_WINDOW_MS = 5 * 60_000;
 
 async function inTransaction(db: Kysely<ComputeTables>, now: Date, work: (env: Env) => Promise<void>) {
   await retryTransient(() =>
@@ -150,6 +153,17 @@ async function fillPool(env: Env, stale: TemplateRow, deps: SandboxDeps, report:
   }
   const missing = Math.min(template.warm_min, template.warm_max) - current.length;
   if (missing <= 0) return;
+  // A pool whose starts keep failing (a broken image, a node refusing) is not restarted every
+  // second: after FAILURES_PER_WINDOW failures in the window it waits for the window to pass.
+  const failures = await db
+    .selectFrom('compute.sandboxes')
+    .select(sql<number>`count(*)::int`.as('n'))
+    .where('template_id', '=', template.id)
+    .where('for_pool', '=', true)
+    .where('state', '=', 'failed')
+    .where('updated_at', '>', new Date(env.now.getTime() - FAILURE_WINDOW_MS))
+    .executeTakeFirstOrThrow();
+  if (Number(failures.n) >= FAILURES_PER_WINDOW) return;
   const ca = await deps.ca.get();
   for (let i = 0; i < missing; i += 1) {
     await launchSandbox(env, template, ca, {
