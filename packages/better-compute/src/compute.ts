@@ -45,6 +45,7 @@ import { systemModule } from './modules/system/module.js';
 import { createWebhooksModule, webhooksModule } from './modules/webhooks/module.js';
 import { createSshCertsModule, sshCertsModule } from './modules/ssh-certs/module.js';
 import { createTunnelsModule, tunnelsModule } from './modules/tunnels/module.js';
+import { createSandboxesModule, sandboxesModule } from './modules/sandboxes/module.js';
 import type { ComputeInstance, DoctorFinding, DoctorReport, WorkerRole } from './types.js';
 import { JOBS_CHANNEL } from './workers/jobs.js';
 import { startWorkerLoop } from './workers/runner.js';
@@ -70,6 +71,7 @@ const builtins = [
   vpsModule,
   sshCertsModule,
   tunnelsModule,
+  sandboxesModule,
 ] as const;
 export const builtinModules: readonly ComputeModule[] = builtins;
 
@@ -176,6 +178,7 @@ export async function betterCompute(
     [webhooksModule, webhooks],
     [sshCertsModule, createSshCertsModule({ ...keySettings, requireMfa: config.breakGlassSsh?.requireMfa })],
     [tunnelsModule, createTunnelsModule(keySettings)],
+    [sandboxesModule, createSandboxesModule(keySettings, config.sandboxes)],
   ]);
   const modules = [...builtinModules.map((m) => configured.get(m) ?? m), ...(options.modules ?? [])];
   const methods = bindModules(modules, config.modules);

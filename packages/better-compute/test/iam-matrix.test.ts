@@ -44,7 +44,8 @@ function expected(role: Role, action: string): boolean {
       return (
         verb === 'read' ||
         // Extend and release only its own (@own): these checks name no owner (reservation-owners.test.ts).
-        ['compute:reservations:create'].includes(action)
+        // Sandboxes likewise: a member creates them, and the rest only on its own.
+        ['compute:reservations:create', 'compute:sandboxes:create'].includes(action)
       );
     case 'viewer':
       return verb === 'read';

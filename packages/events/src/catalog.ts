@@ -29,7 +29,11 @@ export type SubjectKind =
   | 'flavor'
   | 'instance'
   | 'sshCert'
-  | 'tunnel';
+  | 'tunnel'
+  | 'sandbox'
+  | 'sandboxTemplate'
+  | 'sandboxSnapshot'
+  | 'sandboxVolume';
 
 export interface EventTypeSpec {
   subject: SubjectKind;
@@ -76,6 +80,33 @@ const instanceChange = z.object({
   reason: z.string().optional(),
 });
 const flavorChange = z.object({ poolId: z.string(), name: z.string(), version });
+/** A sandbox moved: its state then and now, where it runs, and why when it failed or ended. */
+const sandboxChange = z.object({
+  state: z.string(),
+  previousState: z.string().nullable(),
+  templateId: z.string(),
+  nodeId: z.string().nullable(),
+  ownerId: z.string().nullable(),
+  version,
+  reason: z.string().optional(),
+});
+const sandboxTemplateChange = z.object({ name: z.string(), poolId: z.string(), version });
+const sandboxSnapshotChange = z.object({
+  state: z.string(),
+  sandboxId: z.string(),
+  nodeId: z.string(),
+  memory: z.boolean(),
+  keep: z.boolean(),
+  reason: z.string().optional(),
+});
+const sandboxVolumeChange = z.object({
+  state: z.string(),
+  poolId: z.string(),
+  nodeId: z.string().nullable(),
+  sizeGiB: z.number().int(),
+  version,
+  reason: z.string().optional(),
+});
 
 export const eventTypes = {
   'site.created': { subject: 'site', data: z.object({ name: z.string() }), summary: 'A site was created' },
@@ -307,11 +338,13 @@ export const eventTypes = {
     data: z.object({
       nodeId: z.string(),
       instanceId: z.string().nullable(),
+      /** For `sandbox exec`: the sandbox whose SSH server the tunnel reaches. */
+      sandboxId: z.string().nullable().optional(),
       op: z.string(),
       port: z.number().int().nullable(),
       principal: z.string(),
     }),
-    summary: 'A console, exec or port tunnel ticket was issued',
+    summary: 'A console, exec, port or sandbox SSH tunnel ticket was issued',
   },
   'command.queued': {
     subject: 'command',
@@ -399,6 +432,111 @@ export const eventTypes = {
     subject: 'instance',
     data: instanceChange,
     summary: 'A step on an instance’s node failed; the reason says which',
+  },
+  'sandbox-quota.set': {
+    subject: 'pool',
+    data: z.object({
+      tenantId: z.string(),
+      resource: z.enum(['sandboxes', 'vcpus', 'memoryMiB']),
+      limit: z.number().int().nullable(),
+    }),
+    summary: 'A tenant’s sandbox quota on a pool was set or cleared',
+  },
+  'sandbox-template.created': {
+    subject: 'sandboxTemplate',
+    data: sandboxTemplateChange,
+    summary: 'A sandbox template was defined',
+  },
+  'sandbox-template.updated': {
+    subject: 'sandboxTemplate',
+    data: sandboxTemplateChange,
+    summary: 'A sandbox template changed; its warm sandboxes of the old settings are retired',
+  },
+  'sandbox-template.deleted': {
+    subject: 'sandboxTemplate',
+    data: sandboxTemplateChange,
+    summary: 'A sandbox template was deleted and its warm pool retired',
+  },
+  'sandbox.created': {
+    subject: 'sandbox',
+    data: sandboxChange,
+    summary: 'A sandbox was placed on a node and starts (for a person, or for a warm pool)',
+  },
+  'sandbox.ready': {
+    subject: 'sandbox',
+    data: sandboxChange,
+    summary: 'A sandbox booted and its SSH server holds a certified host key',
+  },
+  'sandbox.claimed': {
+    subject: 'sandbox',
+    data: sandboxChange,
+    summary: 'A create took a warm sandbox from its template’s pool',
+  },
+  'sandbox.extended': {
+    subject: 'sandbox',
+    data: sandboxChange.extend({ expiresAt: z.string(), previousExpiresAt: z.string().nullable() }),
+    summary: 'A sandbox’s lifetime was lengthened',
+  },
+  'sandbox.expired': {
+    subject: 'sandbox',
+    data: sandboxChange,
+    summary: 'A sandbox reached the end of its lifetime and is being deleted',
+  },
+  'sandbox.deleting': { subject: 'sandbox', data: sandboxChange, summary: 'A sandbox is being removed' },
+  'sandbox.deleted': {
+    subject: 'sandbox',
+    data: sandboxChange,
+    summary: 'A sandbox is gone, with its snapshots that were not kept',
+  },
+  'sandbox.failed': {
+    subject: 'sandbox',
+    data: sandboxChange,
+    summary: 'A step on a sandbox’s node failed; the reason says which',
+  },
+  'sandbox-snapshot.created': {
+    subject: 'sandboxSnapshot',
+    data: sandboxSnapshotChange,
+    summary: 'A snapshot of a sandbox was started',
+  },
+  'sandbox-snapshot.ready': {
+    subject: 'sandboxSnapshot',
+    data: sandboxSnapshotChange,
+    summary: 'A sandbox snapshot is in the node’s store',
+  },
+  'sandbox-snapshot.deleted': {
+    subject: 'sandboxSnapshot',
+    data: sandboxSnapshotChange,
+    summary: 'A sandbox snapshot and its files were removed',
+  },
+  'sandbox-snapshot.failed': {
+    subject: 'sandboxSnapshot',
+    data: sandboxSnapshotChange,
+    summary: 'A sandbox snapshot could not be taken or removed',
+  },
+  'sandbox-volume.created': {
+    subject: 'sandboxVolume',
+    data: sandboxVolumeChange,
+    summary: 'A sandbox volume was placed on a node and is being made',
+  },
+  'sandbox-volume.ready': {
+    subject: 'sandboxVolume',
+    data: sandboxVolumeChange,
+    summary: 'A sandbox volume is ready to mount',
+  },
+  'sandbox-volume.resized': {
+    subject: 'sandboxVolume',
+    data: sandboxVolumeChange,
+    summary: 'A sandbox volume grew',
+  },
+  'sandbox-volume.deleted': {
+    subject: 'sandboxVolume',
+    data: sandboxVolumeChange,
+    summary: 'A sandbox volume was wiped and removed',
+  },
+  'sandbox-volume.failed': {
+    subject: 'sandboxVolume',
+    data: sandboxVolumeChange,
+    summary: 'A step on a sandbox volume’s node failed',
   },
 } as const satisfies Record<string, EventTypeSpec>;
 

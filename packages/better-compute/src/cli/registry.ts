@@ -61,7 +61,9 @@ export class CommandRegistry {
     }
     const shared = globalFlagsOf(command);
     const names = new Set<string>();
+    const booleans = new Set<string>();
     for (const [key, spec] of Object.entries(command.flags ?? {})) {
+      if (spec.type === 'boolean') booleans.add(kebabCase(key));
       if (!FLAG_KEY.test(key)) refuse(`command "${command.name}" has a malformed flag "${key}"`);
       if (Object.hasOwn(shared, key) || key === 'help')
         refuse(`command "${command.name}" redefines the shared flag --${kebabCase(key)}`);
@@ -69,8 +71,10 @@ export class CommandRegistry {
         refuse(`--${kebabCase(key)} cannot be both boolean and repeated`);
       names.add(kebabCase(key));
     }
+    // --no-X negates a boolean --X, so both may not be defined; beside a valued --X (a file, say)
+    // a boolean --no-X is unambiguous: `--user-data FILE` and `--no-user-data`.
     for (const name of names)
-      if (name.startsWith('no-') && names.has(name.slice(3)))
+      if (name.startsWith('no-') && booleans.has(name.slice(3)))
         refuse(`command "${command.name}" has both --${name.slice(3)} and --${name}`);
     const positionals = command.positionals ?? [];
     positionals.forEach((positional, i) => {

@@ -46,6 +46,14 @@ export interface ComputeConfig {
     /** Whether `nodes.issueSshCert` needs a session opened with a second factor; default true. */
     requireMfa?: boolean;
   };
+  /** Agent sandboxes (docs/decisions/sandboxes-snapshots.md). */
+  sandboxes?: {
+    /**
+     * Where sandbox snapshots are kept: `'node'` (the default), each node's own store beside its
+     * sandboxes; `false`, nowhere: snapshots and restores are refused with INVALID_CONFIG.
+     */
+    snapshots?: 'node' | false;
+  };
   /** The outbox of events. */
   events?: {
     /**

@@ -155,8 +155,22 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
             requestId,
           }
         : undefined;
+    // Further decisions on what the input names (a volume a sandbox template mounts), read before
+    // the transaction as the owner is, and decided in the same call.
+    const more = bound.checks && identity ? await bound.checks(options.db(), tenantId, input) : [];
     if (action && identity) {
-      const [decision] = await iam.authorize(identity, [{ action, resource }]);
+      const [decision, ...others] = await iam.authorize(identity, [{ action, resource }, ...more]);
+      const refused = more.findIndex((_, i) => !others[i]?.allowed);
+      if (decision?.allowed && refused >= 0) {
+        const check = more[refused]!;
+        if (audit)
+          await writeAudit(options.db(), { ...audit, outcome: 'denied', errorCode: 'ACCESS_DENIED' });
+        throw denied(
+          `${check.action} is not allowed on ${check.resource.type} ${check.resource.id ?? ''}`.trim(),
+          { action: check.action, reason: others[refused]?.reason ?? 'no decision' },
+          `Your roles in tenant ${tenantId} do not grant ${check.action} on it: ask an administrator of ${tenantId} to bind a role that does (better-iam bindings).`,
+        );
+      }
       if (!decision?.allowed) {
         if (audit)
           await writeAudit(options.db(), { ...audit, outcome: 'denied', errorCode: 'ACCESS_DENIED' });
@@ -228,12 +242,11 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
           return { replayed: false as const, data: output };
         }),
       );
-      return dataAnswer(
-        result.data,
-        requestId,
-        200,
-        result.replayed ? { 'idempotent-replayed': 'true' } : {},
-      );
+      const data =
+        bound.settle && !result.replayed
+          ? method.output.parse(await bound.settle(result.data, { db, input, tenantId, now: options.now }))
+          : result.data;
+      return dataAnswer(data, requestId, 200, result.replayed ? { 'idempotent-replayed': 'true' } : {});
     } catch (error) {
       if (audit) {
         const code = toComputeError(error).code;

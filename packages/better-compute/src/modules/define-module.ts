@@ -67,6 +67,24 @@ export interface MethodBinding {
   method: AnyMethod;
   handler: MethodHandler;
   owner?: OwnerLoader;
+  /**
+   * For a mutation whose answer waits on work that starts only once it committed (a sandbox's
+   * create waits for the node, up to its waitSeconds): runs after the commit with the database and
+   * answers the final output, checked against the method's schema again.
+   */
+  /**
+   * More decisions the call needs on what its input names (the volumes a sandbox template mounts):
+   * read before the transaction, decided with the method's own action in one IAM call.
+   */
+  checks?: (
+    db: Kysely<ComputeTables>,
+    tenantId: string,
+    input: unknown,
+  ) => Promise<import('@better-compute/core').AuthorizationCheck[]>;
+  settle?: (
+    output: unknown,
+    context: { db: Kysely<ComputeTables>; input: unknown; tenantId: string; now: () => Date },
+  ) => Promise<unknown>;
 }
 
 /** A binding as the handler routes it. */

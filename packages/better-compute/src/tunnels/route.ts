@@ -22,6 +22,7 @@ import type { NodeStreams, NodeStreamTarget } from '../gateway/node-streams.js';
 import { createGate } from '../http/gate.js';
 import type { LiveStream } from '../live/hub.js';
 import { createKeyLoader } from '../modules/ssh-certs/keys.js';
+import { sandboxOwner } from '../modules/sandboxes/sandboxes.js';
 import { endTunnel, spendTicket, targetKind } from '../modules/tunnels/service.js';
 import { readTicket, type TicketClaims } from '../modules/tunnels/ticket.js';
 import type { ComputeInstance } from '../types.js';
@@ -123,10 +124,18 @@ export function attachTunnels(server: Server, options: TunnelRouteOptions): Tunn
   /** Whether the identity may still hold the tunnel: its tenant and the action on the target. */
   async function decide(identity: Identity, claims: TicketClaims): Promise<void> {
     await gate.checkTenant(identity, claims.tenantId);
-    const resource =
-      claims.instanceId === null
+    const resource: { type: string; id: string; tenantId: string; ownerId?: string } = claims.sandboxId
+      ? { type: 'compute-sandbox', id: claims.sandboxId, tenantId: claims.tenantId }
+      : claims.instanceId === null
         ? { type: 'compute-node', id: claims.nodeId, tenantId: claims.tenantId }
         : { type: 'compute-instance', id: claims.instanceId, tenantId: claims.tenantId };
+    // A sandbox is a personal resource: its owner is read so `compute:sandboxes:exec@own` applies.
+    if (claims.sandboxId) {
+      const ownerId = await sandboxOwner(compute.database.db as never, claims.tenantId, {
+        sandboxId: claims.sandboxId,
+      });
+      if (ownerId) resource.ownerId = ownerId;
+    }
     const [decision] = await compute.iam.authorize(identity, [{ action: claims.action, resource }]);
     if (!decision?.allowed)
       throw new ComputeError(
@@ -177,6 +186,8 @@ export function attachTunnels(server: Server, options: TunnelRouteOptions): Tunn
         };
       case 'instance-port':
         return { kind, instanceId: claims.instanceId!, port: claims.port! };
+      case 'sandbox-ssh':
+        return { kind, sandboxId: claims.sandboxId! };
     }
   }
 

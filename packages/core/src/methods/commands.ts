@@ -5,14 +5,18 @@
  */
 import { z } from 'zod';
 import { defineGroup, method } from '../group.js';
-import { RUNTIME_COMMAND_KINDS } from '../runtime-commands.js';
+import { RUNTIME_COMMAND_KINDS, SANDBOX_COMMAND_KINDS } from '../runtime-commands.js';
 import { idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 
 /** `ssh.trust` is queued by the control plane alone (break-glass SSH), never through commands.run. */
 export const COMMAND_KINDS = ['inventory.refresh', 'exec.script', 'ssh.trust'] as const;
 export const commandKind = z.enum(COMMAND_KINDS);
 /** Every kind a command row may have: an operator's, and the runtime commands workflows queue. */
-export const anyCommandKind = z.enum([...COMMAND_KINDS, ...RUNTIME_COMMAND_KINDS] as [string, ...string[]]);
+export const anyCommandKind = z.enum([
+  ...COMMAND_KINDS,
+  ...RUNTIME_COMMAND_KINDS,
+  ...SANDBOX_COMMAND_KINDS,
+] as [string, ...string[]]);
 export const commandState = z.enum(['queued', 'sent', 'running', 'succeeded', 'failed', 'cancelled']);
 /** The most output a command keeps, per stream. */
 export const COMMAND_OUTPUT_LIMIT = 65_536;

@@ -27,6 +27,12 @@ import { flavorsGroup } from './flavors.js';
 import { instancesGroup } from './instances.js';
 import { nodeSshCertsGroup } from './ssh-certs.js';
 import { tunnelsGroup } from './tunnels.js';
+import {
+  sandboxesGroup,
+  sandboxSnapshotsGroup,
+  sandboxTemplatesGroup,
+  sandboxVolumesGroup,
+} from './sandboxes.js';
 
 /** Every group of the table, for the modules that implement them. */
 export {
@@ -53,6 +59,10 @@ export {
   instancesGroup,
   nodeSshCertsGroup,
   tunnelsGroup,
+  sandboxTemplatesGroup,
+  sandboxesGroup,
+  sandboxSnapshotsGroup,
+  sandboxVolumesGroup,
 };
 export * from './common.js';
 export { eventSchema } from './events.js';
@@ -77,6 +87,15 @@ export { flavorSchema } from './flavors.js';
 export { instanceSchema, instanceState } from './instances.js';
 export { sshCertSchema, UNIX_ACCOUNT, SSH_CERT_MAX_MINUTES, SSH_CERT_MIN_MINUTES } from './ssh-certs.js';
 export { TUNNEL_TICKET_SECONDS, NODE_CONSOLE_ACTION, INSTANCE_EXEC_ACTION } from './tunnels.js';
+export {
+  sandboxSchema,
+  sandboxState,
+  sandboxTemplateSchema,
+  sandboxSnapshotSchema,
+  sandboxVolumeSchema,
+  SANDBOX_EXEC_CERT_SECONDS,
+  SANDBOX_ATTACH_ACTION,
+} from './sandboxes.js';
 export { COMMAND_KINDS, COMMAND_OUTPUT_LIMIT, commandSchema, commandState } from './commands.js';
 
 export const methods = {
@@ -103,6 +122,10 @@ export const methods = {
   ...tableOf(flavorsGroup),
   ...tableOf(instancesGroup),
   ...tableOf(tunnelsGroup),
+  ...tableOf(sandboxTemplatesGroup),
+  ...tableOf(sandboxesGroup),
+  ...tableOf(sandboxSnapshotsGroup),
+  ...tableOf(sandboxVolumesGroup),
 } as const satisfies Record<string, AnyMethod>;
 
 export type MethodTable = typeof methods;

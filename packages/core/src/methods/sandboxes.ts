@@ -35,6 +35,8 @@ export const SANDBOX_EXEC_CERT_SECONDS = 300;
 
 export const SANDBOX_MANAGE_ACTION = 'compute:sandboxes:manage';
 export const SANDBOX_EXEC_ACTION = 'compute:sandboxes:exec';
+/** Naming a volume in a template is decided on the volume. */
+export const SANDBOX_ATTACH_ACTION = 'compute:sandboxes:attach';
 
 /** A secret reference, never a value: `secret://<tenant>/<sec_…>`. */
 export const secretReference = z
@@ -166,6 +168,17 @@ export const sandboxVolumeSchema = z.object({
   deletedAt: isoTime.nullable(),
 });
 
+export const sandboxQuotaResource = z.enum(['sandboxes', 'vcpus', 'memoryMiB']);
+
+/** A tenant's sandbox quota on a pool and what it holds (every sandbox not deleted, warm ones too). */
+export const sandboxQuotaSchema = z.object({
+  tenantId: z.string(),
+  poolId: z.string(),
+  resource: sandboxQuotaResource,
+  limit: z.number().int().nullable(),
+  used: z.number().int(),
+});
+
 /** What `sandboxes.exec` grants: everything the CLI needs to run ssh through one tunnel. */
 export const sandboxExecGrantSchema = z.object({
   sandboxId: z.string(),
@@ -240,6 +253,7 @@ export const sandboxTemplatesGroup = defineGroup(
       summary:
         'Define a sandbox template on a pool: flavor, image, runtime, lifetimes, warm pool, network, volumes',
       access: { action: SANDBOX_MANAGE_ACTION },
+      alsoActions: [SANDBOX_ATTACH_ACTION],
       tenantScoped: true,
       idempotent: true,
       input: z
@@ -266,6 +280,7 @@ export const sandboxTemplatesGroup = defineGroup(
       kind: 'mutation',
       summary: 'Change a sandbox template; its warm sandboxes of the old image or settings are retired',
       access: { action: SANDBOX_MANAGE_ACTION },
+      alsoActions: [SANDBOX_ATTACH_ACTION],
       tenantScoped: true,
       resource: templateResource,
       input: z
@@ -382,12 +397,40 @@ export const sandboxesGroup = defineGroup(
         .object({
           tenantId,
           sandboxId: idOf('sandbox'),
-          memory: z.boolean().default(true),
+          /** Default: what the runtime can (qemu: memory too; bwrap: disk only). */
+          memory: z.boolean().optional(),
           keep: z.boolean().default(false),
           idempotencyKey: idempotencyKey.optional(),
         })
         .strict(),
       output: sandboxSnapshotSchema,
+    }),
+    quotas: method({
+      kind: 'query',
+      summary: 'A tenant’s sandbox quotas on a pool (sandboxes, vCPUs, memory) and what it holds',
+      access: { action: 'compute:sandboxes:read' },
+      tenantScoped: true,
+      resource: (input) => ({ type: 'compute-pool', id: input.poolId }),
+      input: z.object({ tenantId, poolId: idOf('pool'), subjectTenantId: tenantId.optional() }).strict(),
+      output: pageOf(sandboxQuotaSchema),
+    }),
+    setQuota: method({
+      kind: 'mutation',
+      summary: 'Limit what a tenant holds in sandboxes on a pool you own (null clears the limit)',
+      tenantScoped: true,
+      access: { action: 'compute:sandboxes:set-quota' },
+      resource: (input) => ({ type: 'compute-pool', id: input.poolId }),
+      namesTenants: ['subjectTenantId'],
+      input: z
+        .object({
+          tenantId,
+          poolId: idOf('pool'),
+          subjectTenantId: tenantId,
+          resource: sandboxQuotaResource,
+          limit: z.number().int().min(0).max(2_147_483_647).nullable(),
+        })
+        .strict(),
+      output: sandboxQuotaSchema,
     }),
     exec: method({
       kind: 'mutation',

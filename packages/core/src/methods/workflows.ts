@@ -17,6 +17,14 @@ export const workflowKind = z.enum([
   'instance.stop',
   'instance.resize',
   'instance.delete',
+  'sandbox.create',
+  'sandbox.certify',
+  'sandbox.delete',
+  'sandbox.snapshot',
+  'sandbox.snapshot-delete',
+  'volume.create',
+  'volume.resize',
+  'volume.delete',
 ]);
 export const workflowState = z.enum(['running', 'paused', 'failed', 'succeeded', 'aborted']);
 export const workflowStepState = z.enum(['pending', 'running', 'succeeded', 'failed', 'skipped']);

@@ -17,6 +17,7 @@ import { instancesCommands } from './instances/index.js';
 import { imagesCommands } from './images/index.js';
 import { flavorsCommands } from './flavors/index.js';
 import { pkiCommands } from './pki/index.js';
+import { sandboxCommands } from './sandbox/index.js';
 import api from './api/api.js';
 import sshCert from './ssh-cert/ssh-cert.js';
 import consoleCommand from './console/console.js';
@@ -57,6 +58,7 @@ export const builtinCommands: readonly AnyCommand[] = [
   ...instancesCommands,
   ...imagesCommands,
   ...flavorsCommands,
+  ...sandboxCommands,
   ...commandsCommands,
   ...workflowsCommands,
   ...eventsCommands,

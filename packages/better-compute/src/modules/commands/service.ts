@@ -7,8 +7,11 @@ import { ComputeError, newId } from '@better-compute/core';
 import { COMMAND_KINDS, COMMAND_OUTPUT_LIMIT as LIMIT } from '@better-compute/core/methods';
 import {
   isRuntimeCommandKind,
+  isSandboxCommandKind,
   type RuntimeCommandKind,
   runtimeCommandPayloads,
+  type SandboxCommandKind,
+  sandboxCommandPayloads,
 } from '@better-compute/core/runtime-commands';
 import { type Kysely, sql } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
@@ -21,7 +24,7 @@ import { type CommandRow, commandsDb, type CommandsDb } from './tables.js';
 export const DEFAULT_COMMAND_TTL_SECONDS = 900;
 /** Gateways listen here: a NOTIFY names a node with a command queued, delivered at commit. */
 export const COMMANDS_CHANNEL = 'compute_commands';
-export type CommandKind = (typeof COMMAND_KINDS)[number] | RuntimeCommandKind;
+export type CommandKind = (typeof COMMAND_KINDS)[number] | RuntimeCommandKind | SandboxCommandKind;
 const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
 const iso = (value: Date | string) => new Date(value).toISOString();
@@ -105,10 +108,14 @@ export async function queueCommand(
       hint: 'Send commands to a node that is not retired (better-compute nodes list).',
     });
   }
-  if (isRuntimeCommandKind(input.kind)) {
+  const runtimeKind = isRuntimeCommandKind(input.kind) || isSandboxCommandKind(input.kind);
+  if (runtimeKind) {
     // A runtime command's payload is checked here as the daemon checks it, so a workflow can never
     // queue one the node would refuse.
-    const checked = runtimeCommandPayloads[input.kind].safeParse(input.payload);
+    const schema = isRuntimeCommandKind(input.kind)
+      ? runtimeCommandPayloads[input.kind]
+      : sandboxCommandPayloads[input.kind as SandboxCommandKind];
+    const checked = schema.safeParse(input.payload);
     if (!checked.success)
       throw new ComputeError('INVALID_ARGUMENT', `a ${input.kind} command's payload is malformed`, {
         details: { field: 'payload', issues: checked.error.issues.map((i) => i.message).slice(0, 5) },
@@ -118,7 +125,7 @@ export async function queueCommand(
   // Runtime payloads were checked against their schemas above; ssh.trust's is built and checked
   // by the break-glass module that queues it.
   const payloadFits =
-    isRuntimeCommandKind(input.kind) ||
+    runtimeKind ||
     input.kind === 'ssh.trust' ||
     (needsScript
       ? typeof input.payload.script === 'string' && Object.keys(input.payload).length === 1

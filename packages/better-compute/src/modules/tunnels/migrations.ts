@@ -30,4 +30,10 @@ create index tunnels_tenant on compute.tunnels (tenant_id, id desc);
 create index tunnels_unspent on compute.tunnels (expires_at) where spent_at is null;
 `,
   },
+  {
+    name: '0002_tunnel_sandboxes',
+    sql: `
+alter table compute.tunnels add column sandbox_id text;
+`,
+  },
 ];

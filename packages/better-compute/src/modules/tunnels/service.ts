@@ -30,7 +30,8 @@ export interface OpenInput {
 }
 
 /** The target kind the daemon attaches for a ticket (node-streams.ts). */
-export function targetKind(claims: Pick<TicketClaims, 'instanceId' | 'op'>) {
+export function targetKind(claims: Pick<TicketClaims, 'instanceId' | 'op' | 'sandboxId'>) {
+  if (claims.sandboxId) return 'sandbox-ssh' as const;
   if (claims.instanceId === null) return 'node-console' as const;
   return claims.op === 'console'
     ? ('instance-console' as const)
@@ -86,6 +87,92 @@ async function capabilitiesOf(db: Kysely<ComputeTables>, nodeId: string): Promis
   return Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : [];
 }
 
+/** UNAVAILABLE when the node's daemon never connected, UNSUPPORTED when it does not serve `kind`. */
+async function requireCapability(
+  db: Kysely<ComputeTables>,
+  nodeId: string,
+  kind: keyof typeof TARGET_CAPABILITY,
+): Promise<void> {
+  const capabilities = await capabilitiesOf(db, nodeId);
+  if (capabilities === null)
+    throw new ComputeError('UNAVAILABLE', `node ${nodeId}'s daemon has never connected`, {
+      details: { nodeId },
+      hint: 'Check the node runs bcd (bcd status on the machine), then try again.',
+    });
+  const needed = TARGET_CAPABILITY[kind];
+  if (!capabilities.includes(needed))
+    throw new ComputeError('UNSUPPORTED', `node ${nodeId}'s daemon does not offer ${needed}`, {
+      details: { reason: 'daemon-capability', capability: needed, nodeId },
+      hint: 'Upgrade bcd on that node to a release that advertises it.',
+    });
+}
+
+/**
+ * A single-use ticket for a byte stream to a sandbox's SSH server (`sandboxes.exec`, which decided
+ * the call and checked the sandbox runs on `nodeId`). The ticket is decided again as
+ * compute:sandboxes:exec on the sandbox when it is presented.
+ */
+export async function openSandboxTunnel(
+  keys: KeyLoader,
+  ctx: Pick<CallContext, 'db' | 'emit' | 'now' | 'tenantId' | 'identity'>,
+  target: { sandboxId: string; nodeId: string; action: string; simulated?: boolean },
+) {
+  const identity = ctx.identity!;
+  // A simulated node runs no daemon: its grant is issued so `dev --sim` shows the whole flow, and
+  // the stream itself finds no session when the ticket is presented.
+  if (!target.simulated) await requireCapability(ctx.db, target.nodeId, 'sandbox-ssh');
+  const key = await keys.get('execTicket');
+  const now = ctx.now();
+  const id = newId('tunnel');
+  const expiresAt = new Date(now.getTime() + TUNNEL_TICKET_SECONDS * 1000);
+  const claims: TicketClaims = {
+    id,
+    tenantId: ctx.tenantId,
+    principal: identity.principalId,
+    credential: identity.credentialId,
+    nodeId: target.nodeId,
+    instanceId: null,
+    sandboxId: target.sandboxId,
+    op: 'tcp',
+    port: 22,
+    cols: 80,
+    rows: 24,
+    action: target.action,
+    expiresAt: expiresAt.getTime(),
+    audience: key.trustDomain,
+  };
+  await tunnelsDb(ctx.db)
+    .insertInto('compute.tunnels')
+    .values({
+      id,
+      tenant_id: ctx.tenantId,
+      principal: identity.principalId,
+      credential_id: identity.credentialId,
+      node_id: target.nodeId,
+      instance_id: null,
+      sandbox_id: target.sandboxId,
+      op: 'tcp',
+      port: 22,
+      action: target.action,
+      issued_at: now,
+      expires_at: expiresAt,
+    })
+    .execute();
+  ctx.emit({
+    type: 'tunnel.opened',
+    subject: { type: 'tunnel', id },
+    data: {
+      nodeId: target.nodeId,
+      instanceId: null,
+      sandboxId: target.sandboxId,
+      op: 'tcp',
+      port: 22,
+      principal: identity.principalId,
+    },
+  });
+  return { tunnelId: id, ticket: signTicket(claims, key.privateKey), expiresAt: expiresAt.toISOString() };
+}
+
 export async function openTunnel(keys: KeyLoader, ctx: CallContext<OpenInput>) {
   const identity = ctx.identity!;
   const { input } = ctx;
@@ -101,18 +188,7 @@ export async function openTunnel(keys: KeyLoader, ctx: CallContext<OpenInput>) {
     nodeId = (await findInstance(ctx.db, ctx.tenantId, input.instanceId!)).nodeId;
   }
   const kind = targetKind({ instanceId: input.instanceId ?? null, op: input.op });
-  const capabilities = await capabilitiesOf(ctx.db, nodeId);
-  if (capabilities === null)
-    throw new ComputeError('UNAVAILABLE', `node ${nodeId}'s daemon has never connected`, {
-      details: { nodeId },
-      hint: 'Check the node runs bcd (bcd status on the machine), then try again.',
-    });
-  const needed = TARGET_CAPABILITY[kind];
-  if (!capabilities.includes(needed))
-    throw new ComputeError('UNSUPPORTED', `node ${nodeId}'s daemon does not offer ${needed}`, {
-      details: { reason: 'daemon-capability', capability: needed, nodeId },
-      hint: 'Upgrade bcd on that node to a release that advertises it.',
-    });
+  await requireCapability(ctx.db, nodeId, kind);
   const key = await keys.get('execTicket');
   const now = ctx.now();
   const id = newId('tunnel');

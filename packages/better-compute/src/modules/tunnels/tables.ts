@@ -12,6 +12,8 @@ export interface TunnelsTable {
   credential_id: string;
   node_id: string;
   instance_id: string | null;
+  /** The sandbox of a `sandbox exec` tunnel (migration 0002). */
+  sandbox_id: ColumnType<string | null, string | null | undefined, string | null>;
   op: 'console' | 'exec' | 'tcp';
   port: number | null;
   action: string;

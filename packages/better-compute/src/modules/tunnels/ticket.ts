@@ -19,6 +19,8 @@ export interface TicketClaims {
   credential: string;
   nodeId: string;
   instanceId: string | null;
+  /** A `sandbox exec` tunnel's sandbox: a byte stream to its SSH server (absent on older tickets). */
+  sandboxId?: string | null;
   op: 'console' | 'exec' | 'tcp';
   port: number | null;
   cols: number;

@@ -1,7 +1,7 @@
 /**
  * Where an instance goes and whether the tenant may have it: a ready node of the pool with room
- * for its vCPUs and memory (every instance not deleted holds its shape on its node), and the
- * tenant's instance quotas on the pool. Both read under the pool's lock (fleet/locks.ts), which
+ * for its vCPUs and memory (every instance not deleted, and every live sandbox, holds its shape on
+ * its node), and the tenant's instance quotas on the pool. Both read under the pool's lock (fleet/locks.ts), which
  * every create, resize and delete of the pool takes, so concurrent creates see each other.
  */
 import { ComputeError } from '@better-compute/core';
@@ -26,7 +26,12 @@ export async function roomOnNodes(db: VpsDb, poolId: string, onlyNode?: string):
       n.cpu_cores - coalesce(sum(i.vcpus), 0)::int as free_vcpus,
       n.memory_gib * 1024 - coalesce(sum(i.memory_mib), 0)::int as free_memory
     from compute.nodes n
-    left join compute.instances i on i.node_id = n.id and i.state <> 'deleted'
+    left join (
+      select node_id, vcpus, memory_mib from compute.instances where state <> 'deleted'
+      -- Sandboxes hold their flavor's shape on their node too (modules/sandboxes).
+      union all
+      select node_id, vcpus, memory_mib from compute.sandboxes where state not in ('deleted', 'failed')
+    ) i on i.node_id = n.id
     where n.pool_id = ${poolId} and n.state = 'ready'
       ${onlyNode ? sql`and n.id = ${onlyNode}` : sql``}
     group by n.id, n.seq

@@ -5,8 +5,18 @@
  *
  *   sim.better-compute.dev/fail=KIND       every KIND command on the node fails (instance.start, …)
  *   sim.better-compute.dev/delay-ms=N      every command takes N ms instead of its kind's usual time
+ *   sim.better-compute.dev/keep-identity=true  a memory restore keeps its source's SSH identity
+ *                                          (`identityRebound: false`), as a guest whose agent never
+ *                                          answered the rebind would
  */
-import { isRuntimeCommandKind, type RuntimeCommandKind } from '@better-compute/core/runtime-commands';
+import { generateKeyPairSync } from 'node:crypto';
+import {
+  isRuntimeCommandKind,
+  isSandboxCommandKind,
+  type RuntimeCommandKind,
+  type SandboxCommandKind,
+} from '@better-compute/core/runtime-commands';
+import { sshPublicKeyLine } from '../../pki/ssh-ca.js';
 import { type Kysely, sql } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
 import { enqueueJob } from '../../workers/jobs.js';
@@ -18,15 +28,30 @@ import { vpsDb } from './tables.js';
 export const SIM_RUNTIME_JOB = 'vps.sim-runtime';
 export const SIM_FAIL_LABEL = 'sim.better-compute.dev/fail';
 export const SIM_DELAY_LABEL = 'sim.better-compute.dev/delay-ms';
+export const SIM_KEEP_IDENTITY_LABEL = 'sim.better-compute.dev/keep-identity';
 
-/** How long each kind takes on a simulated node: of the order of a small guest under KVM. */
-export const SIM_DELAYS_MS: Record<RuntimeCommandKind, number> = {
+type SimKind = RuntimeCommandKind | SandboxCommandKind;
+const isSimKind = (kind: string): kind is SimKind => isRuntimeCommandKind(kind) || isSandboxCommandKind(kind);
+
+/**
+ * How long each kind takes on a simulated node: of the order of a small guest under KVM, and of a
+ * bubblewrap sandbox for the sandbox kinds.
+ */
+export const SIM_DELAYS_MS: Record<SimKind, number> = {
   'image.fetch': 400,
   'instance.create': 200,
   'instance.start': 900,
   'instance.stop': 300,
   'instance.resize': 150,
   'instance.delete': 200,
+  'sandbox.create': 150,
+  'sandbox.certify': 20,
+  'sandbox.delete': 50,
+  'sandbox.snapshot': 100,
+  'sandbox.snapshot-delete': 30,
+  'volume.create': 80,
+  'volume.resize': 40,
+  'volume.delete': 60,
 };
 
 async function simNode(db: Kysely<ComputeTables>, nodeId: string) {
@@ -38,7 +63,7 @@ async function simNode(db: Kysely<ComputeTables>, nodeId: string) {
     .executeTakeFirst();
 }
 
-function delayOf(kind: RuntimeCommandKind, labels: Record<string, string>): number {
+function delayOf(kind: SimKind, labels: Record<string, string>): number {
   const asked = labels[SIM_DELAY_LABEL];
   if (asked !== undefined && /^\d{1,6}$/.test(asked)) return Number(asked);
   return SIM_DELAYS_MS[kind];
@@ -49,7 +74,7 @@ export async function scheduleSimulated(
   context: WorkflowHookContext,
   command: { id: string; kind: string },
 ): Promise<void> {
-  if (!isRuntimeCommandKind(command.kind)) return;
+  if (!isSimKind(command.kind)) return;
   const node = await simNode(context.db, context.workflow.node_id);
   if (node?.driver !== 'sim') return;
   await enqueueJob(context.db, {
@@ -65,6 +90,62 @@ interface SimPayload {
   instanceId?: string;
   shape?: { diskGiB?: number };
   diskGiB?: number;
+  sandboxId?: string;
+  snapshotId?: string;
+  volumeId?: string;
+  memory?: boolean;
+  sizeGiB?: number;
+  hostCertificate?: string;
+  fromSnapshot?: { memory?: boolean } | null;
+}
+
+/** The expiry of an OpenSSH certificate line, as the node reads it when it installs one. */
+async function certificateExpiry(line: string | undefined): Promise<string> {
+  const loaded = (await import('sshpk')) as typeof import('sshpk') & { default?: typeof import('sshpk') };
+  const lib = loaded.default ?? loaded;
+  return lib.parseCertificate(String(line), 'openssh').validUntil.toISOString();
+}
+
+/** A sandbox kind's result: a fresh Ed25519 host key per sandbox, so its certificate is a real one. */
+async function sandboxResultOf(
+  kind: SandboxCommandKind,
+  payload: SimPayload,
+  labels: Record<string, string>,
+) {
+  switch (kind) {
+    case 'sandbox.create': {
+      const { publicKey } = generateKeyPairSync('ed25519');
+      return {
+        sandboxId: String(payload.sandboxId),
+        hostPublicKey: await sshPublicKeyLine(publicKey, `${String(payload.sandboxId)}-host`),
+        readyMs: SIM_DELAYS_MS[kind],
+        identityRebound: !(
+          payload.fromSnapshot?.memory === true && labels[SIM_KEEP_IDENTITY_LABEL] === 'true'
+        ),
+      };
+    }
+    case 'sandbox.certify':
+      return {
+        sandboxId: String(payload.sandboxId),
+        expiresAt: await certificateExpiry(payload.hostCertificate),
+      };
+    case 'sandbox.delete':
+      return { sandboxId: String(payload.sandboxId), removed: true };
+    case 'sandbox.snapshot':
+      return {
+        sandboxId: String(payload.sandboxId),
+        snapshotId: String(payload.snapshotId),
+        sizeBytes: payload.memory ? 96 * 2 ** 20 : 24 * 2 ** 20,
+        memory: payload.memory === true,
+      };
+    case 'sandbox.snapshot-delete':
+      return { snapshotId: String(payload.snapshotId), removed: true };
+    case 'volume.create':
+    case 'volume.resize':
+      return { volumeId: String(payload.volumeId), sizeBytes: Number(payload.sizeGiB ?? 0) * 2 ** 30 };
+    case 'volume.delete':
+      return { volumeId: String(payload.volumeId), removed: true };
+  }
 }
 
 function resultOf(kind: RuntimeCommandKind, payload: SimPayload, cached: boolean, address: string) {
@@ -107,7 +188,7 @@ export async function simRuntimeJob(context: JobContext): Promise<void> {
       .where('id', '=', commandId)
       .forUpdate()
       .executeTakeFirst();
-    if (!command || command.state !== 'queued' || !isRuntimeCommandKind(command.kind)) return;
+    if (!command || command.state !== 'queued' || !isSimKind(command.kind)) return;
     const node = await simNode(trx, command.node_id);
     if (!node) return;
     const now = context.now();
@@ -132,7 +213,9 @@ export async function simRuntimeJob(context: JobContext): Promise<void> {
       stderr: failing ? `simulated failure of ${command.kind}` : '',
       result: failing
         ? null
-        : resultOf(command.kind, payload, cached, simulatedAddress(String(payload.instanceId ?? ''))),
+        : isSandboxCommandKind(command.kind)
+          ? await sandboxResultOf(command.kind, payload, node.labels)
+          : resultOf(command.kind, payload, cached, simulatedAddress(String(payload.instanceId ?? ''))),
       error: failing ? `simulated failure of ${command.kind} (node label ${SIM_FAIL_LABEL})` : null,
     });
   });

@@ -25,7 +25,15 @@ export type WorkflowKind =
   | 'instance.start'
   | 'instance.stop'
   | 'instance.resize'
-  | 'instance.delete';
+  | 'instance.delete'
+  | 'sandbox.create'
+  | 'sandbox.certify'
+  | 'sandbox.delete'
+  | 'sandbox.snapshot'
+  | 'sandbox.snapshot-delete'
+  | 'volume.create'
+  | 'volume.resize'
+  | 'volume.delete';
 
 export interface WorkflowsTable {
   id: string;
