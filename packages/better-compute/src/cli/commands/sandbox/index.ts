@@ -1,4 +1,4 @@
-/** The sandbox commands, in the order help lists them (`sandbox exec` is its own module). */
+/** The sandbox commands, in the order help lists them. */
 import type { AnyCommand } from '../../define.js';
 import sandboxTemplates from './templates.js';
 import sandboxCreate from './create.js';
@@ -7,6 +7,7 @@ import sandboxGet from './get.js';
 import sandboxExtend from './extend.js';
 import sandboxSnapshot from './snapshot.js';
 import sandboxDelete from './delete.js';
+import sandboxExec from './exec.js';
 import { sandboxTemplateCommands } from '../sandbox-template/index.js';
 import { sandboxSnapshotCommands } from '../sandbox-snapshot/index.js';
 import { sandboxVolumeCommands } from '../sandbox-volume/index.js';
@@ -18,6 +19,7 @@ export const sandboxCommands: readonly AnyCommand[] = [
   sandboxGet,
   sandboxExtend,
   sandboxSnapshot,
+  sandboxExec,
   sandboxDelete,
   ...sandboxTemplateCommands,
   ...sandboxSnapshotCommands,
