@@ -401,6 +401,97 @@ describe('instances', () => {
   }, 90_000);
 });
 
+describe('sandboxes and volumes', () => {
+  it('a template keeps a warm sandbox, a create claims it, +30 min lengthens it, delete asks first; a volume grows and is wiped after asking', async () => {
+    const pools = await api<{ items: { id: string; name: string }[] }>(
+      server.origin,
+      '/api/compute/pools/list',
+      adminToken,
+      { class: 'vps' },
+    );
+    const poolId = pools.items.find((pool) => pool.name === 'sim-vps')!.id;
+    await api(server.origin, '/api/compute/flavors/create', adminToken, {
+      poolId,
+      name: 'sandbox-small',
+      vcpus: 1,
+      memoryMiB: 512,
+      diskGiB: 2,
+    });
+    await api(server.origin, '/api/compute/images/register', adminToken, {
+      name: 'debian-12-sandbox',
+      source: 'https://images.example.com/debian-12-sandbox.qcow2',
+      diskFormat: 'qcow2',
+      sha256: 'b'.repeat(64),
+      sizeBytes: 2 ** 30,
+      os: 'debian',
+    });
+    const page = await adminContext.newPage();
+    await page.goto(`${server.origin}/sandboxes`);
+    const templateForm = page.getByRole('form', { name: 'New template' });
+    await templateForm.getByLabel('Name').fill('py');
+    await templateForm.getByLabel('Pool').selectOption({ label: 'sim-vps' });
+    await templateForm.getByLabel('Flavor').selectOption({ label: 'sandbox-small' });
+    await templateForm.getByLabel('Image').selectOption({ label: 'debian-12-sandbox' });
+    await templateForm.getByLabel('Warm minimum').fill('1');
+    await templateForm.getByRole('button', { name: 'Create template' }).click();
+    const template = page.locator('tr[data-template]').filter({ hasText: 'py' });
+    // The warm pool fills on the simulated node, and the row follows it live.
+    await template.locator('td[data-warm="1/1"]').waitFor({ timeout: 30_000 });
+
+    const form = page.getByRole('form', { name: 'New sandbox' });
+    await form.getByLabel('Template').selectOption({ label: 'py' });
+    await form.getByRole('button', { name: 'Create sandbox' }).click();
+    const row = page.locator('tr[data-sandbox]').first();
+    await row.locator('td[data-state="running"]').waitFor({ timeout: 30_000 });
+    await expect(row.textContent()).resolves.toContain('from the warm pool');
+    const id = (await row.getAttribute('data-sandbox'))!;
+    await expect(row.textContent()).resolves.toContain(`better-compute sandbox exec ${id}`);
+    const leftBefore = Number(await row.locator('[data-left]').getAttribute('data-left'));
+    await row.getByRole('button', { name: `Extend ${id} by 30 minutes` }).click();
+    await expect
+      .poll(async () => Number(await row.locator('[data-left]').getAttribute('data-left')), {
+        timeout: 10_000,
+      })
+      .toBeGreaterThan(leftBefore + 1700);
+    await shot(page, 'sandboxes');
+    await row.getByRole('button', { name: `Delete ${id}` }).click();
+    const dialog = page.getByRole('dialog');
+    await expect(dialog.textContent()).resolves.toContain('its snapshots go too unless they were kept');
+    await dialog.getByRole('button', { name: 'Delete sandbox' }).click();
+    await row
+      .locator('td[data-state="deleted"], td[data-state="deleting"]')
+      .first()
+      .waitFor({ timeout: 20_000 });
+    await page.close();
+
+    const volumes = await adminContext.newPage();
+    await volumes.goto(`${server.origin}/volumes`);
+    const volumeForm = volumes.getByRole('form', { name: 'New volume' });
+    await volumeForm.getByLabel('Pool').selectOption({ label: 'sim-vps' });
+    await volumeForm.getByLabel('Name').fill('Bad Name');
+    await volumes.getByText('Lower-case letters, digits').waitFor();
+    await volumeForm.getByLabel('Name').fill('agent-notes');
+    await volumeForm.getByLabel('Size (GiB)').fill('10');
+    await volumeForm.getByRole('button', { name: 'Create volume' }).click();
+    const volume = volumes.locator('tr[data-volume]').filter({ hasText: 'agent-notes' });
+    await volume.locator('td[data-state="ready"]').waitFor({ timeout: 20_000 });
+    const volumeId = (await volume.getAttribute('data-volume'))!;
+    await volume.getByLabel('Grow to (GiB)').fill('20');
+    await volume.getByRole('button', { name: `Grow ${volumeId}` }).click();
+    await volume.getByText('20 GiB').waitFor({ timeout: 20_000 });
+    await volume.locator('td[data-state="ready"]').waitFor({ timeout: 20_000 });
+    await volume.getByRole('button', { name: `Delete ${volumeId}` }).click();
+    const wipe = volumes.getByRole('dialog');
+    await expect(wipe.textContent()).resolves.toContain('Its data is wiped');
+    await wipe.getByRole('button', { name: 'Delete volume' }).click();
+    await volume
+      .locator('td[data-state="deleted"], td[data-state="deleting"]')
+      .first()
+      .waitFor({ timeout: 20_000 });
+    await volumes.close();
+  }, 120_000);
+});
+
 describe('break-glass SSH on a node’s page', () => {
   it('needs a second factor; with one, a certificate is shown once, listed as who holds access, and revoked after asking', async () => {
     const nodes = await api<{ items: { id: string; name: string }[] }>(

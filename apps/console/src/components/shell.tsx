@@ -11,6 +11,8 @@ const PAGES = [
   { href: '/capacity', label: 'Capacity and pools' },
   { href: '/nodes', label: 'Nodes' },
   { href: '/instances', label: 'Instances' },
+  { href: '/sandboxes', label: 'Sandboxes' },
+  { href: '/volumes', label: 'Volumes' },
   { href: '/joining', label: 'Joining machines' },
   { href: '/events', label: 'Events' },
   { href: '/webhooks', label: 'Webhooks' },

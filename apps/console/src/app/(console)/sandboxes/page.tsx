@@ -1,0 +1,476 @@
+'use client';
+/**
+ * Sandboxes: your sandboxes (or everyone's in the tenant), live, with their lifetime counting down;
+ * create from a template, +30 min, a snapshot, delete after asking; the `sandbox exec` command for a
+ * shell (OpenSSH through a tunnel, never in the browser). Below, the tenant's templates with their
+ * warm pools: create, Warm +1 / −1, delete after asking. The API decides every call; refusals show
+ * in place.
+ */
+import { useEffect, useState, type FormEvent } from 'react';
+import type { CallOutput } from '@better-compute/client';
+import { isComputeClientError } from '@better-compute/client';
+import { ListStore } from '@better-compute/console-kit';
+import { useAction, useList } from '@better-compute/console-kit/react';
+import { useConsole } from '@/components/console-context';
+import { ConfirmButton, ErrorNote, PagedTable } from '@/components/ui';
+import { idempotencyKey } from '@/lib/api';
+
+type Sandbox = CallOutput<'sandboxes.create'>;
+type Template = CallOutput<'sandboxTemplates.get'>;
+type Pool = CallOutput<'pools.get'>;
+type Flavor = CallOutput<'flavors.list'>['items'][number];
+type Image = CallOutput<'images.list'>['items'][number];
+
+const NAME = /^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$/;
+
+/** Whole seconds left until `iso`, ticking every second; 0 once it has passed. */
+function useSecondsLeft(iso: string | null): number | null {
+  const [now, setNow] = useState(() => Date.now());
+  useEffect(() => {
+    if (!iso) return;
+    const timer = setInterval(() => setNow(Date.now()), 1000);
+    return () => clearInterval(timer);
+  }, [iso]);
+  return iso ? Math.max(0, Math.floor((Date.parse(iso) - now) / 1000)) : null;
+}
+
+function countdown(seconds: number): string {
+  if (seconds <= 0) return 'expired';
+  const h = Math.floor(seconds / 3600);
+  const m = Math.floor((seconds % 3600) / 60);
+  const s = seconds % 60;
+  return `${h > 0 ? `${h} h ` : ''}${m} min ${String(s).padStart(2, '0')} s left`;
+}
+
+export default function SandboxesPage() {
+  const { client, live } = useConsole();
+  const [everyone, setEveryone] = useState(false);
+  const [store, setStore] = useState(() => sandboxStore(client, false));
+  useEffect(() => setStore(sandboxStore(client, everyone)), [client, everyone]);
+  useEffect(() => live?.track('sandbox', store), [live, store]);
+  const state = useList(store);
+  const [templates] = useState(
+    () =>
+      new ListStore<Template>({
+        load: (cursor) => client.sandboxTemplates.list({ limit: 100, ...(cursor ? { cursor } : {}) }),
+        readOne: (templateId) => client.sandboxTemplates.get({ templateId }),
+      }),
+  );
+  useEffect(() => live?.track('sandboxTemplate', templates), [live, templates]);
+  // A warm pool's counts change with its sandboxes' events, not the template's: re-read the list then.
+  useEffect(
+    () =>
+      live?.track('sandbox', {
+        get loaded() {
+          return templates.loaded;
+        },
+        refresh: () => templates.refresh(),
+      }),
+    [live, templates],
+  );
+  const templateState = useList(templates);
+  const names = new Map(templateState.items.map((template) => [template.id, template.name]));
+  // A deployment without a snapshot store says so once; the button goes for the rest of the session.
+  const [snapshotsOff, setSnapshotsOff] = useState(false);
+
+  const [templateId, setTemplateId] = useState('');
+  useEffect(() => {
+    if (!templateId && templateState.items[0]) setTemplateId(templateState.items[0].id);
+  }, [templateId, templateState.items]);
+  const create = useAction(async () => {
+    const made = await client.sandboxes.create({
+      templateId,
+      waitSeconds: 20,
+      idempotencyKey: idempotencyKey(),
+    });
+    store.upsert(made);
+    return made;
+  });
+
+  function submit(event: FormEvent) {
+    event.preventDefault();
+    void create.run(undefined);
+  }
+
+  return (
+    <>
+      <h1>Sandboxes</h1>
+      {templateState.status === 'ready' && templateState.items.length === 0 ? (
+        <p className="note">No sandbox templates yet: a tenant administrator creates them below.</p>
+      ) : null}
+      <form className="inline" onSubmit={submit} aria-label="New sandbox">
+        <label>
+          Template
+          <select name="template" value={templateId} onChange={(e) => setTemplateId(e.target.value)}>
+            {templateState.items.map((template) => (
+              <option key={template.id} value={template.id}>
+                {template.name}
+              </option>
+            ))}
+          </select>
+        </label>
+        <button type="submit" disabled={!templateId || create.pending}>
+          Create sandbox
+        </button>
+        <label>
+          <input type="checkbox" checked={everyone} onChange={(e) => setEveryone(e.target.checked)} />{' '}
+          Everyone’s sandboxes
+        </label>
+      </form>
+      <ErrorNote error={create.error} />
+      <PagedTable
+        state={state}
+        caption="Sandboxes"
+        columns={['Sandbox', 'Template', 'State', 'Lifetime', 'Actions']}
+        empty="No sandboxes."
+        onMore={() => void store.loadMore()}
+        row={(sandbox) => (
+          <SandboxRow
+            key={sandbox.id}
+            sandbox={sandbox}
+            templateName={names.get(sandbox.templateId) ?? sandbox.templateId}
+            store={store}
+            snapshotsOff={snapshotsOff}
+            onSnapshotsOff={() => setSnapshotsOff(true)}
+          />
+        )}
+      />
+      <Templates store={templates} />
+    </>
+  );
+}
+
+function sandboxStore(client: ReturnType<typeof useConsole>['client'], all: boolean) {
+  return new ListStore<Sandbox>({
+    load: (cursor) => client.sandboxes.list({ all, limit: 50, ...(cursor ? { cursor } : {}) }),
+    readOne: (sandboxId) => client.sandboxes.get({ sandboxId }),
+  });
+}
+
+function SandboxRow({
+  sandbox,
+  templateName,
+  store,
+  snapshotsOff,
+  onSnapshotsOff,
+}: {
+  sandbox: Sandbox;
+  templateName: string;
+  store: ListStore<Sandbox>;
+  snapshotsOff: boolean;
+  onSnapshotsOff: () => void;
+}) {
+  const { client } = useConsole();
+  const left = useSecondsLeft(sandbox.expiresAt);
+  const changed = (next: Sandbox) => {
+    store.upsert(next);
+    return next;
+  };
+  const extend = useAction(async () =>
+    changed(await client.sandboxes.extend({ sandboxId: sandbox.id, bySeconds: 1800 })),
+  );
+  const snapshot = useAction(async () => {
+    try {
+      return await client.sandboxes.snapshot({ sandboxId: sandbox.id, idempotencyKey: idempotencyKey() });
+    } catch (error) {
+      if (isComputeClientError(error) && error.code === 'INVALID_CONFIG') onSnapshotsOff();
+      throw error;
+    }
+  });
+  const remove = useAction(async () => changed(await client.sandboxes.delete({ sandboxId: sandbox.id })));
+  const live = sandbox.state === 'running' || sandbox.state === 'starting';
+  const busy = extend.pending || snapshot.pending || remove.pending;
+  const snapshotsUnavailable =
+    snapshotsOff || (isComputeClientError(snapshot.error) && snapshot.error.code === 'INVALID_CONFIG');
+  return (
+    <tr data-sandbox={sandbox.id}>
+      <td>
+        <code>{sandbox.id}</code>
+        <br />
+        <span className="note">
+          {sandbox.warm ? 'from the warm pool' : 'started cold'}
+          {sandbox.fromSnapshotId ? `, restored from ${sandbox.fromSnapshotId}` : ''}
+        </span>
+      </td>
+      <td>{templateName}</td>
+      <td data-state={sandbox.state}>
+        {sandbox.state}
+        {sandbox.reason ? <span className="note">: {sandbox.reason}</span> : null}
+        {!sandbox.identityRebound ? (
+          <p className="note" role="note">
+            Still answers to its source’s SSH identity: exec waits until the source and sibling restores are
+            gone, or the node gives it its own.
+          </p>
+        ) : null}
+      </td>
+      <td>{left === null ? '' : <span data-left={left}>{countdown(left)}</span>}</td>
+      <td>
+        <div className="row">
+          <button
+            type="button"
+            className="secondary"
+            disabled={!live || busy}
+            aria-label={`Extend ${sandbox.id} by 30 minutes`}
+            onClick={() => void extend.run(undefined)}
+          >
+            +30 min
+          </button>
+          {snapshotsUnavailable ? null : (
+            <button
+              type="button"
+              className="secondary"
+              disabled={sandbox.state !== 'running' || busy}
+              aria-label={`Snapshot ${sandbox.id}`}
+              onClick={() => void snapshot.run(undefined)}
+            >
+              Snapshot
+            </button>
+          )}
+          <ConfirmButton
+            label="Delete"
+            title={`Delete ${sandbox.id}`}
+            disabled={!live || busy}
+            question={`Delete ${sandbox.id}? It stops and its disk goes; its snapshots go too unless they were kept.`}
+            confirmLabel="Delete sandbox"
+            onConfirm={() => remove.run(undefined)}
+          />
+        </div>
+        {sandbox.state === 'running' ? (
+          <p className="note">
+            Shell: <code>better-compute sandbox exec {sandbox.id}</code>
+          </p>
+        ) : null}
+        {snapshot.result ? <p className="note">Snapshot {snapshot.result.id} is being taken.</p> : null}
+        {snapshotsUnavailable ? (
+          <p className="note">Snapshots are not configured on this deployment.</p>
+        ) : null}
+        <ErrorNote
+          error={
+            extend.error ??
+            (isComputeClientError(snapshot.error) && snapshot.error.code === 'INVALID_CONFIG'
+              ? null
+              : snapshot.error) ??
+            remove.error
+          }
+        />
+      </td>
+    </tr>
+  );
+}
+
+function Templates({ store }: { store: ListStore<Template> }) {
+  const { client } = useConsole();
+  const state = useList(store);
+  const [pools, setPools] = useState<Pool[]>([]);
+  const [flavors, setFlavors] = useState<Flavor[]>([]);
+  const [images, setImages] = useState<Image[]>([]);
+  const [choicesError, setChoicesError] = useState<unknown>(null);
+  const [name, setName] = useState('');
+  const [poolId, setPoolId] = useState('');
+  const [flavorId, setFlavorId] = useState('');
+  const [imageId, setImageId] = useState('');
+  const [warmMin, setWarmMin] = useState(0);
+  const [maxHours, setMaxHours] = useState(4);
+  useEffect(() => {
+    Promise.all([client.pools.list({ class: 'vps', limit: 100 }), client.images.list({ limit: 100 })])
+      .then(([poolPage, imagePage]) => {
+        setPools(poolPage.items);
+        setImages(imagePage.items);
+        setPoolId((current) => current || poolPage.items[0]?.id || '');
+        setImageId((current) => current || imagePage.items[0]?.id || '');
+      })
+      .catch(setChoicesError);
+  }, [client]);
+  useEffect(() => {
+    if (!poolId) return;
+    client.flavors
+      .list({ poolId, limit: 100 })
+      .then((page) => {
+        setFlavors(page.items);
+        setFlavorId(page.items[0]?.id ?? '');
+      })
+      .catch(setChoicesError);
+  }, [client, poolId]);
+  const create = useAction(async () => {
+    const maxTtlSeconds = Math.round(maxHours * 3600);
+    const made = await client.sandboxTemplates.create({
+      name,
+      poolId,
+      flavorId,
+      imageId,
+      warmMin,
+      maxTtlSeconds,
+      defaultTtlSeconds: Math.min(3600, maxTtlSeconds),
+      idempotencyKey: idempotencyKey(),
+    });
+    store.upsert(made);
+    setName('');
+    return made;
+  });
+  const ready = NAME.test(name) && poolId && flavorId && imageId && maxHours >= 1 / 60;
+
+  function submit(event: FormEvent) {
+    event.preventDefault();
+    void create.run(undefined);
+  }
+
+  return (
+    <section aria-labelledby="templates">
+      <h2 id="templates">Templates</h2>
+      <form className="inline" onSubmit={submit} aria-label="New template">
+        <label>
+          Name
+          <input
+            name="templateName"
+            value={name}
+            onChange={(e) => setName(e.target.value.trim())}
+            size={12}
+          />
+        </label>
+        <label>
+          Pool
+          <select name="templatePool" value={poolId} onChange={(e) => setPoolId(e.target.value)}>
+            {pools.map((pool) => (
+              <option key={pool.id} value={pool.id}>
+                {pool.name}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Flavor
+          <select name="templateFlavor" value={flavorId} onChange={(e) => setFlavorId(e.target.value)}>
+            {flavors.map((flavor) => (
+              <option key={flavor.id} value={flavor.id}>
+                {flavor.name}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Image
+          <select name="templateImage" value={imageId} onChange={(e) => setImageId(e.target.value)}>
+            {images.map((image) => (
+              <option key={image.id} value={image.id}>
+                {image.name}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Warm minimum
+          <input
+            name="warmMin"
+            type="number"
+            min={0}
+            max={64}
+            value={warmMin}
+            onChange={(e) => setWarmMin(Number(e.target.value))}
+          />
+        </label>
+        <label>
+          Longest lifetime (hours)
+          <input
+            name="maxHours"
+            type="number"
+            min={1}
+            max={168}
+            value={maxHours}
+            onChange={(e) => setMaxHours(Number(e.target.value))}
+          />
+        </label>
+        <button type="submit" disabled={!ready || create.pending}>
+          Create template
+        </button>
+      </form>
+      <ErrorNote error={create.error ?? choicesError} />
+      <PagedTable
+        state={state}
+        caption="Sandbox templates"
+        columns={['Template', 'Pool, flavor, image', 'Lifetime', 'Warm pool', 'Actions']}
+        empty="No templates."
+        onMore={() => void store.loadMore()}
+        row={(template) => <TemplateRow key={template.id} template={template} store={store} />}
+      />
+    </section>
+  );
+}
+
+function TemplateRow({ template, store }: { template: Template; store: ListStore<Template> }) {
+  const { client } = useConsole();
+  const warm = useAction(async (delta: number) => {
+    const min = Math.max(0, Math.min(64, template.warm.min + delta));
+    const next = await client.sandboxTemplates.update({
+      templateId: template.id,
+      warmMin: min,
+      warmMax: Math.max(min, template.warm.max),
+    });
+    store.upsert(next);
+    return next;
+  });
+  const remove = useAction(async () => {
+    const gone = await client.sandboxTemplates.delete({ templateId: template.id });
+    store.remove(template.id);
+    return gone;
+  });
+  const hasVolumes = template.volumes.length > 0;
+  return (
+    <tr data-template={template.id}>
+      <td>
+        {template.name}
+        <br />
+        <code>{template.id}</code>
+      </td>
+      <td>
+        <code>{template.poolId}</code>, <code>{template.flavorId}</code>, <code>{template.imageId}</code> (
+        {template.runtime})
+        {template.volumes.map((volume) => (
+          <div key={volume.volumeId} className="note">
+            {volume.name} at {volume.path}
+            {volume.readOnly ? ' (read-only)' : ''}
+          </div>
+        ))}
+      </td>
+      <td>
+        {Math.round(template.defaultTtlSeconds / 60)} min by default, at most{' '}
+        {Math.round((template.maxTtlSeconds / 3600) * 10) / 10} h
+      </td>
+      <td data-warm={`${template.warm.ready}/${template.warm.min}`}>
+        {template.warm.ready} ready, {template.warm.starting} starting (min {template.warm.min}, max{' '}
+        {template.warm.max})
+      </td>
+      <td>
+        <div className="row">
+          <button
+            type="button"
+            className="secondary"
+            disabled={hasVolumes || template.warm.min >= 64 || warm.pending}
+            title={hasVolumes ? 'A template with volumes keeps no warm pool' : undefined}
+            aria-label={`Warm +1 ${template.name}`}
+            onClick={() => void warm.run(1)}
+          >
+            Warm +1
+          </button>
+          <button
+            type="button"
+            className="secondary"
+            disabled={template.warm.min === 0 || warm.pending}
+            aria-label={`Warm −1 ${template.name}`}
+            onClick={() => void warm.run(-1)}
+          >
+            Warm −1
+          </button>
+          <ConfirmButton
+            label="Delete"
+            title={`Delete template ${template.name}`}
+            disabled={remove.pending}
+            question={`Delete the template ${template.name}? Its warm sandboxes are retired; a template with live sandboxes is refused.`}
+            confirmLabel="Delete template"
+            onConfirm={() => remove.run(undefined)}
+          />
+        </div>
+        <ErrorNote error={warm.error ?? remove.error} />
+      </td>
+    </tr>
+  );
+}

@@ -1,0 +1,195 @@
+'use client';
+/**
+ * Volumes: persistent sandbox volumes, an agent's memory. Your volumes (or everyone's in the
+ * tenant), live; create on a pool (a name and a size, checked before the button enables); Grow to a
+ * larger size; Delete after a confirmation that says the data is wiped. The API decides every call.
+ */
+import { useEffect, useState, type FormEvent } from 'react';
+import type { CallOutput } from '@better-compute/client';
+import { ListStore } from '@better-compute/console-kit';
+import { useAction, useList } from '@better-compute/console-kit/react';
+import { useConsole } from '@/components/console-context';
+import { ConfirmButton, ErrorNote, PagedTable } from '@/components/ui';
+import { idempotencyKey } from '@/lib/api';
+
+type Volume = CallOutput<'sandboxVolumes.get'>;
+type Pool = CallOutput<'pools.get'>;
+
+const NAME = /^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$/;
+const MAX_GIB = 16_384;
+
+export default function VolumesPage() {
+  const { client, live } = useConsole();
+  const [everyone, setEveryone] = useState(false);
+  const [store, setStore] = useState(() => volumeStore(client, false));
+  useEffect(() => setStore(volumeStore(client, everyone)), [client, everyone]);
+  useEffect(() => live?.track('sandboxVolume', store), [live, store]);
+  const state = useList(store);
+  const [pools, setPools] = useState<Pool[]>([]);
+  const [poolsError, setPoolsError] = useState<unknown>(null);
+  const [poolId, setPoolId] = useState('');
+  const [name, setName] = useState('');
+  const [size, setSize] = useState(10);
+  useEffect(() => {
+    client.pools
+      .list({ class: 'vps', limit: 100 })
+      .then((page) => {
+        setPools(page.items);
+        setPoolId((current) => current || page.items[0]?.id || '');
+      })
+      .catch(setPoolsError);
+  }, [client]);
+  const create = useAction(async () => {
+    const made = await client.sandboxVolumes.create({
+      poolId,
+      name,
+      sizeGiB: size,
+      idempotencyKey: idempotencyKey(),
+    });
+    store.upsert(made);
+    setName('');
+    return made;
+  });
+  const nameProblem =
+    name && !NAME.test(name)
+      ? 'Lower-case letters, digits, . _ and -, at most 63, starting with a letter or digit.'
+      : '';
+  const sizeOk = Number.isInteger(size) && size >= 1 && size <= MAX_GIB;
+
+  function submit(event: FormEvent) {
+    event.preventDefault();
+    void create.run(undefined);
+  }
+
+  return (
+    <>
+      <h1>Volumes</h1>
+      <form className="inline" onSubmit={submit} aria-label="New volume">
+        <label>
+          Pool
+          <select name="pool" value={poolId} onChange={(e) => setPoolId(e.target.value)}>
+            {pools.map((pool) => (
+              <option key={pool.id} value={pool.id}>
+                {pool.name}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Name
+          <input name="name" value={name} onChange={(e) => setName(e.target.value.trim())} size={16} />
+        </label>
+        <label>
+          Size (GiB)
+          <input
+            name="size"
+            type="number"
+            min={1}
+            max={MAX_GIB}
+            value={size}
+            onChange={(e) => setSize(Number(e.target.value))}
+          />
+        </label>
+        <button
+          type="submit"
+          disabled={!poolId || !NAME.test(name) || !sizeOk || create.pending}
+          title={nameProblem}
+        >
+          Create volume
+        </button>
+        <label>
+          <input type="checkbox" checked={everyone} onChange={(e) => setEveryone(e.target.checked)} />{' '}
+          Everyone’s volumes
+        </label>
+      </form>
+      {nameProblem ? <p className="note">{nameProblem}</p> : null}
+      <ErrorNote error={create.error ?? poolsError} />
+      <PagedTable
+        state={state}
+        caption="Volumes"
+        columns={['Volume', 'Pool and node', 'Size', 'State', 'Actions']}
+        empty="No volumes."
+        onMore={() => void store.loadMore()}
+        row={(volume) => <VolumeRow key={volume.id} volume={volume} store={store} />}
+      />
+    </>
+  );
+}
+
+function volumeStore(client: ReturnType<typeof useConsole>['client'], all: boolean) {
+  return new ListStore<Volume>({
+    load: (cursor) => client.sandboxVolumes.list({ all, limit: 50, ...(cursor ? { cursor } : {}) }),
+    readOne: (volumeId) => client.sandboxVolumes.get({ volumeId }),
+  });
+}
+
+function VolumeRow({ volume, store }: { volume: Volume; store: ListStore<Volume> }) {
+  const { client } = useConsole();
+  const [growTo, setGrowTo] = useState(volume.sizeGiB * 2);
+  const changed = (next: Volume) => {
+    store.upsert(next);
+    return next;
+  };
+  const grow = useAction(async () =>
+    changed(await client.sandboxVolumes.resize({ volumeId: volume.id, sizeGiB: growTo })),
+  );
+  const remove = useAction(async () => changed(await client.sandboxVolumes.delete({ volumeId: volume.id })));
+  const ready = volume.state === 'ready';
+  const larger = Number.isInteger(growTo) && growTo > volume.sizeGiB && growTo <= MAX_GIB;
+  return (
+    <tr data-volume={volume.id}>
+      <td>
+        {volume.name}
+        <br />
+        <code>{volume.id}</code>
+      </td>
+      <td>
+        <code>{volume.poolId}</code>
+        <br />
+        {volume.nodeId ? <code>{volume.nodeId}</code> : <span className="note">not placed yet</span>}
+      </td>
+      <td>{volume.sizeGiB} GiB</td>
+      <td data-state={volume.state}>
+        {volume.state}
+        {volume.reason ? <span className="note">: {volume.reason}</span> : null}
+        {volume.templateIds.length ? (
+          <span className="note"> (mounted by {volume.templateIds.length} template(s))</span>
+        ) : null}
+      </td>
+      <td>
+        <div className="row">
+          <label>
+            Grow to (GiB)
+            <input
+              name="growTo"
+              type="number"
+              min={volume.sizeGiB + 1}
+              max={MAX_GIB}
+              value={growTo}
+              onChange={(e) => setGrowTo(Number(e.target.value))}
+            />
+          </label>
+          <button
+            type="button"
+            className="secondary"
+            disabled={!ready || !larger || grow.pending}
+            title={larger ? undefined : 'A volume only grows: give a larger size'}
+            aria-label={`Grow ${volume.id}`}
+            onClick={() => void grow.run(undefined)}
+          >
+            Grow
+          </button>
+          <ConfirmButton
+            label="Delete"
+            title={`Delete ${volume.id}`}
+            disabled={!ready || remove.pending}
+            question={`Delete the volume ${volume.name} (${volume.id})? Its data is wiped and cannot be brought back.`}
+            confirmLabel="Delete volume"
+            onConfirm={() => remove.run(undefined)}
+          />
+        </div>
+        <ErrorNote error={grow.error ?? remove.error} />
+      </td>
+    </tr>
+  );
+}
