@@ -11,6 +11,7 @@ import { dirname, join } from 'node:path';
 
 export const DEV_GUEST_IMAGE = 'debian-12-guest';
 export const DEV_FLAVOR = 'small';
+export const DEV_SANDBOX_TEMPLATE = 'shell';
 
 type Api = <T = any>(method: string, body: Record<string, unknown>) => Promise<T>;
 
@@ -52,6 +53,7 @@ export async function prepareDevVps(options: {
     log(
       `this machine: image ${registered.id} (${DEV_GUEST_IMAGE}) and flavor ${DEV_FLAVOR} in pool ${poolId}`,
     );
+    await ensureSandboxTemplate(api, poolId, registered.id, log);
     return;
   }
   if (!options.build)
@@ -78,11 +80,12 @@ export async function prepareDevVps(options: {
     }
     const dir = stdout.trim().split('\n').at(-1)!;
     registerGuestImage(api, dir)
-      .then((id) =>
+      .then(async (id) => {
         log(
           `this machine: image ${id} (${DEV_GUEST_IMAGE}) registered; flavor ${DEV_FLAVOR} in pool ${poolId}`,
-        ),
-      )
+        );
+        await ensureSandboxTemplate(api, poolId, id, log);
+      })
       .catch((error: Error) => log(`this machine: registering the guest image failed: ${error.message}`));
   });
 }
@@ -108,4 +111,44 @@ async function registerGuestImage(api: Api, dir: string): Promise<string> {
     idempotencyKey: `dev-guest-image-${disk.sha256.slice(0, 32)}`,
   });
   return image.id;
+}
+
+/**
+ * acme's sandbox template `shell` on this machine: bubblewrap sandboxes of the guest image's root,
+ * one kept warm, an hour by default and four at most. Made once, as the platform acting in acme.
+ */
+async function ensureSandboxTemplate(api: Api, poolId: string, imageId: string, log: (line: string) => void) {
+  try {
+    const templates = await api<{ items: { id: string; name: string }[] }>('sandboxTemplates.list', {
+      tenantId: 'acme',
+      poolId,
+      limit: 500,
+    });
+    let template = templates.items.find((t) => t.name === DEV_SANDBOX_TEMPLATE);
+    if (!template) {
+      const flavors = await api<{ items: { id: string; name: string }[] }>('flavors.list', {
+        poolId,
+        limit: 500,
+      });
+      const flavorId = flavors.items.find((flavor) => flavor.name === DEV_FLAVOR)?.id;
+      template = await api('sandboxTemplates.create', {
+        tenantId: 'acme',
+        name: DEV_SANDBOX_TEMPLATE,
+        poolId,
+        flavorId,
+        imageId,
+        runtime: 'bwrap',
+        warmMin: 1,
+        defaultTtlSeconds: 3600,
+        maxTtlSeconds: 4 * 3600,
+        network: 'none',
+        idempotencyKey: `dev-sandbox-template-${poolId}`,
+      });
+    }
+    log(
+      `this machine: acme's sandbox template ${template!.id} (${DEV_SANDBOX_TEMPLATE}, bwrap, one kept warm)`,
+    );
+  } catch (error) {
+    log(`this machine: no sandbox template: ${error instanceof Error ? error.message : String(error)}`);
+  }
 }
