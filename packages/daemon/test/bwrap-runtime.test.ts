@@ -156,11 +156,14 @@ describe.skipIf(!bwrapAvailable())('the bwrap runtime', () => {
     expect(result.identityRebound).toBe(true);
     const key = userKey('one', 'sbx_bwrapone');
     const login = await ssh('sbx_bwrapone', key, [
-      'uname -a; hostname; id -u; echo hi >/root/from-ssh; exit 7',
+      'uname -a; hostname; id -u; pwd; echo hi >from-ssh; exit 7',
     ]);
     expect(login.status, login.stderr).toBe(7);
     expect(login.stdout).toContain('Linux');
+    expect(login.stdout, login.stderr).toContain('\n/root\n');
     expect(login.stdout).toContain('sbx-bwrapone');
+    // It starts in root's home, with nothing of the host's working directory about it.
+    expect(login.stderr).not.toContain('getcwd');
     // The sandbox's root wrote into its own layer, not the image and not the host.
     expect(
       readFileSync(join(stateDir, 'sandboxes', 'sbx_bwrapone', 'upper', 'root', 'from-ssh'), 'utf8'),

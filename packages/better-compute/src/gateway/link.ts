@@ -41,6 +41,9 @@ export const nodeStreamTarget = z.discriminatedUnion('kind', [
   z
     .object({ kind: z.literal('instance-port'), instanceId, port: z.number().int().min(1).max(65535) })
     .strict(),
+  z
+    .object({ kind: z.literal('sandbox-ssh'), sandboxId: z.string().regex(/^sbx_[A-Za-z0-9]{1,64}$/) })
+    .strict(),
 ]);
 
 const openMessage = z

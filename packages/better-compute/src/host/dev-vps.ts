@@ -53,7 +53,7 @@ export async function prepareDevVps(options: {
     log(
       `this machine: image ${registered.id} (${DEV_GUEST_IMAGE}) and flavor ${DEV_FLAVOR} in pool ${poolId}`,
     );
-    await ensureSandboxTemplate(api, poolId, registered.id, log);
+    void ensureSandboxTemplate(api, poolId, registered.id, log);
     return;
   }
   if (!options.build)
@@ -118,37 +118,47 @@ async function registerGuestImage(api: Api, dir: string): Promise<string> {
  * one kept warm, an hour by default and four at most. Made once, as the platform acting in acme.
  */
 async function ensureSandboxTemplate(api: Api, poolId: string, imageId: string, log: (line: string) => void) {
-  try {
-    const templates = await api<{ items: { id: string; name: string }[] }>('sandboxTemplates.list', {
-      tenantId: 'acme',
-      poolId,
-      limit: 500,
-    });
-    let template = templates.items.find((t) => t.name === DEV_SANDBOX_TEMPLATE);
-    if (!template) {
-      const flavors = await api<{ items: { id: string; name: string }[] }>('flavors.list', {
+  // The node says it runs bwrap in its session's hello, which may come a moment after the image.
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      const templates = await api<{ items: { id: string; name: string }[] }>('sandboxTemplates.list', {
+        tenantId: 'acme',
         poolId,
         limit: 500,
       });
-      const flavorId = flavors.items.find((flavor) => flavor.name === DEV_FLAVOR)?.id;
-      template = await api('sandboxTemplates.create', {
-        tenantId: 'acme',
-        name: DEV_SANDBOX_TEMPLATE,
-        poolId,
-        flavorId,
-        imageId,
-        runtime: 'bwrap',
-        warmMin: 1,
-        defaultTtlSeconds: 3600,
-        maxTtlSeconds: 4 * 3600,
-        network: 'none',
-        idempotencyKey: `dev-sandbox-template-${poolId}`,
-      });
+      let template = templates.items.find((t) => t.name === DEV_SANDBOX_TEMPLATE);
+      if (!template) {
+        const flavors = await api<{ items: { id: string; name: string }[] }>('flavors.list', {
+          poolId,
+          limit: 500,
+        });
+        const flavorId = flavors.items.find((flavor) => flavor.name === DEV_FLAVOR)?.id;
+        template = await api('sandboxTemplates.create', {
+          tenantId: 'acme',
+          name: DEV_SANDBOX_TEMPLATE,
+          poolId,
+          flavorId,
+          imageId,
+          runtime: 'bwrap',
+          warmMin: 1,
+          defaultTtlSeconds: 3600,
+          maxTtlSeconds: 4 * 3600,
+          network: 'none',
+          idempotencyKey: `dev-sandbox-template-${poolId}`,
+        });
+      }
+      log(
+        `this machine: acme's sandbox template ${template!.id} (${DEV_SANDBOX_TEMPLATE}, bwrap, one kept warm)`,
+      );
+      return;
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      if (attempt < 60 && message.includes('can run the bwrap runtime')) {
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+        continue;
+      }
+      log(`this machine: no sandbox template: ${message}`);
+      return;
     }
-    log(
-      `this machine: acme's sandbox template ${template!.id} (${DEV_SANDBOX_TEMPLATE}, bwrap, one kept warm)`,
-    );
-  } catch (error) {
-    log(`this machine: no sandbox template: ${error instanceof Error ? error.message : String(error)}`);
   }
 }

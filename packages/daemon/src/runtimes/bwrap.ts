@@ -193,6 +193,8 @@ export class BwrapDriver {
       const mnt = await this.volumeMount(volume.volumeId);
       args.push(volume.readOnly ? '--ro-bind' : '--bind', mnt, volume.path);
     }
+    // Commands that enter it start where its pid 1 is: root's home when the image has one.
+    args.push('--chdir', existsSync(join(root, 'root')) ? '/root' : '/');
     args.push('--info-fd', '3', '--', '/bin/sh', '-c', 'exec sleep infinity');
     const pid = await new Promise<number>((resolve, reject) => {
       const child = spawn('bwrap', args, { detached: true, stdio: ['ignore', 'ignore', 'pipe', 'pipe'] });
@@ -332,9 +334,9 @@ export class BwrapDriver {
         `pid=$(sed -n 's/.*"pid":\\([0-9]*\\).*/\\1/p' ${JSON.stringify(join(this.dirOf(sandboxId), 'run.json'))})`,
         '[ -n "$pid" ] || { echo "the sandbox is not running" >&2; exit 255; }',
         'if [ -n "$SSH_ORIGINAL_COMMAND" ]; then',
-        '  exec nsenter -t "$pid" --all --preserve-credentials --wd=/root -- /bin/sh -c -- "$SSH_ORIGINAL_COMMAND"',
+        '  exec nsenter -t "$pid" --all --preserve-credentials --root --wd -- /bin/sh -c -- "$SSH_ORIGINAL_COMMAND"',
         'fi',
-        'exec nsenter -t "$pid" --all --preserve-credentials --wd=/root -- /bin/sh -l',
+        'exec nsenter -t "$pid" --all --preserve-credentials --root --wd -- /bin/sh -l',
         '',
       ].join('\n'),
       { mode: 0o700 },
