@@ -134,11 +134,11 @@ export interface DevServer {
 export async function startDev(
   cwd: string,
   args: string[],
-  options: { ready?: RegExp; timeoutMs?: number } = {},
+  options: { ready?: RegExp; timeoutMs?: number; env?: Record<string, string> } = {},
 ): Promise<DevServer> {
   const server = await startBin(computeBin, ['dev', '--memory', '--port', '0', ...args], {
     cwd,
-    env: { HOME: cwd },
+    env: { HOME: cwd, ...options.env },
     ready: options.ready ?? /\ntry: BETTER_COMPUTE_URL=\S+/,
     timeoutMs: options.timeoutMs ?? 50_000,
   });

@@ -4,18 +4,20 @@
  * reaches it through the driver's `dialSsh` exactly as a `sandbox-ssh` stream does (bridged here to
  * a loopback port, as `sandbox exec` bridges its tunnel). A certificate for one sandbox opens that
  * sandbox only; the remote command runs in the sandbox, never on the host; a volume's data outlives
- * its sandbox; a disk snapshot restores its files; delete leaves no mount and no process.
+ * its sandbox; a disk snapshot restores its files; delete leaves no mount and no process. Then the
+ * same through the whole product: dev, its real node, the CLI and sandbox exec.
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { networkInterfaces, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { pipeline } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RuntimeImage, SandboxCommandPayload } from '@better-compute/core/runtime-commands';
 import { ensureGuestImage, type GuestImage } from '../../better-compute/test/guest-support.js';
 import { BwrapDriver, bwrapAvailable, ImageCache } from '../src/runtimes/index.js';
+import { type DevServer, runCompute, startDev } from '../../../test/e2e/support.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'bcd-bwrap-'));
 const stateDir = join(scratch, 'state');
@@ -201,7 +203,7 @@ describe.skipIf(!bwrapAvailable())('the bwrap runtime', () => {
     });
     const restoreKey = userKey('restore', 'sbx_bwraprestore');
     const read = await ssh('sbx_bwraprestore', restoreKey, ['cat /data/notes /root/file; touch /data/x']);
-    expect(read.stdout).toBe('kept\nmine\n');
+    expect(read.stdout, read.stderr).toBe('kept\nmine\n');
     expect(read.stderr).toContain('Read-only file system');
     await driver.delete('sbx_bwraprestore');
     const grown = await driver.resizeVolume('vol_bwraptest', 2);
@@ -247,4 +249,98 @@ describe.skipIf(!bwrapAvailable())('the bwrap runtime', () => {
     expect(existsSync(`/proc/${pid}`)).toBe(false);
     expect((await driver.delete('sbx_bwrapgone')).removed).toBe(false);
   }, 60_000);
+});
+
+// The guide's Sandboxes example on `dev --node`: dev's real bcd on this machine runs acme's template
+// `shell` on this runtime; the real CLI creates a sandbox (claiming the warm one), and `sandbox exec`
+// runs the real OpenSSH client through a single-use tunnel to the host sshd that enters it. Last in
+// this file, after the driver's own tests, so the two never share the machine's loop devices.
+const devCwd = mkdtempSync(join(tmpdir(), 'bc-sandboxes-'));
+let dev: DevServer;
+let templateId: string;
+let session: string;
+
+async function cli(args: string[], token = session) {
+  return runCompute(args, { cwd: devCwd, url: dev.url, token, timeoutMs: 90_000 });
+}
+async function json(args: string[], token = session) {
+  const result = await cli([...args, '--format', 'json'], token);
+  expect(result.status, result.stderr).toBe(0);
+  return JSON.parse(result.stdout);
+}
+
+describe.skipIf(!bwrapAvailable())('sandboxes on dev’s real node', () => {
+  beforeAll(async () => {
+    const image = await ensureGuestImage();
+    mkdirSync(join(devCwd, '.ssh'), { mode: 0o700 });
+    execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', join(devCwd, '.ssh', 'id_ed25519')]);
+    // dev registers the image the guest suites built (its cache, found through this variable) and
+    // makes acme's template once the node says it runs bwrap.
+    dev = await startDev(devCwd, ['--node'], {
+      ready: /acme's sandbox template (sbxt_[0-9a-z]+)/,
+      timeoutMs: 120_000,
+      env: { BETTER_COMPUTE_GUEST_CACHE: dirname(image.dir) },
+    });
+    templateId = /acme's sandbox template (sbxt_[0-9a-z]+)/.exec(dev.server.output())![1]!;
+    session = JSON.parse(readFileSync(join(devCwd, '.better-compute', 'dev-memory.json'), 'utf8')).acmeMember
+      .sessionToken;
+  }, 180_000);
+
+  afterAll(async () => {
+    await dev?.server.stop();
+    rmSync(devCwd, { recursive: true, force: true });
+  });
+
+  it('create claims the warm sandbox; exec runs uname -a in it over OpenSSH and brings back its exit status', async () => {
+    const templates = await json(['sandbox', 'templates']);
+    expect(templates.items.map((t: { id: string }) => t.id)).toContain(templateId);
+    // The warm pool has had time to fill while the node joined; a create takes that sandbox.
+    let created;
+    for (let attempt = 0; attempt < 60; attempt += 1) {
+      created = await json(['sandbox', 'create', '--template', templateId, '--ttl', '30m', '--wait', '30']);
+      if (created.warm || attempt === 59) break;
+      await json(['sandbox', 'delete', created.id]);
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+    }
+    expect(created).toMatchObject({
+      state: 'running',
+      warm: true,
+      hostCertified: true,
+      identityRebound: true,
+    });
+    const uname = await cli(['sandbox', 'exec', created.id, '--', 'uname', '-a']);
+    expect(uname.status, uname.stderr).toBe(0);
+    expect(uname.stdout).toMatch(/^Linux sbx-/);
+    const failed = await cli(['sandbox', 'exec', created.id, '--', 'echo in-sandbox; exit 5']);
+    expect(failed.status).toBe(5);
+    expect(failed.stdout).toBe('in-sandbox\n');
+    const marker = join(devCwd, 'proxy-command-ran');
+    const proxy = await cli(['sandbox', 'exec', created.id, '--', `-oProxyCommand=touch ${marker}`]);
+    expect(proxy.status).toBe(127);
+    expect(proxy.stderr).toContain('-oProxyCommand=touch: not found');
+    expect(existsSync(marker)).toBe(false);
+    // An API key is not a person's session.
+    const byKey = await cli(['sandbox', 'exec', created.id, '--', 'true'], dev.dev.acmeMember.apiKey);
+    expect(byKey.status).toBe(1);
+    expect(byKey.stderr).toContain('ACCESS_DENIED');
+
+    // A kept snapshot outlives its sandbox.
+    await cli(['sandbox', 'exec', created.id, '--', 'echo kept > /root/notes']);
+    const snapshot = await json(['sandbox', 'snapshot', created.id, '--keep']);
+    for (let attempt = 0; attempt < 100; attempt += 1) {
+      const shown = await json(['sandbox-snapshot', 'get', snapshot.id]);
+      if (shown.state !== 'creating') break;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    await json(['sandbox', 'delete', created.id]);
+    const kept = await json(['sandbox-snapshot', 'get', snapshot.id]);
+    expect(kept).toMatchObject({ state: 'ready', keep: true, memory: false });
+    const restored = await json([
+      'sandbox', 'create', '--template', templateId, '--from-snapshot', snapshot.id, '--wait', '30',
+    ]); // prettier-ignore
+    expect(restored.state).toBe('running');
+    const read = await cli(['sandbox', 'exec', restored.id, '--', 'cat /root/notes']);
+    expect(read.stdout, read.stderr).toBe('kept\n');
+    await json(['sandbox', 'delete', restored.id]);
+  }, 240_000);
 });

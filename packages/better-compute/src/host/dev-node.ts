@@ -5,8 +5,8 @@
  * and NICs. Its state directory is `.better-compute/bcd/` (a temporary one with --memory), so a
  * restarted dev brings back the same node.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -110,14 +110,17 @@ export async function startDevNode(
     for (const line of chunk.toString('utf8').split('\n'))
       if (line.includes('session up') || line.includes('refused')) log(line);
   });
-  const { readFileSync } = await import('node:fs');
   const nodeId = (JSON.parse(readFileSync(join(stateDir, 'node.json'), 'utf8')) as { nodeId: string }).nodeId;
   const exited = new Promise<void>((resolve) => running.on('exit', () => resolve()));
   const stop = async () => {
     if (running.exitCode === null) running.kill('SIGTERM');
     await exited;
-    // A temporary state directory (--memory) goes with the store it belonged to.
-    if (!options.stateDir) rmSync(stateDir, { recursive: true, force: true });
+    // A temporary state directory (--memory) goes with the store it belonged to, and so do the
+    // sandboxes its daemon started (they outlive a daemon, not a throwaway store) and their mounts.
+    if (!options.stateDir) {
+      discardSandboxes(stateDir);
+      rmSync(stateDir, { recursive: true, force: true });
+    }
   };
   options.signal.addEventListener('abort', () => void stop(), { once: true });
   if (pool!.class === 'vps') {
@@ -127,4 +130,26 @@ export async function startDevNode(
     );
   }
   return { nodeId, poolId, stop };
+}
+
+/** Stops the sandboxes under a daemon's state directory and unmounts what it mounted there. */
+function discardSandboxes(stateDir: string): void {
+  const sandboxes = join(stateDir, 'sandboxes');
+  for (const id of existsSync(sandboxes) ? readdirSync(sandboxes) : []) {
+    try {
+      const run = JSON.parse(readFileSync(join(sandboxes, id, 'run.json'), 'utf8')) as {
+        pid?: number;
+        netPid?: number | null;
+      };
+      for (const pid of [run.pid, run.netPid]) if (pid) process.kill(pid, 'SIGKILL');
+    } catch {
+      /* not running */
+    }
+  }
+  const mounts = readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .map((line) => line.split(' ')[4] ?? '')
+    .filter((point) => point.startsWith(`${stateDir}/`))
+    .sort((a, b) => b.length - a.length);
+  for (const point of mounts) spawnSync('umount', ['-l', point], { stdio: 'ignore' });
 }

@@ -316,6 +316,9 @@ export function attachTunnels(server: Server, options: TunnelRouteOptions): Tunn
       closing = true;
       server.off('upgrade', onUpgrade);
       for (const shutdown of [...open]) shutdown();
+      // A socket still closing (its peer went without the closing handshake) would hold the
+      // server's close for the WebSocket close timeout: the process is stopping, so it goes now.
+      for (const client of wss.clients) client.terminate();
       await new Promise<void>((resolve) => wss.close(() => resolve()));
     },
   };

@@ -13,7 +13,7 @@
  * its own user namespace only. Sandboxes outlive the daemon: a restarted daemon finds them by pid.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Duplex } from 'node:stream';
@@ -197,29 +197,53 @@ export class BwrapDriver {
     args.push('--chdir', existsSync(join(root, 'root')) ? '/root' : '/');
     args.push('--info-fd', '3', '--', '/bin/sh', '-c', 'exec sleep infinity');
     const pid = await new Promise<number>((resolve, reject) => {
-      const child = spawn('bwrap', args, { detached: true, stdio: ['ignore', 'ignore', 'pipe', 'pipe'] });
+      // Its errors go to a file, not a pipe: a pipe would tie the sandbox to this daemon's life.
+      const errorsFile = join(dir, 'bwrap.log');
+      const errorsFd = openSync(errorsFile, 'w', 0o600);
+      const child = spawn('bwrap', args, { detached: true, stdio: ['ignore', 'ignore', errorsFd, 'pipe'] });
+      closeSync(errorsFd);
       let info = '';
-      let errors = '';
-      child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (errors += chunk));
-      const infoStream = child.stdio[3] as NodeJS.ReadableStream;
+      const infoStream = child.stdio[3] as NodeJS.ReadableStream & { destroy(): void };
       infoStream.setEncoding('utf8');
-      infoStream.on('data', (chunk: string) => {
-        info += chunk;
+      // Read to its end: bwrap writes the whole document, then closes it; a reader gone early
+      // would end bwrap with SIGPIPE half way through setting the sandbox up.
+      infoStream.on('data', (chunk: string) => (info += chunk));
+      infoStream.on('end', () => {
         const match = /"child-pid":\s*(\d+)/.exec(info);
-        if (match) {
-          child.unref();
-          resolve(Number(match[1]));
-        }
+        if (!match) return;
+        child.removeAllListeners('exit');
+        child.unref();
+        resolve(Number(match[1]));
       });
       child.once('error', (error) => reject(new RuntimeError(`bwrap could not start: ${error.message}`)));
-      child.once('exit', (code) =>
+      child.once('exit', (code) => {
+        const errors = existsSync(errorsFile) ? readFileSync(errorsFile, 'utf8') : '';
         reject(
           new RuntimeError(
             `bwrap exited with ${code} before the sandbox started: ${errors.trim().slice(-400)}`,
           ),
-        ),
-      );
+        );
+      });
     });
+    // bwrap says the child's pid before the child has made the sandbox's mounts: its set-up is done
+    // once the sandbox's first program runs.
+    const setUpBy = Date.now() + spec.readyTimeoutMs;
+    const running = () => {
+      try {
+        // Either bwrap's pid 1 has started the program, or it is the program itself.
+        if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() !== 'bwrap') return true;
+        return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim() !== '';
+      } catch {
+        return false;
+      }
+    };
+    while (!running()) {
+      if (Date.now() > setUpBy || !alive(pid)) {
+        await this.remove(spec.sandboxId);
+        throw new RuntimeError(`the sandbox did not finish setting up within ${spec.readyTimeoutMs} ms`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
     this.limit(spec.sandboxId, pid, spec.shape.vcpus, spec.shape.memoryMiB);
     // Its own network namespace always: loopback only for `none` and `private`; for `egress`, a
     // user-mode network (slirp4netns) whose outbound traffic leaves as the node's, with the node's
@@ -274,19 +298,27 @@ export class BwrapDriver {
       throw new RuntimeError('network egress needs slirp4netns on the node (apt-get install slirp4netns)');
     }
     return new Promise<number>((resolve, reject) => {
+      const logFile = join(this.dirOf(sandboxId), 'slirp4netns.log');
+      const logFd = openSync(logFile, 'w', 0o600);
       const child = spawn(
         'slirp4netns',
         ['--configure', '--mtu=65520', '--disable-host-loopback', '--ready-fd', '3', String(pid), 'tap0'],
-        { detached: true, stdio: ['ignore', 'ignore', 'pipe', 'pipe'] },
+        { detached: true, stdio: ['ignore', 'ignore', logFd, 'pipe'] },
       );
-      let errors = '';
-      child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (errors += chunk));
-      (child.stdio[3] as NodeJS.ReadableStream).once('data', () => {
+      closeSync(logFd);
+      const ready = child.stdio[3] as NodeJS.ReadableStream & { destroy(): void };
+      ready.once('data', () => {
+        child.removeAllListeners('exit');
+        ready.destroy();
         child.unref();
         resolve(child.pid!);
       });
       child.once('exit', (code) =>
-        reject(new RuntimeError(`slirp4netns exited with ${code}: ${errors.trim().slice(-300)}`)),
+        reject(
+          new RuntimeError(
+            `slirp4netns exited with ${code}: ${readFileSync(logFile, 'utf8').trim().slice(-300)}`,
+          ),
+        ),
       );
     });
   }
