@@ -333,6 +333,11 @@ describe.skipIf(!bwrapAvailable())('sandboxes on dev’s real node', () => {
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
     await json(['sandbox', 'delete', created.id]);
+    // Its place on the node (two cores here: the warm one and this) is free once it is deleted.
+    for (let attempt = 0; attempt < 150; attempt += 1) {
+      if ((await json(['sandbox', 'get', created.id])).state === 'deleted') break;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
     const kept = await json(['sandbox-snapshot', 'get', snapshot.id]);
     expect(kept).toMatchObject({ state: 'ready', keep: true, memory: false });
     const restored = await json([

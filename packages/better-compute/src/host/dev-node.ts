@@ -140,8 +140,9 @@ function discardSandboxes(stateDir: string): void {
       const run = JSON.parse(readFileSync(join(sandboxes, id, 'run.json'), 'utf8')) as {
         pid?: number;
         netPid?: number | null;
+        monitorPid?: number | null;
       };
-      for (const pid of [run.pid, run.netPid]) if (pid) process.kill(pid, 'SIGKILL');
+      for (const pid of [run.pid, run.netPid, run.monitorPid]) if (pid) process.kill(pid, 'SIGKILL');
     } catch {
       /* not running */
     }

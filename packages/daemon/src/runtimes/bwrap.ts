@@ -35,6 +35,8 @@ interface RunInfo {
   pid: number;
   /** slirp4netns, giving an `egress` sandbox its outbound network. */
   netPid: number | null;
+  /** bwrap's own process outside the sandbox, which waits for the sandbox's pid 1. */
+  monitorPid?: number | null;
   hostPublicKey: string;
   readyMs: number;
   identityRebound: boolean;
@@ -196,12 +198,14 @@ export class BwrapDriver {
     // Commands that enter it start where its pid 1 is: root's home when the image has one.
     args.push('--chdir', existsSync(join(root, 'root')) ? '/root' : '/');
     args.push('--info-fd', '3', '--', '/bin/sh', '-c', 'exec sleep infinity');
+    let monitorPid: number | null = null;
     const pid = await new Promise<number>((resolve, reject) => {
       // Its errors go to a file, not a pipe: a pipe would tie the sandbox to this daemon's life.
       const errorsFile = join(dir, 'bwrap.log');
       const errorsFd = openSync(errorsFile, 'w', 0o600);
       const child = spawn('bwrap', args, { detached: true, stdio: ['ignore', 'ignore', errorsFd, 'pipe'] });
       closeSync(errorsFd);
+      monitorPid = child.pid ?? null;
       let info = '';
       const infoStream = child.stdio[3] as NodeJS.ReadableStream & { destroy(): void };
       infoStream.setEncoding('utf8');
@@ -282,6 +286,7 @@ export class BwrapDriver {
     const info: RunInfo = {
       pid,
       netPid,
+      monitorPid,
       hostPublicKey,
       readyMs: Math.round(performance.now() - started),
       identityRebound: true,
@@ -446,7 +451,7 @@ export class BwrapDriver {
     const info = await readFile(join(dir, 'run.json'), 'utf8')
       .then((text) => JSON.parse(text) as RunInfo)
       .catch(() => null);
-    for (const pid of [info?.pid, info?.netPid]) {
+    for (const pid of [info?.pid, info?.netPid, info?.monitorPid]) {
       if (!pid || !alive(pid)) continue;
       // The sandbox's pid 1: its pid namespace ends with it, and every process in it.
       try {
