@@ -12,7 +12,10 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+
+// Each test runs the CLI a dozen times or more, each a new process: a loaded machine needs minutes.
+vi.setConfig({ testTimeout: 120_000 });
 import {
   computeBin,
   type DevServer,

@@ -11,7 +11,10 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'n
 import { join } from 'node:path';
 import * as OTPAuth from 'otpauth';
 import { createTestDatabase, type TestDatabase } from '@better-compute/db/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+
+// A login waits for the node to apply its SSH trust (up to a minute on a loaded machine).
+vi.setConfig({ testTimeout: 120_000 });
 import { betterCompute, type ComputeInstance, serve } from '../src/index.js';
 import { createPkiBundle } from '../src/pki/create.js';
 import { bcd, freePort, type Proc, start, until } from '../../daemon/test/daemon-support.js';

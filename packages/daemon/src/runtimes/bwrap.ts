@@ -22,6 +22,7 @@ import type {
   SandboxCommandPayload,
   SandboxCommandResults,
 } from '@better-compute/core/runtime-commands';
+import { writeSandboxSshConfig } from './bwrap-ssh.js';
 import { ImageCache, RuntimeError } from './image-cache.js';
 
 const SANDBOX_ID = /^sbx_[A-Za-z0-9]{1,64}$/;
@@ -358,58 +359,9 @@ export class BwrapDriver {
     }
   }
 
-  private async writeSshConfig(sandboxId: string, userCaPublicKey: string): Promise<void> {
-    const ssh = join(this.dirOf(sandboxId), 'ssh');
-    await writeFile(join(ssh, 'user_ca.pub'), `${userCaPublicKey}\n`, { mode: 0o600 });
-    await writeFile(join(ssh, 'principals'), `${sandboxId}\n`, { mode: 0o600 });
-    // The forced command joins the sandbox's namespaces; the remote command runs through its shell.
-    const enter = join(ssh, 'enter');
-    await writeFile(
-      enter,
-      [
-        '#!/bin/sh',
-        `pid=$(sed -n 's/.*"pid":\\([0-9]*\\).*/\\1/p' ${JSON.stringify(join(this.dirOf(sandboxId), 'run.json'))})`,
-        '[ -n "$pid" ] || { echo "the sandbox is not running" >&2; exit 255; }',
-        'if [ -n "$SSH_ORIGINAL_COMMAND" ]; then',
-        '  exec nsenter -t "$pid" --all --preserve-credentials --root --wd -- /bin/sh -c -- "$SSH_ORIGINAL_COMMAND"',
-        'fi',
-        'exec nsenter -t "$pid" --all --preserve-credentials --root --wd -- /bin/sh -l',
-        '',
-      ].join('\n'),
-      { mode: 0o700 },
-    );
-    const lines = [
-      `HostKey ${join(ssh, 'host_key')}`,
-      ...(existsSync(join(ssh, 'host_key-cert.pub'))
-        ? [`HostCertificate ${join(ssh, 'host_key-cert.pub')}`]
-        : []),
-      `TrustedUserCAKeys ${join(ssh, 'user_ca.pub')}`,
-      `AuthorizedPrincipalsFile ${join(ssh, 'principals')}`,
-      'AuthorizedKeysFile none',
-      'PubkeyAuthentication yes',
-      'PasswordAuthentication no',
-      'KbdInteractiveAuthentication no',
-      'UsePAM no',
-      'PermitRootLogin prohibit-password',
-      'AllowUsers root',
-      'DisableForwarding yes',
-      'PermitTunnel no',
-      'X11Forwarding no',
-      'AllowAgentForwarding no',
-      'AllowTcpForwarding no',
-      'PermitUserEnvironment no',
-      'PermitTTY yes',
-      'PrintMotd no',
-      'PrintLastLog no',
-      'UseDNS no',
-      'LogLevel ERROR',
-      // The files it reads are the daemon's own, in its private state directory, out of the sandbox's
-      // sight; the checks of the path's parents (a state directory under /tmp) would refuse them.
-      'StrictModes no',
-      `ForceCommand ${enter}`,
-      '',
-    ];
-    await writeFile(join(ssh, 'sshd_config'), lines.join('\n'), { mode: 0o600 });
+  private writeSshConfig(sandboxId: string, userCaPublicKey: string): Promise<void> {
+    const dir = this.dirOf(sandboxId);
+    return writeSandboxSshConfig(join(dir, 'ssh'), sandboxId, userCaPublicKey, join(dir, 'run.json'));
   }
 
   async certify(

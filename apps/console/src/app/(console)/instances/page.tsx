@@ -9,13 +9,11 @@ import type { CallOutput } from '@better-compute/client';
 import { describeAction, ListStore } from '@better-compute/console-kit';
 import { useAction, useList, usePermission } from '@better-compute/console-kit/react';
 import { useConsole } from '@/components/console-context';
+import { useVpsChoices } from '@/components/vps-choices';
 import { ConfirmButton, disabledReason, ErrorNote, PagedTable, when } from '@/components/ui';
 import { idempotencyKey } from '@/lib/api';
 
 type Instance = CallOutput<'instances.get'>;
-type Pool = CallOutput<'pools.get'>;
-type Flavor = CallOutput<'flavors.list'>['items'][number];
-type Image = CallOutput<'images.list'>['items'][number];
 
 /** What instances.create accepts as a name: one DNS label, checked before the button enables. */
 const HOST_NAME = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -37,36 +35,20 @@ export default function InstancesPage() {
   const state = useList(store);
   const canCreate = usePermission(permissions, describeAction('instances', 'create'));
 
-  const [pools, setPools] = useState<Pool[]>([]);
-  const [images, setImages] = useState<Image[]>([]);
-  const [flavors, setFlavors] = useState<Flavor[]>([]);
-  const [poolId, setPoolId] = useState('');
-  const [flavorId, setFlavorId] = useState('');
-  const [imageId, setImageId] = useState('');
   const [name, setName] = useState('');
   const [sshKey, setSshKey] = useState('');
-  const [choicesError, setChoicesError] = useState<unknown>(null);
-
-  useEffect(() => {
-    Promise.all([client.pools.list({ class: 'vps', limit: 100 }), client.images.list({ limit: 100 })])
-      .then(([poolPage, imagePage]) => {
-        setPools(poolPage.items);
-        setImages(imagePage.items);
-        setPoolId((current) => current || poolPage.items[0]?.id || '');
-        setImageId((current) => current || imagePage.items[0]?.id || '');
-      })
-      .catch(setChoicesError);
-  }, [client]);
-  useEffect(() => {
-    if (!poolId) return;
-    client.flavors
-      .list({ poolId, limit: 100 })
-      .then((page) => {
-        setFlavors(page.items);
-        setFlavorId(page.items[0]?.id ?? '');
-      })
-      .catch(setChoicesError);
-  }, [client, poolId]);
+  const {
+    pools,
+    flavors,
+    images,
+    poolId,
+    setPoolId,
+    flavorId,
+    setFlavorId,
+    imageId,
+    setImageId,
+    error: choicesError,
+  } = useVpsChoices();
 
   const create = useAction((input: Parameters<typeof client.instances.create>[0]) =>
     client.instances.create(input),

@@ -12,14 +12,12 @@ import { isComputeClientError } from '@better-compute/client';
 import { ListStore } from '@better-compute/console-kit';
 import { useAction, useList } from '@better-compute/console-kit/react';
 import { useConsole } from '@/components/console-context';
+import { useVpsChoices } from '@/components/vps-choices';
 import { ConfirmButton, ErrorNote, PagedTable } from '@/components/ui';
 import { idempotencyKey } from '@/lib/api';
 
 type Sandbox = CallOutput<'sandboxes.create'>;
 type Template = CallOutput<'sandboxTemplates.get'>;
-type Pool = CallOutput<'pools.get'>;
-type Flavor = CallOutput<'flavors.list'>['items'][number];
-type Image = CallOutput<'images.list'>['items'][number];
 
 const NAME = /^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$/;
 
@@ -261,36 +259,21 @@ function SandboxRow({
 function Templates({ store }: { store: ListStore<Template> }) {
   const { client } = useConsole();
   const state = useList(store);
-  const [pools, setPools] = useState<Pool[]>([]);
-  const [flavors, setFlavors] = useState<Flavor[]>([]);
-  const [images, setImages] = useState<Image[]>([]);
-  const [choicesError, setChoicesError] = useState<unknown>(null);
+  const {
+    pools,
+    flavors,
+    images,
+    poolId,
+    setPoolId,
+    flavorId,
+    setFlavorId,
+    imageId,
+    setImageId,
+    error: choicesError,
+  } = useVpsChoices();
   const [name, setName] = useState('');
-  const [poolId, setPoolId] = useState('');
-  const [flavorId, setFlavorId] = useState('');
-  const [imageId, setImageId] = useState('');
   const [warmMin, setWarmMin] = useState(0);
   const [maxHours, setMaxHours] = useState(4);
-  useEffect(() => {
-    Promise.all([client.pools.list({ class: 'vps', limit: 100 }), client.images.list({ limit: 100 })])
-      .then(([poolPage, imagePage]) => {
-        setPools(poolPage.items);
-        setImages(imagePage.items);
-        setPoolId((current) => current || poolPage.items[0]?.id || '');
-        setImageId((current) => current || imagePage.items[0]?.id || '');
-      })
-      .catch(setChoicesError);
-  }, [client]);
-  useEffect(() => {
-    if (!poolId) return;
-    client.flavors
-      .list({ poolId, limit: 100 })
-      .then((page) => {
-        setFlavors(page.items);
-        setFlavorId(page.items[0]?.id ?? '');
-      })
-      .catch(setChoicesError);
-  }, [client, poolId]);
   const create = useAction(async () => {
     const maxTtlSeconds = Math.round(maxHours * 3600);
     const made = await client.sandboxTemplates.create({
