@@ -22,7 +22,9 @@ import {
   ensureGuestImage,
   ensureHostTools,
   generateSshKey,
+  guestHttpServerCommand,
   type GuestImage,
+  sshGuest,
   type SshKey,
 } from '../../packages/better-compute/test/guest-support.js';
 import {
@@ -61,24 +63,45 @@ async function json(args: string[], token?: string): Promise<Record<string, any>
   return JSON.parse(result.stdout) as Record<string, any>;
 }
 
-function ssh(
-  port: number,
-  command: string,
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const args = [
-    '-F', 'none', '-i', key.privateKeyPath, '-p', String(port),
-    '-o', 'IdentitiesOnly=yes', '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no',
-    '-o', 'UserKnownHostsFile=/dev/null', '-o', 'ConnectTimeout=20', '-o', 'LogLevel=ERROR',
-    `${guest.manifest.defaultUser}@127.0.0.1`, command,
-  ]; // prettier-ignore
-  return new Promise((resolve) => {
-    const child = spawn('ssh', args, { stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000 });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+const ssh = (port: number, command: string) => sshGuest(port, key, guest.manifest.defaultUser, command);
+
+/** Runs `forward --instance` (the real binary) for `port` while `use` runs with the local port. */
+async function withForward(port: number, use: (localPort: number) => Promise<void>): Promise<string> {
+  const localPort = await freePort();
+  const forward = spawn(
+    process.execPath,
+    [
+      computeBin,
+      'forward',
+      '--instance',
+      instanceId,
+      '--port',
+      String(port),
+      '--local-port',
+      String(localPort),
+    ],
+    {
+      cwd: scratch,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: scratch,
+        BETTER_COMPUTE_URL: url,
+        BETTER_COMPUTE_TOKEN: env.acmeKey,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  let said = '';
+  forward.stderr.setEncoding('utf8').on('data', (chunk: string) => (said += chunk));
+  const exited = new Promise<number | null>((resolve) => forward.once('close', resolve));
+  try {
+    await until('forward to listen', async () => said.includes('Ctrl-C stops'), 30_000);
+    await use(localPort);
+  } finally {
+    forward.kill('SIGINT');
+  }
+  await exited;
+  return said;
 }
 
 /** The CLI in process on a terminal nobody types into; its exit code and what it said on stderr. */
@@ -216,35 +239,34 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('an instance on a 
     expect(await instanceEvents()).toEqual(['instance.created', 'instance.running']);
   }, 360_000);
 
-  it('forward --instance carries an SSH login; console --instance shows the serial console and Ctrl-] detaches; another tenant is refused', async () => {
-    // forward, the real binary, until Ctrl-C.
-    const localPort = await freePort();
-    const forward = spawn(
-      process.execPath,
-      [computeBin, 'forward', '--instance', instanceId, '--port', '22', '--local-port', String(localPort)],
-      {
-        cwd: scratch,
-        env: {
-          PATH: process.env.PATH ?? '',
-          HOME: scratch,
-          BETTER_COMPUTE_URL: url,
-          BETTER_COMPUTE_TOKEN: env.acmeKey,
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    let forwardErr = '';
-    forward.stderr.setEncoding('utf8').on('data', (chunk: string) => (forwardErr += chunk));
-    const forwardExited = new Promise<number | null>((resolve) => forward.once('close', resolve));
-    try {
-      await until('forward to listen', async () => forwardErr.includes('Ctrl-C stops'), 30_000);
-      const login = await ssh(localPort, 'hostname');
-      expect(login.stdout.trim(), `${login.stderr}\n${forwardErr}`).toBe(name);
-    } finally {
-      forward.kill('SIGINT');
-    }
-    await forwardExited;
-    expect(forwardErr).not.toContain('could not be forwarded');
+  it('forward --instance carries an SSH login and HTTP to a server in the guest; console --instance shows the serial console and Ctrl-] detaches; another tenant is refused', async () => {
+    let login: Awaited<ReturnType<typeof ssh>> | undefined;
+    const sshSaid = await withForward(22, async (localPort) => {
+      login = await ssh(localPort, 'hostname');
+    });
+    expect(login?.stdout.trim(), `${login?.stderr}\n${sshSaid}`).toBe(name);
+    expect(sshSaid).not.toContain('could not be forwarded');
+
+    // An HTTP server in the guest, reached through forward: a small answer, 3 MiB that arrive
+    // whole though the guest closes as soon as it has written them, and an upload it counts.
+    const view = await json(['instances', 'get', instanceId]);
+    const started = await ssh(view.sshPort, guestHttpServerCommand(8080));
+    expect(started.code, started.stdout + started.stderr).toBe(0);
+    const httpSaid = await withForward(8080, async (localPort) => {
+      const hello = await fetch(`http://127.0.0.1:${localPort}/`);
+      expect(hello.status).toBe(200);
+      expect(await hello.text()).toBe(`hello from ${name}\n`);
+      const large = await fetch(`http://127.0.0.1:${localPort}/bytes/${3 * 1024 * 1024}`, {
+        headers: { connection: 'close' },
+      });
+      expect((await large.arrayBuffer()).byteLength).toBe(3 * 1024 * 1024);
+      const upload = await fetch(`http://127.0.0.1:${localPort}/upload`, {
+        method: 'POST',
+        body: Buffer.alloc(1024 * 1024, 7),
+      });
+      expect(await upload.text()).toBe(`${1024 * 1024}\n`);
+    });
+    expect(httpSaid).not.toContain('could not be forwarded');
 
     // console, in process, on a terminal we type into.
     let input: ((data: Uint8Array) => void) | null = null;

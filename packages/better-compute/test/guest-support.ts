@@ -284,6 +284,92 @@ export function generateSshKey(dir: string): SshKey {
   return { privateKeyPath, publicKey: readFileSync(`${privateKeyPath}.pub`, 'utf8').trim() };
 }
 
+/**
+ * Runs a command in a guest over SSH with the real client, on a loopback port (the guest's own or
+ * one forwarded to it); `knownHosts` pins the guest's key, otherwise any key is taken for the call.
+ */
+export function sshGuest(
+  port: number,
+  key: SshKey,
+  user: string,
+  command: string,
+  options: { knownHosts?: string; timeoutMs?: number } = {},
+): Promise<SshResult> {
+  const args = [
+    '-F', 'none',
+    '-i', key.privateKeyPath,
+    '-p', String(port),
+    '-o', 'IdentitiesOnly=yes',
+    '-o', 'BatchMode=yes',
+    '-o', `StrictHostKeyChecking=${options.knownHosts ? 'accept-new' : 'no'}`,
+    '-o', `UserKnownHostsFile=${options.knownHosts ?? '/dev/null'}`,
+    '-o', 'ConnectTimeout=20',
+    '-o', 'LogLevel=ERROR',
+    `${user}@127.0.0.1`,
+    command,
+  ]; // prettier-ignore
+  return new Promise((resolve) => {
+    const child = spawn('ssh', args, {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: options.timeoutMs ?? 60_000,
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/**
+ * A small HTTP/1.1 server for the guest, in the Perl every Debian system has (perl-base): `GET
+ * /bytes/N` answers N bytes, a `POST` answers how many bytes it read, anything else the host name.
+ * Keep-alive, one connection at a time; connections beyond it wait in a deep accept queue.
+ */
+const GUEST_HTTP_SERVER = String.raw`
+use strict; use warnings; use IO::Socket::INET;
+my $server = IO::Socket::INET->new(LocalAddr => '0.0.0.0', LocalPort => $ARGV[0], Listen => 1024, ReuseAddr => 1)
+  or die "listen: $!";
+$SIG{PIPE} = 'IGNORE';
+my $chunk = 'x' x 65536;
+while (my $c = $server->accept) {
+  binmode $c;
+  while (1) {
+    my $head = '';
+    while (defined(my $line = <$c>)) { $head .= $line; last if $line =~ /^\r?\n$/; }
+    last unless $head =~ m{^(GET|POST) (\S+)};
+    my ($method, $path) = ($1, $2);
+    my ($length) = $head =~ /^Content-Length:\s*(\d+)/mi;
+    my ($got, $buf) = (0, '');
+    while ($got < ($length // 0)) {
+      my $n = read($c, $buf, $length - $got > 65536 ? 65536 : $length - $got) or last;
+      $got += $n;
+    }
+    if ($path =~ m{^/bytes/(\d+)$}) {
+      my $left = $1;
+      print $c "HTTP/1.1 200 OK\r\nContent-Length: $left\r\nContent-Type: application/octet-stream\r\n\r\n";
+      while ($left > 0) { my $n = $left > 65536 ? 65536 : $left; print $c substr($chunk, 0, $n); $left -= $n; }
+    } else {
+      my $body = $method eq 'POST' ? "$got\n" : 'hello from ' . qx(hostname);
+      print $c "HTTP/1.1 200 OK\r\nContent-Length: " . length($body) . "\r\nContent-Type: text/plain\r\n\r\n$body";
+    }
+    last if $head =~ /^Connection:\s*close/mi;
+  }
+  close $c;
+}
+`;
+
+/** The shell command that starts GUEST_HTTP_SERVER on `port` in the background and returns. */
+export function guestHttpServerCommand(port: number): string {
+  const script = Buffer.from(GUEST_HTTP_SERVER).toString('base64');
+  return (
+    `echo ${script} | base64 -d > /tmp/http-server.pl && ` +
+    `setsid -f perl /tmp/http-server.pl ${port} </dev/null >/tmp/http-server.log 2>&1 && ` +
+    `for i in $(seq 50); do grep -qi ':${port.toString(16).toUpperCase().padStart(4, '0')} .* 0A ' /proc/net/tcp && exit 0; sleep 0.2; done; ` +
+    `cat /tmp/http-server.log; exit 1`
+  );
+}
+
 export interface GuestOptions {
   image: GuestImage;
   seed: NoCloudSeed;
@@ -389,26 +475,9 @@ export class Guest {
 
   /** Runs a command in the guest over SSH with the real client and a known_hosts of this guest's own. */
   ssh(key: SshKey, user: string, command: string, timeoutMs = 60_000): Promise<SshResult> {
-    const args = [
-      '-F', 'none',
-      '-i', key.privateKeyPath,
-      '-p', String(this.sshPort),
-      '-o', 'IdentitiesOnly=yes',
-      '-o', 'BatchMode=yes',
-      '-o', 'StrictHostKeyChecking=accept-new',
-      '-o', `UserKnownHostsFile=${join(this.workDir, 'known_hosts')}`,
-      '-o', 'ConnectTimeout=20',
-      '-o', 'LogLevel=ERROR',
-      `${user}@127.0.0.1`,
-      command,
-    ]; // prettier-ignore
-    return new Promise((resolve) => {
-      const child = spawn('ssh', args, { stdio: ['ignore', 'pipe', 'pipe'], timeout: timeoutMs });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-      child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-      child.on('close', (code) => resolve({ code, stdout, stderr }));
+    return sshGuest(this.sshPort, key, user, command, {
+      knownHosts: join(this.workDir, 'known_hosts'),
+      timeoutMs,
     });
   }
 

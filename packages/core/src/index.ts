@@ -12,4 +12,5 @@ export * from './rate-limit.js';
 export * from './records.js';
 export * from './command-envelope.js';
 export * from './secrets-shown.js';
+export * from './stream-flow.js';
 export { PRODUCT, VERSION, VERSION_LINE } from './version.js';

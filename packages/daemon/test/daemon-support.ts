@@ -129,10 +129,12 @@ export async function startServer(
   databaseUrl: string,
   port: number,
   commandRootKeyFile: string,
+  env: Record<string, string> = {},
 ): Promise<Proc> {
   const server = start(serverBin, ['serve', '--port', String(port)], {
     BETTER_COMPUTE_DATABASE_URL: databaseUrl,
     BETTER_COMPUTE_COMMAND_ROOT_KEY_FILE: commandRootKeyFile,
+    ...env,
   });
   await until(
     'the server to listen',

@@ -19,10 +19,7 @@ import {
   type NodeStreamEnd,
   type NodeStreams,
 } from '../../better-compute/src/index.js';
-import {
-  STREAM_DISCONNECT_BYTES,
-  STREAM_HIGH_WATER_BYTES,
-} from '../../better-compute/src/gateway/node-streams.js';
+import { STREAM_DISCONNECT_BYTES, STREAM_HIGH_WATER_BYTES } from '@better-compute/core';
 import { bcd, deployment, type Deployment, freePort, type Proc, until } from './daemon-support.js';
 import { type Pki, replica, scratchPki, SECRET } from './replicas-support.js';
 import { createPkiBundle } from '../../better-compute/src/pki/create.js';

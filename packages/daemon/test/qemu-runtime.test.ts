@@ -23,7 +23,9 @@ import {
   type GuestImage,
   type SshKey,
 } from '../../better-compute/test/guest-support.js';
+import { cgroupDirs } from '../src/runtimes/cgroups.js';
 import { QemuDriver } from '../src/runtimes/index.js';
+import { kvmUsable, qemuOverheadMiB } from '../src/runtimes/qemu.js';
 import {
   bcd,
   type Deployment,
@@ -297,6 +299,17 @@ describe('the qemu runtime', () => {
     // A retried start finds the VM running and answers as the first did.
     const retried = await run('instance.start', startPayload());
     expect(retried.result).toEqual(started.result);
+    // As root, QEMU runs in the instance's cgroup: its vCPUs and half a core, its memory and QEMU's.
+    if (process.getuid?.() === 0) {
+      const dirs = cgroupDirs('bcd-instances', instanceId);
+      for (const dir of dirs)
+        expect(readFileSync(join(dir, 'cgroup.procs'), 'utf8').split('\n')).toContain(String(qemuPid()));
+      const accel = (await kvmUsable()) ? 'kvm' : 'tcg';
+      const memoryLimit = dirs.some((dir) => existsSync(join(dir, 'memory.max')))
+        ? readFileSync(join(dirs[0]!, 'memory.max'), 'utf8')
+        : readFileSync(join(dirs[1]!, 'memory.limit_in_bytes'), 'utf8');
+      expect(Number(memoryLimit)).toBe((shape.memoryMiB + qemuOverheadMiB(accel)) * 1024 * 1024);
+    }
   }, 320_000);
 
   it('a killed bcd leaves the guest running; dial and the console reach it, and a restarted bcd stops it by ACPI', async () => {
@@ -395,6 +408,7 @@ describe('the qemu runtime', () => {
     expect(deleted.result).toEqual({ instanceId, removed: true });
     expect(alive(runningPid)).toBe(false);
     expect(existsSync(instanceDir)).toBe(false);
+    for (const dir of cgroupDirs('bcd-instances', instanceId)) expect(existsSync(dir)).toBe(false);
     const again = await run('instance.delete', { instanceId });
     expect(again.result).toEqual({ instanceId, removed: false });
   }, 600_000);

@@ -3,7 +3,13 @@
  * credential that called tunnels.open (the server checks the ticket was issued to it). A refusal
  * before the upgrade arrives as the API's error envelope and becomes its ComputeError.
  */
-import { ComputeError } from '@better-compute/core';
+import type { Socket } from 'node:net';
+import {
+  ComputeError,
+  STREAM_DISCONNECT_BYTES,
+  STREAM_HIGH_WATER_BYTES,
+  STREAM_LOW_WATER_BYTES,
+} from '@better-compute/core';
 import type { WebSocket } from 'ws';
 
 /** The text frames the server sends besides the bytes. */
@@ -59,4 +65,38 @@ export function controlOf(data: Buffer): TunnelControl | null {
   } catch {
     return null;
   }
+}
+
+/**
+ * Carries one local TCP connection over a tunnel's WebSocket, bounded both ways: the local socket
+ * pauses while more than the high-water mark waits unsent and resumes under the low-water mark;
+ * a local reader further behind than the disconnect mark is dropped (the WebSocket's receiving side
+ * cannot be paused). The tunnel has no half-close: either side ending ends the connection.
+ */
+export function bridgeSocket(ws: WebSocket, socket: Socket, onDropped: (reason: string) => void): void {
+  socket.on('data', (chunk: Buffer) => {
+    ws.send(chunk, { binary: true }, () => {
+      if (socket.isPaused() && ws.bufferedAmount < STREAM_LOW_WATER_BYTES) socket.resume();
+    });
+    if (ws.bufferedAmount > STREAM_HIGH_WATER_BYTES) socket.pause();
+  });
+  ws.on('message', (data: Buffer, isBinary: boolean) => {
+    if (!isBinary) return;
+    socket.write(data);
+    if (socket.writableLength > STREAM_DISCONNECT_BYTES) {
+      onDropped('a local reader fell more than 16 MiB behind; its connection was closed');
+      socket.destroy();
+      ws.close(1000);
+    }
+  });
+  const hangUp = () => ws.close(1000);
+  socket.on('close', hangUp);
+  socket.on('end', hangUp);
+  socket.on('error', hangUp);
+  // What the remote sent last is still written out before the local side is closed.
+  ws.on('close', () => {
+    socket.end();
+    setTimeout(() => socket.destroy(), 10_000).unref();
+  });
+  socket.resume();
 }

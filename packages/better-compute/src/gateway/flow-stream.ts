@@ -6,15 +6,12 @@
  * target within the high-water mark, and one that falls 16 MiB behind is disconnected.
  */
 import {
-  type NodeStream,
-  type NodeStreamEnd,
   STREAM_DISCONNECT_BYTES,
+  STREAM_FRAME_BYTES,
   STREAM_HIGH_WATER_BYTES,
   STREAM_LOW_WATER_BYTES,
-} from './node-streams.js';
-
-/** The largest data frame sent; larger writes go in several. */
-export const STREAM_FRAME_BYTES = 64 * 1024;
+} from '@better-compute/core';
+import type { NodeStream, NodeStreamEnd } from './node-streams.js';
 /** How long a hung-up stream waits for the daemon's end before ending on its own. */
 const CLOSE_GRACE_MS = 5_000;
 

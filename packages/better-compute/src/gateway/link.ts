@@ -10,7 +10,8 @@ import type { Duplex } from 'node:stream';
 import { WebSocket, type WebSocketServer } from 'ws';
 import { z } from 'zod';
 import type { FlowStream, StreamSink, StreamTransport } from './flow-stream.js';
-import { STREAM_DISCONNECT_BYTES, type NodeStreamTarget } from './node-streams.js';
+import { STREAM_DISCONNECT_BYTES } from '@better-compute/core';
+import type { NodeStreamTarget } from './node-streams.js';
 import { type GatewayTls, peerIdentity } from './tls.js';
 
 export interface LinkOptions {

@@ -66,6 +66,3 @@ export interface NodeStreams {
   open(nodeId: string, target: NodeStreamTarget, options?: { signal?: AbortSignal }): Promise<NodeStream>;
 }
 
-export const STREAM_HIGH_WATER_BYTES = 4 * 1024 * 1024;
-export const STREAM_LOW_WATER_BYTES = 1024 * 1024;
-export const STREAM_DISCONNECT_BYTES = 16 * 1024 * 1024;

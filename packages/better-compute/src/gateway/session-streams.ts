@@ -3,11 +3,10 @@
  * packages/daemon/src/streams/mux.ts): it numbers the streams, frames their bytes (4-byte stream
  * id, then data) and routes what the daemon sends to each stream's sink.
  */
+import { MAX_NODE_STREAMS } from '@better-compute/core';
 import type { NodeStreamTarget } from './node-streams.js';
 import type { StreamSink, StreamTransport } from './flow-stream.js';
 
-/** Streams one session may carry at once (the daemon refuses more as well). */
-export const MAX_SESSION_STREAMS = 64;
 
 export interface SessionStreams {
   open(target: NodeStreamTarget, sink: StreamSink): StreamTransport | null;
@@ -36,7 +35,7 @@ export function createSessionStreams(io: {
 
   return {
     open(target, sink) {
-      if (sinks.size >= MAX_SESSION_STREAMS) return null;
+      if (sinks.size >= MAX_NODE_STREAMS) return null;
       const sid = nextId;
       nextId = nextId >= 0xffffffff ? 1 : nextId + 1;
       sinks.set(sid, sink);

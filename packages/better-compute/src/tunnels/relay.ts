@@ -7,12 +7,11 @@
  */
 import { WebSocket, type RawData } from 'ws';
 import {
-  type NodeStream,
-  type NodeStreamEnd,
   STREAM_DISCONNECT_BYTES,
   STREAM_HIGH_WATER_BYTES,
   STREAM_LOW_WATER_BYTES,
-} from '../gateway/node-streams.js';
+} from '@better-compute/core';
+import type { NodeStream, NodeStreamEnd } from '../gateway/node-streams.js';
 
 function bytesOf(data: RawData): Buffer {
   if (Buffer.isBuffer(data)) return data;

@@ -13,7 +13,7 @@
  * its own user namespace only. Sandboxes outlive the daemon: a restarted daemon finds them by pid.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Duplex } from 'node:stream';
@@ -22,6 +22,7 @@ import type {
   SandboxCommandPayload,
   SandboxCommandResults,
 } from '@better-compute/core/runtime-commands';
+import { limitProcess, removeCgroup } from './cgroups.js';
 import { writeSandboxSshConfig } from './bwrap-ssh.js';
 import { ImageCache, RuntimeError } from './image-cache.js';
 
@@ -249,7 +250,13 @@ export class BwrapDriver {
       }
       await new Promise((resolve) => setTimeout(resolve, 2));
     }
-    this.limit(spec.sandboxId, pid, spec.shape.vcpus, spec.shape.memoryMiB);
+    limitProcess(
+      'bcd-sandboxes',
+      spec.sandboxId,
+      pid,
+      { cpus: spec.shape.vcpus, memoryMiB: spec.shape.memoryMiB },
+      this.log,
+    );
     // Its own network namespace always: loopback only for `none` and `private`; for `egress`, a
     // user-mode network (slirp4netns) whose outbound traffic leaves as the node's, with the node's
     // own loopback out of reach.
@@ -329,36 +336,6 @@ export class BwrapDriver {
     });
   }
 
-  /** cgroup limits from the shape where the node's cgroups can be written; none is not an error. */
-  private limit(sandboxId: string, pid: number, vcpus: number, memoryMiB: number): void {
-    const v2 = '/sys/fs/cgroup/cgroup.controllers';
-    const writes: [string, string][] = existsSync(v2)
-      ? [
-          [`/sys/fs/cgroup/bcd-sandboxes/${sandboxId}/cpu.max`, `${vcpus * 100_000} 100000`],
-          [`/sys/fs/cgroup/bcd-sandboxes/${sandboxId}/memory.max`, String(memoryMiB * 1024 * 1024)],
-          [`/sys/fs/cgroup/bcd-sandboxes/${sandboxId}/cgroup.procs`, String(pid)],
-        ]
-      : [
-          [`/sys/fs/cgroup/cpu/bcd-sandboxes/${sandboxId}/cpu.cfs_period_us`, '100000'],
-          [`/sys/fs/cgroup/cpu/bcd-sandboxes/${sandboxId}/cpu.cfs_quota_us`, String(vcpus * 100_000)],
-          [`/sys/fs/cgroup/cpu/bcd-sandboxes/${sandboxId}/cgroup.procs`, String(pid)],
-          [
-            `/sys/fs/cgroup/memory/bcd-sandboxes/${sandboxId}/memory.limit_in_bytes`,
-            String(memoryMiB * 1024 * 1024),
-          ],
-          [`/sys/fs/cgroup/memory/bcd-sandboxes/${sandboxId}/cgroup.procs`, String(pid)],
-        ];
-    for (const [path, value] of writes) {
-      try {
-        mkdirSync(join(path, '..'), { recursive: true });
-        writeFileSync(path, value);
-      } catch (error) {
-        this.log(`bcd: sandbox ${sandboxId}: cgroup ${path} not set: ${(error as Error).message}`);
-        return;
-      }
-    }
-  }
-
   private writeSshConfig(sandboxId: string, userCaPublicKey: string): Promise<void> {
     const dir = this.dirOf(sandboxId);
     return writeSandboxSshConfig(join(dir, 'ssh'), sandboxId, userCaPublicKey, join(dir, 'run.json'));
@@ -416,12 +393,7 @@ export class BwrapDriver {
       await new Promise((r) => setTimeout(r, 20));
     const root = join(dir, 'root');
     if (mountPoints().has(root)) run('umount', ['-l', root], 'unmounting the sandbox root');
-    for (const base of [
-      '/sys/fs/cgroup/bcd-sandboxes',
-      '/sys/fs/cgroup/cpu/bcd-sandboxes',
-      '/sys/fs/cgroup/memory/bcd-sandboxes',
-    ])
-      await rm(join(base, sandboxId), { recursive: false, force: true }).catch(() => {});
+    await removeCgroup('bcd-sandboxes', sandboxId);
     await rm(dir, { recursive: true, force: true });
   }
 
@@ -545,11 +517,19 @@ export class BwrapDriver {
     const info = await this.runInfo(sandboxId);
     if (!info) throw new RuntimeError(`sandbox ${sandboxId} is not running on this node`);
     const config = join(this.dirOf(sandboxId), 'ssh', 'sshd_config');
+    // sshd refuses to run without its privilege separation directory, which lives on /run and is
+    // gone on a machine where no sshd service made it since boot.
+    mkdirSync('/run/sshd', { recursive: true, mode: 0o755 });
     const child = spawn(SSHD, ['-i', '-f', config], { stdio: ['pipe', 'pipe', 'pipe'] });
-    child.stderr.resume();
+    let said = '';
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (said = (said + chunk).slice(-500)));
     const duplex = Duplex.from({ readable: child.stdout, writable: child.stdin });
     duplex.on('close', () => child.kill('SIGTERM'));
-    child.once('exit', () => duplex.destroy());
+    child.once('exit', (code) => {
+      if (code !== 0 && code !== null && said.trim())
+        this.log(`bcd: sandbox ${sandboxId}: sshd exited with ${code}: ${said.trim()}`);
+      duplex.destroy();
+    });
     return duplex;
   }
 

@@ -13,6 +13,7 @@ import { connect, createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { Duplex } from 'node:stream';
 import type { RuntimeCommandPayload, RuntimeImage } from '@better-compute/core/runtime-commands';
+import { limitProcess, removeCgroup } from './cgroups.js';
 import type { RuntimeDriver } from './driver.js';
 import { ImageCache, RuntimeError } from './image-cache.js';
 import { baseVirtualSize, GiB, growDisk, makeOverlay, virtualSize, writeSeed } from './qemu-disk.js';
@@ -109,6 +110,11 @@ function definitionOf(spec: RuntimeCommandPayload<'instance.create'>): string {
   return createHash('sha256')
     .update(JSON.stringify({ instanceId, hostname, image, shape, sshKeys, userData }))
     .digest('hex');
+}
+
+/** Memory QEMU needs beside the guest's: with TCG, its cache of translated code above all. */
+export function qemuOverheadMiB(accel: 'kvm' | 'tcg'): number {
+  return accel === 'tcg' ? 1024 : 256;
 }
 
 export class QemuDriver implements RuntimeDriver {
@@ -387,6 +393,15 @@ export class QemuDriver implements RuntimeDriver {
     const launchedAt = Date.now();
     const pid = this.pidOf(id);
     if (pid === null) throw new RuntimeError('QEMU started but its process is not found');
+    // Limited while still paused: the guest's vCPUs plus half a core for QEMU's own threads, its
+    // memory plus what QEMU needs beside it (TCG's translated code most of all).
+    limitProcess(
+      'bcd-instances',
+      id,
+      pid,
+      { cpus: shape.vcpus + 0.5, memoryMiB: shape.memoryMiB + qemuOverheadMiB(accel) },
+      this.log,
+    );
     const info: RunInfo = { pid, sshPort, address: null, bootMs: null, forwards: {} };
     await this.saveJson(id, 'run.json', info);
     const vm = this.attach(id);
@@ -519,6 +534,7 @@ export class QemuDriver implements RuntimeDriver {
     if (this.pidOf(id) !== null) await this.kill(id);
     this.vms.get(id)?.console?.destroy();
     this.vms.delete(id);
+    await removeCgroup('bcd-instances', id);
     await rm(dir, { recursive: true, force: true });
     return { instanceId: id, removed: true };
   }

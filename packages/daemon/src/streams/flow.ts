@@ -1,14 +1,9 @@
-/**
- * Flow control of one direction of a stream, as the control plane's node-streams contract sets
- * it: the sender stops above 4 MiB not yet acknowledged, goes on under 1 MiB, and a reader 16 MiB
- * behind is disconnected. The figures are the contract's; the daemon keeps its own copy so the
- * bundle needs nothing from the control plane.
- */
-export const STREAM_HIGH_WATER_BYTES = 4 * 1024 * 1024;
-export const STREAM_LOW_WATER_BYTES = 1024 * 1024;
-export const STREAM_DISCONNECT_BYTES = 16 * 1024 * 1024;
-/** The largest data frame: bytes above it are sent in several frames. */
-export const STREAM_FRAME_BYTES = 64 * 1024;
+/** Flow control of one direction of a stream, at the bounds core's stream-flow sets. */
+import {
+  STREAM_DISCONNECT_BYTES,
+  STREAM_HIGH_WATER_BYTES,
+  STREAM_LOW_WATER_BYTES,
+} from '@better-compute/core';
 
 /** Counts bytes sent and acknowledged; says when to pause, resume, or give up on the reader. */
 export class SendWindow {

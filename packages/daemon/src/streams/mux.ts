@@ -6,7 +6,8 @@
  * wrote to the target, and ends each stream once (`stream.end`, with the exit status or why).
  * Everything is bounded: streams per session, frame sizes, and the bytes in flight (flow.ts).
  */
-import { dataFrame, readDataFrame, SendWindow, STREAM_FRAME_BYTES } from './flow.js';
+import { MAX_NODE_STREAMS, STREAM_FRAME_BYTES } from '@better-compute/core';
+import { dataFrame, readDataFrame, SendWindow } from './flow.js';
 import {
   type AttachedTarget,
   StreamRefusal,
@@ -15,7 +16,6 @@ import {
 } from './registry.js';
 
 /** Streams one session may hold at once. */
-export const MAX_STREAMS = 64;
 /** How long a target may take to end after a hang-up before the stream is ended for it. */
 const HANGUP_GRACE_MS = 5_000;
 
@@ -69,8 +69,8 @@ export function createStreamMux(io: StreamMuxIo): StreamMux {
     if (streams.has(id)) return;
     const refuse = (code: string, message: string) =>
       io.sendJson({ t: 'stream.end', sid: id, exitStatus: null, error: { code, message } });
-    if (streams.size >= MAX_STREAMS)
-      return refuse('RESOURCE_EXHAUSTED', `this node already has ${MAX_STREAMS} streams open`);
+    if (streams.size >= MAX_NODE_STREAMS)
+      return refuse('RESOURCE_EXHAUSTED', `this node already has ${MAX_NODE_STREAMS} streams open`);
     const factory = streamTargetFactory(request.kind);
     if (!factory)
       return refuse(

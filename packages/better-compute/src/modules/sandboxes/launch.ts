@@ -13,7 +13,8 @@ import { asFleet, vpsDb } from '../vps/tables.js';
 import type { SandboxCa } from './keys.js';
 import { placeSandbox } from './placement.js';
 import { checkSandboxQuota } from './quotas.js';
-import { commandStep, sandboxEvent, startWorkflow } from './rows.js';
+import { sandboxEvent, startWorkflow } from './rows.js';
+import { commandStep } from '../workflows/service.js';
 import { sandboxDb, type SandboxRow, type SnapshotRow, type TemplateRow } from './tables.js';
 
 export interface Env {

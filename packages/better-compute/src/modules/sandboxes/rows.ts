@@ -3,14 +3,13 @@
  * tenant's id is NOT_FOUND, never a hint that it exists), moving a sandbox's state with its event,
  * and starting the workflow that carries a change to a node.
  */
-import { ComputeError, newId } from '@better-compute/core';
+import { ComputeError } from '@better-compute/core';
 import type { CatalogEventDraft } from '@better-compute/events';
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
-import { enqueueJob } from '../../workers/jobs.js';
 import { iso, isoOrNull } from '../fleet/common.js';
-import { step, WORKFLOW_JOB, workflowEvent } from '../workflows/service.js';
+import { startNodeWorkflow } from '../workflows/service.js';
 import type { WorkflowKind, WorkflowStep } from '../workflows/tables.js';
 import {
   sandboxDb,
@@ -269,16 +268,11 @@ export async function moveSandbox(
   return updated;
 }
 
-export function commandStep(name: string, kind: string, payload: Record<string, unknown>): WorkflowStep {
-  return step(name, 'command', { kind, payload });
-}
-
 /**
  * Starts a workflow on a node; `subject` (the sandbox, snapshot or volume it changes) travels in
- * its input, where the hooks find it. The workflow is the node's, in its owner's tenant, as an
- * instance's is.
+ * its input, where the hooks find it.
  */
-export async function startWorkflow(
+export function startWorkflow(
   ctx: { db: Kysely<ComputeTables>; emit: (event: CatalogEventDraft) => void; now: Date },
   nodeId: string,
   kind: Extract<WorkflowKind, `sandbox.${string}` | `volume.${string}`>,
@@ -286,31 +280,5 @@ export async function startWorkflow(
   steps: WorkflowStep[],
   reason: string,
 ): Promise<string> {
-  const db = sandboxDb(ctx.db);
-  const node = await db
-    .selectFrom('compute.nodes')
-    .select('tenant_id')
-    .where('id', '=', nodeId)
-    .executeTakeFirstOrThrow();
-  const row = await db
-    .insertInto('compute.workflows')
-    .values({
-      id: newId('workflow'),
-      tenant_id: node.tenant_id,
-      node_id: nodeId,
-      instance_id: null,
-      kind,
-      state: 'running',
-      current_step: 0,
-      steps: JSON.stringify(steps),
-      input: JSON.stringify(subject),
-      reason,
-      created_at: ctx.now,
-      updated_at: ctx.now,
-    })
-    .returningAll()
-    .executeTakeFirstOrThrow();
-  ctx.emit(workflowEvent(row, 'started', { kind }));
-  await enqueueJob(ctx.db, { kind: WORKFLOW_JOB, payload: { workflowId: row.id }, runAt: ctx.now });
-  return row.id;
+  return startNodeWorkflow(ctx, { nodeId, kind, steps, input: subject, reason });
 }

@@ -8,7 +8,6 @@ import type { ComputeTables } from '../../db/tables.js';
 import type { CallContext } from '../define-module.js';
 import { type Env, launchSandbox, removeSandbox } from './launch.js';
 import {
-  commandStep,
   loadSandbox,
   loadSnapshot,
   loadTemplate,
@@ -18,6 +17,7 @@ import {
   startWorkflow,
 } from './rows.js';
 import type { SandboxDeps } from './settings.js';
+import { commandStep } from '../workflows/service.js';
 import { sandboxDb, type SandboxRow } from './tables.js';
 
 const envOf = (ctx: CallContext<unknown>): Env => ({ db: ctx.db, now: ctx.now(), emit: ctx.emit });

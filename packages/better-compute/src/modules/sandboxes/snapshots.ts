@@ -1,7 +1,8 @@
 /** `sandboxSnapshots.*`: list (yours, or the tenant's with all), get, and delete on the node. */
 import { ComputeError, ownerOf } from '@better-compute/core';
 import type { CallContext } from '../define-module.js';
-import { commandStep, loadSnapshot, snapshotView, startWorkflow } from './rows.js';
+import { loadSnapshot, snapshotView, startWorkflow } from './rows.js';
+import { commandStep } from '../workflows/service.js';
 import { sandboxDb } from './tables.js';
 
 export async function listSnapshots(

@@ -11,7 +11,8 @@ import { lockPool } from '../fleet/locks.js';
 import { visiblePool } from '../fleet/pools.js';
 import { asFleet, vpsDb } from '../vps/tables.js';
 import { nodesRunning } from './placement.js';
-import { commandStep, loadVolume, startWorkflow, volumeView } from './rows.js';
+import { loadVolume, startWorkflow, volumeView } from './rows.js';
+import { commandStep } from '../workflows/service.js';
 import { sandboxDb, type VolumeRow } from './tables.js';
 
 export function volumeEvent(

@@ -11,7 +11,8 @@ import { lockPool } from '../fleet/locks.js';
 import { shapeOf, READY_TIMEOUT_MS } from './create.js';
 import { visibleFlavor } from './flavors.js';
 import { runtimeImage } from './images.js';
-import { commandStep, instanceView, loadInstance, moveInstance, startInstanceWorkflow } from './instances.js';
+import { instanceView, loadInstance, moveInstance, startInstanceWorkflow } from './instances.js';
+import { commandStep } from '../workflows/service.js';
 import { checkInstanceQuota, fits, noRoom, roomOnNodes } from './placement.js';
 import { type InstanceRow, type InstanceState, vpsDb, asFleet } from './tables.js';
 

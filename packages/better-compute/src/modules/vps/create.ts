@@ -13,7 +13,8 @@ import { createReservation } from '../fleet/reservations/reserve.js';
 
 import { visibleFlavor } from './flavors.js';
 import { runtimeImage, visibleImage } from './images.js';
-import { commandStep, instanceEvent, instanceView, startInstanceWorkflow } from './instances.js';
+import { instanceEvent, instanceView, startInstanceWorkflow } from './instances.js';
+import { commandStep } from '../workflows/service.js';
 import { checkInstanceQuota, fits, noRoom, roomOnNodes } from './placement.js';
 import { type FlavorRow, type ImageRow, type InstanceRow, vpsDb, asFleet } from './tables.js';
 

@@ -2,14 +2,13 @@
  * Instances as rows: their view, reading them, moving their state (one event per transition, in
  * the transaction that makes it), and starting the workflow that carries a change to their node.
  */
-import { ComputeError, newId } from '@better-compute/core';
+import { ComputeError } from '@better-compute/core';
 import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
-import { enqueueJob } from '../../workers/jobs.js';
 import type { CatalogEventDraft } from '@better-compute/events';
 import type { CallContext } from '../define-module.js';
 import { iso, isoOrNull } from '../fleet/common.js';
-import { step, WORKFLOW_JOB, workflowEvent } from '../workflows/service.js';
+import { startNodeWorkflow } from '../workflows/service.js';
 import type { WorkflowKind, WorkflowStep } from '../workflows/tables.js';
 import { type InstanceRow, type InstanceState, vpsDb, type VpsDb } from './tables.js';
 
@@ -159,11 +158,6 @@ export async function moveInstance(
   return updated;
 }
 
-/** A command step of an instance workflow. */
-export function commandStep(name: string, kind: string, payload: Record<string, unknown>): WorkflowStep {
-  return step(name, 'command', { kind, payload });
-}
-
 /** Starts an instance workflow on the instance's node; the controller job advances it. */
 export async function startInstanceWorkflow(
   ctx: Pick<CallContext, 'db' | 'emit' | 'now'>,
@@ -172,33 +166,17 @@ export async function startInstanceWorkflow(
   steps: WorkflowStep[],
   reason: string,
 ): Promise<string> {
-  const now = ctx.now();
   // The workflow and its commands are the node's, in its owner's tenant: the pool's operators see
   // what runs on their machines; the instance's tenant sees its instance move.
-  const node = await vpsDb(ctx.db)
-    .selectFrom('compute.nodes')
-    .select('tenant_id')
-    .where('id', '=', instance.node_id)
-    .executeTakeFirstOrThrow();
-  const row = await vpsDb(ctx.db)
-    .insertInto('compute.workflows')
-    .values({
-      id: newId('workflow'),
-      tenant_id: node.tenant_id,
-      node_id: instance.node_id,
-      instance_id: instance.id,
+  return startNodeWorkflow(
+    { db: ctx.db, emit: ctx.emit, now: ctx.now() },
+    {
+      nodeId: instance.node_id,
+      instanceId: instance.id,
       kind,
-      state: 'running',
-      current_step: 0,
-      steps: JSON.stringify(steps),
-      input: JSON.stringify({ instanceId: instance.id }),
+      steps,
+      input: { instanceId: instance.id },
       reason,
-      created_at: now,
-      updated_at: now,
-    })
-    .returningAll()
-    .executeTakeFirstOrThrow();
-  ctx.emit(workflowEvent(row, 'started', { kind }));
-  await enqueueJob(ctx.db, { kind: WORKFLOW_JOB, payload: { workflowId: row.id }, runAt: now, wake: true });
-  return row.id;
+    },
+  );
 }

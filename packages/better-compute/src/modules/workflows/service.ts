@@ -5,13 +5,21 @@
  */
 import { ComputeError, newId } from '@better-compute/core';
 import type { CatalogEventDraft, EventData, EventType } from '@better-compute/events';
+import type { Kysely } from 'kysely';
+import type { ComputeTables } from '../../db/tables.js';
 import type { CallContext } from '../define-module.js';
 
 type WorkflowEventName = EventType extends infer T ? (T extends `workflow.${infer S}` ? S : never) : never;
 import { enqueueJob } from '../../workers/jobs.js';
 import { hooksOf } from './hooks.js';
 import { commandsDb } from '../commands/tables.js';
-import { type WorkflowRow, type WorkflowStep, workflowsDb, type WorkflowsDb } from './tables.js';
+import {
+  type WorkflowKind,
+  type WorkflowRow,
+  type WorkflowStep,
+  workflowsDb,
+  type WorkflowsDb,
+} from './tables.js';
 
 export const WORKFLOW_JOB = 'workflows.advance';
 
@@ -53,6 +61,62 @@ export function step(
     startedAt: null,
     finishedAt: null,
   };
+}
+
+/** A step that has the node run one command: `kind` with `payload`. */
+export function commandStep(name: string, kind: string, payload: Record<string, unknown>): WorkflowStep {
+  return step(name, 'command', { kind, payload });
+}
+
+/**
+ * Starts a workflow on a node for a module (an instance's, a sandbox's, a volume's): in the node's
+ * owner's tenant, so the pool's operators see what runs on their machines, with `input` where the
+ * module's hooks find their subject. The worker loops are woken when the caller's transaction
+ * commits, so the first step starts at once rather than at the next poll.
+ */
+export async function startNodeWorkflow(
+  ctx: { db: Kysely<ComputeTables>; emit: (event: CatalogEventDraft) => void; now: Date },
+  workflow: {
+    nodeId: string;
+    instanceId?: string | null;
+    kind: Exclude<WorkflowKind, 'node.maintenance'>;
+    steps: WorkflowStep[];
+    input: Record<string, string>;
+    reason: string;
+  },
+): Promise<string> {
+  const db = workflowsDb(ctx.db);
+  const node = await db
+    .selectFrom('compute.nodes')
+    .select('tenant_id')
+    .where('id', '=', workflow.nodeId)
+    .executeTakeFirstOrThrow();
+  const row = await db
+    .insertInto('compute.workflows')
+    .values({
+      id: newId('workflow'),
+      tenant_id: node.tenant_id,
+      node_id: workflow.nodeId,
+      instance_id: workflow.instanceId ?? null,
+      kind: workflow.kind,
+      state: 'running',
+      current_step: 0,
+      steps: JSON.stringify(workflow.steps),
+      input: JSON.stringify(workflow.input),
+      reason: workflow.reason,
+      created_at: ctx.now,
+      updated_at: ctx.now,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  ctx.emit(workflowEvent(row, 'started', { kind: workflow.kind }));
+  await enqueueJob(ctx.db, {
+    kind: WORKFLOW_JOB,
+    payload: { workflowId: row.id },
+    runAt: ctx.now,
+    wake: true,
+  });
+  return row.id;
 }
 
 /** A workflow's event: `workflowEvent(row, 'paused', { step })` is `workflow.paused` with its node. */

@@ -1,17 +1,12 @@
 /**
  * `forward --instance ID --port N [--local-port N] [--bind ADDRESS]`: like ssh -L. Listens locally
  * and carries each accepted connection to that port of the instance through a tcp tunnel of its
- * own (a fresh tunnels.open per connection), until Ctrl-C. Memory stays bounded: the local socket
- * pauses while more than 4 MiB wait unsent and resumes under 1 MiB, and a local reader more than
- * 16 MiB behind is disconnected.
+ * own (a fresh tunnels.open per connection), until Ctrl-C, with bridgeSocket's bounded memory.
  */
 import { ComputeError } from '@better-compute/core';
 import { defineCommand } from '../../define.js';
 import { CliError } from '../../errors.js';
-
-const HIGH_WATER = 4 * 1024 * 1024;
-const LOW_WATER = 1024 * 1024;
-const DISCONNECT = 16 * 1024 * 1024;
+import { bridgeSocket } from '../../tunnel-socket.js';
 
 export default defineCommand({
   name: 'forward',
@@ -81,27 +76,7 @@ export default defineCommand({
             port: flags.port,
           });
           const ws = await client.tunnel(opened.ticket);
-          socket.on('data', (chunk: Buffer) => {
-            ws.send(chunk, { binary: true }, () => {
-              if (socket.isPaused() && ws.bufferedAmount < LOW_WATER) socket.resume();
-            });
-            if (ws.bufferedAmount > HIGH_WATER) socket.pause();
-          });
-          ws.on('message', (data: Buffer, isBinary: boolean) => {
-            if (!isBinary) return;
-            socket.write(data);
-            if (socket.writableLength > DISCONNECT) {
-              log(`a local reader fell more than 16 MiB behind; its connection was closed`);
-              socket.destroy();
-              ws.close(1000);
-            }
-          });
-          // The tunnel has no half-close: either side ending ends the connection.
-          socket.on('close', () => ws.close(1000));
-          socket.on('end', () => ws.close(1000));
-          socket.on('error', () => ws.close(1000));
-          ws.on('close', () => socket.destroy());
-          socket.resume();
+          bridgeSocket(ws, socket, log);
         } catch (error) {
           const failure = error instanceof ComputeError ? `${error.code}: ${error.message}` : String(error);
           log(`a connection could not be forwarded (${failure}); it was closed`);

@@ -10,11 +10,10 @@
 import { ComputeError } from '@better-compute/core';
 import { defineCommand } from '../../define.js';
 import { CliError, RemoteExitError } from '../../errors.js';
+import { bridgeSocket } from '../../tunnel-socket.js';
 
 const UNIX_ACCOUNT = /^[a-z_][a-z0-9_-]{0,31}$/;
 const HOST_PRINCIPAL = /^sbx_[0-9a-z]{1,64}$/;
-const HIGH_WATER = 4 * 1024 * 1024;
-const LOW_WATER = 1024 * 1024;
 
 function invalidResponse(message: string): ComputeError {
   return new ComputeError('INVALID_RESPONSE', message, {
@@ -152,17 +151,7 @@ export default defineCommand({
         client.tunnel(grant.ticket).then(
           (ws) => {
             sockets.push({ close: () => ws.close(1000) });
-            socket.on('data', (chunk: Buffer) => {
-              ws.send(chunk, { binary: true }, () => {
-                if (socket.isPaused() && ws.bufferedAmount < LOW_WATER) socket.resume();
-              });
-              if (ws.bufferedAmount > HIGH_WATER) socket.pause();
-            });
-            ws.on('message', (data: Buffer, isBinary: boolean) => void (isBinary && socket.write(data)));
-            socket.on('close', () => ws.close(1000));
-            socket.on('error', () => ws.close(1000));
-            ws.on('close', () => socket.end());
-            socket.resume();
+            bridgeSocket(ws, socket, log);
           },
           (error: unknown) => {
             log(`the tunnel could not open: ${error instanceof Error ? error.message : String(error)}`);
