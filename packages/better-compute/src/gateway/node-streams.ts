@@ -65,4 +65,3 @@ export interface NodeStream {
 export interface NodeStreams {
   open(nodeId: string, target: NodeStreamTarget, options?: { signal?: AbortSignal }): Promise<NodeStream>;
 }
-

@@ -7,7 +7,6 @@ import { MAX_NODE_STREAMS } from '@better-compute/core';
 import type { NodeStreamTarget } from './node-streams.js';
 import type { StreamSink, StreamTransport } from './flow-stream.js';
 
-
 export interface SessionStreams {
   open(target: NodeStreamTarget, sink: StreamSink): StreamTransport | null;
   onMessage(message: StreamMessage): void;
