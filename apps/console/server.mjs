@@ -87,12 +87,24 @@ async function main() {
       }
     })();
   });
-  // Browser terminals: the WebSocket upgrade of /api/compute/tunnels/{ticket} (handleTunnel, relayed
-  // to the gateway over mTLS) is attached here when the tunnels capability lands. Until then every
-  // upgrade is refused, so no socket stays open unanswered.
-  server.on('upgrade', (_request, socket) => {
-    socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
-  });
+  // The upgrades that reach nodes: the gateway's session route (a node's daemon may join the
+  // console's origin) and the tunnel route the browser's terminals open, with the session cookie,
+  // from this origin only. Without a PKI bundle there are no tickets, so every upgrade is refused.
+  let nodeRoutes;
+  if (settings.pki) {
+    const { attachNodeRoutes, readPkiBundle } = await import('better-compute');
+    nodeRoutes = await attachNodeRoutes(server, {
+      compute,
+      api: true,
+      gateway: { url: settings.origin },
+      bundle: await readPkiBundle(settings.pki),
+      log,
+    });
+    stopping.push(() => nodeRoutes.close());
+  } else
+    server.on('upgrade', (_request, socket) => {
+      socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+    });
 
   await new Promise((resolve, reject) => {
     server.once('error', reject);

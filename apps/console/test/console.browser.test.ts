@@ -386,6 +386,12 @@ describe('instances', () => {
     await row.locator('td[data-state="running"]').waitFor({ timeout: 20_000 });
     const id = (await row.getAttribute('data-instance'))!;
     await shot(page, 'instances');
+    // A simulated node runs no daemon to attach a console: the panel says so in the server's words.
+    await row.getByRole('button', { name: `Console of ${id}` }).click();
+    const terminal = page.getByRole('region', { name: 'Terminal: the serial console of web-1' });
+    await terminal.getByRole('status').filter({ hasText: 'Not connected.' }).waitFor();
+    await expect(terminal.textContent()).resolves.toMatch(/daemon|session|reach/i);
+    await terminal.getByRole('button', { name: 'Close the terminal' }).click();
     await row.getByRole('button', { name: `Stop ${id}` }).click();
     const stopDialog = page.getByRole('dialog');
     await expect(stopDialog.textContent()).resolves.toContain('asked to power off');

@@ -10,11 +10,9 @@ import { createServer as createTlsServer } from 'node:https';
 import { actionCatalog } from '../compute.js';
 import type { ComputeInstance, WorkerRole } from '../types.js';
 import { createNodeServer } from './node-adapter.js';
-import { attachGateway, type Gateway } from '../gateway/session-server.js';
+import { attachNodeRoutes, type NodeRoutes } from './node-routes.js';
 import { type CommandSigner, ed25519CommandSigner } from '../gateway/signer.js';
 import type { NodeStreams } from '../gateway/node-streams.js';
-import { attachTunnels, type TunnelRoute } from '../tunnels/route.js';
-import type { GatewayPki } from '../gateway/node-certificates.js';
 import type { GatewayTls } from '../gateway/tls.js';
 import type { PkiBundle } from '../pki/bundle.js';
 
@@ -195,8 +193,7 @@ export async function serve(options: ServeOptions): Promise<void> {
   const { compute, signal, log } = options;
   let server: Server | undefined;
   let workers: { stop(): Promise<void> } | undefined;
-  let gateway: Gateway | undefined;
-  let tunnels: TunnelRoute | undefined;
+  let routes: NodeRoutes | undefined;
   try {
     await assertSchemaCurrent(compute);
     await compute.iam.installActions(actionCatalog());
@@ -224,7 +221,6 @@ export async function serve(options: ServeOptions): Promise<void> {
     const commandSigner = options.roles.includes('gateway')
       ? await commandSignerFrom(options, bundle)
       : undefined;
-    const pki: GatewayPki | undefined = bundle ? { bundle, secret: compute.config.secret } : undefined;
     if (serving) {
       // A gateway-only replica answers nothing but the session upgrade.
       const listener: RequestListener = options.roles.includes('api')
@@ -237,26 +233,18 @@ export async function serve(options: ServeOptions): Promise<void> {
       const bound = await listen(server, options.port, options.host ?? '127.0.0.1', {
         secure: Boolean(tls),
       });
-      const gatewayUrl = options.gatewayUrl ?? bound;
-      if (options.roles.includes('gateway'))
-        gateway = attachGateway(server, {
-          compute,
-          commandSigner,
-          log,
-          pki,
-          url: gatewayUrl,
-          link: tls ? { tls } : undefined,
-        });
-      const { createNodeStreams } = await import('../gateway/streams.js');
-      const streams = options.nodeStreams ?? createNodeStreams({ compute, gateway, tls });
-      options.onNodeStreams?.(streams);
-      if (options.roles.includes('api'))
-        tunnels = attachTunnels(server, {
-          compute,
-          streams,
-          refuseOtherUpgrades: !options.roles.includes('gateway'),
-          log,
-        });
+      routes = await attachNodeRoutes(server, {
+        compute,
+        api: options.roles.includes('api'),
+        gateway: options.roles.includes('gateway')
+          ? { url: options.gatewayUrl ?? bound, commandSigner }
+          : false,
+        bundle,
+        tls,
+        nodeStreams: options.nodeStreams,
+        onNodeStreams: options.onNodeStreams,
+        log,
+      });
       log(`better-compute serving ${bound}${compute.config.basePath} (roles: ${options.roles.join(',')})`);
       options.onListening?.(bound);
     } else {
@@ -266,8 +254,7 @@ export async function serve(options: ServeOptions): Promise<void> {
       await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
     log('better-compute stopping: finishing requests and jobs in flight');
   } finally {
-    await tunnels?.close();
-    await gateway?.close();
+    await routes?.close();
     if (server) await closeServer(server);
     await workers?.stop();
     await compute.close();

@@ -2,13 +2,16 @@
 /**
  * Instances: the tenant's VPS instances, live; a create form (a VPS pool, one of its flavors, an
  * image, a host name and an optional SSH key); Start, Stop and Delete, the last two after a
- * confirmation that names what happens. A terminal is the CLI's `console --instance`, shown per row.
+ * confirmation that names what happens. Console opens a running instance's serial console in the
+ * page, over a tunnel decided as compute:instances:exec on the instance.
  */
-import { useEffect, useState, type FormEvent } from 'react';
+import { useCallback, useEffect, useMemo, useState, type FormEvent } from 'react';
 import type { CallOutput } from '@better-compute/client';
 import { describeAction, ListStore } from '@better-compute/console-kit';
 import { useAction, useList, usePermission } from '@better-compute/console-kit/react';
+import { INSTANCE_EXEC_ACTION } from '@better-compute/core/methods';
 import { useConsole } from '@/components/console-context';
+import { TunnelTerminal } from '@/components/tunnel-terminal';
 import { useVpsChoices } from '@/components/vps-choices';
 import { ConfirmButton, disabledReason, ErrorNote, PagedTable, when } from '@/components/ui';
 import { idempotencyKey } from '@/lib/api';
@@ -34,6 +37,11 @@ export default function InstancesPage() {
   useEffect(() => live?.track('instance', store), [live, store]);
   const state = useList(store);
   const canCreate = usePermission(permissions, describeAction('instances', 'create'));
+  const [consoleOf, setConsoleOf] = useState<Instance | null>(null);
+  const openConsole = useCallback(
+    () => client.tunnels.open({ instanceId: consoleOf!.id, op: 'console' }),
+    [client, consoleOf],
+  );
 
   const [name, setName] = useState('');
   const [sshKey, setSshKey] = useState('');
@@ -147,14 +155,40 @@ export default function InstancesPage() {
         columns={['Instance', 'Shape', 'State', 'Address', 'Actions']}
         empty="No instances yet."
         onMore={() => void store.loadMore()}
-        row={(instance) => <InstanceRow key={instance.id} instance={instance} store={store} />}
+        row={(instance) => (
+          <InstanceRow key={instance.id} instance={instance} store={store} onConsole={setConsoleOf} />
+        )}
       />
+      {consoleOf ? (
+        <TunnelTerminal
+          key={consoleOf.id}
+          label={`the serial console of ${consoleOf.name}`}
+          open={openConsole}
+          onClosed={() => setConsoleOf(null)}
+        />
+      ) : null}
     </>
   );
 }
 
-function InstanceRow({ instance, store }: { instance: Instance; store: ListStore<Instance> }) {
+function InstanceRow({
+  instance,
+  store,
+  onConsole,
+}: {
+  instance: Instance;
+  store: ListStore<Instance>;
+  onConsole: (instance: Instance) => void;
+}) {
   const { client, permissions } = useConsole();
+  const execCheck = useMemo(
+    () => ({
+      action: INSTANCE_EXEC_ACTION,
+      resource: describeAction('instances', 'stop', instance.id).resource,
+    }),
+    [instance.id],
+  );
+  const canExec = usePermission(permissions, execCheck);
   const canStart = usePermission(permissions, describeAction('instances', 'start', instance.id));
   const canStop = usePermission(permissions, describeAction('instances', 'stop', instance.id));
   const canDelete = usePermission(permissions, describeAction('instances', 'delete', instance.id));
@@ -216,11 +250,16 @@ function InstanceRow({ instance, store }: { instance: Instance; store: ListStore
             onConfirm={() => remove.run(undefined)}
           />
         </div>
-        {running ? (
-          <p className="note">
-            Terminal: <code>better-compute console --instance {instance.id}</code>
-          </p>
-        ) : null}
+        <button
+          type="button"
+          className="secondary"
+          disabled={!running || canExec !== true}
+          title={disabledReason(running, 'Only a running instance has a console', canExec)}
+          aria-label={`Console of ${instance.id}`}
+          onClick={() => onConsole(instance)}
+        >
+          Console
+        </button>
         <ErrorNote error={start.error ?? stop.error ?? remove.error} />
       </td>
     </tr>

@@ -4,15 +4,17 @@
  * OpenSSH certificate for your own public key (shown once), and who holds access to the node, with
  * Revoke after a confirmation. The certificate opens the node's sshd only; the API decides each call.
  */
-import { useEffect, useState, type FormEvent } from 'react';
+import { useCallback, useEffect, useMemo, useState, type FormEvent } from 'react';
 import { useParams } from 'next/navigation';
 import Link from 'next/link';
 import type { CallOutput } from '@better-compute/client';
 import { isComputeClientError } from '@better-compute/client';
-import { ListStore } from '@better-compute/console-kit';
-import { useAction, useList } from '@better-compute/console-kit/react';
+import { describeAction, ListStore } from '@better-compute/console-kit';
+import { useAction, useList, usePermission } from '@better-compute/console-kit/react';
+import { NODE_CONSOLE_ACTION } from '@better-compute/core/methods';
 import { useConsole } from '@/components/console-context';
-import { ConfirmButton, ErrorNote, PagedTable, when } from '@/components/ui';
+import { TunnelTerminal } from '@/components/tunnel-terminal';
+import { ConfirmButton, disabledReason, ErrorNote, PagedTable, when } from '@/components/ui';
 
 type Node = CallOutput<'nodes.get'>;
 type SshCert = CallOutput<'nodes.listSshCerts'>['items'][number];
@@ -60,8 +62,50 @@ export default function NodePage() {
           heartbeat {when(node.lastHeartbeatAt)}.
         </p>
       ) : null}
+      <NodeConsole
+        nodeId={nodeId}
+        nodeName={node?.name ?? nodeId}
+        online={node !== null && !['joining', 'offline', 'retired'].includes(node.state)}
+      />
       <BreakGlass nodeId={nodeId} nodeName={node?.name ?? nodeId} />
     </>
+  );
+}
+
+/**
+ * The node's root console in the page: a pty on the node through a single-use tunnel, decided as
+ * compute:nodes:console on the node (tunnels.open with op console).
+ */
+function NodeConsole({ nodeId, nodeName, online }: { nodeId: string; nodeName: string; online: boolean }) {
+  const { client, permissions } = useConsole();
+  const [attached, setAttached] = useState(false);
+  const check = useMemo(
+    () => ({ action: NODE_CONSOLE_ACTION, resource: describeAction('nodes', 'cordon', nodeId).resource }),
+    [nodeId],
+  );
+  const allowed = usePermission(permissions, check);
+  const open = useCallback(() => client.tunnels.open({ nodeId, op: 'console' }), [client, nodeId]);
+  return (
+    <section aria-labelledby="node-console">
+      <h2 id="node-console">Console</h2>
+      <p>A root shell on {nodeName}, as the node's daemon runs it. Everything you type runs as root.</p>
+      {attached ? (
+        <TunnelTerminal
+          label={`the root console of ${nodeName}`}
+          open={open}
+          onClosed={() => setAttached(false)}
+        />
+      ) : (
+        <button
+          type="button"
+          disabled={!online || allowed !== true}
+          title={disabledReason(online, 'The node is not online', allowed)}
+          onClick={() => setAttached(true)}
+        >
+          Open the root console
+        </button>
+      )}
+    </section>
   );
 }
 

@@ -1,0 +1,105 @@
+/**
+ * Terminals in the browser, with real parts: the console's own server (dev mode, production build)
+ * is the gateway a real `bcd` joins, and its root console opens in the page over the tunnel route,
+ * authenticated by the session cookie from the console's origin. What is typed into xterm.js runs
+ * in a real shell on this machine, and what the shell prints is read back from the page.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bcd, type Proc, until } from '../../../packages/daemon/test/daemon-support.js';
+import {
+  api,
+  type ConsoleProcess,
+  launchBrowser,
+  screenshotsDir,
+  signIn,
+  startConsole,
+} from './browser-support.js';
+
+let server: ConsoleProcess;
+let browser: Browser;
+let daemon: Proc | undefined;
+let nodeId = '';
+const scratch = mkdtempSync(join(tmpdir(), 'console-node-'));
+const stateDir = join(scratch, 'state');
+
+beforeAll(async () => {
+  [server, browser] = await Promise.all([startConsole(1), launchBrowser()]);
+  const token = (
+    await api<{ token: string }>(server.origin, '/api/iam/sessions/signIn', '', {
+      tenantId: 'root',
+      email: server.adminEmail,
+      password: server.adminPassword,
+    })
+  ).token;
+  const call = <T>(method: string, input: Record<string, unknown>) =>
+    api<T>(server.origin, `/api/compute/${method.replace('.', '/')}`, token, { tenantId: 'root', ...input });
+  const site = await call<{ id: string }>('sites.create', { name: 'this-machine' });
+  const pool = await call<{ id: string }>('pools.create', { siteId: site.id, name: 'real', class: 'gpu' });
+  const joinToken = await call<{ token: string }>('joinTokens.create', {
+    poolId: pool.id,
+    preApproved: true,
+  });
+  writeFileSync(join(scratch, 'join-token'), joinToken.token, { mode: 0o600 });
+  const joining = bcd([
+    'join',
+    '--url',
+    server.origin,
+    '--token-file',
+    join(scratch, 'join-token'),
+    '--state-dir',
+    stateDir,
+  ]);
+  expect(await joining.exited, joining.err.join('\n')).toBe(0);
+  daemon = bcd(['run', '--state-dir', stateDir]);
+  await until(
+    'the daemon’s session with the console',
+    async () =>
+      existsSync(join(stateDir, 'status.json')) &&
+      JSON.parse(readFileSync(join(stateDir, 'status.json'), 'utf8')).connected === true,
+    60_000,
+  );
+  const nodes = await call<{ items: { id: string; poolId: string }[] }>('nodes.list', { poolId: pool.id });
+  nodeId = nodes.items[0]!.id;
+}, 180_000);
+
+afterAll(async () => {
+  daemon?.child.kill('SIGKILL');
+  await browser?.close();
+  await server?.stop();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+/** What the terminal panel says of its tunnel. */
+const panelStatus = (page: Page) => page.getByRole('region', { name: /^Terminal:/ }).getByRole('status');
+
+/** The terminal's text as xterm.js renders it into the page. */
+const screenText = (page: Page) => page.locator('.xterm-rows').innerText();
+
+describe('a node’s root console in the browser', () => {
+  it('opens over the tunnel, runs what is typed in a real shell, and says the exit status', async () => {
+    const context = await browser.newContext();
+    context.setDefaultTimeout(20_000);
+    const page = await signIn(context, server.origin, server.adminEmail, server.adminPassword);
+    await page.goto(`${server.origin}/nodes/${nodeId}`);
+    await page.getByRole('button', { name: 'Open the root console' }).click();
+    await expect
+      .poll(() => panelStatus(page).filter({ hasText: 'Connected' }).count(), { timeout: 20_000 })
+      .toBe(1);
+    await page.getByTestId('terminal').click();
+    await page.keyboard.type('echo console-$((6*7)); stty size\n');
+    await expect.poll(() => screenText(page), { timeout: 20_000 }).toContain('console-42');
+    // The pty has the panel's size, not a default 80 by 24.
+    const size = /(\d+) (\d+)\s*$/m.exec((await screenText(page)).split('console-42')[1] ?? '');
+    expect(size, await screenText(page)).not.toBeNull();
+    await page.screenshot({ path: join(screenshotsDir, 'node-console.png'), fullPage: true });
+    await page.keyboard.type('exit 3\n');
+    await expect
+      .poll(() => panelStatus(page).innerText(), { timeout: 20_000 })
+      .toContain('exited with status 3');
+    await context.close();
+  }, 120_000);
+});

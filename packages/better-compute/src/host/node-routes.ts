@@ -1,0 +1,79 @@
+/**
+ * The upgrades that reach nodes, on an HTTP server that already serves the API: the gateway's
+ * session route (daemons hold their sessions on it) and the tunnel route (consoles, forwarded ports
+ * and sandbox logins, relayed to the node's session here or on another replica). `serve` attaches
+ * them by role; a server that embeds the API, such as the web console's, attaches both with
+ * `attachNodeRoutes`.
+ */
+import type { Server } from 'node:http';
+import type { CommandSigner } from '../gateway/signer.js';
+import type { GatewayPki } from '../gateway/node-certificates.js';
+import type { NodeStreams } from '../gateway/node-streams.js';
+import { attachGateway, type Gateway } from '../gateway/session-server.js';
+import type { GatewayTls } from '../gateway/tls.js';
+import type { PkiBundle } from '../pki/bundle.js';
+import { attachTunnels, type TunnelRoute } from '../tunnels/route.js';
+import type { ComputeInstance } from '../types.js';
+
+export interface NodeRoutesOptions {
+  compute: ComputeInstance;
+  /** The tunnel route (this server answers the API). */
+  api: boolean;
+  /**
+   * The gateway's session route, at `url`: the address daemons and other replicas reach it at. It
+   * signs commands with `commandSigner`, else with the bundle's command root.
+   */
+  gateway: { url: string; commandSigner?: CommandSigner | undefined } | false;
+  /** The PKI bundle: node certificates, and the tunnel ticket key. */
+  bundle?: PkiBundle | undefined;
+  tls?: GatewayTls | undefined;
+  /** The streams tunnels relay to; default this process's own (createNodeStreams). */
+  nodeStreams?: NodeStreams | undefined;
+  onNodeStreams?: ((streams: NodeStreams) => void) | undefined;
+  log: (line: string) => void;
+}
+
+export interface NodeRoutes {
+  gateway: Gateway | undefined;
+  /** Closes the open tunnels, then the daemons' sessions. */
+  close(): Promise<void>;
+}
+
+export async function attachNodeRoutes(server: Server, options: NodeRoutesOptions): Promise<NodeRoutes> {
+  const { compute, log, tls } = options;
+  const pki: GatewayPki | undefined = options.bundle
+    ? { bundle: options.bundle, secret: compute.config.secret }
+    : undefined;
+  // Without a signer of its own, the gateway signs with the bundle's command root.
+  const commandSigner =
+    options.gateway && !options.gateway.commandSigner && options.bundle
+      ? await (
+          await import('../pki/command-root.js')
+        ).bundleCommandSigner(options.bundle.path, compute.config.secret, { db: compute.database.db, log })
+      : options.gateway
+        ? options.gateway.commandSigner
+        : undefined;
+  const gateway = options.gateway
+    ? attachGateway(server, {
+        compute,
+        commandSigner,
+        log,
+        pki,
+        url: options.gateway.url,
+        link: tls ? { tls } : undefined,
+      })
+    : undefined;
+  const { createNodeStreams } = await import('../gateway/streams.js');
+  const streams = options.nodeStreams ?? createNodeStreams({ compute, gateway, tls });
+  options.onNodeStreams?.(streams);
+  const tunnels: TunnelRoute | undefined = options.api
+    ? attachTunnels(server, { compute, streams, refuseOtherUpgrades: !gateway, log })
+    : undefined;
+  return {
+    gateway,
+    async close() {
+      await tunnels?.close();
+      await gateway?.close();
+    },
+  };
+}
