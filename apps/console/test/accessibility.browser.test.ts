@@ -1,0 +1,116 @@
+/**
+ * Every page of the console checked by axe-core in a real Chromium, signed in as the root
+ * administrator over simulated machines (and /login signed out): no violation of serious or critical
+ * impact (missing labels, names, contrast, landmarks, ARIA misuse). A screenshot of each page is saved.
+ */
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  api,
+  type ConsoleProcess,
+  launchBrowser,
+  screenshotsDir,
+  signIn,
+  startConsole,
+} from './browser-support.js';
+
+const axeSource = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
+
+let server: ConsoleProcess;
+let browser: Browser;
+let context: BrowserContext;
+let nodeId = '';
+
+beforeAll(async () => {
+  [server, browser] = await Promise.all([startConsole(2), launchBrowser()]);
+  const token = (
+    await api<{ token: string }>(server.origin, '/api/iam/sessions/signIn', '', {
+      tenantId: 'root',
+      email: server.adminEmail,
+      password: server.adminPassword,
+    })
+  ).token;
+  nodeId = (
+    await api<{ items: { id: string }[] }>(server.origin, '/api/compute/nodes/list', token, {
+      tenantId: 'root',
+    })
+  ).items[0]!.id;
+  context = await browser.newContext();
+  context.setDefaultTimeout(15_000);
+}, 180_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await server?.stop();
+});
+
+interface Violation {
+  id: string;
+  impact: string | null;
+  help: string;
+  nodes: { target: string[] }[];
+}
+
+/** axe-core's serious and critical violations on the page as it is now. */
+async function violations(page: Page): Promise<string[]> {
+  await page.addScriptTag({ path: axeSource });
+  const { found, passed } = await page.evaluate(async () => {
+    const axe = (
+      globalThis as unknown as { axe: { run(): Promise<{ violations: Violation[]; passes: unknown[] }> } }
+    ).axe;
+    const results = await axe.run();
+    return { found: results.violations, passed: results.passes.length };
+  });
+  // axe ran its rules on the page: some of them pass on any page with content.
+  if (passed === 0) throw new Error(`axe checked nothing on ${page.url()}`);
+  return found
+    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+    .map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+}
+
+async function check(path: string, ready: (page: Page) => Promise<unknown>, name: string, page?: Page) {
+  const tab = page ?? (await context.newPage());
+  await tab.goto(`${server.origin}${path}`);
+  await ready(tab);
+  await tab.screenshot({ path: join(screenshotsDir, `a11y-${name}.png`), fullPage: true });
+  const found = await violations(tab);
+  await tab.close();
+  return found;
+}
+
+describe('accessibility', () => {
+  it('the sign-in page has no serious or critical axe violation', async () => {
+    const found = await check('/login', (page) => page.getByLabel('Email').waitFor(), 'login');
+    expect(found).toEqual([]);
+  }, 60_000);
+
+  it('no page of the console has a serious or critical axe violation', async () => {
+    await (await signIn(context, server.origin, server.adminEmail, server.adminPassword)).close();
+    const heading = (text: string | RegExp) => (page: Page) =>
+      page.getByRole('heading', { level: 1, name: text }).waitFor();
+    const pages: [string, (page: Page) => Promise<unknown>, string][] = [
+      ['/reservations', heading('Reservations'), 'reservations'],
+      ['/capacity', heading(/Capacity/), 'capacity'],
+      ['/nodes', (page) => page.locator('tr').nth(1).waitFor(), 'nodes'],
+      [
+        `/nodes/${nodeId}`,
+        (page) => page.getByRole('heading', { name: 'Break-glass SSH' }).waitFor(),
+        'node',
+      ],
+      ['/instances', heading('Instances'), 'instances'],
+      ['/sandboxes', heading('Sandboxes'), 'sandboxes'],
+      ['/volumes', heading(/Volumes/), 'volumes'],
+      ['/joining', heading(/Joining/), 'joining'],
+      ['/events', heading('Events'), 'events'],
+      ['/webhooks', heading('Webhooks'), 'webhooks'],
+      ['/iam', heading(/People/), 'iam'],
+      ['/platform/tenants', heading('Tenants'), 'tenants'],
+    ];
+    const found: string[] = [];
+    for (const [path, ready, name] of pages)
+      for (const violation of await check(path, ready, name)) found.push(`${path}: ${violation}`);
+    expect(found).toEqual([]);
+  }, 180_000);
+});
