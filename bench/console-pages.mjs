@@ -57,7 +57,8 @@ child.stdout.on('data', (chunk) => (output += chunk));
 child.stderr.on('data', (chunk) => (output += chunk));
 let browser;
 try {
-  const deadline = Date.now() + 180_000;
+  // Machines join one by one through the API, so a large fleet takes a while to enrol.
+  const deadline = Date.now() + 180_000 + MACHINES * 100;
   while (!/simulated machine\(s\) in pool/.test(output)) {
     if (child.exitCode !== null || Date.now() > deadline)
       throw new Error(`server.mjs did not start:\n${output}`);

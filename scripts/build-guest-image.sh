@@ -187,8 +187,11 @@ for part in boot first-boot shutdown udhcpc; do
 	install -m 0755 -D "$guest_files/$part.sh" "$root/usr/lib/better-compute-guest/$part"
 done
 install -m 0755 -D "$guest_files/power-button.sh" "$root/etc/acpi/PWRF/00000080"
+# A login prompt on the serial console (what `console --instance` shows once the guest is up);
+# accounts without a password cannot log in there, so SSH with a key stays the way in.
 cat >"$root/etc/inittab" <<'EOF'
 ::sysinit:/usr/lib/better-compute-guest/boot
+ttyS0::respawn:/bin/busybox getty -L 115200 ttyS0 vt100
 ::ctrlaltdel:/bin/busybox poweroff
 ::shutdown:/usr/lib/better-compute-guest/shutdown
 EOF

@@ -289,15 +289,19 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('an instance on a 
       io,
     );
     await until('the console to attach', async () => input !== null, 30_000);
-    // The guest runs no getty on its serial port, so Enter draws no prompt: what shows is the boot
-    // the runtime's ring replays, down to the ready line with this instance's id and host name.
-    input!(new TextEncoder().encode('\r'));
+    // What shows is the boot the runtime's ring replays, down to the ready line with this
+    // instance's id and host name, then the getty's prompt; Enter draws another.
     await until(
-      'the guest’s ready line on its serial console',
+      'the guest’s ready line and login prompt on its serial console',
       async () =>
-        written.join('').includes(`better-compute-guest: ready instance-id=${instanceId} hostname=${name}`),
+        written.join('').includes(`better-compute-guest: ready instance-id=${instanceId} hostname=${name}`) &&
+        written.join('').includes(`${name} login:`),
       30_000,
     );
+    const prompts = () => written.join('').split(`${name} login:`).length - 1;
+    const before = prompts();
+    input!(new TextEncoder().encode('\r'));
+    await until('another login prompt', async () => prompts() > before, 30_000);
     input!(Uint8Array.of(0x1d));
     expect(await running, err.join('\n')).toBe(0);
     expect(err.join('\n')).toContain('detached');

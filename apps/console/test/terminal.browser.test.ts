@@ -1,14 +1,17 @@
 /**
  * Terminals in the browser, with real parts: the console's own server (dev mode, production build)
- * is the gateway a real `bcd` joins, and its root console opens in the page over the tunnel route,
- * authenticated by the session cookie from the console's origin. What is typed into xterm.js runs
- * in a real shell on this machine, and what the shell prints is read back from the page.
+ * is the gateway a real `bcd` joins, and terminals open in the page over the tunnel route,
+ * authenticated by the session cookie from the console's origin. The node's root console: what is
+ * typed into xterm.js runs in a real shell on this machine and is read back from the page. An
+ * instance's serial console: a real QEMU guest (TCG here) booted from the project's image, whose
+ * login prompt shows in the page. One guest for the suite.
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureGuestImage } from '../../../packages/better-compute/test/guest-support.js';
 import { bcd, type Proc, until } from '../../../packages/daemon/test/daemon-support.js';
 import {
   api,
@@ -23,6 +26,7 @@ let server: ConsoleProcess;
 let browser: Browser;
 let daemon: Proc | undefined;
 let nodeId = '';
+let instanceId = '';
 const scratch = mkdtempSync(join(tmpdir(), 'console-node-'));
 const stateDir = join(scratch, 'state');
 
@@ -38,7 +42,7 @@ beforeAll(async () => {
   const call = <T>(method: string, input: Record<string, unknown>) =>
     api<T>(server.origin, `/api/compute/${method.replace('.', '/')}`, token, { tenantId: 'root', ...input });
   const site = await call<{ id: string }>('sites.create', { name: 'this-machine' });
-  const pool = await call<{ id: string }>('pools.create', { siteId: site.id, name: 'real', class: 'gpu' });
+  const pool = await call<{ id: string }>('pools.create', { siteId: site.id, name: 'real', class: 'vps' });
   const joinToken = await call<{ token: string }>('joinTokens.create', {
     poolId: pool.id,
     preApproved: true,
@@ -64,9 +68,57 @@ beforeAll(async () => {
   );
   const nodes = await call<{ items: { id: string; poolId: string }[] }>('nodes.list', { poolId: pool.id });
   nodeId = nodes.items[0]!.id;
-}, 180_000);
+  // An instance of the project's guest on it, booting while the node's console is tested.
+  const guest = await ensureGuestImage();
+  const file = (name: string) => {
+    const entry = guest.manifest.files[name] as { sha256: string; size: number };
+    return { source: join(guest.dir, name), sha256: entry.sha256, sizeBytes: entry.size };
+  };
+  const disk = file('rootfs.qcow2');
+  const image = await call<{ id: string }>('images.register', {
+    name: 'guest',
+    source: disk.source,
+    sha256: disk.sha256,
+    sizeBytes: disk.sizeBytes,
+    diskFormat: 'qcow2',
+    os: 'debian',
+    boot: { kernel: file('vmlinux'), initrd: file('initrd.img'), cmdline: guest.kernelCmdline },
+  });
+  const flavor = await call<{ id: string }>('flavors.create', {
+    poolId: pool.id,
+    name: 'small',
+    vcpus: 1,
+    memoryMiB: 512,
+    diskGiB: 2,
+  });
+  instanceId = (
+    await call<{ id: string }>('instances.create', {
+      poolId: pool.id,
+      flavorId: flavor.id,
+      imageId: image.id,
+      name: 'web-1',
+    })
+  ).id;
+  instanceRunning = until(
+    'the instance to run',
+    async () => (await call<{ state: string }>('instances.get', { instanceId })).state === 'running',
+    300_000,
+  );
+  instanceRunning.catch(() => {});
+}, 600_000);
+
+let instanceRunning: Promise<unknown>;
 
 afterAll(async () => {
+  // No VM outlives the suite.
+  const pidFile = instanceId ? join(stateDir, 'instances', instanceId, 'qemu.pid') : '';
+  if (pidFile && existsSync(pidFile)) {
+    try {
+      process.kill(Number(readFileSync(pidFile, 'utf8').trim()), 'SIGKILL');
+    } catch {
+      /* already gone */
+    }
+  }
   daemon?.child.kill('SIGKILL');
   await browser?.close();
   await server?.stop();
@@ -102,4 +154,29 @@ describe('a node’s root console in the browser', () => {
       .toContain('exited with status 3');
     await context.close();
   }, 120_000);
+});
+
+describe('an instance’s serial console in the browser', () => {
+  it('shows the guest’s boot and its login prompt, and answers Enter with another', async () => {
+    await instanceRunning;
+    const context = await browser.newContext();
+    context.setDefaultTimeout(20_000);
+    const page = await signIn(context, server.origin, server.adminEmail, server.adminPassword);
+    await page.goto(`${server.origin}/instances`);
+    const row = page.locator(`tr[data-instance="${instanceId}"]`);
+    await row.locator('td[data-state="running"]').waitFor();
+    await row.getByRole('button', { name: `Console of ${instanceId}` }).click();
+    await expect
+      .poll(() => panelStatus(page).filter({ hasText: 'Connected' }).count(), { timeout: 20_000 })
+      .toBe(1);
+    // The runtime's ring replays the boot; the guest's getty prompts on its serial port.
+    await expect.poll(() => screenText(page), { timeout: 60_000 }).toMatch(/web-1 login:/);
+    const prompts = () => screenText(page).then((text) => text.split('web-1 login:').length - 1);
+    const before = await prompts();
+    await page.getByTestId('terminal').click();
+    await page.keyboard.press('Enter');
+    await expect.poll(prompts, { timeout: 20_000 }).toBeGreaterThan(before);
+    await page.screenshot({ path: join(screenshotsDir, 'instance-console.png'), fullPage: true });
+    await context.close();
+  }, 360_000);
 });

@@ -41,7 +41,7 @@ export function TunnelTerminal({
           open(),
         ]);
         if (disposed || !host.current) return;
-        const terminal = new Terminal({ cursorBlink: true, fontSize: 14, scrollback: 5000 });
+        const terminal = new Terminal({ cursorBlink: true, fontSize: 14, lineHeight: 1.2, scrollback: 5000 });
         const fit = new FitAddon();
         terminal.loadAddon(fit);
         terminal.open(host.current);
