@@ -32,6 +32,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { newId } from '../packages/core/dist/index.js';
 import { openDatabase } from '../packages/db/dist/index.js';
+import { cloneNodes } from './lib/clone-nodes.mjs';
 import { connect, cpuPerOperation, cpuSnapshot, startChild } from './lib/load.mjs';
 import { addWal, freshValues, replayCall, shapeOf, walOf } from './lib/replay.mjs';
 
@@ -144,50 +145,7 @@ async function setUp(buildUrl, databaseUrl) {
   await inProcess('nodes.heartbeat', { nodeCredential: joined.nodeCredential }, '');
   const direct = new pg.Client({ connectionString: databaseUrl });
   await direct.connect();
-  const ids = Array.from({ length: NODES - 1 }, () => newId('node'));
-  const t0 = performance.now();
-  await direct.query('begin');
-  await direct.query(
-    `create temporary table bench_ids on commit drop as
-       select id, ord, 'gpu-' || lpad(ord::text, 5, '0') as name, 'nvl-' || lpad(ord::text, 5, '0') as domain
-       from unnest($1::text[]) with ordinality as u(id, ord)`,
-    [ids],
-  );
-  await direct.query(
-    `insert into compute.nodes (id, tenant_id, pool_id, name, state, state_before_offline, labels, taints,
-       no_schedule, cpu_cores, memory_gib, inventory_revision, reported_revision, credential_hash,
-       gpu_count, free_gpus, last_heartbeat_at, state_changed_at, version, created_at, updated_at)
-     select b.id, n.tenant_id, n.pool_id, b.name, n.state, n.state_before_offline, n.labels, n.taints,
-       n.no_schedule, n.cpu_cores, n.memory_gib, n.inventory_revision, n.reported_revision, n.credential_hash,
-       n.gpu_count, n.free_gpus,
-       n.last_heartbeat_at, n.state_changed_at, n.version, n.created_at, n.updated_at
-     from bench_ids b cross join compute.nodes n where n.id = $1 order by b.ord`,
-    [joined.nodeId],
-  );
-  await direct.query(
-    `insert into compute.gpu_groups (node_id, group_no, pool_id, model, product, vram_gib, nvlink_domain, total, free,
-       gpu_indices, holders)
-     select b.id, g.group_no, g.pool_id, g.model, g.product, g.vram_gib, b.domain, g.total, g.free, g.gpu_indices, g.holders
-     from bench_ids b cross join compute.gpu_groups g where g.node_id = $1`,
-    [joined.nodeId],
-  );
-  await direct.query(
-    `insert into compute.gpus (node_id, idx, group_no, pool_id, model, product, vram_gib, nvlink_domain)
-     select b.id, g.idx, g.group_no, g.pool_id, g.model, g.product, g.vram_gib, b.domain
-     from bench_ids b cross join compute.gpus g where g.node_id = $1`,
-    [joined.nodeId],
-  );
-  await direct.query(
-    `insert into compute.node_inventories (node_id, revision, inventory, recorded_at)
-     select b.id, i.revision,
-       jsonb_set(i.inventory, '{gpus}', (select jsonb_agg(jsonb_set(g, '{nvlinkDomain}', to_jsonb(b.domain)))
-                                         from jsonb_array_elements(i.inventory->'gpus') g)),
-       i.recorded_at
-     from bench_ids b cross join compute.node_inventories i where i.node_id = $1`,
-    [joined.nodeId],
-  );
-  await direct.query('commit');
-  await direct.query('analyze');
+  const cloneMs = await cloneNodes(direct, joined.nodeId, NODES - 1);
   const fleet = (
     await direct.query(
       `select count(*)::int as nodes, sum(free_gpus)::int as free from compute.nodes where pool_id = $1 and state = 'ready'`,
@@ -195,7 +153,7 @@ async function setUp(buildUrl, databaseUrl) {
     )
   ).rows[0];
   console.log(
-    `fleet: ${fleet.nodes} ready nodes, ${fleet.free} free GPUs (setup ${((performance.now() - t0) / 1000).toFixed(1)} s)`,
+    `fleet: ${fleet.nodes} ready nodes, ${fleet.free} free GPUs (copied in ${(cloneMs / 1000).toFixed(1)} s)`,
   );
 
   await compute.close();

@@ -12,7 +12,7 @@ import { runtimeImage } from '../vps/images.js';
 import { asFleet, vpsDb } from '../vps/tables.js';
 import type { SandboxCa } from './keys.js';
 import { placeSandbox } from './placement.js';
-import { checkSandboxQuota } from './quotas.js';
+import { sandboxQuotas } from './quotas.js';
 import { sandboxEvent, startWorkflow } from './rows.js';
 import { commandStep } from '../workflows/service.js';
 import { sandboxDb, type SandboxRow, type SnapshotRow, type TemplateRow } from './tables.js';
@@ -96,7 +96,7 @@ export async function launchSandbox(
   }
   const shape = { vcpus: flavor.vcpus, memoryMiB: flavor.memory_mib };
   // Under the pool's lock, so concurrent creates of one tenant see each other.
-  await checkSandboxQuota(env.db, template.tenant_id, template.pool_id, shape);
+  await sandboxQuotas.check(env.db, template.tenant_id, template.pool_id, { sandboxes: 1, ...shape });
   const nodeId = await placeSandbox(env.db, template.pool_id, template.runtime, shape, onNode);
   const id = newId('sandbox');
   await db

@@ -28,7 +28,7 @@ import {
   settleCreate,
   snapshotSandbox,
 } from './sandboxes.js';
-import { getSandboxQuotas, setSandboxQuota } from './quotas.js';
+import { sandboxQuotas } from './quotas.js';
 import { sandboxDeps, type SandboxSettings } from './settings.js';
 import { deleteSnapshot, getSnapshot, listSnapshots } from './snapshots.js';
 import {
@@ -60,8 +60,8 @@ export function createSandboxesModule(
       delete: deleteSandbox,
       snapshot: snapshotSandbox(deps),
       exec: execSandbox(deps),
-      quotas: getSandboxQuotas,
-      setQuota: setSandboxQuota,
+      quotas: sandboxQuotas.get,
+      setQuota: sandboxQuotas.set,
     },
     // Members act on their own sandboxes: the owner is read before the call is decided.
     {

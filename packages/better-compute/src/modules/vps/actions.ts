@@ -13,7 +13,8 @@ import { visibleFlavor } from './flavors.js';
 import { runtimeImage } from './images.js';
 import { instanceView, loadInstance, moveInstance, startInstanceWorkflow } from './instances.js';
 import { commandStep } from '../workflows/service.js';
-import { checkInstanceQuota, fits, noRoom, roomOnNodes } from './placement.js';
+import { fits, noRoom, roomOnNodes } from './placement.js';
+import { instanceQuotas } from './quotas.js';
 import { type InstanceRow, type InstanceState, vpsDb, asFleet } from './tables.js';
 
 type Ref = { instanceId: string; ifVersion?: number | undefined };
@@ -139,7 +140,7 @@ export async function resizeInstance(ctx: CallContext<Ref & { flavorId: string }
     );
   await db.selectFrom('compute.flavors').select('id').where('id', '=', flavor.id).forShare().execute();
   const grow = { vcpus: flavor.vcpus - row.vcpus, memoryMiB: flavor.memory_mib - row.memory_mib };
-  await checkInstanceQuota(db, ctx.tenantId, row.pool_id, {
+  await instanceQuotas.check(ctx.db, ctx.tenantId, row.pool_id, {
     instances: 0,
     vcpus: Math.max(0, grow.vcpus),
     memoryMiB: Math.max(0, grow.memoryMiB),

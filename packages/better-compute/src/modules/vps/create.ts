@@ -15,7 +15,8 @@ import { visibleFlavor } from './flavors.js';
 import { runtimeImage, visibleImage } from './images.js';
 import { instanceEvent, instanceView, startInstanceWorkflow } from './instances.js';
 import { commandStep } from '../workflows/service.js';
-import { checkInstanceQuota, fits, noRoom, roomOnNodes } from './placement.js';
+import { fits, noRoom, roomOnNodes } from './placement.js';
+import { instanceQuotas } from './quotas.js';
 import { type FlavorRow, type ImageRow, type InstanceRow, vpsDb, asFleet } from './tables.js';
 
 /** How long a guest has to answer after QEMU starts it (TCG boots are slow). */
@@ -71,7 +72,7 @@ export async function createInstance(ctx: CallContext<CreateInput>) {
   // The flavor is held as it is read: a concurrent delete waits for this create, then sees it.
   await db.selectFrom('compute.flavors').select('id').where('id', '=', flavor.id).forShare().execute();
   const shape = { vcpus: flavor.vcpus, memoryMiB: flavor.memory_mib };
-  await checkInstanceQuota(db, ctx.tenantId, pool.id, { instances: 1, ...shape });
+  await instanceQuotas.check(ctx.db, ctx.tenantId, pool.id, { instances: 1, ...shape });
   const sameName = await db
     .selectFrom('compute.instances')
     .select('id')

@@ -13,7 +13,7 @@ import { getImage, listImages, promoteImage, registerImage } from './images.js';
 import { getInstance, instanceOwner, listInstances } from './instances.js';
 import { INSTANCE_WORKFLOW_KINDS, instanceWorkflowHooks } from './lifecycle.js';
 import { vpsMigrations } from './migrations.js';
-import { getInstanceQuotas, setInstanceQuota } from './quotas.js';
+import { instanceQuotas } from './quotas.js';
 import { scheduleSimulated, SIM_RUNTIME_JOB, simRuntimeJob } from './sim-runtime.js';
 
 registerWorkflowHooks(INSTANCE_WORKFLOW_KINDS, {
@@ -47,8 +47,8 @@ export const vpsModule = defineModule({
         stop: stopInstance,
         delete: deleteInstance,
         resize: resizeInstance,
-        quotas: getInstanceQuotas,
-        setQuota: setInstanceQuota,
+        quotas: instanceQuotas.get,
+        setQuota: instanceQuotas.set,
       },
       // Members start, stop, resize and delete their own: the owner is read before the call is decided.
       { start: instanceOwner, stop: instanceOwner, delete: instanceOwner, resize: instanceOwner },
