@@ -39,7 +39,7 @@ await build({
 });
 const load = (name) => import(pathToFileURL(join(outdir, `${name}.mjs`)).href);
 const { bcd, deployment, freePort, startServer, until } = await load('daemon');
-const { ensureGuestImage, generateSshKey, Guest } = await load('guest');
+const { ensureGuestImage, generateSshKey, Guest, guestImageRegistration } = await load('guest');
 const { generatedCommandSigner } = await load('signer');
 
 const guest = await ensureGuestImage();
@@ -109,21 +109,7 @@ const flavor = await env.call('flavors.create', {
   memoryMiB: 512,
   diskGiB: 2,
 });
-const file = (name) => ({
-  source: join(guest.dir, name),
-  sha256: guest.manifest.files[name].sha256,
-  sizeBytes: guest.manifest.files[name].size,
-});
-const disk = file('rootfs.qcow2');
-const image = await env.call('images.register', {
-  name: 'guest',
-  source: disk.source,
-  sha256: disk.sha256,
-  sizeBytes: disk.sizeBytes,
-  diskFormat: 'qcow2',
-  os: 'debian',
-  boot: { kernel: file('vmlinux'), initrd: file('initrd.img'), cmdline: guest.kernelCmdline },
-});
+const image = await env.call('images.register', guestImageRegistration(guest));
 
 async function controlPlaneRun(run) {
   const cpu = busyMs();

@@ -56,7 +56,8 @@ await build({
 });
 const load = (name) => import(pathToFileURL(join(outdir, `${name}.mjs`)).href);
 const { bcd, deployment, freePort, root: repositoryRoot, startServer, until } = await load('daemon');
-const { ensureGuestImage, generateSshKey, guestHttpServerCommand, sshGuest } = await load('guest');
+const { ensureGuestImage, generateSshKey, guestHttpServerCommand, guestImageRegistration, sshGuest } =
+  await load('guest');
 const { generatedCommandSigner } = await load('signer');
 const { createPkiBundle } = await load('pki');
 const computeBin = join(repositoryRoot, 'packages', 'better-compute', 'bin', 'better-compute.cjs');
@@ -140,21 +141,7 @@ try {
     memoryMiB: 512,
     diskGiB: 2,
   });
-  const file = (name) => ({
-    source: join(guest.dir, name),
-    sha256: guest.manifest.files[name].sha256,
-    sizeBytes: guest.manifest.files[name].size,
-  });
-  const disk = file('rootfs.qcow2');
-  const image = await env.call('images.register', {
-    name: 'guest',
-    source: disk.source,
-    sha256: disk.sha256,
-    sizeBytes: disk.sizeBytes,
-    diskFormat: 'qcow2',
-    os: 'debian',
-    boot: { kernel: file('vmlinux'), initrd: file('initrd.img'), cmdline: guest.kernelCmdline },
-  });
+  const image = await env.call('images.register', guestImageRegistration(guest));
   const created = await env.call(
     'instances.create',
     { poolId: pool.id, flavorId: flavor.id, imageId: image.id, name: 'bench', sshKeys: [key.publicKey] },

@@ -24,6 +24,7 @@ import {
   generateSshKey,
   guestHttpServerCommand,
   type GuestImage,
+  killInstanceVm,
   sshGuest,
   type SshKey,
 } from '../../packages/better-compute/test/guest-support.js';
@@ -212,14 +213,7 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('an instance on a 
 
   afterAll(async () => {
     // Whatever a failed step left running is stopped: no VM outlives the suite.
-    const pidFile = instanceId ? join(stateDir, 'instances', instanceId, 'qemu.pid') : '';
-    if (pidFile && existsSync(pidFile)) {
-      try {
-        process.kill(Number(readFileSync(pidFile, 'utf8').trim()), 'SIGKILL');
-      } catch {
-        /* already gone */
-      }
-    }
+    killInstanceVm(stateDir, instanceId);
     daemon?.child.kill('SIGKILL');
     server?.child.kill('SIGKILL');
     await env?.close();

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  adminSessionToken,
   api,
   type ConsoleProcess,
   launchBrowser,
@@ -25,13 +26,7 @@ let nodeId = '';
 
 beforeAll(async () => {
   [server, browser] = await Promise.all([startConsole(2), launchBrowser()]);
-  const token = (
-    await api<{ token: string }>(server.origin, '/api/iam/sessions/signIn', '', {
-      tenantId: 'root',
-      email: server.adminEmail,
-      password: server.adminPassword,
-    })
-  ).token;
+  const token = await adminSessionToken(server);
   nodeId = (
     await api<{ items: { id: string }[] }>(server.origin, '/api/compute/nodes/list', token, {
       tenantId: 'root',

@@ -143,3 +143,13 @@ export async function api<T>(
   if (!body.data) throw new Error(`${path}: ${body.error?.code}: ${body.error?.message}`);
   return body.data;
 }
+
+/** A session token of the console's root administrator, for calls a test makes as a program would. */
+export async function adminSessionToken(server: ConsoleProcess): Promise<string> {
+  const signedIn = await api<{ token: string }>(server.origin, '/api/iam/sessions/signIn', '', {
+    tenantId: 'root',
+    email: server.adminEmail,
+    password: server.adminPassword,
+  });
+  return signedIn.token;
+}

@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import {
+  adminSessionToken,
   api,
   launchBrowser,
   runServer,
@@ -31,13 +32,7 @@ const viewer = { email: 'viewer@console.local', password: 'viewer-password-2026'
 
 beforeAll(async () => {
   [server, browser] = await Promise.all([startConsole(3), launchBrowser()]);
-  adminToken = (
-    await api<{ token: string }>(server.origin, '/api/iam/sessions/signIn', '', {
-      tenantId: 'root',
-      email: server.adminEmail,
-      password: server.adminPassword,
-    })
-  ).token;
+  adminToken = await adminSessionToken(server);
   const person = await api<{ id: string }>(server.origin, '/api/iam/principals/create', adminToken, {
     kind: 'person',
     email: viewer.email,

@@ -11,9 +11,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureGuestImage } from '../../../packages/better-compute/test/guest-support.js';
+import {
+  ensureGuestImage,
+  guestImageRegistration,
+  killInstanceVm,
+} from '../../../packages/better-compute/test/guest-support.js';
 import { bcd, type Proc, until } from '../../../packages/daemon/test/daemon-support.js';
 import {
+  adminSessionToken,
   api,
   type ConsoleProcess,
   launchBrowser,
@@ -32,13 +37,7 @@ const stateDir = join(scratch, 'state');
 
 beforeAll(async () => {
   [server, browser] = await Promise.all([startConsole(1), launchBrowser()]);
-  const token = (
-    await api<{ token: string }>(server.origin, '/api/iam/sessions/signIn', '', {
-      tenantId: 'root',
-      email: server.adminEmail,
-      password: server.adminPassword,
-    })
-  ).token;
+  const token = await adminSessionToken(server);
   const call = <T>(method: string, input: Record<string, unknown>) =>
     api<T>(server.origin, `/api/compute/${method.replace('.', '/')}`, token, { tenantId: 'root', ...input });
   const site = await call<{ id: string }>('sites.create', { name: 'this-machine' });
@@ -70,20 +69,7 @@ beforeAll(async () => {
   nodeId = nodes.items[0]!.id;
   // An instance of the project's guest on it, booting while the node's console is tested.
   const guest = await ensureGuestImage();
-  const file = (name: string) => {
-    const entry = guest.manifest.files[name] as { sha256: string; size: number };
-    return { source: join(guest.dir, name), sha256: entry.sha256, sizeBytes: entry.size };
-  };
-  const disk = file('rootfs.qcow2');
-  const image = await call<{ id: string }>('images.register', {
-    name: 'guest',
-    source: disk.source,
-    sha256: disk.sha256,
-    sizeBytes: disk.sizeBytes,
-    diskFormat: 'qcow2',
-    os: 'debian',
-    boot: { kernel: file('vmlinux'), initrd: file('initrd.img'), cmdline: guest.kernelCmdline },
-  });
+  const image = await call<{ id: string }>('images.register', guestImageRegistration(guest));
   const flavor = await call<{ id: string }>('flavors.create', {
     poolId: pool.id,
     name: 'small',
@@ -110,15 +96,7 @@ beforeAll(async () => {
 let instanceRunning: Promise<unknown>;
 
 afterAll(async () => {
-  // No VM outlives the suite.
-  const pidFile = instanceId ? join(stateDir, 'instances', instanceId, 'qemu.pid') : '';
-  if (pidFile && existsSync(pidFile)) {
-    try {
-      process.kill(Number(readFileSync(pidFile, 'utf8').trim()), 'SIGKILL');
-    } catch {
-      /* already gone */
-    }
-  }
+  killInstanceVm(stateDir, instanceId);
   daemon?.child.kill('SIGKILL');
   await browser?.close();
   await server?.stop();

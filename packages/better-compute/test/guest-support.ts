@@ -5,7 +5,7 @@
  * (qemu-system-x86, qemu-utils, genisoimage, openssh-client, debootstrap).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -282,6 +282,36 @@ export function generateSshKey(dir: string): SshKey {
   const privateKeyPath = join(dir, 'id_ed25519');
   run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'better-compute-test', '-f', privateKeyPath]);
   return { privateKeyPath, publicKey: readFileSync(`${privateKeyPath}.pub`, 'utf8').trim() };
+}
+
+/**
+ * The `images.register` input for the guest image, its files named by path with their digests and
+ * sizes from the build's manifest (what a node's image cache verifies).
+ */
+export function guestImageRegistration(guest: GuestImage, name = 'guest') {
+  const file = (part: string) => {
+    const entry = guest.manifest.files[part] as { sha256: string; size: number };
+    return { source: join(guest.dir, part), sha256: entry.sha256, sizeBytes: entry.size };
+  };
+  const disk = file('rootfs.qcow2');
+  return {
+    name,
+    ...disk,
+    diskFormat: 'qcow2' as const,
+    os: 'debian',
+    boot: { kernel: file('vmlinux'), initrd: file('initrd.img'), cmdline: guest.kernelCmdline },
+  };
+}
+
+/** Kills the QEMU of an instance a node's state directory holds, if it runs: no VM outlives a suite. */
+export function killInstanceVm(stateDir: string, instanceId: string): void {
+  const pidFile = instanceId ? join(stateDir, 'instances', instanceId, 'qemu.pid') : '';
+  if (!pidFile || !existsSync(pidFile)) return;
+  try {
+    process.kill(Number(readFileSync(pidFile, 'utf8').trim()), 'SIGKILL');
+  } catch {
+    // Already gone.
+  }
 }
 
 /**
