@@ -95,6 +95,7 @@ describe('accessibility', () => {
         'node',
       ],
       ['/instances', heading('Instances'), 'instances'],
+      ['/catalog', heading('Images and flavors'), 'catalog'],
       ['/sandboxes', heading('Sandboxes'), 'sandboxes'],
       ['/volumes', heading(/Volumes/), 'volumes'],
       ['/joining', heading(/Joining/), 'joining'],

@@ -402,6 +402,35 @@ describe('instances', () => {
   }, 90_000);
 });
 
+describe('images and flavors', () => {
+  it('promotes an image to another channel, and creates a flavor on a VPS pool then deletes it after asking', async () => {
+    // The instances test above registered debian-12 (testing) and the flavor small on sim-vps.
+    const page = await adminContext.newPage();
+    await page.goto(`${server.origin}/catalog`);
+    const image = page.locator('tr[data-image]').filter({ hasText: 'debian-12' });
+    await image.locator('td[data-channel="testing"]').waitFor();
+    await image.getByLabel('To').selectOption('stable');
+    await image.getByRole('button', { name: /^Promote debian-12/ }).click();
+    await image.locator('td[data-channel="stable"]').waitFor();
+    const form = page.getByRole('form', { name: 'New flavor' });
+    await form.getByLabel('Pool').selectOption({ label: 'sim-vps' });
+    await page.locator('tr[data-flavor]').filter({ hasText: 'small' }).waitFor();
+    await form.getByLabel('Name').fill('medium');
+    await form.getByLabel('vCPUs').fill('2');
+    await form.getByLabel('Memory (MiB)').fill('2048');
+    await form.getByRole('button', { name: 'Create flavor' }).click();
+    const medium = page.locator('tr[data-flavor]').filter({ hasText: 'medium' });
+    await expect(medium.textContent()).resolves.toContain('2 vCPU, 2048 MiB');
+    await shot(page, 'catalog');
+    await medium.getByRole('button', { name: 'Delete medium' }).click();
+    const dialog = page.getByRole('dialog');
+    await expect(dialog.textContent()).resolves.toContain('New instances can no longer use it');
+    await dialog.getByRole('button', { name: 'Delete flavor' }).click();
+    await medium.waitFor({ state: 'detached' });
+    await page.close();
+  }, 60_000);
+});
+
 describe('sandboxes and volumes', () => {
   it('a template keeps a warm sandbox, a create claims it, +30 min lengthens it, delete asks first; a volume grows and is wiped after asking', async () => {
     const pools = await api<{ items: { id: string; name: string }[] }>(

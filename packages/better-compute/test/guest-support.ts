@@ -354,7 +354,8 @@ export function sshGuest(
 /**
  * A small HTTP/1.1 server for the guest, in the Perl every Debian system has (perl-base): `GET
  * /bytes/N` answers N bytes, a `POST` answers how many bytes it read, anything else the host name.
- * Keep-alive, one connection at a time; connections beyond it wait in a deep accept queue.
+ * Keep-alive (a request's `Connection: close` is answered with one, then the connection closes), one
+ * connection at a time; connections beyond it wait in a deep accept queue.
  */
 const GUEST_HTTP_SERVER = String.raw`
 use strict; use warnings; use IO::Socket::INET;
@@ -375,15 +376,16 @@ while (my $c = $server->accept) {
       my $n = read($c, $buf, $length - $got > 65536 ? 65536 : $length - $got) or last;
       $got += $n;
     }
+    my $close = $head =~ /^Connection:\s*close/mi ? "Connection: close\r\n" : '';
     if ($path =~ m{^/bytes/(\d+)$}) {
       my $left = $1;
-      print $c "HTTP/1.1 200 OK\r\nContent-Length: $left\r\nContent-Type: application/octet-stream\r\n\r\n";
+      print $c "HTTP/1.1 200 OK\r\nContent-Length: $left\r\nContent-Type: application/octet-stream\r\n$close\r\n";
       while ($left > 0) { my $n = $left > 65536 ? 65536 : $left; print $c substr($chunk, 0, $n); $left -= $n; }
     } else {
       my $body = $method eq 'POST' ? "$got\n" : 'hello from ' . qx(hostname);
-      print $c "HTTP/1.1 200 OK\r\nContent-Length: " . length($body) . "\r\nContent-Type: text/plain\r\n\r\n$body";
+      print $c "HTTP/1.1 200 OK\r\nContent-Length: " . length($body) . "\r\nContent-Type: text/plain\r\n$close\r\n$body";
     }
-    last if $head =~ /^Connection:\s*close/mi;
+    last if $close;
   }
   close $c;
 }

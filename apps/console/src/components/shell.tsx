@@ -11,6 +11,7 @@ const PAGES = [
   { href: '/capacity', label: 'Capacity and pools' },
   { href: '/nodes', label: 'Nodes' },
   { href: '/instances', label: 'Instances' },
+  { href: '/catalog', label: 'Images and flavors' },
   { href: '/sandboxes', label: 'Sandboxes' },
   { href: '/volumes', label: 'Volumes' },
   { href: '/joining', label: 'Joining machines' },

@@ -72,3 +72,8 @@ export function passthroughArgs(gpus: string[]): string[] {
   }
   return args;
 }
+
+/** Memory QEMU needs beside the guest's: with TCG, its cache of translated code above all. */
+export function qemuOverheadMiB(accel: 'kvm' | 'tcg'): number {
+  return accel === 'tcg' ? 1024 : 256;
+}

@@ -18,7 +18,7 @@ import type { RuntimeDriver } from './driver.js';
 import { ImageCache, RuntimeError } from './image-cache.js';
 import { baseVirtualSize, GiB, growDisk, makeOverlay, virtualSize, writeSeed } from './qemu-disk.js';
 import { ConsoleRing, QmpConnection, qmpOnce } from './qmp.js';
-import { launch, passthroughArgs, sshBanner, tail } from './qemu-process.js';
+import { launch, passthroughArgs, qemuOverheadMiB, sshBanner, tail } from './qemu-process.js';
 
 /** What create recorded: enough to start the instance and to recognise a retried create. */
 interface Spec {
@@ -110,11 +110,6 @@ function definitionOf(spec: RuntimeCommandPayload<'instance.create'>): string {
   return createHash('sha256')
     .update(JSON.stringify({ instanceId, hostname, image, shape, sshKeys, userData }))
     .digest('hex');
-}
-
-/** Memory QEMU needs beside the guest's: with TCG, its cache of translated code above all. */
-export function qemuOverheadMiB(accel: 'kvm' | 'tcg'): number {
-  return accel === 'tcg' ? 1024 : 256;
 }
 
 export class QemuDriver implements RuntimeDriver {
