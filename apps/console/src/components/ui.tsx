@@ -150,3 +150,34 @@ export function when(value: string | null | undefined): string {
   const date = new Date(value);
   return Number.isNaN(date.getTime()) ? value : date.toLocaleString();
 }
+
+/** A labelled choice among items named by id (a pool, a flavor, an image, a template). */
+export function ChoiceField<T extends { id: string }>({
+  label,
+  name,
+  items,
+  value,
+  onChange,
+  text,
+}: {
+  label: string;
+  name: string;
+  items: readonly T[];
+  value: string;
+  onChange: (id: string) => void;
+  /** What the option says of its item. */
+  text: (item: T) => ReactNode;
+}) {
+  return (
+    <label>
+      {label}
+      <select name={name} value={value} onChange={(e) => onChange(e.target.value)}>
+        {items.map((item) => (
+          <option key={item.id} value={item.id}>
+            {text(item)}
+          </option>
+        ))}
+      </select>
+    </label>
+  );
+}

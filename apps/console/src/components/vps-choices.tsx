@@ -2,7 +2,7 @@
 /**
  * What a VPS form offers: the VPS pools the tenant sees, the flavors of the chosen pool, and the
  * images, each with the first one chosen until the person picks another. The Instances page and the
- * Sandboxes page's templates share it.
+ * Sandboxes page's templates share it; the Volumes and the Images and flavors pages the pools.
  */
 import { useEffect, useState } from 'react';
 import type { CallOutput } from '@better-compute/client';
@@ -12,22 +12,38 @@ type Pool = CallOutput<'pools.get'>;
 type Flavor = CallOutput<'flavors.list'>['items'][number];
 type Image = CallOutput<'images.list'>['items'][number];
 
-export function useVpsChoices() {
+/** The VPS pools the tenant sees, the first chosen until the person picks another. */
+export function useVpsPools() {
   const { client } = useConsole();
   const [pools, setPools] = useState<Pool[]>([]);
+  const [poolId, setPoolId] = useState('');
+  const [error, setError] = useState<unknown>(null);
+  useEffect(() => {
+    client.pools
+      .list({ class: 'vps', limit: 100 })
+      .then((page) => {
+        setPools(page.items);
+        setPoolId((current) => current || page.items[0]?.id || '');
+      })
+      .catch(setError);
+  }, [client]);
+  return { pools, poolId, setPoolId, error };
+}
+
+export function useVpsChoices() {
+  const { client } = useConsole();
+  const { pools, poolId, setPoolId, error: poolsError } = useVpsPools();
   const [images, setImages] = useState<Image[]>([]);
   const [flavors, setFlavors] = useState<Flavor[]>([]);
-  const [poolId, setPoolId] = useState('');
   const [flavorId, setFlavorId] = useState('');
   const [imageId, setImageId] = useState('');
   const [error, setError] = useState<unknown>(null);
   useEffect(() => {
-    Promise.all([client.pools.list({ class: 'vps', limit: 100 }), client.images.list({ limit: 100 })])
-      .then(([poolPage, imagePage]) => {
-        setPools(poolPage.items);
-        setImages(imagePage.items);
-        setPoolId((current) => current || poolPage.items[0]?.id || '');
-        setImageId((current) => current || imagePage.items[0]?.id || '');
+    client.images
+      .list({ limit: 100 })
+      .then((page) => {
+        setImages(page.items);
+        setImageId((current) => current || page.items[0]?.id || '');
       })
       .catch(setError);
   }, [client]);
@@ -41,5 +57,16 @@ export function useVpsChoices() {
       })
       .catch(setError);
   }, [client, poolId]);
-  return { pools, flavors, images, poolId, setPoolId, flavorId, setFlavorId, imageId, setImageId, error };
+  return {
+    pools,
+    flavors,
+    images,
+    poolId,
+    setPoolId,
+    flavorId,
+    setFlavorId,
+    imageId,
+    setImageId,
+    error: error ?? poolsError,
+  };
 }

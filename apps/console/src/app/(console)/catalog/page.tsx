@@ -6,16 +6,16 @@
  * memory, disk, GPUs, checked before the button enables) and Delete after a confirmation; a flavor
  * an instance uses is refused by the API, in its words.
  */
-import { useEffect, useMemo, useState, type FormEvent } from 'react';
+import { useMemo, useState, type FormEvent } from 'react';
 import type { CallOutput } from '@better-compute/client';
 import { describeAction, ListStore } from '@better-compute/console-kit';
 import { useAction, useList, usePermission } from '@better-compute/console-kit/react';
 import { useConsole } from '@/components/console-context';
-import { ConfirmButton, disabledReason, ErrorNote, PagedTable, when } from '@/components/ui';
+import { useVpsPools } from '@/components/vps-choices';
+import { ChoiceField, ConfirmButton, disabledReason, ErrorNote, PagedTable, when } from '@/components/ui';
 
 type Image = CallOutput<'images.get'>;
 type Flavor = CallOutput<'flavors.list'>['items'][number];
-type Pool = CallOutput<'pools.get'>;
 
 const CHANNELS = ['testing', 'stable', 'deprecated'] as const;
 const NAME = /^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$/;
@@ -120,18 +120,7 @@ function ImageRow({ image, store }: { image: Image; store: ListStore<Image> }) {
 
 function Flavors() {
   const { client } = useConsole();
-  const [pools, setPools] = useState<Pool[]>([]);
-  const [poolsError, setPoolsError] = useState<unknown>(null);
-  const [poolId, setPoolId] = useState('');
-  useEffect(() => {
-    client.pools
-      .list({ class: 'vps', limit: 100 })
-      .then((page) => {
-        setPools(page.items);
-        setPoolId((current) => current || page.items[0]?.id || '');
-      })
-      .catch(setPoolsError);
-  }, [client]);
+  const { pools, poolId, setPoolId, error: poolsError } = useVpsPools();
   const store = useMemo(
     () =>
       new ListStore<Flavor>({
@@ -188,16 +177,14 @@ function Flavors() {
     <section aria-labelledby="flavors">
       <h2 id="flavors">Flavors</h2>
       <form className="inline" onSubmit={submit} aria-label="New flavor">
-        <label>
-          Pool
-          <select name="pool" value={poolId} onChange={(e) => setPoolId(e.target.value)}>
-            {pools.map((pool) => (
-              <option key={pool.id} value={pool.id}>
-                {pool.name}
-              </option>
-            ))}
-          </select>
-        </label>
+        <ChoiceField
+          label="Pool"
+          name="pool"
+          items={pools}
+          value={poolId}
+          onChange={setPoolId}
+          text={(pool) => pool.name}
+        />
         <label>
           Name
           <input name="name" value={name} onChange={(e) => setName(e.target.value.trim())} size={12} />

@@ -13,7 +13,7 @@ import { INSTANCE_EXEC_ACTION } from '@better-compute/core/methods';
 import { useConsole } from '@/components/console-context';
 import { TunnelTerminal } from '@/components/tunnel-terminal';
 import { useVpsChoices } from '@/components/vps-choices';
-import { ConfirmButton, disabledReason, ErrorNote, PagedTable, when } from '@/components/ui';
+import { ChoiceField, ConfirmButton, disabledReason, ErrorNote, PagedTable, when } from '@/components/ui';
 import { idempotencyKey } from '@/lib/api';
 
 type Instance = CallOutput<'instances.get'>;
@@ -94,37 +94,32 @@ export default function InstancesPage() {
         </p>
       ) : null}
       <form className="inline" onSubmit={submit} aria-label="New instance">
-        <label>
-          Pool
-          <select name="pool" value={poolId} onChange={(e) => setPoolId(e.target.value)}>
-            {pools.map((pool) => (
-              <option key={pool.id} value={pool.id}>
-                {pool.name}
-              </option>
-            ))}
-          </select>
-        </label>
-        <label>
-          Flavor
-          <select name="flavor" value={flavorId} onChange={(e) => setFlavorId(e.target.value)}>
-            {flavors.map((flavor) => (
-              <option key={flavor.id} value={flavor.id}>
-                {flavor.name} ({flavor.vcpus} vCPU, {flavor.memoryMiB} MiB, {flavor.diskGiB} GiB
-                {flavor.gpus ? `, ${flavor.gpus} GPU` : ''})
-              </option>
-            ))}
-          </select>
-        </label>
-        <label>
-          Image
-          <select name="image" value={imageId} onChange={(e) => setImageId(e.target.value)}>
-            {images.map((image) => (
-              <option key={image.id} value={image.id}>
-                {image.name}
-              </option>
-            ))}
-          </select>
-        </label>
+        <ChoiceField
+          label="Pool"
+          name="pool"
+          items={pools}
+          value={poolId}
+          onChange={setPoolId}
+          text={(pool) => pool.name}
+        />
+        <ChoiceField
+          label="Flavor"
+          name="flavor"
+          items={flavors}
+          value={flavorId}
+          onChange={setFlavorId}
+          text={(flavor) =>
+            `${flavor.name} (${flavor.vcpus} vCPU, ${flavor.memoryMiB} MiB, ${flavor.diskGiB} GiB${flavor.gpus ? `, ${flavor.gpus} GPU` : ''})`
+          }
+        />
+        <ChoiceField
+          label="Image"
+          name="image"
+          items={images}
+          value={imageId}
+          onChange={setImageId}
+          text={(image) => image.name}
+        />
         <label>
           Host name
           <input

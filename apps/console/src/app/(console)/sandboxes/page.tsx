@@ -13,7 +13,7 @@ import { ListStore } from '@better-compute/console-kit';
 import { useAction, useList } from '@better-compute/console-kit/react';
 import { useConsole } from '@/components/console-context';
 import { useVpsChoices } from '@/components/vps-choices';
-import { ConfirmButton, ErrorNote, PagedTable } from '@/components/ui';
+import { ChoiceField, ConfirmButton, ErrorNote, PagedTable } from '@/components/ui';
 import { idempotencyKey } from '@/lib/api';
 
 type Sandbox = CallOutput<'sandboxes.create'>;
@@ -97,16 +97,14 @@ export default function SandboxesPage() {
         <p className="note">No sandbox templates yet: a tenant administrator creates them below.</p>
       ) : null}
       <form className="inline" onSubmit={submit} aria-label="New sandbox">
-        <label>
-          Template
-          <select name="template" value={templateId} onChange={(e) => setTemplateId(e.target.value)}>
-            {templateState.items.map((template) => (
-              <option key={template.id} value={template.id}>
-                {template.name}
-              </option>
-            ))}
-          </select>
-        </label>
+        <ChoiceField
+          label="Template"
+          name="template"
+          items={templateState.items}
+          value={templateId}
+          onChange={setTemplateId}
+          text={(template) => template.name}
+        />
         <button type="submit" disabled={!templateId || create.pending}>
           Create sandbox
         </button>
@@ -310,36 +308,30 @@ function Templates({ store }: { store: ListStore<Template> }) {
             size={12}
           />
         </label>
-        <label>
-          Pool
-          <select name="templatePool" value={poolId} onChange={(e) => setPoolId(e.target.value)}>
-            {pools.map((pool) => (
-              <option key={pool.id} value={pool.id}>
-                {pool.name}
-              </option>
-            ))}
-          </select>
-        </label>
-        <label>
-          Flavor
-          <select name="templateFlavor" value={flavorId} onChange={(e) => setFlavorId(e.target.value)}>
-            {flavors.map((flavor) => (
-              <option key={flavor.id} value={flavor.id}>
-                {flavor.name}
-              </option>
-            ))}
-          </select>
-        </label>
-        <label>
-          Image
-          <select name="templateImage" value={imageId} onChange={(e) => setImageId(e.target.value)}>
-            {images.map((image) => (
-              <option key={image.id} value={image.id}>
-                {image.name}
-              </option>
-            ))}
-          </select>
-        </label>
+        <ChoiceField
+          label="Pool"
+          name="templatePool"
+          items={pools}
+          value={poolId}
+          onChange={setPoolId}
+          text={(pool) => pool.name}
+        />
+        <ChoiceField
+          label="Flavor"
+          name="templateFlavor"
+          items={flavors}
+          value={flavorId}
+          onChange={setFlavorId}
+          text={(flavor) => flavor.name}
+        />
+        <ChoiceField
+          label="Image"
+          name="templateImage"
+          items={images}
+          value={imageId}
+          onChange={setImageId}
+          text={(image) => image.name}
+        />
         <label>
           Warm minimum
           <input

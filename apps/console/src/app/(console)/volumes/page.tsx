@@ -9,11 +9,11 @@ import type { CallOutput } from '@better-compute/client';
 import { ListStore } from '@better-compute/console-kit';
 import { useAction, useList } from '@better-compute/console-kit/react';
 import { useConsole } from '@/components/console-context';
-import { ConfirmButton, ErrorNote, PagedTable } from '@/components/ui';
+import { useVpsPools } from '@/components/vps-choices';
+import { ChoiceField, ConfirmButton, ErrorNote, PagedTable } from '@/components/ui';
 import { idempotencyKey } from '@/lib/api';
 
 type Volume = CallOutput<'sandboxVolumes.get'>;
-type Pool = CallOutput<'pools.get'>;
 
 const NAME = /^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$/;
 const MAX_GIB = 16_384;
@@ -25,20 +25,9 @@ export default function VolumesPage() {
   useEffect(() => setStore(volumeStore(client, everyone)), [client, everyone]);
   useEffect(() => live?.track('sandboxVolume', store), [live, store]);
   const state = useList(store);
-  const [pools, setPools] = useState<Pool[]>([]);
-  const [poolsError, setPoolsError] = useState<unknown>(null);
-  const [poolId, setPoolId] = useState('');
+  const { pools, poolId, setPoolId, error: poolsError } = useVpsPools();
   const [name, setName] = useState('');
   const [size, setSize] = useState(10);
-  useEffect(() => {
-    client.pools
-      .list({ class: 'vps', limit: 100 })
-      .then((page) => {
-        setPools(page.items);
-        setPoolId((current) => current || page.items[0]?.id || '');
-      })
-      .catch(setPoolsError);
-  }, [client]);
   const create = useAction(async () => {
     const made = await client.sandboxVolumes.create({
       poolId,
@@ -65,16 +54,14 @@ export default function VolumesPage() {
     <>
       <h1>Volumes</h1>
       <form className="inline" onSubmit={submit} aria-label="New volume">
-        <label>
-          Pool
-          <select name="pool" value={poolId} onChange={(e) => setPoolId(e.target.value)}>
-            {pools.map((pool) => (
-              <option key={pool.id} value={pool.id}>
-                {pool.name}
-              </option>
-            ))}
-          </select>
-        </label>
+        <ChoiceField
+          label="Pool"
+          name="pool"
+          items={pools}
+          value={poolId}
+          onChange={setPoolId}
+          text={(pool) => pool.name}
+        />
         <label>
           Name
           <input name="name" value={name} onChange={(e) => setName(e.target.value.trim())} size={16} />
