@@ -393,7 +393,7 @@ export class BwrapDriver {
       await new Promise((r) => setTimeout(r, 20));
     const root = join(dir, 'root');
     if (mountPoints().has(root)) run('umount', ['-l', root], 'unmounting the sandbox root');
-    await removeCgroup('bcd-sandboxes', sandboxId);
+    await removeCgroup('bcd-sandboxes', sandboxId, this.log);
     await rm(dir, { recursive: true, force: true });
   }
 

@@ -67,7 +67,30 @@ export function cgroupDirs(kind: CgroupKind, id: string): string[] {
   return groupDirs(kind, id);
 }
 
-/** Removes the group once its processes are gone (a cgroup is removed with rmdir, never rm -r). */
-export async function removeCgroup(kind: CgroupKind, id: string): Promise<void> {
-  for (const dir of groupDirs(kind, id)) await rmdir(dir).catch(() => undefined);
+/**
+ * Removes the group once its processes are gone (a cgroup is removed with rmdir, never rm -r). A
+ * process just killed still counts until the kernel has reaped it, so a busy group is tried again
+ * for a few seconds; one that stays busy is left and said in the log.
+ */
+export async function removeCgroup(
+  kind: CgroupKind,
+  id: string,
+  log?: (line: string) => void,
+): Promise<void> {
+  for (const dir of groupDirs(kind, id)) {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await rmdir(dir);
+        break;
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code;
+        if (code === 'ENOENT') break;
+        if (code !== 'EBUSY' || attempt >= 50) {
+          log?.(`bcd: ${id}: cgroup ${dir} not removed: ${(error as Error).message}`);
+          break;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
+  }
 }

@@ -529,7 +529,7 @@ export class QemuDriver implements RuntimeDriver {
     if (this.pidOf(id) !== null) await this.kill(id);
     this.vms.get(id)?.console?.destroy();
     this.vms.delete(id);
-    await removeCgroup('bcd-instances', id);
+    await removeCgroup('bcd-instances', id, this.log);
     await rm(dir, { recursive: true, force: true });
     return { instanceId: id, removed: true };
   }
