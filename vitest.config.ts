@@ -1,9 +1,11 @@
 import { defineConfig } from 'vitest/config';
 
 /**
- * Suites that boot QEMU guests. Under TCG each guest wants a core of its own, so on a small machine
- * two of them booting beside each other (or beside the rest of the suite) stretch every timeout they
- * have; they run after everything else, one file at a time.
+ * Suites that want the machine to themselves: the ones that boot QEMU guests (under TCG each guest
+ * wants a core of its own, so two booting beside each other, or beside the rest of the suite,
+ * stretch every timeout they have), and the replica suite, which holds the controller's hand-over
+ * to 15 s while it kills replicas, a bound a loaded two-core machine stretches. They run after
+ * everything else, one file at a time.
  */
 const guestSuites = [
   'test/guest/**/*.test.ts',
@@ -13,6 +15,7 @@ const guestSuites = [
   'packages/daemon/test/bwrap-runtime.test.ts',
   // A node joined to the console, and a guest booted on it for its serial console in the browser.
   'apps/console/test/terminal.browser.test.ts',
+  'test/e2e/replicas.test.ts',
 ];
 
 const shared = {
