@@ -11,6 +11,7 @@ const guestSuites = [
   'test/guest/**/*.test.ts',
   'packages/daemon/test/qemu-runtime.test.ts',
   'packages/daemon/test/instance-exit.test.ts',
+  'packages/daemon/test/qemu-sandbox.test.ts',
   // No guest boots here, but it mounts the same guest image, which the first guest suite builds.
   'packages/daemon/test/bwrap-runtime.test.ts',
   // A node joined to the console, and a guest booted on it for its serial console in the browser.

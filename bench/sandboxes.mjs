@@ -14,14 +14,19 @@
 //                The difference is the claim's cost (goal: under 50 ms).
 //   cold create: sandboxes.create on a template without a warm pool (--wait), then exec-ready;
 //                beside the driver's own create and exec-ready (goal: under 300 ms in all).
-//   memory restore: needs the qemu sandbox runtime, which bcd does not have yet: not measured.
+//   memory restore: a sandbox of a qemu template booted through the product and a kept memory
+//                snapshot of it; then sandboxes.create --from-snapshot to exec-ready (the restore
+//                with its own host key, principal, clock and entropy, certified), beside bare QEMU
+//                loading the same memory file into the same machine until the guest's sshd (the
+//                source's, identity and all) answers on its forwarded port.
 //
 // CPU per operation is the whole machine's busy time (/proc/stat) while it ran. It prints; it
 // asserts nothing. Needs root (bwrap, loop mounts) as the node does.
 //
 // Run: node bench/sandboxes.mjs [slices=5]
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -52,6 +57,9 @@ const loadDeep = await bundle(
   {
     guest: join(root, 'packages/better-compute/test/guest-support.ts'),
     runtimes: join(root, 'packages/daemon/src/runtimes/index.ts'),
+    vm: join(root, 'packages/daemon/src/runtimes/qemu-sandbox.ts'),
+    process: join(root, 'packages/daemon/src/runtimes/qemu-process.ts'),
+    qmp: join(root, 'packages/daemon/src/runtimes/qmp.ts'),
   },
   join(root, 'node_modules', '.cache', 'bench-sandboxes'),
 );
@@ -61,6 +69,9 @@ const loadE2e = await bundle(
 );
 const { ensureGuestImage } = await loadDeep('guest');
 const { BwrapDriver, ImageCache } = await loadDeep('runtimes');
+const { agentDevices } = await loadDeep('vm');
+const { endQemu, launch, machineArgs, sshBanner } = await loadDeep('process');
+const { qmpOnce } = await loadDeep('qmp');
 const { startDev } = await loadE2e('e2e');
 
 function busyMs() {
@@ -144,6 +155,126 @@ async function warmReady() {
     await sleep(100);
   }
   throw new Error('the warm pool did not refill');
+}
+
+/** Until `get` answers something `done` accepts, for up to `ms`. */
+async function poll(what, get, done, ms = 300_000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await get();
+    if (done(value)) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(200);
+  }
+}
+
+/** The first path under `dir` whose name is `name`. */
+function findPath(dir, name) {
+  return execFileSync('find', [dir, '-name', name, '-print', '-quit'], { encoding: 'utf8' }).trim();
+}
+
+/**
+ * Memory restores on the qemu runtime: through the product, and bare QEMU loading the same file into
+ * the same machine, in alternating slices.
+ */
+async function measureRestores(like) {
+  const template = await call(
+    'sandboxTemplates.create',
+    { name: 'bench-vm', poolId: like.poolId, flavorId: like.flavorId, imageId: like.imageId, runtime: 'qemu', network: 'none', warmMin: 0, warmMax: 0 },
+    dev.dev.acmeAdmin.apiKey,
+  ); // prettier-ignore
+  const booted = performance.now();
+  const first = await call('sandboxes.create', { templateId: template.id, waitSeconds: 30 });
+  const source = await poll(
+    'the qemu sandbox to boot',
+    () => call('sandboxes.get', { sandboxId: first.id }),
+    (s) => s.state !== 'starting',
+  );
+  if (source.state !== 'running') throw new Error(`the qemu sandbox is ${source.state}: ${source.reason}`);
+  console.log(`\nqemu sandbox booted cold to running in ${Math.round(performance.now() - booted)} ms`);
+  const taken = await call('sandboxes.snapshot', { sandboxId: source.id, keep: true });
+  await poll(
+    'the memory snapshot',
+    () => call('sandboxSnapshots.get', { snapshotId: taken.id }),
+    (s) => s.state === 'ready',
+  );
+  const snapshotDir = findPath(scratch, `${taken.id}.vm`);
+  const machine = JSON.parse(readFileSync(join(snapshotDir, 'snapshot.json'), 'utf8'));
+  const seed = join(findPath(scratch, source.id), 'seed.iso');
+  const rows = { product: [], bare: [] };
+  let bareCount = 0;
+  async function bareRestore() {
+    const dir = join(scratch, `bare-vm-${bareCount++}`);
+    mkdirSync(dir, { mode: 0o700 });
+    copyFileSync(join(snapshotDir, 'disk.qcow2'), join(dir, 'disk.qcow2'));
+    copyFileSync(seed, join(dir, 'seed.iso'));
+    const sshPort = await freePort();
+    await launch(
+      machineArgs({
+        name: 'bench-bare-restore', dir, vcpus: machine.vcpus, memoryMiB: machine.memoryMiB, accel: machine.accel,
+        boot: { kernel: guest.vmlinux, initrd: guest.initrd, cmdline: guest.kernelCmdline },
+        sshPort, restrictNetwork: true, console: 'ring',
+        extra: [...agentDevices(dir), '-incoming', `exec:cat '${join(snapshotDir, 'memory')}'`],
+      }),
+    ); // prettier-ignore
+    for (;;) {
+      const { status } = await qmpOnce(join(dir, 'qmp.sock'), 'query-status');
+      if (status === 'running') break;
+      if (status !== 'inmigrate') {
+        await qmpOnce(join(dir, 'qmp.sock'), 'cont');
+        break;
+      }
+      await sleep(5);
+    }
+    while (!(await sshBanner(sshPort))) await sleep(10);
+    return dir;
+  }
+  const timed = async (fn) => {
+    const cpu = busyMs();
+    const started = performance.now();
+    const value = await fn();
+    return { ms: performance.now() - started, cpuMs: busyMs() - cpu, value };
+  };
+  for (let slice = 1; slice <= slices; slice++) {
+    for (const side of slice % 2 ? ['product', 'bare'] : ['bare', 'product']) {
+      if (side === 'product') {
+        const run = await timed(async () => {
+          const created = await call('sandboxes.create', { templateId: template.id, fromSnapshotId: taken.id, waitSeconds: 30 });
+          const ready = await poll('the restore', () => call('sandboxes.get', { sandboxId: created.id }), (s) => s.state !== 'starting', 120_000);
+          if (ready.state !== 'running' || !ready.identityRebound) throw new Error(`the restore is ${ready.state}: ${ready.reason}`);
+          await execReady(created.id);
+          return created.id;
+        }); // prettier-ignore
+        rows.product.push(run);
+        await deleteSandbox(run.value);
+      } else {
+        const run = await timed(bareRestore);
+        rows.bare.push(run);
+        await endQemu(run.value, 'bench-bare-restore');
+        rmSync(run.value, { recursive: true, force: true });
+      }
+    }
+    console.log(
+      `slice ${slice}: memory restore to exec-ready ${Math.round(rows.product.at(-1).ms)} ms, bare QEMU incoming to sshd ${Math.round(rows.bare.at(-1).ms)} ms`,
+    );
+  }
+  const med = (side, field = 'ms') => Math.round(median(rows[side].map((row) => row[field])));
+  console.log(
+    `  memory restore (${machine.accel}, ${machine.memoryMiB} MiB, memory file ${Math.round(statSync(join(snapshotDir, 'memory')).size / 2 ** 20)} MiB) to exec-ready ${med('product')} ms ` +
+      `against ${med('bare')} ms for bare QEMU loading the same file: identity, certificate and control plane add ${med('product') - med('bare')} ms; ` +
+      `CPU ${med('product', 'cpuMs')} ms against ${med('bare', 'cpuMs')} ms`,
+  );
+  await deleteSandbox(source.id);
+}
+
+function freePort() {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
 }
 
 let driver;
@@ -268,7 +399,8 @@ try {
     `  cold create to exec-ready ${med('cold')} ms (goal < 300 ms) against ${med('bare')} ms for the driver alone: ` +
       `the control plane adds ${med('cold') - med('bare')} ms; CPU ${med('cold', 'cpuMs')} ms against ${med('bare', 'cpuMs')} ms`,
   );
-  console.log('  memory restore to exec-ready: not measured (bcd has no qemu sandbox runtime yet)');
+
+  await measureRestores(warmTemplate);
 } finally {
   for (let i = 0; i < bareCount; i++) await driver?.delete(`sbx_benchbare${i}`).catch(() => {});
   await dev.server.stop();

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Debian bookworm guest that VPS instances boot: an uncompressed PVH kernel (vmlinux), a
 # small busybox initramfs that loads the virtio drivers, and an ext4 root disk (qcow2) holding
-# openssh-server and a small first-boot agent that reads a NoCloud seed.
+# openssh-server, the QEMU guest agent (how the node gives a sandbox its identity) and a small
+# first-boot agent that reads a NoCloud seed.
 #
 # The result lands in ${BETTER_COMPUTE_GUEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/better-compute/guest}/<key>,
 # where <key> is derived from this file, so editing the recipe builds a new image beside the old one.
@@ -22,8 +23,8 @@ readonly default_user=debian
 readonly root_disk_size=2G
 # Drivers the guest needs before its root file system is mounted or to take part in the VM's life:
 # disk (ext4 checksums its metadata with crc32c), network, the seed volume's file systems, the ACPI
-# power button and the virtio RNG.
-readonly initrd_modules="crc32c_generic virtio_pci virtio_blk virtio_net ext4 isofs vfat nls_cp437 nls_ascii button evdev virtio_rng"
+# power button, the virtio RNG and the virtio serial port the QEMU guest agent talks over.
+readonly initrd_modules="crc32c_generic virtio_pci virtio_blk virtio_net ext4 isofs vfat nls_cp437 nls_ascii button evdev virtio_rng virtio_console"
 readonly kernel_cmdline="console=ttyS0 root=/dev/vda rw panic=-1 quiet"
 
 script_path=$(readlink -f "$0")
@@ -83,8 +84,8 @@ out="$work/out"
 mkdir -p "$out" "$cache_root/debs"
 started=$(date +%s)
 
-log "debootstrap $suite (minbase + openssh-server) from $mirror"
-debootstrap --variant=minbase --arch="$arch" --include=openssh-server \
+log "debootstrap $suite (minbase + openssh-server, qemu-guest-agent) from $mirror"
+debootstrap --variant=minbase --arch="$arch" --include=openssh-server,qemu-guest-agent \
 	--cache-dir="$cache_root/debs" "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1 ||
 	{ tail -20 "$work/debootstrap.log" >&2; fail "debootstrap failed" "check that $mirror is reachable"; }
 
@@ -183,7 +184,7 @@ log "configuring the root file system"
 rm -f "$root"/tmp/*.deb
 cp "$busybox" "$root/bin/busybox"
 ln -sf /bin/busybox "$root/sbin/init"
-for part in boot first-boot shutdown udhcpc; do
+for part in boot first-boot sandbox shutdown udhcpc; do
 	install -m 0755 -D "$guest_files/$part.sh" "$root/usr/lib/better-compute-guest/$part"
 done
 install -m 0755 -D "$guest_files/power-button.sh" "$root/etc/acpi/PWRF/00000080"

@@ -37,6 +37,14 @@ done
 
 $agent scripts
 
+# The QEMU guest agent, on a VM that has its port (sandboxes do): the node gives a sandbox its
+# identity through it (/usr/lib/better-compute-guest/sandbox), so it starts once the first-boot
+# agent has made this boot's host key. Without udev the port is found by its name.
+for port in /sys/class/virtio-ports/*; do
+	[ "$(cat "$port/name" 2>/dev/null)" = org.qemu.guest_agent.0 ] || continue
+	/usr/sbin/qemu-ga --daemonize --method=virtio-serial --path="/dev/${port##*/}" \
+		--logfile=/var/log/qemu-ga.log
+done
 /usr/sbin/sshd -E /var/log/sshd.log
 # shellcheck disable=SC2016 # an awk program, not a shell expansion
 address=$($bb ip -4 -o addr show scope global 2>/dev/null | $bb awk '{print $4; exit}')

@@ -9,7 +9,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync
 import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { kvmUsable } from '../../daemon/src/runtimes/qemu.js';
+import { accelerator } from '../../daemon/src/runtimes/qemu-process.js';
 
 const repositoryRoot = join(import.meta.dirname, '..', '..', '..');
 export const buildScript = join(repositoryRoot, 'scripts', 'build-guest-image.sh');
@@ -164,12 +164,6 @@ export function writeNoCloudSeed(path: string, seed: NoCloudSeed): void {
   }
 }
 
-/**
- * KVM only where the runtime itself would use it: its probe starts the q35 machine with the host's
- * CPU, since some hosts open /dev/kvm yet cannot set a vCPU's registers.
- */
-export { kvmUsable };
-
 /** The last `capacity` bytes of a stream (a guest's serial console), with waiting for a line. */
 export class SerialRing {
   private text = '';
@@ -301,6 +295,12 @@ export function guestImageRegistration(guest: GuestImage, name = 'guest') {
     os: 'debian',
     boot: { kernel: file('vmlinux'), initrd: file('initrd.img'), cmdline: guest.kernelCmdline },
   };
+}
+
+/** The guest image as a runtime command carries it (what a node's runtime is handed). */
+export function guestRuntimeImage(guest: GuestImage, imageId = 'img_guest') {
+  const { sha256, sizeBytes, source, boot } = guestImageRegistration(guest);
+  return { imageId, diskFormat: 'qcow2' as const, disk: { source, sha256, sizeBytes }, boot };
 }
 
 /** Kills the QEMU of an instance a node's state directory holds, if it runs: no VM outlives a suite. */
@@ -456,7 +456,8 @@ export class Guest {
     const qmpPath = join(workDir, 'qmp.sock');
     createOverlay(options.image.rootfs, overlay);
     writeNoCloudSeed(seedPath, options.seed);
-    const accel = (await kvmUsable()) ? 'kvm' : 'tcg';
+    // KVM only where the runtime itself would use it (its probe boots this kernel).
+    const accel = await accelerator(options.image.vmlinux);
     const sshPort = await freeLoopbackPort();
     const args = [
       '-machine', `q35,accel=${accel}`,

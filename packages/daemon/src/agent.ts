@@ -64,9 +64,13 @@ export function capabilities(options: { pty?: boolean } = {}): string[] {
         return false;
       }
     });
-  if (onPath('qemu-system-x86_64')) found.push('runtime.qemu');
-  // Sandboxes need bubblewrap, and their way in the host's sshd and nsenter, run as root.
-  if (bwrapAvailable()) found.push('runtime.bwrap', 'tunnel.sandbox-ssh');
+  // QEMU runs instances and qemu sandboxes (whose way in is the guest's own sshd); bwrap sandboxes
+  // need bubblewrap, and their way in the host's sshd and nsenter, run as root.
+  const qemu = onPath('qemu-system-x86_64');
+  const bwrap = bwrapAvailable();
+  if (qemu) found.push('runtime.qemu');
+  if (bwrap) found.push('runtime.bwrap');
+  if (qemu || bwrap) found.push('tunnel.sandbox-ssh');
   if (existsSync('/dev/kvm')) found.push('kvm');
   found.push('tunnel.instance-dial');
   return found.sort();
@@ -133,7 +137,7 @@ export async function runAgent(options: AgentOptions): Promise<void> {
   // A VM that stops unasked is told to the control plane until it acknowledges (`instance.exited.ack`).
   const runtimes = new Runtimes(state.dir, log, (exit) => send({ t: 'instance.exited', ...exit }));
   registerInstanceTargets(runtimes.qemu);
-  if (runtimes.bwrap) registerSandboxTargets(runtimes.bwrap);
+  registerSandboxTargets(runtimes.sandboxes);
   const report = (id: string, outcome: CommandOutcome) => send({ t: 'command.result', id, ...outcome });
 
   async function execute(command: CommandEnvelope): Promise<CommandOutcome> {

@@ -7,16 +7,16 @@
  * its sandbox; a disk snapshot restores its files; delete leaves no mount and no process. Then the
  * same through the whole product: dev, its real node, the CLI and sandbox exec.
  */
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { pipeline } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RuntimeImage, SandboxCommandPayload } from '@better-compute/core/runtime-commands';
 import { ensureGuestImage, type GuestImage } from '../../better-compute/test/guest-support.js';
 import { BwrapDriver, bwrapAvailable, ImageCache } from '../src/runtimes/index.js';
+import { SandboxKeys } from './sandbox-support.js';
 import { type DevServer, runCompute, startDev } from '../../../test/e2e/support.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'bcd-bwrap-'));
@@ -27,23 +27,9 @@ let driver: BwrapDriver;
 const servers: Server[] = [];
 const created: string[] = [];
 
-/** A CA, and a user key certified by it for `principal`, made with ssh-keygen as an operator would. */
-function userCa() {
-  const ca = join(scratch, 'user_ca');
-  if (!existsSync(ca)) execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', ca]);
-  return readFileSync(`${ca}.pub`, 'utf8').trim();
-}
-function userKey(name: string, principal: string): string {
-  const key = join(scratch, name);
-  execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', key]);
-  execFileSync('ssh-keygen', ['-q', '-s', join(scratch, 'user_ca'), '-I', name, '-n', principal, '-V', '+5m', `${key}.pub`]);
-  return key;
-} // prettier-ignore
-function hostCa(): string {
-  const ca = join(scratch, 'host_ca');
-  if (!existsSync(ca)) execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', ca]);
-  return ca;
-}
+const keys = new SandboxKeys(scratch);
+const userCa = () => keys.userCa();
+const userKey = (name: string, principal: string) => keys.userKey(name, principal);
 
 function createSpec(sandboxId: string, extra: Partial<SandboxCommandPayload<'sandbox.create'>> = {}) {
   return {
@@ -65,68 +51,12 @@ async function create(sandboxId: string, extra: Partial<SandboxCommandPayload<'s
   created.push(sandboxId);
   const result = await driver.create(createSpec(sandboxId, extra));
   // The control plane certifies the host key with its sandbox CA; here, a test host CA.
-  const pub = join(scratch, `${sandboxId}-host.pub`);
-  writeFileSync(pub, `${result.hostPublicKey}\n`);
-  execFileSync('ssh-keygen', [
-    '-q',
-    '-s',
-    hostCa(),
-    '-I',
-    sandboxId,
-    '-h',
-    '-n',
-    sandboxId,
-    '-V',
-    '+1h',
-    pub,
-  ]);
-  await driver.certify(sandboxId, readFileSync(join(scratch, `${sandboxId}-host-cert.pub`), 'utf8'));
+  await driver.certify(sandboxId, keys.hostCertificate(sandboxId, result.hostPublicKey));
   return result;
 }
 
-/** A loopback port whose each connection is bridged to the sandbox's SSH server. */
-async function sshPort(sandboxId: string): Promise<number> {
-  const server = createServer((socket) => {
-    driver.dialSsh(sandboxId).then(
-      (duplex) => {
-        pipeline(socket, duplex, () => socket.destroy());
-        pipeline(duplex, socket, () => {});
-      },
-      () => socket.destroy(),
-    );
-  });
-  servers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return (server.address() as { port: number }).port;
-}
-
-/** The real OpenSSH client with the hardening `sandbox exec` uses, pinned to the host CA. */
-async function ssh(sandboxId: string, key: string, command: string[]) {
-  const port = await sshPort(sandboxId);
-  const knownHosts = join(scratch, `${sandboxId}-known_hosts`);
-  writeFileSync(
-    knownHosts,
-    `@cert-authority ${sandboxId} ${readFileSync(`${hostCa()}.pub`, 'utf8').trim()}\n`,
-  );
-  // Asynchronously: the bridge that serves this connection runs in this process.
-  const child = spawn(
-    'ssh',
-    ['-F', 'none', '-i', key, '-o', `CertificateFile=${key}-cert.pub`, '-o', 'IdentitiesOnly=yes',
-      '-o', `UserKnownHostsFile=${knownHosts}`, '-o', `GlobalKnownHostsFile=${knownHosts}`,
-      '-o', `HostKeyAlias=${sandboxId}`, '-o', 'StrictHostKeyChecking=yes', '-o', 'BatchMode=yes',
-      '-a', '-x', '-o', 'ClearAllForwardings=yes', '-o', 'ProxyCommand=none',
-      '-p', String(port), '-l', 'root', '--', '127.0.0.1', ...command],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  ); // prettier-ignore
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-  const status = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  clearTimeout(timer);
-  return { status, stdout, stderr };
-}
+const ssh = (sandboxId: string, key: string, command: string[]) =>
+  keys.ssh((id) => driver.dialSsh(id), sandboxId, key, command);
 
 const mounted = () => readFileSync('/proc/self/mountinfo', 'utf8');
 

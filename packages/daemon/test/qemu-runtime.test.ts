@@ -21,12 +21,12 @@ import {
   ensureGuestImage,
   generateSshKey,
   type GuestImage,
+  guestRuntimeImage,
   type SshKey,
 } from '../../better-compute/test/guest-support.js';
 import { cgroupDirs } from '../src/runtimes/cgroups.js';
 import { QemuDriver } from '../src/runtimes/index.js';
-import { kvmUsable } from '../src/runtimes/qemu.js';
-import { qemuOverheadMiB } from '../src/runtimes/qemu-process.js';
+import { accelerator, qemuOverheadMiB } from '../src/runtimes/qemu-process.js';
 import {
   bcd,
   type Deployment,
@@ -125,20 +125,7 @@ const connected = () =>
 
 beforeAll(async () => {
   guest = await ensureGuestImage();
-  const file = (path: string, name: string) => {
-    const entry = guest.manifest.files[name] as { sha256: string; size: number };
-    return { source: path, sha256: entry.sha256, sizeBytes: entry.size };
-  };
-  image = {
-    imageId: 'img_guest',
-    diskFormat: 'qcow2',
-    disk: file(guest.rootfs, 'rootfs.qcow2'),
-    boot: {
-      kernel: file(guest.vmlinux, 'vmlinux'),
-      initrd: file(guest.initrd, 'initrd.img'),
-      cmdline: guest.kernelCmdline,
-    },
-  };
+  image = guestRuntimeImage(guest);
   key = generateSshKey(scratch);
   // An https image mirror on loopback with a certificate of its own.
   execFileSync('openssl', [
@@ -305,7 +292,7 @@ describe('the qemu runtime', () => {
       const dirs = cgroupDirs('bcd-instances', instanceId);
       for (const dir of dirs)
         expect(readFileSync(join(dir, 'cgroup.procs'), 'utf8').split('\n')).toContain(String(qemuPid()));
-      const accel = (await kvmUsable()) ? 'kvm' : 'tcg';
+      const accel = await accelerator(guest.vmlinux);
       const memoryLimit = dirs.some((dir) => existsSync(join(dir, 'memory.max')))
         ? readFileSync(join(dirs[0]!, 'memory.max'), 'utf8')
         : readFileSync(join(dirs[1]!, 'memory.limit_in_bytes'), 'utf8');

@@ -23,11 +23,11 @@ import type {
   SandboxCommandResults,
 } from '@better-compute/core/runtime-commands';
 import { limitProcess, removeCgroup } from './cgroups.js';
+import type { SandboxDriver } from './driver.js';
 import { writeSandboxSshConfig } from './bwrap-ssh.js';
 import { ImageCache, RuntimeError } from './image-cache.js';
+import { checkHostCertificate, makeHostKey, run, SANDBOX_ID, SNAPSHOT_ID } from './sandbox-keys.js';
 
-const SANDBOX_ID = /^sbx_[A-Za-z0-9]{1,64}$/;
-const SNAPSHOT_ID = /^snap_[A-Za-z0-9]{1,64}$/;
 const VOLUME_ID = /^vol_[A-Za-z0-9]{1,64}$/;
 const GiB = 1024 ** 3;
 const SSHD = '/usr/sbin/sshd';
@@ -44,16 +44,6 @@ interface RunInfo {
   identityRebound: boolean;
   /** The volumes it mounts: a volume in use is grown only where the node allows it online. */
   volumes: string[];
-}
-
-function run(command: string, args: string[], what: string): string {
-  const result = spawnSync(command, args, { encoding: 'utf8' });
-  if (result.error) throw new RuntimeError(`${what}: ${command} could not run: ${result.error.message}`);
-  if (result.status !== 0)
-    throw new RuntimeError(
-      `${what}: ${command} failed: ${(result.stderr || result.stdout).trim().slice(-500)}`,
-    );
-  return result.stdout;
 }
 
 function alive(pid: number): boolean {
@@ -88,7 +78,7 @@ export function bwrapAvailable(): boolean {
   );
 }
 
-export class BwrapDriver {
+export class BwrapDriver implements SandboxDriver {
   private readonly sandboxesDir: string;
   private readonly rootsDir: string;
   private readonly snapshotsDir: string;
@@ -103,6 +93,10 @@ export class BwrapDriver {
     this.rootsDir = join(stateDir, 'image-roots');
     this.snapshotsDir = join(stateDir, 'snapshots');
     this.volumesDir = join(stateDir, 'volumes');
+  }
+
+  has(sandboxId: string): boolean {
+    return SANDBOX_ID.test(sandboxId) && existsSync(this.dirOf(sandboxId));
   }
 
   private dirOf(sandboxId: string): string {
@@ -284,12 +278,7 @@ export class BwrapDriver {
         );
       }
     }
-    run(
-      'ssh-keygen',
-      ['-q', '-t', 'ed25519', '-N', '', '-C', spec.sandboxId, '-f', join(ssh, 'host_key')],
-      'making the host key',
-    );
-    const hostPublicKey = (await readFile(join(ssh, 'host_key.pub'), 'utf8')).trim();
+    const hostPublicKey = await makeHostKey(ssh, spec.sandboxId);
     await this.writeSshConfig(spec.sandboxId, spec.userCaPublicKey);
     const info: RunInfo = {
       pid,
@@ -348,24 +337,10 @@ export class BwrapDriver {
     const info = await this.runInfo(sandboxId);
     if (!info) throw new RuntimeError(`sandbox ${sandboxId} is not running on this node`);
     const ssh = join(this.dirOf(sandboxId), 'ssh');
-    const path = join(ssh, 'host_key-cert.pub');
-    await writeFile(path, `${hostCertificate.trim()}\n`, { mode: 0o600 });
-    const listing = run('ssh-keygen', ['-L', '-f', path], 'reading the host certificate');
-    if (!/Type: \S+ host certificate/.test(listing)) {
-      await rm(path, { force: true });
-      throw new RuntimeError('the certificate is not an OpenSSH host certificate');
-    }
-    const key = info.hostPublicKey.split(' ')[1];
-    const signed = run('ssh-keygen', ['-l', '-f', path], 'reading the host certificate');
-    const own = run('ssh-keygen', ['-l', '-f', join(ssh, 'host_key.pub')], 'reading the host key');
-    if (!key || signed.split(' ')[1] !== own.split(' ')[1]) {
-      await rm(path, { force: true });
-      throw new RuntimeError("the certificate is not for this sandbox's host key");
-    }
+    const expiresAt = await checkHostCertificate(ssh, hostCertificate);
     const userCa = (await readFile(join(ssh, 'user_ca.pub'), 'utf8')).trim();
     await this.writeSshConfig(sandboxId, userCa);
-    const until = /Valid: from \S+ to (\S+)/.exec(listing)?.[1];
-    return { sandboxId, expiresAt: until ? new Date(`${until}Z`).toISOString() : new Date(0).toISOString() };
+    return { sandboxId, expiresAt };
   }
 
   async delete(sandboxId: string): Promise<SandboxCommandResults['sandbox.delete']> {

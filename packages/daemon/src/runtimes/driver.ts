@@ -8,6 +8,8 @@ import type {
   RuntimeCommandPayload,
   RuntimeCommandResults,
   RuntimeImage,
+  SandboxCommandPayload,
+  SandboxCommandResults,
 } from '@better-compute/core/runtime-commands';
 
 export interface RuntimeDriver {
@@ -38,4 +40,26 @@ export interface RuntimeDriver {
   dial(instanceId: string, port: number): Promise<Duplex>;
   /** Lets go of the VMs' sockets without stopping the VMs (the daemon is stopping or restarting). */
   close(): void;
+}
+
+/** What a sandbox runtime (bwrap, qemu) does for the control plane's sandbox commands. */
+export interface SandboxDriver {
+  /** Whether the sandbox is this runtime's on this node (running or not). */
+  has(sandboxId: string): boolean;
+  create(
+    spec: SandboxCommandPayload<'sandbox.create'>,
+    signal?: AbortSignal,
+  ): Promise<SandboxCommandResults['sandbox.create']>;
+  certify(sandboxId: string, hostCertificate: string): Promise<SandboxCommandResults['sandbox.certify']>;
+  delete(sandboxId: string): Promise<SandboxCommandResults['sandbox.delete']>;
+  snapshot(
+    sandboxId: string,
+    snapshotId: string,
+    memory: boolean,
+  ): Promise<SandboxCommandResults['sandbox.snapshot']>;
+  deleteSnapshot(snapshotId: string): Promise<SandboxCommandResults['sandbox.snapshot-delete']>;
+  /** A connection to the sandbox's SSH server. */
+  dialSsh(sandboxId: string): Promise<Duplex>;
+  /** Finds the sandboxes that run on from before the daemon started; removes what is left of the rest. */
+  adopt(): Promise<string[]>;
 }

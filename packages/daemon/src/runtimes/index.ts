@@ -14,20 +14,21 @@ import {
 } from '@better-compute/core/runtime-commands';
 import { BwrapDriver, bwrapAvailable } from './bwrap.js';
 import { type CommandOutcome, outcomeOf } from '../state.js';
-import type { RuntimeDriver } from './driver.js';
+import type { RuntimeDriver, SandboxDriver } from './driver.js';
 import { RuntimeError } from './image-cache.js';
 import { QemuDriver, type VmExit } from './qemu.js';
+import { QemuSandboxDriver } from './qemu-sandbox.js';
 
 /** How often the VMs are checked for an exit no command asked for. */
 const EXIT_CHECK_MS = 1_000;
 /** An exit not acknowledged by then (the instance was still being booted, say) is told again. */
 const EXIT_RETELL_MS = 5_000;
 
-export { type RuntimeDriver } from './driver.js';
+export { type RuntimeDriver, type SandboxDriver } from './driver.js';
 export { ImageCache, RuntimeError } from './image-cache.js';
 export { QemuDriver, type VmExit } from './qemu.js';
 export { isRuntimeCommandKind, isSandboxCommandKind, RUNTIME_COMMAND_KINDS };
-export { BwrapDriver, bwrapAvailable };
+export { BwrapDriver, bwrapAvailable, QemuSandboxDriver };
 
 export interface RunningCommand {
   outcome: Promise<CommandOutcome>;
@@ -62,45 +63,80 @@ async function dispatch(
   }
 }
 
-async function dispatchSandbox(
-  driver: BwrapDriver,
-  kind: SandboxCommandKind,
-  payload: unknown,
-  signal: AbortSignal,
-): Promise<Record<string, unknown>> {
-  switch (kind) {
-    case 'sandbox.create':
-      return { ...(await driver.create(sandboxCommandPayloads[kind].parse(payload), signal)) };
-    case 'sandbox.certify': {
-      const { sandboxId, hostCertificate } = sandboxCommandPayloads[kind].parse(payload);
-      return { ...(await driver.certify(sandboxId, hostCertificate)) };
+const NO_BWRAP =
+  'this node cannot run bwrap sandboxes or volumes: it needs bubblewrap, sshd and nsenter, as root';
+
+/** The sandbox runtimes of a node: qemu wherever QEMU is, bwrap where it can run. */
+export class SandboxRuntimes {
+  constructor(
+    readonly qemu: QemuSandboxDriver,
+    readonly bwrap: BwrapDriver | null,
+  ) {}
+
+  /** The runtime that has the sandbox; bwrap for one neither has (its answers say so). */
+  of(sandboxId: string): SandboxDriver {
+    if (this.qemu.has(sandboxId) || !this.bwrap) return this.qemu;
+    return this.bwrap;
+  }
+
+  private needBwrap(): BwrapDriver {
+    if (!this.bwrap) throw new RuntimeError(NO_BWRAP);
+    return this.bwrap;
+  }
+
+  dialSsh(sandboxId: string) {
+    return this.of(sandboxId).dialSsh(sandboxId);
+  }
+
+  async run(
+    kind: SandboxCommandKind,
+    payload: unknown,
+    signal: AbortSignal,
+  ): Promise<Record<string, unknown>> {
+    switch (kind) {
+      case 'sandbox.create': {
+        const spec = sandboxCommandPayloads[kind].parse(payload);
+        const driver = spec.runtime === 'qemu' ? this.qemu : this.needBwrap();
+        return { ...(await driver.create(spec, signal)) };
+      }
+      case 'sandbox.certify': {
+        const { sandboxId, hostCertificate } = sandboxCommandPayloads[kind].parse(payload);
+        return { ...(await this.of(sandboxId).certify(sandboxId, hostCertificate)) };
+      }
+      case 'sandbox.delete': {
+        const { sandboxId } = sandboxCommandPayloads[kind].parse(payload);
+        return { ...(await this.of(sandboxId).delete(sandboxId)) };
+      }
+      case 'sandbox.snapshot': {
+        const { sandboxId, snapshotId, memory } = sandboxCommandPayloads[kind].parse(payload);
+        return { ...(await this.of(sandboxId).snapshot(sandboxId, snapshotId, memory)) };
+      }
+      case 'sandbox.snapshot-delete': {
+        const { snapshotId } = sandboxCommandPayloads[kind].parse(payload);
+        const vm = await this.qemu.deleteSnapshot(snapshotId);
+        const layer = this.bwrap ? await this.bwrap.deleteSnapshot(snapshotId) : null;
+        return { snapshotId, removed: vm.removed || layer?.removed === true };
+      }
+      case 'volume.create': {
+        const { volumeId, sizeGiB } = sandboxCommandPayloads[kind].parse(payload);
+        return { ...(await this.needBwrap().createVolume(volumeId, sizeGiB)) };
+      }
+      case 'volume.resize': {
+        const { volumeId, sizeGiB } = sandboxCommandPayloads[kind].parse(payload);
+        return { ...(await this.needBwrap().resizeVolume(volumeId, sizeGiB)) };
+      }
+      case 'volume.delete':
+        return {
+          ...(await this.needBwrap().deleteVolume(sandboxCommandPayloads[kind].parse(payload).volumeId)),
+        };
     }
-    case 'sandbox.delete':
-      return { ...(await driver.delete(sandboxCommandPayloads[kind].parse(payload).sandboxId)) };
-    case 'sandbox.snapshot': {
-      const { sandboxId, snapshotId, memory } = sandboxCommandPayloads[kind].parse(payload);
-      return { ...(await driver.snapshot(sandboxId, snapshotId, memory)) };
-    }
-    case 'sandbox.snapshot-delete':
-      return { ...(await driver.deleteSnapshot(sandboxCommandPayloads[kind].parse(payload).snapshotId)) };
-    case 'volume.create': {
-      const { volumeId, sizeGiB } = sandboxCommandPayloads[kind].parse(payload);
-      return { ...(await driver.createVolume(volumeId, sizeGiB)) };
-    }
-    case 'volume.resize': {
-      const { volumeId, sizeGiB } = sandboxCommandPayloads[kind].parse(payload);
-      return { ...(await driver.resizeVolume(volumeId, sizeGiB)) };
-    }
-    case 'volume.delete':
-      return { ...(await driver.deleteVolume(sandboxCommandPayloads[kind].parse(payload).volumeId)) };
   }
 }
 
 /** The daemon's runtimes: QEMU, and bwrap for sandboxes where it can run. Created once per `bcd run`; VMs and sandboxes outlive it. */
 export class Runtimes {
   readonly qemu: QemuDriver;
-  /** Null on a machine without bubblewrap, sshd and nsenter, or without root. */
-  readonly bwrap: BwrapDriver | null;
+  readonly sandboxes: SandboxRuntimes;
   private readonly exitTimer: NodeJS.Timeout;
   /** Exits told and not yet acknowledged, with when: told again after a while, and on a new session. */
   private readonly told = new Map<string, number>();
@@ -108,10 +144,12 @@ export class Runtimes {
   /** `onExit` hears of each VM that stopped unasked, until `exitAcknowledged` is called for it. */
   constructor(stateDir: string, log: (line: string) => void, onExit: (exit: VmExit) => void = () => {}) {
     this.qemu = new QemuDriver(stateDir, log);
-    this.bwrap = bwrapAvailable() ? new BwrapDriver(stateDir, this.qemu.images, log) : null;
-    this.bwrap
-      ?.adopt()
-      .catch((error: Error) => log(`bcd: finding running sandboxes failed: ${error.message}`));
+    this.sandboxes = new SandboxRuntimes(
+      new QemuSandboxDriver(stateDir, this.qemu.images, log),
+      bwrapAvailable() ? new BwrapDriver(stateDir, this.qemu.images, log) : null,
+    );
+    for (const driver of [this.sandboxes.qemu, this.sandboxes.bwrap])
+      driver?.adopt().catch((error: Error) => log(`bcd: finding running sandboxes failed: ${error.message}`));
     const adopted = this.qemu
       .adopt()
       .catch((error: Error) => log(`bcd: finding running VMs failed: ${error.message}`));
@@ -150,7 +188,7 @@ export class Runtimes {
   run(kind: RuntimeCommandKind | SandboxCommandKind, payload: unknown): RunningCommand {
     const controller = new AbortController();
     let stopped: 'cancelled' | 'handed-back' | null = null;
-    const bwrap = this.bwrap;
+    const sandboxes = this.sandboxes;
     const done = (async (): Promise<CommandOutcome> => {
       const check = (
         isSandboxCommandKind(kind) ? sandboxCommandPayloads[kind] : runtimeCommandPayloads[kind]
@@ -164,15 +202,8 @@ export class Runtimes {
         );
       }
       try {
-        if (isSandboxCommandKind(kind)) {
-          if (!bwrap)
-            return outcomeOf(
-              'failed',
-              null,
-              'this node cannot run sandboxes: it needs bubblewrap, sshd and nsenter, as root',
-            );
-          return outcomeOf('succeeded', await dispatchSandbox(bwrap, kind, payload, controller.signal), null);
-        }
+        if (isSandboxCommandKind(kind))
+          return outcomeOf('succeeded', await sandboxes.run(kind, payload, controller.signal), null);
         return outcomeOf('succeeded', await dispatch(this.qemu, kind, payload, controller.signal), null);
       } catch (error) {
         if (stopped === 'cancelled') return outcomeOf('cancelled', null, 'cancelled while it ran');

@@ -94,7 +94,7 @@ export interface SeedContents {
 export async function writeSeed(path: string, seed: SeedContents, scratchDir: string): Promise<void> {
   const problem = keyProblem(seed.sshKeys);
   if (problem) throw new RuntimeError(problem);
-  if (!/^inst_[A-Za-z0-9]{1,64}$/.test(seed.instanceId) || !/^[a-z0-9-]{1,63}$/.test(seed.hostname))
+  if (!/^(inst|sbx)_[A-Za-z0-9]{1,64}$/.test(seed.instanceId) || !/^[a-z0-9-]{1,63}$/.test(seed.hostname))
     throw new RuntimeError('the instance id or host name is not plain');
   const dir = await mkdtemp(join(scratchDir, '.seed-'));
   try {

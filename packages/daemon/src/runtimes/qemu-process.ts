@@ -1,11 +1,14 @@
 /**
- * Starting QEMU and what its command line needs: the launch that waits for it to daemonize, the
- * GPUs it passes through, and the SSH banner that tells an adopted guest is up.
+ * Starting QEMU and what its command line needs: the machine instances and sandboxes share, the
+ * launch that waits for it to daemonize, the GPUs it passes through, and the SSH banner that tells
+ * an adopted guest is up.
  */
 import { spawn } from 'node:child_process';
-import { readlinkSync } from 'node:fs';
+import { existsSync, readFileSync, readlinkSync } from 'node:fs';
 import { connect } from 'node:net';
+import { join } from 'node:path';
 import { RuntimeError } from './image-cache.js';
+import { qmpOnce } from './qmp.js';
 
 /** Only the printable tail of the console goes into an error message. */
 export function tail(text: string, length = 1500): string {
@@ -76,4 +79,181 @@ export function passthroughArgs(gpus: string[]): string[] {
 /** Memory QEMU needs beside the guest's: with TCG, its cache of translated code above all. */
 export function qemuOverheadMiB(accel: 'kvm' | 'tcg'): number {
   return accel === 'tcg' ? 1024 : 256;
+}
+
+export interface MachineOptions {
+  name: string;
+  /** Holds disk.qcow2 and seed.iso, and gets the QMP socket, the pidfile and the console. */
+  dir: string;
+  accel: 'kvm' | 'tcg';
+  vcpus: number;
+  memoryMiB: number;
+  /** A kernel booted directly (PVH), or null for the disk's own boot loader. */
+  boot: { kernel: string; initrd: string | null; cmdline: string } | null;
+  /** The loopback port forwarded to the guest's SSH. */
+  sshPort: number;
+  /** User-mode networking without a way out: only the node's forwards reach the guest. */
+  restrictNetwork: boolean;
+  /**
+   * The serial console: a socket the daemon reads into its own ring (instances, for `console`), or
+   * a ring QEMU keeps itself, read over QMP when a failure needs it (sandboxes).
+   */
+  console: 'socket' | 'ring';
+  /** More arguments (devices, -S, -incoming). */
+  extra: string[];
+}
+
+/**
+ * The command line of a VM: q35 with vmgenid (a restored guest learns it was restored), a virtio
+ * disk over the directory's qcow2 overlay and the NoCloud seed, user-mode networking with SSH
+ * forwarded from the node's loopback, a virtio RNG, QMP on a socket; QEMU daemonizes.
+ */
+export function machineArgs(options: MachineOptions): string[] {
+  const { dir } = options;
+  if (join(dir, 'console.sock').length > 100)
+    throw new RuntimeError('the state directory path is too long for the VM sockets; use a shorter one');
+  // QEMU splits its options at commas, so a path with one would change what an option says.
+  if (dir.includes(','))
+    throw new RuntimeError('the state directory path has a comma, which QEMU options cannot hold');
+  const boot = options.boot;
+  return [
+    '-name', options.name,
+    '-machine', `q35,accel=${options.accel}`,
+    '-cpu', options.accel === 'kvm' ? 'host' : 'max',
+    '-smp', String(options.vcpus),
+    '-m', String(options.memoryMiB),
+    '-nodefaults', '-no-user-config', '-display', 'none',
+    ...(boot
+      ? ['-kernel', boot.kernel, ...(boot.initrd ? ['-initrd', boot.initrd] : []), '-append', boot.cmdline]
+      : []),
+    '-device', 'vmgenid',
+    '-drive', `file=${join(dir, 'disk.qcow2')},if=none,id=root,format=qcow2,discard=unmap`,
+    '-device', 'virtio-blk-pci,drive=root',
+    '-drive', `file=${join(dir, 'seed.iso')},if=none,id=seed,format=raw,readonly=on`,
+    '-device', 'virtio-blk-pci,drive=seed',
+    '-netdev', `user,id=net0,${options.restrictNetwork ? 'restrict=on,ipv6=off,' : ''}hostfwd=tcp:127.0.0.1:${options.sshPort}-:22`,
+    '-device', 'virtio-net-pci,netdev=net0',
+    '-device', 'virtio-rng-pci',
+    '-chardev',
+    options.console === 'socket'
+      ? `socket,id=console,path=${join(dir, 'console.sock')},server=on,wait=off`
+      : 'ringbuf,id=console,size=65536',
+    '-serial', 'chardev:console',
+    '-qmp', `unix:${join(dir, 'qmp.sock')},server=on,wait=off`,
+    '-pidfile', join(dir, 'qemu.pid'),
+    '-daemonize',
+    ...options.extra,
+  ]; // prettier-ignore
+}
+
+/**
+ * The pid of the QEMU running the VM of `dir` when it runs: the pidfile's process, alive and not a
+ * zombie, whose command line names the directory's QMP socket (a reused pid is not taken for it).
+ */
+export function qemuPid(dir: string): number | null {
+  try {
+    const pid = Number(readFileSync(join(dir, 'qemu.pid'), 'utf8').trim());
+    if (!Number.isInteger(pid) || pid <= 1) return null;
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) return null;
+    const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    return cmdline.some((arg) => arg.includes(join(dir, 'qmp.sock'))) ? pid : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Whether the VM of `dir` has stopped within `ms`. */
+export async function qemuExited(dir: string, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (qemuPid(dir) === null) return true;
+    if (Date.now() >= deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** QMP quit, then SIGKILL: the VM of `dir` is gone when this returns. */
+export async function endQemu(dir: string, name: string): Promise<void> {
+  await qmpOnce(join(dir, 'qmp.sock'), 'quit').catch(() => undefined);
+  if (await qemuExited(dir, 5_000)) return;
+  const pid = qemuPid(dir);
+  if (pid !== null) process.kill(pid, 'SIGKILL');
+  if (!(await qemuExited(dir, 10_000))) throw new RuntimeError(`QEMU for ${name} did not exit`);
+}
+
+let kvmProbe: Promise<boolean> | undefined;
+/** True when /dev/kvm exists and QEMU can start a KVM machine on it (a nested VM often cannot); probed once. */
+function kvmStarts(): Promise<boolean> {
+  kvmProbe ??= !existsSync('/dev/kvm')
+    ? Promise.resolve(false)
+    : new Promise((resolve) => {
+        const probe = spawn(
+          'qemu-system-x86_64',
+          // A q35 machine with the host's CPU, as the runtime starts it: some nested hosts open
+          // /dev/kvm yet fail to set the vCPU's registers, which only a real machine shows.
+          ['-machine', 'q35,accel=kvm', '-cpu', 'host', '-m', '64', '-nodefaults', '-display', 'none', '-S', '-qmp', 'stdio'],
+          { stdio: ['pipe', 'ignore', 'ignore'], timeout: 15_000 },
+        ); // prettier-ignore
+        probe.on('error', () => resolve(false));
+        probe.on('close', (code) => resolve(code === 0));
+        probe.stdin.end('{"execute":"qmp_capabilities"}\n{"execute":"quit"}\n');
+      });
+  return kvmProbe;
+}
+
+/** How long a kernel may take under KVM to reach the panic that ends a boot without a root disk. */
+const KERNEL_PROBE_MS = 10_000;
+const kernelProbes = new Map<string, Promise<boolean>>();
+
+/**
+ * True when KVM runs this kernel: booted with no root disk, a working machine reaches the kernel's
+ * "cannot mount root" panic within a second or two. Some hosts start a KVM machine and then never
+ * run the guest's kernel (it hangs before its first line); a boot probe is the only sure test.
+ */
+function kvmBoots(kernel: string): Promise<boolean> {
+  let probe = kernelProbes.get(kernel);
+  if (!probe) {
+    probe = new Promise((resolve) => {
+      const child = spawn(
+        'qemu-system-x86_64',
+        ['-machine', 'q35,accel=kvm', '-cpu', 'host', '-m', '256', '-nodefaults', '-no-user-config',
+          '-display', 'none', '-kernel', kernel, '-append', 'console=ttyS0 panic=-1', '-serial', 'stdio', '-no-reboot'],
+        { stdio: ['ignore', 'pipe', 'ignore'] },
+      ); // prettier-ignore
+      let seen = '';
+      const done = (boots: boolean) => {
+        clearTimeout(timer);
+        child.kill('SIGKILL');
+        resolve(boots);
+      };
+      const timer = setTimeout(() => done(false), KERNEL_PROBE_MS);
+      child.stdout!.setEncoding('latin1').on('data', (chunk: string) => {
+        seen = (seen + chunk).slice(-4096);
+        if (/Kernel panic|Unable to mount root/.test(seen)) done(true);
+      });
+      child.on('error', () => done(false));
+      child.on('close', () => done(/Kernel panic|Unable to mount root/.test(seen)));
+    });
+    kernelProbes.set(kernel, probe);
+  }
+  return probe;
+}
+
+/**
+ * The accelerator a VM of this kernel runs on: KVM when the node has it and it runs the kernel
+ * (probed once per kernel), TCG otherwise. An image without its own kernel is probed as far as a
+ * machine starting.
+ */
+export async function accelerator(
+  kernel: string | null,
+  log: (line: string) => void = () => {},
+): Promise<'kvm' | 'tcg'> {
+  if (!(await kvmStarts())) return 'tcg';
+  if (kernel === null) return 'kvm';
+  const known = kernelProbes.has(kernel);
+  const boots = await kvmBoots(kernel);
+  if (!boots && !known)
+    log('bcd: KVM starts a machine here but does not run the guest kernel; VMs run under TCG');
+  return boots ? 'kvm' : 'tcg';
 }

@@ -5,9 +5,8 @@
  * QEMU daemonizes itself, so the VM outlives the daemon; a restarted daemon finds it again by its
  * pidfile (checked against the process's command line) and reconnects to its sockets.
  */
-import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { connect, createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
@@ -18,7 +17,18 @@ import type { RuntimeDriver } from './driver.js';
 import { ImageCache, RuntimeError } from './image-cache.js';
 import { baseVirtualSize, GiB, growDisk, makeOverlay, virtualSize, writeSeed } from './qemu-disk.js';
 import { ConsoleRing, QmpConnection, qmpOnce } from './qmp.js';
-import { launch, passthroughArgs, qemuOverheadMiB, sshBanner, tail } from './qemu-process.js';
+import {
+  accelerator,
+  endQemu,
+  launch,
+  machineArgs,
+  qemuExited,
+  passthroughArgs,
+  qemuOverheadMiB,
+  qemuPid,
+  sshBanner,
+  tail,
+} from './qemu-process.js';
 
 /** What create recorded: enough to start the instance and to recognise a retried create. */
 interface Spec {
@@ -58,40 +68,6 @@ const READY = /better-compute-guest: ready ([^\r\n]*)\r?\n/;
 const CONSOLE_BYTES = 64 * 1024;
 /** A console reader this far behind is cut off rather than buffered without end. */
 const CONSOLE_BACKLOG = 1 << 20;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-let kvmProbe: Promise<boolean> | undefined;
-/** True when /dev/kvm exists and QEMU can start a KVM machine on it (a nested VM often cannot); probed once. */
-export function kvmUsable(): Promise<boolean> {
-  kvmProbe ??= !existsSync('/dev/kvm')
-    ? Promise.resolve(false)
-    : new Promise((resolve) => {
-        const probe = spawn(
-          'qemu-system-x86_64',
-          // A q35 machine with the host's CPU, as the runtime starts it: some nested hosts open
-          // /dev/kvm yet fail to set the vCPU's registers, which only a real machine shows.
-          [
-            '-machine',
-            'q35,accel=kvm',
-            '-cpu',
-            'host',
-            '-m',
-            '64',
-            '-nodefaults',
-            '-display',
-            'none',
-            '-S',
-            '-qmp',
-            'stdio',
-          ],
-          { stdio: ['pipe', 'ignore', 'ignore'], timeout: 15_000 },
-        );
-        probe.on('error', () => resolve(false));
-        probe.on('close', (code) => resolve(code === 0));
-        probe.stdin.end('{"execute":"qmp_capabilities"}\n{"execute":"quit"}\n');
-      });
-  return kvmProbe;
-}
 
 export function freeLoopbackPort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -186,30 +162,8 @@ export class QemuDriver implements RuntimeDriver {
     await rename(`${path}.tmp`, path);
   }
 
-  /**
-   * The pid of the instance's QEMU when it runs: the pidfile's process, alive and not a zombie,
-   * whose command line names this instance's QMP socket (a reused pid is not taken for it).
-   */
   private pidOf(id: string): number | null {
-    try {
-      const pid = Number(readFileSync(this.path(id, 'qemu.pid'), 'utf8').trim());
-      if (!Number.isInteger(pid) || pid <= 1) return null;
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) return null;
-      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-      return cmdline.some((arg) => arg.includes(this.path(id, 'qmp.sock'))) ? pid : null;
-    } catch {
-      return null;
-    }
-  }
-
-  private async waitExit(id: string, ms: number): Promise<boolean> {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      if (this.pidOf(id) === null) return true;
-      if (Date.now() >= deadline) return false;
-      await sleep(100);
-    }
+    return qemuPid(this.dir(id));
   }
 
   async status(id: string) {
@@ -346,44 +300,30 @@ export class QemuDriver implements RuntimeDriver {
     this.vms.delete(id);
     for (const name of ['qmp.sock', 'console.sock', 'qemu.pid', 'run.json'])
       await rm(join(dir, name), { force: true });
-    const accel = (await kvmUsable()) ? 'kvm' : 'tcg';
+    const accel = await accelerator(
+      image.boot ? this.images.pathOf(image.boot.kernel.sha256) : null,
+      this.log,
+    );
     const sshPort = await freeLoopbackPort();
-    const args = [
-      '-name', id,
-      '-machine', `q35,accel=${accel}`,
-      '-cpu', accel === 'kvm' ? 'host' : 'max',
-      '-smp', String(shape.vcpus),
-      '-m', String(shape.memoryMiB),
-      '-nodefaults', '-no-user-config', '-display', 'none',
-      ...(image.boot
-        ? [
-            '-kernel', this.images.pathOf(image.boot.kernel.sha256),
-            ...(image.boot.initrd ? ['-initrd', this.images.pathOf(image.boot.initrd.sha256)] : []),
-            '-append', image.boot.cmdline,
-          ]
-        : []),
-      '-device', 'vmgenid',
-      '-drive', `file=${join(dir, 'disk.qcow2')},if=none,id=root,format=qcow2,discard=unmap`,
-      '-device', 'virtio-blk-pci,drive=root',
-      '-drive', `file=${join(dir, 'seed.iso')},if=none,id=seed,format=raw,readonly=on`,
-      '-device', 'virtio-blk-pci,drive=seed',
-      '-netdev', `user,id=net0,hostfwd=tcp:127.0.0.1:${sshPort}-:22`,
-      '-device', 'virtio-net-pci,netdev=net0',
-      '-device', 'virtio-rng-pci',
-      ...gpuArgs,
-      '-chardev', `socket,id=console,path=${join(dir, 'console.sock')},server=on,wait=off`,
-      '-serial', 'chardev:console',
-      '-qmp', `unix:${join(dir, 'qmp.sock')},server=on,wait=off`,
-      '-pidfile', join(dir, 'qemu.pid'),
-      '-daemonize',
+    const args = machineArgs({
+      name: id,
+      dir,
+      accel,
+      vcpus: shape.vcpus,
+      memoryMiB: shape.memoryMiB,
+      boot: image.boot
+        ? {
+            kernel: this.images.pathOf(image.boot.kernel.sha256),
+            initrd: image.boot.initrd ? this.images.pathOf(image.boot.initrd.sha256) : null,
+            cmdline: image.boot.cmdline,
+          }
+        : null,
+      sshPort,
+      restrictNetwork: false,
+      console: 'socket',
       // Paused until the console is attached, so not a byte of the boot is missed.
-      '-S',
-    ]; // prettier-ignore
-    if (join(dir, 'console.sock').length > 100)
-      throw new RuntimeError('the state directory path is too long for the VM sockets; use a shorter one');
-    // QEMU splits its options at commas, so a path with one would change what an option says.
-    if (dir.includes(','))
-      throw new RuntimeError('the state directory path has a comma, which QEMU options cannot hold');
+      extra: [...gpuArgs, '-S'],
+    });
     await launch(args);
     const launchedAt = Date.now();
     const pid = this.pidOf(id);
@@ -483,7 +423,7 @@ export class QemuDriver implements RuntimeDriver {
     if (timeoutMs > 0) {
       try {
         await qmpOnce(this.path(id, 'qmp.sock'), 'system_powerdown');
-        if (await this.waitExit(id, timeoutMs)) {
+        if (await qemuExited(this.dir(id), timeoutMs)) {
           await rm(this.path(id, 'run.json'), { force: true });
           return { instanceId: id, forced: false };
         }
@@ -497,12 +437,7 @@ export class QemuDriver implements RuntimeDriver {
 
   /** QMP quit, then SIGKILL: the VM is gone when this returns. */
   private async kill(id: string): Promise<void> {
-    await qmpOnce(this.path(id, 'qmp.sock'), 'quit').catch(() => undefined);
-    if (!(await this.waitExit(id, 5_000))) {
-      const pid = this.pidOf(id);
-      if (pid !== null) process.kill(pid, 'SIGKILL');
-      if (!(await this.waitExit(id, 10_000))) throw new RuntimeError(`QEMU for ${id} did not exit`);
-    }
+    await endQemu(this.dir(id), id);
     this.vms.get(id)?.console?.destroy();
     await rm(this.path(id, 'run.json'), { force: true });
   }

@@ -1,7 +1,8 @@
 /**
  * QEMU's machine protocol over a VM's unix socket, and the serial console kept in a bounded ring.
  * QEMU serves one QMP client at a time, so the runtime opens a connection per operation and closes
- * it right after, leaving the socket free for the next caller.
+ * it right after, leaving the socket free for the next caller. The QEMU guest agent speaks the same
+ * protocol from inside the guest, without a greeting (`openGuestAgent`).
  */
 import { connect, type Socket } from 'node:net';
 
@@ -15,6 +16,8 @@ export class QmpConnection {
     reject: (e: Error) => void;
   }> = [];
   private closedError: Error | null = null;
+  /** A guest agent's sync in progress: replies are dropped until the one carrying this id. */
+  private syncing: { id: number; done: () => void } | null = null;
 
   private constructor(private readonly socket: Socket) {
     socket.setEncoding('utf8');
@@ -23,7 +26,11 @@ export class QmpConnection {
       if (this.buffer.length > QMP_LINE_LIMIT) return this.fail(new Error('QMP sent an oversized reply'));
       let newline: number;
       while ((newline = this.buffer.indexOf('\n')) >= 0) {
-        const line = this.buffer.slice(0, newline).trim();
+        // A guest agent's delimited sync answers after a 0xFF byte, which UTF-8 decodes as U+FFFD.
+        const line = this.buffer
+          .slice(0, newline)
+          .replace(/^[\s\uFFFD]+/, '')
+          .trim();
         this.buffer = this.buffer.slice(newline + 1);
         if (!line) continue;
         let message: Record<string, unknown>;
@@ -31,6 +38,10 @@ export class QmpConnection {
           message = JSON.parse(line) as Record<string, unknown>;
         } catch {
           return this.fail(new Error('QMP sent a line that is not JSON'));
+        }
+        if (this.syncing) {
+          if (message.return === this.syncing.id) this.syncing.done();
+          continue;
         }
         if (!('event' in message)) this.pending.shift()?.resolve(message);
       }
@@ -66,6 +77,43 @@ export class QmpConnection {
       clearTimeout(timer);
     }
     return qmp;
+  }
+
+  /**
+   * Connects to a guest agent's socket and synchronises: a 0xFF byte resets the agent's parser,
+   * and replies left from an earlier client are dropped until the one to this sync's id. Fails
+   * after timeoutMs, when no agent runs in the guest (yet).
+   */
+  static async openGuestAgent(path: string, timeoutMs: number): Promise<QmpConnection> {
+    const socket = await new Promise<Socket>((resolve, reject) => {
+      const s = connect(path, () => resolve(s));
+      s.once('error', reject);
+    });
+    const agent = new QmpConnection(socket);
+    const id = Math.floor(Math.random() * 2 ** 31);
+    const timer = setTimeout(
+      () => agent.fail(new Error(`the guest agent did not answer within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
+    try {
+      await new Promise<void>((resolve, reject) => {
+        agent.syncing = { id, done: () => ((agent.syncing = null), resolve()) };
+        agent.pending.push({ resolve: () => undefined, reject });
+        socket.write(
+          Buffer.concat([
+            Buffer.from([0xff]),
+            Buffer.from(`{"execute":"guest-sync-delimited","arguments":{"id":${id}}}\n`),
+          ]),
+        );
+      });
+      agent.pending.splice(0);
+    } catch (error) {
+      agent.close();
+      throw error;
+    } finally {
+      clearTimeout(timer);
+    }
+    return agent;
   }
 
   execute(command: string, args?: Record<string, unknown>): Promise<unknown> {

@@ -8,7 +8,7 @@
  * VM does not run, ends the stream with the reason instead of attaching.
  */
 import type { Duplex } from 'node:stream';
-import type { BwrapDriver } from '../runtimes/bwrap.js';
+import type { SandboxRuntimes } from '../runtimes/index.js';
 import type { RuntimeDriver } from '../runtimes/driver.js';
 import {
   type AttachedTarget,
@@ -142,8 +142,8 @@ export function registerInstanceTargets(driver: RuntimeDriver): void {
   });
 }
 
-/** Registers `sandbox-ssh`: a connection to a sandbox's SSH server, over the bwrap driver. */
-export function registerSandboxTargets(driver: BwrapDriver): void {
+/** Registers `sandbox-ssh`: a connection to a sandbox's SSH server, on whichever runtime runs it. */
+export function registerSandboxTargets(driver: Pick<SandboxRuntimes, 'dialSsh'>): void {
   registerStreamTarget('sandbox-ssh', (request, output) => {
     const id = typeof request.sandboxId === 'string' ? request.sandboxId : '';
     if (!/^sbx_[A-Za-z0-9]{1,64}$/.test(id))
