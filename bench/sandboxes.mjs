@@ -168,9 +168,13 @@ async function poll(what, get, done, ms = 300_000) {
   }
 }
 
-/** The first path under `dir` whose name is `name`. */
-function findPath(dir, name) {
-  return execFileSync('find', [dir, '-name', name, '-print', '-quit'], { encoding: 'utf8' }).trim();
+/** Where dev's node keeps `name` (its state directory is the bench's or a temporary one). */
+function findPath(name) {
+  const found = execFileSync('find', [scratch, tmpdir(), '-maxdepth', '6', '-name', name, '-print', '-quit'], {
+    encoding: 'utf8',
+  }).trim();
+  if (!found) throw new Error(`${name} is not in the node's state directory`);
+  return found.split('\n')[0];
 }
 
 /**
@@ -198,9 +202,13 @@ async function measureRestores(like) {
     () => call('sandboxSnapshots.get', { snapshotId: taken.id }),
     (s) => s.state === 'ready',
   );
-  const snapshotDir = findPath(scratch, `${taken.id}.vm`);
+  const snapshotDir = findPath(`${taken.id}.vm`);
   const machine = JSON.parse(readFileSync(join(snapshotDir, 'snapshot.json'), 'utf8'));
-  const seed = join(findPath(scratch, source.id), 'seed.iso');
+  // The seed device must be there for the machine to match; its contents were read at boot.
+  const seed = join(scratch, 'bench-vm-seed.iso');
+  copyFileSync(join(findPath(source.id), 'seed.iso'), seed);
+  // The source goes (a kept snapshot outlives it): the node's cores are the warm pool's and a restore's.
+  await deleteSandbox(source.id);
   const rows = { product: [], bare: [] };
   let bareCount = 0;
   async function bareRestore() {
@@ -264,7 +272,6 @@ async function measureRestores(like) {
       `against ${med('bare')} ms for bare QEMU loading the same file: identity, certificate and control plane add ${med('product') - med('bare')} ms; ` +
       `CPU ${med('product', 'cpuMs')} ms against ${med('bare', 'cpuMs')} ms`,
   );
-  await deleteSandbox(source.id);
 }
 
 function freePort() {

@@ -5,11 +5,13 @@
 #   sandbox identity   input: "key=value" lines: sandbox-id, user-ca (the sandbox SSH CA's public
 #                      key), host-key (the new host private key, base64), time (seconds since the
 #                      epoch, as the node's clock says), entropy (random bytes, base64). Sets the
-#                      clock, mixes the entropy into the kernel's pool, replaces the SSH host key,
-#                      trusts certificates from user-ca naming sandbox-id for root, and restarts
-#                      sshd's listener (sessions already open stay). A memory restore runs it to stop
-#                      sharing its source's identity; a fresh sandbox runs it once it has booted.
-#   sandbox certify    input: the host certificate the control plane signed for that key.
+#                      clock, mixes the entropy into the kernel's pool, replaces the SSH host key
+#                      and trusts certificates from user-ca naming sandbox-id for root. A memory
+#                      restore runs it to stop sharing its source's identity; a fresh sandbox runs
+#                      it once it has booted.
+#   sandbox certify    input: the host certificate the control plane signed for that key. Restarts
+#                      sshd's listener with all of it (sessions already open stay): until then the
+#                      sandbox is not ready, so one restart serves both steps.
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
 umask 077
 key=/etc/ssh/ssh_host_ed25519_key
@@ -85,7 +87,6 @@ identity() {
 	hostname "$(printf '%s' "$id" | tr _ -)"
 	hostname >/etc/hostname
 	write_config
-	restart_sshd
 }
 
 certify() {

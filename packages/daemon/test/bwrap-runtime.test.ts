@@ -5,7 +5,9 @@
  * a loopback port, as `sandbox exec` bridges its tunnel). A certificate for one sandbox opens that
  * sandbox only; the remote command runs in the sandbox, never on the host; a volume's data outlives
  * its sandbox; a disk snapshot restores its files; delete leaves no mount and no process. Then the
- * same through the whole product: dev, its real node, the CLI and sandbox exec.
+ * same through the whole product: dev, its real node, the CLI and sandbox exec; and a template on the
+ * node's qemu runtime, whose memory snapshot comes back with a process mid-flight and an identity of
+ * its own (the runtime itself: qemu-sandbox.test.ts).
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -277,5 +279,72 @@ describe.skipIf(!bwrapAvailable())('sandboxes on dev’s real node', () => {
     const read = await cli(['sandbox', 'exec', restored.id, '--', 'cat /root/notes']);
     expect(read.stdout, read.stderr).toBe('kept\n');
     await json(['sandbox', 'delete', restored.id]);
+    for (let attempt = 0; attempt < 150; attempt += 1) {
+      if ((await json(['sandbox', 'get', restored.id])).state === 'deleted') break;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
   }, 240_000);
+
+  it('a qemu template: exec runs in its VM; a memory snapshot comes back with a process mid-flight, exec pinning the restore’s own host key', async () => {
+    const shell = (await json(['sandbox', 'templates'])).items.find(
+      (t: { id: string }) => t.id === templateId,
+    );
+    const admin = dev.dev.acmeAdmin.apiKey;
+    const vm = await json(
+      ['sandbox-template', 'create', '--name', 'vm', '--pool', shell.poolId, '--flavor', shell.flavorId,
+        '--image', shell.imageId, '--runtime', 'qemu', '--network', 'none'],
+      admin,
+    ); // prettier-ignore
+    const until = async (id: string, done: (s: { state: string }) => boolean) => {
+      for (let attempt = 0; attempt < 600; attempt += 1) {
+        const shown = await json(['sandbox', 'get', id]);
+        if (done(shown)) return shown;
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+      throw new Error(`sandbox ${id} did not settle`);
+    };
+    // A guest boots under TCG here: longer than --wait's 30 s at most.
+    const created = await json(['sandbox', 'create', '--template', vm.id, '--wait', '30']);
+    const source = await until(created.id, (s) => s.state !== 'starting');
+    expect(source).toMatchObject({ state: 'running', identityRebound: true, hostCertified: true });
+    const uname = await cli(['sandbox', 'exec', source.id, '--', 'uname', '-a']);
+    expect(uname.status, uname.stderr).toBe(0);
+    expect(uname.stdout).toMatch(/^Linux sbx-/);
+    const ticker = await cli(['sandbox', 'exec', source.id, '--',
+      "setsid sh -c 'while :; do sleep 1; done' </dev/null >/dev/null 2>&1 & echo $!"]); // prettier-ignore
+    expect(ticker.status, ticker.stderr).toBe(0);
+    const pid = ticker.stdout.trim();
+    const snapshot = await json(['sandbox', 'snapshot', source.id, '--keep']);
+    expect(snapshot).toMatchObject({ memory: true, keep: true });
+    for (let attempt = 0; attempt < 300; attempt += 1) {
+      if ((await json(['sandbox-snapshot', 'get', snapshot.id])).state !== 'creating') break;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    // The node's two cores are the warm pool's and one VM's: the source goes, its snapshot stays.
+    await json(['sandbox', 'delete', source.id]);
+    await until(source.id, (s) => s.state === 'deleted');
+    const restore = await json([
+      'sandbox',
+      'create',
+      '--template',
+      vm.id,
+      '--from-snapshot',
+      snapshot.id,
+      '--wait',
+      '30',
+    ]);
+    const restored = await until(restore.id, (s) => s.state !== 'starting');
+    expect(restored).toMatchObject({ state: 'running', identityRebound: true, fromSnapshotId: snapshot.id });
+    const inside = await cli([
+      'sandbox',
+      'exec',
+      restored.id,
+      '--',
+      `kill -0 ${pid} && echo alive; hostname`,
+    ]);
+    expect(inside.status, inside.stderr).toBe(0);
+    expect(inside.stdout).toBe(`alive\n${restored.id.replace('_', '-')}\n`);
+    await json(['sandbox', 'delete', restored.id]);
+    await until(restored.id, (s) => s.state === 'deleted');
+  }, 420_000);
 });

@@ -7,10 +7,11 @@
  *
  * Identity: the node makes every sandbox's SSH host key and installs it through the QEMU guest agent
  * (`/usr/lib/better-compute-guest/sandbox identity` in the guest), with the sandbox CA as the only
- * trusted user CA and the sandbox id as the only principal for root. A fresh sandbox gets it once
+ * trusted user CA and the sandbox id as the only principal for root; `certify` adds the host
+ * certificate and restarts the guest's sshd with all of it. A fresh sandbox gets its identity once
  * it has booted; a memory restore wakes up as its source (the same host key, principal, clock and
- * random state) and gets its own the same way before it is answered ready, with the node's clock
- * and fresh entropy (and a new vmgenid, which tells the guest's kernel to reseed).
+ * random state) and gets its own the same way, with the node's clock and fresh entropy (and a new
+ * vmgenid, which tells the guest's kernel to reseed), before the control plane calls it ready.
  *
  * Snapshots live under `<state-dir>/snapshots/<id>.vm`: the disk, and with memory the VM's state
  * as QEMU migrates it (taken paused, so disk and memory are of one instant), and `snapshot.json`.
