@@ -140,8 +140,9 @@ export async function launchSandbox(
     'sandbox.create',
     { sandboxId: id },
     [
-      commandStep(`fetch image ${image.name}`, 'image.fetch', { image: runtime }),
-      commandStep(`start ${template.runtime} sandbox`, 'sandbox.create', {
+      // One command: the node fetches the image into its cache first when it is not there (a step
+      // of its own would cost a sandbox's start another round trip to the node).
+      commandStep(`start ${template.runtime} sandbox of image ${image.name}`, 'sandbox.create', {
         sandboxId: id,
         runtime: template.runtime,
         image: runtime,
