@@ -110,4 +110,39 @@ describe.runIf(kinds.includes('postgres'))('the outbox under concurrent writers 
       await database.close();
     }
   });
+
+  it('a long write in another database on the same server holds nothing back here', async () => {
+    const database = await createTestDatabase('postgres');
+    const elsewhere = await createTestDatabase('postgres');
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let started!: () => void;
+    const begun = new Promise<void>((resolve) => (started = resolve));
+    try {
+      await migrate(database.db, [foundationMigrations]);
+      const db = database.db as Kysely<ComputeTables>;
+      // A transaction of the other database takes an id first and stays open: below every id this
+      // database hands out next, so PostgreSQL's xmin stays behind it.
+      const other = elsewhere.db.transaction().execute(async (trx) => {
+        await sql`create table held_open (id int)`.execute(trx);
+        await sql`select 1`.execute(trx);
+        started();
+        await held;
+      });
+      await begun;
+      await db.transaction().execute((trx) => writeEvents(trx, [draft('here')], meta));
+      const xmin = await sql<{ behind: boolean }>`
+        select pg_snapshot_xmin(pg_current_snapshot()) <= (select max(tx_id) from compute.events) as behind`.execute(
+        db,
+      );
+      expect(xmin.rows[0]!.behind).toBe(true);
+      expect((await readAll(db, undefined)).names).toEqual(['here']);
+      release();
+      await other;
+    } finally {
+      release();
+      await database.close();
+      await elsewhere.close();
+    }
+  });
 });

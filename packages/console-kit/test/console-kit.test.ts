@@ -127,7 +127,7 @@ describe('watchEvents against the real stream', () => {
     });
     await until(() => states.includes('open'), 'the stream to open');
     const one = await newSite();
-    await until(() => first.length === 1, 'the first event');
+    await until(() => first.length === 1, 'the first event', 30_000);
     expect(first[0]).toMatchObject({ type: 'site.created', subject: { type: 'site', id: one.id } });
     watch.stop();
     await watch.done;

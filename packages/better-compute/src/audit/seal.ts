@@ -16,6 +16,7 @@ import { auditOrigin, formatCheckpoint } from './checkpoint.js';
 import { entryFromRow, entryLeafHash, occurredAtUtc, type AuditEntryRow } from './entry.js';
 import { TreeBuilder } from './merkle.js';
 import { signNote, verifierKey } from './note.js';
+import { SETTLED_HORIZON } from '../db/settled.js';
 
 /** The audit key's two halves, the private one unsealed. */
 export interface AuditSigningKey {
@@ -71,7 +72,7 @@ async function tenantsToSeal(db: Kysely<ComputeTables>): Promise<string[]> {
   // Raw SQL: Kysely has no builder for snapshot functions.
   const result = await sql<{ tenant_id: string }>`
     select distinct tenant_id from compute.audit_events
-    where leaf_index is null and tx_id < pg_snapshot_xmin(pg_current_snapshot())
+    where leaf_index is null and tx_id < ${SETTLED_HORIZON}
     order by tenant_id`.execute(db);
   return result.rows.map((row) => row.tenant_id);
 }
@@ -97,10 +98,10 @@ async function sealTenant(
   const rows = await sql<AuditEntryRow & { xmin: string }>`
     select id, tenant_id, actor, actor_kind, action, method, resource_type, resource_id, outcome,
       error_code, request_id, ${occurredAtUtc} as occurred_at_utc,
-      pg_snapshot_xmin(pg_current_snapshot())::text as xmin
+      ${SETTLED_HORIZON}::text as xmin
     from compute.audit_events
     where tenant_id = ${tenantId} and leaf_index is null
-      and tx_id < pg_snapshot_xmin(pg_current_snapshot())
+      and tx_id < ${SETTLED_HORIZON}
     order by occurred_at, id
     limit ${batch}`.execute(trx);
   if (rows.rows.length === 0) return null;

@@ -126,5 +126,24 @@ create table compute.audit_checkpoints (
 );
 `,
     },
+    {
+      // Readers of the outbox and the audit log stop below the oldest transaction still running,
+      // and PostgreSQL's snapshot xmin counts every database of the cluster: one long write in
+      // another database held every live stream, webhook and seal of this one back. Only this
+      // database's transactions can write these rows, so the horizon leaves out the transactions
+      // the server's activity view shows in another database; one it cannot place still counts.
+      // Callers take it once per statement: \`(select compute.settled_horizon())\`.
+      name: '0004_settled_horizon',
+      sql: `
+create function compute.settled_horizon() returns xid8 language sql stable as $$
+  select coalesce(min(running), pg_snapshot_xmax(pg_current_snapshot()))
+  from pg_snapshot_xip(pg_current_snapshot()) as running
+  where (running::text::numeric % 4294967296)::bigint not in (
+    select backend_xid::text::bigint from pg_stat_activity
+    where backend_xid is not null
+      and datid is distinct from (select oid from pg_database where datname = current_database()))
+$$;
+`,
+    },
   ],
 };

@@ -19,6 +19,7 @@ import { type Kysely, sql } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
 import { EVENTS_CHANNEL } from '../modules/events/migrations.js';
 import { type EventRecord, listEvents } from '../modules/events/service.js';
+import { SETTLED_HORIZON } from '../db/settled.js';
 
 /** IAM's change feed channel (better-iam's CHANGE_CHANNEL). */
 export const IAM_CHANGES_CHANNEL = 'better_iam_changes';
@@ -287,7 +288,7 @@ export class LiveHub {
       while (!this.#closed && Date.now() < deadline) {
         const { rows } = await sql<{
           settled: boolean;
-        }>`select pg_snapshot_xmin(pg_current_snapshot()) >= ${xmax}::xid8 as settled`.execute(this.db());
+        }>`select ${SETTLED_HORIZON} >= ${xmax}::xid8 as settled`.execute(this.db());
         if (rows[0]?.settled) break;
         await new Promise((resolve) => setTimeout(resolve, waitMs));
         waitMs = Math.min(waitMs * 2, HELD_MAX_MS);

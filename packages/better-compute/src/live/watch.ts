@@ -40,6 +40,7 @@ import type { LiveHub, LiveStream } from './hub.js';
 import { type EventRecord, typeMatcher } from '../modules/events/service.js';
 import { createGate, denied } from '../http/gate.js';
 import type { HandlerLog } from '../http/handler.js';
+import { SETTLED_HORIZON } from '../db/settled.js';
 
 export const MAX_WATCH_TYPES = 20;
 const MAX_QUERY_LENGTH = 4096;
@@ -122,7 +123,7 @@ async function headOf(db: Kysely<ComputeTables>, tenantId: string): Promise<stri
     .selectFrom('compute.events')
     .select([sql<string>`tx_id::text`.as('tx'), 'tx_index'])
     .where('tenant_id', '=', tenantId)
-    .where(sql<boolean>`tx_id < pg_snapshot_xmin(pg_current_snapshot())`)
+    .where(sql<boolean>`tx_id < ${SETTLED_HORIZON}`)
     .orderBy('tx_id', 'desc')
     .orderBy('tx_index', 'desc')
     .limit(1)

@@ -6,6 +6,7 @@
  */
 import { sql, type Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
+import { SETTLED_HORIZON } from '../db/settled.js';
 
 /** The most events one pass deletes, so a first run on a large outbox never holds a long lock. */
 export const RETENTION_BATCH = 5_000;
@@ -23,7 +24,7 @@ export async function purgeOldEvents(
   const result = await sql`
     delete from compute.events where (tx_id, tx_index) in (
       select tx_id, tx_index from compute.events
-      where occurred_at < ${before} and tx_id < pg_snapshot_xmin(pg_current_snapshot())
+      where occurred_at < ${before} and tx_id < ${SETTLED_HORIZON}
       order by tx_id, tx_index
       limit ${batch})`.execute(db);
   return Number(result.numAffectedRows ?? 0n);

@@ -6,6 +6,7 @@
 import { formatListCursor, parsePosition } from '@better-compute/core';
 import { sql, type Kysely } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
+import { SETTLED_HORIZON } from '../../db/settled.js';
 
 export interface EventRecord {
   id: string;
@@ -71,10 +72,10 @@ export async function listEvents(
       'request_id',
       'occurred_at',
       // Raw SQL: Kysely has no builder for snapshot functions or xid8 row comparisons.
-      sql<boolean>`tx_id < pg_snapshot_xmin(pg_current_snapshot())`.as('settled'),
+      sql<boolean>`tx_id < ${SETTLED_HORIZON}`.as('settled'),
     ])
     .where('tenant_id', '=', options.tenantId);
-  if (!options.reportHeld) query = query.where(sql<boolean>`tx_id < pg_snapshot_xmin(pg_current_snapshot())`);
+  if (!options.reportHeld) query = query.where(sql<boolean>`tx_id < ${SETTLED_HORIZON}`);
   if (after) query = query.where(sql<boolean>`(tx_id, tx_index) > (${after.tx}::xid8, ${after.index})`);
   if (options.subject) {
     query = query

@@ -22,6 +22,7 @@ import { webhookHeaders } from './signing.js';
 import { patternsMatch } from './subscriptions.js';
 import { webhooksDb } from './tables.js';
 import type { LoopContext } from '../define-module.js';
+import { SETTLED_HORIZON } from '../../db/settled.js';
 
 const FANOUT_LEASE = 'webhooks.fanout';
 const FANOUT_BATCH = 500;
@@ -71,9 +72,7 @@ export async function fanOutBatch(context: LoopContext): Promise<{ events: numbe
     const db = webhooksDb(trx);
     // A cursor starts at the oldest running transaction: events written before webhooks ran are not sent.
     await sql`insert into compute.webhook_cursor (name, tx_id, tx_index)
-      values ('fanout', pg_snapshot_xmin(pg_current_snapshot()), -1) on conflict (name) do nothing`.execute(
-      db,
-    );
+      values ('fanout', ${SETTLED_HORIZON}, -1) on conflict (name) do nothing`.execute(db);
     const cursor = (
       await sql<{ tx: string; tx_index: number }>`
         select tx_id::text as tx, tx_index from compute.webhook_cursor where name = 'fanout' for update`.execute(
@@ -86,7 +85,7 @@ export async function fanOutBatch(context: LoopContext): Promise<{ events: numbe
         request_id, occurred_at
       from compute.events
       where (tx_id, tx_index) > (${cursor.tx}::xid8, ${cursor.tx_index})
-        and tx_id < pg_snapshot_xmin(pg_current_snapshot())
+        and tx_id < ${SETTLED_HORIZON}
       order by tx_id, tx_index
       limit ${FANOUT_BATCH}`.execute(db);
     if (events.length === 0) return { events: 0, deliveries: 0 };
