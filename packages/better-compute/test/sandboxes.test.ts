@@ -304,6 +304,10 @@ describe('sandboxes in process', () => {
     const input = { poolId, flavorId, imageId, volumes: [{ name: 'notes', path: '/notes' }] };
     const refused = await d.fails('sandboxTemplates.create', { name: 'mounts', ...input }, 't-acme-noattach');
     expect(refused).toMatchObject({ code: 'ACCESS_DENIED', details: { action: 'compute:sandboxes:attach' } });
+    // A VM would attach the file the node has loop-mounted for bwrap sandboxes: refused.
+    expect(
+      await d.fails('sandboxTemplates.create', { name: 'vm-mounts', runtime: 'qemu', ...input }),
+    ).toMatchObject({ code: 'INVALID_ARGUMENT', details: { reason: 'runtime', field: 'volumes' } });
     const template = await d.api('sandboxTemplates.create', { name: 'mounts', ...input });
     expect(template.volumes).toEqual([
       { volumeId: volume.id, name: 'notes', path: '/notes', readOnly: false },

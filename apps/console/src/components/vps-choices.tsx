@@ -1,12 +1,14 @@
 'use client';
 /**
  * What a VPS form offers: the VPS pools the tenant sees, the flavors of the chosen pool, and the
- * images, each with the first one chosen until the person picks another. The Instances page and the
- * Sandboxes page's templates share it; the Volumes and the Images and flavors pages the pools.
+ * images, each with the first one chosen until the person picks another, and the three fields that
+ * choose them. The Instances page and the Sandboxes page's templates share them; the Volumes and the
+ * Images and flavors pages the pools.
  */
-import { useEffect, useState } from 'react';
+import { type ReactNode, useEffect, useState } from 'react';
 import type { CallOutput } from '@better-compute/client';
 import { useConsole } from './console-context';
+import { ChoiceField } from './ui';
 
 type Pool = CallOutput<'pools.get'>;
 type Flavor = CallOutput<'flavors.list'>['items'][number];
@@ -69,4 +71,49 @@ export function useVpsChoices() {
     setImageId,
     error: error ?? poolsError,
   };
+}
+
+/**
+ * The pool, flavor and image fields of a form, over `useVpsChoices()`'s result. `prefix` names the
+ * fields (`pool`, or `templatePool` with prefix `template`); `flavorText` says what a flavor's option
+ * shows (its name by default).
+ */
+export function VpsChoiceFields({
+  choices,
+  prefix = '',
+  flavorText = (flavor) => flavor.name,
+}: {
+  choices: ReturnType<typeof useVpsChoices>;
+  prefix?: string;
+  flavorText?: (flavor: Flavor) => ReactNode;
+}) {
+  const name = (field: string) => (prefix ? `${prefix}${field[0]!.toUpperCase()}${field.slice(1)}` : field);
+  return (
+    <>
+      <ChoiceField
+        label="Pool"
+        name={name('pool')}
+        items={choices.pools}
+        value={choices.poolId}
+        onChange={choices.setPoolId}
+        text={(pool) => pool.name}
+      />
+      <ChoiceField
+        label="Flavor"
+        name={name('flavor')}
+        items={choices.flavors}
+        value={choices.flavorId}
+        onChange={choices.setFlavorId}
+        text={flavorText}
+      />
+      <ChoiceField
+        label="Image"
+        name={name('image')}
+        items={choices.images}
+        value={choices.imageId}
+        onChange={choices.setImageId}
+        text={(image) => image.name}
+      />
+    </>
+  );
 }

@@ -26,7 +26,7 @@ import { limitProcess, removeCgroup } from './cgroups.js';
 import type { SandboxDriver } from './driver.js';
 import { writeSandboxSshConfig } from './bwrap-ssh.js';
 import { ImageCache, RuntimeError } from './image-cache.js';
-import { checkHostCertificate, makeHostKey, run, SANDBOX_ID, SNAPSHOT_ID } from './sandbox-keys.js';
+import { checkHostCertificate, idPath, makeHostKey, run, SANDBOX_ID, SNAPSHOT_ID } from './sandbox-keys.js';
 
 const VOLUME_ID = /^vol_[A-Za-z0-9]{1,64}$/;
 const GiB = 1024 ** 3;
@@ -100,8 +100,7 @@ export class BwrapDriver implements SandboxDriver {
   }
 
   private dirOf(sandboxId: string): string {
-    if (!SANDBOX_ID.test(sandboxId)) throw new RuntimeError(`${sandboxId.slice(0, 80)} is not a sandbox id`);
-    return join(this.sandboxesDir, sandboxId);
+    return idPath(this.sandboxesDir, sandboxId, SANDBOX_ID, 'sandbox');
   }
 
   private async runInfo(sandboxId: string): Promise<RunInfo | null> {
@@ -373,9 +372,7 @@ export class BwrapDriver implements SandboxDriver {
   }
 
   private snapshotPath(snapshotId: string): string {
-    if (!SNAPSHOT_ID.test(snapshotId))
-      throw new RuntimeError(`${snapshotId.slice(0, 80)} is not a snapshot id`);
-    return join(this.snapshotsDir, `${snapshotId}.tar`);
+    return idPath(this.snapshotsDir, snapshotId, SNAPSHOT_ID, 'snapshot', '.tar');
   }
 
   async snapshot(
@@ -403,8 +400,7 @@ export class BwrapDriver implements SandboxDriver {
   }
 
   private volumeDir(volumeId: string): string {
-    if (!VOLUME_ID.test(volumeId)) throw new RuntimeError(`${volumeId.slice(0, 80)} is not a volume id`);
-    return join(this.volumesDir, volumeId);
+    return idPath(this.volumesDir, volumeId, VOLUME_ID, 'volume');
   }
 
   /** The volume's file system, mounted (again after a restart) where sandboxes bind it from. */

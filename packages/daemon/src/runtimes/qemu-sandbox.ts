@@ -40,7 +40,7 @@ import {
 } from './qemu-process.js';
 import { freeLoopbackPort } from './qemu.js';
 import { type QmpConnection, qmpOnce, QmpConnection as Qmp } from './qmp.js';
-import { checkHostCertificate, makeHostKey, SANDBOX_ID, SNAPSHOT_ID } from './sandbox-keys.js';
+import { checkHostCertificate, idPath, makeHostKey, SANDBOX_ID, SNAPSHOT_ID } from './sandbox-keys.js';
 
 /** The program in the guest image that installs a sandbox's identity (scripts/guest/sandbox.sh). */
 const GUEST_SANDBOX = '/usr/lib/better-compute-guest/sandbox';
@@ -98,14 +98,11 @@ export class QemuSandboxDriver implements SandboxDriver {
   }
 
   private dirOf(sandboxId: string): string {
-    if (!SANDBOX_ID.test(sandboxId)) throw new RuntimeError(`${sandboxId.slice(0, 80)} is not a sandbox id`);
-    return join(this.sandboxesDir, sandboxId);
+    return idPath(this.sandboxesDir, sandboxId, SANDBOX_ID, 'sandbox');
   }
 
   private snapshotDir(snapshotId: string): string {
-    if (!SNAPSHOT_ID.test(snapshotId))
-      throw new RuntimeError(`${snapshotId.slice(0, 80)} is not a snapshot id`);
-    return join(this.snapshotsDir, `${snapshotId}.vm`);
+    return idPath(this.snapshotsDir, snapshotId, SNAPSHOT_ID, 'snapshot', '.vm');
   }
 
   /** The running sandbox's record; null when it is not running. */

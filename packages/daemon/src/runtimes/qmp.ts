@@ -57,26 +57,38 @@ export class QmpConnection {
   }
 
   /** Connects, reads the greeting and leaves negotiation mode; gives up after timeoutMs. */
-  static async open(path: string, timeoutMs = 10_000): Promise<QmpConnection> {
+  static open(path: string, timeoutMs = 10_000): Promise<QmpConnection> {
+    return QmpConnection.connected(path, timeoutMs, 'QMP', async (qmp) => {
+      await new Promise<Record<string, unknown>>((resolve, reject) => qmp.pending.push({ resolve, reject }));
+      await qmp.execute('qmp_capabilities');
+    });
+  }
+
+  /** Connects to `path` and runs `handshake`, within timeoutMs or not at all. */
+  private static async connected(
+    path: string,
+    timeoutMs: number,
+    who: string,
+    handshake: (connection: QmpConnection) => Promise<void>,
+  ): Promise<QmpConnection> {
     const socket = await new Promise<Socket>((resolve, reject) => {
       const s = connect(path, () => resolve(s));
       s.once('error', reject);
     });
-    const qmp = new QmpConnection(socket);
+    const connection = new QmpConnection(socket);
     const timer = setTimeout(
-      () => qmp.fail(new Error(`QMP did not answer within ${timeoutMs} ms`)),
+      () => connection.fail(new Error(`${who} did not answer within ${timeoutMs} ms`)),
       timeoutMs,
     );
     try {
-      await new Promise<Record<string, unknown>>((resolve, reject) => qmp.pending.push({ resolve, reject }));
-      await qmp.execute('qmp_capabilities');
+      await handshake(connection);
     } catch (error) {
-      qmp.close();
+      connection.close();
       throw error;
     } finally {
       clearTimeout(timer);
     }
-    return qmp;
+    return connection;
   }
 
   /**
@@ -84,22 +96,13 @@ export class QmpConnection {
    * and replies left from an earlier client are dropped until the one to this sync's id. Fails
    * after timeoutMs, when no agent runs in the guest (yet).
    */
-  static async openGuestAgent(path: string, timeoutMs: number): Promise<QmpConnection> {
-    const socket = await new Promise<Socket>((resolve, reject) => {
-      const s = connect(path, () => resolve(s));
-      s.once('error', reject);
-    });
-    const agent = new QmpConnection(socket);
-    const id = Math.floor(Math.random() * 2 ** 31);
-    const timer = setTimeout(
-      () => agent.fail(new Error(`the guest agent did not answer within ${timeoutMs} ms`)),
-      timeoutMs,
-    );
-    try {
+  static openGuestAgent(path: string, timeoutMs: number): Promise<QmpConnection> {
+    return QmpConnection.connected(path, timeoutMs, 'the guest agent', async (agent) => {
+      const id = Math.floor(Math.random() * 2 ** 31);
       await new Promise<void>((resolve, reject) => {
         agent.syncing = { id, done: () => ((agent.syncing = null), resolve()) };
         agent.pending.push({ resolve: () => undefined, reject });
-        socket.write(
+        agent.socket.write(
           Buffer.concat([
             Buffer.from([0xff]),
             Buffer.from(`{"execute":"guest-sync-delimited","arguments":{"id":${id}}}\n`),
@@ -107,13 +110,7 @@ export class QmpConnection {
         );
       });
       agent.pending.splice(0);
-    } catch (error) {
-      agent.close();
-      throw error;
-    } finally {
-      clearTimeout(timer);
-    }
-    return agent;
+    });
   }
 
   execute(command: string, args?: Record<string, unknown>): Promise<unknown> {

@@ -1,6 +1,7 @@
 /**
- * A sandbox's SSH host key and the certificate the control plane signs for it, shared by the
- * runtimes: the node makes each sandbox's key and checks a certificate before installing it.
+ * What the sandbox runtimes share: the paths of their ids, and a sandbox's SSH host key and the
+ * certificate the control plane signs for it (the node makes each sandbox's key and checks a
+ * certificate before installing it).
  */
 import { spawnSync } from 'node:child_process';
 import { readFile, rm, writeFile } from 'node:fs/promises';
@@ -9,6 +10,12 @@ import { RuntimeError } from './image-cache.js';
 
 export const SANDBOX_ID = /^sbx_[A-Za-z0-9]{1,64}$/;
 export const SNAPSHOT_ID = /^snap_[A-Za-z0-9]{1,64}$/;
+
+/** `<dir>/<id><suffix>` for an id of the pattern; anything else is refused before it reaches a path. */
+export function idPath(dir: string, id: string, pattern: RegExp, what: string, suffix = ''): string {
+  if (!pattern.test(id)) throw new RuntimeError(`${id.slice(0, 80)} is not a ${what} id`);
+  return join(dir, `${id}${suffix}`);
+}
 
 export function run(command: string, args: string[], what: string): string {
   const result = spawnSync(command, args, { encoding: 'utf8' });

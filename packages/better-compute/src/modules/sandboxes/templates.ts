@@ -121,6 +121,13 @@ async function checkFields(
         `Write it as secret://${ctx.tenantId}/sec_….`,
       );
   }
+  if (runtime === 'qemu' && fields.volumes.length > 0)
+    throw invalid(
+      'volumes',
+      'volumes are mounted by bwrap sandboxes only; a qemu template mounts none',
+      'Leave --volumes out of a qemu template, or make the template with --runtime bwrap.',
+      { reason: 'runtime', runtime },
+    );
   const volumes: StoredTemplateVolume[] = [];
   const nodes = new Set<string>();
   const paths = new Set<string>();

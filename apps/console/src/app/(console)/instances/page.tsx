@@ -12,8 +12,8 @@ import { useAction, useList, usePermission } from '@better-compute/console-kit/r
 import { INSTANCE_EXEC_ACTION } from '@better-compute/core/methods';
 import { useConsole } from '@/components/console-context';
 import { TunnelTerminal } from '@/components/tunnel-terminal';
-import { useVpsChoices } from '@/components/vps-choices';
-import { ChoiceField, ConfirmButton, disabledReason, ErrorNote, PagedTable, when } from '@/components/ui';
+import { useVpsChoices, VpsChoiceFields } from '@/components/vps-choices';
+import { ConfirmButton, disabledReason, ErrorNote, PagedTable, when } from '@/components/ui';
 import { idempotencyKey } from '@/lib/api';
 
 type Instance = CallOutput<'instances.get'>;
@@ -45,18 +45,8 @@ export default function InstancesPage() {
 
   const [name, setName] = useState('');
   const [sshKey, setSshKey] = useState('');
-  const {
-    pools,
-    flavors,
-    images,
-    poolId,
-    setPoolId,
-    flavorId,
-    setFlavorId,
-    imageId,
-    setImageId,
-    error: choicesError,
-  } = useVpsChoices();
+  const choices = useVpsChoices();
+  const { pools, poolId, flavorId, imageId, error: choicesError } = choices;
 
   const create = useAction((input: Parameters<typeof client.instances.create>[0]) =>
     client.instances.create(input),
@@ -94,31 +84,11 @@ export default function InstancesPage() {
         </p>
       ) : null}
       <form className="inline" onSubmit={submit} aria-label="New instance">
-        <ChoiceField
-          label="Pool"
-          name="pool"
-          items={pools}
-          value={poolId}
-          onChange={setPoolId}
-          text={(pool) => pool.name}
-        />
-        <ChoiceField
-          label="Flavor"
-          name="flavor"
-          items={flavors}
-          value={flavorId}
-          onChange={setFlavorId}
-          text={(flavor) =>
+        <VpsChoiceFields
+          choices={choices}
+          flavorText={(flavor) =>
             `${flavor.name} (${flavor.vcpus} vCPU, ${flavor.memoryMiB} MiB, ${flavor.diskGiB} GiB${flavor.gpus ? `, ${flavor.gpus} GPU` : ''})`
           }
-        />
-        <ChoiceField
-          label="Image"
-          name="image"
-          items={images}
-          value={imageId}
-          onChange={setImageId}
-          text={(image) => image.name}
         />
         <label>
           Host name

@@ -12,7 +12,7 @@ import { isComputeClientError } from '@better-compute/client';
 import { ListStore } from '@better-compute/console-kit';
 import { useAction, useList } from '@better-compute/console-kit/react';
 import { useConsole } from '@/components/console-context';
-import { useVpsChoices } from '@/components/vps-choices';
+import { useVpsChoices, VpsChoiceFields } from '@/components/vps-choices';
 import { ChoiceField, ConfirmButton, ErrorNote, PagedTable } from '@/components/ui';
 import { idempotencyKey } from '@/lib/api';
 
@@ -257,18 +257,8 @@ function SandboxRow({
 function Templates({ store }: { store: ListStore<Template> }) {
   const { client } = useConsole();
   const state = useList(store);
-  const {
-    pools,
-    flavors,
-    images,
-    poolId,
-    setPoolId,
-    flavorId,
-    setFlavorId,
-    imageId,
-    setImageId,
-    error: choicesError,
-  } = useVpsChoices();
+  const choices = useVpsChoices();
+  const { poolId, flavorId, imageId, error: choicesError } = choices;
   const [name, setName] = useState('');
   const [warmMin, setWarmMin] = useState(0);
   const [maxHours, setMaxHours] = useState(4);
@@ -308,30 +298,7 @@ function Templates({ store }: { store: ListStore<Template> }) {
             size={12}
           />
         </label>
-        <ChoiceField
-          label="Pool"
-          name="templatePool"
-          items={pools}
-          value={poolId}
-          onChange={setPoolId}
-          text={(pool) => pool.name}
-        />
-        <ChoiceField
-          label="Flavor"
-          name="templateFlavor"
-          items={flavors}
-          value={flavorId}
-          onChange={setFlavorId}
-          text={(flavor) => flavor.name}
-        />
-        <ChoiceField
-          label="Image"
-          name="templateImage"
-          items={images}
-          value={imageId}
-          onChange={setImageId}
-          text={(image) => image.name}
-        />
+        <VpsChoiceFields choices={choices} prefix="template" />
         <label>
           Warm minimum
           <input
