@@ -98,6 +98,13 @@ async function withForward(port: number, use: (localPort: number) => Promise<voi
   try {
     await until('forward to listen', async () => said.includes('Ctrl-C stops'), 30_000);
     await use(localPort);
+  } catch (error) {
+    // What forward said about the connection that failed is the clue: it goes with the failure.
+    forward.kill('SIGINT');
+    await exited;
+    throw new Error(`${(error as Error).message}; forward said: ${said.trim() || 'nothing'}`, {
+      cause: error,
+    });
   } finally {
     forward.kill('SIGINT');
   }
