@@ -155,10 +155,6 @@ export class QemuSandboxDriver implements SandboxDriver {
     const boot = spec.image.boot;
     for (const file of [boot?.kernel, boot?.initrd]) if (file) await this.images.fetchFile(file, signal);
 
-    const dir = this.dirOf(id);
-    // A create that failed half way starts again from nothing.
-    await this.remove(id);
-    await mkdir(dir, { recursive: true, mode: 0o700 });
     const accel = await accelerator(boot ? this.images.pathOf(boot.kernel.sha256) : null, this.log);
     // A memory image fits only the machine it was taken on: the restore starts that machine.
     const machine: Machine = restoring
@@ -168,6 +164,10 @@ export class QemuSandboxDriver implements SandboxDriver {
       throw new RuntimeError(
         `snapshot ${from!.snapshotId} was taken under ${source!.accel}, and this node runs ${accel} now: restore it as a disk snapshot`,
       );
+    const dir = this.dirOf(id);
+    // A create that failed half way starts again from nothing.
+    await this.remove(id);
+    await mkdir(dir, { recursive: true, mode: 0o700 });
     try {
       if (from)
         await copyFile(join(this.snapshotDir(from.snapshotId), 'disk.qcow2'), join(dir, 'disk.qcow2'));
@@ -238,11 +238,10 @@ export class QemuSandboxDriver implements SandboxDriver {
       );
       return { sandboxId: id, hostPublicKey, readyMs: info.readyMs, identityRebound: true };
     } catch (error) {
-      const console = await this.consoleTail(dir);
+      const seen = await this.consoleTail(dir);
       await this.remove(id);
-      const message = error instanceof RuntimeError ? error.message : (error as Error).message;
       throw new RuntimeError(
-        `the qemu sandbox did not start: ${message}${console ? `. Console:\n${console}` : ''}`,
+        `the qemu sandbox did not start: ${(error as Error).message}${seen ? `. Console:\n${seen}` : ''}`,
       );
     }
   }
