@@ -290,6 +290,7 @@ export class QemuSandboxDriver implements SandboxDriver {
         `sandbox-id=${sandboxId}`,
         `user-ca=${userCaPublicKey.trim()}`,
         `host-key=${privateKey.toString('base64')}`,
+        `host-public-key=${hostPublicKey}`,
         `time=${(Date.now() / 1000).toFixed(3)}`,
         `entropy=${randomBytes(64).toString('base64')}`,
         '',
