@@ -170,9 +170,13 @@ async function poll(what, get, done, ms = 300_000) {
 
 /** Where dev's node keeps `name` (its state directory is the bench's or a temporary one). */
 function findPath(name) {
-  const found = execFileSync('find', [scratch, tmpdir(), '-maxdepth', '6', '-name', name, '-print', '-quit'], {
-    encoding: 'utf8',
-  }).trim();
+  const found = execFileSync(
+    'find',
+    [scratch, tmpdir(), '-maxdepth', '6', '-name', name, '-print', '-quit'],
+    {
+      encoding: 'utf8',
+    },
+  ).trim();
   if (!found) throw new Error(`${name} is not in the node's state directory`);
   return found.split('\n')[0];
 }

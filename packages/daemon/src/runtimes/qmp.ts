@@ -19,7 +19,11 @@ export class QmpConnection {
   /** A guest agent's sync in progress: replies are dropped until the one carrying this id. */
   private syncing: { id: number; done: () => void } | null = null;
 
-  private constructor(private readonly socket: Socket) {
+  private constructor(
+    private readonly socket: Socket,
+    /** Who answers, for messages: QMP or the guest agent. */
+    private readonly who: string,
+  ) {
     socket.setEncoding('utf8');
     socket.on('data', (chunk: string) => {
       this.buffer += chunk;
@@ -75,7 +79,7 @@ export class QmpConnection {
       const s = connect(path, () => resolve(s));
       s.once('error', reject);
     });
-    const connection = new QmpConnection(socket);
+    const connection = new QmpConnection(socket, who);
     const timer = setTimeout(
       () => connection.fail(new Error(`${who} did not answer within ${timeoutMs} ms`)),
       timeoutMs,
@@ -120,7 +124,7 @@ export class QmpConnection {
         resolve: (message) => {
           if ('error' in message) {
             const error = message.error as { desc?: string } | undefined;
-            reject(new Error(`QMP ${command}: ${String(error?.desc ?? 'failed')}`));
+            reject(new Error(`${this.who} ${command}: ${String(error?.desc ?? 'failed')}`));
           } else resolve(message.return);
         },
         reject,
