@@ -38,7 +38,7 @@ await build({
   logLevel: 'warning',
 });
 const load = (name) => import(pathToFileURL(join(outdir, `${name}.mjs`)).href);
-const { bcd, deployment, freePort, startServer, until } = await load('daemon');
+const { deployment, freePort, joinVpsNode, startServer, until } = await load('daemon');
 const { ensureGuestImage, generateSshKey, Guest, guestImageRegistration } = await load('guest');
 const { generatedCommandSigner } = await load('signer');
 
@@ -83,27 +83,9 @@ const keyFile = join(scratch, 'command-root.pem');
 writeFileSync(keyFile, generatedCommandSigner().privateKeyPem, { mode: 0o600 });
 const server = await startServer(env.database.url, port, keyFile);
 const stateDir = join(scratch, 'state');
-const site = await env.call('sites.create', { name: 'vms' });
-const pool = await env.call('pools.create', { siteId: site.id, name: 'vms', class: 'vps' });
-await env.call('pools.offer', { poolId: pool.id, offerTenantId: 'acme' });
-const token = await env.call('joinTokens.create', { poolId: pool.id, preApproved: true });
-writeFileSync(join(scratch, 'join-token'), token.token, { mode: 0o600 });
-await bcd(['join', '--url', url, '--token-file', join(scratch, 'join-token'), '--state-dir', stateDir])
-  .exited;
-const daemon = bcd(['run', '--state-dir', stateDir, '--scripts-dir', scratch]);
-await until(
-  'the daemon’s session',
-  async () => {
-    try {
-      return JSON.parse(readFileSync(join(stateDir, 'status.json'), 'utf8')).connected === true;
-    } catch {
-      return false;
-    }
-  },
-  30_000,
-);
+const { poolId, daemon } = await joinVpsNode(env, url, scratch, stateDir);
 const flavor = await env.call('flavors.create', {
-  poolId: pool.id,
+  poolId,
   name: 'small',
   vcpus: 1,
   memoryMiB: 512,
@@ -117,7 +99,7 @@ async function controlPlaneRun(run) {
   const created = await env.call(
     'instances.create',
     {
-      poolId: pool.id,
+      poolId,
       flavorId: flavor.id,
       imageId: image.id,
       name: `bench-${run}`,

@@ -55,7 +55,7 @@ await build({
   logLevel: 'warning',
 });
 const load = (name) => import(pathToFileURL(join(outdir, `${name}.mjs`)).href);
-const { bcd, deployment, freePort, root: repositoryRoot, startServer, until } = await load('daemon');
+const { deployment, freePort, joinVpsNode, root: repositoryRoot, startServer, until } = await load('daemon');
 const { ensureGuestImage, generateSshKey, guestHttpServerCommand, guestImageRegistration, sshGuest } =
   await load('guest');
 const { generatedCommandSigner } = await load('signer');
@@ -108,34 +108,16 @@ const server = await startServer(env.database.url, port, keyFile, {
   BETTER_COMPUTE_SECRET: secret,
 });
 const stateDir = join(scratch, 'state');
-const site = await env.call('sites.create', { name: 'vms' });
-const pool = await env.call('pools.create', { siteId: site.id, name: 'vms', class: 'vps' });
-await env.call('pools.offer', { poolId: pool.id, offerTenantId: 'acme' });
-const token = await env.call('joinTokens.create', { poolId: pool.id, preApproved: true });
-writeFileSync(join(scratch, 'join-token'), token.token, { mode: 0o600 });
-await bcd(['join', '--url', url, '--token-file', join(scratch, 'join-token'), '--state-dir', stateDir])
-  .exited;
-const daemon = bcd(['run', '--state-dir', stateDir, '--scripts-dir', scratch]);
+const { poolId, daemon } = await joinVpsNode(env, url, scratch, stateDir);
 let forward;
 let instanceId;
 const opened = [];
 try {
-  await until(
-    'the daemon’s session',
-    async () => {
-      try {
-        return JSON.parse(readFileSync(join(stateDir, 'status.json'), 'utf8')).connected === true;
-      } catch {
-        return false;
-      }
-    },
-    30_000,
-  );
   const guest = await ensureGuestImage();
   const key = generateSshKey(scratch);
   const user = guest.manifest.defaultUser;
   const flavor = await env.call('flavors.create', {
-    poolId: pool.id,
+    poolId,
     name: 'small',
     vcpus: 1,
     memoryMiB: 512,
@@ -144,7 +126,7 @@ try {
   const image = await env.call('images.register', guestImageRegistration(guest));
   const created = await env.call(
     'instances.create',
-    { poolId: pool.id, flavorId: flavor.id, imageId: image.id, name: 'bench', sshKeys: [key.publicKey] },
+    { poolId, flavorId: flavor.id, imageId: image.id, name: 'bench', sshKeys: [key.publicKey] },
     'acme',
   );
   instanceId = created.id;

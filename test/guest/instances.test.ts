@@ -29,10 +29,10 @@ import {
   type SshKey,
 } from '../../packages/better-compute/test/guest-support.js';
 import {
-  bcd,
   type Deployment,
   deployment,
   freePort,
+  joinVpsNode,
   type Proc,
   start,
   until,
@@ -44,7 +44,7 @@ const scratch = mkdtempSync(join(tmpdir(), 'bc-instances-qemu-'));
 const stateDir = join(scratch, 'state');
 let env: Deployment;
 let server: Proc | undefined;
-let daemon: Proc | undefined;
+let daemon: Proc | null = null;
 let url = '';
 let guest: GuestImage;
 let key: SshKey;
@@ -165,30 +165,7 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('an instance on a 
       async () => server!.err.concat(server!.out).some((line) => line.includes('serving')),
       30_000,
     );
-    const site = await env.call('sites.create', { name: 'vms' });
-    const pool = await env.call('pools.create', { siteId: site.id, name: 'vms', class: 'vps' });
-    poolId = pool.id;
-    await env.call('pools.offer', { poolId, offerTenantId: 'acme' });
-    const token = await env.call('joinTokens.create', { poolId, preApproved: true });
-    writeFileSync(join(scratch, 'join-token'), token.token, { mode: 0o600 });
-    const joining = bcd([
-      'join',
-      '--url',
-      url,
-      '--token-file',
-      join(scratch, 'join-token'),
-      '--state-dir',
-      stateDir,
-    ]);
-    expect(await joining.exited).toBe(0);
-    daemon = bcd(['run', '--state-dir', stateDir, '--scripts-dir', scratch]);
-    await until(
-      'the daemon’s session',
-      async () =>
-        existsSync(join(stateDir, 'status.json')) &&
-        JSON.parse(readFileSync(join(stateDir, 'status.json'), 'utf8')).connected === true,
-      30_000,
-    );
+    ({ poolId, daemon } = await joinVpsNode(env, url, scratch, stateDir));
     flavorId = (
       await json(
         [

@@ -4,6 +4,7 @@
  * the operator's calls, and `bcd` processes run from the built bundle.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '@better-compute/db/testing';
@@ -142,4 +143,50 @@ export async function startServer(
     30_000,
   );
   return server;
+}
+
+/** Waits until the daemon of `stateDir` says its session with the gateway is up. */
+export async function daemonConnected(stateDir: string): Promise<void> {
+  const status = join(stateDir, 'status.json');
+  await until(
+    'the daemon’s session',
+    async () => existsSync(status) && JSON.parse(readFileSync(status, 'utf8')).connected === true,
+    30_000,
+  );
+}
+
+/**
+ * This machine as a node of a new VPS pool offered to acme: `bcd join` with a pre-approved token
+ * (written under `scratch`), then, unless `run` is false, `bcd run` until its session is up.
+ */
+export async function joinVpsNode(
+  env: Deployment,
+  url: string,
+  scratch: string,
+  stateDir: string,
+  options: { run?: boolean } = {},
+): Promise<{ poolId: string; daemon: Proc | null }> {
+  const site = await env.call<{ id: string }>('sites.create', { name: 'vms' });
+  const pool = await env.call<{ id: string }>('pools.create', { siteId: site.id, name: 'vms', class: 'vps' });
+  await env.call('pools.offer', { poolId: pool.id, offerTenantId: 'acme' });
+  const token = await env.call<{ token: string }>('joinTokens.create', {
+    poolId: pool.id,
+    preApproved: true,
+  });
+  writeFileSync(join(scratch, 'join-token'), token.token, { mode: 0o600 });
+  const joining = bcd([
+    'join',
+    '--url',
+    url,
+    '--token-file',
+    join(scratch, 'join-token'),
+    '--state-dir',
+    stateDir,
+  ]);
+  const code = await joining.exited;
+  if (code !== 0) throw new Error(`bcd join exited with ${code}: ${joining.err.join('\n').slice(-500)}`);
+  if (options.run === false) return { poolId: pool.id, daemon: null };
+  const daemon = bcd(['run', '--state-dir', stateDir, '--scripts-dir', scratch]);
+  await daemonConnected(stateDir);
+  return { poolId: pool.id, daemon };
 }

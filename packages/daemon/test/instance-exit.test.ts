@@ -22,9 +22,11 @@ import {
 import { runCompute } from '../../../test/e2e/support.js';
 import {
   bcd,
+  daemonConnected,
   type Deployment,
   deployment,
   freePort,
+  joinVpsNode,
   type Proc,
   startServer,
   until,
@@ -71,13 +73,7 @@ const getInstance = (id = instanceId) => env.call<InstanceView>('instances.get',
 
 async function startDaemon(): Promise<void> {
   daemon = bcd(['run', '--state-dir', stateDir, '--scripts-dir', scratch]);
-  await until(
-    'the daemon’s session',
-    async () =>
-      existsSync(join(stateDir, 'status.json')) &&
-      JSON.parse(readFileSync(join(stateDir, 'status.json'), 'utf8')).connected === true,
-    30_000,
-  );
+  await daemonConnected(stateDir);
 }
 
 function qemuPid(id: string): number {
@@ -118,31 +114,10 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('a VM that dies un
     const keyFile = join(scratch, 'command-root.pem');
     writeFileSync(keyFile, generatedCommandSigner().privateKeyPem, { mode: 0o600 });
     server = await startServer(env.database.url!, port, keyFile);
-    const site = await env.call<{ id: string }>('sites.create', { name: 'vms' });
-    const pool = await env.call<{ id: string }>('pools.create', {
-      siteId: site.id,
-      name: 'vms',
-      class: 'vps',
-    });
-    await env.call('pools.offer', { poolId: pool.id, offerTenantId: 'acme' });
-    const token = await env.call<{ token: string }>('joinTokens.create', {
-      poolId: pool.id,
-      preApproved: true,
-    });
-    writeFileSync(join(scratch, 'join-token'), token.token, { mode: 0o600 });
-    const joining = bcd([
-      'join',
-      '--url',
-      url,
-      '--token-file',
-      join(scratch, 'join-token'),
-      '--state-dir',
-      stateDir,
-    ]);
-    expect(await joining.exited).toBe(0);
+    const { poolId } = await joinVpsNode(env, url, scratch, stateDir, { run: false });
     await startDaemon();
     const flavor = await cliJson(
-      ['flavors', 'create', '--pool', pool.id, '--name', 'small', '--vcpus', '1', '--memory', '512', '--disk', '2'],
+      ['flavors', 'create', '--pool', poolId, '--name', 'small', '--vcpus', '1', '--memory', '512', '--disk', '2'],
     ); // prettier-ignore
     const image = await cliJson(
       ['images', 'register', '--name', 'guest', '--source', guest.rootfs, '--disk-format', 'qcow2', '--os', 'debian',
@@ -152,13 +127,13 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('a VM that dies un
     const [doomed, quitter] = await Promise.all([
       env.call<InstanceView>(
         'instances.create',
-        { poolId: pool.id, flavorId: flavor.id, imageId: image.id, name: 'doomed', sshKeys: [key.publicKey] },
+        { poolId: poolId, flavorId: flavor.id, imageId: image.id, name: 'doomed', sshKeys: [key.publicKey] },
         'acme',
       ),
       env.call<InstanceView>(
         'instances.create',
         {
-          poolId: pool.id,
+          poolId: poolId,
           flavorId: flavor.id,
           imageId: image.id,
           name: 'quitter',
