@@ -8,6 +8,7 @@
  * VM does not run, ends the stream with the reason instead of attaching.
  */
 import type { Duplex } from 'node:stream';
+import { STREAM_DISCONNECT_BYTES } from '@better-compute/core';
 import type { SandboxRuntimes } from '../runtimes/index.js';
 import type { RuntimeDriver } from '../runtimes/driver.js';
 import {
@@ -18,8 +19,11 @@ import {
   type StreamTargetRequest,
 } from './registry.js';
 
-/** Bytes the caller may send before the runtime's end is connected; more means it is not a terminal. */
-const PENDING_LIMIT = 1024 * 1024;
+/**
+ * Bytes held for a target still connecting. They are not acknowledged meanwhile, so a sender that
+ * keeps the window stops at its high-water mark; one past the disconnect mark ignores it.
+ */
+const PENDING_LIMIT = STREAM_DISCONNECT_BYTES;
 /** The shape of the control plane's ids; anything else never reaches the runtime's paths. */
 const INSTANCE_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
 
@@ -55,7 +59,7 @@ async function openRunning(driver: RuntimeDriver, id: string, open: () => Promis
  */
 export function attachDuplex(opening: Promise<Duplex>, output: StreamOutput, what: string): AttachedTarget {
   let duplex: Duplex | null = null;
-  let pending: Buffer[] = [];
+  let pending: { chunk: Buffer; taken: () => void }[] = [];
   let pendingBytes = 0;
   let paused = false;
   let closed = false;
@@ -83,7 +87,7 @@ export function attachDuplex(opening: Promise<Duplex>, output: StreamOutput, wha
       opened.on('error', (error: Error) =>
         finish({ code: 'FAILED', message: `${what}: ${error.message}`.slice(0, 500) }),
       );
-      for (const chunk of pending) opened.write(chunk);
+      for (const { chunk, taken } of pending) opened.write(chunk, () => taken());
       pending = [];
       pendingBytes = 0;
       if (paused) opened.pause();
@@ -95,16 +99,17 @@ export function attachDuplex(opening: Promise<Duplex>, output: StreamOutput, wha
     },
   );
   return {
-    write(chunk) {
+    write(chunk, taken) {
       if (closed) return;
       if (duplex) {
-        duplex.write(Buffer.from(chunk));
+        duplex.write(Buffer.from(chunk), () => taken());
         return;
       }
+      // Held until the target opens, unacknowledged: the sender stops at its high-water mark.
       pendingBytes += chunk.byteLength;
       if (pendingBytes > PENDING_LIMIT)
         return hangUp({ code: 'RESOURCE_EXHAUSTED', message: `${what}: too much input before it opened` });
-      pending.push(Buffer.from(chunk));
+      pending.push({ chunk: Buffer.from(chunk), taken });
     },
     pause() {
       paused = true;

@@ -15,7 +15,6 @@ import {
   type StreamTargetRequest,
 } from './registry.js';
 
-/** Streams one session may hold at once. */
 /** How long a target may take to end after a hang-up before the stream is ended for it. */
 const HANGUP_GRACE_MS = 5_000;
 
@@ -167,10 +166,13 @@ export function createStreamMux(io: StreamMuxIo): StreamMux {
       if (!parsed) return;
       const stream = streams.get(parsed.streamId);
       if (!stream || stream.ended || !stream.target) return;
-      stream.target.write(parsed.chunk);
-      // Acknowledged once written to the target, in one message per turn of the event loop.
-      if (stream.pendingAck === 0) setImmediate(() => flushAck(stream));
-      stream.pendingAck += parsed.chunk.byteLength;
+      const bytes = parsed.chunk.byteLength;
+      // Acknowledged once the target has taken them, in one message per turn of the event loop.
+      stream.target.write(parsed.chunk, () => {
+        if (stream.ended) return;
+        if (stream.pendingAck === 0) setImmediate(() => flushAck(stream));
+        stream.pendingAck += bytes;
+      });
     },
     closeAll() {
       for (const stream of [...streams.values()]) {

@@ -114,7 +114,10 @@ export function registerNodeConsole(): void {
       settle();
     });
     return {
-      write: (chunk) => terminal.write(Buffer.from(chunk).toString('utf8')),
+      write: (chunk, taken) => {
+        terminal.write(Buffer.from(chunk).toString('utf8'));
+        taken();
+      },
       resize: (newCols, newRows) => {
         const size = windowSize({ kind: 'node-console', cols: newCols, rows: newRows });
         terminal.resize(size.cols, size.rows);

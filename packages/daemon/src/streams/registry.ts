@@ -19,7 +19,12 @@ export interface StreamOutput {
 
 /** A target once attached. `pause` and `resume` are how flow control stops it producing. */
 export interface AttachedTarget {
-  write(chunk: Uint8Array): void;
+  /**
+   * Bytes from the far end. `taken` is called once the target has taken them (a socket flushed
+   * them to the kernel, a terminal wrote them): only then are they acknowledged, so a slow target
+   * holds the sender to the high-water mark instead of filling the daemon's memory.
+   */
+  write(chunk: Uint8Array, taken: () => void): void;
   resize?(cols: number, rows: number): void;
   pause(): void;
   resume(): void;
