@@ -6,7 +6,7 @@
  * instance's serial console: a real QEMU guest (TCG here) booted from the project's image, whose
  * login prompt shows in the page. One guest for the suite.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
@@ -16,7 +16,7 @@ import {
   guestImageRegistration,
   killInstanceVm,
 } from '../../../packages/better-compute/test/guest-support.js';
-import { bcd, type Proc, until } from '../../../packages/daemon/test/daemon-support.js';
+import { bcd, bcdJoin, type Proc, until } from '../../../packages/daemon/test/daemon-support.js';
 import {
   adminSessionToken,
   api,
@@ -46,17 +46,7 @@ beforeAll(async () => {
     poolId: pool.id,
     preApproved: true,
   });
-  writeFileSync(join(scratch, 'join-token'), joinToken.token, { mode: 0o600 });
-  const joining = bcd([
-    'join',
-    '--url',
-    server.origin,
-    '--token-file',
-    join(scratch, 'join-token'),
-    '--state-dir',
-    stateDir,
-  ]);
-  expect(await joining.exited, joining.err.join('\n')).toBe(0);
+  await bcdJoin(server.origin, joinToken.token, scratch, stateDir);
   daemon = bcd(['run', '--state-dir', stateDir]);
   await until(
     'the daemon’s session with the console',

@@ -17,7 +17,15 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 vi.setConfig({ testTimeout: 240_000 });
 import { betterCompute, type ComputeInstance, serve } from '../src/index.js';
 import { createPkiBundle } from '../src/pki/create.js';
-import { bcd, freePort, type Proc, start, until } from '../../daemon/test/daemon-support.js';
+import {
+  bcd,
+  bcdJoin,
+  daemonConnected,
+  freePort,
+  type Proc,
+  start,
+  until,
+} from '../../daemon/test/daemon-support.js';
 import { callServer, captureIO, cliLending, cliRunner, scratchDirectory } from './cli-support.js';
 import { main } from '../src/cli/index.js';
 
@@ -128,18 +136,8 @@ beforeAll(async () => {
   const site = await call('sites.create', { name: 'lab' }, apiKey);
   const pool = await call('pools.create', { siteId: site.id, name: 'lab' }, apiKey);
   const { token } = await call('joinTokens.create', { poolId: pool.id, uses: 2, preApproved: true }, apiKey);
-  writeFileSync(join(scratch, 'join-token'), `${token}\n`, { mode: 0o600 });
   const stateDir = join(scratch, 'state');
-  const joined = bcd([
-    'join',
-    '--url',
-    url,
-    '--token-file',
-    join(scratch, 'join-token'),
-    '--state-dir',
-    stateDir,
-  ]);
-  expect(await joined.exited).toBe(0);
+  const joined = await bcdJoin(url, token, scratch, stateDir);
   nodeId = JSON.parse(joined.out[0]!).nodeId;
   const other = await call(
     'nodes.join',
@@ -152,6 +150,8 @@ beforeAll(async () => {
     'the node to be ready',
     async () => (await call<any>('nodes.get', { nodeId }, apiKey)).state === 'ready',
   );
+  // Ready comes with the join; the daemon's session (which runs the ssh.trust commands) after it.
+  await daemonConnected(stateDir);
 
   // The node's sshd, configured as docs/break-glass-ssh.md says, on a loopback port.
   spawnSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', join(scratch, 'host_key')]);

@@ -6,7 +6,6 @@
  * with a 4xx; console, exec and forward refuse without --url or a terminal before a ticket is spent.
  */
 import { join } from 'node:path';
-import { writeFileSync } from 'node:fs';
 import { createTestDatabase, type TestDatabase } from '@better-compute/db/testing';
 import { newId } from '@better-compute/core';
 import { sql } from 'kysely';
@@ -16,7 +15,7 @@ import { betterCompute, type ComputeInstance, serve } from '../src/index.js';
 import { main } from '../src/cli/index.js';
 import type { CliTerminal } from '../src/cli/io.js';
 import { createPkiBundle } from '../src/pki/create.js';
-import { bcd, type Proc, until } from '../../daemon/test/daemon-support.js';
+import { bcd, bcdJoin, type Proc, until } from '../../daemon/test/daemon-support.js';
 import { callServer, captureIO, cliLending, scratchDirectory } from './cli-support.js';
 
 const secret = 'the tunnels test deployment secret';
@@ -102,18 +101,8 @@ beforeAll(async () => {
   const site = await call('sites.create', { name: 'lab' });
   const pool = await call('pools.create', { siteId: site.id, name: 'lab' });
   const { token } = await call('joinTokens.create', { poolId: pool.id, uses: 2, preApproved: true });
-  writeFileSync(join(scratch, 'join-token'), `${token}\n`, { mode: 0o600 });
   const stateDir = join(scratch, 'state');
-  const joined = bcd([
-    'join',
-    '--url',
-    url,
-    '--token-file',
-    join(scratch, 'join-token'),
-    '--state-dir',
-    stateDir,
-  ]);
-  expect(await joined.exited).toBe(0);
+  const joined = await bcdJoin(url, token, scratch, stateDir);
   nodeId = JSON.parse(joined.out[0]!).nodeId;
   daemon = bcd(['run', '--state-dir', stateDir], { BCD_SSH_DIR: join(scratch, 'ssh') });
   await until(

@@ -156,6 +156,27 @@ export async function daemonConnected(stateDir: string): Promise<void> {
 }
 
 /**
+ * `bcd join` with a join token (written to `<scratch>/join-token`, as an operator hands it over),
+ * into `stateDir`; fails with what bcd said unless it exits 0. Answers the process (its first line
+ * of output is the join's JSON).
+ */
+export async function bcdJoin(url: string, token: string, scratch: string, stateDir: string): Promise<Proc> {
+  writeFileSync(join(scratch, 'join-token'), `${token}\n`, { mode: 0o600 });
+  const joining = bcd([
+    'join',
+    '--url',
+    url,
+    '--token-file',
+    join(scratch, 'join-token'),
+    '--state-dir',
+    stateDir,
+  ]);
+  const code = await joining.exited;
+  if (code !== 0) throw new Error(`bcd join exited with ${code}: ${joining.err.join('\n').slice(-500)}`);
+  return joining;
+}
+
+/**
  * This machine as a node of a new VPS pool offered to acme: `bcd join` with a pre-approved token
  * (written under `scratch`), then, unless `run` is false, `bcd run` until its session is up.
  */
@@ -173,18 +194,7 @@ export async function joinVpsNode(
     poolId: pool.id,
     preApproved: true,
   });
-  writeFileSync(join(scratch, 'join-token'), token.token, { mode: 0o600 });
-  const joining = bcd([
-    'join',
-    '--url',
-    url,
-    '--token-file',
-    join(scratch, 'join-token'),
-    '--state-dir',
-    stateDir,
-  ]);
-  const code = await joining.exited;
-  if (code !== 0) throw new Error(`bcd join exited with ${code}: ${joining.err.join('\n').slice(-500)}`);
+  await bcdJoin(url, token.token, scratch, stateDir);
   if (options.run === false) return { poolId: pool.id, daemon: null };
   const daemon = bcd(['run', '--state-dir', stateDir, '--scripts-dir', scratch]);
   await daemonConnected(stateDir);
