@@ -73,6 +73,26 @@ export function useVpsChoices() {
   };
 }
 
+/** The pool field over `useVpsPools()`'s result (or `useVpsChoices()`'s). */
+export function VpsPoolField({
+  choices,
+  name = 'pool',
+}: {
+  choices: Pick<ReturnType<typeof useVpsPools>, 'pools' | 'poolId' | 'setPoolId'>;
+  name?: string;
+}) {
+  return (
+    <ChoiceField
+      label="Pool"
+      name={name}
+      items={choices.pools}
+      value={choices.poolId}
+      onChange={choices.setPoolId}
+      text={(pool) => pool.name}
+    />
+  );
+}
+
 /**
  * The pool, flavor and image fields of a form, over `useVpsChoices()`'s result. `prefix` names the
  * fields (`pool`, or `templatePool` with prefix `template`); `flavorText` says what a flavor's option
@@ -90,14 +110,7 @@ export function VpsChoiceFields({
   const name = (field: string) => (prefix ? `${prefix}${field[0]!.toUpperCase()}${field.slice(1)}` : field);
   return (
     <>
-      <ChoiceField
-        label="Pool"
-        name={name('pool')}
-        items={choices.pools}
-        value={choices.poolId}
-        onChange={choices.setPoolId}
-        text={(pool) => pool.name}
-      />
+      <VpsPoolField choices={choices} name={name('pool')} />
       <ChoiceField
         label="Flavor"
         name={name('flavor')}

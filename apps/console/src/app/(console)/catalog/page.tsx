@@ -11,8 +11,8 @@ import type { CallOutput } from '@better-compute/client';
 import { describeAction, ListStore } from '@better-compute/console-kit';
 import { useAction, useList, usePermission } from '@better-compute/console-kit/react';
 import { useConsole } from '@/components/console-context';
-import { useVpsPools } from '@/components/vps-choices';
-import { ChoiceField, ConfirmButton, disabledReason, ErrorNote, PagedTable, when } from '@/components/ui';
+import { useVpsPools, VpsPoolField } from '@/components/vps-choices';
+import { ConfirmButton, disabledReason, ErrorNote, PagedTable, when } from '@/components/ui';
 
 type Image = CallOutput<'images.get'>;
 type Flavor = CallOutput<'flavors.list'>['items'][number];
@@ -177,14 +177,7 @@ function Flavors() {
     <section aria-labelledby="flavors">
       <h2 id="flavors">Flavors</h2>
       <form className="inline" onSubmit={submit} aria-label="New flavor">
-        <ChoiceField
-          label="Pool"
-          name="pool"
-          items={pools}
-          value={poolId}
-          onChange={setPoolId}
-          text={(pool) => pool.name}
-        />
+        <VpsPoolField choices={{ pools, poolId, setPoolId }} />
         <label>
           Name
           <input name="name" value={name} onChange={(e) => setName(e.target.value.trim())} size={12} />

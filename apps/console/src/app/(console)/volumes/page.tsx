@@ -9,8 +9,8 @@ import type { CallOutput } from '@better-compute/client';
 import { ListStore } from '@better-compute/console-kit';
 import { useAction, useList } from '@better-compute/console-kit/react';
 import { useConsole } from '@/components/console-context';
-import { useVpsPools } from '@/components/vps-choices';
-import { ChoiceField, ConfirmButton, ErrorNote, PagedTable } from '@/components/ui';
+import { useVpsPools, VpsPoolField } from '@/components/vps-choices';
+import { ConfirmButton, ErrorNote, PagedTable } from '@/components/ui';
 import { idempotencyKey } from '@/lib/api';
 
 type Volume = CallOutput<'sandboxVolumes.get'>;
@@ -54,14 +54,7 @@ export default function VolumesPage() {
     <>
       <h1>Volumes</h1>
       <form className="inline" onSubmit={submit} aria-label="New volume">
-        <ChoiceField
-          label="Pool"
-          name="pool"
-          items={pools}
-          value={poolId}
-          onChange={setPoolId}
-          text={(pool) => pool.name}
-        />
+        <VpsPoolField choices={{ pools, poolId, setPoolId }} />
         <label>
           Name
           <input name="name" value={name} onChange={(e) => setName(e.target.value.trim())} size={16} />
