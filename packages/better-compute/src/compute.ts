@@ -48,7 +48,7 @@ import { createTunnelsModule, tunnelsModule } from './modules/tunnels/module.js'
 import { createSandboxesModule, sandboxesModule } from './modules/sandboxes/module.js';
 import type { ComputeInstance, DoctorFinding, DoctorReport, WorkerRole } from './types.js';
 import { JOBS_CHANNEL } from './workers/jobs.js';
-import { startWorkerLoop } from './workers/runner.js';
+import { runDueJobs, startWorkerLoop } from './workers/runner.js';
 import {
   AUDIT_CHECKPOINT_JOB,
   checkpointJob,
@@ -437,6 +437,11 @@ export async function betterCompute(
       ];
       return { stop: async () => void (await Promise.all(running.map((r) => r.stop()))) };
     },
+    runDueJobs: (kinds?: readonly string[]) =>
+      runDueJobs(
+        { db, jobs, now, log },
+        kinds?.filter((kind) => kind in jobs),
+      ),
     async close() {
       await hub.close();
       await embeddedIam?.close();

@@ -51,5 +51,10 @@ export interface ComputeInstance {
   doctor(options?: { pkiPath?: string }): Promise<DoctorReport>;
   /** Runs background work for the given roles until the returned stop is called. */
   startWorkers(roles: WorkerRole[]): { stop(): Promise<void> };
+  /**
+   * Runs the jobs due now (of the given kinds, or all) in this process, once, and answers how many
+   * ran: for a caller that moves its own clock (the simulator) instead of running workers.
+   */
+  runDueJobs(kinds?: readonly string[]): Promise<number>;
   close(): Promise<void>;
 }

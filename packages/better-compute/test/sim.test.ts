@@ -4,6 +4,7 @@ import { sql, type Kysely } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import type { ComputeTables } from '../src/db/tables.js';
 import { runSimulation, startSimulatedFleet } from '../src/sim/index.js';
+import { checkInstances } from '../src/sim/instances.js';
 import { checkAll, EventReplay } from '../src/sim/invariants.js';
 import { ACME, createFleetDeployment, OPS } from './fleet-support.js';
 
@@ -16,6 +17,10 @@ describe('the deterministic simulator', () => {
     expect(first.counts['reservations.active'] ?? 0).toBeGreaterThan(0);
     expect(first.counts['reservations.ended'] ?? 0).toBeGreaterThan(0);
     expect(first.counts['reserve.queued'] ?? 0).toBeGreaterThan(0);
+    // Instances on the VPS pool went through their workflows on simulated nodes.
+    expect(first.counts['instance.create'] ?? 0).toBeGreaterThan(0);
+    expect(first.counts['instance.stop'] ?? 0).toBeGreaterThan(0);
+    expect(first.counts.jobs ?? 0).toBeGreaterThan(0);
     const again = await runSimulation(options);
     expect(again.stateHash).toBe(first.stateHash);
     const other = await runSimulation({ ...options, seed: 8 });
@@ -70,6 +75,26 @@ describe('the simulator’s checks', () => {
       expect(drift.map((v) => v.invariant)).toEqual(
         expect.arrayContaining(['no-gpu-bound-twice', 'counters-match']),
       );
+      // An instance grown past its node, and one whose GPUs' reservation ended under it.
+      const vpsPool = (
+        await sql<{ id: string }>`select id from compute.pools where class = 'vps'`.execute(db)
+      ).rows[0]!.id;
+      expect(await checkInstances(db, 7, vpsPool)).toEqual([]);
+      const instance = (
+        await sql<{ id: string; reservation_id: string }>`
+          select id, reservation_id from compute.instances
+          where state <> 'deleted' and reservation_id is not null limit 1`.execute(db)
+      ).rows[0]!;
+      await sql`update compute.instances set vcpus = 100000 where id = ${instance.id}`.execute(db);
+      await sql`
+        update compute.reservations set state = 'ended', end_reason = 'expired'
+        where id = ${instance.reservation_id}`.execute(db);
+      const instances = await checkInstances(db, 8, vpsPool);
+      expect(instances.map((v) => v.invariant).sort()).toEqual([
+        'instance-gpus-held',
+        'instances-fit-their-node',
+      ]);
+      expect(instances.map((v) => v.message).join()).toContain(instance.id);
     } finally {
       await database.close();
     }

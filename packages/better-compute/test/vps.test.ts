@@ -8,6 +8,7 @@
 import { ROOT_TENANT } from '@better-compute/core';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runFleetController } from '../src/modules/fleet/index.js';
 import { SIM_DELAY_LABEL, SIM_FAIL_LABEL } from '../src/modules/vps/sim-runtime.js';
 import {
   ACME,
@@ -367,6 +368,23 @@ describe('instances on simulated nodes', () => {
     expect(reservation).toMatchObject({ state: 'active', gpus: 2 });
     expect(reservation.binding[0].nodeId).toBe(made.nodeId);
     expect((await settle(made.id)).state).toBe('running');
+    // Its GPUs are held for as long as the instance lives: no end to expire at, and the tenant can
+    // neither release nor extend them on their own while the guest has them.
+    expect(reservation.endsAt).toBeNull();
+    // The controller 31 days on (past any reservation's longest term) expires nothing of it.
+    const later = new Date(d.clock.now().getTime() + 31 * 86_400_000);
+    await runFleetController(d.db, later, { offlineAfterSeconds: 365 * 86_400 });
+    for (const [method, input] of [
+      ['reservations.release', { reservationId: made.reservationId }],
+      ['reservations.extend', { reservationId: made.reservationId, bySeconds: 60 }],
+    ] as const) {
+      const refused = await d.fails(method, input, ACME);
+      expect(refused.code).toBe('INVALID_STATE');
+      expect(refused.message).toContain(made.id);
+    }
+    expect((await d.api('reservations.get', { reservationId: made.reservationId }, ACME)).state).toBe(
+      'active',
+    );
     // Four of the eight GPUs left for others: a reservation of seven now cannot start.
     const taken = await d
       .api(

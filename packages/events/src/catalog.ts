@@ -244,7 +244,8 @@ export const eventTypes = {
       state: z.literal('active'),
       poolId: z.string(),
       gpus: z.number().int(),
-      endsAt: z.string(),
+      /** Null for the hold of an instance's GPUs, which lasts until the instance is deleted. */
+      endsAt: z.string().nullable(),
       binding: z.array(bindingSchema.omit({ nodeState: true })),
       version,
     }),

@@ -6,6 +6,7 @@ import { newId } from '@better-compute/core';
 import { sentWithCommit } from '@better-compute/db';
 import { CompiledQuery, type Kysely } from 'kysely';
 import type { EventDraft } from '../modules/define-module.js';
+import type { NewIdempotencyKey } from '../http/idempotency.js';
 import type { ComputeTables } from './tables.js';
 
 export interface AuditDraft {
@@ -51,7 +52,7 @@ export async function recordMutation(
     events: readonly EventDraft[];
     meta: EventMeta;
     audit?: AuditDraft | undefined;
-    idempotency?: { scopeHash: string; response: unknown } | undefined;
+    idempotency?: (NewIdempotencyKey & { response: unknown }) | undefined;
   },
 ): Promise<void> {
   const { events, meta, audit, idempotency } = parts;
@@ -85,7 +86,16 @@ export async function recordMutation(
       audit.requestId,
     );
   }
-  if (idempotency) values.push(JSON.stringify(idempotency.response ?? null), idempotency.scopeHash);
+  if (idempotency) {
+    values.push(
+      idempotency.scopeHash,
+      idempotency.tenantId,
+      idempotency.method,
+      idempotency.inputHash,
+      JSON.stringify(idempotency.response ?? null),
+      idempotency.expiresAt,
+    );
+  }
   const text = recordText(events.length, Boolean(audit), Boolean(idempotency));
   // Nothing reads its result, so on PostgreSQL it travels with the commit (no round trip of its own).
   await trx.executeQuery(CompiledQuery.raw(sentWithCommit(text), values));
@@ -94,6 +104,7 @@ export async function recordMutation(
 const EVENT_COLUMNS = 'id, tx_index, tenant_id, type, subject_type, subject_id, data, actor, request_id';
 const AUDIT_COLUMNS =
   'id, tenant_id, actor, actor_kind, action, method, resource_type, resource_id, outcome, error_code, request_id';
+const KEY_COLUMNS = 'scope_hash, tenant_id, method, input_hash, response, expires_at';
 const recordTexts = new Map<string, string>();
 
 /** The statement for a shape of record: `events` rows, an audit entry or not, a kept answer or not. */
@@ -109,12 +120,7 @@ function recordText(events: number, audit: boolean, idempotency: boolean): strin
     writes.push(`insert into compute.events (${EVENT_COLUMNS}) values ${rows}`);
   }
   if (audit) writes.push(`insert into compute.audit_events (${AUDIT_COLUMNS}) values ${row(11)}`);
-  if (idempotency) {
-    writes.push(
-      `update compute.idempotency_keys set response = $${next}::jsonb where scope_hash = $${next + 1}`,
-    );
-    next += 2;
-  }
+  if (idempotency) writes.push(`insert into compute.idempotency_keys (${KEY_COLUMNS}) values ${row(6)}`);
   const last = writes.pop()!;
   text =
     writes.length === 0 ? last : `with ${writes.map((w, i) => `write_${i} as (${w})`).join(', ')} ${last}`;

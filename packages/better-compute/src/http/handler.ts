@@ -40,7 +40,13 @@ import type { BoundMethod, CallContext, EventDraft } from '../modules/define-mod
 
 export type { BoundMethod };
 import { createGate, denied } from './gate.js';
-import { claimIdempotencyKey, type IdempotencyScope, openFields, sealFields } from './idempotency.js';
+import {
+  claimIdempotencyKey,
+  type IdempotencyScope,
+  type NewIdempotencyKey,
+  openFields,
+  sealFields,
+} from './idempotency.js';
 
 /**
  * One API call as the pipeline sees it. The web handler makes one from a Request; the Node adapter
@@ -217,7 +223,7 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
           const scope: IdempotencyScope | undefined = idempotencyKey
             ? { tenantId, principalId: identity?.principalId ?? '', method: key, key: idempotencyKey }
             : undefined;
-          let scopeHash: string | undefined;
+          let newKey: NewIdempotencyKey | undefined;
           if (scope) {
             const claim = await claimIdempotencyKey(trx, scope, input, options.now());
             // Parsed again, so a replay's keys come in the first answer's order (jsonb sorts them).
@@ -226,7 +232,7 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
                 replayed: true as const,
                 data: method.output.parse(openFields(claim.response, method.sealed, scope)),
               };
-            scopeHash = claim.scopeHash;
+            newKey = claim.key;
           }
           const data = await handler(context(trx));
           const output = method.output.parse(data);
@@ -235,9 +241,7 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
             meta: { tenantId, actor: identity?.principalId ?? null, requestId },
             audit: audit && { ...audit, outcome: 'allowed' },
             idempotency:
-              scope && scopeHash
-                ? { scopeHash, response: sealFields(output, method.sealed, scope) }
-                : undefined,
+              scope && newKey ? { ...newKey, response: sealFields(output, method.sealed, scope) } : undefined,
           });
           return { replayed: false as const, data: output };
         }),

@@ -1,12 +1,13 @@
 /**
- * Idempotency keys (DESIGN section 4, step 8). The key's row is inserted in the mutation's own
- * transaction: a concurrent call with the same key blocks on the unique index until the first
- * commits, then finds the stored answer. The same key with another input is CONFLICT. Keys are kept
+ * Idempotency keys (DESIGN section 4, step 8). The key's row, with the answer, is inserted by the
+ * mutation's own transaction: a concurrent call with the same key waits for the first to end, then
+ * finds the stored answer. The same key with another input is CONFLICT. Keys are kept
  * 24 hours. A kept answer's secrets (a method's `sealed` fields) are stored sealed under a key
  * derived from the idempotency key, which the database never holds.
  */
 import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
 import { canonicalJson, ComputeError } from '@better-compute/core';
+import { sentWithCommit } from '@better-compute/db';
 import { CompiledQuery, type Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
 
@@ -23,23 +24,33 @@ export interface IdempotencyScope {
   key: string;
 }
 
-// A claim: insert, or take over an expired key; when neither happens (the key is live), read it.
-const CLAIM = `
-  with claimed as (
-    insert into compute.idempotency_keys (scope_hash, tenant_id, method, input_hash, response, expires_at)
-    values ($1, $2, $3, $4, null, $5)
-    on conflict (scope_hash) do update
-      set input_hash = excluded.input_hash, response = null, created_at = $6, expires_at = excluded.expires_at
-      where compute.idempotency_keys.expires_at <= $6
-    returning true as claimed, input_hash, response)
-  select claimed, input_hash, response from claimed
-  union all
-  select false, k.input_hash, k.response from compute.idempotency_keys k
-  where k.scope_hash = $1 and not exists (select 1 from claimed)`;
+// Calls with one key run one at a time: each takes a transaction-scoped advisory lock named by the
+// key's scope hash before it reads the key, so a call whose twin is still running waits for it and
+// then finds its answer. The lock is sent with the read (one round trip), and the read, a statement
+// of its own, takes its snapshot once the lock is held. A key past its 24 hours is forgotten here.
+const LOCK = sentWithCommit('select pg_advisory_xact_lock($1::bigint)');
+const KEPT = `
+  with forgotten as (
+    delete from compute.idempotency_keys where scope_hash = $1 and expires_at <= $2)
+  select input_hash, response from compute.idempotency_keys where scope_hash = $1 and expires_at > $2`;
 
-export type IdempotencyClaim = { kind: 'new'; scopeHash: string } | { kind: 'replay'; response: unknown };
+/** What a new call's record writes: the key, the input it was used with, and (there) the answer. */
+export interface NewIdempotencyKey {
+  scopeHash: string;
+  tenantId: string;
+  method: string;
+  inputHash: string;
+  expiresAt: Date;
+}
 
-/** Claims the key inside the mutation's transaction, or returns the first call's answer. */
+export type IdempotencyClaim =
+  { kind: 'new'; key: NewIdempotencyKey } | { kind: 'replay'; response: unknown };
+
+/**
+ * Takes the key for this call inside the mutation's transaction, or returns the first call's
+ * answer. Nothing is written until the call's record: the key and its answer are one row, inserted
+ * with the change (docs/decisions/0003-idempotency.md).
+ */
 export async function claimIdempotencyKey(
   trx: Kysely<ComputeTables>,
   scope: IdempotencyScope,
@@ -49,26 +60,19 @@ export async function claimIdempotencyKey(
   const scopeHash = sha256(canonicalJson([scope.tenantId, scope.principalId, scope.method, scope.key]));
   const { idempotencyKey: _key, ...rest } = input;
   const inputHash = sha256(canonicalJson(rest));
-  // One statement claims a new key, or takes over one past its 24 hours (forgotten: the call runs as
-  // new), or, for a key that was live when the statement began, answers its stored input and
-  // response. A key claimed by a call still running is waited for (the unique index); the statement's
-  // snapshot predates that call's commit, so its row is read by a second statement.
-  const expiresAt = new Date(now.getTime() + IDEMPOTENCY_TTL_MS);
-  const claimed = await trx.executeQuery<{ claimed: boolean; input_hash: string; response: unknown }>(
-    CompiledQuery.raw(CLAIM, [scopeHash, scope.tenantId, scope.method, inputHash, expiresAt, now]),
+  const lockKey = BigInt.asIntN(64, BigInt(`0x${scopeHash.slice(0, 16)}`)).toString();
+  await trx.executeQuery(CompiledQuery.raw(LOCK, [lockKey]));
+  const kept = await trx.executeQuery<{ input_hash: string; response: unknown }>(
+    CompiledQuery.raw(KEPT, [scopeHash, now]),
   );
-  const claim = claimed.rows[0];
-  if (claim?.claimed) return { kind: 'new', scopeHash };
-  const existing =
-    claim ??
-    (
-      await trx.executeQuery<{ input_hash: string; response: unknown }>(
-        CompiledQuery.raw('select input_hash, response from compute.idempotency_keys where scope_hash = $1', [
-          scopeHash,
-        ]),
-      )
-    ).rows[0];
-  if (!existing) throw new ComputeError('INTERNAL', 'an idempotency key vanished while it was claimed');
+  const existing = kept.rows[0];
+  if (!existing) {
+    const expiresAt = new Date(now.getTime() + IDEMPOTENCY_TTL_MS);
+    return {
+      kind: 'new',
+      key: { scopeHash, tenantId: scope.tenantId, method: scope.method, inputHash, expiresAt },
+    };
+  }
   if (existing.input_hash !== inputHash) {
     throw new ComputeError('CONFLICT', 'this idempotency key was used with a different input', {
       details: { idempotencyKey: scope.key },

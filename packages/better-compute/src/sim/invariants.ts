@@ -254,7 +254,7 @@ export class EventReplay {
     const current = this.reservations.get(id) ?? { state: 'queued', endReason: null, endsAt: null, gpus: [] };
     if (type === 'reservation.activated') {
       current.state = 'active';
-      current.endsAt = String(data.endsAt);
+      current.endsAt = (data.endsAt as string | null) ?? null;
       current.gpus = (data.binding as { nodeId: string; gpuIndices: number[] }[])
         .flatMap((b) => b.gpuIndices.map((i) => `${b.nodeId}/${i}`))
         .sort();

@@ -20,8 +20,11 @@ import { sql, type Kysely } from 'kysely';
 import { betterCompute } from '../compute.js';
 import type { ComputeTables } from '../db/tables.js';
 import { runFleetController } from '../modules/fleet/controller.js';
+import { SIM_RUNTIME_JOB } from '../modules/vps/sim-runtime.js';
+import { WORKFLOW_JOB } from '../modules/workflows/service.js';
 import { checkAll, checkStep, EventReplay, type Violation } from './invariants.js';
 import { createRandom, seedFleet, type SimNodeSpec } from './fleet.js';
+import { checkInstances, INSTANCE_REFUSALS, setUpInstancePool } from './instances.js';
 
 export interface SimulationOptions {
   seed: number;
@@ -50,7 +53,10 @@ export interface SimulationOptions {
 export interface SimulationReport {
   ok: boolean;
   seed: number;
+  /** The GPU pool's machines (`nodes` asked for). */
   nodes: number;
+  /** The instance pool's machines, one for every twenty of the GPU pool's (at least two). */
+  instanceNodes: number;
   gpus: number;
   steps: number;
   tenants: number;
@@ -172,39 +178,52 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
       await api('quotas.set', { poolId, subjectTenantId: tenant, resource: 'gpus', limit }, ops);
       quotas.set(tenant, limit);
     }
-    // Nodes join as a daemon would: the token, a join request, an approval, a claim, a heartbeat.
-    const minted = await api<{ token: string }>(
-      'joinTokens.create',
-      { poolId, uses: specs.length, lifetimeSeconds: 86_400 },
-      ops,
-    );
     // Each node heartbeats about once per `heartbeatEvery` steps: one heartbeat a step on average,
     // so the simulation's cost does not grow with the fleet; offline comes after three missed.
-    const heartbeatEvery = Math.max(5, specs.length);
+    const instancePool = await setUpInstancePool(api, {
+      ops,
+      siteId: site.id,
+      tenants,
+      seed: options.seed,
+      nodes: Math.max(2, Math.ceil(options.nodes / 20)),
+    });
+    const heartbeatEvery = Math.max(5, specs.length + instancePool.specs.length);
     const offlineAfterSeconds = heartbeatEvery * stepSeconds * 3;
     const nodes: SimNode[] = [];
-    for (const spec of specs) {
-      const asked = await api<{ joinRequestId: string; claimSecret: string }>('nodes.join', {
-        joinToken: minted.token,
-        hostname: spec.hostname,
-        inventory: spec.inventory,
-        labels: spec.labels,
-      });
-      await api('joinRequests.approve', { joinRequestId: asked.joinRequestId }, ops);
-      const claimed = await api<{ nodeId: string; nodeCredential: string }>('nodes.claim', {
-        joinRequestId: asked.joinRequestId,
-        claimSecret: asked.claimSecret,
-      });
-      await api('nodes.heartbeat', { nodeCredential: claimed.nodeCredential });
-      nodes.push({
-        spec,
-        id: claimed.nodeId,
-        credential: claimed.nodeCredential,
-        silentUntil: 0,
-        retired: false,
-        phase: Math.floor(random() * heartbeatEvery),
-      });
-    }
+    // Nodes join as a daemon would: the token, a join request, an approval, a claim, a heartbeat.
+    const join = async (joinPoolId: string, joining: readonly SimNodeSpec[], phases: () => number) => {
+      const minted = await api<{ token: string }>(
+        'joinTokens.create',
+        { poolId: joinPoolId, uses: joining.length, lifetimeSeconds: 86_400 },
+        ops,
+      );
+      for (const spec of joining) {
+        const asked = await api<{ joinRequestId: string; claimSecret: string }>('nodes.join', {
+          joinToken: minted.token,
+          hostname: spec.hostname,
+          inventory: spec.inventory,
+          labels: spec.labels,
+        });
+        await api('joinRequests.approve', { joinRequestId: asked.joinRequestId }, ops);
+        const claimed = await api<{ nodeId: string; nodeCredential: string }>('nodes.claim', {
+          joinRequestId: asked.joinRequestId,
+          claimSecret: asked.claimSecret,
+        });
+        await api('nodes.heartbeat', { nodeCredential: claimed.nodeCredential });
+        nodes.push({
+          spec,
+          id: claimed.nodeId,
+          credential: claimed.nodeCredential,
+          silentUntil: 0,
+          retired: false,
+          phase: phases(),
+        });
+      }
+    };
+    await join(poolId, specs, () => Math.floor(random() * heartbeatEvery));
+    // The GPU pool's nodes take their faults from `nodes`; the instance pool's are kept apart.
+    const gpuNodes = nodes.length;
+    await join(instancePool.poolId, instancePool.specs, () => nodes.length % heartbeatEvery);
     const byId = new Map(nodes.map((n) => [n.id, n]));
     const setupMs = performance.now() - started;
 
@@ -240,7 +259,7 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
       phase('heartbeats');
       // Faults.
       if (options.faults && random() < 0.02) {
-        const node = nodes[Math.floor(random() * nodes.length)]!;
+        const node = nodes[Math.floor(random() * gpuNodes)]!;
         const roll = random();
         try {
           if (node.retired) {
@@ -257,7 +276,7 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
           } else if (roll < 0.97) {
             await api('nodes.uncordon', { nodeId: node.id }, ops);
             bump('fault.uncordon');
-          } else if (nodes.filter((n) => n.retired).length < Math.max(1, nodes.length * 0.02)) {
+          } else if (nodes.filter((n) => n.retired).length < Math.max(1, gpuNodes * 0.02)) {
             await api('nodes.retire', { nodeId: node.id, force: true, reason: 'sim fault' }, ops);
             node.retired = true;
             bump('fault.retire');
@@ -327,6 +346,15 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
           throw error;
         bump(`refused.${error.code}`);
       }
+      try {
+        bump(await instancePool.act(step));
+      } catch (error) {
+        if (!(error instanceof ApiError) || !INSTANCE_REFUSALS.includes(error.code)) throw error;
+        bump(`instance.refused.${error.code}`);
+      }
+      // The workflows' jobs due now, and the sim runtime completing the instance pool's commands;
+      // the controllers' own jobs are left queued, since the simulator runs its controller itself.
+      counts.jobs = (counts.jobs ?? 0) + (await compute.runDueJobs([WORKFLOW_JOB, SIM_RUNTIME_JOB]));
       phase('tenants');
       // The controller: offline nodes, expiry, the queue.
       await runFleetController(db, now(), { offlineAfterSeconds, activateQueues: step % 10 === 0 });
@@ -341,6 +369,7 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
       if (step % VACUUM_EVERY === 0) await sql`vacuum analyze`.execute(db);
       if (step % fullCheckEvery === 0 || step === options.steps) {
         violations.push(...(await checkAll(db, step, quotas, poolId)));
+        violations.push(...(await checkInstances(db, step, instancePool.poolId)));
         await replay.catchUp(db);
         const full = step % FULL_REPLAY_EVERY === 0 || step === options.steps;
         violations.push(...(await replay.compare(db, step, full)));
@@ -374,7 +403,8 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
     return {
       ok: violations.length === 0,
       seed: options.seed,
-      nodes: nodes.length,
+      nodes: gpuNodes,
+      instanceNodes: nodes.length - gpuNodes,
       gpus: totalGpus,
       steps: options.steps,
       tenants: tenantCount,

@@ -411,4 +411,13 @@ create table compute.pending_offers (
 create index pending_offers_tenant on compute.pending_offers (tenant_id, pool_id);
 `,
   },
+  {
+    name: '0010_instance_reservations',
+    sql: `
+-- The reservation that holds an instance's GPUs (modules/vps) names the instance and has no end: it
+-- lasts as long as the instance, ends when the instance is deleted, and is neither released nor
+-- extended on its own (its GPUs stay passed through to the guest until then).
+alter table compute.reservations add column instance_id text;
+`,
+  },
 ];

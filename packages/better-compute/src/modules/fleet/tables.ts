@@ -199,6 +199,8 @@ export interface ReservationsTable {
   owner_id: string | null;
   /** The agent that made it for its owner, when one did. */
   agent_id: string | null;
+  /** The instance whose GPUs it holds (then it has no end), or null for a tenant's own reservation. */
+  instance_id: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface GpuBindingsTable {

@@ -89,9 +89,9 @@ export async function createInstance(ctx: CallContext<CreateInput>) {
         hint: 'Pick another name, or delete that instance first.',
       },
     );
-  const { nodeId, reservationId, gpus } = await placeInstance(ctx, pool.id, flavor, shape);
-  const now = ctx.now();
   const id = newId('instance');
+  const { nodeId, reservationId, gpus } = await placeInstance(ctx, pool.id, flavor, shape, id);
+  const now = ctx.now();
   const row = await db
     .insertInto('compute.instances')
     .values({
@@ -174,6 +174,7 @@ async function placeInstance(
   poolId: string,
   flavor: FlavorRow,
   shape: { vcpus: number; memoryMiB: number },
+  instanceId: string,
 ): Promise<{ nodeId: string; reservationId: string | null; gpus: string[] }> {
   const db = vpsDb(ctx.db);
   if (flavor.gpus === 0) {
@@ -194,6 +195,8 @@ async function placeInstance(
       },
     },
     'vps',
+    // Held for as long as the instance lives, not for a reservation's longest term.
+    instanceId,
   );
   const nodes = [...new Set(reservation.binding.map((b) => b.nodeId))];
   if (reservation.state !== 'active' || nodes.length !== 1)

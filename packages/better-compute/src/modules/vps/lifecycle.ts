@@ -78,7 +78,7 @@ async function succeeded(context: WorkflowHookContext): Promise<void> {
       await moveInstance(context.db, row, 'stopped', context.now, emit, { address: null, ssh_port: null });
       return;
     case 'instance.delete':
-      if (row.reservation_id) await releaseGpus(context, row.reservation_id, row.tenant_id);
+      if (row.reservation_id) await releaseGpus(context, row.reservation_id, row.tenant_id, row.id);
       await moveInstance(context.db, row, 'deleted', context.now, emit, {
         address: null,
         ssh_port: null,
@@ -90,18 +90,26 @@ async function succeeded(context: WorkflowHookContext): Promise<void> {
   }
 }
 
-async function releaseGpus(context: WorkflowHookContext, reservationId: string, tenantId: string) {
-  await releaseReservation({
-    input: { reservationId },
-    identity: null,
-    tenantId,
-    requestId: `workflow:${context.workflow.id}`,
-    db: context.db,
-    emit: emitOf(context),
-    now: () => context.now,
-    tenantExists: async (id) => id === tenantId,
-    routes: () => [],
-  });
+async function releaseGpus(
+  context: WorkflowHookContext,
+  reservationId: string,
+  tenantId: string,
+  instanceId: string,
+) {
+  await releaseReservation(
+    {
+      input: { reservationId },
+      identity: null,
+      tenantId,
+      requestId: `workflow:${context.workflow.id}`,
+      db: context.db,
+      emit: emitOf(context),
+      now: () => context.now,
+      tenantExists: async (id) => id === tenantId,
+      routes: () => [],
+    },
+    instanceId,
+  );
 }
 
 async function failed(context: WorkflowHookContext, error: string): Promise<void> {

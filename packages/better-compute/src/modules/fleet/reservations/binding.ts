@@ -6,7 +6,7 @@
 import { ComputeError, newId, ownerOf } from '@better-compute/core';
 import { type RawBuilder, sql } from 'kysely';
 import type { CallContext } from '../../define-module.js';
-import { iso } from '../common.js';
+import { isoOrNull } from '../common.js';
 import type { Emit } from '../node-states.js';
 import type { FleetDb } from '../tables.js';
 import { type PlacementRequest, findPlacement } from './placement-sql.js';
@@ -32,7 +32,9 @@ export type NewReservation = {
   owner_id: string | null;
   agent_id: string | null;
   activated_at: Date;
-  ends_at: Date;
+  /** Null for the hold of an instance's GPUs, which lasts as long as the instance. */
+  ends_at: Date | null;
+  instance_id: string | null;
   version: number;
 };
 
@@ -41,6 +43,8 @@ export function requestedColumns(
   ctx: CallContext<PlacementRequest & { projectId?: string | undefined }>,
   poolId: string,
   now: Date,
+  /** The instance whose GPUs the reservation holds (modules/vps), if it is one's. */
+  instanceId: string | null = null,
 ) {
   const { input } = ctx;
   return {
@@ -58,6 +62,7 @@ export function requestedColumns(
     created_at: now,
     owner_id: ctx.identity ? ownerOf(ctx.identity) : null,
     agent_id: ctx.identity?.principalKind === 'agent' ? ctx.identity.principalId : null,
+    instance_id: instanceId,
   };
 }
 
@@ -105,12 +110,14 @@ export async function writeBinding(
   const insertCte = insert
     ? sql`r as (
         insert into compute.reservations (id, tenant_id, pool_id, project_id, state, gpus, duration_seconds, nvlink,
-          selector, gpu_model, gpu_product, tolerations, created_at, activated_at, ends_at, version, owner_id, agent_id)
+          selector, gpu_model, gpu_product, tolerations, created_at, activated_at, ends_at, version, owner_id, agent_id,
+          instance_id)
         select ${insert.id}, ${insert.tenant_id}, ${insert.pool_id}, ${insert.project_id}, ${insert.state},
           ${insert.gpus}::int, ${insert.duration_seconds}::int, ${insert.nvlink}::boolean, ${insert.selector}::text,
           ${insert.gpu_model}::text, ${insert.gpu_product}::text, ${sql.val(insert.tolerations)}::text[],
           ${insert.created_at}::timestamptz, ${insert.activated_at}::timestamptz,
-          ${insert.ends_at}::timestamptz, ${insert.version}::int, ${insert.owner_id}::text, ${insert.agent_id}::text
+          ${insert.ends_at}::timestamptz, ${insert.version}::int, ${insert.owner_id}::text, ${insert.agent_id}::text,
+          ${insert.instance_id}::text
         where exists (select 1 from a) and (select ok from fits)
         returning seq),`
     : sql``;
@@ -262,7 +269,8 @@ export async function activate(
   emit: Emit,
   bound: readonly BoundGroup[],
 ): Promise<{ row: ReservationRow; binding: BindingView[] }> {
-  const endsAt = new Date(now.getTime() + row.duration_seconds * 1000);
+  // The hold of an instance's GPUs has no end: it lasts as long as the instance.
+  const endsAt = row.instance_id ? null : new Date(now.getTime() + row.duration_seconds * 1000);
   const updated = await db
     .updateTable('compute.reservations')
     .set({ state: 'active', activated_at: now, ends_at: endsAt, version: row.version + 1 })
@@ -276,7 +284,7 @@ export async function activate(
 
 export function emitActivated(
   row: ReservationRow,
-  endsAt: Date,
+  endsAt: Date | null,
   binding: readonly BindingView[],
   version: number,
   emit: Emit,
@@ -289,7 +297,7 @@ export function emitActivated(
       state: 'active',
       poolId: row.pool_id,
       gpus: row.gpus,
-      endsAt: iso(endsAt),
+      endsAt: isoOrNull(endsAt),
       binding: binding.map(({ nodeState: _s, ...b }) => b),
       version,
     },

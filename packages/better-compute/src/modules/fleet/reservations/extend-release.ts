@@ -17,6 +17,7 @@ export async function extendReservation(
   const db = fleetDb(ctx.db);
   const row = await loadReservation(db, ctx.tenantId, ctx.input.reservationId, true);
   checkVersion('reservation', row.id, row.version, ctx.input.ifVersion);
+  refuseInstanceHold(row);
   if (row.state === 'ended') {
     throw new ComputeError('INVALID_STATE', `reservation ${row.id} has ended (${row.end_reason})`, {
       details: { state: row.state, endReason: row.end_reason },
@@ -75,6 +76,8 @@ export async function extendReservation(
  */
 export async function releaseReservation(
   ctx: CallContext<{ reservationId: string; ifVersion?: number | undefined }>,
+  /** The instance whose GPUs it holds, when its deletion ends it; every other caller is refused. */
+  forInstance: string | null = null,
 ) {
   const db = fleetDb(ctx.db);
   const { reservationId, ifVersion } = ctx.input;
@@ -87,6 +90,7 @@ export async function releaseReservation(
     db,
     reservationId,
     sql<boolean>`r.tenant_id = ${ctx.tenantId} and r.state = 'active' and r.ends_at > ${now}::timestamptz
+      and r.instance_id is null
       and ${ifVersion === undefined ? sql`true` : sql`r.version = ${ifVersion}`}
       and not exists (select 1 from compute.reservations q where q.pool_id = r.pool_id and q.state = 'queued')
       and (select count(distinct b.node_id) from compute.gpu_bindings b
@@ -110,6 +114,7 @@ export async function releaseReservation(
   if (queued) await lockPool(db, peek.pool_id);
   const row = await loadReservation(db, ctx.tenantId, ctx.input.reservationId, true);
   checkVersion('reservation', row.id, row.version, ctx.input.ifVersion);
+  if (row.instance_id !== forInstance) refuseInstanceHold(row);
   if (row.state === 'ended') return viewOf(db, row);
   if (row.state === 'queued' && !queued) await lockPool(db, row.pool_id); // activated or queued since the peek: cannot happen to a queued one, kept for safety
   if (row.state === 'active') await lockNodesOf(db, [row.id]);
@@ -129,6 +134,19 @@ export async function releaseReservation(
 }
 
 /** Ends active reservations of the pool whose time is up, then starts what now fits. */
+/** A reservation holding an instance's GPUs ends with the instance, not on its own. */
+function refuseInstanceHold(row: { id: string; instance_id: string | null }): void {
+  if (row.instance_id === null) return;
+  throw new ComputeError(
+    'INVALID_STATE',
+    `reservation ${row.id} holds the GPUs of instance ${row.instance_id}; it ends when the instance is deleted`,
+    {
+      details: { instanceId: row.instance_id },
+      hint: `Delete the instance to free its GPUs: better-compute instances delete ${row.instance_id}.`,
+    },
+  );
+}
+
 export async function expirePool(db: FleetDb, poolId: string, now: Date, emit: Emit): Promise<number> {
   await lockPool(db, poolId);
   const due = await db

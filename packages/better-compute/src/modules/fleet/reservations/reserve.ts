@@ -28,6 +28,8 @@ export async function createReservation(
   ctx: CallContext<PlacementRequest & { projectId?: string | undefined }>,
   /** `vps`: the GPUs of an instance's flavor, taken from its VPS pool (modules/vps). */
   poolClass: 'gpu' | 'vps' = 'gpu',
+  /** The instance whose GPUs it holds: then it has no end and lasts as long as the instance. */
+  instanceId: string | null = null,
 ) {
   const db = fleetDb(ctx.db);
   const { input } = ctx;
@@ -41,7 +43,7 @@ export async function createReservation(
   if (!input.projectId) {
     // The common reserve checks the pool in its one read (see reserveFast); when it does not apply,
     // the checks below run and say why.
-    const fast = await reserveFast(ctx, db, input.poolId, terms, ctx.now(), true);
+    const fast = await reserveFast(ctx, db, input.poolId, terms, ctx.now(), instanceId, true);
     if (fast) return fast;
     await missed();
   }
@@ -58,7 +60,7 @@ export async function createReservation(
       throw new ComputeError('INVALID_STATE', `project ${project.id} is archived`);
   }
   const now = ctx.now();
-  const fast = await reserveFast(ctx, db, pool.id, terms, now);
+  const fast = await reserveFast(ctx, db, pool.id, terms, now, instanceId);
   if (fast) return fast;
   await missed();
   await lockPool(db, pool.id);
@@ -74,7 +76,7 @@ export async function createReservation(
   const row = await db
     .insertInto('compute.reservations')
     .values({
-      ...requestedColumns(ctx, pool.id, now),
+      ...requestedColumns(ctx, pool.id, now, instanceId),
       state: 'queued',
     })
     .returningAll()
@@ -179,6 +181,7 @@ async function reserveFast(
   poolId: string,
   terms: readonly SelectorTerm[],
   now: Date,
+  instanceId: string | null,
   /** Whether the read also checks the pool (visible to the tenant, active, a gpu pool). */
   checkPool = false,
 ): Promise<ReservationView | undefined> {
@@ -213,9 +216,9 @@ async function reserveFast(
       order by n.free_gpus, n.seq
       limit 1
       for update of n skip locked`;
-  const endsAt = new Date(now.getTime() + input.durationSeconds * 1000);
+  const endsAt = instanceId ? null : new Date(now.getTime() + input.durationSeconds * 1000);
   const insert: NewReservation = {
-    ...requestedColumns(ctx, poolId, now),
+    ...requestedColumns(ctx, poolId, now, instanceId),
     state: 'active',
     activated_at: now,
     ends_at: endsAt,
