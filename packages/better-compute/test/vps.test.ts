@@ -148,6 +148,60 @@ describe('images', () => {
     expect(again.code).toBe('ALREADY_EXISTS');
   });
 
+  it('a flavor that follows an OS on a channel boots its newest image there; a promotion moves it on', async () => {
+    const register = async (name: string, channel: string) => {
+      d.clock.advance(1); // registered one after the other, so "newest" is the later
+      return d.api('images.register', {
+        name,
+        source: `/var/lib/better-compute/images/${name}.qcow2`,
+        diskFormat: 'qcow2',
+        sha256: SHA,
+        sizeBytes: 2 ** 20,
+        os: 'alpine-3',
+        channel,
+      });
+    };
+    const first = await register('alpine-a', 'stable');
+    const follows = await d.api('flavors.create', {
+      poolId,
+      name: 'follows',
+      vcpus: 1,
+      memoryMiB: 512,
+      diskGiB: 5,
+      image: { os: 'alpine-3', channel: 'stable' },
+    });
+    expect(follows.image).toEqual({ os: 'alpine-3', channel: 'stable' });
+    const boot = (name: string) =>
+      d.api('instances.create', { poolId, flavorId: follows.id, name, sshKeys: [KEY] }, ACME);
+    const made = [await boot('follow-1')];
+    expect(made[0]!.imageId).toBe(first.id);
+    // A newer image on testing is not followed until it is promoted to stable.
+    const second = await register('alpine-b', 'testing');
+    made.push(await boot('follow-2'));
+    expect(made[1]!.imageId).toBe(first.id);
+    await d.api('images.promote', { imageId: second.id, channel: 'stable' });
+    made.push(await boot('follow-3'));
+    expect(made[2]!.imageId).toBe(second.id);
+    // A flavor that follows nothing needs the image named; one whose channel has none says so.
+    const plain = await d.fails('instances.create', { poolId, flavorId: tiny, name: 'no-image' }, ACME);
+    expect(plain).toMatchObject({ code: 'INVALID_ARGUMENT', details: { field: 'imageId' } });
+    await d.api('flavors.update', { flavorId: follows.id, image: { os: 'plan9', channel: 'stable' } });
+    const none = await d.fails('instances.create', { poolId, flavorId: follows.id, name: 'no-such' }, ACME);
+    expect(none.code).toBe('INVALID_STATE');
+    expect(none.message).toContain('plan9');
+    expect((await d.api('flavors.update', { flavorId: follows.id, image: null })).image).toBeNull();
+    // Nothing of the refused creates stays.
+    const names = (await d.api('instances.list', {}, ACME)).items.map((i: { name: string }) => i.name);
+    expect(names).not.toContain('no-image');
+    expect(names).not.toContain('no-such');
+    for (const instance of made) {
+      expect((await settle(instance.id)).state).toBe('running');
+      await d.api('instances.delete', { instanceId: instance.id }, ACME);
+      expect((await settle(instance.id)).state).toBe('deleted');
+    }
+    await d.api('flavors.delete', { flavorId: follows.id });
+  });
+
   it('refuses sources that are neither absolute paths nor https URLs, bad digests and control characters', async () => {
     const base = { name: 'bad', diskFormat: 'raw', sha256: SHA, sizeBytes: 1, os: 'x' };
     for (const source of [

@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import { defineGroup, method } from '../group.js';
 import { idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
+import { imageChannel, imageOs } from './images.js';
 import { ifVersion } from './sites.js';
 
 export const MAX_FLAVOR_GPUS = 16;
@@ -21,10 +22,18 @@ export const flavorSchema = z.object({
   gpus: z.number().int(),
   gpuModel: z.string().nullable(),
   description: z.string(),
+  /**
+   * The image an instance of the flavor boots when its create names none: the newest image of
+   * this OS on this channel, picked at each create, so promoting a newer image moves the flavor on.
+   */
+  image: z.object({ os: z.string(), channel: imageChannel }).nullable(),
   version: z.number().int(),
   createdAt: isoTime,
   updatedAt: isoTime,
 });
+
+/** A deprecated image boots no new instance, so a flavor follows `testing` or `stable`. */
+const flavorImage = z.object({ os: imageOs, channel: z.enum(['testing', 'stable']) }).strict();
 
 const flavorName = z
   .string()
@@ -73,6 +82,7 @@ export const flavorsGroup = defineGroup(
           gpus: gpus.default(0),
           gpuModel: gpuModel.optional(),
           description: description.default(''),
+          image: flavorImage.optional(),
         })
         .strict(),
       output: flavorSchema,
@@ -92,6 +102,8 @@ export const flavorsGroup = defineGroup(
           gpus: gpus.optional(),
           gpuModel: gpuModel.nullable().optional(),
           description: description.optional(),
+          /** Null: instances of the flavor must name their image. */
+          image: flavorImage.nullable().optional(),
           ifVersion,
         })
         .strict(),

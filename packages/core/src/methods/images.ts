@@ -35,6 +35,12 @@ export const imageFileInput = z
   .strict();
 
 export const imageChannel = z.enum(['testing', 'stable', 'deprecated']);
+/** What an image runs (debian-12): the family a flavor's channel picks the newest image of. */
+export const imageOs = z
+  .string()
+  .min(1)
+  .max(64)
+  .regex(/^[A-Za-z0-9][A-Za-z0-9 ._-]*$/, 'must be letters, digits, spaces and . _ -');
 export const diskFormat = z.enum(['qcow2', 'raw']);
 export const architecture = z.enum(['x86_64', 'aarch64']);
 
@@ -116,11 +122,7 @@ export const imagesGroup = defineGroup(
           sha256,
           sizeBytes: imageFileInput.shape.sizeBytes,
           architecture: architecture.default('x86_64'),
-          os: z
-            .string()
-            .min(1)
-            .max(64)
-            .regex(/^[A-Za-z0-9][A-Za-z0-9 ._-]*$/, 'must be letters, digits, spaces and . _ -'),
+          os: imageOs,
           channel: imageChannel.default('testing'),
           boot: imageBootInput.optional(),
           idempotencyKey: idempotencyKey.optional(),

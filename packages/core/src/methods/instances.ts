@@ -126,7 +126,8 @@ export const instancesGroup = defineGroup(
           tenantId,
           poolId: idOf('pool'),
           flavorId: idOf('flavor'),
-          imageId: idOf('image'),
+          /** Left out: the newest image on the flavor's channel (flavors `image`). */
+          imageId: idOf('image').optional(),
           name: instanceName,
           sshKeys: z.array(sshPublicKey).max(32).default([]),
           /** Within the 64 KiB body of a call, with room for the rest of the input. */

@@ -12,7 +12,7 @@ import { visiblePool } from '../fleet/pools.js';
 import { createReservation } from '../fleet/reservations/reserve.js';
 
 import { visibleFlavor } from './flavors.js';
-import { runtimeImage, visibleImage } from './images.js';
+import { imageToBoot, runtimeImage } from './images.js';
 import { instanceEvent, instanceView, startInstanceWorkflow } from './instances.js';
 import { commandStep } from '../workflows/service.js';
 import { fits, noRoom, roomOnNodes } from './placement.js';
@@ -25,7 +25,7 @@ export const READY_TIMEOUT_MS = 300_000;
 export interface CreateInput {
   poolId: string;
   flavorId: string;
-  imageId: string;
+  imageId?: string | undefined;
   name: string;
   sshKeys: string[];
   userData: string | null;
@@ -62,7 +62,7 @@ export async function createInstance(ctx: CallContext<CreateInput>) {
         hint: `better-compute flavors list --pool ${pool.id} shows this pool's flavors.`,
       },
     );
-  const image = await visibleImage(db, ctx.tenantId, input.imageId);
+  const image = await imageToBoot(db, ctx.tenantId, input.imageId, flavor);
   if (image.channel === 'deprecated')
     throw new ComputeError('INVALID_STATE', `image ${image.id} is deprecated; it boots no new instances`, {
       details: { state: image.channel },

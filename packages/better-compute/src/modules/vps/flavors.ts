@@ -8,7 +8,7 @@ import type { CallContext } from '../define-module.js';
 import { checkVersion, iso } from '../fleet/common.js';
 import { ownedPool, visiblePool } from '../fleet/pools.js';
 
-import { type FlavorRow, vpsDb, type VpsDb, asFleet } from './tables.js';
+import { asFleet, type FlavorRow, type ImageChannel, vpsDb, type VpsDb } from './tables.js';
 
 export function flavorView(row: FlavorRow) {
   return {
@@ -22,6 +22,7 @@ export function flavorView(row: FlavorRow) {
     gpus: row.gpus,
     gpuModel: row.gpu_model,
     description: row.description,
+    image: row.image_os && row.image_channel ? { os: row.image_os, channel: row.image_channel } : null,
     version: row.version,
     createdAt: iso(row.created_at),
     updatedAt: iso(row.updated_at),
@@ -108,6 +109,7 @@ export async function createFlavor(
     gpus: number;
     gpuModel?: string | undefined;
     description: string;
+    image?: { os: string; channel: ImageChannel } | undefined;
   }>,
 ) {
   const db = vpsDb(ctx.db);
@@ -141,6 +143,8 @@ export async function createFlavor(
       gpus: input.gpus,
       gpu_model: input.gpuModel ?? null,
       description: input.description,
+      image_os: input.image?.os ?? null,
+      image_channel: input.image?.channel ?? null,
       created_at: now,
       updated_at: now,
     })
@@ -169,6 +173,7 @@ export async function updateFlavor(
     gpus?: number | undefined;
     gpuModel?: string | null | undefined;
     description?: string | undefined;
+    image?: { os: string; channel: ImageChannel } | null | undefined;
     ifVersion?: number | undefined;
   }>,
 ) {
@@ -183,6 +188,8 @@ export async function updateFlavor(
     gpus: input.gpus ?? row.gpus,
     gpu_model: input.gpuModel === undefined ? row.gpu_model : input.gpuModel,
     description: input.description ?? row.description,
+    image_os: input.image === undefined ? row.image_os : (input.image?.os ?? null),
+    image_channel: input.image === undefined ? row.image_channel : (input.image?.channel ?? null),
   };
   checkGpuModel(next.gpus, next.gpu_model);
   const same = (Object.keys(next) as (keyof typeof next)[]).every((key) => next[key] === row[key]);

@@ -9,7 +9,7 @@ import { isIP } from 'node:net';
 import type { CallContext } from '../define-module.js';
 import { classifyAddress } from '../webhooks/address-check.js';
 import { checkVersion, iso } from '../fleet/common.js';
-import { type ImageRow, type StoredBoot, vpsDb, type VpsDb } from './tables.js';
+import { type FlavorRow, type ImageRow, type StoredBoot, vpsDb, type VpsDb } from './tables.js';
 
 export function imageView(row: ImageRow) {
   return {
@@ -58,6 +58,49 @@ export async function visibleImage(db: VpsDb, tenantId: string, imageId: string)
     .executeTakeFirst();
   if (!row) throw imageNotFound(imageId);
   return row;
+}
+
+/**
+ * The image a create boots: the one it names, or else the newest image of its flavor's OS on the
+ * flavor's channel (the tenant's own and the platform's), found now, so a promotion moves the
+ * flavor's next instances on.
+ */
+export async function imageToBoot(
+  db: VpsDb,
+  tenantId: string,
+  imageId: string | undefined,
+  flavor: FlavorRow,
+): Promise<ImageRow> {
+  if (imageId) return visibleImage(db, tenantId, imageId);
+  if (!flavor.image_os || !flavor.image_channel)
+    throw new ComputeError(
+      'INVALID_ARGUMENT',
+      `flavor ${flavor.name} follows no image channel, so the create must name its image`,
+      {
+        details: { field: 'imageId', flavorId: flavor.id },
+        hint: `Pass --image img_… (better-compute images list), or have the pool's owner give the flavor one: better-compute flavors update ${flavor.id} --image-os debian-12 --image-channel stable.`,
+      },
+    );
+  const newest = await db
+    .selectFrom('compute.images')
+    .selectAll()
+    .where('tenant_id', 'in', [tenantId, ROOT_TENANT])
+    .where('os', '=', flavor.image_os)
+    .where('channel', '=', flavor.image_channel)
+    .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+  if (!newest)
+    throw new ComputeError(
+      'INVALID_STATE',
+      `flavor ${flavor.name} follows ${flavor.image_os} on ${flavor.image_channel}, and no such image is registered`,
+      {
+        details: { os: flavor.image_os, channel: flavor.image_channel },
+        hint: `Register one (better-compute images register … --channel ${flavor.image_channel}) or promote one (images promote).`,
+      },
+    );
+  return newest;
 }
 
 export async function listImages(

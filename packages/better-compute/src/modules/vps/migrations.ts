@@ -87,4 +87,15 @@ create table compute.instance_quotas (
 );
 `,
   },
+  {
+    name: '0002_flavor_image_channels',
+    sql: `
+-- The image a flavor's instances boot when their create names none: the newest image of this OS on
+-- this channel, found at each create (so a promotion moves the flavor on). Both or neither.
+alter table compute.flavors
+  add column image_os text,
+  add column image_channel text check (image_channel in ('testing', 'stable', 'deprecated')),
+  add constraint flavors_image_both check ((image_os is null) = (image_channel is null));
+`,
+  },
 ];

@@ -20,11 +20,13 @@ export interface StoredBoot {
   cmdline: string;
 }
 
+export type ImageChannel = 'testing' | 'stable' | 'deprecated';
+
 export interface ImagesTable {
   id: string;
   tenant_id: string;
   name: string;
-  channel: 'testing' | 'stable' | 'deprecated';
+  channel: ImageChannel;
   disk_format: 'qcow2' | 'raw';
   source: string;
   sha256: string;
@@ -48,6 +50,9 @@ export interface FlavorsTable {
   gpus: number;
   gpu_model: string | null;
   description: string;
+  /** The OS and channel whose newest image an instance boots when its create names none. */
+  image_os: ColumnType<string | null, string | null | undefined, string | null>;
+  image_channel: ColumnType<ImageChannel | null, ImageChannel | null | undefined, ImageChannel | null>;
   version: Generated<number>;
   created_at: Timestamp;
   updated_at: Timestamp;

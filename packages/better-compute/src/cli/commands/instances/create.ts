@@ -1,5 +1,5 @@
 /**
- * `instances create --pool --flavor --image --name [--ssh-key FILE.pub]… [--user-data FILE]
+ * `instances create --pool --flavor [--image] --name [--ssh-key FILE.pub]… [--user-data FILE]
  * [--key KEY] [--wait SECONDS]`: instances.create, retry-safe with --key. The keys and user data
  * are read from files here, never taken from the command line.
  */
@@ -16,7 +16,11 @@ export default defineCommand({
   flags: {
     pool: { type: 'id', kind: 'pool', required: true, description: 'The VPS pool' },
     flavor: { type: 'id', kind: 'flavor', required: true, description: 'A flavor of the pool' },
-    image: { type: 'id', kind: 'image', required: true, description: 'The image it boots' },
+    image: {
+      type: 'id',
+      kind: 'image',
+      description: 'The image it boots; left out, the newest on the flavor’s channel',
+    },
     name: { type: 'string', required: true, description: 'Its host name', placeholder: 'NAME' },
     sshKey: {
       type: 'string',
@@ -47,7 +51,7 @@ export default defineCommand({
       client.call('instances.create', {
         poolId: flags.pool,
         flavorId: flags.flavor,
-        imageId: flags.image,
+        ...(flags.image ? { imageId: flags.image } : {}),
         name: flags.name,
         sshKeys,
         userData,
