@@ -323,7 +323,8 @@ export function sshGuest(
   key: SshKey,
   user: string,
   command: string,
-  options: { knownHosts?: string; timeoutMs?: number } = {},
+  /** `host`: the guest's own address (an instance's, routed by the node), else the node's loopback. */
+  options: { knownHosts?: string; timeoutMs?: number; host?: string } = {},
 ): Promise<SshResult> {
   const args = [
     '-F', 'none',
@@ -335,7 +336,7 @@ export function sshGuest(
     '-o', `UserKnownHostsFile=${options.knownHosts ?? '/dev/null'}`,
     '-o', 'ConnectTimeout=20',
     '-o', 'LogLevel=ERROR',
-    `${user}@127.0.0.1`,
+    `${user}@${options.host ?? '127.0.0.1'}`,
     command,
   ]; // prettier-ignore
   return new Promise((resolve) => {

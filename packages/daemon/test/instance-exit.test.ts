@@ -54,6 +54,7 @@ interface InstanceView {
   state: string;
   reason: string | null;
   sshPort: number | null;
+  address: string | null;
   version: number;
 }
 
@@ -80,12 +81,13 @@ function qemuPid(id: string): number {
   return Number(readFileSync(join(stateDir, 'instances', id, 'qemu.pid'), 'utf8').trim());
 }
 
-function ssh(port: number, command: string): Promise<{ code: number | null; stderr: string }> {
+/** SSH straight to the guest's private address (`10.213.x.y/30`), which this node routes to. */
+function ssh(address: string, command: string): Promise<{ code: number | null; stderr: string }> {
   const args = [
-    '-F', 'none', '-i', key.privateKeyPath, '-p', String(port),
+    '-F', 'none', '-i', key.privateKeyPath,
     '-o', 'IdentitiesOnly=yes', '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no',
     '-o', 'UserKnownHostsFile=/dev/null', '-o', 'ConnectTimeout=20', '-o', 'LogLevel=ERROR',
-    `${guest.manifest.defaultUser}@127.0.0.1`, command,
+    `${guest.manifest.defaultUser}@${address.split('/')[0]}`, command,
   ]; // prettier-ignore
   return new Promise((resolve) => {
     const child = spawn('ssh', args, { stdio: ['ignore', 'ignore', 'pipe'], timeout: 60_000 });
@@ -208,6 +210,12 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('a VM that dies un
       async () => !existsSync(join(stateDir, 'instances', instanceId, 'run.json')),
       10_000,
     );
+    // The dead VM's network namespace and veth went with its record.
+    const { name } = JSON.parse(
+      readFileSync(join(stateDir, 'instances', instanceId, 'spec.json'), 'utf8'),
+    ).network;
+    await until('its network to go', async () => !existsSync(`/run/netns/${name}`), 10_000);
+    expect(existsSync(`/sys/class/net/${name}`)).toBe(false);
     await new Promise((resolve) => setTimeout(resolve, 2_500));
     const events = await instanceEvents();
     expect(events.map((e) => e.type)).toEqual(['instance.created', 'instance.running', 'instance.failed']);
@@ -228,7 +236,7 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('a VM that dies un
 
   it('a guest that powers itself off: the instance is stopped, with the reason', async () => {
     const running = await getInstance(quitterId);
-    const asked = await ssh(running.sshPort!, 'touch /tmp/power-off-now');
+    const asked = await ssh(running.address!, 'touch /tmp/power-off-now');
     expect(asked.code, asked.stderr).toBe(0);
     await until(
       'the instance to stop',

@@ -87,4 +87,10 @@ create table compute.instance_quotas (
 );
 `,
   },
+  {
+    // Whether the guest may open connections beyond its node (NAT through the node's uplinks):
+    // chosen at create, sent with every start. Instances made before it had egress.
+    name: '0002_instance_egress',
+    sql: `alter table compute.instances add column egress boolean not null default true;`,
+  },
 ];
