@@ -32,12 +32,10 @@ import {
   tail,
 } from './qemu-process.js';
 import {
-  freeSlot,
   guestNameservers,
   type InstanceNetwork,
   networkConfig,
-  networkOf,
-  slotOf,
+  pickNetwork,
   VmNetwork,
 } from './vm-network.js';
 
@@ -110,6 +108,7 @@ export class QemuDriver implements RuntimeDriver {
   private readonly busy = new Set<string>();
   /** Slots being given to instances whose spec.json is not written yet. */
   private readonly reserved = new Set<number>();
+  private allocating: Promise<unknown> = Promise.resolve();
   readonly network: VmNetwork;
   private closed = false;
 
@@ -242,25 +241,23 @@ export class QemuDriver implements RuntimeDriver {
   }
 
   /**
-   * The lowest slot no instance on this node holds: read from every spec.json (so it survives
-   * restarts) and the creates under way. Reserved until `reserved` drops it.
+   * A network for a new instance: a slot none of this node's instances holds (their spec.json, so
+   * it survives restarts) nor a create under way. One at a time, so two creates never pick alike.
    */
-  private async allocate(id: string): Promise<InstanceNetwork> {
-    const used = new Set(this.reserved);
-    const names = await readdir(this.instancesDir).catch(() => [] as string[]);
-    const name = networkOf(id, this.network.range, 0).name;
-    for (const other of names.filter((n) => /^inst_[A-Za-z0-9]{1,64}$/.test(n) && n !== id)) {
-      const held = (await this.spec(other))?.network;
-      if (!held) continue;
-      if (held.name === name)
-        throw new RuntimeError(`instance ${id}'s network name ${name} is held by ${other}`);
-      // By its address, so a slot recorded under another range still counts where it lies in this one.
-      const slot = slotOf(this.network.range, held.address);
-      if (slot !== null) used.add(slot);
-    }
-    const slot = freeSlot(this.network.range, used);
-    this.reserved.add(slot);
-    return networkOf(id, this.network.range, slot);
+  private allocate(id: string): Promise<InstanceNetwork> {
+    const next = this.allocating.then(async () => {
+      const held: InstanceNetwork[] = [];
+      for (const other of await readdir(this.instancesDir).catch(() => [] as string[]))
+        if (/^inst_[A-Za-z0-9]{1,64}$/.test(other) && other !== id) {
+          const net = (await this.spec(other))?.network;
+          if (net) held.push(net);
+        }
+      const net = pickNetwork(id, this.network.range, held, this.reserved);
+      this.reserved.add(net.slot);
+      return net;
+    });
+    this.allocating = next.catch(() => undefined);
+    return next;
   }
 
   /** Runs a command's work on an instance with its QEMU's exit expected meanwhile. */
@@ -313,9 +310,9 @@ export class QemuDriver implements RuntimeDriver {
     // Made beside its final place and renamed in, so a crash never leaves half an instance.
     await mkdir(this.instancesDir, { recursive: true, mode: 0o700 });
     const making = join(this.instancesDir, `.making-${instanceId}-${randomBytes(4).toString('hex')}`);
-    await mkdir(making, { mode: 0o700 });
     const network = await this.allocate(instanceId);
     try {
+      await mkdir(making, { mode: 0o700 });
       await makeOverlay(base, image.diskFormat, join(making, 'disk.qcow2'), shape.diskGiB * GiB);
       await writeSeed(
         join(making, 'seed.iso'),

@@ -92,10 +92,27 @@ export function slotOf(range: string, address: string): number | null {
   return slot >= 0 && slot < slots ? slot : null;
 }
 
-/** The lowest slot of `range` not in `used`; none left is an error that says so. */
-export function freeSlot(range: string, used: Set<number>): number {
+/**
+ * Instance `id`'s network in the lowest slot of `range` that neither `held` (the node's other
+ * instances) nor `reserved` takes. A held network counts by its guest address, so one recorded under
+ * another range still counts where it lies in this one; none left is an error that says so.
+ */
+export function pickNetwork(
+  id: string,
+  range: string,
+  held: InstanceNetwork[],
+  reserved: Set<number>,
+): InstanceNetwork {
   const { slots } = parseRange(range);
-  for (let slot = 0; slot < slots; slot++) if (!used.has(slot)) return slot;
+  const used = new Set(reserved);
+  const name = networkOf(id, range, 0).name;
+  for (const net of held) {
+    if (net.name === name)
+      throw new RuntimeError(`instance ${id}'s network name ${name} is taken on this node`);
+    const slot = slotOf(range, net.address);
+    if (slot !== null) used.add(slot);
+  }
+  for (let slot = 0; slot < slots; slot++) if (!used.has(slot)) return networkOf(id, range, slot);
   throw new RuntimeError(`the instance range ${range} is full (${slots} instances); widen it on this node`);
 }
 
