@@ -23,6 +23,9 @@ const hostTools: Record<string, string> = {
   'ssh-keygen': 'openssh-client',
   debootstrap: 'debootstrap',
   'mkfs.ext4': 'e2fsprogs',
+  // An instance's network namespace, links and rules, made by the daemon's qemu runtime.
+  ip: 'iproute2',
+  nft: 'nftables',
 };
 
 function hasCommand(name: string): boolean {

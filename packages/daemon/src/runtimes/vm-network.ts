@@ -270,6 +270,10 @@ export class VmNetwork {
    * left is removed first, so a retried start never fails on it), and sets its egress.
    */
   async up(net: InstanceNetwork, egress: boolean): Promise<void> {
+    if (process.getuid?.() !== 0)
+      throw new RuntimeError(
+        'an instance needs bcd to run as root on its node: its network namespace, links and nftables rules are made by the daemon',
+      );
     await this.ensureTable();
     await this.down(net);
     const ns = net.name;
