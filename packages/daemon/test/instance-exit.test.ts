@@ -3,6 +3,7 @@
  * one real guest created through the API. Its QEMU is killed with SIGKILL; the daemon reports the
  * exit on its session and the instance becomes `failed` with the reason and its event. A report
  * naming another node's instance moves nothing, and malformed reports are refused by the protocol.
+ * The two guests, created at once, get addresses of their own and cannot reach each other.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -19,6 +20,7 @@ import {
   type GuestImage,
   type SshKey,
 } from '../../better-compute/test/guest-support.js';
+import { guestConnects } from '../../better-compute/test/instance-network-support.js';
 import { runCompute } from '../../../test/e2e/support.js';
 import {
   bcd,
@@ -82,7 +84,10 @@ function qemuPid(id: string): number {
 }
 
 /** SSH straight to the guest's private address (`10.213.x.y/30`), which this node routes to. */
-function ssh(address: string, command: string): Promise<{ code: number | null; stderr: string }> {
+function ssh(
+  address: string,
+  command: string,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const args = [
     '-F', 'none', '-i', key.privateKeyPath,
     '-o', 'IdentitiesOnly=yes', '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no',
@@ -90,10 +95,12 @@ function ssh(address: string, command: string): Promise<{ code: number | null; s
     `${guest.manifest.defaultUser}@${address.split('/')[0]}`, command,
   ]; // prettier-ignore
   return new Promise((resolve) => {
-    const child = spawn('ssh', args, { stdio: ['ignore', 'ignore', 'pipe'], timeout: 60_000 });
+    const child = spawn('ssh', args, { stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000 });
+    let stdout = '';
     let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
     child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    child.on('close', (code) => resolve({ code, stderr }));
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
 }
 
@@ -197,6 +204,17 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('a VM that dies un
     expect(moved).toEqual({ outcome: 'ignored' });
     expect(await getInstance()).toMatchObject({ state: 'running', version: before.version, reason: null });
   });
+
+  it('the two guests, booted side by side, have addresses of their own, and neither reaches the other', async () => {
+    const [doomed, quitter] = [await getInstance(), await getInstance(quitterId)];
+    expect(doomed.address).toMatch(/^10\.213\.\d+\.\d+\/30$/);
+    expect(quitter.address).toMatch(/^10\.213\.\d+\.\d+\/30$/);
+    expect(doomed.address).not.toBe(quitter.address);
+    // The node reaches both; from one guest, the other's SSH is out of reach.
+    expect((await ssh(doomed.address!, 'true')).code).toBe(0);
+    const probe = await ssh(quitter.address!, guestConnects([`${doomed.address!.split('/')[0]}:22`]));
+    expect(probe.stdout.trim()).toBe(`${doomed.address!.split('/')[0]}:22 failed`);
+  }, 60_000);
 
   it('QEMU killed with SIGKILL: the instance becomes failed with the reason, once, with its event', async () => {
     process.kill(qemuPid(instanceId), 'SIGKILL');
