@@ -18,6 +18,7 @@ import {
   ensureHostTools,
   generateSshKey,
   type GuestImage,
+  killInstanceVm,
   type SshKey,
 } from '../../better-compute/test/guest-support.js';
 import { guestConnects } from '../../better-compute/test/instance-network-support.js';
@@ -166,13 +167,7 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('a VM that dies un
   }, 600_000);
 
   afterAll(async () => {
-    for (const id of [instanceId, quitterId].filter(Boolean)) {
-      try {
-        process.kill(qemuPid(id), 'SIGKILL');
-      } catch {
-        /* already gone */
-      }
-    }
+    for (const id of [instanceId, quitterId]) killInstanceVm(stateDir, id);
     daemon?.child.kill('SIGKILL');
     server?.child.kill('SIGKILL');
     await env?.close();
