@@ -47,21 +47,22 @@ const key = generateSshKey(scratch);
 const user = guest.manifest.defaultUser;
 
 /** One SSH login that runs `true`; the same probe for both sides. */
-function sshOnce(port) {
+/** An instance is reached at its private address (port 22); the bare VM at a loopback forward. */
+function sshOnce(port, host = '127.0.0.1') {
   const args = [
     '-F', 'none', '-i', key.privateKeyPath, '-p', String(port), '-o', 'IdentitiesOnly=yes',
     '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null',
-    '-o', 'ConnectTimeout=5', '-o', 'LogLevel=ERROR', `${user}@127.0.0.1`, 'true',
+    '-o', 'ConnectTimeout=5', '-o', 'LogLevel=ERROR', `${user}@${host}`, 'true',
   ]; // prettier-ignore
   return new Promise((resolve) => {
     const child = spawn('ssh', args, { stdio: 'ignore', timeout: 10_000 });
     child.on('close', (code) => resolve(code === 0));
   });
 }
-async function sshReady(port, deadlineMs = 300_000) {
+async function sshReady(port, host = '127.0.0.1', deadlineMs = 300_000) {
   const deadline = Date.now() + deadlineMs;
   while (Date.now() < deadline) {
-    if (await sshOnce(port)) return;
+    if (await sshOnce(port, host)) return;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   throw new Error(`SSH on port ${port} did not answer`);
@@ -113,7 +114,7 @@ async function controlPlaneRun(run) {
     view = await env.call('instances.get', { instanceId: created.id }, 'acme');
   }
   if (view.state !== 'running') throw new Error(`instance ${created.id} is ${view.state}: ${view.reason}`);
-  await sshReady(view.sshPort);
+  await sshReady(22, view.address.split('/')[0]);
   const ms = Date.now() - started;
   const cpuMs = busyMs() - cpu;
   await env.call('instances.delete', { instanceId: created.id }, 'acme');

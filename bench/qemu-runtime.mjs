@@ -59,13 +59,14 @@ let started = Date.now();
 await driver.fetchImage(image);
 console.log(`image.fetch into the cache (${manifest.buildKey}): ${Date.now() - started} ms`);
 
-function ssh(port) {
+/** SSH to an instance at its private address, which the node routes to. */
+function ssh(address) {
   const result = spawnSync(
     'ssh',
     [
-      '-F', 'none', '-i', join(scratch, 'key'), '-p', String(port), '-o', 'IdentitiesOnly=yes',
+      '-F', 'none', '-i', join(scratch, 'key'), '-o', 'IdentitiesOnly=yes',
       '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null',
-      '-o', 'LogLevel=ERROR', `${manifest.defaultUser}@127.0.0.1`, 'hostname',
+      '-o', 'LogLevel=ERROR', `${manifest.defaultUser}@${address.split('/')[0]}`, 'hostname',
     ],
     { encoding: 'utf8', timeout: 60_000 },
   ); // prettier-ignore
@@ -95,7 +96,7 @@ for (let run = 1; run <= runs; run++) {
   const createMs = Date.now() - started;
   const ready = await driver.start({ instanceId, image, shape, readyTimeoutMs: 300_000 });
   const readyMs = Date.now() - started;
-  const hostname = ssh(ready.sshPort);
+  const hostname = ssh(ready.address);
   const sshMs = Date.now() - started;
   const stopped = await driver.stop(instanceId, 60_000);
   await driver.delete(instanceId);

@@ -225,7 +225,7 @@ async function measureRestores(like) {
       machineArgs({
         name: 'bench-bare-restore', dir, vcpus: machine.vcpus, memoryMiB: machine.memoryMiB, accel: machine.accel,
         boot: { kernel: guest.vmlinux, initrd: guest.initrd, cmdline: guest.kernelCmdline },
-        sshPort, restrictNetwork: true, console: 'ring',
+        network: { user: { sshPort, restrict: true } }, console: 'ring',
         extra: [...agentDevices(dir), '-incoming', `exec:cat '${join(snapshotDir, 'memory')}'`],
       }),
     ); // prettier-ignore

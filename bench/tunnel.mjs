@@ -138,10 +138,12 @@ try {
   if (view.state !== 'running') throw new Error(`instance ${instanceId} is ${view.state}: ${view.reason}`);
   await until(
     'SSH in the guest',
-    async () => (await sshGuest(view.sshPort, key, user, 'true')).code === 0,
+    async () => (await sshGuest(22, key, user, 'true', { host: view.address.split('/')[0] })).code === 0,
     300_000,
   );
-  const started = await sshGuest(view.sshPort, key, user, guestHttpServerCommand(GUEST_PORT));
+  const started = await sshGuest(22, key, user, guestHttpServerCommand(GUEST_PORT), {
+    host: view.address.split('/')[0],
+  });
   if (started.code !== 0)
     throw new Error(`the guest's HTTP server did not start: ${started.stdout}${started.stderr}`);
   const qemuPid = Number(readFileSync(join(stateDir, 'instances', instanceId, 'qemu.pid'), 'utf8').trim());

@@ -22,6 +22,9 @@ export const HOST_TOOLS = {
   'mkfs.ext4': 'e2fsprogs',
   bwrap: 'bubblewrap',
   slirp4netns: 'slirp4netns',
+  // An instance's network: its namespace, veth and tap (ip), NAT and the egress rules (nft).
+  ip: 'iproute2',
+  nft: 'nftables',
   shellcheck: 'shellcheck',
   zsh: 'zsh',
   fish: 'fish',

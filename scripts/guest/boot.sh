@@ -28,12 +28,16 @@ $bb acpid
 
 $agent configure
 
-for interface in /sys/class/net/*; do
-	interface=${interface##*/}
-	[ "$interface" = lo ] && continue
-	$bb udhcpc -i "$interface" -s /usr/lib/better-compute-guest/udhcpc -b -t 10 -T 1 -A 3 -S \
-		-x hostname:"$(hostname)" >/dev/null 2>&1
-done
+# An instance's seed gives its address (it sits on a tap device with no DHCP server behind it); a
+# seed without network-config (sandboxes, on QEMU's user networking) leaves DHCP to do it.
+if ! $agent network; then
+	for interface in /sys/class/net/*; do
+		interface=${interface##*/}
+		[ "$interface" = lo ] && continue
+		$bb udhcpc -i "$interface" -s /usr/lib/better-compute-guest/udhcpc -b -t 10 -T 1 -A 3 -S \
+			-x hostname:"$(hostname)" >/dev/null 2>&1
+	done
+fi
 
 $agent scripts
 

@@ -6,10 +6,15 @@
 #                          the authorized keys of the default user (and root when the seed says so)
 #   first-boot scripts     on an instance's first boot: runs user-data that is a script (#!) and the
 #                          runcmd list of a #cloud-config
+#   first-boot network     every boot: applies the seed's network-config; fails (status 1) when the
+#                          seed has none, so the caller falls back to DHCP
 #
 # meta-data:  instance-id, local-hostname, public-keys (a list or one key)
 # user-data:  either a script starting with #!, or #cloud-config with hostname, ssh_authorized_keys,
 #             disable_root (false lets the keys log in as root too) and runcmd (a list of shell lines)
+# network-config: the subset of NoCloud's version 2 the node writes: one ethernet matched by its
+#             macaddress, one IPv4 "addresses" item (a - list), gateway4, and nameservers' inline
+#             addresses list. Values are checked before use; anything else in the file is ignored.
 # An instance is new when the seed's instance-id differs from the one recorded at its last boot, so a
 # disk cloned from another instance makes its own host keys and runs its own scripts.
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
@@ -147,8 +152,44 @@ run_scripts() {
 	sync
 }
 
+ipv4='([0-9]{1,3}\.){3}[0-9]{1,3}'
+
+configure_network() {
+	config="$seed/network-config"
+	mount_seed >/dev/null 2>&1 && [ -f "$config" ] || return 1
+	mac=$(sed -n 's/^[[:space:]]*macaddress:[[:space:]]*//p' "$config" | head -1 | unquote | tr 'A-F' 'a-f')
+	address=$(sed -n 's/^[[:space:]]*-[[:space:]]*\([0-9./]*\)[[:space:]]*$/\1/p' "$config" | head -1)
+	gateway=$(yaml_scalar '[[:space:]]*gateway4' "$config")
+	servers=$(sed -n 's/^[[:space:]]*addresses:[[:space:]]*\[\(.*\)\][[:space:]]*$/\1/p' "$config" | head -1 | tr ',' ' ')
+	printf '%s' "$address" | grep -Eq "^$ipv4/[0-9]{1,2}\$" || { say "network-config has no IPv4 address; using DHCP"; return 1; }
+	interface=""
+	for path in /sys/class/net/*; do
+		name=${path##*/}
+		[ "$name" = lo ] && continue
+		# Without a MAC to match, the first interface takes the address (the node gives one).
+		if [ -z "$mac" ] || [ "$(cat "$path/address" 2>/dev/null)" = "$mac" ]; then
+			interface=$name
+			break
+		fi
+	done
+	[ -n "$interface" ] || { say "no interface has the MAC address network-config names; using DHCP"; return 1; }
+	# iproute2 is not in the image: busybox's ip does it.
+	/bin/busybox ip link set "$interface" up
+	/bin/busybox ip -4 addr flush dev "$interface"
+	/bin/busybox ip -4 addr add "$address" dev "$interface"
+	if printf '%s' "$gateway" | grep -Eq "^$ipv4\$"; then
+		/bin/busybox ip -4 route replace default via "$gateway" dev "$interface"
+	fi
+	for server in $servers; do
+		printf '%s' "$server" | grep -Eq "^$ipv4\$" && printf 'nameserver %s\n' "$server"
+	done >/etc/resolv.conf.new
+	if [ -s /etc/resolv.conf.new ]; then mv /etc/resolv.conf.new /etc/resolv.conf; else rm -f /etc/resolv.conf.new; fi
+	return 0
+}
+
 case "${1:-}" in
 configure) configure ;;
 scripts) mount_seed >/dev/null 2>&1 || true; run_scripts ;;
-*) echo "usage: first-boot configure|scripts" >&2; exit 2 ;;
+network) configure_network ;;
+*) echo "usage: first-boot configure|scripts|network" >&2; exit 2 ;;
 esac

@@ -65,6 +65,9 @@ async function json(args: string[], token?: string): Promise<Record<string, any>
 }
 
 const ssh = (port: number, command: string) => sshGuest(port, key, guest.manifest.defaultUser, command);
+/** SSH straight to the guest's private address, which its node (this machine) routes to. */
+const sshGuestAt = (view: Record<string, any>, command: string) =>
+  sshGuest(22, key, guest.manifest.defaultUser, command, { host: String(view.address).split('/')[0] });
 
 /** Runs `forward --instance` (the real binary) for `port` while `use` runs with the local port. */
 async function withForward(port: number, use: (localPort: number) => Promise<void>): Promise<string> {
@@ -211,8 +214,9 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('an instance on a 
     ); // prettier-ignore
     instanceId = created.id;
     expect(created, created.reason ?? '').toMatchObject({ state: 'running', reason: null });
-    expect(created.sshPort).toBeGreaterThan(0);
-    const login = await ssh(created.sshPort, 'hostname');
+    // Its own private address on the node, with egress (the default); no loopback port.
+    expect(created).toMatchObject({ address: expect.stringMatching(/^10\.213\.\d+\.\d+\/30$/), sshPort: null, egress: true }); // prettier-ignore
+    const login = await sshGuestAt(created, 'hostname');
     expect(login.stdout.trim(), login.stderr).toBe(name);
     expect(await instanceEvents()).toEqual(['instance.created', 'instance.running']);
   }, 360_000);
@@ -228,7 +232,7 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('an instance on a 
     // An HTTP server in the guest, reached through forward: a small answer, 3 MiB that arrive
     // whole though the guest closes as soon as it has written them, and an 8 MiB upload it counts.
     const view = await json(['instances', 'get', instanceId]);
-    const started = await ssh(view.sshPort, guestHttpServerCommand(8080));
+    const started = await sshGuestAt(view, guestHttpServerCommand(8080));
     expect(started.code, started.stdout + started.stderr).toBe(0);
     const httpSaid = await withForward(8080, async (localPort) => {
       const hello = await fetch(`http://127.0.0.1:${localPort}/`);
@@ -310,7 +314,7 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('an instance on a 
     });
     const again = await json(['instances', 'start', instanceId, '--wait', '300']);
     expect(again.state, again.reason ?? '').toBe('running');
-    expect((await ssh(again.sshPort, 'hostname')).stdout.trim()).toBe(name);
+    expect((await sshGuestAt(again, 'hostname')).stdout.trim()).toBe(name);
     expect((await json(['instances', 'delete', instanceId, '--wait', '120'])).state).toBe('deleted');
     expect(existsSync(join(stateDir, 'instances', instanceId))).toBe(false);
     // A control plane that still thinks it runs: the node ends the stream with the reason and its

@@ -23,6 +23,9 @@ const hostTools: Record<string, string> = {
   'ssh-keygen': 'openssh-client',
   debootstrap: 'debootstrap',
   'mkfs.ext4': 'e2fsprogs',
+  // An instance's network namespace, links and rules, made by the daemon's qemu runtime.
+  ip: 'iproute2',
+  nft: 'nftables',
 };
 
 function hasCommand(name: string): boolean {
@@ -303,27 +306,45 @@ export function guestRuntimeImage(guest: GuestImage, imageId = 'img_guest') {
   return { imageId, diskFormat: 'qcow2' as const, disk: { source, sha256, sizeBytes }, boot };
 }
 
-/** Kills the QEMU of an instance a node's state directory holds, if it runs: no VM outlives a suite. */
+/**
+ * Kills the QEMU of an instance a node's state directory holds, if it runs, and removes its network
+ * namespace, veth and egress rule: no VM, and nothing of its network, outlives a suite (a daemon
+ * killed first would leave them).
+ */
 export function killInstanceVm(stateDir: string, instanceId: string): void {
-  const pidFile = instanceId ? join(stateDir, 'instances', instanceId, 'qemu.pid') : '';
-  if (!pidFile || !existsSync(pidFile)) return;
+  const dir = instanceId ? join(stateDir, 'instances', instanceId) : '';
+  if (!dir || !existsSync(dir)) return;
   try {
-    process.kill(Number(readFileSync(pidFile, 'utf8').trim()), 'SIGKILL');
+    process.kill(Number(readFileSync(join(dir, 'qemu.pid'), 'utf8').trim()), 'SIGKILL');
   } catch {
-    // Already gone.
+    // Not running, or already gone.
   }
+  let net: { name?: string; address?: string } | undefined;
+  try {
+    net = JSON.parse(readFileSync(join(dir, 'spec.json'), 'utf8')).network;
+  } catch {
+    return;
+  }
+  if (!net?.name || !/^bci-[0-9a-f]{10}$/.test(net.name)) return;
+  spawnSync('ip', ['netns', 'delete', net.name], { stdio: 'ignore' });
+  spawnSync('ip', ['link', 'delete', net.name], { stdio: 'ignore' });
+  if (net.address && /^[\d.]{7,15}$/.test(net.address))
+    spawnSync('nft', ['delete', 'element', 'ip', 'better_compute', 'egress', `{ ${net.address} }`], {
+      stdio: 'ignore',
+    });
 }
 
 /**
  * Runs a command in a guest over SSH with the real client, on a loopback port (the guest's own or
- * one forwarded to it); `knownHosts` pins the guest's key, otherwise any key is taken for the call.
+ * one forwarded to it) or, with `host`, at an instance's private address; `knownHosts` pins the
+ * guest's key, otherwise any key is taken for the call.
  */
 export function sshGuest(
   port: number,
   key: SshKey,
   user: string,
   command: string,
-  options: { knownHosts?: string; timeoutMs?: number } = {},
+  options: { knownHosts?: string; timeoutMs?: number; host?: string } = {},
 ): Promise<SshResult> {
   const args = [
     '-F', 'none',
@@ -335,7 +356,7 @@ export function sshGuest(
     '-o', `UserKnownHostsFile=${options.knownHosts ?? '/dev/null'}`,
     '-o', 'ConnectTimeout=20',
     '-o', 'LogLevel=ERROR',
-    `${user}@127.0.0.1`,
+    `${user}@${options.host ?? '127.0.0.1'}`,
     command,
   ]; // prettier-ignore
   return new Promise((resolve) => {

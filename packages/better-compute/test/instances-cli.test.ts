@@ -211,7 +211,16 @@ describe('flavors and an instance’s life through the binary', () => {
     ];
     const created = await json([...args, '--wait', '60']);
     expect(created).toMatchObject({ name: 'web-1', state: 'running', vcpus: 1, memoryMiB: 512, diskGiB: 4 });
+    // Egress is on unless --no-egress takes it away; it is kept with the instance.
+    expect(created.egress).toBe(true);
     instanceId = created.id;
+    const closed = await json([
+      'instances', 'create', '--pool', poolId, '--flavor', small, '--image', imageId, '--name', 'closed-1',
+      '--no-egress', '--wait', '60',
+    ]); // prettier-ignore
+    expect(closed).toMatchObject({ state: 'running', egress: false });
+    expect((await json(['instances', 'get', closed.id])).egress).toBe(false);
+    expect((await json(['instances', 'delete', closed.id, '--wait', '60'])).state).toBe('deleted');
     const again = await json(args);
     expect(again.id).toBe(instanceId);
     expect(

@@ -76,12 +76,17 @@ export const runtimeCommandPayloads = {
     sshKeys: z.array(z.string().max(8192)).max(32),
     userData: z.string().max(65536).nullable(),
   }),
-  /** Boot the instance with this shape and wait until the guest answers. */
+  /**
+   * Boot the instance with this shape and wait until the guest answers. `egress`: whether the guest
+   * may open connections beyond the node (NAT through the node's uplinks); it never reaches the
+   * node's own addresses either way. Absent means on, as a control plane without the field meant.
+   */
   'instance.start': z.object({
     instanceId,
     image: runtimeImageSchema,
     shape: machineShapeSchema,
     readyTimeoutMs: z.number().int().min(1000).max(3_600_000),
+    egress: z.boolean().default(true),
   }),
   /** Ask the guest to power off (ACPI), then stop it by force after timeoutMs. */
   'instance.stop': z.object({ instanceId, timeoutMs: z.number().int().min(0).max(3_600_000) }),
@@ -150,7 +155,10 @@ export interface RuntimeCommandResults {
     instanceId: string;
     /** The guest's address as it reported it, when it did. */
     address: string | null;
-    /** A loopback port on the node forwarded to the guest's SSH, for tunnels and tests. */
+    /**
+     * A loopback port on the node forwarded to the guest's SSH; null on the qemu runtime, where
+     * the node reaches the guest at its private address.
+     */
     sshPort: number | null;
     bootMs: number;
   };

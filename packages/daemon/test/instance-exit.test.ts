@@ -3,6 +3,7 @@
  * one real guest created through the API. Its QEMU is killed with SIGKILL; the daemon reports the
  * exit on its session and the instance becomes `failed` with the reason and its event. A report
  * naming another node's instance moves nothing, and malformed reports are refused by the protocol.
+ * The two guests, created at once, get addresses of their own and cannot reach each other.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -17,8 +18,10 @@ import {
   ensureHostTools,
   generateSshKey,
   type GuestImage,
+  killInstanceVm,
   type SshKey,
 } from '../../better-compute/test/guest-support.js';
+import { guestConnects } from '../../better-compute/test/instance-network-support.js';
 import { runCompute } from '../../../test/e2e/support.js';
 import {
   bcd,
@@ -54,6 +57,7 @@ interface InstanceView {
   state: string;
   reason: string | null;
   sshPort: number | null;
+  address: string | null;
   version: number;
 }
 
@@ -80,18 +84,24 @@ function qemuPid(id: string): number {
   return Number(readFileSync(join(stateDir, 'instances', id, 'qemu.pid'), 'utf8').trim());
 }
 
-function ssh(port: number, command: string): Promise<{ code: number | null; stderr: string }> {
+/** SSH straight to the guest's private address (`10.213.x.y/30`), which this node routes to. */
+function ssh(
+  address: string,
+  command: string,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const args = [
-    '-F', 'none', '-i', key.privateKeyPath, '-p', String(port),
+    '-F', 'none', '-i', key.privateKeyPath,
     '-o', 'IdentitiesOnly=yes', '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no',
     '-o', 'UserKnownHostsFile=/dev/null', '-o', 'ConnectTimeout=20', '-o', 'LogLevel=ERROR',
-    `${guest.manifest.defaultUser}@127.0.0.1`, command,
+    `${guest.manifest.defaultUser}@${address.split('/')[0]}`, command,
   ]; // prettier-ignore
   return new Promise((resolve) => {
-    const child = spawn('ssh', args, { stdio: ['ignore', 'ignore', 'pipe'], timeout: 60_000 });
+    const child = spawn('ssh', args, { stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000 });
+    let stdout = '';
     let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
     child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    child.on('close', (code) => resolve({ code, stderr }));
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
 }
 
@@ -157,13 +167,7 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('a VM that dies un
   }, 600_000);
 
   afterAll(async () => {
-    for (const id of [instanceId, quitterId].filter(Boolean)) {
-      try {
-        process.kill(qemuPid(id), 'SIGKILL');
-      } catch {
-        /* already gone */
-      }
-    }
+    for (const id of [instanceId, quitterId]) killInstanceVm(stateDir, id);
     daemon?.child.kill('SIGKILL');
     server?.child.kill('SIGKILL');
     await env?.close();
@@ -196,6 +200,17 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('a VM that dies un
     expect(await getInstance()).toMatchObject({ state: 'running', version: before.version, reason: null });
   });
 
+  it('the two guests, booted side by side, have addresses of their own, and neither reaches the other', async () => {
+    const [doomed, quitter] = [await getInstance(), await getInstance(quitterId)];
+    expect(doomed.address).toMatch(/^10\.213\.\d+\.\d+\/30$/);
+    expect(quitter.address).toMatch(/^10\.213\.\d+\.\d+\/30$/);
+    expect(doomed.address).not.toBe(quitter.address);
+    // The node reaches both; from one guest, the other's SSH is out of reach.
+    expect((await ssh(doomed.address!, 'true')).code).toBe(0);
+    const probe = await ssh(quitter.address!, guestConnects([`${doomed.address!.split('/')[0]}:22`]));
+    expect(probe.stdout.trim()).toBe(`${doomed.address!.split('/')[0]}:22 failed`);
+  }, 60_000);
+
   it('QEMU killed with SIGKILL: the instance becomes failed with the reason, once, with its event', async () => {
     process.kill(qemuPid(instanceId), 'SIGKILL');
     await until('the instance to fail', async () => (await getInstance()).state === 'failed', 20_000);
@@ -208,6 +223,12 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('a VM that dies un
       async () => !existsSync(join(stateDir, 'instances', instanceId, 'run.json')),
       10_000,
     );
+    // The dead VM's network namespace and veth went with its record.
+    const { name } = JSON.parse(
+      readFileSync(join(stateDir, 'instances', instanceId, 'spec.json'), 'utf8'),
+    ).network;
+    await until('its network to go', async () => !existsSync(`/run/netns/${name}`), 10_000);
+    expect(existsSync(`/sys/class/net/${name}`)).toBe(false);
     await new Promise((resolve) => setTimeout(resolve, 2_500));
     const events = await instanceEvents();
     expect(events.map((e) => e.type)).toEqual(['instance.created', 'instance.running', 'instance.failed']);
@@ -228,7 +249,7 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('a VM that dies un
 
   it('a guest that powers itself off: the instance is stopped, with the reason', async () => {
     const running = await getInstance(quitterId);
-    const asked = await ssh(running.sshPort!, 'touch /tmp/power-off-now');
+    const asked = await ssh(running.address!, 'touch /tmp/power-off-now');
     expect(asked.code, asked.stderr).toBe(0);
     await until(
       'the instance to stop',

@@ -4,6 +4,9 @@
  * instance.create (retry-safe), start until the guest is ready and an SSH login with the seed's key
  * answers the seed's host name, the daemon killed and restarted while the guest runs (the guest
  * survives; dial and console reach it), stop by ACPI, resize, start again, a forced stop, delete.
+ * The guest's network: its own namespace and private address, which SSH and dial reach through the
+ * node's route; with egress it reaches a host beyond the node, without it not; never the node's own
+ * addresses; its namespace, veth and route go with stop and delete.
  * One guest boot is shared by the suite, twice started.
  */
 import { execFileSync, spawn } from 'node:child_process';
@@ -20,10 +23,18 @@ import { generatedCommandSigner } from '../../better-compute/src/gateway/signer.
 import {
   ensureGuestImage,
   generateSshKey,
+  guestHttpServerCommand,
   type GuestImage,
   guestRuntimeImage,
   type SshKey,
 } from '../../better-compute/test/guest-support.js';
+import {
+  guestConnects,
+  nodeAddresses,
+  nodeListener,
+  type Outside,
+  outsideHost,
+} from '../../better-compute/test/instance-network-support.js';
 import { cgroupDirs } from '../src/runtimes/cgroups.js';
 import { QemuDriver } from '../src/runtimes/index.js';
 import { accelerator, qemuOverheadMiB } from '../src/runtimes/qemu-process.js';
@@ -49,7 +60,10 @@ let tenantId: string;
 let guest: GuestImage;
 let key: SshKey;
 let image: RuntimeImage;
-let sshPort: number;
+/** The instance's network as its spec.json records it. */
+let net: { name: string; address: string; hostAddress: string; slot: number };
+let outside: Outside;
+let listener: Awaited<ReturnType<typeof nodeListener>>;
 
 const instanceId = 'inst_qemutest1';
 const hostname = 'qemu-test-guest';
@@ -92,10 +106,10 @@ async function run(kind: string, payload: Record<string, unknown>, timeoutMs = 6
 
 function ssh(command: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const args = [
-    '-F', 'none', '-i', key.privateKeyPath, '-p', String(sshPort),
+    '-F', 'none', '-i', key.privateKeyPath,
     '-o', 'IdentitiesOnly=yes', '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=accept-new',
     '-o', `UserKnownHostsFile=${join(scratch, 'known_hosts')}`, '-o', 'ConnectTimeout=20', '-o', 'LogLevel=ERROR',
-    `${guest.manifest.defaultUser}@127.0.0.1`, command,
+    `${guest.manifest.defaultUser}@${net.address}`, command,
   ]; // prettier-ignore
   return new Promise((resolve) => {
     const child = spawn('ssh', args, { stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000 });
@@ -117,6 +131,25 @@ const alive = (pid: number) => {
 };
 const rssKiB = (pid: number) =>
   Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
+/** Whether the instance's namespace, host veth and route exist. */
+const networkUp = () => ({
+  namespace: execFileSync('ip', ['netns', 'list'], { encoding: 'utf8' }).includes(net.name),
+  veth: existsSync(`/sys/class/net/${net.name}`),
+  route: execFileSync('ip', ['-4', 'route'], { encoding: 'utf8' }).includes(` dev ${net.name}`),
+});
+/** Connections from the guest: to the outside host, and to a port the node listens on at its addresses. */
+async function reaches(): Promise<{ outside: boolean; node: string[] }> {
+  const nodeTargets = [outside.nodeAddress, net.hostAddress, ...nodeAddresses()].map(
+    (address) => `${address}:${listener.port}`,
+  );
+  const probe = await ssh(guestConnects([`${outside.address}:${outside.port}`, ...nodeTargets]));
+  expect(probe.code, probe.stderr).toBe(0);
+  const lines = probe.stdout.trim().split('\n');
+  return {
+    outside: lines[0] === `${outside.address}:${outside.port} ok outside`,
+    node: lines.slice(1).filter((line) => !line.endsWith(' failed')),
+  };
+}
 const connected = () =>
   until(
     'the daemon’s session',
@@ -171,6 +204,8 @@ beforeAll(async () => {
   tenantId = node.rows[0]!.tenant_id;
   daemon = runDaemon();
   await connected();
+  outside = await outsideHost();
+  listener = await nodeListener();
 }, 300_000);
 
 afterAll(async () => {
@@ -184,6 +219,9 @@ afterAll(async () => {
   }
   server?.child.kill('SIGKILL');
   mirror?.close();
+  outside?.close();
+  listener?.server.close();
+  if (net && existsSync(`/run/netns/${net.name}`)) execFileSync('ip', ['netns', 'delete', net.name]);
   await env?.close();
   rmSync(scratch, { recursive: true, force: true });
 });
@@ -258,6 +296,13 @@ describe('the qemu runtime', () => {
     expect(created.state, created.error).toBe('succeeded');
     expect(created.result).toEqual({ instanceId, diskBytes: 2 * GiB });
     expect(readdirSync(instanceDir).sort()).toEqual(['disk.qcow2', 'seed.iso', 'spec.json']);
+    // Its network is allocated with it: a /29 of the node's range, names from the instance id.
+    net = JSON.parse(readFileSync(join(instanceDir, 'spec.json'), 'utf8')).network;
+    expect(net).toMatchObject({
+      name: expect.stringMatching(/^bci-[0-9a-f]{10}$/),
+      address: expect.stringMatching(/^10\.213\.\d+\.\d+$/),
+    });
+    expect(networkUp()).toEqual({ namespace: false, veth: false, route: false });
     const retried = await run('instance.create', createPayload());
     expect(retried.result).toEqual({ instanceId, diskBytes: 2 * GiB });
     const other = await run('instance.create', { ...createPayload(), hostname: 'another-name' });
@@ -271,15 +316,22 @@ describe('the qemu runtime', () => {
     const before = rssKiB(daemonPid);
     const started = await run('instance.start', startPayload(), 300_000);
     expect(started.state, started.error).toBe('succeeded');
-    expect(started.result).toMatchObject({
-      instanceId,
-      address: expect.stringMatching(/^10\.0\.2\.\d+\/\d+$/),
-    });
-    sshPort = started.result.sshPort;
+    // The guest reports the private address its seed gave it; there is no forwarded loopback port.
+    expect(started.result).toMatchObject({ instanceId, address: `${net.address}/30`, sshPort: null });
+    expect(networkUp()).toEqual({ namespace: true, veth: true, route: true });
     bootMs = started.result.bootMs;
     const login = await ssh('hostname; cat /var/tmp/user-data-ran');
     expect(login.code, login.stderr).toBe(0);
     expect(login.stdout.split('\n')).toEqual([hostname, 'ran', '']);
+    // Egress on (the default): the guest reaches a host beyond the node, which sees the node's
+    // address (NAT); the node's own addresses refuse it all the same.
+    const reached = await reaches();
+    expect(reached).toEqual({ outside: true, node: [] });
+    expect(outside.peers).toEqual([outside.nodeAddress]);
+    expect(listener.peers).toEqual([]);
+    // A server in the guest, for dial to reach on another port than SSH.
+    const http = await ssh(guestHttpServerCommand(8080));
+    expect(http.code, http.stdout + http.stderr).toBe(0);
     const after = rssKiB(daemonPid);
     console.log(
       `qemu runtime: boot to ready ${bootMs} ms (TCG); bcd RSS ${before} KiB before, ${after} KiB with the VM`,
@@ -314,6 +366,19 @@ describe('the qemu runtime', () => {
     );
     expect(banner).toMatch(/^SSH-2\.0-OpenSSH/);
     ssh22.destroy();
+    const web = await driver.dial(instanceId, 8080);
+    web.write('GET / HTTP/1.0\r\nConnection: close\r\n\r\n');
+    const answer = await new Promise<string>((resolve) => {
+      let text = '';
+      web.on('data', (chunk: Buffer) => (text += chunk.toString()));
+      web.on('close', () => resolve(text));
+    });
+    expect(answer).toMatch(/^HTTP\/1\.[01] 200/);
+    // The namespace and route outlived the daemon, and its egress is in the rules again.
+    expect(networkUp()).toEqual({ namespace: true, veth: true, route: true });
+    expect(
+      execFileSync('nft', ['list', 'set', 'ip', 'better_compute', 'egress'], { encoding: 'utf8' }),
+    ).toContain(net.address);
     const serial = await driver.openConsole(instanceId);
     let seen = '';
     serial.on('data', (chunk: Buffer) => (seen += chunk.toString('latin1')));
@@ -332,6 +397,7 @@ describe('the qemu runtime', () => {
     expect(stopped.state, stopped.error).toBe('succeeded');
     expect(stopped.result).toEqual({ instanceId, forced: false });
     expect(alive(pid)).toBe(false);
+    expect(networkUp()).toEqual({ namespace: false, veth: false, route: false });
     const again = await run('instance.stop', { instanceId, timeoutMs: 60_000 });
     expect(again.result).toEqual({ instanceId, forced: false });
   }, 120_000);
@@ -344,16 +410,22 @@ describe('the qemu runtime', () => {
     expect(shrunk.error).toBe('the disk is 3 GiB; it only grows, so 2 GiB is refused');
   }, 60_000);
 
-  it('starts again with the grown disk; resize is refused while it runs; a stop past its timeout is forced; delete stops a running VM and removes it', async () => {
+  it('starts again with the grown disk, without egress; resize is refused while it runs; a stop past its timeout is forced; delete stops a running VM and removes it', async () => {
     const started = await run(
       'instance.start',
-      { ...startPayload(), shape: { ...shape, diskGiB: 3 } },
+      { ...startPayload(), shape: { ...shape, diskGiB: 3 }, egress: false },
       300_000,
     );
     expect(started.state, started.error).toBe('succeeded');
-    sshPort = started.result.sshPort;
+    expect(started.result.address).toBe(`${net.address}/30`);
     const size = await ssh('cat /sys/block/vda/size; hostname');
     expect(size.stdout.split('\n')).toEqual([String((3 * GiB) / 512), hostname, '']);
+    // Without egress the node still reaches the guest (SSH above), but the guest reaches nothing:
+    // neither the host beyond the node nor the node itself.
+    const peersBefore = outside.peers.length;
+    expect(await reaches()).toEqual({ outside: false, node: [] });
+    expect(outside.peers).toHaveLength(peersBefore);
+    expect(listener.peers).toEqual([]);
     const running = await run('instance.resize', { instanceId, diskGiB: 4 });
     expect(running.error).toBe(`instance ${instanceId} is running; stop it before resizing its disk`);
     const pid = qemuPid();
@@ -392,14 +464,20 @@ describe('the qemu runtime', () => {
     );
     expect(third.state, third.error).toBe('succeeded');
     // Ready means this boot's ready line (not the last boot's): SSH answers at once.
-    sshPort = third.result.sshPort;
     expect((await ssh('hostname')).stdout).toBe(`${hostname}\n`);
+    expect(networkUp()).toEqual({ namespace: true, veth: true, route: true });
     const runningPid = qemuPid();
     const deleted = await run('instance.delete', { instanceId });
     expect(deleted.result).toEqual({ instanceId, removed: true });
     expect(alive(runningPid)).toBe(false);
     expect(existsSync(instanceDir)).toBe(false);
     for (const dir of cgroupDirs('bcd-instances', instanceId)) expect(existsSync(dir)).toBe(false);
+    // Its namespace (with the tap), veth, route and egress went with it.
+    expect(networkUp()).toEqual({ namespace: false, veth: false, route: false });
+    expect(execFileSync('ip', ['link'], { encoding: 'utf8' })).not.toContain(net.name);
+    expect(
+      execFileSync('nft', ['list', 'set', 'ip', 'better_compute', 'egress'], { encoding: 'utf8' }),
+    ).not.toContain(`${net.address} `);
     const again = await run('instance.delete', { instanceId });
     expect(again.result).toEqual({ instanceId, removed: false });
   }, 600_000);

@@ -43,8 +43,13 @@ export const instanceSchema = z.object({
   workflowId: z.string().nullable(),
   /** The guest's address, once it answered. */
   address: z.string().nullable(),
-  /** A loopback port on the node forwarded to the guest's SSH, while it runs. */
+  /**
+   * A loopback port on the node forwarded to the guest's SSH, while it runs; null on the qemu
+   * runtime, where the node reaches the guest at its private address (`address`).
+   */
   sshPort: z.number().int().nullable(),
+  /** Whether the guest may open connections beyond its node; it never reaches the node itself. */
+  egress: z.boolean(),
   version: z.number().int(),
   ownerId: z.string().nullable(),
   agentId: z.string().nullable(),
@@ -132,6 +137,8 @@ export const instancesGroup = defineGroup(
           sshKeys: z.array(sshPublicKey).max(32).default([]),
           /** Within the 64 KiB body of a call, with room for the rest of the input. */
           userData: z.string().max(MAX_USER_DATA).nullable().default(null),
+          /** Off: the guest opens no connection beyond its node (the node still reaches it). */
+          egress: z.boolean().default(true),
           idempotencyKey: idempotencyKey.optional(),
         })
         .strict(),

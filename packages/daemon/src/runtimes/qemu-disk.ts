@@ -88,9 +88,17 @@ export interface SeedContents {
   hostname: string;
   sshKeys: string[];
   userData: string | null;
+  /**
+   * NoCloud's network-config (an instance on its tap device has no DHCP server to ask), made by the
+   * daemon from its own values; without it the guest asks DHCP (sandboxes, on user networking).
+   */
+  networkConfig?: string | null;
 }
 
-/** Writes the NoCloud seed: an ISO 9660 volume labelled `cidata` with meta-data and user-data. */
+/**
+ * Writes the NoCloud seed: an ISO 9660 volume labelled `cidata` with meta-data and user-data, and
+ * network-config when given.
+ */
 export async function writeSeed(path: string, seed: SeedContents, scratchDir: string): Promise<void> {
   const problem = keyProblem(seed.sshKeys);
   if (problem) throw new RuntimeError(problem);
@@ -105,17 +113,12 @@ export async function writeSeed(path: string, seed: SeedContents, scratchDir: st
       { mode: 0o600 },
     );
     await writeFile(join(dir, 'user-data'), seed.userData ?? '#cloud-config\n', { mode: 0o600 });
-    await tool('genisoimage', [
-      '-quiet',
-      '-output',
-      path,
-      '-volid',
-      'cidata',
-      '-joliet',
-      '-rock',
-      join(dir, 'user-data'),
-      join(dir, 'meta-data'),
-    ]);
+    const files = [join(dir, 'user-data'), join(dir, 'meta-data')];
+    if (seed.networkConfig) {
+      await writeFile(join(dir, 'network-config'), seed.networkConfig, { mode: 0o600 });
+      files.push(join(dir, 'network-config'));
+    }
+    await tool('genisoimage', ['-quiet', '-output', path, '-volid', 'cidata', '-joliet', '-rock', ...files]);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

@@ -16,9 +16,9 @@ export function tail(text: string, length = 1500): string {
 }
 
 /** True when the port answers with an SSH identification line. */
-export function sshBanner(port: number): Promise<boolean> {
+export function sshBanner(port: number, host = '127.0.0.1'): Promise<boolean> {
   return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
+    const socket = connect(port, host);
     const done = (seen: boolean) => {
       socket.destroy();
       resolve(seen);
@@ -30,10 +30,16 @@ export function sshBanner(port: number): Promise<boolean> {
   });
 }
 
-/** Starts QEMU, which daemonizes once its sockets exist; fails with what it printed. */
-export function launch(args: string[]): Promise<void> {
+/**
+ * Starts QEMU, which daemonizes once its sockets exist; fails with what it printed. In `netns` when
+ * given (an instance's namespace, where its tap device is): the daemonized QEMU stays in it.
+ */
+export function launch(args: string[], netns?: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn('qemu-system-x86_64', args, {
+    const [command, argv] = netns
+      ? ['ip', ['netns', 'exec', netns, 'qemu-system-x86_64', ...args]]
+      : ['qemu-system-x86_64', args];
+    const child = spawn(command, argv, {
       stdio: ['ignore', 'ignore', 'pipe'],
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: 'C' },
     });
@@ -90,10 +96,12 @@ export interface MachineOptions {
   memoryMiB: number;
   /** A kernel booted directly (PVH), or null for the disk's own boot loader. */
   boot: { kernel: string; initrd: string | null; cmdline: string } | null;
-  /** The loopback port forwarded to the guest's SSH. */
-  sshPort: number;
-  /** User-mode networking without a way out: only the node's forwards reach the guest. */
-  restrictNetwork: boolean;
+  /**
+   * The guest's NIC: QEMU's user-mode networking with SSH forwarded from a loopback port (sandboxes;
+   * `restrict`: no way out, only the node's forwards reach the guest), or the tap device of the
+   * instance's network namespace, with the MAC its network-config names.
+   */
+  network: { user: { sshPort: number; restrict: boolean } } | { tap: { ifname: string; mac: string } };
   /**
    * The serial console: a socket the daemon reads into its own ring (instances, for `console`), or
    * a ring QEMU keeps itself, read over QMP when a failure needs it (sandboxes).
@@ -103,10 +111,23 @@ export interface MachineOptions {
   extra: string[];
 }
 
+function netArgs(network: MachineOptions['network']): string[] {
+  if ('tap' in network)
+    return [
+      '-netdev', `tap,id=net0,ifname=${network.tap.ifname},script=no,downscript=no`,
+      '-device', `virtio-net-pci,netdev=net0,mac=${network.tap.mac}`,
+    ]; // prettier-ignore
+  const { sshPort, restrict } = network.user;
+  return [
+    '-netdev', `user,id=net0,${restrict ? 'restrict=on,ipv6=off,' : ''}hostfwd=tcp:127.0.0.1:${sshPort}-:22`,
+    '-device', 'virtio-net-pci,netdev=net0',
+  ]; // prettier-ignore
+}
+
 /**
  * The command line of a VM: q35 with vmgenid (a restored guest learns it was restored), a virtio
- * disk over the directory's qcow2 overlay and the NoCloud seed, user-mode networking with SSH
- * forwarded from the node's loopback, a virtio RNG, QMP on a socket; QEMU daemonizes.
+ * disk over the directory's qcow2 overlay and the NoCloud seed, a virtio NIC (see `network`), a
+ * virtio RNG, QMP on a socket; QEMU daemonizes.
  */
 export function machineArgs(options: MachineOptions): string[] {
   const { dir } = options;
@@ -131,8 +152,7 @@ export function machineArgs(options: MachineOptions): string[] {
     '-device', 'virtio-blk-pci,drive=root',
     '-drive', `file=${join(dir, 'seed.iso')},if=none,id=seed,format=raw,readonly=on`,
     '-device', 'virtio-blk-pci,drive=seed',
-    '-netdev', `user,id=net0,${options.restrictNetwork ? 'restrict=on,ipv6=off,' : ''}hostfwd=tcp:127.0.0.1:${options.sshPort}-:22`,
-    '-device', 'virtio-net-pci,netdev=net0',
+    ...netArgs(options.network),
     '-device', 'virtio-rng-pci',
     '-chardev',
     options.console === 'socket'

@@ -202,8 +202,7 @@ export class QemuSandboxDriver implements SandboxDriver {
                 cmdline: boot.cmdline,
               }
             : null,
-          sshPort,
-          restrictNetwork: spec.network !== 'egress',
+          network: { user: { sshPort, restrict: spec.network !== 'egress' } },
           console: 'ring',
           extra: [...agentDevices(dir), ...(restoring ? ['-incoming', 'defer'] : [])],
         }),

@@ -1,9 +1,11 @@
 /**
  * The qemu runtime. Each instance has a directory under `<state-dir>/instances/<id>`: its
- * definition (`spec.json`), its disk (a qcow2 overlay over the cached image), its NoCloud seed,
- * and while it runs the QMP and console sockets, the pidfile and `run.json` (ports, boot time).
- * QEMU daemonizes itself, so the VM outlives the daemon; a restarted daemon finds it again by its
- * pidfile (checked against the process's command line) and reconnects to its sockets.
+ * definition (`spec.json`, with its network: see vm-network.ts), its disk (a qcow2 overlay over
+ * the cached image), its NoCloud seed, and while it runs the QMP and console sockets, the pidfile
+ * and `run.json` (address, egress, boot time). QEMU daemonizes itself inside the instance's network
+ * namespace, so the VM outlives the daemon; a restarted daemon finds it again by its pidfile
+ * (checked against the process's command line) and reconnects to its sockets. The daemon reaches
+ * the guest at its private address, routed through the namespace.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -16,7 +18,7 @@ import { limitProcess, removeCgroup } from './cgroups.js';
 import type { RuntimeDriver } from './driver.js';
 import { ImageCache, RuntimeError } from './image-cache.js';
 import { baseVirtualSize, GiB, growDisk, makeOverlay, virtualSize, writeSeed } from './qemu-disk.js';
-import { ConsoleRing, QmpConnection, qmpOnce } from './qmp.js';
+import { ConsoleRing, qmpOnce } from './qmp.js';
 import {
   accelerator,
   endQemu,
@@ -29,6 +31,13 @@ import {
   sshBanner,
   tail,
 } from './qemu-process.js';
+import {
+  guestNameservers,
+  type InstanceNetwork,
+  networkConfig,
+  pickNetwork,
+  VmNetwork,
+} from './vm-network.js';
 
 /** What create recorded: enough to start the instance and to recognise a retried create. */
 interface Spec {
@@ -37,15 +46,18 @@ interface Spec {
   definition: string;
   diskGiB: number;
   createdAt: string;
+  /** Its slot, names and addresses; absent for an instance created before instances had one. */
+  network?: InstanceNetwork;
 }
 
 /** What start recorded about the running VM. */
 interface RunInfo {
   pid: number;
-  sshPort: number;
+  /** The address the guest reported in its ready line. */
   address: string | null;
   bootMs: number | null;
-  forwards: Record<string, number>;
+  /** Whether this boot's guest may open connections beyond the node (restored into nftables). */
+  egress: boolean;
 }
 
 interface Vm {
@@ -94,14 +106,20 @@ export class QemuDriver implements RuntimeDriver {
   private readonly vms = new Map<string, Vm>();
   /** Instances a command is starting, stopping or deleting: their QEMU exiting is asked for. */
   private readonly busy = new Set<string>();
+  /** Slots being given to instances whose spec.json is not written yet. */
+  private readonly reserved = new Set<number>();
+  private allocating: Promise<unknown> = Promise.resolve();
+  readonly network: VmNetwork;
   private closed = false;
 
   constructor(
     stateDir: string,
     private readonly log: (line: string) => void = () => {},
+    instanceRange?: string,
   ) {
     this.images = new ImageCache(join(stateDir, 'images'));
     this.instancesDir = join(stateDir, 'instances');
+    this.network = new VmNetwork(instanceRange, log);
   }
 
   /**
@@ -122,6 +140,16 @@ export class QemuDriver implements RuntimeDriver {
       found.push(id);
     }
     if (found.length) this.log(`bcd: found ${found.length} running VM(s) again: ${found.join(', ')}`);
+    // The rules match the VMs found: their namespaces and routes outlived the daemon, and the
+    // egress of each comes back from its run.json. Without nftables no VM has a network to keep.
+    const egress: string[] = [];
+    for (const id of found) {
+      const [spec, info] = [await this.spec(id), await this.runInfo(id)];
+      if (spec?.network && info?.egress) egress.push(spec.network.address);
+    }
+    await this.network
+      .restore(egress)
+      .catch((error: Error) => this.log(`bcd: the instances' network rules: ${error.message}`));
     return found;
   }
 
@@ -199,10 +227,37 @@ export class QemuDriver implements RuntimeDriver {
     return found;
   }
 
-  /** The control plane has the exit: its record goes, so it is reported once. */
+  /** The control plane has the exit: its record goes, so it is reported once, and its network. */
   async exitReported(id: string): Promise<void> {
     if (this.busy.has(id) || this.pidOf(id) !== null) return;
     await rm(this.path(id, 'run.json'), { force: true });
+    await this.networkDown(id);
+  }
+
+  /** Removes the instance's namespace, veth, route and egress, if it has them. */
+  private async networkDown(id: string): Promise<void> {
+    const net = (await this.spec(id))?.network;
+    if (net) await this.network.down(net);
+  }
+
+  /**
+   * A network for a new instance: a slot none of this node's instances holds (their spec.json, so
+   * it survives restarts) nor a create under way. One at a time, so two creates never pick alike.
+   */
+  private allocate(id: string): Promise<InstanceNetwork> {
+    const next = this.allocating.then(async () => {
+      const held: InstanceNetwork[] = [];
+      for (const other of await readdir(this.instancesDir).catch(() => [] as string[]))
+        if (/^inst_[A-Za-z0-9]{1,64}$/.test(other) && other !== id) {
+          const net = (await this.spec(other))?.network;
+          if (net) held.push(net);
+        }
+      const net = pickNetwork(id, this.network.range, held, this.reserved);
+      this.reserved.add(net.slot);
+      return net;
+    });
+    this.allocating = next.catch(() => undefined);
+    return next;
   }
 
   /** Runs a command's work on an instance with its QEMU's exit expected meanwhile. */
@@ -255,16 +310,22 @@ export class QemuDriver implements RuntimeDriver {
     // Made beside its final place and renamed in, so a crash never leaves half an instance.
     await mkdir(this.instancesDir, { recursive: true, mode: 0o700 });
     const making = join(this.instancesDir, `.making-${instanceId}-${randomBytes(4).toString('hex')}`);
-    await mkdir(making, { mode: 0o700 });
+    const network = await this.allocate(instanceId);
     try {
+      await mkdir(making, { mode: 0o700 });
       await makeOverlay(base, image.diskFormat, join(making, 'disk.qcow2'), shape.diskGiB * GiB);
-      await writeSeed(join(making, 'seed.iso'), spec, making);
+      await writeSeed(
+        join(making, 'seed.iso'),
+        { ...spec, networkConfig: networkConfig(network, guestNameservers()) },
+        making,
+      );
       const record: Spec = {
         instanceId,
         hostname: spec.hostname,
         definition,
         diskGiB: shape.diskGiB,
         createdAt: new Date().toISOString(),
+        network,
       };
       await writeFile(join(making, 'spec.json'), `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 });
       // A directory without spec.json is what a crash left before the rename: replaced.
@@ -273,6 +334,8 @@ export class QemuDriver implements RuntimeDriver {
     } catch (error) {
       await rm(making, { recursive: true, force: true });
       throw error;
+    } finally {
+      this.reserved.delete(network.slot);
     }
     return { instanceId, diskBytes: shape.diskGiB * GiB };
   }
@@ -283,12 +346,16 @@ export class QemuDriver implements RuntimeDriver {
 
   private async boot(spec: RuntimeCommandPayload<'instance.start'>, signal?: AbortSignal) {
     const { instanceId: id, image, shape } = spec;
-    await this.mustSpec(id);
+    const net = (await this.mustSpec(id)).network;
+    if (!net)
+      throw new RuntimeError(
+        `instance ${id} was made before instances had a network of their own; delete it and create it again`,
+      );
     if (this.pidOf(id) !== null) {
       // Started already (a retried command): wait for the ready line if it has not come yet.
       const info = await this.runInfo(id);
       if (info?.bootMs != null)
-        return { instanceId: id, address: info.address, sshPort: info.sshPort, bootMs: info.bootMs };
+        return { instanceId: id, address: info.address, sshPort: null, bootMs: info.bootMs };
       return this.awaitReady(id, Date.now(), spec.readyTimeoutMs, signal, true);
     }
     for (const file of [image.boot?.kernel, image.boot?.initrd])
@@ -304,7 +371,6 @@ export class QemuDriver implements RuntimeDriver {
       image.boot ? this.images.pathOf(image.boot.kernel.sha256) : null,
       this.log,
     );
-    const sshPort = await freeLoopbackPort();
     const args = machineArgs({
       name: id,
       dir,
@@ -318,16 +384,25 @@ export class QemuDriver implements RuntimeDriver {
             cmdline: image.boot.cmdline,
           }
         : null,
-      sshPort,
-      restrictNetwork: false,
+      network: { tap: { ifname: 'tap0', mac: net.mac } },
       console: 'socket',
       // Paused until the console is attached, so not a byte of the boot is missed.
       extra: [...gpuArgs, '-S'],
     });
-    await launch(args);
+    // Made afresh for each boot (what an earlier one left goes first), with this start's egress.
+    await this.network.up(net, spec.egress);
+    try {
+      await launch(args, net.name);
+    } catch (error) {
+      await this.network.down(net);
+      throw error;
+    }
     const launchedAt = Date.now();
     const pid = this.pidOf(id);
-    if (pid === null) throw new RuntimeError('QEMU started but its process is not found');
+    if (pid === null) {
+      await this.network.down(net);
+      throw new RuntimeError('QEMU started but its process is not found');
+    }
     // Limited while still paused: the guest's vCPUs plus half a core for QEMU's own threads, its
     // memory plus what QEMU needs beside it (TCG's translated code most of all).
     limitProcess(
@@ -337,7 +412,7 @@ export class QemuDriver implements RuntimeDriver {
       { cpus: shape.vcpus + 0.5, memoryMiB: shape.memoryMiB + qemuOverheadMiB(accel) },
       this.log,
     );
-    const info: RunInfo = { pid, sshPort, address: null, bootMs: null, forwards: {} };
+    const info: RunInfo = { pid, address: null, bootMs: null, egress: spec.egress };
     await this.saveJson(id, 'run.json', info);
     const vm = this.attach(id);
     await new Promise<void>((resolve) => {
@@ -358,7 +433,7 @@ export class QemuDriver implements RuntimeDriver {
   /**
    * Waits for the guest's ready line; a VM that dies, times out or is cancelled is stopped. A VM
    * found again after a daemon restart may have printed its line while no one listened, so for it
-   * an SSH banner on its forwarded port counts as ready too (the guest starts SSH last).
+   * an SSH banner at its address counts as ready too (the guest starts SSH last).
    */
   private async awaitReady(
     id: string,
@@ -369,6 +444,7 @@ export class QemuDriver implements RuntimeDriver {
   ) {
     const vm = this.attach(id);
     const info = (await this.runInfo(id))!;
+    const guestAddress = (await this.spec(id))?.network?.address ?? '127.0.0.1';
     const controller = new AbortController();
     const onAbort = () => controller.abort();
     signal?.addEventListener('abort', onAbort, { once: true });
@@ -383,7 +459,7 @@ export class QemuDriver implements RuntimeDriver {
         controller.abort();
       } else if (adopted && !probing) {
         probing = true;
-        void sshBanner(info.sshPort).then((seen) => {
+        void sshBanner(22, guestAddress).then((seen) => {
           probing = false;
           if (seen && !controller.signal.aborted) {
             bannerSeen = true;
@@ -410,7 +486,7 @@ export class QemuDriver implements RuntimeDriver {
     const address = fields.address && /^[0-9a-f.:/]{1,64}$/i.test(fields.address) ? fields.address : null;
     const ready = { ...info, address, bootMs: Date.now() - since };
     await this.saveJson(id, 'run.json', ready);
-    return { instanceId: id, address, sshPort: info.sshPort, bootMs: ready.bootMs };
+    return { instanceId: id, address, sshPort: null, bootMs: ready.bootMs };
   }
 
   stop(id: string, timeoutMs: number) {
@@ -419,12 +495,17 @@ export class QemuDriver implements RuntimeDriver {
 
   private async powerOff(id: string, timeoutMs: number) {
     await this.mustSpec(id);
-    if (this.pidOf(id) === null) return { instanceId: id, forced: false };
+    if (this.pidOf(id) === null) {
+      // Stopped already (or it died): what its boot made of the network goes all the same.
+      await this.networkDown(id);
+      return { instanceId: id, forced: false };
+    }
     if (timeoutMs > 0) {
       try {
         await qmpOnce(this.path(id, 'qmp.sock'), 'system_powerdown');
         if (await qemuExited(this.dir(id), timeoutMs)) {
           await rm(this.path(id, 'run.json'), { force: true });
+          await this.networkDown(id);
           return { instanceId: id, forced: false };
         }
       } catch (error) {
@@ -435,11 +516,12 @@ export class QemuDriver implements RuntimeDriver {
     return { instanceId: id, forced: true };
   }
 
-  /** QMP quit, then SIGKILL: the VM is gone when this returns. */
+  /** QMP quit, then SIGKILL: the VM and its network are gone when this returns. */
   private async kill(id: string): Promise<void> {
     await endQemu(this.dir(id), id);
     this.vms.get(id)?.console?.destroy();
     await rm(this.path(id, 'run.json'), { force: true });
+    await this.networkDown(id);
   }
 
   async resize(id: string, diskGiB: number) {
@@ -464,6 +546,7 @@ export class QemuDriver implements RuntimeDriver {
     if (this.pidOf(id) !== null) await this.kill(id);
     this.vms.get(id)?.console?.destroy();
     this.vms.delete(id);
+    await this.networkDown(id);
     await removeCgroup('bcd-instances', id, this.log);
     await rm(dir, { recursive: true, force: true });
     return { instanceId: id, removed: true };
@@ -500,26 +583,11 @@ export class QemuDriver implements RuntimeDriver {
     if (!Number.isInteger(port) || port < 1 || port > 65_535)
       throw new RuntimeError('the port must be a whole number from 1 to 65535');
     const info = this.pidOf(id) !== null ? await this.runInfo(id) : null;
-    if (!info) throw new RuntimeError(`instance ${id} is not running`);
-    let hostPort = port === 22 ? info.sshPort : info.forwards[String(port)];
-    if (!hostPort) {
-      hostPort = await freeLoopbackPort();
-      const qmp = await QmpConnection.open(this.path(id, 'qmp.sock'));
-      try {
-        const said = await qmp.execute('human-monitor-command', {
-          'command-line': `hostfwd_add net0 tcp:127.0.0.1:${hostPort}-:${port}`,
-        });
-        if (typeof said === 'string' && said.trim())
-          throw new RuntimeError(`forwarding port ${port} failed: ${said.trim().slice(0, 200)}`);
-      } finally {
-        qmp.close();
-      }
-      info.forwards[String(port)] = hostPort;
-      await this.saveJson(id, 'run.json', info);
-    }
-    const target = hostPort;
+    const net = info ? (await this.spec(id))?.network : undefined;
+    if (!info || !net) throw new RuntimeError(`instance ${id} is not running`);
+    // Straight to the guest's private address: the node routes it through the instance's veth.
     return new Promise((resolve, reject) => {
-      const socket = connect(target, '127.0.0.1', () => resolve(socket));
+      const socket = connect(port, net.address, () => resolve(socket));
       socket.once('error', reject);
     });
   }

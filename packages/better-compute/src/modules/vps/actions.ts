@@ -82,6 +82,7 @@ export async function startInstance(ctx: CallContext<Ref>) {
       image: await imageOf(ctx, row),
       shape: shapeOf(row, await gpusOf(ctx, row)),
       readyTimeoutMs: READY_TIMEOUT_MS,
+      egress: row.egress,
     }),
   ]);
 }

@@ -29,6 +29,7 @@ export interface CreateInput {
   name: string;
   sshKeys: string[];
   userData: string | null;
+  egress: boolean;
 }
 
 export function shapeOf(row: Pick<InstanceRow, 'vcpus' | 'memory_mib' | 'disk_gib'>, gpus: string[]) {
@@ -114,6 +115,7 @@ export async function createInstance(ctx: CallContext<CreateInput>) {
       user_data: input.userData,
       address: null,
       ssh_port: null,
+      egress: input.egress,
       owner_id: ctx.identity ? ownerOf(ctx.identity) : null,
       agent_id: ctx.identity?.principalKind === 'agent' ? ctx.identity.principalId : null,
       created_at: now,
@@ -161,6 +163,7 @@ function createSteps(row: InstanceRow, image: ImageRow, gpus: string[]) {
       image: runtime,
       shape,
       readyTimeoutMs: READY_TIMEOUT_MS,
+      egress: row.egress,
     }),
   ];
 }

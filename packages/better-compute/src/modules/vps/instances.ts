@@ -31,6 +31,7 @@ export function instanceView(row: InstanceRow) {
     workflowId: row.workflow_id,
     address: row.address,
     sshPort: row.ssh_port,
+    egress: row.egress,
     version: row.version,
     ownerId: row.owner_id,
     agentId: row.agent_id,

@@ -98,4 +98,10 @@ alter table compute.flavors
   add constraint flavors_image_both check ((image_os is null) = (image_channel is null));
 `,
   },
+  {
+    // Whether the guest may open connections beyond its node (NAT through the node's uplinks):
+    // chosen at create, sent with every start. Instances made before it had egress.
+    name: '0003_instance_egress',
+    sql: `alter table compute.instances add column egress boolean not null default true;`,
+  },
 ];

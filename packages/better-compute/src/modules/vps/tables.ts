@@ -83,6 +83,7 @@ export interface InstancesTable {
   user_data: string | null;
   address: string | null;
   ssh_port: number | null;
+  egress: Generated<boolean>;
   version: Generated<number>;
   owner_id: string | null;
   agent_id: string | null;

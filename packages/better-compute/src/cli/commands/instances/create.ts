@@ -1,7 +1,7 @@
 /**
  * `instances create --pool --flavor [--image] --name [--ssh-key FILE.pub]… [--user-data FILE]
- * [--key KEY] [--wait SECONDS]`: instances.create, retry-safe with --key. The keys and user data
- * are read from files here, never taken from the command line.
+ * [--no-egress] [--key KEY] [--wait SECONDS]`: instances.create, retry-safe with --key. The keys
+ * and user data are read from files here, never taken from the command line.
  */
 import { defineCommand } from '../../define.js';
 import { keyFlag, withIdempotencyKey } from '../shared.js';
@@ -33,6 +33,10 @@ export default defineCommand({
       description: 'A cloud-init user-data file for its first boot',
       placeholder: 'FILE',
     },
+    noEgress: {
+      type: 'boolean',
+      description: 'The guest opens no connection beyond its node (the node still reaches it)',
+    },
     key: keyFlag,
     wait: waitFlag,
   },
@@ -55,6 +59,7 @@ export default defineCommand({
         name: flags.name,
         sshKeys,
         userData,
+        egress: !flags.noEgress,
         idempotencyKey,
       }),
     );
