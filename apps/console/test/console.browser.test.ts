@@ -375,11 +375,19 @@ describe('instances', () => {
     await page.getByText('Paste one OpenSSH public key line').waitFor();
     await form.getByLabel('SSH public key (optional)').fill('');
     await expect.poll(() => create.isEnabled()).toBe(true);
+    // Outbound internet is on unless unticked; unticked, the instance is made without egress.
+    const egress = form.getByLabel('Outbound internet (NAT)');
+    await expect(egress.isChecked()).resolves.toBe(true);
+    await egress.uncheck();
     await create.click();
     const row = page.locator('tr[data-instance]').filter({ hasText: 'web-1' });
     // Created provisioning; the simulated node boots it and the row turns running without a reload.
     await row.locator('td[data-state="running"]').waitFor({ timeout: 20_000 });
     const id = (await row.getAttribute('data-instance'))!;
+    const made = await api<{ egress: boolean }>(server.origin, '/api/compute/instances/get', adminToken, {
+      instanceId: id,
+    });
+    expect(made.egress).toBe(false);
     await shot(page, 'instances');
     // A simulated node runs no daemon to attach a console: the panel says so in the server's words.
     await row.getByRole('button', { name: `Console of ${id}` }).click();

@@ -1,7 +1,7 @@
 'use client';
 /**
  * Instances: the tenant's VPS instances, live; a create form (a VPS pool, one of its flavors, an
- * image, a host name and an optional SSH key); Start, Stop and Delete, the last two after a
+ * image, a host name, an optional SSH key, and whether the guest may reach beyond its node); Start, Stop and Delete, the last two after a
  * confirmation that names what happens. Console opens a running instance's serial console in the
  * page, over a tunnel decided as compute:instances:exec on the instance.
  */
@@ -45,6 +45,7 @@ export default function InstancesPage() {
 
   const [name, setName] = useState('');
   const [sshKey, setSshKey] = useState('');
+  const [egress, setEgress] = useState(true);
   const choices = useVpsChoices();
   const { pools, poolId, flavorId, imageId, error: choicesError } = choices;
 
@@ -66,6 +67,7 @@ export default function InstancesPage() {
         imageId,
         name,
         sshKeys: key ? [key] : [],
+        egress,
         idempotencyKey: idempotencyKey(),
       })
       .then((made) => {
@@ -103,6 +105,10 @@ export default function InstancesPage() {
         <label>
           SSH public key (optional)
           <input name="sshKey" value={sshKey} onChange={(e) => setSshKey(e.target.value)} size={40} />
+        </label>
+        <label title="Without it, the guest opens no connection beyond its node; only the node reaches it">
+          <input type="checkbox" checked={egress} onChange={(e) => setEgress(e.target.checked)} /> Outbound
+          internet (NAT)
         </label>
         <button
           type="submit"
