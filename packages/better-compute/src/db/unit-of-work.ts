@@ -6,7 +6,6 @@ import { newId } from '@better-compute/core';
 import { sentWithCommit } from '@better-compute/db';
 import { CompiledQuery, type Kysely } from 'kysely';
 import type { EventDraft } from '../modules/define-module.js';
-import type { NewIdempotencyKey } from '../http/idempotency.js';
 import type { ComputeTables } from './tables.js';
 
 export interface AuditDraft {
@@ -19,6 +18,15 @@ export interface AuditDraft {
   outcome: 'allowed' | 'denied' | 'failed';
   errorCode?: string | undefined;
   requestId: string;
+}
+
+/** An idempotency key a new call keeps (http/idempotency.ts), written with its answer. */
+export interface NewIdempotencyKey {
+  scopeHash: string;
+  tenantId: string;
+  method: string;
+  inputHash: string;
+  expiresAt: Date;
 }
 
 export interface EventMeta {

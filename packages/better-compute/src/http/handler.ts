@@ -35,18 +35,12 @@ import {
 import { retryTransient } from '@better-compute/db';
 import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
-import { recordMutation, writeAudit } from '../db/unit-of-work.js';
+import { type NewIdempotencyKey, recordMutation, writeAudit } from '../db/unit-of-work.js';
 import type { BoundMethod, CallContext, EventDraft } from '../modules/define-module.js';
 
 export type { BoundMethod };
 import { createGate, denied } from './gate.js';
-import {
-  claimIdempotencyKey,
-  type IdempotencyScope,
-  type NewIdempotencyKey,
-  openFields,
-  sealFields,
-} from './idempotency.js';
+import { claimIdempotencyKey, type IdempotencyScope, openFields, sealFields } from './idempotency.js';
 
 /**
  * One API call as the pipeline sees it. The web handler makes one from a Request; the Node adapter

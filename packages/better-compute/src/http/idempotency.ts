@@ -10,6 +10,7 @@ import { canonicalJson, ComputeError } from '@better-compute/core';
 import { sentWithCommit } from '@better-compute/db';
 import { CompiledQuery, type Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
+import type { NewIdempotencyKey } from '../db/unit-of-work.js';
 
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 
@@ -33,15 +34,6 @@ const KEPT = `
   with forgotten as (
     delete from compute.idempotency_keys where scope_hash = $1 and expires_at <= $2)
   select input_hash, response from compute.idempotency_keys where scope_hash = $1 and expires_at > $2`;
-
-/** What a new call's record writes: the key, the input it was used with, and (there) the answer. */
-export interface NewIdempotencyKey {
-  scopeHash: string;
-  tenantId: string;
-  method: string;
-  inputHash: string;
-  expiresAt: Date;
-}
 
 export type IdempotencyClaim =
   { kind: 'new'; key: NewIdempotencyKey } | { kind: 'replay'; response: unknown };
