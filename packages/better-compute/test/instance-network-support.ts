@@ -69,7 +69,13 @@ export async function outsideHost(): Promise<Outside> {
       } catch {
         /* gone */
       }
-      if (existsSync(`/sys/class/net/${link}`)) ip('link', 'delete', link);
+      // Deleting the namespace takes its end of the pair, and the kernel then removes this end on
+      // its own: it may be gone between the look and the delete.
+      try {
+        if (existsSync(`/sys/class/net/${link}`)) ip('link', 'delete', link);
+      } catch {
+        /* gone */
+      }
     },
   };
 }

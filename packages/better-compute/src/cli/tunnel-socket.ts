@@ -31,7 +31,13 @@ export async function openTunnelSocket(
       maxPayload: 32 * 1024 * 1024,
       handshakeTimeout: 20_000,
     });
-    ws.once('open', () => resolve(ws));
+    // Paused before anyone awaits it: frames that came in the same read as the upgrade's answer
+    // (a node that refused at once, a server's banner) are otherwise emitted on the next tick,
+    // before the caller's handlers exist, and lost. The caller resumes once they are attached.
+    ws.once('open', () => {
+      ws.pause();
+      resolve(ws);
+    });
     ws.once('unexpected-response', (_request, response) => {
       const chunks: Buffer[] = [];
       response.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -99,4 +105,5 @@ export function bridgeSocket(ws: WebSocket, socket: Socket, onDropped: (reason: 
     setTimeout(() => socket.destroy(), 10_000).unref();
   });
   socket.resume();
+  ws.resume();
 }

@@ -103,6 +103,8 @@ export async function runTerminalTunnel(context: CommandContext, target: Termina
           }
         });
         ws.on('close', () => resolve(error ? { status, error } : { status }));
+        // Opened paused (tunnel-socket.ts): what the server sent at once reaches the handlers above.
+        ws.resume();
       },
     );
     if (outcome.detached) {
