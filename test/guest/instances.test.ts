@@ -2,7 +2,7 @@
  * An instance's life on a real node: `better-compute serve` on PostgreSQL, a real `bcd` joined to a
  * vps pool running its qemu runtime, the project's guest image registered with its digests, and the
  * real CLI binary as the tenant: `instances create` until running, an SSH login with the key given
- * at create that answers the seed's host name, stop (ACPI), start, delete, with the instance's
+ * at create that answers the seed's host name, stop (ACPI), resize, start, delete, with the instance's
  * events at each step. While it runs, `forward --instance` carries an SSH login and `console
  * --instance` shows its serial console, through real tunnels to the daemon's instance targets.
  * One guest, booted twice (TCG here, so minutes).
@@ -50,6 +50,7 @@ let guest: GuestImage;
 let key: SshKey;
 let poolId = '';
 let flavorId = '';
+let largerId = '';
 let imageId = '';
 let instanceId = '';
 const name = 'guest-one';
@@ -184,10 +185,21 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('an instance on a 
           '512',
           '--disk',
           '2',
+          // Its instances boot the newest debian image on testing when they name none.
+          '--image-os',
+          'debian',
+          '--image-channel',
+          'testing',
         ],
         env.rootKey,
       )
     ).id;
+    largerId = (
+      await json(
+        ['flavors', 'create', '--pool', poolId, '--name', 'larger', '--vcpus', '1', '--memory', '512', '--disk', '3'],
+        env.rootKey,
+      )
+    ).id; // prettier-ignore
     // The platform's image, registered from the files the CLI hashes itself.
     imageId = (
       await json(
@@ -209,11 +221,13 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('an instance on a 
 
   it('create waits until the guest answers; SSH with the key given at create reaches the seed’s host name', async () => {
     const created = await json(
-      ['instances', 'create', '--pool', poolId, '--flavor', flavorId, '--image', imageId, '--name', name,
+      ['instances', 'create', '--pool', poolId, '--flavor', flavorId, '--name', name,
         '--ssh-key', 'id.pub', '--key', 'guest-one-create', '--wait', '300'],
     ); // prettier-ignore
     instanceId = created.id;
     expect(created, created.reason ?? '').toMatchObject({ state: 'running', reason: null });
+    // No --image: the flavor's channel gave the one image of its OS there.
+    expect(created.imageId).toBe(imageId);
     // Its own private address on the node, with egress (the default); no loopback port.
     expect(created).toMatchObject({ address: expect.stringMatching(/^10\.213\.\d+\.\d+\/30$/), sshPort: null, egress: true }); // prettier-ignore
     const login = await sshGuestAt(created, 'hostname');
@@ -304,10 +318,12 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('an instance on a 
     );
   }, 120_000);
 
-  it('stop powers it off; start boots it again; delete removes its disk', async () => {
+  it('stop powers it off; resize grows its disk; start boots it again; delete removes its disk', async () => {
     expect((await json(['instances', 'stop', instanceId, '--timeout', '60', '--wait', '120'])).state).toBe(
       'stopped',
     );
+    const resized = await json(['instances', 'resize', instanceId, '--flavor', largerId, '--wait', '120']);
+    expect(resized).toMatchObject({ state: 'stopped', flavorId: largerId, diskGiB: 3 });
     // A stopped instance has no console or port to open.
     await expect(env.call('tunnels.open', { instanceId, op: 'console' }, 'acme')).rejects.toMatchObject({
       code: 'INVALID_STATE',
@@ -315,6 +331,8 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('an instance on a 
     const again = await json(['instances', 'start', instanceId, '--wait', '300']);
     expect(again.state, again.reason ?? '').toBe('running');
     expect((await sshGuestAt(again, 'hostname')).stdout.trim()).toBe(name);
+    // The guest boots on the grown disk: 3 GiB in 512-byte sectors.
+    expect((await sshGuestAt(again, 'cat /sys/block/vda/size')).stdout.trim()).toBe(String(3 * 2 ** 21));
     expect((await json(['instances', 'delete', instanceId, '--wait', '120'])).state).toBe('deleted');
     expect(existsSync(join(stateDir, 'instances', instanceId))).toBe(false);
     // A control plane that still thinks it runs: the node ends the stream with the reason and its
@@ -333,6 +351,9 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('an instance on a 
       'instance.created',
       'instance.running',
       'instance.stopping',
+      'instance.stopped',
+      'instance.provisioning',
+      'instance.resized',
       'instance.stopped',
       'instance.provisioning',
       'instance.running',
