@@ -323,7 +323,7 @@ try {
     label: 'replay floor',
     async pair(_c, i) {
       const captured = captures[i % 8];
-      const rewrite = freshValues(Date.now() - captured.at);
+      const rewrite = freshValues(Date.now() - captured.at, [...captured.reserve, ...captured.release]);
       const t = performance.now();
       const failed = await replayCall(replayPool, captured.reserve, rewrite);
       const t1 = performance.now();

@@ -8,14 +8,26 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { newId } from '../../packages/core/dist/index.js';
 
-// Ids a call mints (reservation, event, audit entry, request) and 64-hex digests (the idempotency
-// key's scope and input hashes): each replayed pair gets its own, the same one wherever the capture
-// had the same one (the release names the reservation its reserve made).
+// Ids a call mints (reservation, event, audit entry, request) and SHA-256 digests (the idempotency
+// key's scope and input hashes, as 32 bytes or 64 hex digits): each replayed pair gets its own, the
+// same one wherever the capture had the same one (the release names the reservation its reserve
+// made). The advisory lock a key is claimed under is named by its scope hash's first 8 bytes (a
+// signed 64-bit number): it follows the fresh hash, or every replayed reserve would wait on one lock.
 const MINTED = /\b(rsv|evt|aud|req)_[0-7][0-9a-hjkmnp-tv-z]{25}\b/g;
 const DIGEST = /^[0-9a-f]{64}$/;
+const lockName = (digest) => digest.readBigInt64BE(0).toString();
 
-/** A function that rewrites a captured parameter for one replayed pair. */
-export function freshValues(shiftMs) {
+/** A function that rewrites a captured parameter for one replayed pair; `calls`: the capture. */
+export function freshValues(shiftMs, calls) {
+  const bytesOf = (value) => (Buffer.isBuffer(value) ? value : Buffer.from(value, 'hex'));
+  const lockedBy = new Map();
+  for (const call of calls)
+    for (const value of call.values)
+      if (
+        (Buffer.isBuffer(value) && value.length === 32) ||
+        (typeof value === 'string' && DIGEST.test(value))
+      )
+        lockedBy.set(lockName(bytesOf(value)), value);
   const minted = new Map();
   const mint = (id) => {
     let fresh = minted.get(id);
@@ -33,8 +45,20 @@ export function freshValues(shiftMs) {
     }
     return fresh;
   };
+  const digestBytes = (value) => {
+    const key = `bytes:${value.toString('hex')}`;
+    let fresh = minted.get(key);
+    if (!fresh) {
+      fresh = randomBytes(32);
+      minted.set(key, fresh);
+    }
+    return fresh;
+  };
   const rewrite = (value) => {
     if (value instanceof Date) return new Date(value.getTime() + shiftMs);
+    if (Buffer.isBuffer(value) && value.length === 32) return digestBytes(value);
+    if (typeof value === 'string' && lockedBy.has(value))
+      return lockName(bytesOf(rewrite(lockedBy.get(value))));
     if (typeof value === 'string') return DIGEST.test(value) ? digest(value) : value.replace(MINTED, mint);
     if (Array.isArray(value)) return value.map(rewrite);
     return value;

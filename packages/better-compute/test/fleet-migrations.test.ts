@@ -1,6 +1,7 @@
 /**
  * Fleet migration 0003 moves who holds a GPU into its group's row and folds per-GPU bindings into one
  * row per reservation, node and group: a database with bindings on record keeps every one of them.
+ * Migration 0011 moves a group's counter and slots to the end of its row, keeping their values.
  */
 import { migrate, openDatabase } from '@better-compute/db';
 import { sql } from 'kysely';
@@ -104,6 +105,16 @@ describe('fleet migration 0003_group_holders', () => {
       await expect(
         sql`update compute.gpu_groups set free = 0 where group_no = 1`.execute(db),
       ).rejects.toThrow(/gpu_groups_free_slots/);
+      // The counter and the slots are the row's last columns, so the WAL record of a reserve's
+      // update in place logs only them (0011), and they are as checked as before.
+      const columns = await sql<{ name: string }>`
+        select attname as name from pg_attribute
+        where attrelid = 'compute.gpu_groups'::regclass and attnum > 0 and not attisdropped
+        order by attnum`.execute(db);
+      expect(columns.rows.map((r) => r.name).slice(-2)).toEqual(['free', 'holders']);
+      await expect(
+        sql`update compute.gpu_groups set free = -1, holders = '{}' where group_no = 1`.execute(db),
+      ).rejects.toThrow(/gpu_groups_free/);
     } finally {
       await database.close();
     }

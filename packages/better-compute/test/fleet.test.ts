@@ -5,6 +5,7 @@
 import { createHash } from 'node:crypto';
 import { testDatabaseKinds } from '@better-compute/db/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { unpackAnswer } from '../src/http/idempotency.js';
 import { runFleetController } from '../src/modules/fleet/index.js';
 import {
   ACME,
@@ -102,11 +103,11 @@ describe.each(kinds)('the fleet on %s', (kind) => {
     const secret = first.token.split('.')[1];
     const kept = (await d.db
       .selectFrom('compute.idempotency_keys' as never)
-      .select('response' as never)
+      .select('answer' as never)
       .where('method' as never, '=', 'joinTokens.create' as never)
-      .execute()) as { response: unknown }[];
+      .execute()) as { answer: Uint8Array }[];
     expect(kept).toHaveLength(1);
-    const text = JSON.stringify(kept[0]!.response);
+    const text = JSON.stringify(unpackAnswer(kept[0]!.answer));
     expect(text).toContain(first.joinToken.id);
     expect(text).not.toContain(secret);
     expect(text).toMatch(/"token":"sealed:v1:/);

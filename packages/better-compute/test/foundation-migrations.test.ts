@@ -1,11 +1,16 @@
 /**
  * Foundation migration 0002 makes an event's position its primary key: the events on record stay,
- * a position is still unique, and an id needs no index of its own.
+ * a position is still unique, and an id needs no index of its own. Migration 0005 stores
+ * idempotency keys compactly: keys kept from before still replay their answers.
  */
+import { createHash } from 'node:crypto';
+import { canonicalJson } from '@better-compute/core';
 import { migrate, openDatabase } from '@better-compute/db';
-import { sql } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { foundationMigrations } from '../src/db/migrations.js';
+import type { ComputeTables } from '../src/db/tables.js';
+import { claimIdempotencyKey, packAnswer, unpackAnswer } from '../src/http/idempotency.js';
 
 describe('foundation migration 0002_event_position_key', () => {
   it('keeps the events on record and keys them by position', async () => {
@@ -39,5 +44,56 @@ describe('foundation migration 0002_event_position_key', () => {
     } finally {
       await database.close();
     }
+  });
+});
+
+describe('foundation migration 0005_idempotency_compact', () => {
+  it('keeps the keys on record, and they replay their answers', async () => {
+    const database = await openDatabase({ pglite: {} });
+    const db = database.db as Kysely<ComputeTables>;
+    try {
+      const first = foundationMigrations.migrations.findIndex((m) => m.name === '0005_idempotency_compact');
+      await migrate(db, [{ module: 'compute', migrations: foundationMigrations.migrations.slice(0, first) }]);
+      const scope = { tenantId: 'acme', principalId: 'usr_1', method: 'reservations.create', key: 'k-1' };
+      const hex = (text: string) => createHash('sha256').update(text).digest('hex');
+      const input = { tenantId: 'acme', gpus: 2 };
+      const answer = { id: 'rsv_1', gpus: 2, state: 'active', binding: [{ nodeId: 'node_1' }] };
+      const now = new Date('2026-03-01T00:00:00Z');
+      await sql`insert into compute.idempotency_keys (scope_hash, tenant_id, method, input_hash, response, expires_at)
+        values (${hex(canonicalJson(['acme', 'usr_1', 'reservations.create', 'k-1']))}, 'acme',
+          'reservations.create', ${hex(canonicalJson(input))}, ${JSON.stringify(answer)},
+          ${new Date(now.getTime() + 3_600_000)})`.execute(db);
+      await migrate(db, [foundationMigrations]);
+      const claim = await db
+        .transaction()
+        .execute((trx) => claimIdempotencyKey(trx, scope, { ...input, idempotencyKey: 'k-1' }, now));
+      expect(claim).toEqual({ kind: 'replay', response: answer });
+      // Another input under the kept key is still a conflict.
+      await expect(
+        db.transaction().execute((trx) => claimIdempotencyKey(trx, scope, { ...input, gpus: 3 }, now)),
+      ).rejects.toMatchObject({ code: 'CONFLICT' });
+      const index = await sql<{ indexdef: string }>`
+        select indexdef from pg_indexes where indexname = 'idempotency_keys_expiry'`.execute(db);
+      expect(index.rows[0]!.indexdef).toContain('USING brin');
+    } finally {
+      await database.close();
+    }
+  });
+
+  it('stores an answer compressed and reads it back as it was', () => {
+    const answer = {
+      id: 'rsv_01m91n69ts1vb2965pmfrvr8fq',
+      tenantId: 'acme',
+      binding: [{ nodeId: 'node_01m91n68zv1knmz51s9eqbsqxs', gpuIndices: [0, 1] }],
+      note: 'ünïcödé and "quotes"',
+      endedAt: null,
+    };
+    const packed = packAnswer(answer);
+    expect(packed[0]).toBe(1);
+    expect(packed.length).toBeLessThan(JSON.stringify(answer).length);
+    expect(unpackAnswer(packed)).toEqual(answer);
+    expect(unpackAnswer(new Uint8Array(packed))).toEqual(answer);
+    expect(unpackAnswer(packAnswer(undefined))).toBeNull();
+    expect(() => unpackAnswer(Buffer.of(7, 1, 2))).toThrow(/unknown format/);
   });
 });

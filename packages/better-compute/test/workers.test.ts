@@ -21,9 +21,11 @@ describe('worker maintenance', { timeout: 90_000 }, () => {
       await migrate(db, [foundationMigrations]);
       const now = new Date('2026-03-01T00:00:00Z');
       await sql`
-        insert into compute.idempotency_keys (scope_hash, tenant_id, method, input_hash, expires_at)
-        values ('old', 'acme', 'm', 'h', ${new Date(now.getTime() - 1000)}),
-               ('live', 'acme', 'm', 'h', ${new Date(now.getTime() + 3_600_000)})`.execute(db);
+        insert into compute.idempotency_keys (scope_hash, tenant_id, method, input_hash, answer, expires_at)
+        values ('old', 'acme', 'm', 'h', '\\x006e756c6c', ${new Date(now.getTime() - 1000)}),
+               ('live', 'acme', 'm', 'h', '\\x006e756c6c', ${new Date(now.getTime() + 3_600_000)})`.execute(
+        db,
+      );
       const vacuums = async () =>
         Number(
           (
@@ -50,10 +52,9 @@ describe('worker maintenance', { timeout: 90_000 }, () => {
         await loop.stop();
       }
       expect(await vacuums()).toBeGreaterThan(0);
-      const keys = await sql<{ scope_hash: string }>`select scope_hash from compute.idempotency_keys`.execute(
-        db,
-      );
-      expect(keys.rows.map((r) => r.scope_hash)).toEqual(['live']);
+      const keys = await sql<{ scope: string }>`
+        select convert_from(scope_hash, 'UTF8') as scope from compute.idempotency_keys`.execute(db);
+      expect(keys.rows.map((r) => r.scope)).toEqual(['live']);
     } finally {
       await database.close();
     }

@@ -145,5 +145,24 @@ create function compute.settled_horizon() returns xid8 language sql stable as $$
 $$;
 `,
     },
+    {
+      // Every create writes one key row, and a reservation's answer alone is about 0.8 KiB of jsonb.
+      // The row now holds its two SHA-256 hashes as bytes rather than hex, and the answer behind a
+      // format byte, compressed by the server (http/idempotency.ts); keys kept from before become
+      // format 0, their JSON as it was. Expiry is in insertion order, so the purge's index is a
+      // BRIN one, which a new row almost never writes to.
+      name: '0005_idempotency_compact',
+      sql: `
+alter table compute.idempotency_keys
+  alter column scope_hash type bytea using decode(scope_hash, 'hex'),
+  alter column input_hash type bytea using decode(input_hash, 'hex'),
+  add column answer bytea;
+update compute.idempotency_keys
+  set answer = '\\x00'::bytea || convert_to(coalesce(response, 'null'::jsonb)::text, 'UTF8');
+alter table compute.idempotency_keys drop column response, alter column answer set not null;
+drop index compute.idempotency_keys_expiry;
+create index idempotency_keys_expiry on compute.idempotency_keys using brin (expires_at);
+`,
+    },
   ],
 };

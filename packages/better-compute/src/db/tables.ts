@@ -59,11 +59,12 @@ export interface AuditCheckpointsTable {
 }
 
 export interface IdempotencyKeysTable {
-  scope_hash: string;
+  scope_hash: Buffer;
   tenant_id: string;
   method: string;
-  input_hash: string;
-  response: ColumnType<unknown, string | null, string | null>;
+  input_hash: Buffer;
+  /** The kept answer: a format byte, then its JSON (http/idempotency.ts, packAnswer). */
+  answer: Buffer;
   created_at: Timestamp;
   expires_at: Timestamp;
 }

@@ -22,10 +22,12 @@ export interface AuditDraft {
 
 /** An idempotency key a new call keeps (http/idempotency.ts), written with its answer. */
 export interface NewIdempotencyKey {
-  scopeHash: string;
+  /** SHA-256 of the key's scope (tenant, principal, method, key). */
+  scopeHash: Buffer;
   tenantId: string;
   method: string;
-  inputHash: string;
+  /** SHA-256 of the call's input without its key. */
+  inputHash: Buffer;
   expiresAt: Date;
 }
 
@@ -60,7 +62,8 @@ export async function recordMutation(
     events: readonly EventDraft[];
     meta: EventMeta;
     audit?: AuditDraft | undefined;
-    idempotency?: (NewIdempotencyKey & { response: unknown }) | undefined;
+    /** The key and its answer as stored (http/idempotency.ts packs it). */
+    idempotency?: (NewIdempotencyKey & { answer: Buffer }) | undefined;
   },
 ): Promise<void> {
   const { events, meta, audit, idempotency } = parts;
@@ -100,7 +103,7 @@ export async function recordMutation(
       idempotency.tenantId,
       idempotency.method,
       idempotency.inputHash,
-      JSON.stringify(idempotency.response ?? null),
+      idempotency.answer,
       idempotency.expiresAt,
     );
   }
@@ -112,7 +115,7 @@ export async function recordMutation(
 const EVENT_COLUMNS = 'id, tx_index, tenant_id, type, subject_type, subject_id, data, actor, request_id';
 const AUDIT_COLUMNS =
   'id, tenant_id, actor, actor_kind, action, method, resource_type, resource_id, outcome, error_code, request_id';
-const KEY_COLUMNS = 'scope_hash, tenant_id, method, input_hash, response, expires_at';
+const KEY_COLUMNS = 'scope_hash, tenant_id, method, input_hash, answer, expires_at';
 const recordTexts = new Map<string, string>();
 
 /** The statement for a shape of record: `events` rows, an audit entry or not, a kept answer or not. */

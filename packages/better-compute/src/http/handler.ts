@@ -40,7 +40,13 @@ import type { BoundMethod, CallContext, EventDraft } from '../modules/define-mod
 
 export type { BoundMethod };
 import { createGate, denied } from './gate.js';
-import { claimIdempotencyKey, type IdempotencyScope, openFields, sealFields } from './idempotency.js';
+import {
+  claimIdempotencyKey,
+  type IdempotencyScope,
+  openFields,
+  packAnswer,
+  sealFields,
+} from './idempotency.js';
 
 /**
  * One API call as the pipeline sees it. The web handler makes one from a Request; the Node adapter
@@ -220,7 +226,7 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
           let newKey: NewIdempotencyKey | undefined;
           if (scope) {
             const claim = await claimIdempotencyKey(trx, scope, input, options.now());
-            // Parsed again, so a replay's keys come in the first answer's order (jsonb sorts them).
+            // Parsed again, so a replay's keys come in the output schema's order, as the first answer's.
             if (claim.kind === 'replay')
               return {
                 replayed: true as const,
@@ -235,7 +241,9 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
             meta: { tenantId, actor: identity?.principalId ?? null, requestId },
             audit: audit && { ...audit, outcome: 'allowed' },
             idempotency:
-              scope && newKey ? { ...newKey, response: sealFields(output, method.sealed, scope) } : undefined,
+              scope && newKey
+                ? { ...newKey, answer: packAnswer(sealFields(output, method.sealed, scope)) }
+                : undefined,
           });
           return { replayed: false as const, data: output };
         }),

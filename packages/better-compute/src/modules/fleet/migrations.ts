@@ -420,4 +420,26 @@ create index pending_offers_tenant on compute.pending_offers (tenant_id, pool_id
 alter table compute.reservations add column instance_id text;
 `,
   },
+  {
+    name: '0011_group_slots_last',
+    sql: `
+-- Every reserve and release rewrites a GPU group's row in place (a HOT update), and the WAL record of
+-- such an update logs the new row from its first changed byte to its last: from \`free\` to the changed
+-- holder slot. \`node_state\` and \`gpu_indices\` sat between them and went into every record (about 60
+-- bytes); \`free\` and \`holders\` now come last, side by side.
+alter table compute.gpu_groups drop constraint gpu_groups_free_slots, drop constraint gpu_groups_check;
+alter table compute.gpu_groups add column free_now integer, add column holders_now text[];
+update compute.gpu_groups set free_now = free, holders_now = holders;
+alter table compute.gpu_groups drop column free, drop column holders;
+alter table compute.gpu_groups rename column free_now to free;
+alter table compute.gpu_groups rename column holders_now to holders;
+alter table compute.gpu_groups
+  alter column free set not null,
+  alter column holders set not null,
+  add constraint gpu_groups_free_range check (free >= 0 and free <= total),
+  add constraint gpu_groups_free_slots check (
+    cardinality(holders) = cardinality(gpu_indices) and cardinality(holders) = total
+    and free = coalesce(cardinality(array_positions(holders, null)), 0));
+`,
+  },
 ];
