@@ -29,6 +29,8 @@ export interface AgentOptions {
   inventoryIntervalMs?: number;
   /** How long a running command may finish after a stop before it is handed back. */
   stopGraceMs?: number;
+  /** The private IPv4 range instances' networks are carved from (a /29 each). */
+  instanceRange?: string | undefined;
   log: (line: string) => void;
   signal: AbortSignal;
   /** Gateway URLs to try first (repeatable --url); then the join URL, then those the last welcome listed. */
@@ -135,7 +137,12 @@ export async function runAgent(options: AgentOptions): Promise<void> {
   if (options.gpuInventoryFile) watchFile(options.gpuInventoryFile, { interval: 500 }, checkInventory);
 
   // A VM that stops unasked is told to the control plane until it acknowledges (`instance.exited.ack`).
-  const runtimes = new Runtimes(state.dir, log, (exit) => send({ t: 'instance.exited', ...exit }));
+  const runtimes = new Runtimes(
+    state.dir,
+    log,
+    (exit) => send({ t: 'instance.exited', ...exit }),
+    options.instanceRange,
+  );
   registerInstanceTargets(runtimes.qemu);
   registerSandboxTargets(runtimes.sandboxes);
   const report = (id: string, outcome: CommandOutcome) => send({ t: 'command.result', id, ...outcome });

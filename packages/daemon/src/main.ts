@@ -9,11 +9,12 @@ import { DAEMON_VERSION, gatewayUrls, runAgent } from './agent.js';
 import { join, readCaFile } from './join.js';
 import { safe } from './http.js';
 import { readMachineInventory } from './inventory.js';
+import { DEFAULT_INSTANCE_RANGE, parseRange } from './runtimes/vm-network.js';
 import { StateDir } from './state.js';
 
 const USAGE = `usage:
   bcd join --url URL [--url GATEWAY_URL]... --token-file FILE|- [--state-dir DIR] [--ca-file FILE] [--gpu-inventory FILE] [--hostname NAME] [--command-root FILE] [--label KEY=VALUE]... [--timeout SECONDS]
-  bcd run [--state-dir DIR] [--url GATEWAY_URL]... [--ca-file FILE] [--gpu-inventory FILE] [--scripts-dir DIR] [--inventory-interval SECONDS]
+  bcd run [--state-dir DIR] [--url GATEWAY_URL]... [--ca-file FILE] [--gpu-inventory FILE] [--scripts-dir DIR] [--inventory-interval SECONDS] [--instance-range CIDR]
   bcd status [--state-dir DIR]
   bcd inventory [--gpu-inventory FILE]
   bcd version`;
@@ -48,6 +49,7 @@ export async function main(
         timeout: { type: 'string' },
         'inventory-interval': { type: 'string' },
         'stop-grace': { type: 'string' },
+        'instance-range': { type: 'string' },
       },
     });
   } catch (error) {
@@ -95,6 +97,16 @@ export async function main(
         return 0;
       }
       case 'run': {
+        // The private range instances' addresses come from: checked here, so a mistyped range stops
+        // bcd before it starts rather than when the first instance does.
+        const instanceRange =
+          flags['instance-range'] ?? (process.env.BCD_INSTANCE_RANGE || DEFAULT_INSTANCE_RANGE);
+        try {
+          parseRange(instanceRange);
+        } catch (error) {
+          err(`INVALID_ARGUMENT: --instance-range: ${safe((error as Error).message)}\n${USAGE}`);
+          return 2;
+        }
         if (flags['ca-file']) {
           const identity = state.identity();
           if (identity) state.saveIdentity({ ...identity, gatewayCa: readCaFile(flags['ca-file']) });
@@ -109,6 +121,7 @@ export async function main(
           gpuInventoryFile: flags['gpu-inventory'],
           inventoryIntervalMs: seconds('inventory-interval', flags['inventory-interval']),
           stopGraceMs: seconds('stop-grace', flags['stop-grace']),
+          instanceRange,
           urls: flags.url,
           log: err,
           signal: controller.signal,

@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { main } from '../src/main.js';
 import {
   guestNameservers,
   networkConfig,
@@ -83,6 +84,25 @@ describe('instance networks', () => {
       expect(guestNameservers(join(dir, 'missing'))).toEqual([]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('bcd run refuses an instance range that is not one, before it starts', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'bcd-range-'));
+    try {
+      for (const range of ['10.0.0.0/33', '10.0.0.1/24', 'nonsense\u0000', '300.1.1.0/24']) {
+        const errors: string[] = [];
+        const status = await main(
+          ['run', '--state-dir', stateDir, '--instance-range', range],
+          () => {},
+          (line) => errors.push(line),
+        );
+        expect(status).toBe(2);
+        expect(errors.join('\n')).toMatch(/^INVALID_ARGUMENT: --instance-range: the instance range /);
+        expect(errors.join('\n')).not.toContain('\u0000');
+      }
+    } finally {
+      rmSync(stateDir, { recursive: true, force: true });
     }
   });
 });

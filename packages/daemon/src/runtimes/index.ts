@@ -142,8 +142,13 @@ export class Runtimes {
   private readonly told = new Map<string, number>();
 
   /** `onExit` hears of each VM that stopped unasked, until `exitAcknowledged` is called for it. */
-  constructor(stateDir: string, log: (line: string) => void, onExit: (exit: VmExit) => void = () => {}) {
-    this.qemu = new QemuDriver(stateDir, log);
+  constructor(
+    stateDir: string,
+    log: (line: string) => void,
+    onExit: (exit: VmExit) => void = () => {},
+    instanceRange?: string,
+  ) {
+    this.qemu = new QemuDriver(stateDir, log, instanceRange);
     this.sandboxes = new SandboxRuntimes(
       new QemuSandboxDriver(stateDir, this.qemu.images, log),
       bwrapAvailable() ? new BwrapDriver(stateDir, this.qemu.images, log) : null,
