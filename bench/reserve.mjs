@@ -7,7 +7,8 @@
 // pipelining, a pool of the server's size). The server and the floor run in alternating slices
 // after a warm-up, at each client count, so both share the host's noise; WAL per pair is checked to
 // match. An older floor, a few trivial statements, is kept as a gauge of the host's speed only.
-// Then capacity.get with 100,000 reservations on record. It prints; it asserts nothing.
+// Then capacity.get with 100,000 reservations on record (each side's database gets them), and each
+// server's memory (resident and peak) with the fleet. It prints; it asserts nothing.
 //
 // Run: npm run build && node bench/reserve.mjs [seconds per slice=4] [clients=4,16] [rounds=3]
 // Env: BENCH_PG_URL (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_NODES (10000),
@@ -581,39 +582,72 @@ try {
     }
   }
   // ------------------------------------------------------------------ capacity with 100,000 on record
-  const anyNode = (await direct.query(`select id from compute.nodes where pool_id = $1 limit 1`, [pool.id]))
-    .rows[0].id;
-  await direct.query(
-    `with made as (
-       insert into compute.reservations (id, tenant_id, pool_id, state, gpus, duration_seconds, nvlink, tolerations,
-         created_at, activated_at, ends_at, ended_at, end_reason)
-       select 'reservation_' || lpad(upper(to_hex(g)), 26, '0'), 'acme', $1, 'ended', 1, 600, false, '{}',
-         now() - interval '2 days', now() - interval '2 days', now() - interval '2 days' + interval '600 seconds',
-         now() - interval '1 day', 'released'
-       from generate_series(1, $2::int) g
-       returning id, activated_at, ended_at)
-     insert into compute.gpu_bindings (reservation_id, tenant_id, pool_id, node_id, group_no, gpu_indices, gpu_count,
-       model, product, nvlink_domain, bound_at, released_at)
-     select id, 'acme', $1, $3, 0, '{0}', 1, 'H100', 'H100-SXM5-80GB', 'nvl-00000', activated_at, ended_at from made`,
-    [pool.id, RECORDED, anyNode],
-  );
-  await direct.query('analyze');
-  const recorded = (await direct.query(`select count(*)::int as n from compute.reservations`)).rows[0].n;
+  // Each side's database gets the same history (ended reservations with their bindings), then each
+  // server answers capacity.get in turn: the server, the baseline, the server again, the baseline.
+  async function recordHistory(databaseUrl, poolId) {
+    const client = new pg.Client({ connectionString: databaseUrl });
+    await client.connect();
+    try {
+      const anyNode = (
+        await client.query(`select id from compute.nodes where pool_id = $1 limit 1`, [poolId])
+      ).rows[0].id;
+      await client.query(
+        `with made as (
+           insert into compute.reservations (id, tenant_id, pool_id, state, gpus, duration_seconds, nvlink, tolerations,
+             created_at, activated_at, ends_at, ended_at, end_reason)
+           select 'reservation_' || lpad(upper(to_hex(g)), 26, '0'), 'acme', $1, 'ended', 1, 600, false, '{}',
+             now() - interval '2 days', now() - interval '2 days', now() - interval '2 days' + interval '600 seconds',
+             now() - interval '1 day', 'released'
+           from generate_series(1, $2::int) g
+           returning id, activated_at, ended_at)
+         insert into compute.gpu_bindings (reservation_id, tenant_id, pool_id, node_id, group_no, gpu_indices, gpu_count,
+           model, product, nvlink_domain, bound_at, released_at)
+         select id, 'acme', $1, $3, 0, '{0}', 1, 'H100', 'H100-SXM5-80GB', 'nvl-00000', activated_at, ended_at from made`,
+        [poolId, RECORDED, anyNode],
+      );
+      await client.query('analyze');
+      return (await client.query(`select count(*)::int as n from compute.reservations`)).rows[0].n;
+    } finally {
+      await client.end();
+    }
+  }
+  const recorded = await recordHistory(url, pool.id);
+  if (baseline) await recordHistory(baselineUrl, baselineFleet.pool.id);
+  async function capacitySlice(clientsOf, fleetOf, into, ms) {
+    const deadline = performance.now() + ms;
+    await Promise.all(
+      Array.from({ length: Math.min(4, clients) }, async (_, c) => {
+        while (performance.now() < deadline) {
+          const t = performance.now();
+          await post('capacity.get', { poolId: fleetOf.pool.id }, fleetOf.memberKey, clientsOf[c]);
+          into.push(performance.now() - t);
+        }
+      }),
+    );
+  }
   const capacity = [];
-  const capDeadline = performance.now() + 5000;
-  await Promise.all(
-    Array.from({ length: Math.min(4, clients) }, async (_, c) => {
-      while (performance.now() < capDeadline) {
-        const t = performance.now();
-        await post('capacity.get', { poolId: pool.id }, memberKey, connections[c]);
-        capacity.push(performance.now() - t);
-      }
-    }),
-  );
+  const baselineCapacity = [];
+  for (let round = 0; round < 2; round++) {
+    await capacitySlice(connections, { pool, memberKey }, capacity, 2500);
+    if (baseline) await capacitySlice(baselineConnections, baselineFleet, baselineCapacity, 2500);
+  }
   capacity.sort((a, b) => a - b);
+  baselineCapacity.sort((a, b) => a - b);
   console.log(
-    `capacity.get (${recorded} reservations on record, ${Math.min(4, clients)} clients)  p50 ${fmt(pct(capacity, 50))} ms p99 ${fmt(pct(capacity, 99))} ms`,
+    `capacity.get (${recorded} reservations on record, ${Math.min(4, clients)} clients)  p50 ${fmt(pct(capacity, 50))} ms p99 ${fmt(pct(capacity, 99))} ms` +
+      (baseline
+        ? `; baseline p50 ${fmt(pct(baselineCapacity, 50))} ms p99 ${fmt(pct(baselineCapacity, 99))} ms`
+        : ''),
   );
+  // The servers' memory now, and at its peak (VmRSS, VmHWM), with the fleet and history above.
+  const memoryOf = async (pid) => {
+    const { readFile } = await import('node:fs/promises');
+    const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
+    const kib = (field) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
+    return { rss: kib('VmRSS') / 1024, peak: kib('VmHWM') / 1024 };
+  };
+  const memory = await memoryOf(server.pid);
+  const baselineMemory = baseline ? await memoryOf(baseline.pid) : null;
   for (const client of [...connections, ...baselineConnections]) client.close();
 
   if (walDetail) {
@@ -672,7 +706,15 @@ try {
   console.log(
     `reserve p99 at ${Math.min(...clientCounts)} clients ${fmt(pct(low.reserve, 99))} ms (goal < 20 at 4 clients: ${goal(pct(low.reserve, 99) < 20)})`,
   );
+  if (results[Math.min(...clientCounts)].baseline)
+    console.log(`  baseline: ${fmt(pct(results[Math.min(...clientCounts)].baseline.reserve, 99))} ms`);
   console.log(`capacity p50 ${fmt(pct(capacity, 50))} ms (goal < 20: ${goal(pct(capacity, 50) < 20)})`);
+  if (baselineCapacity.length) console.log(`  baseline: ${fmt(pct(baselineCapacity, 50))} ms`);
+  console.log(
+    `serve's memory with ${NODES} nodes: ${memory.rss.toFixed(0)} MB, peak ${memory.peak.toFixed(0)} MB (goal < 300 MB: ${goal(memory.peak < 300)})`,
+  );
+  if (baselineMemory)
+    console.log(`  baseline: ${baselineMemory.rss.toFixed(0)} MB, peak ${baselineMemory.peak.toFixed(0)} MB`);
   await replayPool.end();
 } finally {
   await server?.stop();
