@@ -66,11 +66,17 @@ describe('foundation migration 0005_idempotency_compact', () => {
       await migrate(db, [foundationMigrations]);
       const claim = await db
         .transaction()
-        .execute((trx) => claimIdempotencyKey(trx, scope, { ...input, idempotencyKey: 'k-1' }, now));
+        .execute(async (trx) =>
+          (await claimIdempotencyKey(trx, scope, { ...input, idempotencyKey: 'k-1' }, now)).settle(),
+        );
       expect(claim).toEqual({ kind: 'replay', response: answer });
       // Another input under the kept key is still a conflict.
       await expect(
-        db.transaction().execute((trx) => claimIdempotencyKey(trx, scope, { ...input, gpus: 3 }, now)),
+        db
+          .transaction()
+          .execute(async (trx) =>
+            (await claimIdempotencyKey(trx, scope, { ...input, gpus: 3 }, now)).settle(),
+          ),
       ).rejects.toMatchObject({ code: 'CONFLICT' });
       const index = await sql<{ indexdef: string }>`
         select indexdef from pg_indexes where indexname = 'idempotency_keys_expiry'`.execute(db);

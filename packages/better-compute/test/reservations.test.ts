@@ -522,6 +522,37 @@ describe.each(kinds)('reservations on %s', (kind) => {
     expect(other.code).toBe('CONFLICT');
   });
 
+  it('a retried reserve gets its first answer even when running it again would queue or fail, and leaves nothing', async () => {
+    // The key's read goes out with the reserve's first statement, so the reserve runs before the
+    // kept answer is seen; what it did then is rolled back.
+    const { poolId } = await seedPool(d, 'idem-late');
+    await addNode(d, poolId, 'il-h100', h100x8('il-nvl'));
+    const input = { poolId, gpus: 8, durationSeconds: HOUR, idempotencyKey: `reserve-late-${kind}` };
+    const first = await d.api('reservations.create', input, ACME);
+    expect(first.state).toBe('active');
+    const events = async () => {
+      let count = 0;
+      let cursor: string | undefined;
+      do {
+        const page = await d.api('events.list', { type: 'reservation.*', limit: 200, cursor }, ACME);
+        count += page.items.filter((e: { data: { poolId?: string } }) => e.data.poolId === poolId).length;
+        cursor = page.nextCursor ?? undefined;
+      } while (cursor);
+      return count;
+    };
+    const recorded = await events();
+    // The node is full: run again, the reserve would queue.
+    expect(await d.api('reservations.create', input, ACME)).toEqual(first);
+    // Over a quota now: run again, the reserve would fail.
+    await d.api('quotas.set', { poolId, subjectTenantId: 'acme', resource: 'gpus', limit: 8 });
+    expect(await d.api('reservations.create', input, ACME)).toEqual(first);
+    expect((await d.fails('reservations.create', { ...input, idempotencyKey: undefined }, ACME)).code).toBe(
+      'QUOTA_EXCEEDED',
+    );
+    expect((await d.api('reservations.list', { poolId, limit: 50 }, ACME)).items).toHaveLength(1);
+    expect(await events()).toBe(recorded);
+  });
+
   it('concurrent reserves on one pool never bind a GPU twice', async () => {
     const { poolId } = await seedPool(d, 'race');
     for (let i = 0; i < 4; i++) await addNode(d, poolId, `race-${i}`, h100x8(`race-nvl-${i}`));

@@ -48,6 +48,13 @@ export interface MethodDefinition<Input extends z.ZodType = z.ZodType, Output ex
   /** Creates take an `idempotencyKey`; the same key and input return the first answer. */
   idempotent?: boolean;
   /**
+   * For an idempotent method whose handler does nothing outside its transaction: the key's read
+   * travels with the handler's first statement instead of a round trip before it, and a kept answer
+   * found then rolls back what the handler did. A handler that calls out (to a node, to a service)
+   * must not set it: a retry would call out again before its kept answer is seen.
+   */
+  claimsWithFirstStatement?: boolean;
+  /**
    * Top-level output fields that are secrets shown once (a join token): an idempotent method's kept
    * answer stores them sealed under its idempotency key, so a retry gets them back and the database
    * does not hold them.

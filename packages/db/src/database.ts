@@ -3,7 +3,7 @@
  * directory). Both answer the same types: int8 as a JavaScript number, numeric as a string.
  */
 import { createHash } from 'node:crypto';
-import { Kysely, type KyselyConfig, PostgresDialect, sql } from 'kysely';
+import { CompiledQuery, Kysely, type KyselyConfig, PostgresDialect, sql } from 'kysely';
 import { ComputeError } from '@better-compute/core';
 import { PGliteDialect } from './pglite-dialect.js';
 
@@ -218,6 +218,35 @@ export function sentWithCommit(text: string): string {
 }
 
 const SENT_WITH_COMMIT = '/* sent with commit */ ';
+const ANSWERED_LATER = '/* answered later */ ';
+/** The key of the one row a statement answered later returns at once, holding its real answer. */
+const LATER = Symbol('answered later');
+
+/** A statement sent by sendAnsweredLater: `answer()` gives its rows. */
+export interface AnsweredLater<Row> {
+  answer(): Promise<Row[]>;
+}
+
+/**
+ * Sends a statement whose answer can wait for the transaction's next one: on PostgreSQL, inside a
+ * transaction, it is held and written to the socket with the next statement (or the commit), so it
+ * costs no round trip of its own; `answer()` resolves with its rows once that write is answered, and
+ * sends it alone first if nothing has gone out since. Statements after it run after it, as always,
+ * and see what it saw. Its failure is also the next statement's, as for any statement a transaction
+ * sends before another. Outside a transaction, and on PGlite, it runs at once. Only a caller that
+ * needs the answer before the transaction ends but not before its next statement gains by it: the
+ * next statement is written before the answer is read.
+ */
+export async function sendAnsweredLater<Row>(
+  db: Kysely<any>,
+  text: string,
+  values: readonly unknown[],
+): Promise<AnsweredLater<Row>> {
+  const result = await db.executeQuery<Row>(CompiledQuery.raw(ANSWERED_LATER + text, [...values]));
+  const later = (result.rows[0] as { [LATER]?: HeldAnswer } | undefined)?.[LATER];
+  if (!later) return { answer: async () => result.rows };
+  return { answer: async () => (await later.answer()).rows as Row[] };
+}
 
 interface PgResult {
   command: string | null;
@@ -225,39 +254,67 @@ interface PgResult {
   rows: unknown[];
 }
 
+/** A held statement's answer, for sendAnsweredLater. */
+interface HeldAnswer {
+  answer(): Promise<PgResult>;
+}
+
+interface Held {
+  text: string;
+  values: unknown[];
+  /** For a statement answered later: where its result goes once sent. */
+  settle?: { resolve: (sent: Promise<PgResult>) => void; reject: (error: unknown) => void };
+}
+
 /**
- * Saves a transaction two round trips (docs/decisions/pipelined-transactions.md): `begin` is not
- * sent alone but written to the wire with the statement that follows it, and a statement marked by
- * sentWithCommit is written with the `commit` (or the next statement). Each still has its own Sync,
- * so a failure stops what follows it in the transaction exactly as it would have unpipelined; the
- * first failure is the one reported. A transaction that sent nothing commits without a round trip.
+ * Saves a transaction round trips (docs/decisions/pipelined-transactions.md): `begin` is not sent
+ * alone but written to the wire with the statement that follows it, and statements marked by
+ * sentWithCommit or sent by sendAnsweredLater are written with the next statement or the commit.
+ * Each still has its own Sync, so a failure stops what follows it in the transaction exactly as it
+ * would have unpipelined; the first failure is the one reported. A transaction that sent nothing
+ * commits without a round trip.
  */
 function pipelineTransactions(client: PgClient): void {
   const original = client.query.bind(client);
   const send = original as (text: string, values?: unknown[]) => Promise<PgResult>;
   let beginPending = false;
-  let held: { text: string; values: unknown[] } | null = null;
-  const answered = (command: string): Promise<PgResult> =>
-    Promise.resolve({ command, rowCount: 0, rows: [] });
-  /** Writes what is pending, then `text`, as one write to the socket; answers `text`'s result. */
-  const sendWithPending = async (text: string, values: unknown[]): Promise<PgResult> => {
+  let held: Held[] = [];
+  const answered = (command: string, rows: unknown[] = []): Promise<PgResult> =>
+    Promise.resolve({ command, rowCount: 0, rows });
+  /**
+   * Writes what is pending, then `text` if given, as one write to the socket; answers `text`'s
+   * result (or nothing's). Statements answered later get their own results.
+   */
+  const sendWithPending = async (text?: string, values: unknown[] = []): Promise<PgResult> => {
     const stream = client.connection?.stream;
     const sent: Promise<PgResult>[] = [];
+    const pending = held;
+    held = [];
     stream?.cork?.();
     try {
       if (beginPending) sent.push(send('begin', []));
-      if (held) sent.push(send(held.text, held.values));
-      sent.push(send(text, values));
+      for (const statement of pending) {
+        const result = send(statement.text, statement.values);
+        statement.settle?.resolve(result);
+        sent.push(result);
+      }
+      if (text !== undefined) sent.push(send(text, values));
     } finally {
       beginPending = false;
-      held = null;
       stream?.uncork?.();
     }
     // Every promise is settled before answering, so no failure goes unobserved; the first one wins.
     const settled = await Promise.allSettled(sent);
     const failed = settled.find((s) => s.status === 'rejected');
     if (failed) throw failed.reason;
-    return (settled.at(-1) as PromiseFulfilledResult<PgResult>).value;
+    return text === undefined
+      ? { command: null, rowCount: 0, rows: [] }
+      : (settled.at(-1) as PromiseFulfilledResult<PgResult>).value;
+  };
+  const dropHeld = () => {
+    for (const statement of held)
+      statement.settle?.reject(new Error('the transaction ended before this statement was sent'));
+    held = [];
   };
   client.query = (config: unknown, values?: unknown, callback?: unknown) => {
     if (
@@ -272,24 +329,41 @@ function pipelineTransactions(client: PgClient): void {
       beginPending = true;
       return answered('BEGIN');
     }
-    if (word === 'commit' && beginPending && !held) {
+    if (word === 'commit' && beginPending && held.length === 0) {
       beginPending = false;
       return answered('COMMIT');
     }
     if (word === 'rollback') {
-      held = null;
+      dropHeld();
       if (beginPending) {
         beginPending = false;
         return answered('ROLLBACK');
       }
       return send(config, parameters);
     }
-    if (config.startsWith(SENT_WITH_COMMIT) && (beginPending || inTransaction(client))) {
-      if (held) return sendWithPending(config, parameters).then(() => answered('UPDATE'));
-      held = { text: config, values: parameters };
+    const inOne = beginPending || inTransaction(client);
+    if (config.startsWith(SENT_WITH_COMMIT) && inOne) {
+      held.push({ text: config, values: parameters });
       return answered('UPDATE');
     }
-    if (beginPending || held) return sendWithPending(config, parameters);
+    if (config.startsWith(ANSWERED_LATER) && inOne) {
+      let settle!: Held['settle'];
+      const result = new Promise<PgResult>((resolve, reject) => {
+        settle = { resolve: (sent) => sent.then(resolve, reject), reject };
+      });
+      // Its failure is read by answer(), or reported by the statement it went out with.
+      result.catch(() => {});
+      const statement: Held = { text: config, values: parameters, settle };
+      held.push(statement);
+      const later: HeldAnswer = {
+        answer: async () => {
+          if (held.includes(statement)) await sendWithPending().catch(() => {});
+          return result;
+        },
+      };
+      return answered('SELECT', [{ [LATER]: later }]);
+    }
+    if (beginPending || held.length > 0) return sendWithPending(config, parameters);
     return send(config, parameters);
   };
 }

@@ -3,6 +3,8 @@ export {
   databaseNow,
   redactDatabaseUrl,
   sentWithCommit,
+  sendAnsweredLater,
+  type AnsweredLater,
   type Database,
   type DatabaseKind,
   type DatabaseOptions,

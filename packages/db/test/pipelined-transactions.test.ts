@@ -1,7 +1,7 @@
 import { createServer, connect, type AddressInfo, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CompiledQuery, sql, type Kysely } from 'kysely';
-import { openDatabase, sentWithCommit, type Database } from '../src/database.js';
+import { openDatabase, sendAnsweredLater, sentWithCommit, type Database } from '../src/database.js';
 import {
   createTestDatabase,
   isPostgresReachable,
@@ -100,6 +100,68 @@ describe.each(await testDatabaseKinds())('transactions with pipelined begin and 
     expect(await labels()).toEqual(['alone']);
   });
 
+  it('a statement answered later gives its rows, and the statements after it see what it saw', async () => {
+    await sql`delete from public.entry`.execute(db);
+    const [counted, inserted] = await db.transaction().execute(async (trx) => {
+      await trx.executeQuery(held('before', 1));
+      const later = await sendAnsweredLater<{ n: number }>(
+        trx,
+        'select count(*)::int as n from public.entry where id = $1',
+        [1],
+      );
+      const after = await sql<{
+        id: number;
+      }>`insert into public.entry values (${2}, 'after') returning id`.execute(trx);
+      return [await later.answer(), after.rows[0]!.id];
+    });
+    expect(counted).toEqual([{ n: 1 }]);
+    expect(inserted).toBe(2);
+    expect(await labels()).toEqual(['before', 'after']);
+  });
+
+  it('a statement answered later with nothing after it is sent when its answer is asked for', async () => {
+    await sql`delete from public.entry`.execute(db);
+    const answer = await db.transaction().execute(async (trx) => {
+      const later = await sendAnsweredLater<{ n: number }>(trx, 'select $1::int as n', [42]);
+      return later.answer();
+    });
+    expect(answer).toEqual([{ n: 42 }]);
+    // Outside a transaction it runs at once.
+    const alone = await sendAnsweredLater<{ n: number }>(db, 'select $1::int as n', [7]);
+    expect(await alone.answer()).toEqual([{ n: 7 }]);
+  });
+
+  it('a statement answered later that fails fails the transaction, and its answer', async () => {
+    await sql`delete from public.entry`.execute(db);
+    let later: { answer(): Promise<unknown> } | undefined;
+    const failing = db.transaction().execute(async (trx) => {
+      // PGlite runs it at once, so it fails here; PostgreSQL fails the statement it went out with.
+      later = await sendAnsweredLater(trx, 'select 1 / $1::int as n', [0]);
+      await sql`insert into public.entry values (${1}, 'lost')`.execute(trx);
+    });
+    await expect(failing).rejects.toMatchObject({ code: '22012' });
+    if (later) await expect(later.answer()).rejects.toMatchObject({ code: '22012' });
+    expect(await labels()).toEqual([]);
+  });
+
+  it('a statement answered later in a transaction that rolls back does not leave its answer waiting', async () => {
+    await sql`delete from public.entry`.execute(db);
+    let later: { answer(): Promise<unknown> } | undefined;
+    const failing = db.transaction().execute(async (trx) => {
+      later = await sendAnsweredLater(trx, 'select $1::int as n', [1]);
+      throw new Error('changed my mind');
+    });
+    await expect(failing).rejects.toThrow('changed my mind');
+    const outcome = await Promise.race([
+      later!.answer().then(
+        () => 'answered',
+        () => 'refused',
+      ),
+      new Promise((resolve) => setTimeout(() => resolve('waiting'), 2000)),
+    ]);
+    expect(outcome).not.toBe('waiting');
+  });
+
   it('concurrent transactions on the pool keep their statements apart', async () => {
     await sql`delete from public.entry`.execute(db);
     await sql`insert into public.entry values (1000, 'taken')`.execute(db);
@@ -181,5 +243,28 @@ describe.runIf(await isPostgresReachable())('pipelined transactions on the wire'
     expect(writes).toBe(2);
     const rows = await sql<{ id: number }>`select id from public.entry order by id`.execute(database.db);
     expect(rows.rows.map((r) => r.id)).toEqual([1, 2, 3, 4]);
+  });
+
+  it('statements held and answered later go out with the next statement in one write', async () => {
+    const run = (id: number) =>
+      relayed.db.transaction().execute(async (trx) => {
+        await trx.executeQuery(
+          CompiledQuery.raw(sentWithCommit('select pg_advisory_xact_lock($1::bigint)'), [id]),
+        );
+        const later = await sendAnsweredLater<{ n: number }>(
+          trx,
+          'select count(*)::int as n from public.entry where id >= $1',
+          [id],
+        );
+        await trx.executeQuery(CompiledQuery.raw(sentWithCommit('savepoint mark')));
+        await sql`insert into public.entry values (${id}, 'third')`.execute(trx);
+        return later.answer();
+      });
+    await run(10);
+    writes = 0;
+    const answer = await run(20);
+    // One write for begin, the lock, the read, the savepoint and the insert; one for the commit.
+    expect(writes).toBe(2);
+    expect(answer).toEqual([{ n: 0 }]);
   });
 });

@@ -35,7 +35,7 @@ import {
 import { retryTransient } from '@better-compute/db';
 import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
-import { type NewIdempotencyKey, recordMutation, writeAudit } from '../db/unit-of-work.js';
+import { recordMutation, writeAudit } from '../db/unit-of-work.js';
 import type { BoundMethod, CallContext, EventDraft } from '../modules/define-module.js';
 
 export type { BoundMethod };
@@ -97,6 +97,13 @@ export interface HandlerOptions {
 }
 
 const IAM_BASE = '/api/iam';
+
+/** Thrown out of a transaction to roll back a handler that ran before its kept answer was seen. */
+class KeptAnswer extends Error {
+  constructor(readonly answer: unknown) {
+    super('an earlier call with this idempotency key answered');
+  }
+}
 
 export function createHandler(options: HandlerOptions): ComputeHandler {
   const { basePath, methods, iam } = options;
@@ -223,31 +230,44 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
           const scope: IdempotencyScope | undefined = idempotencyKey
             ? { tenantId, principalId: identity?.principalId ?? '', method: key, key: idempotencyKey }
             : undefined;
-          let newKey: NewIdempotencyKey | undefined;
-          if (scope) {
-            const claim = await claimIdempotencyKey(trx, scope, input, options.now());
+          // A method whose handler does nothing outside its transaction runs before its key is
+          // read: the read goes out with the handler's first statement, and a kept answer found
+          // then rolls back what the handler did (docs/decisions/0003-idempotency.md).
+          const early = Boolean(scope && method.claimsWithFirstStatement);
+          const pending = scope
+            ? await claimIdempotencyKey(trx, scope, input, options.now(), { withNextStatement: early })
+            : undefined;
+          const ran = early
+            ? await handler(context(trx)).then(
+                (data) => ({ data }),
+                (error: unknown) => ({ error }),
+              )
+            : undefined;
+          const claim = await pending?.settle();
+          if (claim?.kind === 'replay') {
             // Parsed again, so a replay's keys come in the output schema's order, as the first answer's.
-            if (claim.kind === 'replay')
-              return {
-                replayed: true as const,
-                data: method.output.parse(openFields(claim.response, method.sealed, scope)),
-              };
-            newKey = claim.key;
+            const kept = method.output.parse(openFields(claim.response, method.sealed, scope!));
+            if (ran) throw new KeptAnswer(kept);
+            return { replayed: true as const, data: kept };
           }
-          const data = await handler(context(trx));
+          if (ran && 'error' in ran) throw ran.error;
+          const data = ran ? ran.data : await handler(context(trx));
           const output = method.output.parse(data);
           await recordMutation(trx, {
             events,
             meta: { tenantId, actor: identity?.principalId ?? null, requestId },
             audit: audit && { ...audit, outcome: 'allowed' },
             idempotency:
-              scope && newKey
-                ? { ...newKey, answer: packAnswer(sealFields(output, method.sealed, scope)) }
+              scope && claim?.kind === 'new'
+                ? { ...claim.key, answer: packAnswer(sealFields(output, method.sealed, scope)) }
                 : undefined,
           });
           return { replayed: false as const, data: output };
         }),
-      );
+      ).catch((error: unknown) => {
+        if (error instanceof KeptAnswer) return { replayed: true as const, data: error.answer };
+        throw error;
+      });
       const data =
         bound.settle && !result.replayed
           ? method.output.parse(await bound.settle(result.data, { db, input, tenantId, now: options.now }))

@@ -8,7 +8,7 @@
 import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import { canonicalJson, ComputeError } from '@better-compute/core';
-import { sentWithCommit } from '@better-compute/db';
+import { sendAnsweredLater, sentWithCommit } from '@better-compute/db';
 import { CompiledQuery, type Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
 import type { NewIdempotencyKey } from '../db/unit-of-work.js';
@@ -39,40 +39,55 @@ const KEPT = `
 export type IdempotencyClaim =
   { kind: 'new'; key: NewIdempotencyKey } | { kind: 'replay'; response: unknown };
 
+/** A claim whose key has been asked for: `settle()` reads the answer and decides. */
+export interface PendingClaim {
+  settle(): Promise<IdempotencyClaim>;
+}
+
 /**
- * Takes the key for this call inside the mutation's transaction, or returns the first call's
- * answer. Nothing is written until the call's record: the key and its answer are one row, inserted
- * with the change (docs/decisions/0003-idempotency.md).
+ * Takes the key for this call inside the mutation's transaction: `settle()` gives the first call's
+ * answer, or the key to keep with this call's. Nothing is written until the call's record: the key
+ * and its answer are one row, inserted with the change (docs/decisions/0003-idempotency.md).
+ * `withNextStatement`: the key's read is not sent on its own but with the transaction's next
+ * statement (the method's first), one round trip fewer; the caller settles the claim after the
+ * method ran, and rolls the method's work back if a kept answer was found.
  */
 export async function claimIdempotencyKey(
   trx: Kysely<ComputeTables>,
   scope: IdempotencyScope,
   input: Record<string, unknown>,
   now: Date,
-): Promise<IdempotencyClaim> {
+  options: { withNextStatement?: boolean } = {},
+): Promise<PendingClaim> {
   const scopeHash = sha256(canonicalJson([scope.tenantId, scope.principalId, scope.method, scope.key]));
   const { idempotencyKey: _key, ...rest } = input;
   const inputHash = sha256(canonicalJson(rest));
   const lockKey = scopeHash.readBigInt64BE(0).toString();
   await trx.executeQuery(CompiledQuery.raw(LOCK, [lockKey]));
-  const kept = await trx.executeQuery<{ input_hash: Uint8Array; answer: Uint8Array }>(
-    CompiledQuery.raw(KEPT, [scopeHash, now]),
-  );
-  const existing = kept.rows[0];
-  if (!existing) {
-    const expiresAt = new Date(now.getTime() + IDEMPOTENCY_TTL_MS);
-    return {
-      kind: 'new',
-      key: { scopeHash, tenantId: scope.tenantId, method: scope.method, inputHash, expiresAt },
-    };
+  const decide = (existing: { input_hash: Uint8Array; answer: Uint8Array } | undefined): IdempotencyClaim => {
+    if (!existing) {
+      const expiresAt = new Date(now.getTime() + IDEMPOTENCY_TTL_MS);
+      return {
+        kind: 'new',
+        key: { scopeHash, tenantId: scope.tenantId, method: scope.method, inputHash, expiresAt },
+      };
+    }
+    if (!inputHash.equals(existing.input_hash)) {
+      throw new ComputeError('CONFLICT', 'this idempotency key was used with a different input', {
+        details: { idempotencyKey: scope.key },
+        hint: 'Use a new --key for a different request, or repeat the first request exactly.',
+      });
+    }
+    return { kind: 'replay', response: unpackAnswer(existing.answer) };
+  };
+  type Kept = { input_hash: Uint8Array; answer: Uint8Array };
+  if (options.withNextStatement) {
+    const later = await sendAnsweredLater<Kept>(trx, KEPT, [scopeHash, now]);
+    return { settle: async () => decide((await later.answer())[0]) };
   }
-  if (!inputHash.equals(existing.input_hash)) {
-    throw new ComputeError('CONFLICT', 'this idempotency key was used with a different input', {
-      details: { idempotencyKey: scope.key },
-      hint: 'Use a new --key for a different request, or repeat the first request exactly.',
-    });
-  }
-  return { kind: 'replay', response: unpackAnswer(existing.answer) };
+  const kept = await trx.executeQuery<Kept>(CompiledQuery.raw(KEPT, [scopeHash, now]));
+  const claim = decide(kept.rows[0]);
+  return { settle: async () => claim };
 }
 
 // A kept answer is stored compressed, which halves to quarters the row every create writes (about

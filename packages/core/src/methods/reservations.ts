@@ -80,6 +80,7 @@ const reservationsCreate = method({
   summary: 'Reserve GPUs from a pool; queued in order when they are not free',
   tenantScoped: true,
   idempotent: true,
+  claimsWithFirstStatement: true,
   input: z
     .object({
       tenantId,
