@@ -57,7 +57,7 @@ beforeAll(async () => {
   );
   const nodes = await call<{ items: { id: string; poolId: string }[] }>('nodes.list', { poolId: pool.id });
   nodeId = nodes.items[0]!.id;
-  // An instance of the project's guest on it, booting while the node's console is tested.
+  // An instance of the project's guest on it, booting while the browser is launched and signs in.
   const guest = await ensureGuestImage();
   const image = await call<{ id: string }>('images.register', guestImageRegistration(guest));
   const flavor = await call<{ id: string }>('flavors.create', {
@@ -101,6 +101,10 @@ const screenText = (page: Page) => page.locator('.xterm-rows').innerText();
 
 describe('a node’s root console in the browser', () => {
   it('opens over the tunnel, runs what is typed in a real shell, and says the exit status', async () => {
+    // Starting the instance gives the host a new link and address (its namespace's veth), and
+    // Chromium aborts what it is loading when the host's addresses change (ERR_NETWORK_CHANGED):
+    // the pages are opened once the instance runs, its network in place.
+    await instanceRunning;
     const context = await browser.newContext();
     context.setDefaultTimeout(20_000);
     const page = await signIn(context, server.origin, server.adminEmail, server.adminPassword);
@@ -121,7 +125,7 @@ describe('a node’s root console in the browser', () => {
       .poll(() => panelStatus(page).innerText(), { timeout: 20_000 })
       .toContain('exited with status 3');
     await context.close();
-  }, 120_000);
+  }, 420_000);
 });
 
 describe('an instance’s serial console in the browser', () => {
