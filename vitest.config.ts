@@ -1,22 +1,56 @@
 import { defineConfig } from 'vitest/config';
 
 /**
- * Suites that want the machine to themselves: the ones that boot QEMU guests (under TCG each guest
- * wants a core of its own, so two booting beside each other, or beside the rest of the suite,
- * stretch every timeout they have), and the replica suite, which holds the controller's hand-over
- * to 15 s while it kills replicas, a bound a loaded two-core machine stretches. They run after
- * everything else, one file at a time.
+ * Four projects, by what their suites need of the machine; test/global-setup.ts prepares, once per
+ * project that has a file to run, exactly that:
+ *
+ *   unit     the server, the CLI and the libraries on PostgreSQL/PGlite: no VM, no sandbox, no node
+ *            daemon, no browser, no host package (npm run test:unit)
+ *   e2e      real node daemons, OpenSSH and shells (npm run test:e2e)
+ *   guest    QEMU guests and bubblewrap sandboxes (npm run test:guest)
+ *   browser  the console in Chromium (npm run test:browser)
+ *
+ * A file belongs to unit unless it is listed below. The projects run one after another, in that
+ * order. The guest and browser suites want the machine to themselves (under TCG a guest wants a core of its own; the replica suite holds a controller's
+ * hand-over to a bound that a loaded two-core machine stretches), so they run after the others, one
+ * file at a time.
  */
+const e2eSuites = [
+  'test/e2e/capacity.test.ts',
+  'test/e2e/iam-flow.test.ts',
+  'test/e2e/operator.test.ts',
+  'packages/daemon/test/daemon.test.ts',
+  'packages/daemon/test/dev-node.test.ts',
+  'packages/daemon/test/gateway-session.test.ts',
+  'packages/daemon/test/mtls.test.ts',
+  'packages/daemon/test/node-streams.test.ts',
+  'packages/daemon/test/command-root-rotation.test.ts',
+  'packages/better-compute/test/break-glass-ssh.test.ts',
+  'packages/better-compute/test/tunnels.test.ts',
+  'packages/better-compute/test/cli-completion.test.ts',
+  'packages/better-compute/test/pki-rotation.test.ts',
+  'packages/better-compute/test/cli-remote-argv.test.ts',
+];
+
 const guestSuites = [
   'test/guest/**/*.test.ts',
+  'test/e2e/sandboxes.test.ts',
+  'test/e2e/replicas.test.ts',
+  'test/e2e/dev-stop.test.ts',
   'packages/daemon/test/qemu-runtime.test.ts',
   'packages/daemon/test/instance-exit.test.ts',
   'packages/daemon/test/qemu-sandbox.test.ts',
-  // No guest boots here, but it mounts the same guest image, which the first guest suite builds.
   'packages/daemon/test/bwrap-runtime.test.ts',
-  // A node joined to the console, and a guest booted on it for its serial console in the browser.
-  'apps/console/test/terminal.browser.test.ts',
-  'test/e2e/replicas.test.ts',
+  'packages/daemon/test/install-script.test.ts',
+];
+
+const browserSuites = ['apps/console/test/**/*.browser.test.ts'];
+
+const everyTest = [
+  'packages/*/src/**/*.test.ts',
+  'packages/*/test/**/*.test.ts',
+  'apps/*/test/**/*.test.ts',
+  'test/**/*.test.ts',
 ];
 
 const shared = {
@@ -35,27 +69,30 @@ export default defineConfig({
         extends: true,
         test: {
           ...shared,
-          name: 'main',
-          include: [
-            'packages/*/src/**/*.test.ts',
-            'packages/*/test/**/*.test.ts',
-            'apps/*/test/**/*.test.ts',
-            'test/**/*.test.ts',
-          ],
-          exclude: ['**/node_modules/**', ...guestSuites],
+          name: 'unit',
+          include: everyTest,
+          exclude: ['**/node_modules/**', ...e2eSuites, ...guestSuites, ...browserSuites],
           maxWorkers: 2,
           sequence: { groupOrder: 0 },
         },
       },
       {
         extends: true,
+        test: { ...shared, name: 'e2e', include: e2eSuites, maxWorkers: 2, sequence: { groupOrder: 1 } },
+      },
+      {
+        extends: true,
         test: {
           ...shared,
-          name: 'guests',
-          include: guestSuites,
+          name: 'browser',
+          include: browserSuites,
           maxWorkers: 1,
-          sequence: { groupOrder: 1 },
+          sequence: { groupOrder: 2 },
         },
+      },
+      {
+        extends: true,
+        test: { ...shared, name: 'guest', include: guestSuites, maxWorkers: 1, sequence: { groupOrder: 3 } },
       },
     ],
   },

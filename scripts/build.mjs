@@ -8,8 +8,11 @@
 // bundle (CommonJS loads faster than a tree of ES modules) with the packages it names inlined;
 // everything a command needs beyond its definition stays behind a dynamic import. Core's ComputeError recognises errors of any
 // copy of itself, so an inlined copy is safe.
+//
+// Each package builds into dist.next/ and then takes dist/'s place in two renames, so a program
+// started from dist/ while a build runs finds a whole build, the old one or the new one.
 import { build } from 'esbuild';
-import { readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 
 const root = new URL('..', import.meta.url).pathname;
@@ -22,10 +25,14 @@ for (const dir of workspaces) {
     .map((entry) => entry.source)
     .filter(Boolean)
     .map((source) => join(pkgDir, source));
-  rmSync(join(pkgDir, 'dist'), { recursive: true, force: true });
+  const bundles = [pkg.binBundle ?? []].flat();
+  // A workspace with nothing to build (the console builds with Next.js) keeps no dist/.
+  if (entryPoints.length === 0 && bundles.length === 0) continue;
+  const next = join(pkgDir, 'dist.next');
+  rmSync(next, { recursive: true, force: true });
   await build({
     entryPoints,
-    outdir: join(pkgDir, 'dist'),
+    outdir: next,
     outbase: join(pkgDir, 'src'),
     bundle: true,
     splitting: true,
@@ -37,11 +44,11 @@ for (const dir of workspaces) {
     chunkNames: 'chunks/[name]-[hash]',
     logLevel: 'warning',
   });
-  for (const bundle of [pkg.binBundle ?? []].flat()) {
+  for (const bundle of bundles) {
     const inline = new Set(bundle.inline ?? []);
     await build({
       entryPoints: [join(pkgDir, bundle.entry)],
-      outfile: join(pkgDir, bundle.outfile),
+      outfile: join(next, bundle.outfile.replace(/^(\.\/)?dist\//, '')),
       bundle: true,
       format: 'cjs',
       platform: 'node',
@@ -60,4 +67,9 @@ for (const dir of workspaces) {
       ],
     });
   }
+  const old = join(pkgDir, 'dist.old');
+  rmSync(old, { recursive: true, force: true });
+  if (existsSync(join(pkgDir, 'dist'))) renameSync(join(pkgDir, 'dist'), old);
+  renameSync(next, join(pkgDir, 'dist'));
+  rmSync(old, { recursive: true, force: true });
 }

@@ -1,35 +1,67 @@
 #!/usr/bin/env node
 /**
- * The host programs the tests run for real (QEMU, bubblewrap, OpenSSH, shells, Chromium, …), and the
- * Debian package of each. Installed once, before any test file starts, so parallel suites never
- * race for dpkg's lock. Without root the missing ones are listed with the command that installs
- * them, and the suites that need them say so when they run.
+ * The host programs better-compute runs for real, grouped by who needs them, and the Debian package
+ * of each. This file is their one list: the test set-up installs the groups of the suites it is
+ * about to run, `npm run dev` the `node` group for the real node on this machine.
  *
- *   node scripts/host-tools.mjs          install what is missing (as root)
- *   node scripts/host-tools.mjs --check  list what is missing, install nothing
+ *   node scripts/host-tools.mjs [GROUP…]          install what is missing of those groups (as root)
+ *   node scripts/host-tools.mjs --check [GROUP…]  list what is missing, install nothing
+ *
+ * Groups: e2e (OpenSSH and the shells the end-to-end suites drive), node (what a real node runs:
+ * QEMU guests, bubblewrap sandboxes, their networks, the guest image's build), guest (node plus the
+ * test suites' own tools), browser (Chromium), all. Without root the missing ones are listed with the
+ * command that installs them, and nothing is installed.
  */
 import { spawnSync } from 'node:child_process';
 
-/** Command on PATH → the Debian package that provides it. */
-export const HOST_TOOLS = {
-  'qemu-system-x86_64': 'qemu-system-x86',
-  'qemu-img': 'qemu-utils',
-  genisoimage: 'genisoimage',
+const OPENSSH = {
   ssh: 'openssh-client',
   'ssh-keygen': 'openssh-client',
   sshd: 'openssh-server',
-  debootstrap: 'debootstrap',
-  'mkfs.ext4': 'e2fsprogs',
+};
+
+/** What the real node daemon runs on a machine: guests, sandboxes, their networks, the guest image. */
+const NODE = {
+  ...OPENSSH,
+  'qemu-system-x86_64': 'qemu-system-x86',
+  'qemu-img': 'qemu-utils',
+  genisoimage: 'genisoimage',
   bwrap: 'bubblewrap',
   slirp4netns: 'slirp4netns',
   // An instance's network: its namespace, veth and tap (ip), NAT and the egress rules (nft).
   ip: 'iproute2',
   nft: 'nftables',
-  shellcheck: 'shellcheck',
-  zsh: 'zsh',
-  fish: 'fish',
-  chromium: 'chromium',
+  losetup: 'mount',
+  // The guest image's build (scripts/build-guest-image.sh).
+  debootstrap: 'debootstrap',
+  'mkfs.ext4': 'e2fsprogs',
+  xz: 'xz-utils',
+  zstd: 'zstd',
+  flock: 'util-linux',
 };
+
+/** Command on PATH → the Debian package that provides it, per group. */
+export const HOST_TOOL_GROUPS = {
+  e2e: { ...OPENSSH, zsh: 'zsh', fish: 'fish', shellcheck: 'shellcheck' },
+  node: NODE,
+  guest: { ...NODE, shellcheck: 'shellcheck' },
+  browser: { chromium: 'chromium' },
+};
+
+/** The commands of the named groups, with their packages. */
+export function toolsOf(groups) {
+  const names = groups.includes('all') ? Object.keys(HOST_TOOL_GROUPS) : groups;
+  const tools = {};
+  for (const name of names) {
+    const group = HOST_TOOL_GROUPS[name];
+    if (!group)
+      throw new Error(
+        `host-tools: no group ${name} (groups: ${Object.keys(HOST_TOOL_GROUPS).join(', ')}, all)`,
+      );
+    Object.assign(tools, group);
+  }
+  return tools;
+}
 
 function onPath(command) {
   // sshd lives in /usr/sbin, which a non-login PATH may lack.
@@ -42,22 +74,33 @@ function onPath(command) {
   );
 }
 
-export function missingTools() {
-  return Object.keys(HOST_TOOLS).filter((command) => !onPath(command));
+export function missingTools(groups) {
+  return Object.keys(toolsOf(groups)).filter((command) => !onPath(command));
 }
 
-/** Installs every missing package in one apt-get run; returns the commands still missing. */
-export function installHostTools({ log = console.error } = {}) {
-  const missing = missingTools();
+/** The apt-get line that installs what is missing of the groups, or null when nothing is. */
+export function installCommand(groups) {
+  const tools = toolsOf(groups);
+  const packages = [...new Set(missingTools(groups).map((command) => tools[command]))];
+  return packages.length === 0 ? null : `sudo apt-get install -y ${packages.join(' ')}`;
+}
+
+/**
+ * Installs every missing package of the groups in one apt-get run; returns the commands still
+ * missing. Without root it installs nothing and says which command would.
+ */
+export function installHostTools(groups, { log = console.error, why = 'the tests' } = {}) {
+  const tools = toolsOf(groups);
+  const missing = missingTools(groups);
   if (missing.length === 0) return [];
-  const packages = [...new Set(missing.map((command) => HOST_TOOLS[command]))];
+  const packages = [...new Set(missing.map((command) => tools[command]))];
   if (process.getuid?.() !== 0) {
     log(
-      `better-compute: tests need ${missing.join(', ')}; run: sudo apt-get install -y ${packages.join(' ')}`,
+      `better-compute: ${why} need ${missing.join(', ')}; run: sudo apt-get install -y ${packages.join(' ')}`,
     );
     return missing;
   }
-  log(`better-compute: installing ${packages.join(' ')} for the tests…`);
+  log(`better-compute: installing ${packages.join(' ')} for ${why}…`);
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
   // Waits for dpkg's lock rather than failing when another apt run holds it.
   const apt = (...args) =>
@@ -68,17 +111,20 @@ export function installHostTools({ log = console.error } = {}) {
     apt('update', '-qq');
     result = install();
   }
-  const still = missingTools();
+  const still = missingTools(groups);
   if (still.length > 0)
     log(`better-compute: apt-get could not install ${still.join(', ')}: ${result.stderr.slice(-400)}`);
   return still;
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  if (process.argv.includes('--check')) {
-    const missing = missingTools();
+  const args = process.argv.slice(2);
+  const groups = args.filter((arg) => !arg.startsWith('--'));
+  const chosen = groups.length > 0 ? groups : ['all'];
+  if (args.includes('--check')) {
+    const missing = missingTools(chosen);
     console.log(missing.length === 0 ? 'every host tool is present' : `missing: ${missing.join(' ')}`);
   } else {
-    installHostTools();
+    process.exitCode = installHostTools(chosen).length === 0 ? 0 : 1;
   }
 }

@@ -1,0 +1,6 @@
+/** Types of scripts/ensure.mjs, for the test set-up that calls it. */
+export function ensureDependencies(): void;
+export function ensurePackagesBuilt(): void;
+export function ensureConsoleBuilt(): void;
+/** Installs what is missing of the host tool groups (as root); returns the commands still missing. */
+export function ensureHostTools(groups: string[], why: string): Promise<string[]>;
