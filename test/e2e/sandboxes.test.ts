@@ -462,7 +462,7 @@ describe('sandbox volumes', () => {
 });
 
 describe('sandbox exec grants', () => {
-  it('signs a five-minute certificate for a session’s key, naming the sandbox; refuses API keys and private keys', async () => {
+  it('signs a ten-minute certificate for a session’s key, naming the sandbox; refuses API keys and private keys', async () => {
     const templates = await json(['sandbox', 'templates']);
     const templateId = templates.items.find((t: any) => t.name === 'python').id;
     const sandbox = await json(['sandbox', 'create', '--template', templateId]);
@@ -500,16 +500,67 @@ describe('sandbox exec grants', () => {
     });
     expect(shown).toContain('user certificate');
     expect(shown).toMatch(new RegExp(`Principals: \\n\\s+${sandbox.id}\\n`));
+    // From a minute back (a guest clock a little behind) to ten minutes ahead, the default.
     const [, from, to] = /Valid: from (\S+) to (\S+)/.exec(shown)!;
     const lifetime = Date.parse(`${to}Z`) - Date.parse(`${from}Z`);
-    expect(lifetime).toBeLessThanOrEqual(6 * 60_000);
-    expect(Date.parse(`${to}Z`) - Date.now()).toBeLessThanOrEqual(5 * 60_000 + 1000);
+    expect(lifetime).toBeGreaterThan(10 * 60_000);
+    expect(lifetime).toBeLessThanOrEqual(11 * 60_000 + 1000);
+    expect(Date.parse(`${to}Z`) - Date.now()).toBeLessThanOrEqual(10 * 60_000 + 1000);
     const caFile = join(work, 'ca.pub');
     writeFileSync(caFile, `${grant.hostCaPublicKey}\n`);
     const caFingerprint = execFileSync('ssh-keygen', ['-l', '-f', caFile], { encoding: 'utf8' }).split(
       ' ',
     )[1];
     expect(shown).toContain(`Signing CA: ED25519 ${caFingerprint}`);
+    await json(['sandbox', 'delete', sandbox.id]);
+  });
+
+  it('takes the lifetime asked, 1 to 15 minutes: minutes in the API, --minutes in sandbox exec (issue 41)', async () => {
+    const templates = await json(['sandbox', 'templates']);
+    const templateId = templates.items.find((t: any) => t.name === 'python').id;
+    const sandbox = await json(['sandbox', 'create', '--template', templateId]);
+    const publicKey = execFileSync('cat', [join(work, 'id_ed25519.pub')], { encoding: 'utf8' }).trim();
+    const session = await sessionToken(dev.acmeAdmin, 'acme');
+    const grant = (minutes: number) =>
+      compute(
+        ['api', 'sandboxes.exec', `sandboxId=${sandbox.id}`, `publicKey=${publicKey}`, `minutes:=${minutes}`],
+        session,
+      );
+    for (const minutes of [1, 15]) {
+      const answer = await grant(minutes);
+      expect(answer.status, answer.stderr).toBe(0);
+      const { certificateExpiresAt } = JSON.parse(answer.stdout);
+      const ahead = Date.parse(certificateExpiresAt) - Date.now();
+      expect(ahead).toBeLessThanOrEqual(minutes * 60_000);
+      expect(ahead).toBeGreaterThan(minutes * 60_000 - 60_000);
+    }
+    for (const minutes of [0, 16]) {
+      const refused = await grant(minutes);
+      expect(refused.status, `minutes ${minutes}`).not.toBe(0);
+      expect(refused.stderr).toMatch(/^INVALID_ARGUMENT: /);
+      expect(refused.stderr).toContain('minutes');
+    }
+    for (const minutes of ['16', '0']) {
+      const refused = await refusal(
+        [
+          'sandbox',
+          'exec',
+          sandbox.id,
+          '--key',
+          join(work, 'id_ed25519'),
+          '--minutes',
+          minutes,
+          '--',
+          'true',
+        ],
+        session,
+      );
+      expect(refused).toMatchObject({ status: 2, code: 'INVALID_ARGUMENT' });
+      expect(refused.stderr).toContain(`--minutes must be at ${minutes === '16' ? 'most 15' : 'least 1'}`);
+    }
+    const help = await compute(['help', 'sandbox', 'exec']);
+    expect(help.stdout).toMatch(/--minutes N\s+How long the certificate is valid, in minutes/);
+    expect(help.stdout).toContain('(default: 10)');
     await json(['sandbox', 'delete', sandbox.id]);
   });
 });

@@ -185,7 +185,8 @@ describe('sandboxes in process', () => {
     expect(byKey).toMatchObject({ code: 'ACCESS_DENIED', details: { reason: 'session-required' } });
     const grant = await d.api('sandboxes.exec', { sandboxId: source.id, publicKey: KEY }, ACME_SESSION);
     expect(grant).toMatchObject({ sandboxId: source.id, account: 'root', hostCertified: true });
-    expect(Date.parse(grant.certificateExpiresAt) - Date.now()).toBeLessThanOrEqual(300_000);
+    // Ten minutes unless the call asks for another lifetime (issue 41).
+    expect(Date.parse(grant.certificateExpiresAt) - Date.now()).toBeLessThanOrEqual(600_000);
 
     const snapshot = await d.api('sandboxes.snapshot', { sandboxId: source.id, keep: true });
     expect(snapshot).toMatchObject({ memory: true, keep: true, state: 'creating' });

@@ -93,7 +93,9 @@ export {
   sandboxTemplateSchema,
   sandboxSnapshotSchema,
   sandboxVolumeSchema,
-  SANDBOX_EXEC_CERT_SECONDS,
+  SANDBOX_EXEC_DEFAULT_MINUTES,
+  SANDBOX_EXEC_MAX_MINUTES,
+  SANDBOX_EXEC_MIN_MINUTES,
   SANDBOX_ATTACH_ACTION,
 } from './sandboxes.js';
 export { COMMAND_KINDS, COMMAND_OUTPUT_LIMIT, commandSchema, commandState } from './commands.js';

@@ -30,8 +30,10 @@ export const MAX_SANDBOX_TTL_SECONDS = 7 * 24 * 3600;
 export const MAX_SANDBOX_USER_DATA = 32_768;
 export const MIN_VOLUME_GIB = 1;
 export const MAX_VOLUME_GIB = 16_384;
-/** The OpenSSH certificate `sandboxes.exec` grants lives this long. */
-export const SANDBOX_EXEC_CERT_SECONDS = 300;
+/** The OpenSSH certificate `sandboxes.exec` grants lives `minutes`, 1 to 15, 10 unless asked. */
+export const SANDBOX_EXEC_MIN_MINUTES = 1;
+export const SANDBOX_EXEC_MAX_MINUTES = 15;
+export const SANDBOX_EXEC_DEFAULT_MINUTES = 10;
 
 export const SANDBOX_MANAGE_ACTION = 'compute:sandboxes:manage';
 export const SANDBOX_EXEC_ACTION = 'compute:sandboxes:exec';
@@ -444,6 +446,15 @@ export const sandboxesGroup = defineGroup(
           sandboxId: idOf('sandbox'),
           /** Your OpenSSH public key line; never a private key. */
           publicKey: z.string().min(1).max(16_384),
+          minutes: z
+            .number()
+            .int()
+            .min(SANDBOX_EXEC_MIN_MINUTES)
+            .max(SANDBOX_EXEC_MAX_MINUTES)
+            .default(SANDBOX_EXEC_DEFAULT_MINUTES)
+            .describe(
+              'How long the certificate is valid, in minutes (1 to 15, default 10); never past your session',
+            ),
         })
         .strict(),
       output: sandboxExecGrantSchema.extend({ account: unixAccount }),

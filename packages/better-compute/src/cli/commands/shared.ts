@@ -233,12 +233,18 @@ export interface OutFile {
 }
 
 /**
- * Creates `--out` as a new file of mode 0600, before anything is sent: an existing file is
- * ALREADY_EXISTS (`refusal` says what is never written over it), a missing or unwritable
- * directory is INVALID_ARGUMENT, each with a hint about the path, so a bad --out costs no call and
- * mints no secret. Every command that writes a secret or an export to --out opens it here.
+ * Creates `--out` (or the command's own flag, `flag`) as a new file of mode 0600, before anything
+ * is sent: an existing file is ALREADY_EXISTS (`refusal` says what is never written over it), a
+ * missing or unwritable directory is INVALID_ARGUMENT, each with a hint naming the flag that was
+ * given, so a bad path costs no call and mints no secret. Every command that writes a secret or an
+ * export to a file opens it here.
  */
-export async function createOutFile(cwd: string, out: string, refusal: string): Promise<OutFile> {
+export async function createOutFile(
+  cwd: string,
+  out: string,
+  refusal: string,
+  flag = '--out',
+): Promise<OutFile> {
   const [{ open, unlink }, { dirname, resolve }] = await Promise.all([
     import('node:fs/promises'),
     import('node:path'),
@@ -249,7 +255,7 @@ export async function createOutFile(cwd: string, out: string, refusal: string): 
     // Exclusive: an existing file, directory or dangling symlink fails here, never written over.
     handle = await open(path, 'wx', 0o600);
   } catch (error) {
-    throw outFileError(error, out, dirname(path), refusal);
+    throw outFileError(error, { out, flag, directory: dirname(path), refusal });
   }
   const discard = async (): Promise<void> => {
     await handle.close().catch(() => {});
@@ -272,44 +278,51 @@ export async function createOutFile(cwd: string, out: string, refusal: string): 
   };
 }
 
-const OUT_FIELD = { field: 'out' } as const;
-
-/** The refusal of an --out path, by the reason the system gave; anything else is rethrown. */
-function outFileError(error: unknown, out: string, directory: string, refusal: string): unknown {
+/** The refusal of an output path, by the reason the system gave; anything else is rethrown. */
+function outFileError(
+  error: unknown,
+  where: { out: string; flag: string; directory: string; refusal: string },
+): unknown {
+  const { out, flag, directory, refusal } = where;
+  const field = { field: flag.replace(/^--/, '') };
   switch ((error as NodeJS.ErrnoException).code) {
     case 'EEXIST':
       return new CliError('ALREADY_EXISTS', `${out} already exists; ${refusal}`, {
-        hint: 'Pass --out the name of a file that does not exist yet, or move the existing one away.',
-        details: OUT_FIELD,
+        hint: `Pass ${flag} the name of a file that does not exist yet, or move the existing one away.`,
+        details: field,
       });
     case 'ENOENT':
-      return new CliError('INVALID_ARGUMENT', `the directory of --out ${out} does not exist: ${directory}`, {
-        hint: 'Create the directory first, or pass --out a path in an existing one.',
-        details: { ...OUT_FIELD, directory },
-      });
+      return new CliError(
+        'INVALID_ARGUMENT',
+        `the directory of ${flag} ${out} does not exist: ${directory}`,
+        {
+          hint: `Create the directory first, or pass ${flag} a path in an existing one.`,
+          details: { ...field, directory },
+        },
+      );
     case 'ENOTDIR':
       return new CliError(
         'INVALID_ARGUMENT',
-        `the directory of --out ${out} is not a directory: a part of ${directory} is a file`,
+        `the directory of ${flag} ${out} is not a directory: a part of ${directory} is a file`,
         {
-          hint: 'Pass --out a path in an existing directory.',
-          details: { ...OUT_FIELD, directory },
+          hint: `Pass ${flag} a path in an existing directory.`,
+          details: { ...field, directory },
         },
       );
     case 'EACCES':
     case 'EPERM':
       return new CliError(
         'INVALID_ARGUMENT',
-        `--out ${out} cannot be created: permission denied in ${directory}`,
+        `${flag} ${out} cannot be created: permission denied in ${directory}`,
         {
-          hint: 'Pass --out a path in a directory you may write to.',
-          details: { ...OUT_FIELD, directory },
+          hint: `Pass ${flag} a path in a directory you may write to.`,
+          details: { ...field, directory },
         },
       );
     case 'EROFS':
-      return new CliError('INVALID_ARGUMENT', `--out ${out} cannot be created: ${directory} is read-only`, {
-        hint: 'Pass --out a path on a writable file system.',
-        details: { ...OUT_FIELD, directory },
+      return new CliError('INVALID_ARGUMENT', `${flag} ${out} cannot be created: ${directory} is read-only`, {
+        hint: `Pass ${flag} a path on a writable file system.`,
+        details: { ...field, directory },
       });
     default:
       return error;

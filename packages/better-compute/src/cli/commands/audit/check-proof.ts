@@ -58,7 +58,7 @@ export default defineCommand({
         code === 'ENOENT' ? 'NOT_FOUND' : 'INVALID_ARGUMENT',
         `cannot read ${args.file} (${code})`,
         {
-          hint: 'Give the path of the file `audit prove --out` wrote.',
+          hint: 'Give the path of the file `better-compute audit prove --out` wrote.',
         },
       );
     }
@@ -67,7 +67,7 @@ export default defineCommand({
       document = JSON.parse(text);
     } catch {
       throw new ComputeError('INVALID_PROOF', `${args.file} is not JSON`, {
-        hint: 'Give the file `audit prove --out` wrote, unchanged.',
+        hint: 'Give the file `better-compute audit prove --out` wrote, unchanged.',
       });
     }
     return checkProof(document, pin);

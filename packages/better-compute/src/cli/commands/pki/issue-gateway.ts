@@ -43,20 +43,8 @@ export default defineCommand({
     const secret = requireSecret(secretOf(io));
     const certPath = flags.outCert ?? `${host.replace(/^\*\./, 'wildcard.')}.crt`;
     const keyPath = flags.outKey ?? `${host.replace(/^\*\./, 'wildcard.')}.key`;
-    const { CliError } = await import('../../errors.js');
-    // createOutFile's refusals name --out; these name the flag this command has.
-    const claim = async (path: string, flag: string, refusal: string) => {
-      try {
-        return await createOutFile(io.cwd, path, refusal);
-      } catch (error) {
-        if (!(error instanceof CliError)) throw error;
-        const named = (text: string) => text.replaceAll('--out ', `${flag} `);
-        throw new CliError(error.code, named(error.message), {
-          ...(error.hint ? { hint: named(error.hint) } : {}),
-          details: { ...error.details, field: flag.slice(2) },
-        });
-      }
-    };
+    // createOutFile's refusals name the flag this command has.
+    const claim = (path: string, flag: string, refusal: string) => createOutFile(io.cwd, path, refusal, flag);
     // Both files are claimed before anything is issued, so neither is half there.
     const certFile = await claim(certPath, '--out-cert', 'a certificate is never written over a file');
     let keyFile;

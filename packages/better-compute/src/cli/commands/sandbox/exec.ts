@@ -1,15 +1,17 @@
 /**
- * `sandbox exec SANDBOX [--key FILE] [--ssh PROGRAM] [--accept-host-key] [-- COMMAND…]`:
+ * `sandbox exec SANDBOX [--key FILE] [--minutes N] [--ssh PROGRAM] [--accept-host-key] [-- COMMAND…]`:
  * sandboxes.exec, then OpenSSH through the grant's single-use tunnel. Only the public key beside
- * --key is sent; the certificate goes into a private temporary directory, removed whatever happens;
- * one loopback connection is bridged to the tunnel; ssh runs with none of your configuration, a
- * known-hosts file of its own (the sandbox CA pinned for a certified guest), every forwarding off,
- * and `--` before the host, so the remote command is never read as an ssh option. Exits with ssh's
- * status.
+ * --key is sent; the certificate (valid --minutes) goes into a private temporary directory, removed
+ * whatever happens; one loopback connection is bridged to the tunnel; ssh runs with none of your
+ * configuration, a known-hosts file of its own (the sandbox CA pinned for a certified guest), every
+ * forwarding off, and `--` before the host, so the remote command is never read as an ssh option.
+ * The command's words are quoted for the guest's shell one by one (remote-argv.ts), so the guest
+ * runs exactly the vector given. Exits with ssh's status.
  */
 import { ComputeError } from '@better-compute/core';
 import { defineCommand } from '../../define.js';
 import { CliError, RemoteExitError } from '../../errors.js';
+import { remoteCommandLine } from '../../remote-argv.js';
 import { bridgeSocket } from '../../tunnel-socket.js';
 
 const UNIX_ACCOUNT = /^[a-z_][a-z0-9_-]{0,31}$/;
@@ -37,6 +39,17 @@ export default defineCommand({
         'Your private key; its .pub beside it is sent (default ~/.ssh/id_ed25519, else ~/.ssh/id_ecdsa)',
       placeholder: 'FILE',
     },
+    // sandboxes.exec's bounds (SANDBOX_EXEC_*_MINUTES), as literals so help loads no schema;
+    // test/cli-remote-argv.test.ts holds the two equal.
+    minutes: {
+      type: 'number',
+      integer: true,
+      min: 1,
+      max: 15,
+      default: 10,
+      description: 'How long the certificate is valid, in minutes (never past your session)',
+      placeholder: 'N',
+    },
     ssh: { type: 'string', default: 'ssh', description: 'The OpenSSH client to run', placeholder: 'PROGRAM' },
     acceptHostKey: {
       type: 'boolean',
@@ -46,6 +59,8 @@ export default defineCommand({
   examples: [
     'better-compute sandbox exec sbx_01k5w… -- pytest -q',
     'better-compute sandbox exec sbx_01k5w…                 # a login shell',
+    "better-compute sandbox exec sbx_01k5w… -- sh -c 'make && make test'   # each word arrives whole",
+    'better-compute sandbox exec sbx_01k5w… --minutes 15 -- ./long-job.sh',
   ],
   async run({ args, flags, rest, global, io, api, log }) {
     if (!global.url)
@@ -56,6 +71,8 @@ export default defineCommand({
           hint: 'Pass --url https://compute.example.com (or set BETTER_COMPUTE_URL).',
         },
       );
+    // Checked before anything is sent: a word that cannot cross costs no grant.
+    const command = remoteCommandLine(rest);
     const { existsSync, readFileSync } = await import('node:fs');
     const { join, resolve } = await import('node:path');
     const home = io.env.HOME ?? io.env.USERPROFILE ?? '';
@@ -97,7 +114,11 @@ export default defineCommand({
     const client = await api();
     let grant;
     try {
-      grant = await client.call('sandboxes.exec', { sandboxId: args.sandbox, publicKey });
+      grant = await client.call('sandboxes.exec', {
+        sandboxId: args.sandbox,
+        publicKey,
+        minutes: flags.minutes,
+      });
     } catch (error) {
       if (
         error instanceof ComputeError &&
@@ -183,7 +204,7 @@ export default defineCommand({
         '-p', String(port),
         '-l', grant.account,
         '--', '127.0.0.1',
-        ...rest,
+        ...(command === undefined ? [] : [command]),
       ]); // prettier-ignore
       if (status !== 0) throw new RemoteExitError(status, `ssh exited with status ${status}`);
       return undefined;

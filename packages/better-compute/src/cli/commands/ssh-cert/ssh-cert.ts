@@ -3,10 +3,13 @@
  * [-- COMMAND…]]`: nodes.issueSshCert. Sends only your public key, checks the answer is an OpenSSH
  * user certificate for that key and a Unix account, and writes it beside the key as
  * `<key>-cert.pub`. With --connect it then runs your OpenSSH client to HOST as that account, keeping
- * your ssh configuration (bastions and jump hosts still apply), and exits with ssh's status.
+ * your ssh configuration (bastions and jump hosts still apply), and exits with ssh's status. The
+ * command after `--` is quoted for the node's shell word by word (remote-argv.ts), so the node runs
+ * exactly the vector given.
  */
 import { defineCommand } from '../../define.js';
 import { CliError, RemoteExitError } from '../../errors.js';
+import { remoteCommandLine } from '../../remote-argv.js';
 
 const UNIX_ACCOUNT = /^[a-z_][a-z0-9_-]{0,31}$/;
 /** A host name or an IPv4/IPv6 address: never anything ssh would read as an option. */
@@ -73,6 +76,8 @@ export default defineCommand({
         'connect',
         'Pass the node’s address, such as 10.0.0.5 or node7.example.com; ssh options go in your ssh configuration.',
       );
+    // Before a certificate is issued: a word that cannot cross costs no certificate.
+    const command = remoteCommandLine(rest);
     if (!UNIX_ACCOUNT.test(flags.account))
       throw usage(
         `--account must be a Unix account name (got "${flags.account.slice(0, 40)}")`,
@@ -155,7 +160,7 @@ export default defineCommand({
       answer.account,
       '--',
       flags.connect,
-      ...rest,
+      ...(command === undefined ? [] : [command]),
     ]);
     if (status !== 0) throw new RemoteExitError(status, `ssh exited with status ${status}`);
     return undefined;

@@ -77,7 +77,12 @@ export async function withSecretOut<A extends { secret: string; webhook: unknown
   call: () => Promise<A>,
 ): Promise<unknown> {
   if (secretOut === undefined) return call();
-  const file = await createOutFile(cwd, secretOut, 'a signing secret is never written over a file');
+  const file = await createOutFile(
+    cwd,
+    secretOut,
+    'a signing secret is never written over a file',
+    '--secret-out',
+  );
   let answer: A;
   try {
     answer = await call();
