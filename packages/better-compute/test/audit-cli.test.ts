@@ -177,4 +177,73 @@ describe.runIf(kinds.includes('postgres'))('the audit commands (real binary, pos
     expect(problems).toContainEqual(expect.objectContaining({ kind: 'entry_modified', entryId: entry.id }));
     expect(problems).toContainEqual(expect.objectContaining({ kind: 'root_mismatch' }));
   }, 60_000);
+
+  it('verify never passes a log with nothing to verify for a verified one (issue 31)', async () => {
+    // Better IAM's tables, so the command can ask whether a tenant exists: root does, nobody does not.
+    const migrated = run(cwd, ['migrate'], env);
+    expect(migrated.status, migrated.stderr).toBe(0);
+
+    const unknown = run(cwd, ['audit', 'verify', '--tenant', 'nobody'], env);
+    expect(unknown.status).toBe(1);
+    expect(unknown.stdout).toBe('');
+    expect(unknown.stderr.split('\n')[0]).toBe(
+      'NOT_FOUND: no tenant nobody: Better IAM knows none, and no audit entry names it',
+    );
+    const malformed = run(cwd, ['audit', 'verify', '--tenant', 'Not A Tenant'], env);
+    expect(malformed.status).toBe(2);
+
+    // A tenant that exists with an empty log: the report says so, and so does the exit status.
+    const empty = run(cwd, ['audit', 'verify', '--tenant', 'root'], env);
+    expect(empty.status).toBe(1);
+    expect(JSON.parse(empty.stdout)).toMatchObject({
+      ok: false,
+      nothingToVerify: 'empty',
+      checkpoints: 0,
+      entries: 0,
+      unsealed: 0,
+      problems: [],
+    });
+    expect(empty.stderr.split('\n')[0]).toBe(
+      'NOT_FOUND: tenant root has no audit entry: there is nothing to verify',
+    );
+
+    // Entries no checkpoint seals yet (of a tenant IAM does not know: its log is still its log).
+    await writeEntries(f.db, 'initech', 2);
+    const unsealed = run(cwd, ['audit', 'verify', '--tenant', 'initech'], env);
+    expect(unsealed.status).toBe(1);
+    expect(JSON.parse(unsealed.stdout)).toMatchObject({
+      ok: false,
+      nothingToVerify: 'unsealed',
+      unsealed: 2,
+    });
+    expect(unsealed.stderr.trimEnd().split('\n')).toEqual([
+      "INVALID_STATE: tenant initech's 2 audit entries are not sealed by any checkpoint yet: nothing was verified",
+      'hint: Seal them now with "better-compute audit checkpoint --tenant initech" (the controllers role does it every hour), then verify again.',
+    ]);
+    let sealed = 0;
+    for (let attempt = 0; attempt < 40 && sealed < 2; attempt++) {
+      const ok = run(cwd, ['audit', 'checkpoint', '--tenant', 'initech'], {
+        ...env,
+        BETTER_COMPUTE_SECRET: secret,
+      });
+      expect(ok.status, ok.stderr).toBe(0);
+      sealed += JSON.parse(ok.stdout).sealed;
+      if (sealed < 2) await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const verified = run(cwd, ['audit', 'verify', '--tenant', 'initech'], env);
+    expect(verified.status, verified.stderr).toBe(0);
+    expect(JSON.parse(verified.stdout)).toMatchObject({ ok: true, nothingToVerify: null, entries: 2 });
+
+    // Its checkpoints removed, the sealed leaves remain: tampering, never an unsealed log.
+    await sql`delete from compute.audit_checkpoints where tenant_id = 'initech'`.execute(f.db);
+    const stripped = run(cwd, ['audit', 'verify', '--tenant', 'initech', '--query', 'problems'], env);
+    expect(stripped.status).toBe(1);
+    expect(stripped.stderr).toMatch(/^AUDIT_TAMPERED: .*checkpoint_missing/);
+    expect(JSON.parse(stripped.stdout)).toEqual([
+      expect.objectContaining({
+        kind: 'checkpoint_missing',
+        message: expect.stringContaining('every checkpoint was removed'),
+      }),
+    ]);
+  }, 120_000);
 });

@@ -112,7 +112,7 @@ describe('the CLI against a recorded fake server', () => {
       );
       // Without --query the table still shows its readable columns.
       expect((await run(['nodes', 'list'])).out.split('\n')[0]).toMatch(
-        /^id\s+name\s+pool\s+state\s+gpus\s+idle/,
+        /^id\s+name\s+pool\s+state\s+cpus\s+memory\s+gpus\s+idle/,
       );
     });
 

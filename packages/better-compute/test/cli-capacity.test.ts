@@ -351,7 +351,7 @@ describe('reservations', () => {
     }
   });
 
-  it('reserve waits up to --wait seconds while queued, then prints the reservation as it is', async () => {
+  it('reserve waits up to --wait seconds while queued, with progress on stderr, then prints the reservation as it is', async () => {
     const big = await run(['reserve', '--pool', poolId, '--gpus', '16', '--for', '1h', '--query', 'id']);
     expect(big.status).toBe(0);
     const started = Date.now();
@@ -369,11 +369,14 @@ describe('reservations', () => {
       'compact',
     ]);
     expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+    expect(queued.status).toBe(0);
     const reservation = JSON.parse(queued.out);
     expect(reservation).toMatchObject({ state: 'queued', queuePosition: 1 });
+    // stdout is the answer alone; stderr the key, where the wait began, and how it ended.
+    expect(queued.out.split('\n')).toHaveLength(1);
     expect(queued.err.split('\n').slice(1)).toEqual([
-      `${reservation.id} is queued (position 1); waiting up to 1s`,
-      `${reservation.id} is still queued; see it with: better-compute reservations get ${reservation.id}`,
+      `${reservation.id}: queued, position 1 (0.0 s); waiting up to 1s`,
+      `${reservation.id}: still queued, position 1 after 1s; see it with: better-compute reservations get ${reservation.id}`,
     ]);
     const noWait = await run([
       'reserve',
@@ -392,6 +395,81 @@ describe('reservations', () => {
     expect(noWait.err.split('\n')).toHaveLength(1);
     const list = await run(['reservations', 'list', '--state', 'queued', '--query', 'items[].id']);
     for (const id of list.out.split('\n')) await run(['release', id]);
+    await run(['release', big.out]);
+  });
+
+  /** The queued reservation a `reserve` running beside the test made, once it is there. */
+  async function queuedOne(): Promise<string> {
+    for (let i = 0; i < 200; i++) {
+      const ids = (await run(['reservations', 'list', '--state', 'queued', '--query', 'items[].id'])).out;
+      if (ids) return ids.split('\n')[0]!;
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    throw new Error('no queued reservation appeared');
+  }
+
+  it('a queued reservation that starts during --wait: one progress line per change, exit 0 (issue 31)', async () => {
+    const big = await run(['reserve', '--pool', poolId, '--gpus', '16', '--for', '1h', '--query', 'id']);
+    const waiting = run([
+      'reserve',
+      '--pool',
+      poolId,
+      '--gpus',
+      '2',
+      '--for',
+      '1h',
+      '--wait',
+      '30',
+      '--format',
+      'compact',
+    ]);
+    const id = await queuedOne();
+    expect((await run(['release', big.out, '--query', 'state'])).out).toBe('ended');
+    const result = await waiting;
+    expect(result.status).toBe(0);
+    expect(JSON.parse(result.out)).toMatchObject({ id, state: 'active' });
+    const progress = result.err.split('\n').slice(1);
+    expect(progress[0]).toBe(`${id}: queued, position 1 (0.0 s); waiting up to 30s`);
+    expect(progress.at(-1)).toMatch(new RegExp(`^${id}: active \\(\\d+\\.\\d s\\)$`));
+    expect(progress).toHaveLength(2);
+    await run(['release', id]);
+  });
+
+  it('a queued reservation that ends without starting fails the reserve with its reason, and prints it (issue 31)', async () => {
+    const big = await run(['reserve', '--pool', poolId, '--gpus', '16', '--for', '1h', '--query', 'id']);
+    const waiting = run([
+      'reserve',
+      '--pool',
+      poolId,
+      '--gpus',
+      '2',
+      '--for',
+      '1h',
+      '--wait',
+      '30',
+      '--format',
+      'compact',
+    ]);
+    const id = await queuedOne();
+    await run(['release', id]);
+    const result = await waiting;
+    expect(result.status).toBe(1);
+    // The answer is still printed, so a script has the id; the failure says what happened to it.
+    expect(JSON.parse(result.out)).toMatchObject({
+      id,
+      state: 'ended',
+      endReason: 'cancelled',
+      activatedAt: null,
+    });
+    const lines = result.err.split('\n');
+    expect(lines.slice(1, 3)).toEqual([
+      `${id}: queued, position 1 (0.0 s); waiting up to 30s`,
+      expect.stringMatching(new RegExp(`^${id}: ended \\(cancelled\\) \\(\\d+\\.\\d s\\)$`)),
+    ]);
+    expect(lines[3]).toBe(
+      `RESOURCE_FAILED: reservation ${id} ended (cancelled) while queued, without starting`,
+    );
+    expect(lines[4]).toMatch(/^hint: "better-compute reservations get rsv_\w+" shows it; reserve again/);
     await run(['release', big.out]);
   });
 });

@@ -17,6 +17,7 @@ import {
   type AnyCommand,
   type HostCommandSpec,
 } from '../src/cli/index.js';
+import { nameFlag } from '../src/cli/define.js';
 import { captureIO } from './cli-support.js';
 
 const methodNames = new Set(Object.keys(methods));
@@ -243,6 +244,90 @@ describe('flags and positionals', () => {
     expect(out[0]).toContain('default: on; --no-verify turns it off');
     expect(out[0]).toContain('--wait DURATION');
     expect(out[0]).toContain('default: 20s');
+  });
+});
+
+describe('a create takes its name as --name or as its argument, the same way everywhere (issue 31)', () => {
+  const made: unknown[] = [];
+  const create = defineCommand({
+    name: 'thing create',
+    group: 'Project',
+    summary: 'Make a thing',
+    target: 'none',
+    flags: { name: nameFlag('The thing’s name'), size: { type: 'number', description: 'its size' } },
+    run(context) {
+      const name: string = context.flags.name;
+      made.push(name);
+      return undefined;
+    },
+  });
+  const cli = createCli({ commands: [create], projectCommands: false });
+  const named = async (argv: string[]) => {
+    made.length = 0;
+    const { io, err } = captureIO();
+    return { code: await main(['thing', 'create', ...argv], cli, io), made: [...made], err };
+  };
+
+  it.each([
+    [['--name', 'web-1']],
+    [['web-1']],
+    [['web-1', '--size', '2']],
+    [['--size', '2', 'web-1']],
+    [['web-1', '--name', 'web-1']],
+    [['--name=web-1']],
+  ])('%j names it web-1', async (argv) => {
+    expect(await named(argv)).toEqual({ code: 0, made: ['web-1'], err: [] });
+  });
+
+  it.each([
+    [
+      ['web-1', '--name', 'web-2'],
+      'INVALID_ARGUMENT: NAME is given twice, as the argument "web-1" and as --name "web-2"; give it once',
+    ],
+    [[], 'INVALID_ARGUMENT: missing NAME: give it as --name NAME or as the argument'],
+    [
+      ['web-1', 'web-2'],
+      'INVALID_ARGUMENT: unexpected argument 2 for "thing create": it takes one argument, NAME (the argument is not shown)',
+    ],
+    [
+      ['tok_Zq3xW8vN2kLp5RtY7uB0cD4eF6gH9jKmA1sTuXy', '--name', 'web-2'],
+      'INVALID_ARGUMENT: NAME is given twice, as the argument a value that looks like a credential (not shown) and as --name "web-2"; give it once',
+    ],
+  ])('%j is a usage mistake: exit 2, nothing made', async (argv, printed) => {
+    const result = await named(argv);
+    expect(result.code).toBe(2);
+    expect(result.made).toEqual([]);
+    expect(result.err[0]).toBe(printed);
+  });
+
+  it('help shows the guide’s --name and says the argument works too', async () => {
+    const { io, out } = captureIO();
+    await cli.run(['thing', 'create', '--help'], io);
+    expect(out[0]).toMatch(/--name NAME\s+The thing’s name; also taken as the argument NAME \(required\)/);
+  });
+
+  it('every built-in create that takes a name takes it through nameFlag', () => {
+    const creates = builtinCommands.filter(
+      (c) => /^[\w-]+ (create|register)$/.test(c.name) && c.flags && 'name' in c.flags,
+    );
+    expect(creates.map((c) => c.name).sort()).toEqual([
+      'flavors create',
+      'images register',
+      'instances create',
+      'pools create',
+      'projects create',
+      'sandbox-template create',
+      'sandbox-volume create',
+      'sites create',
+    ]);
+    for (const command of creates) {
+      expect(command.flags!.name, command.name).toMatchObject({
+        type: 'string',
+        required: true,
+        argument: true,
+      });
+      expect(command.positionals ?? [], command.name).toEqual([]);
+    }
   });
 });
 

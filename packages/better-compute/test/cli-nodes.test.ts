@@ -246,13 +246,15 @@ describe('a machine joins a pool through the nodes commands', () => {
     expect(sent).toEqual([]);
   });
 
-  it('nodes list prints the node as a table; --format json gives the page', async () => {
+  it('nodes list prints the node as a table with its CPUs and memory (issue 31); --format json gives the page', async () => {
     const out = await run(['nodes', 'list']);
     const lines = out[0]!.split('\n');
-    expect(lines[0]).toMatch(/^id\s+name\s+pool\s+state\s+gpus\s+idle\s+version\s+heartbeat$/);
+    expect(lines[0]).toMatch(
+      /^id\s+name\s+pool\s+state\s+cpus\s+memory\s+gpus\s+idle\s+version\s+heartbeat$/,
+    );
     expect(lines[1]).toMatch(
       new RegExp(
-        `^${nodeId}\\s+gpu-node-1\\s+${poolId}\\s+ready\\s+8x H100-SXM5-80GB\\s+8/8\\s+\\d+\\s+\\S+Z$`,
+        `^${nodeId}\\s+gpu-node-1\\s+${poolId}\\s+ready\\s+64\\s+512 GiB\\s+8x H100-SXM5-80GB\\s+8/8\\s+\\d+\\s+\\S+Z$`,
       ),
     );
     expect(lines).toHaveLength(2);

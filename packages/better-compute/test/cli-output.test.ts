@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ComputeError, ERROR_STATUS } from '@better-compute/core';
+import { ComputeError, ERROR_STATUS, formatDuration, parseDuration } from '@better-compute/core';
+import { templateColumns } from '../src/cli/commands/sandbox/shared.js';
 import {
   applyQuery,
   CliError,
@@ -203,5 +204,33 @@ describe('the failure printer and exit statuses', () => {
     [new RemoteExitError(0), 255],
   ])('%s exits %i', (error, status) => {
     expect(exitStatusOf(error)).toBe(status);
+  });
+});
+
+describe('durations print as the guide writes them (issue 31: 4h, not 14400s)', () => {
+  it.each([
+    [14_400, '4h'],
+    [5_400, '1h30m'],
+    [30, '30s'],
+    [86_400, '1d'],
+    [90_061, '1d1h1m1s'],
+    [604_800, '7d'],
+  ])('%i seconds print as %s, and read back as the same seconds', (seconds, text) => {
+    expect(formatDuration(seconds)).toBe(text);
+    expect(parseDuration(text)).toBe(seconds);
+  });
+
+  it('a template’s maximum lifetime prints in the table as a duration', () => {
+    const row = templateColumns({
+      id: 'sbxt_1',
+      name: 'shell',
+      runtime: 'bwrap',
+      poolId: 'pool_1',
+      network: 'egress',
+      warm: { min: 1, max: 2, ready: 1, starting: 0 },
+      maxTtlSeconds: 14_400,
+    });
+    expect(row['max ttl']).toBe('4h');
+    expect(formatResult([row], { format: 'table' })!.split('\n')[1]).toMatch(/\s4h$/);
   });
 });

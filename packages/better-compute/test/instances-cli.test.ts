@@ -416,3 +416,153 @@ describe('flavors and an instance’s life through the binary', () => {
     ).toBe(2);
   });
 });
+
+describe('--wait tells the truth, and the rough edges a new user hit (issue 31)', () => {
+  const root = () => dev.rootAdmin.apiKey;
+  let tiny = '';
+  let nodes: string[] = [];
+  const FAIL = 'sim.better-compute.dev/fail';
+
+  beforeAll(async () => {
+    tiny = (
+      await json(
+        ['flavors', 'create', 'tiny', '--pool', poolId, '--vcpus', '1', '--memory', '256', '--disk', '1'],
+        root(),
+      )
+    ).id;
+    nodes = (await compute(['nodes', 'list', '--pool', poolId, '--query', 'items[].id'], root())).stdout
+      .trim()
+      .split('\n');
+    expect(nodes.length).toBeGreaterThan(0);
+  });
+
+  it('create --wait prints each state with its time on stderr and only the instance on stdout; the name may be the argument', async () => {
+    const created = await compute([
+      'instances', 'create', 'waited-1', '--pool', poolId, '--flavor', tiny, '--image', imageId,
+      '--wait', '60', '--format', 'compact',
+    ]); // prettier-ignore
+    expect(created.status, created.stderr).toBe(0);
+    const lines = created.stdout.trimEnd().split('\n');
+    expect(lines).toHaveLength(1);
+    const instance = JSON.parse(lines[0]!);
+    expect(instance).toMatchObject({ name: 'waited-1', state: 'running' });
+    const progress = created.stderr.trimEnd().split('\n');
+    expect(progress[0]).toMatch(/^idempotency key: cli-/);
+    expect(progress[1]).toBe(`${instance.id}: provisioning (0.0 s); waiting up to 1m`);
+    expect(progress.at(-1)).toMatch(new RegExp(`^${instance.id}: running \\(\\d+\\.\\d s\\)$`));
+    expect(progress).toHaveLength(3);
+    // The guide's --name and the argument together must agree.
+    const both = await compute([
+      'instances', 'create', 'waited-2', '--name', 'waited-3', '--pool', poolId, '--flavor', tiny,
+      '--image', imageId,
+    ]); // prettier-ignore
+    expect(both.status).toBe(2);
+    expect(both.stderr).toMatch(/^INVALID_ARGUMENT: NAME is given twice/);
+    const deleted = await compute(['instances', 'delete', instance.id, '--wait', '60', '--query', 'state']);
+    expect(deleted.stdout.trim()).toBe('deleted');
+    expect(deleted.stderr.trimEnd().split('\n')).toEqual([
+      `${instance.id}: deleting (0.0 s); waiting up to 1m`,
+      expect.stringMatching(new RegExp(`^${instance.id}: deleted \\(\\d+\\.\\d s\\)$`)),
+    ]);
+  });
+
+  it('an instance that ends failed exits 1 with its reason; stdout still has the instance', async () => {
+    for (const node of nodes) await json(['nodes', 'label', node, `${FAIL}=instance.start`], root());
+    try {
+      const created = await compute([
+        'instances', 'create', '--name', 'doomed-1', '--pool', poolId, '--flavor', tiny, '--image', imageId,
+        '--wait', '60', '--format', 'compact',
+      ]); // prettier-ignore
+      expect(created.status).toBe(1);
+      const instance = JSON.parse(created.stdout.trim());
+      expect(instance).toMatchObject({ name: 'doomed-1', state: 'failed' });
+      const lines = created.stderr.trimEnd().split('\n');
+      expect(lines[1]).toBe(`${instance.id}: provisioning (0.0 s); waiting up to 1m`);
+      expect(lines[2]).toMatch(new RegExp(`^${instance.id}: failed \\(\\d+\\.\\d s\\)$`));
+      expect(lines[3]).toMatch(
+        new RegExp(
+          `^RESOURCE_FAILED: instance ${instance.id} failed: .*simulated failure of instance\\.start`,
+        ),
+      );
+      expect(lines[3]).toContain(instance.reason);
+      expect(lines[4]).toBe(
+        `hint: "better-compute instances get ${instance.id}" shows it; delete it (better-compute instances delete ${instance.id}) once the cause is fixed, and create it again.`,
+      );
+      expect(lines).toHaveLength(5);
+      expect((await json(['instances', 'delete', instance.id, '--wait', '60'])).state).toBe('deleted');
+    } finally {
+      for (const node of nodes) await json(['nodes', 'label', node, '--remove', FAIL], root());
+    }
+  });
+
+  it('sandbox create --wait follows a cold start on stderr, and a sandbox that fails to start exits 1 with its reason', async () => {
+    const template = await json([
+      'sandbox-template', 'create', 'cold', '--pool', poolId, '--flavor', 'tiny', '--image', imageId,
+      '--warm-min', '0', '--warm-max', '0', '--max-ttl', '4h',
+    ]); // prettier-ignore
+    // The table prints the maximum lifetime as the guide writes durations.
+    const table = await compute(['sandbox', 'templates', '--pool', poolId]);
+    expect(table.stdout).toMatch(new RegExp(`${template.id}\\s.*\\s4h\\n?$`, 'm'));
+    const started = await compute(['sandbox', 'create', '--template', template.id, '--format', 'compact']);
+    expect(started.status, started.stderr).toBe(0);
+    const sandbox = JSON.parse(started.stdout.trim());
+    expect(sandbox).toMatchObject({ state: 'running', warm: false });
+    expect(started.stderr.trimEnd().split('\n').slice(1)).toEqual([
+      `${sandbox.id}: starting (0.0 s); waiting up to 30s`,
+      expect.stringMatching(new RegExp(`^${sandbox.id}: running \\(\\d+\\.\\d s\\)$`)),
+    ]);
+    await compute(['sandbox', 'delete', sandbox.id]);
+
+    for (const node of nodes) await json(['nodes', 'label', node, `${FAIL}=sandbox.create`], root());
+    try {
+      const failed = await compute(['sandbox', 'create', '--template', template.id, '--format', 'compact']);
+      expect(failed.status).toBe(1);
+      const answer = JSON.parse(failed.stdout.trim());
+      expect(answer.state).toBe('failed');
+      const lines = failed.stderr.trimEnd().split('\n');
+      expect(lines[2]).toMatch(new RegExp(`^${answer.id}: failed \\(\\d+\\.\\d s\\)$`));
+      expect(lines[3]).toMatch(
+        new RegExp(`^RESOURCE_FAILED: sandbox ${answer.id} failed: .*sandbox\\.create`),
+      );
+      expect(lines[4]).toMatch(/^hint: "better-compute sandbox get sbx_\w+" shows it/);
+    } finally {
+      for (const node of nodes) await json(['nodes', 'label', node, '--remove', FAIL], root());
+    }
+    await json(['sandbox-template', 'delete', template.id]).catch(() => undefined);
+  });
+
+  it('a placement refusal names what is short on the nodes: vCPUs, not the GPUs of a flavor without any', async () => {
+    const wide = (
+      await json(
+        [
+          'flavors',
+          'create',
+          '--name',
+          'wide',
+          '--pool',
+          poolId,
+          '--vcpus',
+          '200',
+          '--memory',
+          '256',
+          '--disk',
+          '1',
+        ],
+        root(),
+      )
+    ).id;
+    const refused = await compute([
+      'instances', 'create', '--name', 'wide-1', '--pool', poolId, '--flavor', wide, '--image', imageId,
+    ]); // prettier-ignore
+    expect(refused.status).toBe(1);
+    const message = refused.stderr.split('\n').find((line) => line.startsWith('UNAVAILABLE: '));
+    expect(message).toMatch(
+      new RegExp(
+        `^UNAVAILABLE: no ready node of pool ${poolId} has room for 200 vCPU\\(s\\) and 256 MiB of memory: short of vCPUs \\(the most free on one node: \\d+ vCPU\\(s\\), \\d+ MiB of memory\\)$`,
+      ),
+    );
+    expect(refused.stderr).not.toContain('GPU');
+    expect(refused.stderr).toContain('hint: Pick a flavor with fewer vCPUs');
+    await json(['flavors', 'delete', wide], root());
+  });
+});

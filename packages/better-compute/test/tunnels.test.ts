@@ -355,7 +355,7 @@ describe('console, exec and forward', () => {
     expect(neither.code).toBe(2);
   });
 
-  it('console --node gives a root shell on the real node: typed input echoes, the size follows resizes, exit 7 exits 7', async () => {
+  it('console --node gives a root shell with a prompt on the real node: typed input echoes, the size follows resizes, exit 7 exits 7', async () => {
     let input: ((data: Uint8Array) => void) | null = null;
     let resize: ((size: { columns: number; rows: number }) => void) | null = null;
     const written: string[] = [];
@@ -386,6 +386,9 @@ describe('console, exec and forward', () => {
       io,
     );
     await until('the terminal to attach', async () => input !== null);
+    // An interactive login shell: its prompt comes before anything is typed (issue 31: a console
+    // that showed none): "# " as root, "$ " as anyone else.
+    await until('the shell’s prompt', async () => /[#$] $/.test(written.join('')));
     type('echo typed-$((6*7)); id -u; stty size\r');
     await seen('typed-42');
     await seen('33 90');

@@ -10,6 +10,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runFleetController } from '../src/modules/fleet/index.js';
 import { SIM_DELAY_LABEL, SIM_FAIL_LABEL } from '../src/modules/vps/sim-runtime.js';
+import { noRoom } from '../src/modules/vps/placement.js';
 import {
   ACME,
   addNode,
@@ -644,3 +645,53 @@ describe('who may see and change an instance', () => {
 setInterval(() => {
   for (const credential of credentials) void heartbeat(d, credential).catch(() => {});
 }, 1000).unref();
+
+describe('a placement refusal names the resource actually short (issue 31)', () => {
+  const room = (nodeId: string, freeVcpus: number, freeMemoryMiB: number) => ({
+    nodeId,
+    freeVcpus,
+    freeMemoryMiB,
+  });
+  const shape = { vcpus: 4, memoryMiB: 4096 };
+
+  it.each([
+    [
+      [room('node_a', 2, 8192), room('node_b', 3, 8192)],
+      'no ready node of pool pool_x has room for 4 vCPU(s) and 4096 MiB of memory: short of vCPUs (the most free on one node: 3 vCPU(s), 8192 MiB of memory)',
+      ['vcpus'],
+    ],
+    [
+      [room('node_a', 8, 1024)],
+      'no ready node of pool pool_x has room for 4 vCPU(s) and 4096 MiB of memory: short of memory (the most free on one node: 8 vCPU(s), 1024 MiB of memory)',
+      ['memory'],
+    ],
+    [
+      [room('node_a', 8, 1024), room('node_b', 1, 8192)],
+      'no ready node of pool pool_x has 4 vCPU(s) and 4096 MiB of memory free at once: the nodes with enough vCPUs lack the memory, and the other way round',
+      [],
+    ],
+    [[], 'pool pool_x has no ready node to place 4 vCPU(s) and 4096 MiB of memory on', []],
+  ])('across the pool: %j', (rooms, message, short) => {
+    const error = noRoom('pool_x', shape, rooms);
+    expect(error).toMatchObject({ code: 'UNAVAILABLE', message, details: { short } });
+    expect(error.message).not.toContain('GPU');
+  });
+
+  it('on the one node it is bound to, it names that node and why, and what a resize adds', () => {
+    expect(
+      noRoom('pool_x', shape, [room('node_g', 2, 8192)], {
+        node: { nodeId: 'node_g', role: "the node holding the flavor's GPUs" },
+      }).message,
+    ).toBe(
+      "the node holding the flavor's GPUs, node_g, has 2 vCPU(s) and 8192 MiB of memory free: short of vCPUs for 4 vCPU(s) and 4096 MiB of memory",
+    );
+    expect(
+      noRoom('pool_x', { vcpus: 0, memoryMiB: 2048 }, [room('node_i', 4, 1024)], {
+        node: { nodeId: 'node_i', role: "instance inst_1's node" },
+        growing: true,
+      }).message,
+    ).toBe(
+      "instance inst_1's node, node_i, has 4 vCPU(s) and 1024 MiB of memory free: short of memory for 0 more vCPU(s) and 2048 more MiB of memory",
+    );
+  });
+});

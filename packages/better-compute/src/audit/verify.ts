@@ -3,6 +3,7 @@
  * every checkpoint's root from the leaves, every note's signature under the pinned audit key, the
  * consistency of each checkpoint with the one before, and that no entry was deleted, moved, changed
  * or slipped in under a checkpoint that should have held it. Problems are reported, never thrown.
+ * A log with no checkpoint yet is not `ok`: `nothingToVerify` says whether it is empty or unsealed.
  */
 import { sql, type Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
@@ -26,6 +27,7 @@ export type AuditProblemKind =
   | 'leaf_missing'
   | 'root_mismatch'
   | 'checkpoint_beyond_log'
+  | 'checkpoint_missing'
   | 'note_malformed'
   | 'note_mismatch'
   | 'unknown_signer'
@@ -41,7 +43,13 @@ export interface AuditProblem {
 }
 
 export interface AuditVerifyReport {
+  /** True only when at least one checkpoint was checked and nothing was wrong. */
   ok: boolean;
+  /**
+   * Why nothing was checked, when no checkpoint seals the log: `empty`, the tenant has no audit
+   * entry at all; `unsealed`, its entries wait for their first checkpoint. Null once one was checked.
+   */
+  nothingToVerify: 'empty' | 'unsealed' | null;
   tenant: string;
   checkpoints: number;
   entries: number;
@@ -183,12 +191,30 @@ export async function verifyAuditLog(
     }
     previous = { size, root: storedRoot };
   }
+  // Leaves are written in the transaction of the checkpoint that covers them (seal.ts), so leaves
+  // past the last checkpoint mean checkpoints were removed: a log stripped of all of them must not
+  // pass for one that was never sealed.
+  const coveredTo = checkpoints.length ? Number(checkpoints.at(-1)!.tree_size) : 0;
+  if (hashes.length > coveredTo) {
+    problems.push({
+      kind: 'checkpoint_missing',
+      message: `leaves ${coveredTo} to ${hashes.length - 1} are in no checkpoint: ${checkpoints.length ? `the checkpoints after size ${coveredTo} were removed` : 'every checkpoint was removed'}`,
+    });
+  }
+  const unsealed = entryRows.rows.filter(
+    (row) => row.tenant_id === tenantId && row.leaf_index === null,
+  ).length;
+  // A log with no checkpoint proves nothing: it must not read as a verified one (issue 31). Any
+  // sealed leaf without a checkpoint is still looked at above, so problems are reported either way.
+  const nothingToVerify =
+    checkpoints.length > 0 ? null : leaves.length === 0 && entryRows.rows.length === 0 ? 'empty' : 'unsealed';
   return {
-    ok: problems.length === 0,
+    ok: problems.length === 0 && nothingToVerify === null,
+    nothingToVerify,
     tenant: tenantId,
     checkpoints: checkpoints.length,
     entries: leaves.length,
-    unsealed: entryRows.rows.filter((row) => row.tenant_id === tenantId && row.leaf_index === null).length,
+    unsealed,
     pin,
     problems,
   };

@@ -28,6 +28,11 @@ export interface StringFlag extends FlagBase {
   choices?: readonly string[];
   /** Given several times or comma-separated; the value is an array. */
   repeated?: boolean;
+  /**
+   * Also taken as the command's one argument (`sites create fra-1` as well as `--name fra-1`);
+   * both given and different is a usage mistake. Only for a command without positionals.
+   */
+  argument?: boolean;
 }
 export interface NumberFlag extends FlagBase {
   type: 'number';
@@ -258,6 +263,20 @@ export const HELP_GROUPS: readonly HelpGroup[] = [
   { name: 'Compute', summary: 'better-compute commands inside another CLI' },
   { name: 'Project', summary: 'Commands of this configuration' },
 ];
+
+/**
+ * The `--name` of a create: the guide's form, and the command's one argument too (`sites create
+ * fra-1`), so every create takes its name both ways (docs/decisions/cli-create-names.md).
+ */
+export function nameFlag(description: string) {
+  return {
+    type: 'string',
+    required: true,
+    argument: true,
+    description: `${description}; also taken as the argument NAME`,
+    placeholder: 'NAME',
+  } as const satisfies StringFlag;
+}
 
 /** `ifVersion` → `if-version`. */
 export function kebabCase(key: string): string {

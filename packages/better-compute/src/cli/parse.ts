@@ -162,6 +162,25 @@ export function parseLine(command: AnyCommand, specs: FlagSpecs, tokens: readonl
     positionals.push(token);
   }
 
+  // A flag that is also the command's argument (nameFlag) takes the first one, when the command
+  // declares no positionals of its own: the value is one, whichever way it was given.
+  const argumentFlag = command.positionals?.length
+    ? undefined
+    : Object.entries(specs).find(([, spec]) => spec.type === 'string' && spec.argument === true);
+  if (argumentFlag && positionals.length > 0) {
+    const [key] = argumentFlag;
+    const flag = kebabCase(key);
+    const argument = positionals.shift()!;
+    const flagged = given.get(key);
+    if (flagged?.some((value) => value !== argument))
+      throw usage(
+        name,
+        `${flag.toUpperCase()} is given twice, as the argument ${shownWord(argument)} and as --${flag} ${shownWord(flagged.find((value) => value !== argument)!)}; give it once`,
+        flag,
+      );
+    given.set(key, flagged ?? [argument]);
+  }
+
   const flags: Record<string, unknown> = {};
   for (const [key, spec] of Object.entries(specs)) {
     const flag = kebabCase(key);
@@ -172,7 +191,14 @@ export function parseLine(command: AnyCommand, specs: FlagSpecs, tokens: readonl
     const repeated = (spec.type === 'string' || spec.type === 'id') && spec.repeated === true;
     const values = given.get(key) ?? (spec.default !== undefined ? [String(spec.default)] : undefined);
     if (!values) {
-      if (spec.required && !help) throw usage(name, `missing --${flag} (${describeValue(spec)})`, flag);
+      if (spec.required && !help)
+        throw usage(
+          name,
+          spec === argumentFlag?.[1]
+            ? `missing ${flag.toUpperCase()}: give it as --${flag} ${describeValue(spec)} or as the argument`
+            : `missing --${flag} (${describeValue(spec)})`,
+          flag,
+        );
       flags[key] = repeated ? [] : undefined;
       continue;
     }
@@ -226,13 +252,17 @@ export function parseLine(command: AnyCommand, specs: FlagSpecs, tokens: readonl
     // Never the argument itself: it may be a secret pasted by mistake (a token after `auth login`).
     const takes = specsOfArgs.length
       ? `it takes ${specsOfArgs.map((p) => (p.variadic ? `${p.name.toUpperCase()}…` : p.name.toUpperCase())).join(' ')}`
-      : 'it takes no arguments';
+      : argumentFlag
+        ? `it takes one argument, ${kebabCase(argumentFlag[0]).toUpperCase()}`
+        : 'it takes no arguments';
+    // Counted as typed: the argument a name flag took was the first.
+    const position = index + 1 + (argumentFlag ? 1 : 0);
     throw new CliError(
       'INVALID_ARGUMENT',
-      `unexpected argument ${index + 1} for "${name}": ${takes} (the argument is not shown)`,
+      `unexpected argument ${position} for "${name}": ${takes} (the argument is not shown)`,
       {
         hint: command.argumentsHint ?? `Run "better-compute help ${name}" for its flags and examples.`,
-        details: { field: 'arguments', position: index + 1 },
+        details: { field: 'arguments', position },
       },
     );
   }

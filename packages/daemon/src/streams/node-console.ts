@@ -1,8 +1,8 @@
 /**
- * The `node-console` target: a login shell on a pty, as the user the daemon runs as (root on a
- * node), in its home directory, with a clean environment so nothing of the daemon's own leaks
- * into it. The window size comes with the request and with each resize; the shell's exit status
- * goes back when it ends.
+ * The `node-console` target: an interactive login shell on a pty, as the user the daemon runs as
+ * (root on a node), in its home directory, with a clean environment so nothing of the daemon's own
+ * leaks into it. The window size comes with the request and with each resize; the shell's exit
+ * status goes back when it ends.
  */
 import { readFileSync } from 'node:fs';
 import { homedir, userInfo } from 'node:os';
@@ -31,6 +31,16 @@ function windowSize(request: StreamTargetRequest): { cols: number; rows: number 
   return { cols: size(request.cols, 80), rows: size(request.rows, 24) };
 }
 
+/**
+ * The flags that make `shell` an interactive login shell. A shell decides by itself that it is
+ * interactive only when it sees a terminal on its standard input and error; -i says so outright,
+ * so it prints its prompt and reads its rc files whatever it made of the pty (issue 31: a console
+ * with no prompt). tcsh takes -l only alone, and is interactive on a terminal anyway.
+ */
+function interactiveLoginFlags(shell: string): string[] {
+  return /(^|\/)t?csh$/.test(shell) ? ['-l'] : ['-l', '-i'];
+}
+
 function loginShell(): string {
   try {
     const shell = userInfo().shell;
@@ -52,21 +62,25 @@ export function registerNodeConsole(): void {
     // leader exits, the kernel hangs the terminal up and drops what the pty still holds, so output
     // printed just before `exit` would be lost; with the wrapper as leader, the shell's last bytes
     // are read before the hangup. The wrapper exits with the shell's status.
-    const terminal = pty.spawn('/bin/sh', ['-c', '"$0" -l; status=$?; sleep 0.2; exit "$status"', shell], {
-      name: 'xterm-256color',
-      cols,
-      rows,
-      cwd: home,
-      env: {
-        HOME: home,
-        USER: user,
-        LOGNAME: user,
-        SHELL: shell,
-        TERM: 'xterm-256color',
-        LANG: process.env.LANG ?? 'C.UTF-8',
-        PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+    const terminal = pty.spawn(
+      '/bin/sh',
+      ['-c', '"$0" "$@"; status=$?; sleep 0.2; exit "$status"', shell, ...interactiveLoginFlags(shell)],
+      {
+        name: 'xterm-256color',
+        cols,
+        rows,
+        cwd: home,
+        env: {
+          HOME: home,
+          USER: user,
+          LOGNAME: user,
+          SHELL: shell,
+          TERM: 'xterm-256color',
+          LANG: process.env.LANG ?? 'C.UTF-8',
+          PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+        },
       },
-    });
+    );
     // The shell may exit with output still in the pty (always so while the reader is paused): the
     // end goes once the reader is reading and the pty has been quiet a moment, so no byte is lost.
     let ended = false;

@@ -64,6 +64,14 @@ export async function placeSandbox(
     capable.has(r.nodeId),
   );
   const room = rooms.find((r) => fits(r, shape));
-  if (!room) throw noRoom(poolId, shape, onNode ?? undefined);
+  if (!room)
+    throw noRoom(
+      poolId,
+      shape,
+      rooms,
+      onNode === null
+        ? {}
+        : { node: { nodeId: onNode, role: "the node holding the sandbox's volume or snapshot" } },
+    );
   return room.nodeId;
 }

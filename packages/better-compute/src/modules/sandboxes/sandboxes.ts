@@ -2,7 +2,7 @@
  * `sandboxes.*` but exec: create (a warm one of the template when there is one, claimed with one
  * row lock and no node work; else a cold start), list, get, extend, delete, snapshot.
  */
-import { ComputeError, newId, ownerOf } from '@better-compute/core';
+import { ComputeError, formatDuration, newId, ownerOf } from '@better-compute/core';
 import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
 import type { CallContext } from '../define-module.js';
@@ -69,10 +69,10 @@ export function createSandbox(deps: SandboxDeps) {
     if (ttlSeconds > template.max_ttl_seconds)
       throw new ComputeError(
         'INVALID_ARGUMENT',
-        `ttl ${ttlSeconds} s is longer than template ${template.id} allows (${template.max_ttl_seconds} s)`,
+        `ttl ${formatDuration(ttlSeconds)} is longer than template ${template.id} allows (${formatDuration(template.max_ttl_seconds)})`,
         {
           details: { field: 'ttlSeconds', maxTtlSeconds: template.max_ttl_seconds },
-          hint: `Ask for at most ${template.max_ttl_seconds} s, or raise the template's --max-ttl.`,
+          hint: `Ask for at most ${formatDuration(template.max_ttl_seconds)}, or raise the template's --max-ttl.`,
         },
       );
     const ca = await deps.ca.get();

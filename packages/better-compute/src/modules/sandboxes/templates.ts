@@ -4,7 +4,7 @@
  * references), so a template that exists can start sandboxes. The warm pool follows the template
  * through the controller (controller.ts): a change retires the warm sandboxes of the old version.
  */
-import { type AuthorizationCheck, ComputeError, newId } from '@better-compute/core';
+import { type AuthorizationCheck, ComputeError, formatDuration, newId } from '@better-compute/core';
 import { SANDBOX_ATTACH_ACTION } from '@better-compute/core/methods';
 import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
@@ -100,7 +100,7 @@ async function checkFields(
   if (fields.defaultTtlSeconds > fields.maxTtlSeconds)
     throw invalid(
       'defaultTtlSeconds',
-      `the default lifetime (${fields.defaultTtlSeconds} s) is longer than the maximum (${fields.maxTtlSeconds} s)`,
+      `the default lifetime (${formatDuration(fields.defaultTtlSeconds)}) is longer than the maximum (${formatDuration(fields.maxTtlSeconds)})`,
       'Lower --default-ttl or raise --max-ttl.',
     );
   if (fields.warmMax < fields.warmMin)

@@ -181,8 +181,9 @@ async function placeInstance(
 ): Promise<{ nodeId: string; reservationId: string | null; gpus: string[] }> {
   const db = vpsDb(ctx.db);
   if (flavor.gpus === 0) {
-    const room = (await roomOnNodes(db, poolId)).find((r) => fits(r, shape));
-    if (!room) throw noRoom(poolId, shape);
+    const rooms = await roomOnNodes(db, poolId);
+    const room = rooms.find((r) => fits(r, shape));
+    if (!room) throw noRoom(poolId, shape, rooms);
     return { nodeId: room.nodeId, reservationId: null, gpus: [] };
   }
   const reservation = await createReservation(
@@ -213,8 +214,9 @@ async function placeInstance(
       },
     );
   const nodeId = nodes[0]!;
-  const room = (await roomOnNodes(db, poolId, nodeId))[0];
-  if (!room || !fits(room, shape)) throw noRoom(poolId, shape, nodeId);
+  const rooms = await roomOnNodes(db, poolId, nodeId);
+  if (!rooms[0] || !fits(rooms[0], shape))
+    throw noRoom(poolId, shape, rooms, { node: { nodeId, role: "the node holding the flavor's GPUs" } });
   const gpus = reservation.binding.flatMap((b) => b.gpuIndices.map((index) => String(index)));
   return { nodeId, reservationId: reservation.id, gpus };
 }

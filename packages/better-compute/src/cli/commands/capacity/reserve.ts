@@ -1,14 +1,13 @@
 /**
  * `reserve --pool --gpus --for`: reserves GPUs with a new idempotency key on every run unless
  * --key, printed on stderr so stdout stays the result. The selector is checked locally first.
- * While the reservation is queued it polls reservations.get for up to --wait seconds, then prints
- * the reservation as it is.
+ * While the reservation is queued it waits up to --wait seconds (wait.ts: progress on stderr), then
+ * prints the reservation as it is; one that ended while queued, without starting, fails the command.
  */
 import { defineCommand } from '../../define.js';
+import { waitFor } from '../../wait.js';
 import { checkSelector, matchFlags } from './shared.js';
 import { withIdempotencyKey } from '../shared.js';
-
-const POLL_MS = 500;
 
 export default defineCommand({
   name: 'reserve',
@@ -40,7 +39,8 @@ export default defineCommand({
       min: 0,
       max: 3600,
       default: 20,
-      description: 'Seconds to wait while queued (0: do not wait)',
+      description:
+        'Seconds to wait while queued, with progress on stderr; one that ends without starting exits 1 (0: do not wait)',
       placeholder: 'SECONDS',
     },
   },
@@ -49,11 +49,11 @@ export default defineCommand({
     'better-compute reserve --pool pool_01k… --gpus 8 --for 1d --selector "gpuProduct in (H100-SXM5-80GB), vramGiB >= 80"',
     'better-compute reserve --pool pool_01k… --gpus 2 --for 2h --key cli-3f1c… --wait 0',
   ],
-  async run({ flags, api, log, commandName }) {
+  async run({ flags, api, log, print, commandName }) {
     await checkSelector(flags.selector);
     const client = await api();
     // Only the create's failure is worth a retry with the key: once it answered, the reservation exists.
-    let reservation = await withIdempotencyKey({ log, commandName }, flags.key, (idempotencyKey) =>
+    const reservation = await withIdempotencyKey({ log, commandName }, flags.key, (idempotencyKey) =>
       client.call('reservations.create', {
         poolId: flags.pool,
         gpus: flags.gpus,
@@ -67,22 +67,24 @@ export default defineCommand({
         idempotencyKey,
       }),
     );
-    if (reservation.state === 'queued' && flags.wait > 0) {
-      log(
-        `${reservation.id} is queued (position ${reservation.queuePosition ?? '?'}); waiting up to ${flags.wait}s`,
-      );
-      const deadline = Date.now() + flags.wait * 1000;
-      while (reservation.state === 'queued' && Date.now() < deadline) {
-        await new Promise((resolve) =>
-          setTimeout(resolve, Math.min(POLL_MS, Math.max(0, deadline - Date.now()))),
-        );
-        reservation = await client.call('reservations.get', { reservationId: reservation.id });
-      }
-      if (reservation.state === 'queued')
-        log(
-          `${reservation.id} is still queued; see it with: better-compute reservations get ${reservation.id}`,
-        );
-    }
-    return reservation;
+    return waitFor({ log, print }, reservation, flags.wait, {
+      noun: 'reservation',
+      show: `better-compute reservations get ${reservation.id}`,
+      read: () => client.call('reservations.get', { reservationId: reservation.id }),
+      busy: (current) => current.state === 'queued',
+      describe: (current) =>
+        current.state === 'queued'
+          ? `queued, position ${current.queuePosition ?? '?'}`
+          : current.state === 'ended'
+            ? `ended (${current.endReason ?? 'no reason'})`
+            : current.state,
+      // A reservation that ended without ever starting gave no GPUs; one that ran and ended (a
+      // --key retry after its release) is the answer it always was.
+      failure: (current) =>
+        current.state === 'ended' && current.activatedAt === null
+          ? `ended (${current.endReason ?? 'no reason given'}) while queued, without starting`
+          : null,
+      hint: `"better-compute reservations get ${reservation.id}" shows it; reserve again, or ask for fewer GPUs ("better-compute capacity --pool ${flags.pool}" shows what is free).`,
+    });
   },
 });

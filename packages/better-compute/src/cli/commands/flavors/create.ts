@@ -2,7 +2,7 @@
  * `flavors create --pool POOL --name N --vcpus N --memory MIB --disk GIB [--gpus N --gpu-model M]
  * [--image-os OS --image-channel CHANNEL]`: flavors.create.
  */
-import { defineCommand } from '../../define.js';
+import { defineCommand, nameFlag } from '../../define.js';
 import { defined } from '../shared.js';
 import { flavorImage, shapeFlags } from './shared.js';
 
@@ -14,12 +14,7 @@ export default defineCommand({
   calls: ['flavors.create'],
   flags: {
     pool: { type: 'id', kind: 'pool', required: true, description: 'The VPS pool' },
-    name: {
-      type: 'string',
-      required: true,
-      description: 'Its name in the pool (small, gpu.1)',
-      placeholder: 'NAME',
-    },
+    name: nameFlag('Its name in the pool (small, gpu.1)'),
     vcpus: { ...shapeFlags.vcpus, required: true },
     memory: { ...shapeFlags.memory, required: true },
     disk: { ...shapeFlags.disk, required: true },

@@ -3,7 +3,7 @@
  * [--kernel PATH --initrd PATH --cmdline TEXT] [--channel C] [--key KEY]`: images.register. The
  * digest and size of a file the CLI can read are computed here when not given.
  */
-import { defineCommand } from '../../define.js';
+import { defineCommand, nameFlag } from '../../define.js';
 import { CliError } from '../../errors.js';
 import { defined, keyFlag, withIdempotencyKey } from '../shared.js';
 import { fileFacts } from './shared.js';
@@ -30,12 +30,7 @@ export default defineCommand({
   target: 'token',
   calls: ['images.register'],
   flags: {
-    name: {
-      type: 'string',
-      required: true,
-      description: 'Its name in your catalog (debian-12)',
-      placeholder: 'NAME',
-    },
+    name: nameFlag('Its name in your catalog (debian-12)'),
     source: {
       type: 'string',
       required: true,

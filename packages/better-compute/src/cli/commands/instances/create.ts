@@ -3,7 +3,7 @@
  * [--no-egress] [--key KEY] [--wait SECONDS]`: instances.create, retry-safe with --key. The keys
  * and user data are read from files here, never taken from the command line.
  */
-import { defineCommand } from '../../define.js';
+import { defineCommand, nameFlag } from '../../define.js';
 import { keyFlag, withIdempotencyKey } from '../shared.js';
 import { readSmallFile, waitFlag, waitSettled } from './shared.js';
 
@@ -21,7 +21,7 @@ export default defineCommand({
       kind: 'image',
       description: 'The image it boots; left out, the newest on the flavor’s channel',
     },
-    name: { type: 'string', required: true, description: 'Its host name', placeholder: 'NAME' },
+    name: nameFlag('Its host name'),
     sshKey: {
       type: 'string',
       repeated: true,
@@ -63,6 +63,6 @@ export default defineCommand({
         idempotencyKey,
       }),
     );
-    return waitSettled(client, created, flags.wait);
+    return waitSettled(context, client, created, flags.wait);
   },
 });

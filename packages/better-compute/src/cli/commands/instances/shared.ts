@@ -1,10 +1,11 @@
 /**
- * What the instances commands share: --wait (poll instances.get until the instance's workflow
- * ended), reading the small files create takes, and the table columns.
+ * What the instances commands share: --wait (wait.ts polls instances.get until the instance's
+ * workflow ended), reading the small files create takes, and the table columns.
  */
-import type { NumberFlag } from '../../define.js';
+import type { CommandContext, NumberFlag } from '../../define.js';
 import { CliError } from '../../errors.js';
 import type { CliApi } from '../../transport-types.js';
+import { waitFor } from '../../wait.js';
 
 export const waitFlag = {
   type: 'number',
@@ -12,26 +13,33 @@ export const waitFlag = {
   min: 0,
   max: 3600,
   default: 0,
-  description: 'Seconds to wait until it is running, stopped, deleted or failed (0: do not wait)',
+  description:
+    'Seconds to wait until it is running, stopped or deleted, with progress on stderr; one that ends failed exits 1 with its reason (0: do not wait)',
   placeholder: 'SECONDS',
 } as const satisfies NumberFlag;
 
+// The states an instance passes through while its workflow runs.
 const BUSY = new Set(['provisioning', 'stopping', 'deleting']);
-const POLL_MS = 500;
 
-/** Polls until the instance is no longer busy or the time is up, then answers it as it is. */
-export async function waitSettled<T extends { id: string; state: string }>(
+/**
+ * Waits up to `seconds` while the instance's workflow runs (wait.ts), then answers it as it is; an
+ * instance that ends failed fails the command with its reason.
+ */
+export function waitSettled<T extends { id: string; state: string; reason?: string | null }>(
+  context: Pick<CommandContext, 'log' | 'print'>,
   client: CliApi,
   instance: T,
   seconds: number,
 ): Promise<T> {
-  const until = Date.now() + seconds * 1000;
-  let current: T = instance;
-  while (BUSY.has(current.state) && Date.now() < until) {
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
-    current = (await client.call('instances.get', { instanceId: instance.id })) as unknown as T;
-  }
-  return current;
+  return waitFor(context, instance, seconds, {
+    noun: 'instance',
+    show: `better-compute instances get ${instance.id}`,
+    read: async () => (await client.call('instances.get', { instanceId: instance.id })) as unknown as T,
+    busy: (current) => BUSY.has(current.state),
+    failure: (current) =>
+      current.state === 'failed' ? `failed: ${current.reason ?? 'its node gave no reason'}` : null,
+    hint: `"better-compute instances get ${instance.id}" shows it; delete it (better-compute instances delete ${instance.id}) once the cause is fixed, and create it again.`,
+  });
 }
 
 /** A small text file named by a flag: refused before anything is sent when unreadable or too big. */

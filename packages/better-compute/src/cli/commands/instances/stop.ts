@@ -23,13 +23,13 @@ export default defineCommand({
     wait: waitFlag,
   },
   examples: ['better-compute instances stop inst_01k… --wait 120'],
-  async run({ args, flags, api }) {
+  async run({ args, flags, api, log, print }) {
     const client = await api();
     const instance = await client.call('instances.stop', {
       instanceId: args.instance,
       ...defined({ ifVersion: flags.ifVersion }),
       ...defined({ timeoutSeconds: flags.timeout }),
     });
-    return waitSettled(client, instance, flags.wait);
+    return waitSettled({ log, print }, client, instance, flags.wait);
   },
 });

@@ -1,4 +1,4 @@
-/** `nodes list [--pool] [--state]`: nodes.list, as a table by default. */
+/** `nodes list [--pool] [--state]`: nodes.list, as a table by default (CPUs, memory, GPUs, state). */
 import { defineCommand } from '../../define.js';
 import { defined, gpuSummary, listResult, pageFlags, pageOf } from '../shared.js';
 
@@ -35,6 +35,9 @@ export default defineCommand({
       name: node.name,
       pool: node.poolId,
       state: node.state,
+      // What the daemon last reported of the machine (README: its real CPUs and memory).
+      cpus: node.cpuCores,
+      memory: `${node.memoryGiB} GiB`,
       gpus: gpuSummary(node.gpus),
       // Bound to nothing, whatever the state: `capacity` counts a cordoned node's idle GPUs as unavailable.
       idle: `${node.freeGpus}/${node.gpuCount}`,

@@ -1,5 +1,5 @@
 /** `sandbox-template create --name --pool --flavor --image [field flags] [--runtime] [--key]`: sandboxTemplates.create. */
-import { defineCommand } from '../../define.js';
+import { defineCommand, nameFlag } from '../../define.js';
 import { keyFlag, withIdempotencyKey } from '../shared.js';
 import { checkTemplateFlags, templateFieldFlags, templateFields } from './flags.js';
 
@@ -10,7 +10,7 @@ export default defineCommand({
   target: 'token',
   calls: ['sandboxTemplates.create', 'flavors.list'],
   flags: {
-    name: { type: 'string', required: true, description: 'Its name in the tenant', placeholder: 'NAME' },
+    name: nameFlag('Its name in the tenant'),
     pool: { type: 'id', kind: 'pool', required: true, description: 'The VPS pool its sandboxes run on' },
     runtime: {
       type: 'string',

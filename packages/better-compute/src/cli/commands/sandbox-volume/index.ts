@@ -1,5 +1,5 @@
 /** `sandbox-volume create|list|get|resize|delete`: persistent volumes, an agent's memory (sandboxVolumes). */
-import { defineCommand, type AnyCommand } from '../../define.js';
+import { defineCommand, type AnyCommand, nameFlag } from '../../define.js';
 import {
   defined,
   ifVersionFlag,
@@ -28,7 +28,7 @@ const create = defineCommand({
   calls: ['sandboxVolumes.create'],
   flags: {
     pool: { type: 'id', kind: 'pool', required: true, description: 'The VPS pool' },
-    name: { type: 'string', required: true, description: 'Its name in the tenant', placeholder: 'NAME' },
+    name: nameFlag('Its name in the tenant'),
     size,
     key: keyFlag,
   },

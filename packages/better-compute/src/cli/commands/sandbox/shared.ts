@@ -2,6 +2,7 @@
  * What the sandbox commands share: table columns, and reading the template flags that need more
  * than a type (--volumes, --env, --flavor by name), refused as usage errors before anything is sent.
  */
+import { formatDuration } from '@better-compute/core';
 import { CliError } from '../../errors.js';
 import type { CliApi } from '../../transport-types.js';
 
@@ -52,7 +53,7 @@ export function templateColumns(t: {
     pool: t.poolId,
     network: t.network,
     warm: `${t.warm.ready} ready, ${t.warm.starting} starting (${t.warm.min}..${t.warm.max})`,
-    'max ttl': `${t.maxTtlSeconds}s`,
+    'max ttl': formatDuration(t.maxTtlSeconds),
   };
 }
 

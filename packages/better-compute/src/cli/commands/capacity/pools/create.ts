@@ -1,5 +1,5 @@
 /** `pools create --site SITE --name NAME`: retry-safe with --key; a new key on every run otherwise. */
-import { defineCommand } from '../../../define.js';
+import { defineCommand, nameFlag } from '../../../define.js';
 import { keyValues, withIdempotencyKey } from '../../shared.js';
 
 export default defineCommand({
@@ -10,7 +10,7 @@ export default defineCommand({
   calls: ['pools.create'],
   flags: {
     site: { type: 'id', kind: 'site', required: true, description: 'The site the pool is at' },
-    name: { type: 'string', required: true, description: 'The pool’s name', placeholder: 'NAME' },
+    name: nameFlag('The pool’s name'),
     class: {
       type: 'string',
       choices: ['gpu', 'vps', 'metal'],

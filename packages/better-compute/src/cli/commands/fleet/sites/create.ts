@@ -1,5 +1,5 @@
-/** `sites create NAME [--region] [--description] [--label K=V] [--key]`: sites.create, retry-safe. */
-import { defineCommand } from '../../../define.js';
+/** `sites create --name NAME (or NAME) [--region] [--description] [--label K=V] [--key]`: sites.create, retry-safe. */
+import { defineCommand, nameFlag } from '../../../define.js';
 import { defined, keyFlag, keyValues, withIdempotencyKey } from '../../shared.js';
 
 export default defineCommand({
@@ -8,10 +8,8 @@ export default defineCommand({
   summary: 'Create a site; a new idempotency key each run unless --key (sites.create)',
   target: 'token',
   calls: ['sites.create'],
-  positionals: [
-    { name: 'name', description: 'The site’s name: lowercase letters, digits and dashes', required: true },
-  ],
   flags: {
+    name: nameFlag('The site’s name: lowercase letters, digits and dashes'),
     region: { type: 'string', description: 'Its region', placeholder: 'REGION' },
     description: { type: 'string', description: 'What it is', placeholder: 'TEXT' },
     label: {
@@ -22,15 +20,15 @@ export default defineCommand({
     },
     key: keyFlag,
   },
-  examples: ['better-compute sites create fra-1 --region eu-central --label tier=gold'],
+  examples: ['better-compute sites create --name fra-1 --region eu-central --label tier=gold'],
   async run(context) {
-    const { args, flags, commandName } = context;
+    const { flags, commandName } = context;
     const labels = keyValues(commandName, 'label', flags.label);
     return withIdempotencyKey(context, flags.key, async (idempotencyKey) =>
       (await context.api()).call(
         'sites.create',
         defined({
-          name: args.name,
+          name: flags.name,
           region: flags.region,
           description: flags.description,
           labels: flags.label.length ? labels : undefined,
