@@ -1,5 +1,7 @@
 /** The gateway replicas table (migrations.ts): where each live replica is. */
 import { type Kysely, sql } from 'kysely';
+import type { ComputeTables } from '../db/tables.js';
+import { nodeSession } from '../modules/commands/index.js';
 
 /** A replica stamps itself this often; one not seen for three stamps is taken for dead. */
 export const REPLICA_STAMP_MS = 10_000;
@@ -27,24 +29,25 @@ export async function liveReplicaUrls(db: Db, now: Date): Promise<string[]> {
   return [...new Set(rows.rows.map((row) => row.url))];
 }
 
-/** Where a node's session is: the replica recorded at its hello, if that replica is alive. */
+/**
+ * Where a node's session is: the replica recorded at its hello (the commands module keeps the
+ * sessions), with that replica's URL if it is alive.
+ */
 export async function sessionLocation(
   db: Db,
   nodeId: string,
   now: Date,
 ): Promise<{ gatewayId: string; url: string | null; capabilities: string[] } | null> {
+  const session = await nodeSession(db as unknown as Kysely<ComputeTables>, nodeId);
+  if (!session) return null;
   const since = new Date(now.getTime() - REPLICA_DEAD_MS);
-  const rows = await sql<{ gateway_id: string; url: string | null; capabilities: unknown }>`
-    select s.gateway_id, r.url, s.capabilities
-    from compute.node_sessions s
-    left join compute.gateway_replicas r on r.id = s.gateway_id and r.last_seen_at >= ${since}
-    where s.node_id = ${nodeId}`.execute(db);
-  const row = rows.rows[0];
-  if (!row) return null;
-  const capabilities = typeof row.capabilities === 'string' ? JSON.parse(row.capabilities) : row.capabilities;
+  const replica = await sql<{ url: string }>`
+    select url from compute.gateway_replicas where id = ${session.gatewayId} and last_seen_at >= ${since}`.execute(
+    db,
+  );
   return {
-    gatewayId: row.gateway_id,
-    url: row.url,
-    capabilities: Array.isArray(capabilities) ? capabilities.map(String) : [],
+    gatewayId: session.gatewayId,
+    url: replica.rows[0]?.url ?? null,
+    capabilities: session.capabilities.map(String),
   };
 }

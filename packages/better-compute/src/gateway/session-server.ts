@@ -13,10 +13,18 @@ import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer } from 'ws';
 import type { ComputeInstance } from '../types.js';
 import { listenOn } from '@better-compute/db';
-import { advanceCommand, COMMANDS_CHANNEL, markSent, openCommands } from '../modules/commands/service.js';
-import { instanceExited } from '../modules/vps/exits.js';
-import { commandsDb } from '../modules/commands/tables.js';
-import type { CommandRow } from '../modules/commands/tables.js';
+import type { Kysely } from 'kysely';
+import type { ComputeTables } from '../db/tables.js';
+import {
+  advanceCommand,
+  COMMANDS_CHANNEL,
+  type CommandRow,
+  markSent,
+  openCommands,
+  recordNodeSession,
+} from '../modules/commands/index.js';
+import { nodeTenant } from '../modules/fleet/index.js';
+import { instanceExited } from '../modules/vps/index.js';
 import { type CommandSigner, envelopeBytes } from './signer.js';
 import { type DaemonMessage, parseDaemonMessage } from './protocol.js';
 import type { StreamSink, StreamTransport } from './flow-stream.js';
@@ -74,7 +82,7 @@ interface Session {
 export function attachGateway(server: Server, options: GatewayOptions): Gateway {
   const { compute, log } = options;
   const now = options.now ?? (() => new Date());
-  const db = compute.database.db as never as Parameters<typeof commandsDb>[0];
+  const db = compute.database.db as never as Kysely<ComputeTables>;
   const id = `gw_${randomUUID()}`;
   const path = `${compute.config.basePath}/gateway/session`;
   const linkPath = `${compute.config.basePath}/gateway/link`;
@@ -210,32 +218,16 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
           return;
         }
         if (message.t === 'hello') session.capabilities = message.capabilities;
-        const values = {
-          last_seen_at: at,
+        await recordNodeSession(db, {
+          nodeId: session.nodeId,
+          tenantId: session.tenantId,
+          gatewayId: id,
+          at,
           ...(message.t === 'hello'
-            ? {
-                daemon_version: message.version,
-                capabilities: JSON.stringify(message.capabilities),
-                connected_at: at,
-                gateway_id: id,
-              }
+            ? { hello: { version: message.version, capabilities: message.capabilities } }
             : {}),
-          ...(message.hardware ? { hardware: JSON.stringify(message.hardware) } : {}),
-        };
-        await commandsDb(db)
-          .insertInto('compute.node_sessions')
-          .values({
-            node_id: session.nodeId,
-            tenant_id: session.tenantId,
-            gateway_id: id,
-            daemon_version: message.t === 'hello' ? message.version : 'unknown',
-            capabilities: JSON.stringify(message.t === 'hello' ? message.capabilities : []),
-            hardware: JSON.stringify(message.hardware ?? {}),
-            connected_at: at,
-            last_seen_at: at,
-          })
-          .onConflict((oc) => oc.column('node_id').doUpdateSet(values))
-          .execute();
+          hardware: message.hardware,
+        });
         send(session, {
           t: message.t === 'hello' ? 'welcome' : 'heartbeat.ack',
           nodeId: session.nodeId,
@@ -307,11 +299,7 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
       return;
     }
     const nodeId = beat.data.nodeId;
-    const node = await commandsDb(db)
-      .selectFrom('compute.nodes')
-      .select(['tenant_id'])
-      .where('id', '=', nodeId)
-      .executeTakeFirstOrThrow();
+    const tenantId = await nodeTenant(db, nodeId);
     if (certifiedNode && certifiedNode !== nodeId) {
       socket.close(4403, 'the node certificate names another node');
       return;
@@ -319,7 +307,7 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
     sessions.get(nodeId)?.socket.close(4409, 'replaced by a newer session of this node');
     const session: Session = {
       nodeId,
-      tenantId: node.tenant_id,
+      tenantId,
       socket,
       credential,
       sent: new Set(),

@@ -17,8 +17,7 @@
 import { type Database, listenOn, type Listening } from '@better-compute/db';
 import { type Kysely, sql } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
-import { EVENTS_CHANNEL } from '../modules/events/migrations.js';
-import { type EventRecord, listEvents } from '../modules/events/service.js';
+import { EVENTS_CHANNEL, type EventRecord, listEvents, markWatched } from '../modules/events/index.js';
 import { SETTLED_HORIZON } from '../db/settled.js';
 
 /** IAM's change feed channel (better-iam's CHANGE_CHANNEL). */
@@ -251,16 +250,6 @@ export class LiveHub {
     }
   }
 
-  /** Marks the tenant as watched for WATCH_SECONDS more (a row nobody renews lapses). */
-  #markWatched(tenantId: string) {
-    return sql`insert into compute.live_watches (tenant_id, watched_until)
-      values (${tenantId}, now() + make_interval(secs => ${WATCH_SECONDS}))
-      on conflict (tenant_id) do update
-      set watched_until = greatest(compute.live_watches.watched_until, excluded.watched_until)`.execute(
-      this.db(),
-    );
-  }
-
   /**
    * Puts the tenant in compute.live_watches for WATCH_SECONDS, so the outbox trigger notifies for
    * it. A writer whose trigger ran before this row committed did not notify; it held a transaction
@@ -270,7 +259,7 @@ export class LiveHub {
    */
   async #watch(reader: TenantReader): Promise<void> {
     try {
-      await this.#markWatched(reader.tenantId);
+      await markWatched(this.db(), reader.tenantId, WATCH_SECONDS);
       const { rows } = await sql<{
         xmax: string;
       }>`select pg_snapshot_xmax(pg_current_snapshot())::text as xmax`.execute(this.db());
@@ -309,7 +298,7 @@ export class LiveHub {
     for (const reader of this.#readers.values()) {
       if (now - reader.watchedAt < this.#renewMs) continue;
       reader.watchedAt = now;
-      this.#markWatched(reader.tenantId).catch((error: unknown) =>
+      markWatched(this.db(), reader.tenantId, WATCH_SECONDS).catch((error: unknown) =>
         this.log(`cannot renew the watch of ${reader.tenantId}`, error),
       );
     }

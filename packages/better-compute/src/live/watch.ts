@@ -37,7 +37,7 @@ import { methods } from '@better-compute/core/methods';
 import { sql, type Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
 import type { LiveHub, LiveStream } from './hub.js';
-import { type EventRecord, typeMatcher } from '../modules/events/service.js';
+import { type EventRecord, typeMatcher } from '../modules/events/index.js';
 import { createGate, denied } from '../http/gate.js';
 import type { HandlerLog } from '../http/handler.js';
 import { SETTLED_HORIZON } from '../db/settled.js';

@@ -21,10 +21,15 @@ import { WebSocket, WebSocketServer } from 'ws';
 import type { NodeStreams, NodeStreamTarget } from '../gateway/node-streams.js';
 import { createGate } from '../http/gate.js';
 import type { LiveStream } from '../live/hub.js';
-import { createKeyLoader } from '../modules/ssh-certs/keys.js';
-import { sandboxOwner } from '../modules/sandboxes/sandboxes.js';
-import { endTunnel, spendTicket, targetKind } from '../modules/tunnels/service.js';
-import { readTicket, type TicketClaims } from '../modules/tunnels/ticket.js';
+import { createKeyLoader } from '../modules/ssh-certs/index.js';
+import { sandboxOwner } from '../modules/sandboxes/index.js';
+import {
+  endTunnel,
+  readTicket,
+  spendTicket,
+  targetKind,
+  type TicketClaims,
+} from '../modules/tunnels/index.js';
 import type { ComputeInstance } from '../types.js';
 import { relay } from './relay.js';
 

@@ -19,6 +19,7 @@ import type { CatalogEventDraft } from '@better-compute/events';
 import type { CallContext } from '../define-module.js';
 import { enqueueJob } from '../../workers/jobs.js';
 import { WORKFLOW_JOB } from '../workflows/service.js';
+import { findNode } from '../fleet/queries.js';
 import { type CommandRow, commandsDb, type CommandsDb } from './tables.js';
 
 export const DEFAULT_COMMAND_TTL_SECONDS = 900;
@@ -92,12 +93,7 @@ export async function queueCommand(
   emit: (event: CatalogEventDraft) => void,
 ): Promise<CommandView> {
   const db = commandsDb(rawDb);
-  const node = await db
-    .selectFrom('compute.nodes')
-    .select(['id', 'state'])
-    .where('id', '=', input.nodeId)
-    .where('tenant_id', '=', input.tenantId)
-    .executeTakeFirst();
+  const node = await findNode(rawDb, input.nodeId, input.tenantId);
   if (!node)
     throw new ComputeError('NOT_FOUND', `node ${input.nodeId} does not exist`, {
       details: { id: input.nodeId },

@@ -42,8 +42,6 @@ export interface NodeSessionsTable {
 export interface CommandTables extends ComputeTables {
   'compute.commands': CommandsTable;
   'compute.node_sessions': NodeSessionsTable;
-  /** The fleet's nodes, read (never written) to check a command's node. */
-  'compute.nodes': { id: string; tenant_id: string; state: string };
 }
 
 export type CommandsDb = Kysely<CommandTables>;

@@ -1,4 +1,7 @@
-/** What the CLI, the simulator and the package's entry import from the fleet module. */
+/**
+ * What the parts of the server outside modules/ (the package's entry, the simulator, the gateway,
+ * the command line) use of the fleet module.
+ */
 export {
   parseSelector,
   requestTerms,
@@ -8,3 +11,4 @@ export {
 } from './reservations/selector.js';
 export { place, earliestFit, type FreeGroup, type Allocation } from './reservations/placement.js';
 export { runFleetController, CONTROLLER_JOB, type ControllerReport } from './controller.js';
+export { nodeTenant } from './queries.js';

@@ -2,14 +2,15 @@
  * `sandboxes.exec`: the way into a sandbox. It needs a signed-in session (or an agent's short-lived
  * token acting for a person), never an API key: a key lives on disks and in CI, and a sandbox
  * shell is a person's act (docs/decisions/sandboxes-exec.md). It answers a user certificate for
- * the caller's public key from the sandbox SSH CA (principal: the sandbox id; five minutes, never
- * past the caller's credential) and a single-use tunnel ticket to the sandbox's SSH server.
+ * the caller's public key from the sandbox SSH CA (principal: the sandbox id; valid the `minutes`
+ * asked, 1 to 15 and 10 by default, never past the caller's credential) and a single-use tunnel
+ * ticket to the sandbox's SSH server.
  */
 import { ComputeError } from '@better-compute/core';
-import { SANDBOX_EXEC_CERT_SECONDS } from '@better-compute/core/methods';
 import type { CallContext } from '../define-module.js';
 import { parseUserPublicKey } from '../ssh-certs/certificate.js';
 import { openSandboxTunnel } from '../tunnels/service.js';
+import { poolDriver } from '../fleet/queries.js';
 import { signSandboxCertificate } from './keys.js';
 import { loadSandbox, sandboxView } from './rows.js';
 import type { SandboxDeps } from './settings.js';
@@ -18,7 +19,7 @@ import { sandboxDb } from './tables.js';
 export const EXEC_ACCOUNT = 'root';
 
 export function execSandbox(deps: SandboxDeps) {
-  return async (ctx: CallContext<{ sandboxId: string; publicKey: string }>) => {
+  return async (ctx: CallContext<{ sandboxId: string; publicKey: string; minutes: number }>) => {
     const identity = ctx.identity;
     if (!identity || identity.credentialKind === 'api-key')
       throw new ComputeError('ACCESS_DENIED', 'sandbox exec needs a signed-in session, not an API key', {
@@ -50,7 +51,8 @@ export function execSandbox(deps: SandboxDeps) {
       );
     const ca = await deps.ca.get();
     const now = ctx.now();
-    let validBefore = new Date(now.getTime() + SANDBOX_EXEC_CERT_SECONDS * 1000);
+    // The schema bounds minutes (1 to 15) and fills in the default.
+    let validBefore = new Date(now.getTime() + ctx.input.minutes * 60_000);
     if (identity.expiresAt !== null) {
       const credentialEnds = new Date(identity.expiresAt);
       if (credentialEnds.getTime() < validBefore.getTime()) validBefore = credentialEnds;
@@ -69,16 +71,12 @@ export function execSandbox(deps: SandboxDeps) {
       validAfter: new Date(now.getTime() - 60_000),
       validBefore,
     });
-    const pool = await sandboxDb(ctx.db)
-      .selectFrom('compute.pools')
-      .select('driver')
-      .where('id', '=', row.pool_id)
-      .executeTakeFirst();
+    const driver = await poolDriver(ctx.db, row.pool_id);
     const ticket = await openSandboxTunnel(deps.keys, ctx, {
       sandboxId: row.id,
       nodeId: row.node_id,
       action: 'compute:sandboxes:exec',
-      simulated: pool?.driver === 'sim',
+      simulated: driver === 'sim',
     });
     return {
       sandboxId: row.id,

@@ -10,6 +10,7 @@ import type { ComputeTables } from '../../db/tables.js';
 import { lockPool } from '../fleet/locks.js';
 import { runtimeImage } from '../vps/images.js';
 import { asFleet, vpsDb } from '../vps/tables.js';
+import { flavorForLaunch, imageById } from '../vps/queries.js';
 import type { SandboxCa } from './keys.js';
 import { placeSandbox } from './placement.js';
 import { sandboxQuotas } from './quotas.js';
@@ -39,12 +40,7 @@ export async function launchSandbox(
 ): Promise<SandboxRow> {
   const db = sandboxDb(env.db);
   await lockPool(asFleet(vpsDb(env.db)), template.pool_id);
-  const flavor = await db
-    .selectFrom('compute.flavors')
-    .selectAll()
-    .where('id', '=', template.flavor_id)
-    .forShare()
-    .executeTakeFirst();
+  const flavor = await flavorForLaunch(env.db, template.flavor_id);
   if (!flavor || flavor.deleted_at !== null)
     throw new ComputeError(
       'INVALID_STATE',
@@ -54,11 +50,7 @@ export async function launchSandbox(
         hint: `Give the template another flavor (better-compute sandbox-template update ${template.id} --flavor …).`,
       },
     );
-  const image = await db
-    .selectFrom('compute.images')
-    .selectAll()
-    .where('id', '=', template.image_id)
-    .executeTakeFirstOrThrow();
+  const image = await imageById(env.db, template.image_id);
   // A sandbox that mounts volumes runs where they live; a restore runs where its snapshot is.
   let onNode: string | null = options.fromSnapshot?.node_id ?? null;
   if (template.volumes.length > 0) {

@@ -7,6 +7,7 @@
  */
 import type { SandboxCommandResults } from '@better-compute/core/runtime-commands';
 import type { CatalogEventDraft } from '@better-compute/events';
+import { commandResult as resultOfCommand } from '../commands/queries.js';
 import type { WorkflowHookContext, WorkflowHooks } from '../workflows/hooks.js';
 import { signSandboxCertificate } from './keys.js';
 import { type Env, removeSandbox } from './launch.js';
@@ -58,12 +59,7 @@ async function lockedSandbox(context: WorkflowHookContext): Promise<SandboxRow |
 async function commandResult<K extends keyof SandboxCommandResults>(context: WorkflowHookContext, kind: K) {
   const done = [...context.steps].reverse().find((s) => s.commandKind === kind && s.commandId);
   if (!done?.commandId) return null;
-  const command = await sandboxDb(context.db)
-    .selectFrom('compute.commands')
-    .select('result')
-    .where('id', '=', done.commandId)
-    .executeTakeFirst();
-  return (command?.result ?? null) as Partial<SandboxCommandResults[K]> | null;
+  return (await resultOfCommand(context.db, done.commandId)) as Partial<SandboxCommandResults[K]> | null;
 }
 
 const reasonOf = (kind: string, error: string) => `${kind} failed: ${error}`.slice(0, 2000);

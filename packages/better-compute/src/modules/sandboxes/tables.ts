@@ -125,7 +125,6 @@ export interface SandboxTables extends VpsTables {
   'compute.sandboxes': SandboxesTable;
   'compute.sandbox_snapshots': SandboxSnapshotsTable;
   'compute.sandbox_volumes': SandboxVolumesTable;
-  'compute.node_sessions': { node_id: string; tenant_id: string; capabilities: unknown };
 }
 
 export type SandboxDb = Kysely<SandboxTables>;

@@ -10,13 +10,15 @@ import {
   NODE_CONSOLE_ACTION,
   TUNNEL_TICKET_SECONDS,
 } from '@better-compute/core/methods';
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
 import { TARGET_CAPABILITY } from '../../gateway/node-streams.js';
 import type { CallContext } from '../define-module.js';
+import { nodeSession } from '../commands/sessions.js';
 import { loadNode } from '../fleet/nodes.js';
 import { fleetDb } from '../fleet/tables.js';
 import type { KeyLoader } from '../ssh-certs/keys.js';
+import { instanceForTunnel } from '../vps/queries.js';
 import { signTicket, type TicketClaims } from './ticket.js';
 import { tunnelsDb } from './tables.js';
 
@@ -40,24 +42,14 @@ export function targetKind(claims: Pick<TicketClaims, 'instanceId' | 'op' | 'san
       : ('instance-port' as const);
 }
 
-/**
- * The instance a tunnel names, and the node it runs on. Instances are their own module's table;
- * a deployment without it has no instance to open.
- */
+/** The instance a tunnel names, and the node it runs on (the VPS module reads its row). */
 async function findInstance(db: Kysely<ComputeTables>, tenantId: string, instanceId: string) {
-  const table = await sql<{ present: boolean }>`
-    select to_regclass('compute.instances') is not null as present`.execute(db);
-  const notFound = new ComputeError('NOT_FOUND', `instance ${instanceId} does not exist`, {
-    details: { id: instanceId },
-    hint: 'List your instances (better-compute instances list) and pass one of their ids.',
-  });
-  if (!table.rows[0]?.present) throw notFound;
-  // Raw: the instances module's table is read only here, by name, so this module builds without it.
-  const found = await sql<{ node_id: string | null; state: string; sandbox_id: string | null }>`
-    select node_id, state, to_jsonb(i) ->> 'sandbox_id' as sandbox_id
-      from compute.instances i where id = ${instanceId} and tenant_id = ${tenantId}`.execute(db);
-  const row = found.rows[0];
-  if (!row) throw notFound;
+  const row = await instanceForTunnel(db, tenantId, instanceId);
+  if (!row)
+    throw new ComputeError('NOT_FOUND', `instance ${instanceId} does not exist`, {
+      details: { id: instanceId },
+      hint: 'List your instances (better-compute instances list) and pass one of their ids.',
+    });
   if (row.sandbox_id)
     throw new ComputeError('INVALID_STATE', `instance ${instanceId} belongs to sandbox ${row.sandbox_id}`, {
       details: { reason: 'sandbox-managed', sandboxId: row.sandbox_id },
@@ -77,14 +69,9 @@ async function findInstance(db: Kysely<ComputeTables>, tenantId: string, instanc
 
 /** The capabilities the node's daemon said it has in its Hello; null when it never connected. */
 async function capabilitiesOf(db: Kysely<ComputeTables>, nodeId: string): Promise<string[] | null> {
-  const row = await tunnelsDb(db)
-    .selectFrom('compute.node_sessions')
-    .select('capabilities')
-    .where('node_id', '=', nodeId)
-    .executeTakeFirst();
-  if (!row) return null;
-  const value = typeof row.capabilities === 'string' ? JSON.parse(row.capabilities) : row.capabilities;
-  return Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : [];
+  const session = await nodeSession(db, nodeId);
+  if (!session) return null;
+  return session.capabilities.filter((item): item is string => typeof item === 'string');
 }
 
 /** UNAVAILABLE when the node's daemon never connected, UNSUPPORTED when it does not serve `kind`. */

@@ -27,7 +27,6 @@ export interface TunnelsTable {
 
 export interface TunnelTables extends ComputeTables {
   'compute.tunnels': TunnelsTable;
-  'compute.node_sessions': { node_id: string; tenant_id: string; capabilities: unknown };
 }
 
 export type TunnelRow = Selectable<TunnelsTable>;

@@ -7,6 +7,7 @@ import { ComputeError } from '@better-compute/core';
 import type { CallContext } from '../define-module.js';
 import { checkVersion } from '../fleet/common.js';
 import { lockPool } from '../fleet/locks.js';
+import { boundGpuIndices } from '../fleet/queries.js';
 
 import { shapeOf, READY_TIMEOUT_MS } from './create.js';
 import { visibleFlavor } from './flavors.js';
@@ -49,13 +50,7 @@ async function imageOf(ctx: CallContext<Ref>, row: InstanceRow) {
 /** The GPUs its reservation holds on its node, as the runtime's shape names them. */
 async function gpusOf(ctx: CallContext<Ref>, row: InstanceRow): Promise<string[]> {
   if (!row.reservation_id) return [];
-  const bindings = await asFleet(vpsDb(ctx.db))
-    .selectFrom('compute.gpu_bindings')
-    .select('gpu_indices')
-    .where('reservation_id', '=', row.reservation_id)
-    .where('released_at', 'is', null)
-    .execute();
-  return bindings.flatMap((b) => b.gpu_indices.map((index) => String(index)));
+  return (await boundGpuIndices(ctx.db, row.reservation_id)).map((index) => String(index));
 }
 
 async function begin(
@@ -149,7 +144,10 @@ export async function resizeInstance(ctx: CallContext<Ref & { flavorId: string }
   const room = (await roomOnNodes(db, row.pool_id, row.node_id))[0];
   const more = { vcpus: Math.max(0, grow.vcpus), memoryMiB: Math.max(0, grow.memoryMiB) };
   if ((more.vcpus > 0 || more.memoryMiB > 0) && (!room || !fits(room, more)))
-    throw noRoom(row.pool_id, { vcpus: flavor.vcpus, memoryMiB: flavor.memory_mib }, row.node_id);
+    throw noRoom(row.pool_id, more, room ? [room] : [], {
+      node: { nodeId: row.node_id, role: `instance ${row.id}'s node` },
+      growing: true,
+    });
   // The new shape is held from now on, so nothing else takes the room while the disk grows.
   const resized = await begin(
     ctx,

@@ -6,6 +6,7 @@
  */
 import type { RuntimeCommandResults } from '@better-compute/core/runtime-commands';
 import type { CatalogEventDraft } from '@better-compute/events';
+import { commandResult } from '../commands/queries.js';
 import { lockPool } from '../fleet/locks.js';
 import { releaseReservation } from '../fleet/reservations/extend-release.js';
 import { fleetDb } from '../fleet/tables.js';
@@ -49,12 +50,9 @@ async function lockedInstance(context: WorkflowHookContext): Promise<InstanceRow
 async function bootResult(context: WorkflowHookContext) {
   const started = [...context.steps].reverse().find((s) => s.commandKind === 'instance.start' && s.commandId);
   if (!started?.commandId) return null;
-  const command = await vpsDb(context.db)
-    .selectFrom('compute.commands')
-    .select('result')
-    .where('id', '=', started.commandId)
-    .executeTakeFirst();
-  return (command?.result ?? null) as Partial<RuntimeCommandResults['instance.start']> | null;
+  return (await commandResult(context.db, started.commandId)) as Partial<
+    RuntimeCommandResults['instance.start']
+  > | null;
 }
 
 const emitOf = (context: WorkflowHookContext) => (event: CatalogEventDraft) => context.emit(event);

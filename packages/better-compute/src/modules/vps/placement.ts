@@ -47,13 +47,73 @@ export function fits(room: NodeRoom, shape: Shape): boolean {
   return room.freeVcpus >= shape.vcpus && room.freeMemoryMiB >= shape.memoryMiB;
 }
 
-export function noRoom(poolId: string, shape: Shape, onNode?: string): ComputeError {
-  return new ComputeError(
-    'UNAVAILABLE',
-    `no ready node of pool ${poolId}${onNode ? ` (the node holding the flavor's GPUs, ${onNode})` : ''} has room for ${shape.vcpus} vCPU(s) and ${shape.memoryMiB} MiB`,
-    {
-      details: { poolId, vcpus: shape.vcpus, memoryMiB: shape.memoryMiB },
-      hint: 'Pick a smaller flavor, delete an instance of the pool, or retry when the pool has grown.',
-    },
-  );
+/** The node a placement was bound to, and why, for the refusal's words. */
+export interface BoundNode {
+  nodeId: string;
+  /** What binds it there: `the node holding the flavor's GPUs`, `the instance's node`. */
+  role: string;
+}
+
+const needs = (shape: Shape) => `${shape.vcpus} vCPU(s) and ${shape.memoryMiB} MiB of memory`;
+
+/**
+ * The refusal of a placement with no room: it names what is short (vCPUs, memory, or the two
+ * together on one node) and how much the fullest node has, from the `rooms` placement looked at
+ * (the pool's ready nodes, or the one node it was bound to). `shape` is what had to fit: a whole
+ * instance or sandbox, or what a resize adds (`growing`).
+ */
+export function noRoom(
+  poolId: string,
+  shape: Shape,
+  rooms: readonly NodeRoom[],
+  options: { node?: BoundNode; growing?: boolean } = {},
+): ComputeError {
+  const { node, growing = false } = options;
+  const need = growing
+    ? `${shape.vcpus} more vCPU(s) and ${shape.memoryMiB} more MiB of memory`
+    : needs(shape);
+  const mostVcpus = Math.max(0, ...rooms.map((r) => r.freeVcpus));
+  const mostMemory = Math.max(0, ...rooms.map((r) => r.freeMemoryMiB));
+  const short: ('vcpus' | 'memory')[] = [];
+  if (mostVcpus < shape.vcpus) short.push('vcpus');
+  if (mostMemory < shape.memoryMiB) short.push('memory');
+  const details = {
+    poolId,
+    vcpus: shape.vcpus,
+    memoryMiB: shape.memoryMiB,
+    short,
+    ...(node ? { nodeId: node.nodeId } : {}),
+  };
+  const shortWords =
+    short.length === 2
+      ? 'vCPUs and memory'
+      : short[0] === 'vcpus'
+        ? 'vCPUs'
+        : short[0] === 'memory'
+          ? 'memory'
+          : '';
+  const smaller =
+    short.length === 2 ? 'fewer vCPUs and less memory' : short[0] === 'vcpus' ? 'fewer vCPUs' : 'less memory';
+  if (rooms.length === 0) {
+    return new ComputeError(
+      'UNAVAILABLE',
+      node
+        ? `${node.role}, ${node.nodeId}, is not ready, so it has no room for ${need}`
+        : `pool ${poolId} has no ready node to place ${need} on`,
+      {
+        details: { ...details, short: [] },
+        hint: `Retry when ${node ? 'the node' : 'a node of the pool'} is ready ("better-compute nodes list --pool ${poolId}" shows their states).`,
+      },
+    );
+  }
+  const free = (room: NodeRoom) => `${room.freeVcpus} vCPU(s) and ${room.freeMemoryMiB} MiB of memory free`;
+  const message = node
+    ? `${node.role}, ${node.nodeId}, has ${free(rooms[0]!)}: short of ${shortWords || 'room'} for ${need}`
+    : short.length
+      ? `no ready node of pool ${poolId} has room for ${need}: short of ${shortWords} (the most free on one node: ${mostVcpus} vCPU(s), ${mostMemory} MiB of memory)`
+      : `no ready node of pool ${poolId} has ${need} free at once: the nodes with enough vCPUs lack the memory, and the other way round`;
+  return new ComputeError('UNAVAILABLE', message, {
+    details,
+    hint: `Pick a flavor with ${short.length ? smaller : 'a smaller shape'}, delete an instance or sandbox ${node ? 'on that node' : 'of the pool'}, or retry when the pool has grown.`,
+  });
 }

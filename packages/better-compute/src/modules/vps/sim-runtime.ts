@@ -17,13 +17,12 @@ import {
   type SandboxCommandKind,
 } from '@better-compute/core/runtime-commands';
 import { sshPublicKeyLine } from '../../pki/ssh-ca.js';
-import { type Kysely, sql } from 'kysely';
-import type { ComputeTables } from '../../db/tables.js';
 import { enqueueJob } from '../../workers/jobs.js';
 import type { JobContext } from '../define-module.js';
+import { imageFetchedOn, lockCommand } from '../commands/queries.js';
 import { advanceCommand } from '../commands/service.js';
+import { nodeWithDriver } from '../fleet/queries.js';
 import type { WorkflowHookContext } from '../workflows/hooks.js';
-import { vpsDb } from './tables.js';
 
 export const SIM_RUNTIME_JOB = 'vps.sim-runtime';
 export const SIM_FAIL_LABEL = 'sim.better-compute.dev/fail';
@@ -54,15 +53,6 @@ export const SIM_DELAYS_MS: Record<SimKind, number> = {
   'volume.delete': 60,
 };
 
-async function simNode(db: Kysely<ComputeTables>, nodeId: string) {
-  return vpsDb(db)
-    .selectFrom('compute.nodes as n')
-    .innerJoin('compute.pools as p', 'p.id', 'n.pool_id')
-    .select(['n.id', 'n.labels', 'p.driver'])
-    .where('n.id', '=', nodeId)
-    .executeTakeFirst();
-}
-
 function delayOf(kind: SimKind, labels: Record<string, string>): number {
   const asked = labels[SIM_DELAY_LABEL];
   if (asked !== undefined && /^\d{1,6}$/.test(asked)) return Number(asked);
@@ -75,7 +65,7 @@ export async function scheduleSimulated(
   command: { id: string; kind: string },
 ): Promise<void> {
   if (!isSimKind(command.kind)) return;
-  const node = await simNode(context.db, context.workflow.node_id);
+  const node = await nodeWithDriver(context.db, context.workflow.node_id);
   if (node?.driver !== 'sim') return;
   await enqueueJob(context.db, {
     kind: SIM_RUNTIME_JOB,
@@ -181,15 +171,9 @@ function simulatedAddress(instanceId: string): string {
 export async function simRuntimeJob(context: JobContext): Promise<void> {
   const commandId = String(context.payload.commandId ?? '');
   await context.db.transaction().execute(async (trx) => {
-    const db = vpsDb(trx);
-    const command = await db
-      .selectFrom('compute.commands')
-      .selectAll()
-      .where('id', '=', commandId)
-      .forUpdate()
-      .executeTakeFirst();
+    const command = await lockCommand(trx, commandId);
     if (!command || command.state !== 'queued' || !isSimKind(command.kind)) return;
-    const node = await simNode(trx, command.node_id);
+    const node = await nodeWithDriver(trx, command.node_id);
     if (!node) return;
     const now = context.now();
     const payload = command.payload as SimPayload;
@@ -197,14 +181,7 @@ export async function simRuntimeJob(context: JobContext): Promise<void> {
     // The image is in the node's cache when a fetch of it succeeded there before.
     const cached =
       command.kind === 'image.fetch' &&
-      (await db
-        .selectFrom('compute.commands')
-        .select('id')
-        .where('node_id', '=', command.node_id)
-        .where('kind', '=', 'image.fetch')
-        .where('state', '=', 'succeeded')
-        .where(sql<boolean>`payload->'image'->>'imageId' = ${String(payload.image?.imageId ?? '')}`)
-        .executeTakeFirst()) !== undefined;
+      (await imageFetchedOn(trx, command.node_id, String(payload.image?.imageId ?? '')));
     await advanceCommand(trx, command.node_id, command.id, {
       state: failing ? 'failed' : 'succeeded',
       at: now,

@@ -1,7 +1,6 @@
 /** Kysely's view of the VPS module's tables (see migrations.ts). */
 import type { ColumnType, Generated, Kysely, Selectable } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
-import type { WorkflowTables } from '../workflows/tables.js';
 import type { FleetDb, FleetTables } from '../fleet/tables.js';
 
 type Timestamp = ColumnType<Date, Date | string, Date | string>;
@@ -101,8 +100,6 @@ export interface InstanceQuotasTable {
 }
 
 export interface VpsTables extends FleetTables {
-  'compute.workflows': WorkflowTables['compute.workflows'];
-  'compute.commands': WorkflowTables['compute.commands'];
   'compute.images': ImagesTable;
   'compute.flavors': FlavorsTable;
   'compute.instances': InstancesTable;

@@ -11,7 +11,9 @@ import { writeEvents } from '../../db/unit-of-work.js';
 import { enqueueJob } from '../../workers/jobs.js';
 import type { CallContext, EventDraft, JobContext } from '../define-module.js';
 import { drainNode, uncordonNode } from '../fleet/nodes.js';
+import { commandOutcome } from '../commands/queries.js';
 import { queueCommand } from '../commands/service.js';
+import { findNode } from '../fleet/queries.js';
 import { type WorkflowRow, type WorkflowStep, workflowsDb } from './tables.js';
 import { WORKFLOW_JOB, workflowEvent } from './service.js';
 import { hooksOf } from './hooks.js';
@@ -126,11 +128,7 @@ async function runStep(
         await uncordonNode(asOperator({ nodeId: row.node_id, reason: `workflow ${row.id}` }));
         return { done: true };
       case 'node.wait-drained': {
-        const node = await workflowsDb(trx)
-          .selectFrom('compute.nodes')
-          .select('state')
-          .where('id', '=', row.node_id)
-          .executeTakeFirst();
+        const node = await findNode(trx, row.node_id);
         if (!node || node.state === 'retired')
           return { failed: `node ${row.node_id} is ${node?.state ?? 'gone'}` };
         return { done: node.state === 'drained' };
@@ -162,11 +160,7 @@ async function runStep(
           );
           return { done: false };
         }
-        const command = await workflowsDb(trx)
-          .selectFrom('compute.commands')
-          .select(['state', 'error', 'exit_code'])
-          .where('id', '=', step.commandId)
-          .executeTakeFirst();
+        const command = await commandOutcome(trx, step.commandId);
         if (!command) return { failed: `command ${step.commandId} is gone` };
         if (command.state === 'succeeded') return { done: true };
         if (command.state === 'failed' || command.state === 'cancelled')

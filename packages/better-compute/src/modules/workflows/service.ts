@@ -12,7 +12,8 @@ import type { CallContext } from '../define-module.js';
 type WorkflowEventName = EventType extends infer T ? (T extends `workflow.${infer S}` ? S : never) : never;
 import { enqueueJob } from '../../workers/jobs.js';
 import { hooksOf } from './hooks.js';
-import { commandsDb } from '../commands/tables.js';
+import { cancelForWorkflow } from '../commands/queries.js';
+import { findNode, nodeTenant } from '../fleet/queries.js';
 import {
   type WorkflowKind,
   type WorkflowRow,
@@ -86,16 +87,12 @@ export async function startNodeWorkflow(
   },
 ): Promise<string> {
   const db = workflowsDb(ctx.db);
-  const node = await db
-    .selectFrom('compute.nodes')
-    .select('tenant_id')
-    .where('id', '=', workflow.nodeId)
-    .executeTakeFirstOrThrow();
+  const tenantId = await nodeTenant(ctx.db, workflow.nodeId);
   const row = await db
     .insertInto('compute.workflows')
     .values({
       id: newId('workflow'),
-      tenant_id: node.tenant_id,
+      tenant_id: tenantId,
       node_id: workflow.nodeId,
       instance_id: workflow.instanceId ?? null,
       kind: workflow.kind,
@@ -154,12 +151,7 @@ export async function createWorkflow(
   >,
 ) {
   const db = workflowsDb(ctx.db);
-  const node = await db
-    .selectFrom('compute.nodes')
-    .select(['id', 'state'])
-    .where('id', '=', ctx.input.nodeId)
-    .where('tenant_id', '=', ctx.tenantId)
-    .executeTakeFirst();
+  const node = await findNode(ctx.db, ctx.input.nodeId, ctx.tenantId);
   if (!node)
     throw new ComputeError('NOT_FOUND', `node ${ctx.input.nodeId} does not exist`, {
       details: { id: ctx.input.nodeId },
@@ -313,7 +305,7 @@ export async function steerWorkflow(
   if (action === 'abort') {
     state = 'aborted';
     finishedAt = now;
-    if (current?.commandId) await requestCancel(ctx.db, current.commandId, now);
+    if (current?.commandId) await cancelForWorkflow(ctx.db, current.commandId, now);
     for (const s of steps)
       if (s.state === 'pending' || s.state === 'running')
         Object.assign(s, { state: 'skipped', finishedAt: iso(now) });
@@ -336,21 +328,4 @@ export async function steerWorkflow(
   if (state === 'running')
     await enqueueJob(ctx.db, { kind: WORKFLOW_JOB, payload: { workflowId: row.id }, runAt: now, wake: true });
   return workflowView(updated);
-}
-
-/** A command an aborted workflow leaves: cancelled before delivery, or asked to stop. */
-async function requestCancel(rawDb: Parameters<typeof commandsDb>[0], commandId: string, now: Date) {
-  const db = commandsDb(rawDb);
-  await db
-    .updateTable('compute.commands')
-    .set({ state: 'cancelled', cancel_requested: true, finished_at: now, error: 'its workflow was aborted' })
-    .where('id', '=', commandId)
-    .where('state', '=', 'queued')
-    .execute();
-  await db
-    .updateTable('compute.commands')
-    .set({ cancel_requested: true })
-    .where('id', '=', commandId)
-    .where('state', 'in', ['sent', 'running'])
-    .execute();
 }

@@ -1,6 +1,5 @@
 /** Kysely's view of the workflows module's table. */
 import type { ColumnType, Kysely, Selectable } from 'kysely';
-import type { CommandTables } from '../commands/tables.js';
 import type { ComputeTables } from '../../db/tables.js';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
@@ -52,7 +51,7 @@ export interface WorkflowsTable {
   finished_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 }
 
-export interface WorkflowTables extends CommandTables {
+export interface WorkflowTables extends ComputeTables {
   'compute.workflows': WorkflowsTable;
 }
 
