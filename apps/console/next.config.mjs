@@ -1,8 +1,20 @@
-/** @type {import('next').NextConfig} */
-export default {
+import { PHASE_DEVELOPMENT_SERVER } from 'next/constants.js';
+
+// Next.js has no telemetry setting here: lib/mount.mjs sets NEXT_TELEMETRY_DISABLED=1 in every
+// process that loads Next, and scripts/ensure.mjs does for `next build`.
+
+/** @type {(phase: string) => import('next').NextConfig} */
+export default (phase) => ({
   reactStrictMode: true,
   poweredByHeader: false,
+  // Development mode (server.mjs --dev, better-compute dev --console-dev) empties its build
+  // directory when it starts: it gets one of its own, so it never deletes the production build that
+  // `better-compute dev` and the tests serve. Inside .next, so what ignores .next ignores it too.
+  distDir: phase === PHASE_DEVELOPMENT_SERVER ? '.next/dev' : '.next',
+  // Development mode serves its scripts and hot reload only to pages of these hosts; the console is
+  // opened by name or by address.
+  allowedDevOrigins: ['localhost', '127.0.0.1'],
   // The server-side stack (better-compute, Better IAM, pg) is built by server.mjs, never bundled.
   serverExternalPackages: ['better-compute', 'better-iam', '@better-compute/db', 'pg', 'kysely'],
   eslint: { ignoreDuringBuilds: true },
-};
+});

@@ -8,12 +8,15 @@
 //   node server.mjs --prod    every secret from the environment (see lib/settings.mjs)
 //
 // --dev runs Next.js in development mode (pages compiled on demand) unless --built is given, which
-// serves the production build (`next build`) as --prod always does.
+// serves the production build (`next build`) as --prod always does. The pages, their security
+// headers and the stack's hand-over to them are lib/mount.mjs, which `better-compute dev` mounts too.
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+// First, so Next.js's telemetry is off before anything can load it.
+import { consoleDir, consoleProblem, mountConsole } from './lib/mount.mjs';
 import { parseArgs, resolveSettings, StartError } from './lib/settings.mjs';
 import { BodyTooLarge, toRequest, writeError, writeResponse } from './lib/node-bridge.mjs';
 
@@ -23,18 +26,15 @@ async function main() {
   const args = parseArgs(process.argv.slice(2));
   const cwd = process.cwd();
   const settings = resolveSettings(args, process.env, cwd);
-  const nextDir = new URL('.', import.meta.url).pathname;
   const useBuild = !settings.dev || args.built;
-  if (useBuild && !existsSync(join(nextDir, '.next', 'BUILD_ID')))
-    throw new StartError(
-      'the console is not built: run `npx next build` in apps/console first (node scripts/ensure.mjs does it)',
-    );
+  const problem = consoleProblem({ dev: !useBuild });
+  if (problem) throw new StartError(problem);
   if (settings.dev) process.env.CONSOLE_DEV = '1';
 
   // The stack comes from console.config.mjs in the working directory, else the one beside this file.
   const configPath = existsSync(join(cwd, 'console.config.mjs'))
     ? join(cwd, 'console.config.mjs')
-    : join(nextDir, 'console.config.mjs');
+    : join(consoleDir, 'console.config.mjs');
   const { default: createStack } = await import(pathToFileURL(configPath).href);
   if (settings.dev && settings.pki && !existsSync(settings.pki)) await createDevPki(settings);
   const { compute, iam } = await createStack(settings);
@@ -55,20 +55,20 @@ async function main() {
   const workers = compute.startWorkers(['controllers', 'sinks']);
   stopping.push(() => workers.stop());
 
-  // The pages read the session through this, in the same process (src/lib/stack.ts).
-  globalThis.__betterComputeConsole = { compute, iam, origin: settings.origin };
-
-  const { default: next } = await import('next');
-  const app = next({ dev: !useBuild, dir: nextDir, quiet: true });
-  await app.prepare();
-  const handleNext = app.getRequestHandler();
+  const pages = mountConsole({ compute, iam, origin: settings.origin, dev: !useBuild, log });
+  stopping.push(() => pages.close());
+  try {
+    await pages.ready;
+  } catch (error) {
+    for (const step of stopping.reverse()) await step().catch(() => {});
+    await compute.close().catch(() => {});
+    throw error;
+  }
 
   const server = createServer((incoming, outgoing) => {
     const rawUrl = incoming.url ?? '/';
-    if (!rawUrl.startsWith('/api/')) {
-      handleNext(incoming, outgoing).catch(() => writeError(outgoing, 500, 'INTERNAL', 'internal error'));
-      return;
-    }
+    const page = pages.route(rawUrl.split('?')[0]);
+    if (page) return page(incoming, outgoing);
     const origin = requestOrigin(incoming.headers.host, settings);
     const left = new AbortController();
     outgoing.once('close', () => left.abort());
@@ -96,13 +96,15 @@ async function main() {
     nodeRoutes = await attachNodeRoutes(server, {
       compute,
       api: true,
+      pages,
       gateway: { url: settings.origin },
       bundle: await readPkiBundle(settings.pki),
       log,
     });
     stopping.push(() => nodeRoutes.close());
   } else
-    server.on('upgrade', (_request, socket) => {
+    server.on('upgrade', (request, socket, head) => {
+      if (pages.upgrade(request, socket, head)) return;
       socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
     });
 
@@ -125,7 +127,6 @@ async function main() {
       setTimeout(() => server.closeAllConnections(), 5_000).unref();
     });
     for (const step of stopping.reverse()) await step().catch(() => {});
-    await app.close?.().catch?.(() => {});
     await compute.close();
     process.exit(0);
   };

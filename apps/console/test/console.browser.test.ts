@@ -646,6 +646,27 @@ describe('the session cookie on the APIs', () => {
   });
 });
 
+describe('the pages’ security headers', () => {
+  it('every page, signed in or not, forbids framing, sniffing and powerful features; the APIs keep theirs', async () => {
+    for (const [path, cookie] of [
+      ['/login', ''],
+      ['/nodes', ''],
+      ['/nodes', await cookieHeader()],
+    ] as const) {
+      const response = await fetch(`${server.origin}${path}`, { redirect: 'manual', headers: { cookie } });
+      expect(response.status, path).toBeLessThan(400);
+      expect(response.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
+      expect(response.headers.get('x-frame-options')).toBe('DENY');
+      expect(response.headers.get('x-content-type-options')).toBe('nosniff');
+      expect(response.headers.get('referrer-policy')).toBe('same-origin');
+      expect(response.headers.get('permissions-policy')).toContain('microphone=()');
+    }
+    const api = await fetch(`${server.origin}/api/compute/system/version`, { method: 'POST', body: '{}' });
+    expect(api.status).toBe(200);
+    expect(api.headers.get('content-security-policy')).toBeNull();
+  });
+});
+
 /** A raw HTTP/1.1 exchange, so headers node's fetch would refuse (NUL, huge) reach the server. */
 function rawRequest(
   port: number,

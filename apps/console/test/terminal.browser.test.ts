@@ -116,9 +116,10 @@ describe('a node’s root console in the browser', () => {
     await page.getByTestId('terminal').click();
     await page.keyboard.type('echo console-$((6*7)); stty size\n');
     await expect.poll(() => screenText(page), { timeout: 20_000 }).toContain('console-42');
-    // The pty has the panel's size, not a default 80 by 24.
-    const size = /(\d+) (\d+)\s*$/m.exec((await screenText(page)).split('console-42')[1] ?? '');
-    expect(size, await screenText(page)).not.toBeNull();
+    // The pty has the panel's size, not a default 80 by 24. stty's line may come a moment after echo's.
+    const sizeLine = async () =>
+      /(\d+) (\d+)\s*$/m.exec((await screenText(page)).split('console-42')[1] ?? '');
+    await expect.poll(sizeLine, { timeout: 10_000 }).not.toBeNull();
     await page.screenshot({ path: join(screenshotsDir, 'node-console.png'), fullPage: true });
     await page.keyboard.type('exit 3\n');
     await expect

@@ -2,9 +2,17 @@
  * A thin node:http adapter. Compute's own routes go through `dispatch` straight from the socket's
  * message, with no Request or Response objects in between (they cost more than the rest of a
  * small call); everything else (IAM's routes) goes through the web-standard handler. Bodies are
- * read up to the handler's limit and refused past it.
+ * read up to the handler's limit and refused past it. Pages given beside the API (the web console
+ * under `dev`) answer the paths that are not the API's; the API's paths never reach them.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import {
+  createServer,
+  type IncomingMessage,
+  type RequestListener,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
+import type { Duplex } from 'node:stream';
 import {
   type Answer,
   BODY_LIMIT_BYTES,
@@ -124,15 +132,45 @@ function badHost(): Answer {
   );
 }
 
+/** Pages served on the API's origin, such as the web console's (apps/console/lib/mount.mjs). */
+export interface PageRoutes {
+  /** The listener for a path outside the API's, or null to leave it to the API (a 404 there). */
+  route(pathname: string): RequestListener | null;
+  /** Takes an upgrade of its own (Next.js's hot reload) and answers true; false leaves it to the API. */
+  upgrade?(request: IncomingMessage, socket: Duplex, head: Buffer): boolean;
+}
+
+/**
+ * Whether a path is the API's: anything under /api/ (compute's routes at the default base path,
+ * Better IAM's at /api/iam), under a configured base path, or an event stream's path.
+ */
+function isApiPath(pathname: string, config: Pick<ComputeInstance['config'], 'basePath' | 'live'>): boolean {
+  if (pathname === '/api' || pathname.startsWith('/api/')) return true;
+  const { basePath } = config;
+  if (basePath && (pathname === basePath || pathname.startsWith(`${basePath}/`))) return true;
+  return (config.live?.paths ?? ['/watch']).includes(pathname);
+}
+
 export function createNodeServer(
-  compute: Pick<ComputeInstance, 'handler' | 'dispatch'> & { live?: ComputeInstance['live'] },
+  compute: Pick<ComputeInstance, 'handler' | 'dispatch'> & {
+    live?: ComputeInstance['live'];
+    config?: Pick<ComputeInstance['config'], 'basePath' | 'live'>;
+  },
+  options: { pages?: PageRoutes | undefined } = {},
 ): Server {
+  const { pages } = options;
+  // Without a configuration (test doubles), the API is /api/ and /watch, the defaults.
+  const config = compute.config ?? { basePath: '' };
   const server = createServer((incoming, outgoing) => {
     const origin = originOf(incoming.headers.host);
     if (origin === null) return writeAnswer(badHost(), outgoing);
     const rawUrl = incoming.url ?? '/';
     const query = rawUrl.indexOf('?');
     const pathname = query === -1 ? rawUrl : rawUrl.slice(0, query);
+    if (pages && !isApiPath(pathname, config)) {
+      const page = pages.route(pathname);
+      if (page) return void page(incoming, outgoing);
+    }
     let body: Promise<Buffer> | undefined;
     const readOnce = (limit: number) => (body ??= readBody(incoming, limit));
     void (async () => {

@@ -5,7 +5,9 @@
  * them by role; a server that embeds the API, such as the web console's, attaches both with
  * `attachNodeRoutes`.
  */
-import type { Server } from 'node:http';
+import { EventEmitter } from 'node:events';
+import type { IncomingMessage, Server } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { CommandSigner } from '../gateway/signer.js';
 import type { GatewayPki } from '../gateway/node-certificates.js';
 import type { NodeStreams } from '../gateway/node-streams.js';
@@ -30,6 +32,11 @@ export interface NodeRoutesOptions {
   /** The streams tunnels relay to; default this process's own (createNodeStreams). */
   nodeStreams?: NodeStreams | undefined;
   onNodeStreams?: ((streams: NodeStreams) => void) | undefined;
+  /**
+   * Pages served beside the API (the web console): their own upgrades (Next.js's hot reload) reach
+   * them first; the gateway would refuse every path it does not know.
+   */
+  pages?: { upgrade?(request: IncomingMessage, socket: Duplex, head: Buffer): boolean } | undefined;
   log: (line: string) => void;
 }
 
@@ -39,8 +46,28 @@ export interface NodeRoutes {
   close(): Promise<void>;
 }
 
+/**
+ * The server as the routes below see it for upgrades: the pages take theirs first, and only the
+ * rest reach the routes (which use nothing of the server but its upgrade listeners). An upgrade
+ * no route listens for any more (they have closed) is dropped rather than left hanging.
+ */
+function upgradesAfterPages(
+  server: Server,
+  pages: NodeRoutesOptions['pages'],
+): { routed: Server; detach(): void } {
+  const take = pages?.upgrade?.bind(pages);
+  if (!take) return { routed: server, detach() {} };
+  const rest = new EventEmitter();
+  const forward = (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+    if (!take(request, socket, head) && !rest.emit('upgrade', request, socket, head)) socket.destroy();
+  };
+  server.on('upgrade', forward);
+  return { routed: rest as unknown as Server, detach: () => void server.off('upgrade', forward) };
+}
+
 export async function attachNodeRoutes(server: Server, options: NodeRoutesOptions): Promise<NodeRoutes> {
   const { compute, log, tls } = options;
+  const { routed, detach } = upgradesAfterPages(server, options.pages);
   const pki: GatewayPki | undefined = options.bundle
     ? { bundle: options.bundle, secret: compute.config.secret }
     : undefined;
@@ -54,7 +81,7 @@ export async function attachNodeRoutes(server: Server, options: NodeRoutesOption
         ? options.gateway.commandSigner
         : undefined;
   const gateway = options.gateway
-    ? attachGateway(server, {
+    ? attachGateway(routed, {
         compute,
         commandSigner,
         log,
@@ -67,13 +94,14 @@ export async function attachNodeRoutes(server: Server, options: NodeRoutesOption
   const streams = options.nodeStreams ?? createNodeStreams({ compute, gateway, tls });
   options.onNodeStreams?.(streams);
   const tunnels: TunnelRoute | undefined = options.api
-    ? attachTunnels(server, { compute, streams, refuseOtherUpgrades: !gateway, log })
+    ? attachTunnels(routed, { compute, streams, refuseOtherUpgrades: !gateway, log })
     : undefined;
   return {
     gateway,
     async close() {
       await tunnels?.close();
       await gateway?.close();
+      detach();
     },
   };
 }

@@ -9,7 +9,7 @@ import { createServer, type RequestListener, type Server } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
 import { actionCatalog } from '../compute.js';
 import type { ComputeInstance, WorkerRole } from '../types.js';
-import { createNodeServer } from './node-adapter.js';
+import { createNodeServer, type PageRoutes } from './node-adapter.js';
 import { attachNodeRoutes, type NodeRoutes } from './node-routes.js';
 import { type CommandSigner, ed25519CommandSigner } from '../gateway/signer.js';
 import type { NodeStreams } from '../gateway/node-streams.js';
@@ -44,6 +44,8 @@ export interface ServeOptions {
   onNodeStreams?: (streams: NodeStreams) => void;
   /** The streams tunnels relay to; default this process's own (createNodeStreams). */
   nodeStreams?: NodeStreams;
+  /** Pages on the API's origin, beside its routes (the web console under `dev`). */
+  pages?: PageRoutes | undefined;
 }
 
 /**
@@ -224,7 +226,7 @@ export async function serve(options: ServeOptions): Promise<void> {
     if (serving) {
       // A gateway-only replica answers nothing but the session upgrade.
       const listener: RequestListener = options.roles.includes('api')
-        ? (createNodeServer(compute).listeners('request')[0] as RequestListener)
+        ? (createNodeServer(compute, { pages: options.pages }).listeners('request')[0] as RequestListener)
         : (_request, response) => void response.writeHead(404).end();
       if (tls) {
         const { tlsServerOptions } = await import('../gateway/tls.js');
@@ -243,6 +245,7 @@ export async function serve(options: ServeOptions): Promise<void> {
         tls,
         nodeStreams: options.nodeStreams,
         onNodeStreams: options.onNodeStreams,
+        pages: options.pages,
         log,
       });
       log(`better-compute serving ${bound}${compute.config.basePath} (roles: ${options.roles.join(',')})`);
