@@ -243,13 +243,13 @@ describe.skipIf(!bwrapAvailable())('sandboxes on dev’s real node', () => {
     const uname = await cli(['sandbox', 'exec', created.id, '--', 'uname', '-a']);
     expect(uname.status, uname.stderr).toBe(0);
     expect(uname.stdout).toMatch(/^Linux sbx-/);
-    const failed = await cli(['sandbox', 'exec', created.id, '--', 'echo in-sandbox; exit 5']);
+    const failed = await cli(['sandbox', 'exec', created.id, '--', 'sh', '-c', 'echo in-sandbox; exit 5']);
     expect(failed.status).toBe(5);
     expect(failed.stdout).toBe('in-sandbox\n');
     const marker = join(devCwd, 'proxy-command-ran');
     const proxy = await cli(['sandbox', 'exec', created.id, '--', `-oProxyCommand=touch ${marker}`]);
     expect(proxy.status).toBe(127);
-    expect(proxy.stderr).toContain('-oProxyCommand=touch: not found');
+    expect(proxy.stderr).toContain(`-oProxyCommand=touch ${marker}: not found`);
     expect(existsSync(marker)).toBe(false);
     // An API key is not a person's session.
     const byKey = await cli(['sandbox', 'exec', created.id, '--', 'true'], dev.dev.acmeMember.apiKey);
@@ -257,7 +257,7 @@ describe.skipIf(!bwrapAvailable())('sandboxes on dev’s real node', () => {
     expect(byKey.stderr).toContain('ACCESS_DENIED');
 
     // A kept snapshot outlives its sandbox.
-    await cli(['sandbox', 'exec', created.id, '--', 'echo kept > /root/notes']);
+    await cli(['sandbox', 'exec', created.id, '--', 'sh', '-c', 'echo kept > /root/notes']);
     const snapshot = await json(['sandbox', 'snapshot', created.id, '--keep']);
     for (let attempt = 0; attempt < 100; attempt += 1) {
       const shown = await json(['sandbox-snapshot', 'get', snapshot.id]);
@@ -276,7 +276,7 @@ describe.skipIf(!bwrapAvailable())('sandboxes on dev’s real node', () => {
       'sandbox', 'create', '--template', templateId, '--from-snapshot', snapshot.id, '--wait', '30',
     ]); // prettier-ignore
     expect(restored.state).toBe('running');
-    const read = await cli(['sandbox', 'exec', restored.id, '--', 'cat /root/notes']);
+    const read = await cli(['sandbox', 'exec', restored.id, '--', 'cat', '/root/notes']);
     expect(read.stdout, read.stderr).toBe('kept\n');
     await json(['sandbox', 'delete', restored.id]);
     for (let attempt = 0; attempt < 150; attempt += 1) {
@@ -284,6 +284,33 @@ describe.skipIf(!bwrapAvailable())('sandboxes on dev’s real node', () => {
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
   }, 240_000);
+
+  // Issue 41: the words after -- reach the sandbox whole, as kubectl exec and docker exec deliver them.
+  it('exec keeps each argument whole: sh -c exits 7, printf gets its vector, --minutes 16 is refused', async () => {
+    const created = await json(['sandbox', 'create', '--template', templateId, '--wait', '30']);
+    expect(created.state).toBe('running');
+    const exec = (...rest: string[]) => cli(['sandbox', 'exec', created.id, ...rest]);
+    const seven = await exec('--', 'sh', '-c', 'exit 7');
+    expect(seven.status, seven.stderr).toBe(7);
+    const vector = await exec('--', 'printf', '<%s>', 'a b', '$HOME');
+    expect(vector.status, vector.stderr).toBe(0);
+    expect(vector.stdout).toBe('<a b><$HOME>');
+    const odd = ['line 1\nline 2', "it's", '"double" \\back', '-n', '--', '', '$(id) `id` *', 'é 日本 🙂'];
+    const whole = await exec('--minutes', '15', '--', 'printf', '[%s]', ...odd);
+    expect(whole.status, whole.stderr).toBe(0);
+    expect(whole.stdout).toBe(odd.map((word) => `[${word}]`).join(''));
+    const dash = await exec('--', '-n', 'x');
+    expect(dash.status).toBe(127);
+    expect(dash.stderr).toContain('-n: not found');
+    const tooLong = await exec('--minutes', '16', '--', 'true');
+    expect(tooLong.status).toBe(2);
+    expect(tooLong.stderr).toMatch(/^INVALID_ARGUMENT: --minutes must be at most 15 \(got 16\)/);
+    await json(['sandbox', 'delete', created.id]);
+    for (let attempt = 0; attempt < 150; attempt += 1) {
+      if ((await json(['sandbox', 'get', created.id])).state === 'deleted') break;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }, 180_000);
 
   it('a qemu template: exec runs in its VM; a memory snapshot comes back with a process mid-flight, exec pinning the restore’s own host key', async () => {
     const shell = (await json(['sandbox', 'templates'])).items.find(
@@ -310,7 +337,7 @@ describe.skipIf(!bwrapAvailable())('sandboxes on dev’s real node', () => {
     const uname = await cli(['sandbox', 'exec', source.id, '--', 'uname', '-a']);
     expect(uname.status, uname.stderr).toBe(0);
     expect(uname.stdout).toMatch(/^Linux sbx-/);
-    const ticker = await cli(['sandbox', 'exec', source.id, '--',
+    const ticker = await cli(['sandbox', 'exec', source.id, '--', 'sh', '-c',
       "setsid sh -c 'while :; do sleep 1; done' </dev/null >/dev/null 2>&1 & echo $!"]); // prettier-ignore
     expect(ticker.status, ticker.stderr).toBe(0);
     const pid = ticker.stdout.trim();
@@ -340,6 +367,8 @@ describe.skipIf(!bwrapAvailable())('sandboxes on dev’s real node', () => {
       'exec',
       restored.id,
       '--',
+      'sh',
+      '-c',
       `kill -0 ${pid} && echo alive; hostname`,
     ]);
     expect(inside.status, inside.stderr).toBe(0);

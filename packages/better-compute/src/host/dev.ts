@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rename, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { ComputeError } from '@better-compute/core';
 import { betterCompute } from '../compute.js';
 import { findConfigFile, loadConfig } from '../config/load-config.js';
@@ -86,6 +86,12 @@ export interface DevOptions {
   sim?: number;
   /** Start one real `bcd` on this machine, joined through a join request dev approves. */
   node?: boolean;
+  /** dev's state directory (relative to cwd); `.better-compute` when not given. */
+  stateDir?: string;
+  /** Serve the web console on dev's origin (apps/console, docs/console.md); the CLI's dev does by default. */
+  console?: boolean;
+  /** Run the console in Next.js's development mode (hot reload) instead of its production build. */
+  consoleDev?: boolean;
   signal: AbortSignal;
   log: (line: string) => void;
   onListening?: (url: string) => void;
@@ -123,8 +129,10 @@ async function devSecret(stateDir: string, memory: boolean): Promise<string> {
 }
 
 export async function startDev(options: DevOptions): Promise<void> {
-  const stateDir = join(options.cwd, DEV_DIR);
+  const stateDir = options.stateDir ? resolve(options.cwd, options.stateDir) : join(options.cwd, DEV_DIR);
   await mkdir(stateDir, { recursive: true, mode: 0o700 });
+  // What dev starts beside its server (the real node) and must see stopped before dev returns.
+  const stopping: Promise<void>[] = [];
   const configFile = findConfigFile({ cwd: options.cwd, env: options.env });
   let config: ComputeConfig;
   if (configFile) {
@@ -191,16 +199,29 @@ export async function startDev(options: DevOptions): Promise<void> {
     await compute.close().catch(() => {});
     throw error;
   }
+  // The web console on dev's own origin, over this deployment and its IAM (docs/console.md).
+  const { startDevConsole } = options.console ? await import('./dev-console.js') : {};
+  const devConsole = startDevConsole
+    ? await startDevConsole({
+        compute,
+        origin: `http://${options.host ?? '127.0.0.1'}:${options.port}`,
+        hotReload: options.consoleDev ?? false,
+        log: options.log,
+      })
+    : null;
   const running = serve({
     compute,
     port: options.port,
     host: options.host ?? '127.0.0.1',
     roles: ['api', 'controllers', 'sinks', 'gateway'],
     commandSigner,
+    pages: devConsole?.pages,
     signal: options.signal,
     log: () => {},
     onListening: announce,
   });
+  const closeConsole = () => devConsole?.close();
+  void running.then(closeConsole, closeConsole);
   const url = await Promise.race([listening, running.then(() => '')]);
   if (!url) return running;
   const apiBase = `${url}${compute.config.basePath}`;
@@ -213,7 +234,9 @@ export async function startDev(options: DevOptions): Promise<void> {
   let saved = (created ?? (await readJsonFile(devFile))) as SavedDev | null;
   if (saved && compute.embeddedIam)
     saved = await refreshSessions(compute.embeddedIam, devFile, saved, options.log);
-  const devPath = join(DEV_DIR, devName);
+  // As the person typed it: relative to where dev runs, or whole when the state is elsewhere.
+  const fromCwd = relative(options.cwd, devFile);
+  const devPath = fromCwd.startsWith('..') || isAbsolute(fromCwd) ? devFile : fromCwd;
   options.log(`better-compute dev: ${apiBase}`);
   options.log(`store: ${compute.database.description}`);
   if (saved) {
@@ -221,7 +244,7 @@ export async function startDev(options: DevOptions): Promise<void> {
     for (const line of accountLines(saved)) options.log(line);
   } else {
     options.log(
-      `this store's accounts were written to ${devPath} when it was created, and that file is gone; remove ${join(DEV_DIR, 'dev')} to start over`,
+      `this store's accounts were written to ${devPath} when it was created, and that file is gone; remove ${join(dirname(devPath), 'dev')} to start over`,
     );
   }
   if (options.sim && options.sim > 0) {
@@ -300,10 +323,14 @@ export async function startDev(options: DevOptions): Promise<void> {
       }
     }
   }
+  if (devConsole) options.log(devConsole.listening(url));
   // The key is read from the file by the shell, so it is not printed here or echoed by a terminal.
   options.log(
-    `try: BETTER_COMPUTE_URL=${url} BETTER_COMPUTE_TOKEN="$(node -p "require('./${devPath}').acmeMember.apiKey")" npx better-compute api system.whoami`,
+    `try: BETTER_COMPUTE_URL=${url} BETTER_COMPUTE_TOKEN="$(node -p "require('${isAbsolute(devPath) ? devPath : `./${devPath}`}').acmeMember.apiKey")" npx better-compute api system.whoami`,
   );
   options.onListening?.(url);
-  return running;
+  // Ctrl-C: dev answers once what it started is stopped too (the node's bcd, its VMs and sandboxes).
+  return running.then(async () => {
+    await Promise.all(stopping);
+  });
 }
