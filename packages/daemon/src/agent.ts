@@ -3,7 +3,10 @@
  * inventory), heartbeats at the interval the server gives, reports inventory changes as they
  * happen, and runs the commands it is sent one at a time, in the order they came, each at most
  * once. A lost session reconnects with jittered exponential backoff. On stop (SIGTERM) it lets the
- * running command finish for a grace period, then stops it and hands it back as failed.
+ * running command finish for a grace period, then stops it and hands it back as failed. With
+ * `ephemeral` (what `dev --node` runs) its VMs and sandboxes do not outlive it: it stops them and
+ * removes all they made on the machine when it stops, and sweeps what a killed run left when it
+ * starts (runtimes/teardown.ts).
  */
 import { accessSync, constants, existsSync, watchFile, unwatchFile } from 'node:fs';
 import WebSocket from 'ws';
@@ -14,6 +17,8 @@ import { safe, sessionUrl } from './http.js';
 import { applySshTrust, sshTrustDir } from './ssh-trust.js';
 import { type MachineInventory, readMachineInventory } from './inventory.js';
 import { bwrapAvailable, isRuntimeCommandKind, isSandboxCommandKind, Runtimes } from './runtimes/index.js';
+import { runtimeDirFor } from './runtimes/runtime-dir.js';
+import { sweep } from './runtimes/teardown.js';
 import type { CommandOutcome, StateDir } from './state.js';
 import { createStreamMux } from './streams/mux.js';
 import { registerInstanceTargets, registerSandboxTargets } from './streams/instance-targets.js';
@@ -35,7 +40,16 @@ export interface AgentOptions {
   signal: AbortSignal;
   /** Gateway URLs to try first (repeatable --url); then the join URL, then those the last welcome listed. */
   urls?: string[] | undefined;
+  /** Where the VMs' sockets go (runtime-dir.ts); from the state directory when not given. */
+  runtimeDir?: string | undefined;
+  /** Where `ssh.trust` writes the break-glass files sshd reads (ssh-trust.ts); BCD_SSH_DIR or /etc/ssh/bcd when not given. */
+  sshDir?: string | undefined;
+  /** VMs and sandboxes stop with the daemon, and a start sweeps what a killed run left. */
+  ephemeral?: boolean | undefined;
 }
+
+/** How long a guest has to power off by its ACPI button when a daemon stops with its VMs. */
+const EPHEMERAL_VM_GRACE_MS = 10_000;
 
 /** The session URLs in the order they are tried; a failed or lost session moves to the next. */
 export function gatewayUrls(state: StateDir, given: string[] = []): string[] {
@@ -136,12 +150,25 @@ export async function runAgent(options: AgentOptions): Promise<void> {
   const inventoryTimer = setInterval(checkInventory, options.inventoryIntervalMs ?? 10_000);
   if (options.gpuInventoryFile) watchFile(options.gpuInventoryFile, { interval: 500 }, checkInventory);
 
+  const runtimeDir = options.runtimeDir ?? runtimeDirFor(state.dir);
+  if (options.ephemeral) {
+    // What a run killed before it could stop its workloads left: gone before anything starts.
+    await sweep({
+      stateDir: state.dir,
+      runtimeDir,
+      log,
+      graceMs: EPHEMERAL_VM_GRACE_MS,
+      instanceRange: options.instanceRange,
+      removeTable: false,
+    }).catch((error: Error) => log(`bcd: sweeping what the last run left failed: ${safe(error.message)}`));
+  }
   // A VM that stops unasked is told to the control plane until it acknowledges (`instance.exited.ack`).
   const runtimes = new Runtimes(
     state.dir,
     log,
     (exit) => send({ t: 'instance.exited', ...exit }),
     options.instanceRange,
+    runtimeDir,
   );
   registerInstanceTargets(runtimes.qemu);
   registerSandboxTargets(runtimes.sandboxes);
@@ -167,7 +194,8 @@ export async function runAgent(options: AgentOptions): Promise<void> {
         error: null,
       };
     }
-    if (command.kind === 'ssh.trust') return applySshTrust(sshTrustDir(), command.nodeId, command.payload);
+    if (command.kind === 'ssh.trust')
+      return applySshTrust(options.sshDir ?? sshTrustDir(), command.nodeId, command.payload);
     const running =
       isRuntimeCommandKind(command.kind) || isSandboxCommandKind(command.kind)
         ? runtimes.run(command.kind, command.payload)
@@ -433,6 +461,24 @@ export async function runAgent(options: AgentOptions): Promise<void> {
     clearTimeout(grace);
     // Let drain record and report the outcome before the socket closes.
     await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  if (options.ephemeral) {
+    log('bcd: stopping its VMs and sandboxes, and removing what they made on this machine');
+    await runtimes
+      .stopWorkloads(state.dir, log, EPHEMERAL_VM_GRACE_MS)
+      .catch((error: Error) => log(`bcd: stopping its VMs and sandboxes failed: ${safe(error.message)}`));
+    // The control plane hears of each VM stopped while the session is up (a clean stop), so the
+    // instance reads stopped at once; one not acknowledged in time is told by the next start.
+    const told = new Set<string>();
+    for (let waited = 0; waited < 2_000; waited += 100) {
+      const exits = await runtimes.qemu.exits().catch(() => []);
+      if (exits.length === 0 || (socket as WebSocket | null)?.readyState !== WebSocket.OPEN) break;
+      for (const exit of exits.filter((e) => !told.has(e.instanceId))) {
+        told.add(exit.instanceId);
+        send({ t: 'instance.exited', ...exit });
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
   }
   runtimes.close();
   clearInterval(inventoryTimer);

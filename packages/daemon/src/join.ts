@@ -1,13 +1,18 @@
 /**
  * `bcd join`: the public join with a token read from a file or standard input (never argv), then
- * the claim once an operator approves, waiting with a progress line. The credential it receives is
- * written to the state directory (0600) and printed nowhere.
+ * the claim once an operator approves. While it waits it says so on the progress channel (stderr):
+ * one line per change of the request's state, with the time waited, and a reminder every
+ * PENDING_REMINDER_MS. A rejected request ends it non-zero with the operator's reason
+ * (RESOURCE_FAILED, as every `--wait` whose resource ends failed: docs/decisions/cli-wait.md); a
+ * wait past --timeout ends it with TIMEOUT, since a node without its credential cannot go on; an
+ * unreachable control plane is tried again until then. The credential it receives is written to
+ * the state directory (0600) and printed nowhere.
  */
 import { readFileSync } from 'node:fs';
 import { hostname as osHostname } from 'node:os';
 import WebSocket from 'ws';
 import { acceptCertificate, certificateRequest, ensureNodeKey, tlsOptionsFor } from './certificate.js';
-import { callPublic, endpointOf, safe, sessionUrl } from './http.js';
+import { ApiError, callPublic, endpointOf, safe, sessionUrl } from './http.js';
 import { readMachineInventory } from './inventory.js';
 import type { StateDir } from './state.js';
 
@@ -23,6 +28,8 @@ export interface JoinOptions {
   progress: (line: string) => void;
   /** Stop waiting after this long (default: wait until approved or rejected). */
   timeoutMs?: number | undefined;
+  /** Send the join request and return without waiting for its decision (`--no-wait`). */
+  noWait?: boolean | undefined;
   readStdin?: () => string;
   /** CA certificates to trust for a TLS gateway until the node's own certificate brings them. */
   caFile?: string | undefined;
@@ -105,6 +112,12 @@ function nodeHostname(given: string | undefined): string {
   return name.slice(0, 253) || 'node';
 }
 
+/** While a request stays pending, a line says so this often. */
+const PENDING_REMINDER_MS = 30_000;
+
+/** Seconds since `since`, as a progress line says them. */
+const waited = (since: number) => `${Math.round((Date.now() - since) / 1000)} s`;
+
 interface ClaimAnswer {
   state: 'pending' | 'approved' | 'rejected';
   nodeId: string | null;
@@ -113,7 +126,9 @@ interface ClaimAnswer {
   pollAfterSeconds: number;
 }
 
-export async function join(options: JoinOptions): Promise<{ nodeId: string }> {
+export async function join(
+  options: JoinOptions,
+): Promise<{ nodeId: string } | { nodeId: null; joinRequestId: string }> {
   const url = endpointOf(options.url).toString();
   const existing = options.state.identity();
   if (existing)
@@ -153,35 +168,64 @@ export async function join(options: JoinOptions): Promise<{ nodeId: string }> {
   }
   const started = Date.now();
   let announced = false;
+  let remindedAt = started;
+  /** The last answer's state, or `unreachable` while the control plane does not answer. */
+  let last: ClaimAnswer['state'] | 'unreachable' | null = null;
   while (!credential) {
-    const claim = await callPublic<ClaimAnswer>(
-      url,
-      'nodes.claim',
-      { joinRequestId: pending!.joinRequestId, claimSecret: pending!.claimSecret },
-      gatewayCa,
-    );
-    if (claim.state === 'rejected') {
+    const id = pending!.joinRequestId;
+    let claim: ClaimAnswer | null = null;
+    try {
+      claim = await callPublic<ClaimAnswer>(
+        url,
+        'nodes.claim',
+        { joinRequestId: id, claimSecret: pending!.claimSecret },
+        gatewayCa,
+      );
+    } catch (error) {
+      // A control plane restarting while a node waits is waited for; any other answer ends the join.
+      if (!(error instanceof ApiError) || error.code !== 'UNAVAILABLE') throw error;
+      if (last !== 'unreachable')
+        options.progress(
+          `join request ${id}: ${(error as Error).message}; trying again (${waited(started)})`,
+        );
+      last = 'unreachable';
+    }
+    if (claim?.state === 'rejected') {
       options.state.savePendingJoin(null);
-      throw new Error(
-        `join request ${pending!.joinRequestId} was rejected${claim.reason ? `: ${safe(claim.reason)}` : ''}`,
+      options.progress(`join request ${id}: rejected after ${waited(started)}`);
+      throw new ApiError(
+        'RESOURCE_FAILED',
+        `join request ${id} was rejected${claim.reason ? `: ${safe(claim.reason)}` : ' (no reason given)'}; ask for a new join token to try again`,
       );
     }
-    if (claim.state === 'approved' && claim.nodeCredential && claim.nodeId) {
+    if (claim?.state === 'approved' && claim.nodeCredential && claim.nodeId) {
+      if (announced) options.progress(`join request ${id}: approved after ${waited(started)}`);
       credential = { nodeId: claim.nodeId, nodeCredential: claim.nodeCredential };
       break;
     }
-    if (!announced) {
-      options.progress(
-        `waiting for an operator to approve join request ${pending!.joinRequestId} (better-compute join-requests approve ${pending!.joinRequestId})`,
-      );
-      announced = true;
+    if (claim?.state === 'pending') {
+      if (!announced) {
+        options.progress(
+          `join request ${id}: pending; waiting for an operator to approve it (better-compute join-requests approve ${id})`,
+        );
+        announced = true;
+        if (options.noWait) return { nodeId: null, joinRequestId: id };
+      } else if (last === 'unreachable') {
+        options.progress(`join request ${id}: still pending (${waited(started)})`);
+        remindedAt = Date.now();
+      } else if (Date.now() - remindedAt >= PENDING_REMINDER_MS) {
+        options.progress(`join request ${id}: still pending after ${waited(started)}`);
+        remindedAt = Date.now();
+      }
+      last = 'pending';
     }
     if (options.timeoutMs !== undefined && Date.now() - started > options.timeoutMs)
-      throw new Error(
-        `join request ${pending!.joinRequestId} was not approved in time; run bcd join again to keep waiting`,
+      throw new ApiError(
+        'TIMEOUT',
+        `join request ${id} is still ${last === 'unreachable' ? 'unanswered' : 'pending'} after ${waited(started)} (--timeout); run bcd join again to keep waiting on it`,
       );
     await new Promise((resolve) =>
-      setTimeout(resolve, Math.min(5, Math.max(1, claim.pollAfterSeconds)) * 1000),
+      setTimeout(resolve, Math.min(5, Math.max(1, claim?.pollAfterSeconds ?? 2)) * 1000),
     );
   }
   options.state.saveIdentity({

@@ -1,20 +1,34 @@
 /**
- * The `bcd` program: `bcd join`, `bcd run`, `bcd status`. Secrets never come from argv: the join
- * token is read from a file or standard input, and the node credential lives in the state
- * directory only.
+ * The `bcd` program: `bcd join`, `bcd run`, `bcd status`, `bcd sweep`. Secrets never come from
+ * argv: the join token is read from a file or standard input, and the node credential lives in the
+ * state directory only.
  */
-import { join as joinPath } from 'node:path';
+import { fstatSync, readFileSync } from 'node:fs';
+import { join as joinPath, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { DAEMON_VERSION, gatewayUrls, runAgent } from './agent.js';
 import { join, readCaFile } from './join.js';
 import { safe } from './http.js';
 import { readMachineInventory } from './inventory.js';
 import { DEFAULT_INSTANCE_RANGE, parseRange } from './runtimes/vm-network.js';
+import { runtimeDirFor } from './runtimes/runtime-dir.js';
+import { sweep } from './runtimes/teardown.js';
 import { StateDir } from './state.js';
 
+/** Whether `pid` (from the state directory's status.json) is a `bcd run` still running. */
+function daemonRuns(pid: number): boolean {
+  try {
+    const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    return args.includes('run') && args.some((arg) => /(^|\/)bcd(\.cjs)?$/.test(arg));
+  } catch {
+    return false;
+  }
+}
+
 const USAGE = `usage:
-  bcd join --url URL [--url GATEWAY_URL]... --token-file FILE|- [--state-dir DIR] [--ca-file FILE] [--gpu-inventory FILE] [--hostname NAME] [--command-root FILE] [--label KEY=VALUE]... [--timeout SECONDS]
-  bcd run [--state-dir DIR] [--url GATEWAY_URL]... [--ca-file FILE] [--gpu-inventory FILE] [--scripts-dir DIR] [--inventory-interval SECONDS] [--instance-range CIDR]
+  bcd join --url URL [--url GATEWAY_URL]... --token-file FILE|- [--state-dir DIR] [--ca-file FILE] [--gpu-inventory FILE] [--hostname NAME] [--command-root FILE] [--label KEY=VALUE]... [--wait | --no-wait] [--timeout SECONDS]
+  bcd run [--state-dir DIR] [--runtime-dir DIR] [--ssh-dir DIR] [--url GATEWAY_URL]... [--ca-file FILE] [--gpu-inventory FILE] [--scripts-dir DIR] [--inventory-interval SECONDS] [--stop-grace SECONDS] [--instance-range CIDR] [--ephemeral]
+  bcd sweep [--state-dir DIR] [--runtime-dir DIR]
   bcd status [--state-dir DIR]
   bcd inventory [--gpu-inventory FILE]
   bcd version`;
@@ -50,6 +64,11 @@ export async function main(
         'inventory-interval': { type: 'string' },
         'stop-grace': { type: 'string' },
         'instance-range': { type: 'string' },
+        'runtime-dir': { type: 'string' },
+        'ssh-dir': { type: 'string' },
+        ephemeral: { type: 'boolean' },
+        wait: { type: 'boolean' },
+        'no-wait': { type: 'boolean' },
       },
     });
   } catch (error) {
@@ -57,7 +76,12 @@ export async function main(
     return 2;
   }
   const flags = parsed.values;
-  const state = new StateDir(flags['state-dir'] ?? process.env.BCD_STATE_DIR ?? '/var/lib/bcd');
+  const state = new StateDir(resolve(flags['state-dir'] ?? process.env.BCD_STATE_DIR ?? '/var/lib/bcd'));
+  // The VMs' sockets: a short directory keyed by the state directory's path, so its length never matters.
+  const runtimeDir = runtimeDirFor(
+    state.dir,
+    flags['runtime-dir'] ? { ...process.env, BCD_RUNTIME_DIR: flags['runtime-dir'] } : process.env,
+  );
   const seconds = (name: 'timeout' | 'inventory-interval' | 'stop-grace', value: string | undefined) => {
     if (value === undefined) return undefined;
     const n = Number(value);
@@ -80,7 +104,11 @@ export async function main(
           if (at <= 0) throw new Error(`--label ${item.slice(0, 100)} is not KEY=VALUE`);
           labels[item.slice(0, at)] = item.slice(at + 1);
         }
-        const { nodeId } = await join({
+        if (flags.wait && flags['no-wait']) {
+          err(`INVALID_ARGUMENT: bcd join takes --wait (the default) or --no-wait, not both\n${USAGE}`);
+          return 2;
+        }
+        const joined = await join({
           url: flags.url[0]!,
           caFile: flags['ca-file'],
           gatewayUrls: flags.url.slice(1),
@@ -92,8 +120,16 @@ export async function main(
           labels,
           progress: err,
           timeoutMs: seconds('timeout', flags.timeout),
+          noWait: flags['no-wait'],
         });
-        out(JSON.stringify({ nodeId, stateDir: state.dir }));
+        // The result only: every line of progress went to standard error.
+        out(
+          JSON.stringify(
+            'joinRequestId' in joined
+              ? { nodeId: null, joinRequestId: joined.joinRequestId, state: 'pending', stateDir: state.dir }
+              : { nodeId: joined.nodeId, stateDir: state.dir },
+          ),
+        );
         return 0;
       }
       case 'run': {
@@ -111,10 +147,32 @@ export async function main(
           const identity = state.identity();
           if (identity) state.saveIdentity({ ...identity, gatewayCa: readCaFile(flags['ca-file']) });
         }
+        // A reader of its output that is gone (dev killed) must not end the daemon half way through
+        // stopping: what it says is dropped from then on.
+        for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
         const controller = new AbortController();
-        const stop = () => controller.abort();
-        process.once('SIGTERM', stop);
-        process.once('SIGINT', stop);
+        const stop = (why: string) => {
+          if (!controller.signal.aborted) return controller.abort();
+          // Stopping its VMs and sandboxes is under way: a second signal does not cut it short (a
+          // SIGKILL does, and the next start sweeps).
+          if (flags.ephemeral) err(`bcd: ${why} again; still stopping its VMs and sandboxes`);
+        };
+        if (flags.ephemeral) {
+          process.on('SIGTERM', () => stop('SIGTERM'));
+          process.on('SIGINT', () => stop('SIGINT'));
+          // Started with a pipe as standard input (by dev: a socket pair, as Node makes them): its
+          // end means the starter is gone, and a daemon whose workloads do not outlive it must not
+          // outlive its starter either. A terminal or /dev/null is not watched.
+          const input = fstatSync(0);
+          if (input.isFIFO() || input.isSocket()) {
+            process.stdin.on('end', () => stop('its standard input closed'));
+            process.stdin.on('error', () => stop('its standard input closed'));
+            process.stdin.resume();
+          }
+        } else {
+          process.once('SIGTERM', () => stop('SIGTERM'));
+          process.once('SIGINT', () => stop('SIGINT'));
+        }
         await runAgent({
           state,
           scriptsDir: flags['scripts-dir'] ?? defaultScriptsDir(),
@@ -125,7 +183,30 @@ export async function main(
           urls: flags.url,
           log: err,
           signal: controller.signal,
+          runtimeDir,
+          sshDir: flags['ssh-dir'] ? resolve(flags['ssh-dir']) : undefined,
+          ephemeral: flags.ephemeral,
         });
+        if (flags.ephemeral) process.stdin.destroy();
+        return 0;
+      }
+      case 'sweep': {
+        // Never under a live daemon: it would stop the VMs and sandboxes that daemon runs.
+        const running = state.status();
+        if (running?.pid && running.pid !== process.pid && daemonRuns(running.pid)) {
+          err(
+            `INVALID_STATE: bcd run (pid ${running.pid}) holds ${state.dir}; stop it first (an ephemeral one sweeps as it stops)`,
+          );
+          return 1;
+        }
+        const report = await sweep({
+          stateDir: state.dir,
+          runtimeDir,
+          log: err,
+          graceMs: 10_000,
+          instanceRange: flags['instance-range'],
+        });
+        out(JSON.stringify(report));
         return 0;
       }
       case 'status': {

@@ -128,6 +128,60 @@ describe('bcd against a real server', () => {
     expect(JSON.parse(joining.out[0]!)).toEqual({ nodeId, stateDir });
   });
 
+  it('bcd join --wait ends non-zero with the operator’s reason when its request is rejected; its progress goes to stderr only, one line per state', async () => {
+    const site = await env.call('sites.create', { name: 'rejecting' });
+    const pool = await env.call('pools.create', { siteId: site.id, name: 'rejecting-pool' });
+    const token = await env.call('joinTokens.create', { poolId: pool.id });
+    const tokenFile = join(scratch, 'reject-token');
+    writeFileSync(tokenFile, `${token.token}\n`, { mode: 0o600 });
+    const otherState = join(scratch, 'rejected-state');
+    const joining = bcd([
+      'join', '--url', `http://127.0.0.1:${port}`, '--token-file', tokenFile, '--state-dir', otherState, '--wait',
+    ]); // prettier-ignore
+    const request = await until('the pending request', async () => {
+      const listed = await env.call<any>('joinRequests.list', { state: 'pending', poolId: pool.id });
+      return listed.items[0];
+    });
+    await until('the pending line', async () => joining.err.some((line) => line.includes(': pending;')));
+    await env.call('joinRequests.reject', { joinRequestId: request.id, reason: 'not one of ours' });
+    expect(await joining.exited).toBe(1);
+    expect(joining.out).toEqual([]);
+    expect(joining.err).toEqual([
+      `join request ${request.id}: pending; waiting for an operator to approve it (better-compute join-requests approve ${request.id})`,
+      expect.stringMatching(new RegExp(`^join request ${request.id}: rejected after \\d+ s$`)),
+      `RESOURCE_FAILED: join request ${request.id} was rejected: not one of ours; ask for a new join token to try again`,
+    ]);
+    // Nothing of a node was kept; the pending request was forgotten, so a new token starts afresh.
+    expect(JSON.parse(readFileSync(join(otherState, 'join.json'), 'utf8'))).toEqual({});
+    expect(() => readFileSync(join(otherState, 'node.json'))).toThrow();
+    // --no-wait sends the request and answers at once with it, pending, for a later bcd join to wait on.
+    const second = await env.call('joinTokens.create', { poolId: pool.id });
+    writeFileSync(tokenFile, `${second.token}\n`, { mode: 0o600 });
+    const sent = bcd([
+      'join', '--url', `http://127.0.0.1:${port}`, '--token-file', tokenFile, '--state-dir', otherState, '--no-wait',
+    ]); // prettier-ignore
+    expect(await sent.exited).toBe(0);
+    const answer = JSON.parse(sent.out.join(''));
+    expect(answer).toEqual({
+      nodeId: null,
+      joinRequestId: expect.stringMatching(/^jreq_/),
+      state: 'pending',
+      stateDir: otherState,
+    });
+    const both = bcd([
+      'join',
+      '--url',
+      'http://127.0.0.1:1',
+      '--token-file',
+      tokenFile,
+      '--wait',
+      '--no-wait',
+    ]);
+    expect(await both.exited).toBe(2);
+    expect(both.err[0]).toBe('INVALID_ARGUMENT: bcd join takes --wait (the default) or --no-wait, not both');
+    await env.call('joinRequests.reject', { joinRequestId: answer.joinRequestId });
+  });
+
   it('bcd run says Hello over the session: the node is ready with its capabilities and the machine’s disks and NICs', async () => {
     daemon = runDaemon();
     const node = await until('the node to be ready', async () => {

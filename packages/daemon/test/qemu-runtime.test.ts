@@ -7,6 +7,8 @@
  * The guest's network: its own namespace and private address, which SSH and dial reach through the
  * node's route; with egress it reaches a host beyond the node, without it not; never the node's own
  * addresses; its namespace, veth and route go with stop and delete.
+ * The node's state directory is 150 characters long, as a deep checkout's is: the VM's sockets are
+ * in the daemon's short runtime directory, and nothing of a VM is left there once it stops.
  * One guest boot is shared by the suite, twice started.
  */
 import { execFileSync, spawn } from 'node:child_process';
@@ -38,6 +40,7 @@ import {
 import { cgroupDirs } from '../src/runtimes/cgroups.js';
 import { QemuDriver } from '../src/runtimes/index.js';
 import { accelerator, qemuOverheadMiB } from '../src/runtimes/qemu-process.js';
+import { runtimeDirFor, shortName } from '../src/runtimes/runtime-dir.js';
 import {
   bcd,
   type Deployment,
@@ -49,7 +52,9 @@ import {
 } from './daemon-support.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'bcd-qemu-'));
-const stateDir = join(scratch, 'state');
+/** 150 characters: a socket path under it would not fit a unix socket address (107 bytes). */
+const stateDir = `${join(scratch, 'state')}-${'x'.repeat(150 - join(scratch, 'state').length - 1)}`;
+const runtimeDir = runtimeDirFor(stateDir);
 const keyFile = join(scratch, 'command-root.pem');
 const GiB = 1024 ** 3;
 let env: Deployment;
@@ -224,6 +229,7 @@ afterAll(async () => {
   if (net && existsSync(`/run/netns/${net.name}`)) execFileSync('ip', ['netns', 'delete', net.name]);
   await env?.close();
   rmSync(scratch, { recursive: true, force: true });
+  rmSync(runtimeDir, { recursive: true, force: true });
 });
 
 describe('the qemu runtime', () => {
@@ -319,6 +325,10 @@ describe('the qemu runtime', () => {
     // The guest reports the private address its seed gave it; there is no forwarded loopback port.
     expect(started.result).toMatchObject({ instanceId, address: `${net.address}/30`, sshPort: null });
     expect(networkUp()).toEqual({ namespace: true, veth: true, route: true });
+    // From a 150-character state directory: its sockets are in the short runtime directory.
+    expect(stateDir).toHaveLength(150);
+    expect(readdirSync(join(runtimeDir, shortName(instanceId))).sort()).toEqual(['console.sock', 'qmp.sock']);
+    expect(readdirSync(instanceDir).filter((name) => name.endsWith('.sock'))).toEqual([]);
     bootMs = started.result.bootMs;
     const login = await ssh('hostname; cat /var/tmp/user-data-ran');
     expect(login.code, login.stderr).toBe(0);
@@ -398,6 +408,7 @@ describe('the qemu runtime', () => {
     expect(stopped.result).toEqual({ instanceId, forced: false });
     expect(alive(pid)).toBe(false);
     expect(networkUp()).toEqual({ namespace: false, veth: false, route: false });
+    expect(existsSync(join(runtimeDir, shortName(instanceId)))).toBe(false);
     const again = await run('instance.stop', { instanceId, timeoutMs: 60_000 });
     expect(again.result).toEqual({ instanceId, forced: false });
   }, 120_000);
@@ -471,6 +482,7 @@ describe('the qemu runtime', () => {
     expect(deleted.result).toEqual({ instanceId, removed: true });
     expect(alive(runningPid)).toBe(false);
     expect(existsSync(instanceDir)).toBe(false);
+    expect(existsSync(join(runtimeDir, shortName(instanceId)))).toBe(false);
     for (const dir of cgroupDirs('bcd-instances', instanceId)) expect(existsSync(dir)).toBe(false);
     // Its namespace (with the tap), veth, route and egress went with it.
     expect(networkUp()).toEqual({ namespace: false, veth: false, route: false });

@@ -2,11 +2,17 @@
  * `dev --node`: one real `bcd` on this machine beside the simulated ones. It joins like any
  * machine (a join token handed to `bcd join` on standard input, a join request that dev approves),
  * then `bcd run` holds its session to dev's gateway and reports this machine's CPUs, memory, disks
- * and NICs. Its state directory is `.better-compute/bcd/` (a temporary one with --memory), so a
- * restarted dev brings back the same node.
+ * and NICs. Its state directory is `bcd/` in dev's (`.better-compute/bcd/`; a temporary one with
+ * --memory), so a restarted dev brings back the same node.
+ *
+ * Nothing of it outlives dev: bcd runs `--ephemeral`, so its VMs and sandboxes stop with it and it
+ * removes their mounts, loop devices, namespaces and rules (and sweeps what a killed run left when
+ * it starts); it runs in a process group of its own with a pipe from dev as its standard input, so
+ * a Ctrl-C reaches dev alone, which stops it and waits, and a dev that dies takes it along. The
+ * break-glass SSH files go to `bcd/ssh/` rather than /etc/ssh/bcd.
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -22,6 +28,8 @@ export interface DevNodeOptions {
   log: (line: string) => void;
   /** Whether a missing guest image is built in the background for the node's VPS pool. */
   buildGuestImage: boolean;
+  /** dev's own state directory, where the guest image's build log goes. */
+  devDir: string;
 }
 
 /** The installed `bcd` start-up file. */
@@ -33,9 +41,12 @@ export function bcdBin(): string {
   return join(dirname(require.resolve('@better-compute/daemon/package.json')), 'bin', 'bcd.cjs');
 }
 
+/** How long a command bcd is running may finish when dev stops, before it is handed back. */
+const STOP_GRACE_SECONDS = '2';
+
 export async function startDevNode(
   options: DevNodeOptions,
-): Promise<{ nodeId: string; poolId: string; stop(): Promise<void> }> {
+): Promise<{ nodeId: string; poolId: string; stop(): Promise<void>; stopped: Promise<void> }> {
   const { compute, token, log } = options;
   async function api<T = any>(method: string, body: Record<string, unknown>): Promise<T> {
     const response = await compute.handler(
@@ -51,7 +62,13 @@ export async function startDevNode(
   }
   const stateDir = options.stateDir ?? mkdtempSync(join(tmpdir(), 'bcd-dev-'));
   const bin = bcdBin();
-  const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? tmpdir() };
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    HOME: process.env.HOME ?? tmpdir(),
+  };
+  // Where bcd puts its VMs' sockets (runtime-dir.ts in the daemon) follows the same settings as bcd's own.
+  for (const name of ['BCD_RUNTIME_DIR', 'XDG_RUNTIME_DIR'] as const)
+    if (process.env[name]) env[name] = process.env[name]!;
   const pools = await api<{ items: { id: string; name: string; class: string }[] }>('pools.list', {
     limit: 500,
   });
@@ -75,7 +92,7 @@ export async function startDevNode(
     });
     const joining = spawn(
       process.execPath,
-      [bin, 'join', '--url', options.url, '--token-file', '-', '--state-dir', stateDir],
+      [bin, 'join', '--url', options.url, '--token-file', '-', '--state-dir', stateDir, '--wait'],
       {
         env,
         stdio: ['pipe', 'ignore', 'pipe'],
@@ -102,55 +119,99 @@ export async function startDevNode(
     await approved;
     if ((await exited) !== 0) throw new Error(`bcd join failed: ${errors.trim().split('\n').at(-1) ?? ''}`);
   }
-  const running: ChildProcess = spawn(process.execPath, [bin, 'run', '--state-dir', stateDir], {
-    env,
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
+  const running: ChildProcess = spawn(
+    process.execPath,
+    [
+      bin, 'run', '--state-dir', stateDir, '--ephemeral', '--stop-grace', STOP_GRACE_SECONDS,
+      '--ssh-dir', join(stateDir, 'ssh'),
+      // This start's address first: a dev on another port than the join's still holds the node.
+      '--url', options.url,
+    ],
+    // Its own process group: a Ctrl-C in dev's terminal reaches dev, which stops bcd and waits;
+    // standard input a pipe from dev, whose end (dev gone, even by SIGKILL) stops bcd too.
+    { env, stdio: ['pipe', 'ignore', 'pipe'], detached: true },
+  ); // prettier-ignore
+  running.stdin!.on('error', () => {});
+  let said = '';
   running.stderr!.on('data', (chunk: Buffer) => {
+    said = (said + chunk.toString('utf8')).slice(-4000);
     for (const line of chunk.toString('utf8').split('\n'))
-      if (line.includes('session up') || line.includes('refused')) log(line);
+      if (/session up|refused|swept|failed|could not|stopping its|started again/.test(line)) log(line);
   });
   const nodeId = (JSON.parse(readFileSync(join(stateDir, 'node.json'), 'utf8')) as { nodeId: string }).nodeId;
-  const exited = new Promise<void>((resolve) => running.on('exit', () => resolve()));
-  const stop = async () => {
-    if (running.exitCode === null) running.kill('SIGTERM');
-    await exited;
-    // A temporary state directory (--memory) goes with the store it belonged to, and so do the
-    // sandboxes its daemon started (they outlive a daemon, not a throwaway store) and their mounts.
-    if (!options.stateDir) {
-      discardSandboxes(stateDir);
-      rmSync(stateDir, { recursive: true, force: true });
-    }
-  };
-  options.signal.addEventListener('abort', () => void stop(), { once: true });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    running.on('exit', (code, signal) => resolve({ code, signal })),
+  );
+  let vps: { stopped: Promise<void> } | undefined;
+  let stopping: Promise<void> | undefined;
+  void exited.then((end) => {
+    if (!stopping)
+      log(
+        `this machine: bcd exited unasked (${end.signal ?? `status ${end.code}`}): ${said.trim().split('\n').at(-1) ?? ''}; restart dev to start it again`,
+      );
+  });
+  const stop = () =>
+    (stopping ??= (async () => {
+      if (running.exitCode === null && running.signalCode === null) {
+        log('this machine: stopping bcd; its VMs and sandboxes stop with it');
+        running.kill('SIGTERM');
+      }
+      const end = await exited;
+      running.stdin!.destroy();
+      // A bcd that did not stop by itself (killed, or it failed) left its workloads: swept here.
+      if (end.code !== 0) {
+        log(`this machine: bcd ended ${end.signal ?? `with ${end.code}`}; sweeping what it left`);
+        await sweepState(bin, stateDir, env, log);
+      }
+      await vps?.stopped;
+      // A temporary state directory (--memory) goes with the store it belonged to.
+      if (!options.stateDir) rmSync(stateDir, { recursive: true, force: true });
+      log('this machine: bcd stopped; nothing of it is left running');
+    })());
+  const stopped = new Promise<void>((resolve) => {
+    const onAbort = () => void stop().then(resolve, resolve);
+    if (options.signal.aborted) onAbort();
+    else options.signal.addEventListener('abort', onAbort, { once: true });
+  });
   if (pool!.class === 'vps') {
     const { prepareDevVps } = await import('./dev-vps.js');
-    await prepareDevVps({ api, poolId, signal: options.signal, log, build: options.buildGuestImage }).catch(
-      (error: Error) => log(`this machine: preparing its VPS pool failed: ${error.message}`),
-    );
+    vps = await prepareDevVps({
+      api,
+      poolId,
+      signal: options.signal,
+      log,
+      build: options.buildGuestImage,
+      logDir: options.devDir,
+    }).catch((error: Error) => {
+      log(`this machine: preparing its VPS pool failed: ${error.message}`);
+      return undefined;
+    });
   }
-  return { nodeId, poolId, stop };
+  return { nodeId, poolId, stop, stopped };
 }
 
-/** Stops the sandboxes under a daemon's state directory and unmounts what it mounted there. */
-function discardSandboxes(stateDir: string): void {
-  const sandboxes = join(stateDir, 'sandboxes');
-  for (const id of existsSync(sandboxes) ? readdirSync(sandboxes) : []) {
-    try {
-      const run = JSON.parse(readFileSync(join(sandboxes, id, 'run.json'), 'utf8')) as {
-        pid?: number;
-        netPid?: number | null;
-        monitorPid?: number | null;
-      };
-      for (const pid of [run.pid, run.netPid, run.monitorPid]) if (pid) process.kill(pid, 'SIGKILL');
-    } catch {
-      /* not running */
-    }
-  }
-  const mounts = readFileSync('/proc/self/mountinfo', 'utf8')
-    .split('\n')
-    .map((line) => line.split(' ')[4] ?? '')
-    .filter((point) => point.startsWith(`${stateDir}/`))
-    .sort((a, b) => b.length - a.length);
-  for (const point of mounts) spawnSync('umount', ['-l', point], { stdio: 'ignore' });
+/** `bcd sweep`: what a bcd that did not stop by itself left on the machine, removed. */
+function sweepState(
+  bin: string,
+  stateDir: string,
+  env: Record<string, string>,
+  log: (line: string) => void,
+): Promise<void> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [bin, 'sweep', '--state-dir', stateDir], {
+      env,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let said = '';
+    child.stderr!.on('data', (chunk: Buffer) => (said += chunk.toString('utf8')));
+    child.on('error', (error) => {
+      log(`this machine: bcd sweep could not run: ${error.message}`);
+      resolve();
+    });
+    child.on('close', (code) => {
+      for (const line of said.trim().split('\n').filter(Boolean).slice(-5)) log(line);
+      if (code !== 0) log(`this machine: bcd sweep ended with ${code}`);
+      resolve();
+    });
+  });
 }

@@ -2,11 +2,12 @@
  * `dev --node`'s VPS pool: the real node's pool `this-machine` is a VPS pool offered to acme, with a
  * flavor `small`, and the project's guest image (scripts/build-guest-image.sh, cached outside the
  * repository) registered as a platform image once it is there. A missing image is built in the
- * background, so dev is up at once and the image follows in a minute or two; everything here is
- * done once and found again on the next start.
+ * background, so dev is up at once and the image follows in a minute or two: dev says plainly that
+ * it is building (with the log to follow), gives one line per step of the build, and one when the
+ * image is registered. Everything here is done once and found again on the next start.
  */
-import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { createWriteStream, existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
 export const DEV_GUEST_IMAGE = 'debian-12-guest';
@@ -42,8 +43,11 @@ export async function prepareDevVps(options: {
   log: (line: string) => void;
   /** Whether to build a missing image (`BETTER_COMPUTE_DEV_GUEST_IMAGE=off` says no). */
   build: boolean;
-}): Promise<void> {
+  /** Where the build's log goes (dev's state directory). */
+  logDir: string;
+}): Promise<{ stopped: Promise<void> }> {
   const { api, poolId, log } = options;
+  const idle = { stopped: Promise.resolve() };
   const flavors = await api<{ items: { name: string }[] }>('flavors.list', { poolId, limit: 500 });
   if (!flavors.items.some((flavor) => flavor.name === DEV_FLAVOR))
     await api('flavors.create', { poolId, name: DEV_FLAVOR, vcpus: 1, memoryMiB: 512, diskGiB: 2 });
@@ -54,40 +58,90 @@ export async function prepareDevVps(options: {
       `this machine: image ${registered.id} (${DEV_GUEST_IMAGE}) and flavor ${DEV_FLAVOR} in pool ${poolId}`,
     );
     void ensureSandboxTemplate(api, poolId, registered.id, log);
-    return;
+    return idle;
   }
-  if (!options.build)
-    return log(`this machine: no guest image registered, and BETTER_COMPUTE_DEV_GUEST_IMAGE=off builds none`);
+  if (!options.build) {
+    log(`this machine: no guest image registered, and BETTER_COMPUTE_DEV_GUEST_IMAGE=off builds none`);
+    return idle;
+  }
   const script = buildScript();
-  if (!script)
-    return log(`this machine: no guest image (scripts/build-guest-image.sh is not beside this install)`);
-  if (process.getuid?.() !== 0)
-    return log(`this machine: no guest image; building it needs root: sudo ${script}, then restart dev`);
-  log(`this machine: building the guest image in the background (${script}; a minute or two the first time)`);
+  if (!script) {
+    log(`this machine: no guest image (scripts/build-guest-image.sh is not beside this install)`);
+    return idle;
+  }
+  // Built before (by dev, the guest suites or by hand): registered now, with no build to wait for.
+  const cached = spawnSync(script, ['--print-dir'], { encoding: 'utf8' }).stdout?.trim();
+  if (cached && existsSync(join(cached, 'manifest.json'))) {
+    await registerGuestImage(api, cached).then(
+      async (id) => {
+        log(
+          `this machine: image ${id} (${DEV_GUEST_IMAGE}) registered from ${cached}; flavor ${DEV_FLAVOR} in pool ${poolId}`,
+        );
+        void ensureSandboxTemplate(api, poolId, id, log);
+      },
+      (error: Error) => log(`this machine: registering the guest image failed: ${error.message}`),
+    );
+    return idle;
+  }
+  if (process.getuid?.() !== 0) {
+    log(`this machine: no guest image; building it needs root: sudo ${script}, then restart dev`);
+    return idle;
+  }
+  const logFile = join(options.logDir, 'guest-image-build.log');
+  log(
+    `this machine: the guest image is still building (a minute or two the first time); instances and sandboxes on this machine wait for it. Follow it: tail -f ${logFile}`,
+  );
+  const started = Date.now();
+  const logStream = createWriteStream(logFile, { mode: 0o600 });
+  logStream.on('error', () => {});
   const child = spawn(script, [], { stdio: ['ignore', 'pipe', 'pipe'], signal: options.signal });
   let stdout = '';
   let stderr = '';
+  let partial = '';
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr = (stderr + chunk).slice(-4000)));
-  child.on('error', () => {});
-  child.on('close', (code) => {
-    if (options.signal.aborted) return;
-    if (code !== 0) {
-      log(
-        `this machine: building the guest image failed: ${stderr.trim().split('\n').at(-1) ?? `exit ${code}`}`,
-      );
-      return;
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    logStream.write(chunk);
+    stderr = (stderr + chunk).slice(-4000);
+    // One progress line per step of the build: the script's own `build-guest-image: …` lines.
+    const lines = (partial + chunk).split('\n');
+    partial = lines.pop() ?? '';
+    for (const line of lines) {
+      const step = /^build-guest-image: (?!error|hint)(.+)$/.exec(line)?.[1];
+      if (step) log(`this machine: guest image: ${step}`);
     }
-    const dir = stdout.trim().split('\n').at(-1)!;
-    registerGuestImage(api, dir)
-      .then(async (id) => {
-        log(
-          `this machine: image ${id} (${DEV_GUEST_IMAGE}) registered; flavor ${DEV_FLAVOR} in pool ${poolId}`,
-        );
-        await ensureSandboxTemplate(api, poolId, id, log);
-      })
-      .catch((error: Error) => log(`this machine: registering the guest image failed: ${error.message}`));
   });
+  child.on('error', () => {});
+  const stopped = new Promise<void>((resolve) => {
+    child.on('close', (code) => {
+      logStream.end();
+      if (options.signal.aborted) {
+        if (code !== 0)
+          log('this machine: the guest image build was stopped; the next dev start builds it again');
+        return resolve();
+      }
+      if (code !== 0) {
+        const said = stderr.trim().split('\n');
+        const why = said.find((line) => line.startsWith('build-guest-image: error:')) ?? said.at(-1);
+        const hint = said.find((line) => line.startsWith('build-guest-image: hint:'));
+        log(
+          `this machine: building the guest image failed: ${why ?? `exit ${code}`}${hint ? ` (${hint.replace('build-guest-image: ', '')})` : ''}; the whole log is ${logFile}; restart dev once it is fixed`,
+        );
+        return resolve();
+      }
+      // The build is over (all dev waits for when it stops); registering it is calls to dev itself.
+      resolve();
+      const dir = stdout.trim().split('\n').at(-1)!;
+      registerGuestImage(api, dir)
+        .then(async (id) => {
+          log(
+            `this machine: image ${id} (${DEV_GUEST_IMAGE}) registered after ${Math.round((Date.now() - started) / 1000)} s; flavor ${DEV_FLAVOR} in pool ${poolId}: instances can be created now`,
+          );
+          await ensureSandboxTemplate(api, poolId, id, log);
+        })
+        .catch((error: Error) => log(`this machine: registering the guest image failed: ${error.message}`));
+    });
+  });
+  return { stopped };
 }
 
 /** Registers the built image from its manifest's sizes and digests, which the node verifies again. */

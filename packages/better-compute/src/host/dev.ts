@@ -313,10 +313,12 @@ export async function startDev(options: DevOptions): Promise<void> {
           url,
           token,
           stateDir: options.memory ? null : join(stateDir, 'bcd'),
+          devDir: stateDir,
           signal: options.signal,
           log: options.log,
           buildGuestImage: options.env.BETTER_COMPUTE_DEV_GUEST_IMAGE !== 'off',
         });
+        stopping.push(node.stopped);
         options.log(`this machine: node ${node.nodeId} (a real bcd, in pool this-machine, ${node.poolId})`);
       } catch (error) {
         options.log(`--node: bcd could not join: ${error instanceof Error ? error.message : String(error)}`);

@@ -8,6 +8,15 @@ import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
+/** A word for sh, single-quoted: the state directory's path may hold spaces or `$`. */
+const shellWord = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;
+/** An argument in sshd_config, double-quoted (sshd's own quoting) so a path may hold spaces. */
+function configWord(text: string): string {
+  if (/["\n]/.test(text))
+    throw new Error(`the path ${text.slice(0, 200)} holds a quote or a newline, which sshd_config cannot`);
+  return `"${text}"`;
+}
+
 export async function writeSandboxSshConfig(
   ssh: string,
   sandboxId: string,
@@ -22,7 +31,7 @@ export async function writeSandboxSshConfig(
     enter,
     [
       '#!/bin/sh',
-      `pid=$(sed -n 's/.*"pid":\\([0-9]*\\).*/\\1/p' ${JSON.stringify(runJson)})`,
+      `pid=$(sed -n 's/.*"pid":\\([0-9]*\\).*/\\1/p' ${shellWord(runJson)})`,
       '[ -n "$pid" ] || { echo "the sandbox is not running" >&2; exit 255; }',
       'if [ -n "$SSH_ORIGINAL_COMMAND" ]; then',
       '  exec nsenter -t "$pid" --all --preserve-credentials --root --wd -- /bin/sh -c -- "$SSH_ORIGINAL_COMMAND"',
@@ -33,12 +42,12 @@ export async function writeSandboxSshConfig(
     { mode: 0o700 },
   );
   const lines = [
-    `HostKey ${join(ssh, 'host_key')}`,
+    `HostKey ${configWord(join(ssh, 'host_key'))}`,
     ...(existsSync(join(ssh, 'host_key-cert.pub'))
-      ? [`HostCertificate ${join(ssh, 'host_key-cert.pub')}`]
+      ? [`HostCertificate ${configWord(join(ssh, 'host_key-cert.pub'))}`]
       : []),
-    `TrustedUserCAKeys ${join(ssh, 'user_ca.pub')}`,
-    `AuthorizedPrincipalsFile ${join(ssh, 'principals')}`,
+    `TrustedUserCAKeys ${configWord(join(ssh, 'user_ca.pub'))}`,
+    `AuthorizedPrincipalsFile ${configWord(join(ssh, 'principals'))}`,
     'AuthorizedKeysFile none',
     'PubkeyAuthentication yes',
     'PasswordAuthentication no',
@@ -60,7 +69,8 @@ export async function writeSandboxSshConfig(
     // The files it reads are the daemon's own, in its private state directory, out of the sandbox's
     // sight; the checks of the path's parents (a state directory under /tmp) would refuse them.
     'StrictModes no',
-    `ForceCommand ${enter}`,
+    // sshd takes the rest of the line as it stands and runs it through the account's shell.
+    `ForceCommand ${shellWord(enter)}`,
     '',
   ];
   await writeFile(join(ssh, 'sshd_config'), lines.join('\n'), { mode: 0o600 });

@@ -3,38 +3,40 @@
  * system (its disk, made raw once and mounted read-only by loop) is the overlay's lower layer, shared
  * by every sandbox of the image; each sandbox has its own upper layer, so its writes stay its own and
  * a disk snapshot is a copy of that layer. Each sandbox lives under `<state-dir>/sandboxes/<id>`:
- * the overlay's directories, `run.json` (its init's pid), and `ssh/` (its host key and certificate
- * and the sshd configuration the daemon writes), which the sandbox cannot see.
+ * the overlay's directories, `run.json` (its init's pid), `spec.json` (what it is started from),
+ * and `ssh/` (its host key and certificate and the sshd configuration the daemon writes), which
+ * the sandbox cannot see.
  *
  * The way in treats the sandbox as untrusted: for each connection the daemon runs the host's sshd in
  * inetd mode (`sshd -i`) with that configuration, so nothing of the sandbox's file system is read
  * by a privileged program; only after a user certificate for the sandbox id is accepted does its
  * forced command enter the sandbox's namespaces (`nsenter`) as the sandbox's root, which is root of
  * its own user namespace only. Sandboxes outlive the daemon: a restarted daemon finds them by pid.
+ * A sandbox whose processes are gone while its files are not (the machine restarted, or a daemon
+ * that stops with its sandboxes, `bcd run --ephemeral`, stopped) is started again from its files
+ * when the daemon starts: its upper layer, keys and configuration are kept; its processes are not.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Duplex } from 'node:stream';
-import type {
-  RuntimeImage,
-  SandboxCommandPayload,
-  SandboxCommandResults,
-} from '@better-compute/core/runtime-commands';
+import type { SandboxCommandPayload, SandboxCommandResults } from '@better-compute/core/runtime-commands';
 import { limitProcess, removeCgroup } from './cgroups.js';
 import type { SandboxDriver } from './driver.js';
+import { SandboxFilesystems } from './bwrap-filesystems.js';
 import { writeSandboxSshConfig } from './bwrap-ssh.js';
 import { ImageCache, RuntimeError } from './image-cache.js';
+import { Ledger, processStart, sameProcess } from './ledger.js';
 import { checkHostCertificate, idPath, makeHostKey, run, SANDBOX_ID, SNAPSHOT_ID } from './sandbox-keys.js';
 
-const VOLUME_ID = /^vol_[A-Za-z0-9]{1,64}$/;
-const GiB = 1024 ** 3;
 const SSHD = '/usr/sbin/sshd';
 
 interface RunInfo {
   /** The pid of bwrap's child: the sandbox's pid 1, whose namespaces `nsenter` joins. */
   pid: number;
+  /** Its start time (ledger.ts): a pid the kernel gave to another process since is not the sandbox. */
+  start?: string | null;
   /** slirp4netns, giving an `egress` sandbox its outbound network. */
   netPid: number | null;
   /** bwrap's own process outside the sandbox, which waits for the sandbox's pid 1. */
@@ -55,18 +57,19 @@ function alive(pid: number): boolean {
   }
 }
 
-/** Mount points now, from the kernel's table (octal escapes decoded). */
-function mountPoints(): Set<string> {
-  const points = new Set<string>();
-  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
-    const field = line.split(' ')[4];
-    if (field)
-      points.add(
-        field.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8))),
-      );
-  }
-  return points;
+/** Whether the sandbox's pid 1 still runs: its start time when recorded, else its pid alone. */
+function running(info: RunInfo): boolean {
+  return info.start ? sameProcess(info.pid, info.start) : alive(info.pid);
 }
+
+/** What a sandbox is started again from: its create's payload without its user data (run once). */
+type SavedSpec = Pick<
+  SandboxCommandPayload<'sandbox.create'>,
+  'sandboxId' | 'image' | 'shape' | 'network' | 'volumes' | 'readyTimeoutMs'
+>;
+
+/** The sandbox's processes as a launch leaves them. */
+type Launched = Pick<RunInfo, 'pid' | 'start' | 'netPid' | 'monitorPid'>;
 
 /** Whether this machine has what the runtime needs: bubblewrap, sshd, nsenter, and root. */
 export function bwrapAvailable(): boolean {
@@ -80,9 +83,10 @@ export function bwrapAvailable(): boolean {
 
 export class BwrapDriver implements SandboxDriver {
   private readonly sandboxesDir: string;
-  private readonly rootsDir: string;
   private readonly snapshotsDir: string;
-  private readonly volumesDir: string;
+  private readonly ledger: Ledger;
+  /** The image roots, the sandboxes' overlay roots and the volumes (bwrap-filesystems.ts). */
+  private readonly filesystems: SandboxFilesystems;
 
   constructor(
     stateDir: string,
@@ -90,9 +94,9 @@ export class BwrapDriver implements SandboxDriver {
     private readonly log: (line: string) => void = () => {},
   ) {
     this.sandboxesDir = join(stateDir, 'sandboxes');
-    this.rootsDir = join(stateDir, 'image-roots');
     this.snapshotsDir = join(stateDir, 'snapshots');
-    this.volumesDir = join(stateDir, 'volumes');
+    this.ledger = new Ledger(stateDir);
+    this.filesystems = new SandboxFilesystems(stateDir, images, this.ledger);
   }
 
   has(sandboxId: string): boolean {
@@ -103,36 +107,19 @@ export class BwrapDriver implements SandboxDriver {
     return idPath(this.sandboxesDir, sandboxId, SANDBOX_ID, 'sandbox');
   }
 
-  private async runInfo(sandboxId: string): Promise<RunInfo | null> {
+  /** The sandbox's run.json whether or not it runs. */
+  private async lastRun(sandboxId: string): Promise<RunInfo | null> {
     try {
-      const info = JSON.parse(await readFile(join(this.dirOf(sandboxId), 'run.json'), 'utf8')) as RunInfo;
-      return alive(info.pid) ? info : null;
+      return JSON.parse(await readFile(join(this.dirOf(sandboxId), 'run.json'), 'utf8')) as RunInfo;
     } catch {
       return null;
     }
   }
 
-  /** The image's root, mounted read-only once per node: the lower layer of its sandboxes. */
-  private async lowerOf(image: RuntimeImage, signal?: AbortSignal): Promise<string> {
-    await this.images.fetchImage(image, signal);
-    const dir = join(this.rootsDir, image.disk.sha256);
-    const mnt = join(dir, 'root');
-    if (mountPoints().has(mnt)) return mnt;
-    await mkdir(mnt, { recursive: true, mode: 0o700 });
-    let raw = this.images.pathOf(image.disk.sha256);
-    if (image.diskFormat === 'qcow2') {
-      raw = join(dir, 'disk.raw');
-      if (!existsSync(raw)) {
-        run(
-          'qemu-img',
-          ['convert', '-O', 'raw', this.images.pathOf(image.disk.sha256), `${raw}.partial`],
-          'making the image raw',
-        );
-        run('mv', ['-f', `${raw}.partial`, raw], 'making the image raw');
-      }
-    }
-    run('mount', ['-o', 'loop,ro,noload', raw, mnt], `mounting image ${image.imageId}`);
-    return mnt;
+  /** The running sandbox's record; null when it does not run. */
+  private async runInfo(sandboxId: string): Promise<RunInfo | null> {
+    const info = await this.lastRun(sandboxId);
+    return info && running(info) ? info : null;
   }
 
   async create(
@@ -155,14 +142,13 @@ export class BwrapDriver implements SandboxDriver {
       );
     if (spec.fromSnapshot?.memory)
       throw new RuntimeError('a bwrap sandbox has no memory to restore: restore a disk snapshot');
-    const lower = await this.lowerOf(spec.image, signal);
+    const lower = await this.filesystems.imageRoot(spec.image, signal);
     // A create that failed half way starts again from nothing.
     await this.remove(spec.sandboxId);
     const upper = join(dir, 'upper');
-    const work = join(dir, 'work');
-    const root = join(dir, 'root');
     const ssh = join(dir, 'ssh');
-    for (const path of [upper, work, root]) await mkdir(path, { recursive: true, mode: 0o700 });
+    for (const path of [upper, join(dir, 'work'), join(dir, 'root')])
+      await mkdir(path, { recursive: true, mode: 0o700 });
     await mkdir(ssh, { recursive: true, mode: 0o700 });
     if (spec.fromSnapshot) {
       const archive = this.snapshotPath(spec.fromSnapshot.snapshotId);
@@ -170,11 +156,81 @@ export class BwrapDriver implements SandboxDriver {
         throw new RuntimeError(`snapshot ${spec.fromSnapshot.snapshotId} is not on this node`);
       run('tar', ['-xpf', archive, '-C', upper], 'restoring the snapshot');
     }
-    run(
-      'mount',
-      ['-t', 'overlay', 'overlay', '-o', `lowerdir=${lower},upperdir=${upper},workdir=${work}`, root],
-      'mounting the sandbox root',
-    );
+    const saved: SavedSpec = {
+      sandboxId: spec.sandboxId,
+      image: spec.image,
+      shape: spec.shape,
+      network: spec.network,
+      volumes: spec.volumes,
+      readyTimeoutMs: spec.readyTimeoutMs,
+    };
+    let launched: Launched;
+    try {
+      launched = await this.launch(saved, lower);
+    } catch (error) {
+      await this.remove(spec.sandboxId);
+      throw error;
+    }
+    const { pid } = launched;
+    let info: RunInfo;
+    try {
+      if (spec.userData) {
+        const result = spawnSync(
+          'nsenter',
+          [
+            '-t',
+            String(pid),
+            '--all',
+            '--preserve-credentials',
+            '--wd=/',
+            '--',
+            '/bin/sh',
+            '-c',
+            spec.userData,
+          ],
+          { encoding: 'utf8', timeout: spec.readyTimeoutMs },
+        );
+        if (result.status !== 0)
+          throw new RuntimeError(
+            `the sandbox's user data exited with ${result.status ?? 'a signal'}: ${(result.stderr || '').trim().slice(-400)}`,
+          );
+      }
+      const hostPublicKey = await makeHostKey(ssh, spec.sandboxId);
+      await this.writeSshConfig(spec.sandboxId, spec.userCaPublicKey);
+      info = {
+        ...launched,
+        hostPublicKey,
+        readyMs: Math.round(performance.now() - started),
+        identityRebound: true,
+        volumes: spec.volumes.map((volume) => volume.volumeId),
+      };
+      await writeFile(join(dir, 'run.json'), JSON.stringify(info), { mode: 0o600 });
+      // Written last: a sandbox with a spec.json is whole, and is started again from it after a stop.
+      await writeFile(join(dir, 'spec.json'), JSON.stringify(saved), { mode: 0o600 });
+    } catch (error) {
+      // Its run.json may not be written yet: the processes the launch started are stopped by their pids.
+      await this.halt(spec.sandboxId, launched);
+      await this.remove(spec.sandboxId);
+      throw error;
+    }
+    this.log(`bcd: sandbox ${spec.sandboxId} ready in ${info.readyMs} ms (pid ${pid})`);
+    return {
+      sandboxId: spec.sandboxId,
+      hostPublicKey: info.hostPublicKey,
+      readyMs: info.readyMs,
+      identityRebound: true,
+    };
+  }
+
+  /**
+   * Starts the sandbox's processes over its files: the overlay root mounted on the image's, bwrap
+   * with its namespaces and volumes, its cgroup limits and (for `egress`) its user-mode network.
+   * Every process is in the ledger from the moment it is known. What it started is stopped again
+   * when it fails.
+   */
+  private async launch(spec: SavedSpec, lower: string): Promise<Launched> {
+    const dir = this.dirOf(spec.sandboxId);
+    const root = this.filesystems.mountSandboxRoot(dir, lower);
     const args = [
       '--unshare-all',
       '--uid', '0', '--gid', '0',
@@ -187,7 +243,7 @@ export class BwrapDriver implements SandboxDriver {
       '--new-session',
     ]; // prettier-ignore
     for (const volume of spec.volumes) {
-      const mnt = await this.volumeMount(volume.volumeId);
+      const mnt = await this.filesystems.volumeMount(volume.volumeId);
       args.push(volume.readOnly ? '--ro-bind' : '--bind', mnt, volume.path);
     }
     // Commands that enter it start where its pid 1 is: root's home when the image has one.
@@ -201,6 +257,7 @@ export class BwrapDriver implements SandboxDriver {
       const child = spawn('bwrap', args, { detached: true, stdio: ['ignore', 'ignore', errorsFd, 'pipe'] });
       closeSync(errorsFd);
       monitorPid = child.pid ?? null;
+      this.ledger.recordProcess(monitorPid, `bwrap of ${spec.sandboxId}`);
       let info = '';
       const infoStream = child.stdio[3] as NodeJS.ReadableStream & { destroy(): void };
       infoStream.setEncoding('utf8');
@@ -223,11 +280,16 @@ export class BwrapDriver implements SandboxDriver {
           ),
         );
       });
+    }).catch(async (error: unknown) => {
+      await this.halt(spec.sandboxId, { pid: 0, netPid: null, monitorPid });
+      throw error;
     });
+    this.ledger.recordProcess(pid, `sandbox ${spec.sandboxId}`);
+    const start = processStart(pid);
     // bwrap says the child's pid before the child has made the sandbox's mounts: its set-up is done
     // once the sandbox's first program runs.
     const setUpBy = Date.now() + spec.readyTimeoutMs;
-    const running = () => {
+    const setUp = () => {
       try {
         // Either bwrap's pid 1 has started the program, or it is the program itself.
         if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() !== 'bwrap') return true;
@@ -236,9 +298,9 @@ export class BwrapDriver implements SandboxDriver {
         return false;
       }
     };
-    while (!running()) {
+    while (!setUp()) {
       if (Date.now() > setUpBy || !alive(pid)) {
-        await this.remove(spec.sandboxId);
+        await this.halt(spec.sandboxId, { pid, netPid: null, monitorPid });
         throw new RuntimeError(`the sandbox did not finish setting up within ${spec.readyTimeoutMs} ms`);
       }
       await new Promise((resolve) => setTimeout(resolve, 2));
@@ -253,51 +315,21 @@ export class BwrapDriver implements SandboxDriver {
     // Its own network namespace always: loopback only for `none` and `private`; for `egress`, a
     // user-mode network (slirp4netns) whose outbound traffic leaves as the node's, with the node's
     // own loopback out of reach.
-    const netPid = spec.network === 'egress' ? await this.startEgress(spec.sandboxId, pid) : null;
-    if (spec.userData) {
-      const result = spawnSync(
-        'nsenter',
-        [
-          '-t',
-          String(pid),
-          '--all',
-          '--preserve-credentials',
-          '--wd=/',
-          '--',
-          '/bin/sh',
-          '-c',
-          spec.userData,
-        ],
-        { encoding: 'utf8', timeout: spec.readyTimeoutMs },
-      );
-      if (result.status !== 0) {
-        await this.remove(spec.sandboxId);
-        throw new RuntimeError(
-          `the sandbox's user data exited with ${result.status ?? 'a signal'}: ${(result.stderr || '').trim().slice(-400)}`,
-        );
+    let netPid: number | null = null;
+    if (spec.network === 'egress') {
+      try {
+        netPid = await this.startEgress(spec.sandboxId, pid);
+      } catch (error) {
+        await this.halt(spec.sandboxId, { pid, netPid: null, monitorPid });
+        throw error;
       }
     }
-    const hostPublicKey = await makeHostKey(ssh, spec.sandboxId);
-    await this.writeSshConfig(spec.sandboxId, spec.userCaPublicKey);
-    const info: RunInfo = {
-      pid,
-      netPid,
-      monitorPid,
-      hostPublicKey,
-      readyMs: Math.round(performance.now() - started),
-      identityRebound: true,
-      volumes: spec.volumes.map((volume) => volume.volumeId),
-    };
-    await writeFile(join(dir, 'run.json'), JSON.stringify(info), { mode: 0o600 });
-    this.log(`bcd: sandbox ${spec.sandboxId} ready in ${info.readyMs} ms (pid ${pid})`);
-    return { sandboxId: spec.sandboxId, hostPublicKey, readyMs: info.readyMs, identityRebound: true };
+    return { pid, start, netPid, monitorPid };
   }
 
   private async startEgress(sandboxId: string, pid: number): Promise<number> {
-    if (spawnSync('sh', ['-c', 'command -v slirp4netns'], { stdio: 'ignore' }).status !== 0) {
-      await this.remove(sandboxId);
+    if (spawnSync('sh', ['-c', 'command -v slirp4netns'], { stdio: 'ignore' }).status !== 0)
       throw new RuntimeError('network egress needs slirp4netns on the node (apt-get install slirp4netns)');
-    }
     return new Promise<number>((resolve, reject) => {
       const logFile = join(this.dirOf(sandboxId), 'slirp4netns.log');
       const logFd = openSync(logFile, 'w', 0o600);
@@ -307,6 +339,7 @@ export class BwrapDriver implements SandboxDriver {
         { detached: true, stdio: ['ignore', 'ignore', logFd, 'pipe'] },
       );
       closeSync(logFd);
+      this.ledger.recordProcess(child.pid, `slirp4netns of ${sandboxId}`);
       const ready = child.stdio[3] as NodeJS.ReadableStream & { destroy(): void };
       ready.once('data', () => {
         child.removeAllListeners('exit');
@@ -351,24 +384,83 @@ export class BwrapDriver implements SandboxDriver {
   /** Stops the sandbox's processes and removes its root and keys; volumes and snapshots stay. */
   private async remove(sandboxId: string): Promise<void> {
     const dir = this.dirOf(sandboxId);
-    const info = await readFile(join(dir, 'run.json'), 'utf8')
-      .then((text) => JSON.parse(text) as RunInfo)
-      .catch(() => null);
-    for (const pid of [info?.pid, info?.netPid, info?.monitorPid]) {
-      if (!pid || !alive(pid)) continue;
+    await this.halt(sandboxId);
+    await rm(dir, { recursive: true, force: true });
+  }
+
+  /**
+   * Stops the sandbox's processes (those of its run.json, or `processes` of a launch that failed)
+   * and unmounts its root; its files stay. Each process is killed only while it is the one started
+   * (its start time in the ledger), never a process that took its pid since.
+   */
+  private async halt(sandboxId: string, processes?: Omit<Launched, 'start'>): Promise<void> {
+    const dir = this.dirOf(sandboxId);
+    const info = processes ?? (await this.lastRun(sandboxId));
+    const pids = [info?.pid, info?.netPid, info?.monitorPid].filter((pid): pid is number => Boolean(pid));
+    const recorded = this.ledger.entries();
+    const isOurs = (pid: number) => {
+      const entry = recorded.find((e) => e.kind === 'process' && e.pid === pid);
+      if (entry?.kind === 'process') return sameProcess(pid, entry.start);
+      // A process the ledger does not name (a sandbox from before it): as before, by pid.
+      return alive(pid);
+    };
+    const killed: number[] = [];
+    for (const pid of pids) {
+      if (!isOurs(pid)) continue;
       // The sandbox's pid 1: its pid namespace ends with it, and every process in it.
       try {
         process.kill(pid, 'SIGKILL');
+        killed.push(pid);
       } catch {
         /* gone already */
       }
     }
-    for (let i = 0; i < 100 && info?.pid && alive(info.pid); i += 1)
+    // Until each is reaped too (a zombie still holds its pid and its namespaces' last references).
+    for (let i = 0; i < 100 && killed.some((pid) => alive(pid)); i += 1)
       await new Promise((r) => setTimeout(r, 20));
-    const root = join(dir, 'root');
-    if (mountPoints().has(root)) run('umount', ['-l', root], 'unmounting the sandbox root');
+    for (const pid of pids) this.ledger.forgetProcess(pid);
+    this.filesystems.unmount(join(dir, 'root'), 'unmounting the sandbox root');
     await removeCgroup('bcd-sandboxes', sandboxId, this.log);
-    await rm(dir, { recursive: true, force: true });
+  }
+
+  /**
+   * Stops every sandbox's processes and unmounts every root, image and volume this driver mounted,
+   * as a daemon that stops with its sandboxes does (`bcd run --ephemeral`, `bcd sweep`): the
+   * sandboxes' files stay, and each is started again when the daemon starts. Answers how many ran.
+   */
+  async stopAll(): Promise<number> {
+    let stopped = 0;
+    for (const id of await readdir(this.sandboxesDir).catch(() => [] as string[])) {
+      if (!SANDBOX_ID.test(id)) continue;
+      if (await this.runInfo(id)) stopped += 1;
+      await this.halt(id);
+    }
+    await this.filesystems.unmountShared();
+    return stopped;
+  }
+
+  /**
+   * Starts a sandbox whose processes are gone again from its files; false when it is not whole (a
+   * create that did not finish), which is removed.
+   */
+  private async restart(sandboxId: string): Promise<boolean> {
+    const dir = this.dirOf(sandboxId);
+    let spec: SavedSpec;
+    try {
+      spec = JSON.parse(await readFile(join(dir, 'spec.json'), 'utf8')) as SavedSpec;
+    } catch {
+      return false;
+    }
+    const last = await this.lastRun(sandboxId);
+    if (!last) return false;
+    await this.halt(sandboxId);
+    const started = performance.now();
+    const lower = await this.filesystems.imageRoot(spec.image);
+    const launched = await this.launch(spec, lower);
+    const info: RunInfo = { ...last, ...launched, readyMs: Math.round(performance.now() - started) };
+    await writeFile(join(dir, 'run.json'), JSON.stringify(info), { mode: 0o600 });
+    this.log(`bcd: sandbox ${sandboxId} started again from its files (pid ${launched.pid})`);
+    return true;
   }
 
   private snapshotPath(snapshotId: string): string {
@@ -399,66 +491,12 @@ export class BwrapDriver implements SandboxDriver {
     return { snapshotId, removed };
   }
 
-  private volumeDir(volumeId: string): string {
-    return idPath(this.volumesDir, volumeId, VOLUME_ID, 'volume');
+  createVolume(volumeId: string, sizeGiB: number): Promise<SandboxCommandResults['volume.create']> {
+    return this.filesystems.createVolume(volumeId, sizeGiB);
   }
 
-  /** The volume's file system, mounted (again after a restart) where sandboxes bind it from. */
-  private async volumeMount(volumeId: string): Promise<string> {
-    const dir = this.volumeDir(volumeId);
-    const mnt = join(dir, 'mnt');
-    if (mountPoints().has(mnt)) return mnt;
-    if (!existsSync(join(dir, 'disk.img'))) throw new RuntimeError(`volume ${volumeId} is not on this node`);
-    await mkdir(mnt, { recursive: true, mode: 0o700 });
-    run('mount', ['-o', 'loop', join(dir, 'disk.img'), mnt], `mounting volume ${volumeId}`);
-    return mnt;
-  }
-
-  async createVolume(volumeId: string, sizeGiB: number): Promise<SandboxCommandResults['volume.create']> {
-    const dir = this.volumeDir(volumeId);
-    const disk = join(dir, 'disk.img');
-    if (!existsSync(disk)) {
-      await mkdir(dir, { recursive: true, mode: 0o700 });
-      run('truncate', ['-s', `${sizeGiB}G`, `${disk}.partial`], 'making the volume');
-      run(
-        'mkfs.ext4',
-        ['-q', '-F', '-m', '0', '-E', 'root_owner=0:0', `${disk}.partial`],
-        'making the volume',
-      );
-      run('mv', ['-f', `${disk}.partial`, disk], 'making the volume');
-    }
-    await this.volumeMount(volumeId);
-    return { volumeId, sizeBytes: (await stat(disk)).size };
-  }
-
-  async resizeVolume(volumeId: string, sizeGiB: number): Promise<SandboxCommandResults['volume.resize']> {
-    const dir = this.volumeDir(volumeId);
-    const disk = join(dir, 'disk.img');
-    const current = (await stat(disk).catch(() => null))?.size;
-    if (current === undefined) throw new RuntimeError(`volume ${volumeId} is not on this node`);
-    if (sizeGiB * GiB < current)
-      throw new RuntimeError(`volume ${volumeId} is ${current / GiB} GiB and never shrinks`);
-    if (sizeGiB * GiB > current) {
-      const mnt = await this.volumeMount(volumeId);
-      run('truncate', ['-s', `${sizeGiB}G`, disk], 'growing the volume');
-      // The loop device learns the file's new size, then the file system grows into it: online
-      // where the kernel allows it, else unmounted, which needs no sandbox to be using it.
-      const device = run('findmnt', ['-n', '-o', 'SOURCE', mnt], 'growing the volume').trim();
-      run('losetup', ['-c', device], 'growing the volume');
-      const online = spawnSync('resize2fs', [device], { encoding: 'utf8' });
-      if (online.status !== 0) {
-        const users = await this.volumeUsers(volumeId);
-        if (users.length > 0)
-          throw new RuntimeError(
-            `volume ${volumeId} is in use by ${users.join(', ')}, and this node cannot grow a mounted file system; delete those sandboxes first`,
-          );
-        run('umount', [mnt], 'growing the volume');
-        run('e2fsck', ['-f', '-y', disk], 'checking the volume');
-        run('resize2fs', [disk], 'growing the volume');
-        await this.volumeMount(volumeId);
-      }
-    }
-    return { volumeId, sizeBytes: (await stat(disk)).size };
+  resizeVolume(volumeId: string, sizeGiB: number): Promise<SandboxCommandResults['volume.resize']> {
+    return this.filesystems.resizeVolume(volumeId, sizeGiB, (id) => this.volumeUsers(id));
   }
 
   /** Running sandboxes that mount the volume. */
@@ -471,13 +509,8 @@ export class BwrapDriver implements SandboxDriver {
     return users;
   }
 
-  async deleteVolume(volumeId: string): Promise<SandboxCommandResults['volume.delete']> {
-    const dir = this.volumeDir(volumeId);
-    const removed = existsSync(dir);
-    const mnt = join(dir, 'mnt');
-    if (mountPoints().has(mnt)) run('umount', ['-l', mnt], 'unmounting the volume');
-    await rm(dir, { recursive: true, force: true });
-    return { volumeId, removed };
+  deleteVolume(volumeId: string): Promise<SandboxCommandResults['volume.delete']> {
+    return this.filesystems.deleteVolume(volumeId);
   }
 
   /**
@@ -504,17 +537,28 @@ export class BwrapDriver implements SandboxDriver {
     return duplex;
   }
 
-  /** Sandboxes that run on from before the daemon started, and the volumes to mount again. */
+  /**
+   * Sandboxes that run on from before the daemon started, and the volumes to mount again. A whole
+   * sandbox whose processes are gone is started again from its files; what a create left half made
+   * goes.
+   */
   async adopt(): Promise<string[]> {
-    const running: string[] = [];
+    const found: string[] = [];
+    await this.filesystems.mountVolumes(this.log);
     for (const id of await readdir(this.sandboxesDir).catch(() => [] as string[])) {
       if (!SANDBOX_ID.test(id)) continue;
-      if (await this.runInfo(id)) running.push(id);
-      else await this.remove(id).catch(() => {});
+      if (await this.runInfo(id)) {
+        found.push(id);
+        continue;
+      }
+      try {
+        if (await this.restart(id)) found.push(id);
+        else await this.remove(id);
+      } catch (error) {
+        // Its files (the sandbox's own writes) stay for a later start or a delete.
+        this.log(`bcd: sandbox ${id} could not be started again: ${(error as Error).message}`);
+      }
     }
-    for (const id of await readdir(this.volumesDir).catch(() => [] as string[]))
-      if (VOLUME_ID.test(id))
-        await this.volumeMount(id).catch((error: Error) => this.log(`bcd: ${error.message}`));
-    return running;
+    return found;
   }
 }

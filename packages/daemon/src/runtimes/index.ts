@@ -18,6 +18,8 @@ import type { RuntimeDriver, SandboxDriver } from './driver.js';
 import { RuntimeError } from './image-cache.js';
 import { QemuDriver, type VmExit } from './qemu.js';
 import { QemuSandboxDriver } from './qemu-sandbox.js';
+import { runtimeDirFor } from './runtime-dir.js';
+import { sweep, type SweepReport } from './teardown.js';
 
 /** How often the VMs are checked for an exit no command asked for. */
 const EXIT_CHECK_MS = 1_000;
@@ -133,10 +135,15 @@ export class SandboxRuntimes {
   }
 }
 
-/** The daemon's runtimes: QEMU, and bwrap for sandboxes where it can run. Created once per `bcd run`; VMs and sandboxes outlive it. */
+/**
+ * The daemon's runtimes: QEMU, and bwrap for sandboxes where it can run. Created once per `bcd
+ * run`; VMs and sandboxes outlive it, unless it stops with them (`stopWorkloads`).
+ */
 export class Runtimes {
   readonly qemu: QemuDriver;
   readonly sandboxes: SandboxRuntimes;
+  /** Settled once the VMs and sandboxes that run on from before (or start again) are found. */
+  readonly adopted: Promise<void>;
   private readonly exitTimer: NodeJS.Timeout;
   /** Exits told and not yet acknowledged, with when: told again after a while, and on a new session. */
   private readonly told = new Map<string, number>();
@@ -147,17 +154,21 @@ export class Runtimes {
     log: (line: string) => void,
     onExit: (exit: VmExit) => void = () => {},
     instanceRange?: string,
+    /** Where the VMs' sockets go (runtime-dir.ts); from the state directory when not given. */
+    private readonly runtimeDir: string = runtimeDirFor(stateDir),
   ) {
-    this.qemu = new QemuDriver(stateDir, log, instanceRange);
+    this.qemu = new QemuDriver(stateDir, log, instanceRange, runtimeDir);
     this.sandboxes = new SandboxRuntimes(
-      new QemuSandboxDriver(stateDir, this.qemu.images, log),
+      new QemuSandboxDriver(stateDir, this.qemu.images, log, runtimeDir),
       bwrapAvailable() ? new BwrapDriver(stateDir, this.qemu.images, log) : null,
     );
-    for (const driver of [this.sandboxes.qemu, this.sandboxes.bwrap])
-      driver?.adopt().catch((error: Error) => log(`bcd: finding running sandboxes failed: ${error.message}`));
+    const sandboxesFound = [this.sandboxes.qemu, this.sandboxes.bwrap].map((driver) =>
+      driver?.adopt().catch((error: Error) => log(`bcd: finding running sandboxes failed: ${error.message}`)),
+    );
     const adopted = this.qemu
       .adopt()
       .catch((error: Error) => log(`bcd: finding running VMs failed: ${error.message}`));
+    this.adopted = Promise.all([adopted, ...sandboxesFound]).then(() => undefined);
     let checking = false;
     this.exitTimer = setInterval(() => {
       if (checking) return;
@@ -227,6 +238,21 @@ export class Runtimes {
         controller.abort();
       },
     };
+  }
+
+  /**
+   * Stops every VM and sandbox with the daemon and removes all they made on the machine (teardown.ts),
+   * once what was found at start is settled; the files they need to start again stay.
+   */
+  async stopWorkloads(stateDir: string, log: (line: string) => void, graceMs: number): Promise<SweepReport> {
+    await this.adopted;
+    return sweep({
+      stateDir,
+      runtimeDir: this.runtimeDir,
+      log,
+      graceMs,
+      drivers: { qemu: this.qemu, qemuSandboxes: this.sandboxes.qemu, bwrap: this.sandboxes.bwrap },
+    });
   }
 
   close(): void {

@@ -9,6 +9,7 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import { RuntimeError } from './image-cache.js';
 import { qmpOnce } from './qmp.js';
+import { socketPath } from './runtime-dir.js';
 
 /** Only the printable tail of the console goes into an error message. */
 export function tail(text: string, length = 1500): string {
@@ -89,8 +90,14 @@ export function qemuOverheadMiB(accel: 'kvm' | 'tcg'): number {
 
 export interface MachineOptions {
   name: string;
-  /** Holds disk.qcow2 and seed.iso, and gets the QMP socket, the pidfile and the console. */
+  /** Holds disk.qcow2 and seed.iso, and gets the pidfile. */
   dir: string;
+  /**
+   * Gets the QMP and console sockets (and a sandbox's guest agent's): a directory of the daemon's
+   * short runtime directory (runtime-dir.ts), so their paths fit a unix socket whatever the state
+   * directory's length. `dir` when not given.
+   */
+  sockets?: string;
   accel: 'kvm' | 'tcg';
   vcpus: number;
   memoryMiB: number;
@@ -131,11 +138,12 @@ function netArgs(network: MachineOptions['network']): string[] {
  */
 export function machineArgs(options: MachineOptions): string[] {
   const { dir } = options;
-  if (join(dir, 'console.sock').length > 100)
-    throw new RuntimeError('the state directory path is too long for the VM sockets; use a shorter one');
+  const sockets = options.sockets ?? dir;
   // QEMU splits its options at commas, so a path with one would change what an option says.
   if (dir.includes(','))
-    throw new RuntimeError('the state directory path has a comma, which QEMU options cannot hold');
+    throw new RuntimeError(
+      'the state directory path has a comma, which QEMU options cannot hold; give bcd a --state-dir without one',
+    );
   const boot = options.boot;
   return [
     '-name', options.name,
@@ -156,10 +164,10 @@ export function machineArgs(options: MachineOptions): string[] {
     '-device', 'virtio-rng-pci',
     '-chardev',
     options.console === 'socket'
-      ? `socket,id=console,path=${join(dir, 'console.sock')},server=on,wait=off`
+      ? `socket,id=console,path=${socketPath(sockets, 'console.sock')},server=on,wait=off`
       : 'ringbuf,id=console,size=65536',
     '-serial', 'chardev:console',
-    '-qmp', `unix:${join(dir, 'qmp.sock')},server=on,wait=off`,
+    '-qmp', `unix:${socketPath(sockets, 'qmp.sock')},server=on,wait=off`,
     '-pidfile', join(dir, 'qemu.pid'),
     '-daemonize',
     ...options.extra,
@@ -168,7 +176,7 @@ export function machineArgs(options: MachineOptions): string[] {
 
 /**
  * The pid of the QEMU running the VM of `dir` when it runs: the pidfile's process, alive and not a
- * zombie, whose command line names the directory's QMP socket (a reused pid is not taken for it).
+ * zombie, whose command line names that pidfile (a reused pid is not taken for it).
  */
 export function qemuPid(dir: string): number | null {
   try {
@@ -177,7 +185,7 @@ export function qemuPid(dir: string): number | null {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) return null;
     const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-    return cmdline.some((arg) => arg.includes(join(dir, 'qmp.sock'))) ? pid : null;
+    return cmdline.includes(join(dir, 'qemu.pid')) ? pid : null;
   } catch {
     return null;
   }
@@ -193,9 +201,9 @@ export async function qemuExited(dir: string, ms: number): Promise<boolean> {
   }
 }
 
-/** QMP quit, then SIGKILL: the VM of `dir` is gone when this returns. */
-export async function endQemu(dir: string, name: string): Promise<void> {
-  await qmpOnce(join(dir, 'qmp.sock'), 'quit').catch(() => undefined);
+/** QMP quit, then SIGKILL: the VM of `dir` (its QMP socket in `sockets`) is gone when this returns. */
+export async function endQemu(dir: string, name: string, sockets = dir): Promise<void> {
+  await qmpOnce(join(sockets, 'qmp.sock'), 'quit').catch(() => undefined);
   if (await qemuExited(dir, 5_000)) return;
   const pid = qemuPid(dir);
   if (pid !== null) process.kill(pid, 'SIGKILL');

@@ -1,9 +1,11 @@
 /**
  * The qemu runtime for sandboxes: each sandbox a VM of its template's image, with memory snapshots.
  * A sandbox lives under `<state-dir>/vm-sandboxes/<id>`: its disk (a qcow2 overlay on the cached
- * image, or a copy of a snapshot's), its NoCloud seed, and while it runs the QMP and guest-agent
- * sockets, the pidfile and `run.json`. Its serial console is a ring QEMU keeps, read when a start
- * fails. QEMU daemonizes, so sandboxes outlive the daemon, which finds them again by pidfile.
+ * image, or a copy of a snapshot's), its NoCloud seed, and while it runs the pidfile and
+ * `run.json`; its QMP and guest-agent sockets are in the daemon's runtime directory (runtime-dir.ts),
+ * short whatever the state directory's length. Its serial console is a ring QEMU keeps, read when a
+ * start fails. QEMU daemonizes, so sandboxes outlive the daemon, which finds them again by pidfile
+ * (a daemon that stops with its VMs, `bcd run --ephemeral`, stops them and they are gone).
  *
  * Identity: the node makes every sandbox's SSH host key and installs it through the QEMU guest agent
  * (`/usr/lib/better-compute-guest/sandbox identity` in the guest), with the sandbox CA as the only
@@ -17,7 +19,7 @@
  * as QEMU migrates it (taken paused, so disk and memory are of one instant), and `snapshot.json`.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, rmdirSync } from 'node:fs';
 import { copyFile, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { join } from 'node:path';
@@ -39,7 +41,9 @@ import {
   tail,
 } from './qemu-process.js';
 import { freeLoopbackPort } from './qemu.js';
+import { Ledger } from './ledger.js';
 import { type QmpConnection, qmpOnce, QmpConnection as Qmp } from './qmp.js';
+import { makeSocketDir, runtimeDirFor, shortName, socketPath } from './runtime-dir.js';
 import { checkHostCertificate, idPath, makeHostKey, SANDBOX_ID, SNAPSHOT_ID } from './sandbox-keys.js';
 
 /** The program in the guest image that installs a sandbox's identity (scripts/guest/sandbox.sh). */
@@ -47,8 +51,8 @@ const GUEST_SANDBOX = '/usr/lib/better-compute-guest/sandbox';
 const GUEST_RUN_MS = 30_000;
 
 /** The guest agent's port, the same on a VM and on its restores (migration needs equal devices). */
-export const agentDevices = (dir: string) => [
-  '-chardev', `socket,id=qga,path=${join(dir, 'qga.sock')},server=on,wait=off`,
+export const agentDevices = (sockets: string) => [
+  '-chardev', `socket,id=qga,path=${socketPath(sockets, 'qga.sock')},server=on,wait=off`,
   '-device', 'virtio-serial-pci,id=serial0',
   '-device', 'virtserialport,bus=serial0.0,chardev=qga,name=org.qemu.guest_agent.0',
 ]; // prettier-ignore
@@ -83,14 +87,30 @@ function quoted(path: string): string {
 export class QemuSandboxDriver implements SandboxDriver {
   private readonly sandboxesDir: string;
   private readonly snapshotsDir: string;
+  private readonly ledger: Ledger;
 
   constructor(
     stateDir: string,
     readonly images: ImageCache,
     private readonly log: (line: string) => void = () => {},
+    /** Where the VMs' sockets go (runtime-dir.ts): short, whatever the state directory's length. */
+    readonly runtimeDir: string = runtimeDirFor(stateDir),
   ) {
     this.sandboxesDir = join(stateDir, 'vm-sandboxes');
     this.snapshotsDir = join(stateDir, 'snapshots');
+    this.ledger = new Ledger(stateDir);
+  }
+
+  /**
+   * The directory of the VM's sockets: its own in the runtime directory, or the sandbox's directory
+   * for a VM an older daemon started with its sockets there (found by its QMP socket).
+   */
+  private socketsOf(sandboxId: string): string {
+    const dir = this.dirOf(sandboxId);
+    return existsSync(join(dir, 'qmp.sock')) ? dir : join(this.runtimeDir, shortName(sandboxId));
+  }
+  private socket(sandboxId: string, name: 'qmp.sock' | 'qga.sock'): string {
+    return join(this.socketsOf(sandboxId), name);
   }
 
   has(sandboxId: string): boolean {
@@ -169,6 +189,7 @@ export class QemuSandboxDriver implements SandboxDriver {
     await this.remove(id);
     await mkdir(dir, { recursive: true, mode: 0o700 });
     try {
+      const sockets = makeSocketDir(this.runtimeDir, id);
       if (from)
         await copyFile(join(this.snapshotDir(from.snapshotId), 'disk.qcow2'), join(dir, 'disk.qcow2'));
       else
@@ -204,11 +225,13 @@ export class QemuSandboxDriver implements SandboxDriver {
             : null,
           network: { user: { sshPort, restrict: spec.network !== 'egress' } },
           console: 'ring',
-          extra: [...agentDevices(dir), ...(restoring ? ['-incoming', 'defer'] : [])],
+          sockets,
+          extra: [...agentDevices(sockets), ...(restoring ? ['-incoming', 'defer'] : [])],
         }),
       );
       const pid = qemuPid(dir);
       if (pid === null) throw new RuntimeError('QEMU started but its process is not found');
+      this.ledger.recordProcess(pid, `QEMU of ${id}`);
       limitProcess(
         'bcd-sandboxes',
         id,
@@ -217,7 +240,7 @@ export class QemuSandboxDriver implements SandboxDriver {
         this.log,
       );
       const deadline = Date.now() + spec.readyTimeoutMs;
-      if (restoring) await this.incoming(dir, join(this.snapshotDir(from!.snapshotId), 'memory'), deadline);
+      if (restoring) await this.incoming(id, join(this.snapshotDir(from!.snapshotId), 'memory'), deadline);
       const hostPublicKey = await this.giveIdentity(id, spec.userCaPublicKey, deadline, signal);
       while (!(await sshBanner(sshPort))) {
         if (Date.now() > deadline) throw new RuntimeError('the sandbox SSH server did not answer in time');
@@ -237,7 +260,7 @@ export class QemuSandboxDriver implements SandboxDriver {
       );
       return { sandboxId: id, hostPublicKey, readyMs: info.readyMs, identityRebound: true };
     } catch (error) {
-      const seen = await this.consoleTail(dir);
+      const seen = await this.consoleTail(id);
       await this.remove(id);
       throw new RuntimeError(
         `the qemu sandbox did not start: ${(error as Error).message}${seen ? `. Console:\n${seen}` : ''}`,
@@ -246,8 +269,9 @@ export class QemuSandboxDriver implements SandboxDriver {
   }
 
   /** Loads a memory image into the VM waiting for it (`-incoming defer`), then runs it. */
-  private async incoming(dir: string, memory: string, deadline: number): Promise<void> {
-    const qmp = await Qmp.open(join(dir, 'qmp.sock'));
+  private async incoming(sandboxId: string, memory: string, deadline: number): Promise<void> {
+    const dir = this.dirOf(sandboxId);
+    const qmp = await Qmp.open(this.socket(sandboxId, 'qmp.sock'));
     try {
       await qmp.execute('migrate-incoming', { uri: `exec:cat ${quoted(memory)}` });
       for (;;) {
@@ -283,7 +307,11 @@ export class QemuSandboxDriver implements SandboxDriver {
     const privateKey = await readFile(join(dir, 'host_key'));
     // The guest holds the private key from here on; the node keeps the public half only.
     await rm(join(dir, 'host_key'), { force: true });
-    const agent = await waitForGuestAgent(join(dir, 'qga.sock'), Math.max(deadline - Date.now(), 1), signal);
+    const agent = await waitForGuestAgent(
+      this.socket(sandboxId, 'qga.sock'),
+      Math.max(deadline - Date.now(), 1),
+      signal,
+    );
     try {
       const input = [
         `sandbox-id=${sandboxId}`,
@@ -309,10 +337,10 @@ export class QemuSandboxDriver implements SandboxDriver {
       );
   }
 
-  private async consoleTail(dir: string): Promise<string> {
-    if (qemuPid(dir) === null) return '';
+  private async consoleTail(sandboxId: string): Promise<string> {
+    if (qemuPid(this.dirOf(sandboxId)) === null) return '';
     try {
-      const text = (await qmpOnce(join(dir, 'qmp.sock'), 'ringbuf-read', {
+      const text = (await qmpOnce(this.socket(sandboxId, 'qmp.sock'), 'ringbuf-read', {
         device: 'console',
         size: 65536,
         format: 'utf8',
@@ -331,7 +359,7 @@ export class QemuSandboxDriver implements SandboxDriver {
     if (!info) throw new RuntimeError(`sandbox ${sandboxId} is not running on this node`);
     const dir = this.dirOf(sandboxId);
     const expiresAt = await checkHostCertificate(dir, hostCertificate);
-    const agent = await waitForGuestAgent(join(dir, 'qga.sock'), GUEST_RUN_MS);
+    const agent = await waitForGuestAgent(this.socket(sandboxId, 'qga.sock'), GUEST_RUN_MS);
     try {
       await this.runInGuest(agent, 'certify', `${hostCertificate.trim()}\n`);
     } finally {
@@ -346,12 +374,35 @@ export class QemuSandboxDriver implements SandboxDriver {
     return { sandboxId, removed };
   }
 
-  /** Stops the VM and removes its disk and keys; snapshots stay. */
+  /** Stops the VM and removes its disk, keys and sockets; snapshots stay. */
   private async remove(sandboxId: string): Promise<void> {
     const dir = this.dirOf(sandboxId);
-    if (qemuPid(dir) !== null) await endQemu(dir, sandboxId);
+    if (qemuPid(dir) !== null) await endQemu(dir, sandboxId, this.socketsOf(sandboxId));
     await removeCgroup('bcd-sandboxes', sandboxId, this.log);
     await rm(dir, { recursive: true, force: true });
+    await rm(join(this.runtimeDir, shortName(sandboxId)), { recursive: true, force: true });
+    // The runtime directory itself goes with its last VM (made again for the next). Synchronous,
+    // so it never falls between another VM's making of the directory and of its own in it.
+    try {
+      rmdirSync(this.runtimeDir);
+    } catch {
+      // Another VM's sockets are in it, or it is gone.
+    }
+    this.ledger.forget((entry) => entry.kind === 'process' && entry.what === `QEMU of ${sandboxId}`);
+  }
+
+  /**
+   * Stops and removes every qemu sandbox, as a daemon that stops with its VMs does (`bcd run
+   * --ephemeral`, `bcd sweep`): a VM's running state cannot outlive its QEMU. Answers how many ran.
+   */
+  async stopAll(): Promise<number> {
+    let stopped = 0;
+    for (const id of await readdir(this.sandboxesDir).catch(() => [] as string[])) {
+      if (!SANDBOX_ID.test(id)) continue;
+      if (qemuPid(this.dirOf(id)) !== null) stopped += 1;
+      await this.remove(id);
+    }
+    return stopped;
   }
 
   /**
@@ -375,7 +426,7 @@ export class QemuSandboxDriver implements SandboxDriver {
       // A disk-only snapshot asks the guest to flush and freeze its file systems first, so what it
       // wrote is on the disk; memory holds the guest's unwritten pages anyway.
       const frozen = memory ? null : await this.freeze(sandboxId);
-      const qmp = await Qmp.open(join(dir, 'qmp.sock'));
+      const qmp = await Qmp.open(this.socket(sandboxId, 'qmp.sock'));
       try {
         await qmp.execute('stop');
         if (memory) await this.migrateTo(qmp, join(making, 'memory'));
@@ -419,7 +470,7 @@ export class QemuSandboxDriver implements SandboxDriver {
   private async freeze(sandboxId: string): Promise<QmpConnection | null> {
     let agent: QmpConnection | null = null;
     try {
-      agent = await waitForGuestAgent(join(this.dirOf(sandboxId), 'qga.sock'), 10_000);
+      agent = await waitForGuestAgent(this.socket(sandboxId, 'qga.sock'), 10_000);
       await agent.execute('guest-fsfreeze-freeze');
       return agent;
     } catch (error) {

@@ -1,24 +1,34 @@
 /**
- * The qemu runtime. Each instance has a directory under `<state-dir>/instances/<id>`: its
- * definition (`spec.json`, with its network: see vm-network.ts), its disk (a qcow2 overlay over
- * the cached image), its NoCloud seed, and while it runs the QMP and console sockets, the pidfile
- * and `run.json` (address, egress, boot time). QEMU daemonizes itself inside the instance's network
- * namespace, so the VM outlives the daemon; a restarted daemon finds it again by its pidfile
- * (checked against the process's command line) and reconnects to its sockets. The daemon reaches
- * the guest at its private address, routed through the namespace.
+ * The qemu runtime. Each instance has a directory under `<state-dir>/instances/<id>` with its
+ * definition, its disk (a qcow2 overlay over the cached image), its NoCloud seed and while it runs
+ * its pidfile and `run.json`; its QMP and console sockets are in the daemon's short runtime
+ * directory (instance-files.ts says where each is). QEMU daemonizes itself inside the instance's
+ * network namespace, so the VM outlives the daemon; a restarted daemon finds it again by its pidfile
+ * (checked against the process's command line) and reconnects to its sockets and console
+ * (vm-console.ts). The daemon reaches the guest at its private address, routed through the namespace.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { connect, createServer, type Socket } from 'node:net';
+import { mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { connect, createServer } from 'node:net';
 import { join } from 'node:path';
-import { Duplex } from 'node:stream';
+import type { Duplex } from 'node:stream';
 import type { RuntimeCommandPayload, RuntimeImage } from '@better-compute/core/runtime-commands';
 import { limitProcess, removeCgroup } from './cgroups.js';
 import type { RuntimeDriver } from './driver.js';
 import { ImageCache, RuntimeError } from './image-cache.js';
+import {
+  definitionOf,
+  INSTANCE_ID,
+  InstanceFiles,
+  type InstanceRun,
+  type InstanceSpec,
+} from './instance-files.js';
+import type { InstanceNetwork } from './instance-network.js';
 import { baseVirtualSize, GiB, growDisk, makeOverlay, virtualSize, writeSeed } from './qemu-disk.js';
-import { ConsoleRing, qmpOnce } from './qmp.js';
+import { Ledger } from './ledger.js';
+import { qmpOnce } from './qmp.js';
+import { makeSocketDir, runtimeDirFor } from './runtime-dir.js';
 import {
   accelerator,
   endQemu,
@@ -27,43 +37,11 @@ import {
   qemuExited,
   passthroughArgs,
   qemuOverheadMiB,
-  qemuPid,
   sshBanner,
   tail,
 } from './qemu-process.js';
-import {
-  guestNameservers,
-  type InstanceNetwork,
-  networkConfig,
-  pickNetwork,
-  VmNetwork,
-} from './vm-network.js';
-
-/** What create recorded: enough to start the instance and to recognise a retried create. */
-interface Spec {
-  instanceId: string;
-  hostname: string;
-  definition: string;
-  diskGiB: number;
-  createdAt: string;
-  /** Its slot, names and addresses; absent for an instance created before instances had one. */
-  network?: InstanceNetwork;
-}
-
-/** What start recorded about the running VM. */
-interface RunInfo {
-  pid: number;
-  /** The address the guest reported in its ready line. */
-  address: string | null;
-  bootMs: number | null;
-  /** Whether this boot's guest may open connections beyond the node (restored into nftables). */
-  egress: boolean;
-}
-
-interface Vm {
-  ring: ConsoleRing;
-  console: Socket | null;
-}
+import { VmConsoles } from './vm-console.js';
+import { guestNameservers, networkConfig, pickNetwork, VmNetwork } from './vm-network.js';
 
 /** A VM that stopped without the daemon asking: what the control plane is told. */
 export interface VmExit {
@@ -77,9 +55,6 @@ export interface VmExit {
 const POWER_DOWN = /reboot: Power down/;
 
 const READY = /better-compute-guest: ready ([^\r\n]*)\r?\n/;
-const CONSOLE_BYTES = 64 * 1024;
-/** A console reader this far behind is cut off rather than buffered without end. */
-const CONSOLE_BACKLOG = 1 << 20;
 
 export function freeLoopbackPort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -92,34 +67,31 @@ export function freeLoopbackPort(): Promise<number> {
   });
 }
 
-/** A definition's digest: a retried create with the same payload matches it. */
-function definitionOf(spec: RuntimeCommandPayload<'instance.create'>): string {
-  const { instanceId, hostname, image, shape, sshKeys, userData } = spec;
-  return createHash('sha256')
-    .update(JSON.stringify({ instanceId, hostname, image, shape, sshKeys, userData }))
-    .digest('hex');
-}
-
 export class QemuDriver implements RuntimeDriver {
   readonly images: ImageCache;
-  private readonly instancesDir: string;
-  private readonly vms = new Map<string, Vm>();
+  /** Each instance's directory, records and sockets. */
+  private readonly files: InstanceFiles;
+  private readonly consoles: VmConsoles;
   /** Instances a command is starting, stopping or deleting: their QEMU exiting is asked for. */
   private readonly busy = new Set<string>();
   /** Slots being given to instances whose spec.json is not written yet. */
   private readonly reserved = new Set<number>();
   private allocating: Promise<unknown> = Promise.resolve();
   readonly network: VmNetwork;
-  private closed = false;
+  readonly ledger: Ledger;
 
   constructor(
     stateDir: string,
     private readonly log: (line: string) => void = () => {},
     instanceRange?: string,
+    /** Where the VMs' sockets go (runtime-dir.ts): short, whatever the state directory's length. */
+    readonly runtimeDir: string = runtimeDirFor(stateDir),
   ) {
     this.images = new ImageCache(join(stateDir, 'images'));
-    this.instancesDir = join(stateDir, 'instances');
-    this.network = new VmNetwork(instanceRange, log);
+    this.ledger = new Ledger(stateDir);
+    this.files = new InstanceFiles(join(stateDir, 'instances'), runtimeDir, this.ledger);
+    this.consoles = new VmConsoles((id) => this.files.socket(id, 'console.sock'));
+    this.network = new VmNetwork(instanceRange, log, this.ledger);
   }
 
   /**
@@ -127,16 +99,16 @@ export class QemuDriver implements RuntimeDriver {
    * as the daemon starts, before it runs any command.
    */
   async adopt(): Promise<string[]> {
-    const names = await readdir(this.instancesDir).catch(() => [] as string[]);
+    const names = await readdir(this.files.root).catch(() => [] as string[]);
     // What a crash left half made (instances being created, image files being fetched) goes.
     for (const name of names.filter((n) => n.startsWith('.making-')))
-      await rm(join(this.instancesDir, name), { recursive: true, force: true });
+      await rm(join(this.files.root, name), { recursive: true, force: true });
     for (const name of await readdir(this.images.dir).catch(() => [] as string[]))
       if (name.startsWith('.partial-')) await rm(join(this.images.dir, name), { force: true });
     const found: string[] = [];
-    for (const id of names.filter((name) => /^inst_[A-Za-z0-9]{1,64}$/.test(name))) {
-      if (this.pidOf(id) === null) continue;
-      this.attach(id);
+    for (const id of names.filter((name) => INSTANCE_ID.test(name))) {
+      if (this.files.pid(id) === null) continue;
+      this.consoles.attach(id);
       found.push(id);
     }
     if (found.length) this.log(`bcd: found ${found.length} running VM(s) again: ${found.join(', ')}`);
@@ -144,7 +116,7 @@ export class QemuDriver implements RuntimeDriver {
     // egress of each comes back from its run.json. Without nftables no VM has a network to keep.
     const egress: string[] = [];
     for (const id of found) {
-      const [spec, info] = [await this.spec(id), await this.runInfo(id)];
+      const [spec, info] = [await this.files.spec(id), await this.files.runInfo(id)];
       if (spec?.network && info?.egress) egress.push(spec.network.address);
     }
     await this.network
@@ -157,45 +129,8 @@ export class QemuDriver implements RuntimeDriver {
     return this.images.fetchImage(image, signal);
   }
 
-  private dir(id: string): string {
-    if (!/^inst_[A-Za-z0-9]{1,64}$/.test(id)) throw new RuntimeError('the instance id is malformed');
-    return join(this.instancesDir, id);
-  }
-  private path(id: string, name: string): string {
-    return join(this.dir(id), name);
-  }
-
-  private async spec(id: string): Promise<Spec | null> {
-    try {
-      return JSON.parse(await readFile(this.path(id, 'spec.json'), 'utf8')) as Spec;
-    } catch {
-      return null;
-    }
-  }
-  private async mustSpec(id: string): Promise<Spec> {
-    const spec = await this.spec(id);
-    if (!spec) throw new RuntimeError(`instance ${id} does not exist on this node; create it first`);
-    return spec;
-  }
-  private async runInfo(id: string): Promise<RunInfo | null> {
-    try {
-      return JSON.parse(await readFile(this.path(id, 'run.json'), 'utf8')) as RunInfo;
-    } catch {
-      return null;
-    }
-  }
-  private async saveJson(id: string, name: string, value: unknown): Promise<void> {
-    const path = this.path(id, name);
-    await writeFile(`${path}.tmp`, `${JSON.stringify(value, null, 2)}\n`, { mode: 0o600 });
-    await rename(`${path}.tmp`, path);
-  }
-
-  private pidOf(id: string): number | null {
-    return qemuPid(this.dir(id));
-  }
-
   async status(id: string) {
-    return { exists: (await this.spec(id)) !== null, running: this.pidOf(id) !== null };
+    return { exists: (await this.files.spec(id)) !== null, running: this.files.pid(id) !== null };
   }
 
   /**
@@ -205,12 +140,19 @@ export class QemuDriver implements RuntimeDriver {
    */
   async exits(): Promise<VmExit[]> {
     const found: VmExit[] = [];
-    const names = await readdir(this.instancesDir).catch(() => [] as string[]);
-    for (const id of names.filter((name) => /^inst_[A-Za-z0-9]{1,64}$/.test(name))) {
-      if (this.busy.has(id) || this.pidOf(id) !== null) continue;
-      const info = await this.runInfo(id);
-      if (info?.bootMs == null || this.busy.has(id) || this.pidOf(id) !== null) continue;
-      const vm = this.vms.get(id);
+    for (const id of await this.files.ids()) {
+      if (this.busy.has(id) || this.files.pid(id) !== null) continue;
+      const info = await this.files.runInfo(id);
+      if (info?.bootMs == null || this.busy.has(id) || this.files.pid(id) !== null) continue;
+      const vm = this.consoles.get(id);
+      if (info.stoppedWithDaemon) {
+        found.push({
+          instanceId: id,
+          reason: 'its node’s daemon stopped, and stopped its VMs with it (bcd run --ephemeral)',
+          clean: true,
+        });
+        continue;
+      }
       if (!vm) {
         found.push({ instanceId: id, reason: 'the VM was gone when the daemon started again', clean: false });
         continue;
@@ -229,14 +171,15 @@ export class QemuDriver implements RuntimeDriver {
 
   /** The control plane has the exit: its record goes, so it is reported once, and its network. */
   async exitReported(id: string): Promise<void> {
-    if (this.busy.has(id) || this.pidOf(id) !== null) return;
-    await rm(this.path(id, 'run.json'), { force: true });
+    if (this.busy.has(id) || this.files.pid(id) !== null) return;
+    await rm(this.files.path(id, 'run.json'), { force: true });
     await this.networkDown(id);
+    await this.files.forgetVm(id);
   }
 
   /** Removes the instance's namespace, veth, route and egress, if it has them. */
   private async networkDown(id: string): Promise<void> {
-    const net = (await this.spec(id))?.network;
+    const net = (await this.files.spec(id))?.network;
     if (net) await this.network.down(net);
   }
 
@@ -247,9 +190,9 @@ export class QemuDriver implements RuntimeDriver {
   private allocate(id: string): Promise<InstanceNetwork> {
     const next = this.allocating.then(async () => {
       const held: InstanceNetwork[] = [];
-      for (const other of await readdir(this.instancesDir).catch(() => [] as string[]))
-        if (/^inst_[A-Za-z0-9]{1,64}$/.test(other) && other !== id) {
-          const net = (await this.spec(other))?.network;
+      for (const other of await this.files.ids())
+        if (other !== id) {
+          const net = (await this.files.spec(other))?.network;
           if (net) held.push(net);
         }
       const net = pickNetwork(id, this.network.range, held, this.reserved);
@@ -270,29 +213,10 @@ export class QemuDriver implements RuntimeDriver {
     }
   }
 
-  /** The VM's console ring, connected to its console socket (again, after a restart). */
-  private attach(id: string): Vm {
-    let vm = this.vms.get(id);
-    if (!vm) {
-      vm = { ring: new ConsoleRing(CONSOLE_BYTES), console: null };
-      this.vms.set(id, vm);
-    }
-    if (vm.console || this.closed) return vm;
-    const socket = connect(this.path(id, 'console.sock'));
-    const current = vm;
-    current.console = socket;
-    socket.on('data', (chunk: Buffer) => current.ring.push(chunk));
-    socket.on('error', () => undefined);
-    socket.on('close', () => {
-      if (current.console === socket) current.console = null;
-    });
-    return vm;
-  }
-
   async create(spec: RuntimeCommandPayload<'instance.create'>, signal?: AbortSignal) {
     const { instanceId, image, shape } = spec;
     const definition = definitionOf(spec);
-    const existing = await this.spec(instanceId);
+    const existing = await this.files.spec(instanceId);
     if (existing) {
       if (existing.definition !== definition)
         throw new RuntimeError(
@@ -308,8 +232,8 @@ export class QemuDriver implements RuntimeDriver {
         `the image's disk is ${(baseBytes / GiB).toFixed(1)} GiB; a ${shape.diskGiB} GiB disk cannot hold it`,
       );
     // Made beside its final place and renamed in, so a crash never leaves half an instance.
-    await mkdir(this.instancesDir, { recursive: true, mode: 0o700 });
-    const making = join(this.instancesDir, `.making-${instanceId}-${randomBytes(4).toString('hex')}`);
+    await mkdir(this.files.root, { recursive: true, mode: 0o700 });
+    const making = join(this.files.root, `.making-${instanceId}-${randomBytes(4).toString('hex')}`);
     const network = await this.allocate(instanceId);
     try {
       await mkdir(making, { mode: 0o700 });
@@ -319,7 +243,7 @@ export class QemuDriver implements RuntimeDriver {
         { ...spec, networkConfig: networkConfig(network, guestNameservers()) },
         making,
       );
-      const record: Spec = {
+      const record: InstanceSpec = {
         instanceId,
         hostname: spec.hostname,
         definition,
@@ -329,8 +253,8 @@ export class QemuDriver implements RuntimeDriver {
       };
       await writeFile(join(making, 'spec.json'), `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 });
       // A directory without spec.json is what a crash left before the rename: replaced.
-      await rm(this.dir(instanceId), { recursive: true, force: true });
-      await rename(making, this.dir(instanceId));
+      await rm(this.files.dir(instanceId), { recursive: true, force: true });
+      await rename(making, this.files.dir(instanceId));
     } catch (error) {
       await rm(making, { recursive: true, force: true });
       throw error;
@@ -346,14 +270,14 @@ export class QemuDriver implements RuntimeDriver {
 
   private async boot(spec: RuntimeCommandPayload<'instance.start'>, signal?: AbortSignal) {
     const { instanceId: id, image, shape } = spec;
-    const net = (await this.mustSpec(id)).network;
+    const net = (await this.files.mustSpec(id)).network;
     if (!net)
       throw new RuntimeError(
         `instance ${id} was made before instances had a network of their own; delete it and create it again`,
       );
-    if (this.pidOf(id) !== null) {
+    if (this.files.pid(id) !== null) {
       // Started already (a retried command): wait for the ready line if it has not come yet.
-      const info = await this.runInfo(id);
+      const info = await this.files.runInfo(id);
       if (info?.bootMs != null)
         return { instanceId: id, address: info.address, sshPort: null, bootMs: info.bootMs };
       return this.awaitReady(id, Date.now(), spec.readyTimeoutMs, signal, true);
@@ -361,12 +285,13 @@ export class QemuDriver implements RuntimeDriver {
     for (const file of [image.boot?.kernel, image.boot?.initrd])
       if (file) await this.images.fetchFile(file, signal);
     const gpuArgs = passthroughArgs(shape.gpus);
-    const dir = this.dir(id);
+    const dir = this.files.dir(id);
     // A fresh console for a fresh boot: the last boot's ready line must not count for this one.
-    this.vms.get(id)?.console?.destroy();
-    this.vms.delete(id);
+    this.consoles.drop(id);
     for (const name of ['qmp.sock', 'console.sock', 'qemu.pid', 'run.json'])
       await rm(join(dir, name), { force: true });
+    // The sockets go in a directory of the runtime directory, made afresh for each boot.
+    const sockets = makeSocketDir(this.runtimeDir, id);
     const accel = await accelerator(
       image.boot ? this.images.pathOf(image.boot.kernel.sha256) : null,
       this.log,
@@ -374,6 +299,7 @@ export class QemuDriver implements RuntimeDriver {
     const args = machineArgs({
       name: id,
       dir,
+      sockets,
       accel,
       vcpus: shape.vcpus,
       memoryMiB: shape.memoryMiB,
@@ -398,11 +324,12 @@ export class QemuDriver implements RuntimeDriver {
       throw error;
     }
     const launchedAt = Date.now();
-    const pid = this.pidOf(id);
+    const pid = this.files.pid(id);
     if (pid === null) {
       await this.network.down(net);
       throw new RuntimeError('QEMU started but its process is not found');
     }
+    this.ledger.recordProcess(pid, `QEMU of ${id}`);
     // Limited while still paused: the guest's vCPUs plus half a core for QEMU's own threads, its
     // memory plus what QEMU needs beside it (TCG's translated code most of all).
     limitProcess(
@@ -412,16 +339,16 @@ export class QemuDriver implements RuntimeDriver {
       { cpus: shape.vcpus + 0.5, memoryMiB: shape.memoryMiB + qemuOverheadMiB(accel) },
       this.log,
     );
-    const info: RunInfo = { pid, address: null, bootMs: null, egress: spec.egress };
-    await this.saveJson(id, 'run.json', info);
-    const vm = this.attach(id);
+    const info: InstanceRun = { pid, address: null, bootMs: null, egress: spec.egress };
+    await this.files.save(id, 'run.json', info);
+    const vm = this.consoles.attach(id);
     await new Promise<void>((resolve) => {
       if (vm.console?.readyState === 'open') return resolve();
       vm.console?.once('connect', () => resolve());
       vm.console?.once('close', () => resolve());
     });
     try {
-      await qmpOnce(this.path(id, 'qmp.sock'), 'cont');
+      await qmpOnce(this.files.socket(id, 'qmp.sock'), 'cont');
     } catch (error) {
       await this.kill(id);
       throw new RuntimeError(`the VM did not start running: ${(error as Error).message}`);
@@ -442,9 +369,9 @@ export class QemuDriver implements RuntimeDriver {
     signal?: AbortSignal,
     adopted = false,
   ) {
-    const vm = this.attach(id);
-    const info = (await this.runInfo(id))!;
-    const guestAddress = (await this.spec(id))?.network?.address ?? '127.0.0.1';
+    const vm = this.consoles.attach(id);
+    const info = (await this.files.runInfo(id))!;
+    const guestAddress = (await this.files.spec(id))?.network?.address ?? '127.0.0.1';
     const controller = new AbortController();
     const onAbort = () => controller.abort();
     signal?.addEventListener('abort', onAbort, { once: true });
@@ -454,7 +381,7 @@ export class QemuDriver implements RuntimeDriver {
     let bannerSeen = false;
     let probing = false;
     const watch = setInterval(() => {
-      if (this.pidOf(id) === null) {
+      if (this.files.pid(id) === null) {
         why = 'QEMU exited';
         controller.abort();
       } else if (adopted && !probing) {
@@ -485,7 +412,7 @@ export class QemuDriver implements RuntimeDriver {
     }
     const address = fields.address && /^[0-9a-f.:/]{1,64}$/i.test(fields.address) ? fields.address : null;
     const ready = { ...info, address, bootMs: Date.now() - since };
-    await this.saveJson(id, 'run.json', ready);
+    await this.files.save(id, 'run.json', ready);
     return { instanceId: id, address, sshPort: null, bootMs: ready.bootMs };
   }
 
@@ -494,18 +421,19 @@ export class QemuDriver implements RuntimeDriver {
   }
 
   private async powerOff(id: string, timeoutMs: number) {
-    await this.mustSpec(id);
-    if (this.pidOf(id) === null) {
+    await this.files.mustSpec(id);
+    if (this.files.pid(id) === null) {
       // Stopped already (or it died): what its boot made of the network goes all the same.
       await this.networkDown(id);
       return { instanceId: id, forced: false };
     }
     if (timeoutMs > 0) {
       try {
-        await qmpOnce(this.path(id, 'qmp.sock'), 'system_powerdown');
-        if (await qemuExited(this.dir(id), timeoutMs)) {
-          await rm(this.path(id, 'run.json'), { force: true });
+        await qmpOnce(this.files.socket(id, 'qmp.sock'), 'system_powerdown');
+        if (await qemuExited(this.files.dir(id), timeoutMs)) {
+          await rm(this.files.path(id, 'run.json'), { force: true });
           await this.networkDown(id);
+          await this.files.forgetVm(id);
           return { instanceId: id, forced: false };
         }
       } catch (error) {
@@ -518,21 +446,63 @@ export class QemuDriver implements RuntimeDriver {
 
   /** QMP quit, then SIGKILL: the VM and its network are gone when this returns. */
   private async kill(id: string): Promise<void> {
-    await endQemu(this.dir(id), id);
-    this.vms.get(id)?.console?.destroy();
-    await rm(this.path(id, 'run.json'), { force: true });
+    await endQemu(this.files.dir(id), id, this.files.sockets(id));
+    this.consoles.disconnect(id);
+    await rm(this.files.path(id, 'run.json'), { force: true });
     await this.networkDown(id);
+    await this.files.forgetVm(id);
+  }
+
+  /**
+   * Stops every VM of this node as its daemon stops with them (`bcd run --ephemeral`, `bcd
+   * sweep`): the ACPI power button, QMP quit after `graceMs`, then SIGKILL; each VM's network,
+   * sockets and cgroup go. A VM that was up keeps its `run.json`, marked, so the next daemon tells
+   * the control plane it stopped (cleanly); the disks stay. Answers how many VMs were stopped.
+   */
+  async stopAll(graceMs: number): Promise<number> {
+    const ids = await this.files.ids();
+    let stopped = 0;
+    await Promise.all(
+      ids.map(async (id) => {
+        this.busy.add(id);
+        try {
+          if (this.files.pid(id) !== null) {
+            stopped += 1;
+            const info = await this.files.runInfo(id);
+            if (info?.bootMs != null)
+              await this.files.save(id, 'run.json', { ...info, stoppedWithDaemon: true });
+            else await rm(this.files.path(id, 'run.json'), { force: true });
+            if (graceMs > 0) {
+              await qmpOnce(this.files.socket(id, 'qmp.sock'), 'system_powerdown').catch(() => undefined);
+              await qemuExited(this.files.dir(id), graceMs);
+            }
+            if (this.files.pid(id) !== null) await endQemu(this.files.dir(id), id, this.files.sockets(id));
+            this.consoles.drop(id);
+          }
+          // A network left by a VM that exited unasked goes too: nothing of an instance's
+          // network outlives a daemon that stops with its VMs.
+          const net = (await this.files.spec(id))?.network;
+          if (net && (existsSync(`/run/netns/${net.name}`) || existsSync(`/sys/class/net/${net.name}`)))
+            await this.network.down(net);
+          await removeCgroup('bcd-instances', id, this.log);
+          await this.files.forgetVm(id);
+        } finally {
+          this.busy.delete(id);
+        }
+      }),
+    );
+    return stopped;
   }
 
   async resize(id: string, diskGiB: number) {
-    const spec = await this.mustSpec(id);
-    if (this.pidOf(id) !== null)
+    const spec = await this.files.mustSpec(id);
+    if (this.files.pid(id) !== null)
       throw new RuntimeError(`instance ${id} is running; stop it before resizing its disk`);
-    const current = await virtualSize(this.path(id, 'disk.qcow2'));
+    const current = await virtualSize(this.files.path(id, 'disk.qcow2'));
     if (diskGiB * GiB < current)
       throw new RuntimeError(`the disk is ${current / GiB} GiB; it only grows, so ${diskGiB} GiB is refused`);
-    if (diskGiB * GiB > current) await growDisk(this.path(id, 'disk.qcow2'), diskGiB * GiB);
-    await this.saveJson(id, 'spec.json', { ...spec, diskGiB });
+    if (diskGiB * GiB > current) await growDisk(this.files.path(id, 'disk.qcow2'), diskGiB * GiB);
+    await this.files.save(id, 'spec.json', { ...spec, diskGiB });
     return { instanceId: id, diskGiB };
   }
 
@@ -541,49 +511,27 @@ export class QemuDriver implements RuntimeDriver {
   }
 
   private async remove(id: string) {
-    const dir = this.dir(id);
+    const dir = this.files.dir(id);
     if (!existsSync(dir)) return { instanceId: id, removed: false };
-    if (this.pidOf(id) !== null) await this.kill(id);
-    this.vms.get(id)?.console?.destroy();
-    this.vms.delete(id);
+    if (this.files.pid(id) !== null) await this.kill(id);
+    this.consoles.drop(id);
     await this.networkDown(id);
     await removeCgroup('bcd-instances', id, this.log);
     await rm(dir, { recursive: true, force: true });
+    await this.files.forgetVm(id);
     return { instanceId: id, removed: true };
   }
 
   async openConsole(id: string): Promise<Duplex> {
-    if (this.pidOf(id) === null) throw new RuntimeError(`instance ${id} is not running`);
-    const vm = this.attach(id);
-    const stream: Duplex = new Duplex({
-      read() {},
-      write(chunk: Buffer, _encoding, done) {
-        if (!vm.console) return done(new Error('the console is not connected'));
-        vm.console.write(chunk, () => done());
-      },
-      destroy(error, done) {
-        stop();
-        done(error);
-      },
-      final(done) {
-        stop();
-        done();
-      },
-    });
-    const stop = vm.ring.listen((chunk) => {
-      if (stream.readableLength > CONSOLE_BACKLOG)
-        stream.destroy(new Error('the console reader fell behind'));
-      else stream.push(chunk);
-    });
-    stream.push(vm.ring.contents());
-    return stream;
+    if (this.files.pid(id) === null) throw new RuntimeError(`instance ${id} is not running`);
+    return this.consoles.open(id);
   }
 
   async dial(id: string, port: number): Promise<Duplex> {
     if (!Number.isInteger(port) || port < 1 || port > 65_535)
       throw new RuntimeError('the port must be a whole number from 1 to 65535');
-    const info = this.pidOf(id) !== null ? await this.runInfo(id) : null;
-    const net = info ? (await this.spec(id))?.network : undefined;
+    const info = this.files.pid(id) !== null ? await this.files.runInfo(id) : null;
+    const net = info ? (await this.files.spec(id))?.network : undefined;
     if (!info || !net) throw new RuntimeError(`instance ${id} is not running`);
     // Straight to the guest's private address: the node routes it through the instance's veth.
     return new Promise((resolve, reject) => {
@@ -593,7 +541,6 @@ export class QemuDriver implements RuntimeDriver {
   }
 
   close(): void {
-    this.closed = true;
-    for (const vm of this.vms.values()) vm.console?.destroy();
+    this.consoles.close();
   }
 }

@@ -17,10 +17,12 @@
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { tool } from './qemu-disk.js';
 import { RuntimeError } from './image-cache.js';
+import type { InstanceNetwork } from './instance-network.js';
+import type { Ledger } from './ledger.js';
 
 /** The range instances' addresses are carved from unless the node says otherwise. */
 export const DEFAULT_INSTANCE_RANGE = '10.213.0.0/16';
@@ -28,24 +30,6 @@ const TABLE = 'better_compute';
 /** Every host-side veth of an instance starts so, which is what the rules match on. */
 const PREFIX = 'bci-';
 const SLOT_SIZE = 8;
-
-/** What spec.json records of an instance's network. */
-export interface InstanceNetwork {
-  /** Its /29's index in the range. */
-  slot: number;
-  /** The network namespace, and the node's end of the veth (links and namespaces are apart). */
-  name: string;
-  /** The node's end of the veth. */
-  hostAddress: string;
-  /** The namespace's end of the veth: where the node routes the guest's /30. */
-  peerAddress: string;
-  /** The namespace's tap address: the guest's default gateway. */
-  gateway: string;
-  /** The guest's address, without its prefix length (30). */
-  address: string;
-  /** The guest's virtio NIC's MAC, which its network-config matches. */
-  mac: string;
-}
 
 const toInt = (address: string) => address.split('.').reduce((value, part) => value * 256 + Number(part), 0);
 const toAddress = (value: number) =>
@@ -209,6 +193,11 @@ async function nftScript(script: string): Promise<void> {
   });
 }
 
+/** The instance links on this machine now, of any daemon (the rules match them by their prefix). */
+function instanceLinks(): string[] {
+  return readdirSync('/sys/class/net').filter((name) => name.startsWith(PREFIX));
+}
+
 /** The node's own rules and routes for its instances' namespaces. */
 export class VmNetwork {
   private forwarding = false;
@@ -216,6 +205,8 @@ export class VmNetwork {
   constructor(
     readonly range: string = process.env.BCD_INSTANCE_RANGE || DEFAULT_INSTANCE_RANGE,
     private readonly log: (line: string) => void = () => {},
+    /** Where each network is noted before it is made, so a sweep finds what a killed daemon left. */
+    private readonly ledger: Ledger | null = null,
   ) {
     parseRange(range);
   }
@@ -277,9 +268,15 @@ export class VmNetwork {
     await this.ensureTable();
     await this.down(net);
     const ns = net.name;
+    this.ledger?.record({ kind: 'network', net });
     try {
       await ip(['netns', 'add', ns]);
       await ip(['link', 'add', ns, 'type', 'veth', 'peer', 'name', 'veth0', 'netns', ns]);
+      // Another daemon stopping with its VMs removes the table once no instance link is left on the
+      // machine (removeTableIfUnused), which may have been since this daemon last made it: checked
+      // again now that this instance's link is there, so a guest never runs without its rules.
+      this.tableReady = undefined;
+      await this.ensureTable();
       await ip(['addr', 'add', `${net.hostAddress}/30`, 'dev', ns]);
       await ip(['link', 'set', ns, 'up']);
       const inside = (args: string[]) => ip(['-n', ns, ...args]);
@@ -295,7 +292,13 @@ export class VmNetwork {
       await ip(['route', 'replace', guestSubnet(net), 'via', net.peerAddress, 'dev', ns]);
       if (egress) {
         await this.enableForwarding();
-        await nft(['add', 'element', 'ip', TABLE, 'egress', `{ ${net.address} }`]);
+        const add = () => nft(['add', 'element', 'ip', TABLE, 'egress', `{ ${net.address} }`]);
+        // The table may have been removed and written again empty meanwhile (removeTableIfUnused).
+        await add().catch(async () => {
+          this.tableReady = undefined;
+          await this.ensureTable();
+          await add();
+        });
       }
     } catch (error) {
       await this.down(net);
@@ -311,5 +314,33 @@ export class VmNetwork {
     if (existsSync(`/sys/class/net/${net.name}`))
       await ip(['link', 'delete', net.name]).catch(() => undefined);
     await ip(['route', 'delete', guestSubnet(net)]).catch(() => undefined);
+    this.ledger?.forgetNetwork(net.name);
+  }
+
+  /**
+   * Removes the table when no instance network is left on the machine (no `bci-` link): what a
+   * daemon stopping with its VMs does. The table is shared by every daemon on the machine, so one
+   * another daemon's instance still uses stays.
+   */
+  async removeTableIfUnused(): Promise<boolean> {
+    let links: string[];
+    try {
+      links = instanceLinks();
+    } catch {
+      return false;
+    }
+    if (links.length > 0) return false;
+    // Without an instance link the rules match nothing, and addresses left in the set are stale.
+    if ((await nft(['list', 'table', 'ip', TABLE]).catch(() => null)) === null) return false;
+    await nft(['delete', 'table', 'ip', TABLE]);
+    this.tableReady = undefined;
+    // Another daemon's instance link made between the look and the delete is never left without
+    // its rules: the table is written again (its egress set empty, so the guest fails closed; that
+    // daemon, which checks the table after making its link, finds it and goes on).
+    if (instanceLinks().length > 0) {
+      await nftScript(tableScript([]));
+      return false;
+    }
+    return true;
   }
 }
