@@ -84,8 +84,8 @@ out="$work/out"
 mkdir -p "$out" "$cache_root/debs"
 started=$(date +%s)
 
-log "debootstrap $suite (minbase + openssh-server, qemu-guest-agent) from $mirror"
-debootstrap --variant=minbase --arch="$arch" --include=openssh-server,qemu-guest-agent \
+log "debootstrap $suite (minbase + openssh-server, qemu-guest-agent, iproute2, curl) from $mirror"
+debootstrap --variant=minbase --arch="$arch" --include=openssh-server,qemu-guest-agent,iproute2,curl,ca-certificates \
 	--cache-dir="$cache_root/debs" "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1 ||
 	{ tail -20 "$work/debootstrap.log" >&2; fail "debootstrap failed" "check that $mirror is reachable"; }
 

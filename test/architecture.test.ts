@@ -272,7 +272,7 @@ describe('the modules of the server', () => {
     commands: ['fleet', 'workflows'],
     workflows: ['commands', 'fleet'],
     'ssh-certs': ['commands', 'fleet'],
-    vps: ['commands', 'fleet', 'webhooks', 'workflows'],
+    vps: ['commands', 'fleet', 'workflows'],
     tunnels: ['commands', 'fleet', 'ssh-certs', 'vps'],
     sandboxes: ['commands', 'fleet', 'ssh-certs', 'tunnels', 'vps', 'workflows'],
   };

@@ -1,7 +1,10 @@
 import { PHASE_DEVELOPMENT_SERVER } from 'next/constants.js';
 
-// Next.js has no telemetry setting here: lib/mount.mjs sets NEXT_TELEMETRY_DISABLED=1 in every
-// process that loads Next, and scripts/ensure.mjs does for `next build`.
+// Next.js reports usage to Vercel unless NEXT_TELEMETRY_DISABLED is set (it has no configuration
+// key for it). Every Next.js command (build, dev, start, and the servers lib/mount.mjs starts) loads
+// this file before it reads the variable, so setting it here turns telemetry off whichever way Next
+// is run; lib/mount.mjs and scripts/ensure.mjs set it too, before Next.js is even loaded.
+process.env.NEXT_TELEMETRY_DISABLED = '1';
 
 /** @type {(phase: string) => import('next').NextConfig} */
 export default (phase) => ({

@@ -55,6 +55,10 @@ async function main() {
   const workers = compute.startWorkers(['controllers', 'sinks']);
   stopping.push(() => workers.stop());
 
+  // The client's address (the socket's peer, or X-Forwarded-For from the configuration's trusted
+  // proxies) limits sign-ins and other public calls per address, as under serve and dev.
+  const { configuredClientAddress } = await import('better-compute');
+  const clientAddressOf = configuredClientAddress(compute.config);
   const pages = mountConsole({ compute, iam, origin: settings.origin, dev: !useBuild, log });
   stopping.push(() => pages.close());
   try {
@@ -75,7 +79,10 @@ async function main() {
     void (async () => {
       try {
         const request = await toRequest(incoming, origin, left.signal);
-        await writeResponse(await compute.handler(request), outgoing);
+        await writeResponse(
+          await compute.handler(request, { clientAddress: clientAddressOf(incoming) }),
+          outgoing,
+        );
       } catch (error) {
         if (error instanceof BodyTooLarge)
           return writeError(outgoing, 413, 'PAYLOAD_TOO_LARGE', 'the request body is too large');

@@ -72,6 +72,18 @@ describe.skipIf(qemuUnavailable)('guest image', () => {
     expect(user).toBe(image.manifest.defaultUser);
   });
 
+  it('carries iproute2 and an HTTPS client: a login sees its address and curl has TLS', async () => {
+    const result = await guest.ssh(
+      key,
+      image.manifest.defaultUser,
+      'ip -4 -br addr show scope global; curl --version',
+    );
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toContain(ready.address);
+    expect(result.stdout).toMatch(/^curl \d+\.\d+/m);
+    expect(result.stdout).toMatch(/^Protocols:.* https\b/m);
+  });
+
   it('ran the user-data script once, on first boot', async () => {
     const result = await guest.ssh(key, image.manifest.defaultUser, 'cat /var/tmp/user-data-ran');
     expect(result.code, result.stderr).toBe(0);

@@ -6,6 +6,7 @@
 //
 // Next.js is loaded and prepared in the background, so a host can listen (and answer its API) at
 // once; a page asked for before Next is ready waits for it.
+import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -28,29 +29,46 @@ export function isApiPath(pathname) {
   return pathname === '/api' || pathname.startsWith('/api/');
 }
 
+/** A fresh nonce for one page response: 128 random bits, as CSP asks of a nonce. */
+export function scriptNonce() {
+  return randomBytes(16).toString('base64');
+}
+
 /**
- * The headers every page response carries. The console is never framed (X-Frame-Options for old
- * browsers, frame-ancestors for the rest), so no other site can overlay its buttons (clickjacking).
- * Scripts stay 'unsafe-inline' because Next.js streams the page's data in inline scripts; a nonce
- * for them is later work. Development mode's hot reload also evaluates code ('unsafe-eval').
- * WebSockets to the same origin (terminals, hot reload) are 'self' in CSP Level 3.
+ * The Content-Security-Policy of one page response. Scripts run only with this response's `nonce`
+ * (Next.js puts it on every script tag it writes, reading it from the request's copy of this
+ * header), and whatever those scripts load in turn ('strict-dynamic': the chunks Next.js's runtime
+ * fetches); so a script injected into the page's markup never runs, nor does an inline event
+ * handler. 'self' only serves browsers older than CSP Level 3, which ignore 'strict-dynamic'.
+ * Development mode's hot reload evaluates the modules it receives as strings ('unsafe-eval'); the
+ * build never does. Styles stay 'unsafe-inline': React writes `style` attributes and xterm.js adds
+ * style elements, neither of which can carry a nonce. WebSockets to the same origin (terminals,
+ * hot reload) are 'self' in CSP Level 3.
  */
-export function pageHeaders({ dev = false } = {}) {
-  const csp = [
+export function contentSecurityPolicy({ nonce, dev = false }) {
+  return [
     "default-src 'self'",
-    `script-src 'self' 'unsafe-inline'${dev ? " 'unsafe-eval'" : ''}`,
+    `script-src 'self' 'nonce-${nonce}' 'strict-dynamic'${dev ? " 'unsafe-eval'" : ''}`,
     "style-src 'self' 'unsafe-inline'",
     "img-src 'self' data: blob:",
     "font-src 'self' data:",
     "connect-src 'self'",
     "worker-src 'self' blob:",
     "object-src 'none'",
-    "base-uri 'self'",
+    "base-uri 'none'",
     "form-action 'self'",
     "frame-ancestors 'none'",
   ].join('; ');
+}
+
+/**
+ * The headers every page response carries, its policy with `nonce`. The console is never framed
+ * (X-Frame-Options for old browsers, frame-ancestors for the rest), so no other site can overlay
+ * its buttons (clickjacking).
+ */
+export function pageHeaders({ nonce, dev = false }) {
   return {
-    'content-security-policy': csp,
+    'content-security-policy': contentSecurityPolicy({ nonce, dev }),
     'x-frame-options': 'DENY',
     'x-content-type-options': 'nosniff',
     'referrer-policy': 'same-origin',
@@ -158,9 +176,14 @@ export function mountConsole({ compute, iam, origin, dev = false, log = () => {}
     log(`console: Next.js could not start: ${error instanceof Error ? error.message : String(error)}`);
   });
 
-  const headers = Object.entries(pageHeaders({ dev }));
   const page = (incoming, outgoing) => {
-    for (const [name, value] of headers) outgoing.setHeader(name, value);
+    const headers = pageHeaders({ nonce: scriptNonce(), dev });
+    for (const [name, value] of Object.entries(headers)) outgoing.setHeader(name, value);
+    // Next.js takes the nonce for its script tags from the request's policy header (the place its
+    // middleware would put it). Whatever the browser sent under these names is replaced, so no
+    // request chooses its own nonce.
+    incoming.headers['content-security-policy'] = headers['content-security-policy'];
+    delete incoming.headers['content-security-policy-report-only'];
     const serve = () =>
       handle(incoming, outgoing).catch((error) => {
         log(`console: a page failed: ${error instanceof Error ? error.message : String(error)}`);

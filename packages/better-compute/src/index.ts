@@ -31,6 +31,7 @@ export { acquireLease, releaseLease } from './workers/leases.js';
 export { ComputeError } from '@better-compute/core';
 export { serve, type ServeOptions } from './host/serve.js';
 export { attachNodeRoutes, type NodeRoutes, type NodeRoutesOptions } from './host/node-routes.js';
+export { type ClientAddressOf, configuredClientAddress } from './host/client-address.js';
 export { parseSelector, requestTerms, matchesSelector, runFleetController } from './modules/fleet/index.js';
 export { runSimulation, startSimulatedFleet } from './sim/index.js';
 export { attachGateway, type Gateway, type GatewayOptions } from './gateway/session-server.js';

@@ -1,5 +1,5 @@
 /** The shape of a running deployment, as `betterCompute(config)` returns it. */
-import type { Answer, IamBridge, RouteInfo } from '@better-compute/core';
+import type { Answer, ClientInfo, IamBridge, RouteInfo } from '@better-compute/core';
 import type { ApiCall } from './http/handler.js';
 import type { Database, MigrateResult, MigrationStatus } from '@better-compute/db';
 import type { Iam } from 'better-iam';
@@ -20,8 +20,11 @@ export interface DoctorReport {
 }
 
 export interface ComputeInstance {
-  /** The web-standard handler: compute's routes under `basePath`, IAM's under `/api/iam`. */
-  handler(request: Request): Promise<Response>;
+  /**
+   * The web-standard handler: compute's routes under `basePath`, IAM's under `/api/iam`. A host that
+   * knows the client's address passes it, and public calls are then limited per address.
+   */
+  handler(request: Request, client?: ClientInfo): Promise<Response>;
   /**
    * Compute's routes without Request and Response objects, for hosts that read sockets directly;
    * null for a path it leaves to `handler` (IAM's).

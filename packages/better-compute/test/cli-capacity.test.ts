@@ -36,6 +36,14 @@ describe('pools, quotas and drivers', () => {
     expect(lines).toHaveLength(2);
   });
 
+  it('pools list --name selects one pool by name, so a script can take its id', async () => {
+    expect((await run(['pools', 'list', '--name', 'gpu-main', '--query', 'items[0].id'])).out).toBe(poolId);
+    expect((await run(['pools', 'list', '--name', 'no-such-pool', '--query', 'items[].id'])).out).toBe('');
+    const bad = await run(['pools', 'list', '--name', 'Bad Name']);
+    expect(bad.status).not.toBe(0);
+    expect(bad.err).toMatch(/^INVALID_ARGUMENT: .*name/);
+  });
+
   it('an id of the wrong kind is a usage error before anything is sent', async () => {
     const result = await run(['pools', 'get', 'node_01k5w0000000000000000000000']);
     expect(result.status).toBe(2);

@@ -81,6 +81,9 @@ describe('images', () => {
     const listed = await compute(['images', 'list']);
     expect(listed.stdout).toContain('tiny');
     expect(listed.stdout).toContain('platform');
+    expect((await compute(['images', 'list', '--name', 'tiny', '--query', 'items[].id'])).stdout.trim()).toBe(
+      imageId,
+    );
     expect((await refusal(['images', 'promote', imageId, '--channel', 'stable'])).code).toBe('ACCESS_DENIED');
     expect(
       (await json(['images', 'promote', imageId, '--channel', 'stable'], dev.rootAdmin.apiKey)).channel,
@@ -169,6 +172,17 @@ describe('flavors and an instance’s life through the binary', () => {
     ).toMatchObject({ memoryMiB: 2048, version: 2 });
     const table = await compute(['flavors', 'list', '--pool', poolId]);
     expect(table.stdout).toMatch(/small[\s\S]*large|large[\s\S]*small/);
+    const byName = await compute([
+      'flavors',
+      'list',
+      '--pool',
+      poolId,
+      '--name',
+      'large',
+      '--query',
+      'items[].id',
+    ]);
+    expect(byName.stdout.trim()).toBe(large);
     expect(
       (
         await refusal([

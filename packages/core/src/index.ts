@@ -9,6 +9,7 @@ export * from './bridge.js';
 export * from './http.js';
 export * from './request-checks.js';
 export * from './rate-limit.js';
+export * from './outbound-address.js';
 export * from './records.js';
 export * from './command-envelope.js';
 export * from './secrets-shown.js';

@@ -4,6 +4,7 @@
  * does not compile), and `eventTypeList` is what a listing of event types prints.
  */
 import {
+  auditCheckpointSchema,
   bindingSchema,
   endReason,
   instanceState,
@@ -33,7 +34,8 @@ export type SubjectKind =
   | 'sandbox'
   | 'sandboxTemplate'
   | 'sandboxSnapshot'
-  | 'sandboxVolume';
+  | 'sandboxVolume'
+  | 'auditLog';
 
 export interface EventTypeSpec {
   subject: SubjectKind;
@@ -538,6 +540,13 @@ export const eventTypes = {
     subject: 'sandboxVolume',
     data: sandboxVolumeChange,
     summary: 'A step on a sandbox volume’s node failed',
+  },
+  // Published so that a party outside the database keeps each checkpoint (docs/audit.md): the
+  // subject is the tenant's log, by its origin; the payload is what audit.checkpoint answers.
+  'audit.checkpoint': {
+    subject: 'auditLog',
+    data: auditCheckpointSchema.strict(),
+    summary: 'The audit log of the tenant was sealed: its new signed checkpoint (size, root hash, note)',
   },
 } as const satisfies Record<string, EventTypeSpec>;
 

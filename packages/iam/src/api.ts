@@ -8,6 +8,7 @@ import type {
   ActionCatalogEntry,
   AuthorizationCheck,
   AuthorizationDecision,
+  ClientInfo,
   IamBridge,
   Identity,
   PrincipalKind,
@@ -46,7 +47,10 @@ export interface CreateIamOptions {
   listenUrl?: string;
   /** Where a route's failure that its answer does not tell (an unknown throw) is written; default none. */
   log?: IamLog;
-  /** The per-identity rate limiter of IAM's routes (a deployment shares compute's); none by default. */
+  /**
+   * The rate limiter of IAM's routes (a deployment shares compute's): per identity, and per client
+   * address for the sign-in; none by default.
+   */
   limiter?: RateLimiter;
   /** Caps per person and per tenant (IAM_LIMITS); each may be set lower or higher. */
   limits?: Partial<IamLimits>;
@@ -132,8 +136,11 @@ export interface DevBootstrap {
 export interface Iam {
   /** What compute calls: authenticate, tenantState, authorize, installActions. */
   readonly bridge: IamBridge;
-  /** Serves every route under `/api/iam/`; NOT_FOUND for anything else. */
-  handler(request: Request): Promise<Response>;
+  /**
+   * Serves every route under `/api/iam/`; NOT_FOUND for anything else. With the client's address
+   * in `client`, the public sign-in is limited by it (docs/rate-limits.md).
+   */
+  handler(request: Request, client?: ClientInfo): Promise<Response>;
   readonly migrations: ModuleMigrations;
   /** Resolves once the cross-process change feed listens (PostgreSQL); at once elsewhere. */
   ready(): Promise<void>;

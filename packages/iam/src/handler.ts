@@ -21,6 +21,8 @@ import {
   ROOT_TENANT,
   toComputeError,
   belongsInLog,
+  type ClientInfo,
+  isRefusedCredential,
 } from '@better-compute/core';
 import type { Iam, IamInternals } from './api.js';
 import { type IamMethodName, iamMethods } from './methods.js';
@@ -49,11 +51,14 @@ export function createIamHandler(
   iam: Iam,
   bindings: RouteBindings,
   internals: IamInternals,
-): (request: Request) => Promise<Response> {
+): (request: Request, client?: ClientInfo) => Promise<Response> {
   const routes = routeTable();
+  const { limiter } = internals;
 
-  return async function handle(request: Request): Promise<Response> {
+  return async function handle(request: Request, client?: ClientInfo): Promise<Response> {
     const requestId = requestIdOf(request);
+    // The client's address, once a public method (sign-in) was admitted by it.
+    let address: string | null = null;
     try {
       const url = new URL(request.url);
       const sub = url.pathname.startsWith(`${IAM_BASE_PATH}/`)
@@ -75,6 +80,13 @@ export function createIamHandler(
         });
       }
       const method: AnyMethod = iamMethods[key];
+      // A public method spends no identity's budget: the client's address admits it, before the
+      // body is read or a password hashed, and a refused credential counts against the address.
+      if ('public' in method.access && limiter && client?.clientAddress) {
+        const refused = limiter.admitAddress(client.clientAddress);
+        if (refused) throw rateLimited(refused.waitMs, refused.limit);
+        address = client.clientAddress;
+      }
       const body = checkedBody(await readJsonBody(request));
 
       let identity: Identity | null = null;
@@ -130,6 +142,7 @@ export function createIamHandler(
       const answer = await binding.run(parsedInput as never, context);
       return dataResponse(answer.data, requestId, 200, answer.headers ?? {});
     } catch (error) {
+      if (address && isRefusedCredential(error)) limiter!.addressFailed(address);
       const failure = toComputeError(error);
       if (belongsInLog(failure, error))
         internals.log?.({ level: 'error', message: 'IAM request failed', requestId, error });

@@ -44,7 +44,7 @@ function routesOf(iam: Iam, internals: IamInternals): RouteBindings {
 /** Creates the embedded IAM over a database whose `iam` migrations have run. */
 export function createIam(options: CreateIamOptions): Iam {
   const ctx = createContext(options);
-  let handle: ((request: Request) => Promise<Response>) | undefined;
+  let handle: ReturnType<typeof createIamHandler> | undefined;
   const iam: Iam = {
     bridge: {
       authenticate: (credential) => authenticate(ctx, credential),
@@ -52,9 +52,9 @@ export function createIam(options: CreateIamOptions): Iam {
       authorize: (identity, checks) => authorize(ctx, identity, checks),
       installActions: (catalog) => installActions(ctx, catalog),
     },
-    handler(request) {
+    handler(request, client) {
       handle ??= createIamHandler(iam, routesOf(iam, internals), internals);
-      return handle(request);
+      return handle(request, client);
     },
     migrations: iamMigrations,
     ready: () => ctx.feed.start(),

@@ -11,6 +11,15 @@ import { entryLeafHash, parseEntry, type AuditEntry } from './entry.js';
 import { verifyConsistency, verifyInclusion } from './merkle.js';
 import { parseVerifierKey, publicKeyPinOf, verifyNote } from './note.js';
 import { PROOF_FORMAT } from './prove.js';
+import type { WitnessVerifier } from './cosignature.js';
+import {
+  notAncestor,
+  openTrusted,
+  witnessRefusal,
+  witnessReport,
+  type TrustedInput,
+  type WitnessReport,
+} from './trusted.js';
 
 export interface CheckedProof {
   ok: true;
@@ -22,6 +31,16 @@ export interface CheckedProof {
   rootHash: string;
   pin: string;
   consistentFrom?: number;
+  /** With `--trusted`: each kept checkpoint, every one an ancestor of the proof's (else AUDIT_TAMPERED). */
+  trusted?: { size: number; rootHash: string; ancestor: true }[];
+  witnesses?: WitnessReport;
+}
+
+/** What `check-proof --trusted` (and `--witness`) adds to the check. */
+export interface TrustedCheck {
+  inputs: readonly TrustedInput[];
+  file: string;
+  witnesses?: { verifiers: readonly WitnessVerifier[]; min: number } | undefined;
 }
 
 function invalid(message: string): never {
@@ -62,7 +81,7 @@ function signedCheckpoint(note: unknown, signer: unknown, pin: string, what: str
   return body;
 }
 
-export function checkProof(document: unknown, pin: string): CheckedProof {
+export function checkProof(document: unknown, pin: string, trusted?: TrustedCheck): CheckedProof {
   if (typeof document !== 'object' || document === null || Array.isArray(document)) {
     invalid('the proof is not a JSON object');
   }
@@ -113,5 +132,63 @@ export function checkProof(document: unknown, pin: string): CheckedProof {
     if (!verdict.ok) invalid(`the checkpoint does not extend the earlier one: ${verdict.reason}`);
     result.consistentFrom = fromSize;
   }
+  if (trusted) checkTrusted(proof, checkpoint, pin, trusted, result);
   return result;
+}
+
+/**
+ * Each kept checkpoint must be an ancestor of the proof's, by the consistency proof the file carries
+ * for its size (`audit prove --trusted`): one larger than the proof's tree, or whose proof fails, is
+ * AUDIT_TAMPERED naming it; a size the file has no proof for is INVALID_PROOF (ask for one).
+ */
+function checkTrusted(
+  proof: Record<string, unknown>,
+  checkpoint: Checkpoint,
+  pin: string,
+  trusted: TrustedCheck,
+  result: CheckedProof,
+): void {
+  const kept = openTrusted(trusted.inputs, {
+    tenantId: result.tenant,
+    pin,
+    keys: [proof.signer as string],
+    file: trusted.file,
+  });
+  const ancestors = new Map<number, Uint8Array[]>();
+  if (proof.ancestors !== undefined) {
+    if (!Array.isArray(proof.ancestors)) invalid('the ancestors of the proof are not a list');
+    for (const item of proof.ancestors as unknown[]) {
+      const entry = (typeof item === 'object' && item !== null ? item : {}) as Record<string, unknown>;
+      ancestors.set(wholeNumber(entry.size, 'an ancestor size'), hashes(entry.proof, 'an ancestor proof'));
+    }
+  }
+  result.trusted = kept.map((one) => {
+    const given = ancestors.get(one.size);
+    // Of the proof's own size no proof is needed: the roots are compared.
+    if (!given && one.size < checkpoint.size) {
+      invalid(
+        `the proof file carries no consistency proof from the kept checkpoint of size ${one.size}: make it with audit prove --trusted`,
+      );
+    }
+    const reason = notAncestor(one, checkpoint, given ?? []);
+    if (reason) {
+      throw new ComputeError(
+        'AUDIT_TAMPERED',
+        `the kept checkpoint of size ${one.size} and root ${one.rootHex} (hex) is no longer an ancestor of the log's checkpoint ${checkpoint.size}: ${reason}`,
+        {
+          hint: 'Keep the checkpoint file: it is signed by the audit key, and the log no longer extends it.',
+        },
+      );
+    }
+    return { size: one.size, rootHash: one.rootHash, ancestor: true as const };
+  });
+  if (trusted.witnesses) {
+    const notes = [
+      ...kept.map((one) => ({ size: one.size, rootHash: one.rootHash, note: one.note })),
+      { size: checkpoint.size, rootHash: result.rootHash, note: proof.checkpoint as string },
+    ];
+    result.witnesses = witnessReport(notes, trusted.witnesses.verifiers, trusted.witnesses.min);
+    const refusal = witnessRefusal(result.witnesses, trusted.witnesses.verifiers.length);
+    if (refusal) throw refusal;
+  }
 }

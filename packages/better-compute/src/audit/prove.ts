@@ -30,13 +30,23 @@ export interface AuditProof {
     signer: string;
     proof: string[];
   };
+  /**
+   * Consistency proofs from the sizes of checkpoints a reader kept (`audit prove --trusted`) to
+   * this checkpoint, for `audit check-proof --trusted`. A kept size larger than the tree has none.
+   */
+  ancestors?: { size: number; proof: string[] }[];
 }
 
 const b64 = (hash: Hash) => Buffer.from(hash).toString('base64');
 
 export async function proveEntry(
   db: Kysely<ComputeTables>,
-  options: { tenantId: string; entryId: string; consistencyFrom?: number | undefined },
+  options: {
+    tenantId: string;
+    entryId: string;
+    consistencyFrom?: number | undefined;
+    trustedSizes?: readonly number[] | undefined;
+  },
 ): Promise<AuditProof> {
   const { tenantId, entryId } = options;
   const row = (
@@ -123,6 +133,14 @@ export async function proveEntry(
       signer: earlier.signer,
       proof: fromSize === treeSize ? [] : consistencyProof(hashes, fromSize, treeSize).map(b64),
     };
+  }
+  if (options.trustedSizes) {
+    proof.ancestors = [...new Set(options.trustedSizes)]
+      .filter((size) => size > 0 && size <= treeSize)
+      .map((size) => ({
+        size,
+        proof: size === treeSize ? [] : consistencyProof(hashes, size, treeSize).map(b64),
+      }));
   }
   return proof;
 }

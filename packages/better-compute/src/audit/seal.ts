@@ -17,6 +17,9 @@ import { entryFromRow, entryLeafHash, occurredAtUtc, type AuditEntryRow } from '
 import { TreeBuilder } from './merkle.js';
 import { signNote, verifierKey } from './note.js';
 import { SETTLED_HORIZON } from '../db/settled.js';
+import { writeEvents } from '../db/unit-of-work.js';
+import type { CatalogEventDraft } from '@better-compute/events';
+import { publishedCheckpoint } from './published.js';
 
 /** The audit key's two halves, the private one unsealed. */
 export interface AuditSigningKey {
@@ -147,6 +150,20 @@ async function sealTenant(
       ${verifierKey(origin, options.key.publicKey)},
       ${JSON.stringify(tree.frontier().map((hash) => Buffer.from(hash).toString('base64')))}::jsonb,
       greatest(${sealedBelow}::xid8, ${last?.sealed_below ?? '0'}::xid8))`.execute(trx);
+  // Published in the same transaction: webhooks and event readers outside the database keep every
+  // checkpoint, so a log shortened or rewritten later no longer extends what they hold.
+  const published: CatalogEventDraft = {
+    type: 'audit.checkpoint',
+    subject: { type: 'auditLog', id: origin },
+    tenantId,
+    data: publishedCheckpoint(tenantId, {
+      tree_size: tree.size,
+      root_hash: root,
+      note,
+      signer: verifierKey(origin, options.key.publicKey),
+    }),
+  };
+  await writeEvents(trx, [published], { tenantId, actor: null, requestId: `audit_seal_${tree.size}` });
   return {
     checkpoint: {
       tenantId,

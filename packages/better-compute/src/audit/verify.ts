@@ -18,6 +18,7 @@ import {
   type Hash,
 } from './merkle.js';
 import { parseVerifierKey, publicKeyPinOf, verifyNote } from './note.js';
+import { notAncestor, openTrusted, type TrustedCheckpoint, type TrustedInput } from './trusted.js';
 
 export type AuditProblemKind =
   | 'entry_deleted'
@@ -32,7 +33,8 @@ export type AuditProblemKind =
   | 'note_mismatch'
   | 'unknown_signer'
   | 'bad_signature'
-  | 'inconsistent';
+  | 'inconsistent'
+  | 'not_an_ancestor';
 
 export interface AuditProblem {
   kind: AuditProblemKind;
@@ -56,13 +58,22 @@ export interface AuditVerifyReport {
   unsealed: number;
   pin: string;
   problems: AuditProblem[];
+  /** With `--trusted`: each kept checkpoint, and whether the log still extends it. */
+  trusted?: { size: number; rootHash: string; ancestor: boolean; signatureChecked: boolean }[];
+}
+
+/** Checkpoints a reader kept, to check the log still extends (trusted.ts). */
+export interface TrustedOption {
+  inputs: readonly TrustedInput[];
+  /** The file they came from, for messages. */
+  file: string;
 }
 
 type EntryRow = AuditEntryRow & { leaf_index: string | null; tx_id: string; below: boolean };
 
 export async function verifyAuditLog(
   db: Kysely<ComputeTables>,
-  options: { tenantId: string; pin: string },
+  options: { tenantId: string; pin: string; trusted?: TrustedOption | undefined },
 ): Promise<AuditVerifyReport> {
   const { tenantId, pin } = options;
   const problems: AuditProblem[] = [];
@@ -201,6 +212,31 @@ export async function verifyAuditLog(
       message: `leaves ${coveredTo} to ${hashes.length - 1} are in no checkpoint: ${checkpoints.length ? `the checkpoints after size ${coveredTo} were removed` : 'every checkpoint was removed'}`,
     });
   }
+  // Kept checkpoints: each must be a prefix of the latest checkpoint the leaves still reach, as the
+  // entries are now. Their notes are checked under the keys that signed this log's rows (pin-checked).
+  let trusted: AuditVerifyReport['trusted'];
+  if (options.trusted) {
+    const opened = openTrusted(options.trusted.inputs, {
+      tenantId,
+      pin,
+      keys: [...new Set(checkpoints.map((c) => c.signer))],
+      file: options.trusted.file,
+    });
+    const latest = checkpoints.filter((c) => Number(c.tree_size) <= hashes.length).at(-1);
+    const current = latest
+      ? { size: Number(latest.tree_size), root: new Uint8Array(latest.root_hash) }
+      : { size: 0, root: new Uint8Array(32) };
+    trusted = opened.map((kept) => {
+      const problem = checkAncestor(kept, current, levels);
+      if (problem) problems.push(problem);
+      return {
+        size: kept.size,
+        rootHash: kept.rootHash,
+        ancestor: problem === null,
+        signatureChecked: kept.signatureChecked,
+      };
+    });
+  }
   const unsealed = entryRows.rows.filter(
     (row) => row.tenant_id === tenantId && row.leaf_index === null,
   ).length;
@@ -217,7 +253,25 @@ export async function verifyAuditLog(
     unsealed,
     pin,
     problems,
+    ...(trusted ? { trusted } : {}),
   };
+}
+
+function checkAncestor(
+  kept: TrustedCheckpoint,
+  current: { size: number; root: Uint8Array },
+  levels: MerkleLevels,
+): AuditProblem | null {
+  const proof =
+    kept.size > 0 && kept.size < current.size ? consistencyProof(levels, kept.size, current.size) : [];
+  const reason = notAncestor(kept, current, proof);
+  return reason
+    ? {
+        kind: 'not_an_ancestor',
+        checkpoint: kept.size,
+        message: `the kept checkpoint of size ${kept.size} and root ${kept.rootHex} (hex) is no longer an ancestor of the log: ${reason}`,
+      }
+    : null;
 }
 
 function checkNote(

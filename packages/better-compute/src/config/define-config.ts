@@ -25,9 +25,11 @@ export interface ComputeConfig {
    * The rate limit (docs/rate-limits.md), across compute's routes and the embedded IAM's: tokens per
    * second and burst per identity (`perSecond`, `burst`), per tenant (`tenant`, or `false` for
    * none), and a call's cost by method (`costs`, e.g. `{ 'usage.export': 10 }`; a read costs 0.5 and
-   * a change 1 otherwise). What is set replaces its default; `false` turns the limit off.
+   * a change 1 otherwise); per client address for calls without a credential (`address`) and for
+   * refused credentials (`addressFailures`); open event streams per identity and per tenant
+   * (`streams`). What is set replaces its default; `false` turns every limit off.
    */
-  rateLimit?: Partial<RateLimitOptions> | false;
+  rateLimit?: (Partial<RateLimitOptions> & RateLimitAddressing) | false;
   /** Caps of the embedded IAM per person and per tenant (API keys, sessions, principals, …). */
   iamLimits?: Partial<IamLimits>;
   /**
@@ -89,6 +91,17 @@ export interface ComputeConfig {
   modules?: ModuleName[];
   /** Webhook deliveries: where they may go, how they are retried (docs/webhooks.md). */
   webhooks?: WebhookSettings;
+}
+
+/** Where the client's address is read from (docs/rate-limits.md). */
+export interface RateLimitAddressing {
+  /**
+   * The proxies in front of the server (addresses or CIDR ranges: `'10.0.0.0/8'`, `'fd00::/8'`,
+   * `'127.0.0.1'`). A request whose peer is one of them is counted under the rightmost address of
+   * its X-Forwarded-For that is not; from any other peer X-Forwarded-For is ignored, since the
+   * client writes it. Default none: the socket's peer is the client.
+   */
+  trustedProxies?: string[];
 }
 
 /** An address a name resolves to, as `dns.lookup(name, { all: true })` answers. */

@@ -51,6 +51,12 @@ export interface GatewayOptions {
   url?: string | undefined;
   /** The internal link's TLS (this replica's gateway certificate); without it the link is refused. */
   link?: LinkOptions | undefined;
+  /**
+   * The client's address of an upgrade (the host's rule for trusted proxies). A session's first
+   * heartbeat carries it, so credentials refused there are limited per address like the fleet's
+   * public routes (docs/rate-limits.md); the session's later heartbeats are proven already.
+   */
+  clientAddress?: ((request: IncomingMessage) => string | null) | undefined;
 }
 
 export interface Gateway {
@@ -91,7 +97,7 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
   let closing = false;
 
   /** The fleet's heartbeat route, in process: it proves the credential and records the node alive. */
-  async function heartbeat(credential: string, inventory?: unknown) {
+  async function heartbeat(credential: string, inventory?: unknown, clientAddress?: string | null) {
     const body = JSON.stringify(
       inventory === undefined ? { nodeCredential: credential } : { nodeCredential: credential, inventory },
     );
@@ -101,6 +107,7 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
       origin: 'http://gateway.internal',
       header: (name) => (name === 'content-type' ? 'application/json' : null),
       readBody: async () => body,
+      clientAddress,
     });
     const parsed = JSON.parse(answer?.body ?? '{}') as {
       data?: { nodeId: string; state: string; heartbeatIntervalSeconds: number };
@@ -292,8 +299,17 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
     }
   }
 
-  async function open(socket: WebSocket, credential: string, certifiedNode: string | null) {
-    const beat = await heartbeat(credential);
+  async function open(
+    socket: WebSocket,
+    credential: string,
+    certifiedNode: string | null,
+    clientAddress: string | null,
+  ) {
+    const beat = await heartbeat(credential, undefined, clientAddress);
+    if (beat.error?.code === 'RATE_LIMITED') {
+      socket.close(4429, 'too many attempts from this address; retry later');
+      return;
+    }
     if (beat.error || !beat.data) {
       socket.close(4401, 'the node credential is unknown or revoked');
       return;
@@ -380,9 +396,10 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
     if (!match) return refuse(socket, 401, 'Unauthorized');
     const certifiedNode = peer.kind === 'node' ? peer.nodeId : null;
     if (certifiedNode && match[1]!.split('.')[0] !== certifiedNode) return refuse(socket, 403, 'Forbidden');
+    const clientAddress = options.clientAddress?.(request) ?? null;
     wss.handleUpgrade(request, socket, head, (ws) => {
       ws.on('error', () => ws.terminate());
-      open(ws, match[1]!, certifiedNode).catch((error) => {
+      open(ws, match[1]!, certifiedNode, clientAddress).catch((error) => {
         log(`gateway: opening a session failed: ${(error as Error).message}`);
         ws.close(1011, 'internal error');
       });

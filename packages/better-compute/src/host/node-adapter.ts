@@ -22,6 +22,7 @@ import {
   requestIdFrom,
 } from '@better-compute/core';
 import type { ComputeInstance } from '../types.js';
+import { type ClientAddressOf, configuredClientAddress } from './client-address.js';
 
 async function readBody(incoming: IncomingMessage, limit: number): Promise<Buffer> {
   const declared = incoming.headers['content-length'];
@@ -152,15 +153,19 @@ function isApiPath(pathname: string, config: Pick<ComputeInstance['config'], 'ba
 }
 
 export function createNodeServer(
-  compute: Pick<ComputeInstance, 'handler' | 'dispatch'> & {
+  compute: Pick<ComputeInstance, 'dispatch'> & {
+    /** The web-standard handler, told the client's address (ComputeHandler's `client`). */
+    handler(request: Request, client?: { clientAddress?: string | null }): Promise<Response>;
     live?: ComputeInstance['live'];
-    config?: Pick<ComputeInstance['config'], 'basePath' | 'live'>;
+    config?: Pick<ComputeInstance['config'], 'basePath' | 'live' | 'rateLimit'>;
   },
-  options: { pages?: PageRoutes | undefined } = {},
+  options: { pages?: PageRoutes | undefined; clientAddress?: ClientAddressOf | undefined } = {},
 ): Server {
   const { pages } = options;
   // Without a configuration (test doubles), the API is /api/ and /watch, the defaults.
   const config = compute.config ?? { basePath: '' };
+  // Read once, when the server is made: a trusted proxy that is no address stops it here.
+  const clientAddressOf = options.clientAddress ?? configuredClientAddress(config);
   const server = createServer((incoming, outgoing) => {
     const origin = originOf(incoming.headers.host);
     if (origin === null) return writeAnswer(badHost(), outgoing);
@@ -173,6 +178,7 @@ export function createNodeServer(
     }
     let body: Promise<Buffer> | undefined;
     const readOnce = (limit: number) => (body ??= readBody(incoming, limit));
+    const clientAddress = clientAddressOf(incoming);
     void (async () => {
       try {
         const answer = await compute.dispatch({
@@ -181,12 +187,13 @@ export function createNodeServer(
           origin,
           header: (name) => headerOf(incoming, name),
           readBody: async (limit) => (await readOnce(limit)).toString('utf8'),
+          clientAddress,
         });
         if (answer) return writeAnswer(answer, outgoing);
         const left = new AbortController();
         outgoing.once('close', () => left.abort());
         const request = toRequest(incoming, await readOnce(BODY_LIMIT_BYTES * 16), origin, left.signal);
-        await writeResponse(await compute.handler(request), outgoing);
+        await writeResponse(await compute.handler(request, { clientAddress }), outgoing);
       } catch (error) {
         const tooLarge = error instanceof Error && (error as { code?: string }).code === 'PAYLOAD_TOO_LARGE';
         if (outgoing.headersSent) return void outgoing.end();

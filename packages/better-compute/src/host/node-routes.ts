@@ -6,6 +6,7 @@
  * `attachNodeRoutes`.
  */
 import { EventEmitter } from 'node:events';
+import { DEFAULT_RATE_LIMIT, RateLimiter } from '@better-compute/core';
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { CommandSigner } from '../gateway/signer.js';
@@ -16,6 +17,7 @@ import type { GatewayTls } from '../gateway/tls.js';
 import type { PkiBundle } from '../pki/bundle.js';
 import { attachTunnels, type TunnelRoute } from '../tunnels/route.js';
 import type { ComputeInstance } from '../types.js';
+import { configuredClientAddress } from './client-address.js';
 
 export interface NodeRoutesOptions {
   compute: ComputeInstance;
@@ -67,6 +69,12 @@ function upgradesAfterPages(
 
 export async function attachNodeRoutes(server: Server, options: NodeRoutesOptions): Promise<NodeRoutes> {
   const { compute, log, tls } = options;
+  // The client's address of an upgrade, by the deployment's trusted proxies; the tunnel upgrades
+  // are limited by it with the configuration's address buckets, counted apart from the API's calls
+  // (a node session's first heartbeat is one of those: it goes through the API's own limit).
+  const clientAddress = configuredClientAddress(compute.config);
+  const { rateLimit } = compute.config;
+  const limiter = rateLimit === false ? undefined : new RateLimiter({ ...DEFAULT_RATE_LIMIT, ...rateLimit });
   const { routed, detach } = upgradesAfterPages(server, options.pages);
   const pki: GatewayPki | undefined = options.bundle
     ? { bundle: options.bundle, secret: compute.config.secret }
@@ -88,13 +96,20 @@ export async function attachNodeRoutes(server: Server, options: NodeRoutesOption
         pki,
         url: options.gateway.url,
         link: tls ? { tls } : undefined,
+        clientAddress,
       })
     : undefined;
   const { createNodeStreams } = await import('../gateway/streams.js');
   const streams = options.nodeStreams ?? createNodeStreams({ compute, gateway, tls });
   options.onNodeStreams?.(streams);
   const tunnels: TunnelRoute | undefined = options.api
-    ? attachTunnels(routed, { compute, streams, refuseOtherUpgrades: !gateway, log })
+    ? attachTunnels(routed, {
+        compute,
+        streams,
+        refuseOtherUpgrades: !gateway,
+        log,
+        addressLimit: limiter ? { limiter, clientAddress } : undefined,
+      })
     : undefined;
   return {
     gateway,

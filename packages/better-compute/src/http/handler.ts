@@ -31,6 +31,8 @@ import {
   validatedInput,
   rateLimited,
   type RateLimiter,
+  type ClientInfo,
+  isRefusedCredential,
 } from '@better-compute/core';
 import { retryTransient } from '@better-compute/db';
 import type { Kysely } from 'kysely';
@@ -62,11 +64,19 @@ export interface ApiCall {
   header(name: string): string | null;
   /** The body as text; throws PAYLOAD_TOO_LARGE past the limit. */
   readBody(limit: number): Promise<string>;
+  /**
+   * The client's address, as the host found it (the socket's peer, or X-Forwarded-For from a
+   * trusted proxy); public methods are limited by it. Absent in process: no per-address limit.
+   */
+  clientAddress?: string | null | undefined;
 }
 
 export interface ComputeHandler {
-  /** The web-standard handler: compute's routes and IAM's. */
-  handler(request: Request): Promise<Response>;
+  /**
+   * The web-standard handler: compute's routes and IAM's. A host that knows the client's address
+   * passes it in `client`, so public routes are limited per address (docs/rate-limits.md).
+   */
+  handler(request: Request, client?: ClientInfo): Promise<Response>;
   /** Compute's routes only, for hosts that talk to sockets; null for a path it does not serve (IAM's). */
   dispatch(call: ApiCall): Promise<Answer | null>;
 }
@@ -80,8 +90,8 @@ export interface HandlerOptions {
   methods: ReadonlyMap<string, BoundMethod>;
   routes: () => RouteInfo[];
   iam: IamBridge;
-  /** IAM's own routes, served under `/api/iam`. */
-  iamHandler?: (request: Request) => Promise<Response>;
+  /** IAM's own routes, served under `/api/iam`; `client` carries the client's address on. */
+  iamHandler?: (request: Request, client?: ClientInfo) => Promise<Response>;
   db: () => Kysely<ComputeTables>;
   /** Origins allowed to call with a cookie; undefined means the request's own origin only. */
   trustedOrigins: readonly string[] | undefined;
@@ -116,7 +126,28 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
   const checkTenant = (identity: Identity, tenant: string) => gate.checkTenant(identity, tenant);
   const watchPaths = new Set(options.watch ? [`${basePath}/watch`, ...(options.watch.paths ?? [])] : []);
 
+  /**
+   * A public method spends no identity's budget: it is admitted by the client's address first,
+   * and a credential it refuses (a wrong join token, claim secret, node credential) counts against
+   * that address (docs/rate-limits.md).
+   */
   async function call(request: ApiCall, bound: BoundMethod, requestId: string): Promise<Answer> {
+    const address = limiter && 'public' in bound.method.access ? request.clientAddress : null;
+    if (!address) return run(request, bound, requestId);
+    const refused = limiter!.admitAddress(
+      address,
+      limiter!.costOf(methodKey(bound.method), bound.method.kind),
+    );
+    if (refused) throw rateLimited(refused.waitMs, refused.limit);
+    try {
+      return await run(request, bound, requestId);
+    } catch (error) {
+      if (isRefusedCredential(error)) limiter!.addressFailed(address);
+      throw error;
+    }
+  }
+
+  async function run(request: ApiCall, bound: BoundMethod, requestId: string): Promise<Answer> {
     const { method, handler } = bound;
     const key = methodKey(method);
     // 2. body
@@ -312,7 +343,7 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
     }
   }
 
-  async function handler(request: Request): Promise<Response> {
+  async function handler(request: Request, client?: ClientInfo): Promise<Response> {
     const url = new URL(request.url);
     if (options.watch && watchPaths.has(url.pathname)) return options.watch.serve(request);
     const answer = await dispatch({
@@ -321,9 +352,10 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
       origin: url.origin,
       header: (name) => request.headers.get(name),
       readBody: (limit) => readBodyText(request, limit),
+      clientAddress: client?.clientAddress,
     });
     if (answer) return toResponse(answer);
-    return options.iamHandler!(request);
+    return options.iamHandler!(request, client);
   }
 
   return { handler, dispatch };

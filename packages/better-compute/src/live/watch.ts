@@ -10,8 +10,9 @@
  *
  * The request is decided as events.list for the tenant: the same credential rules (a cookie needs
  * X-Better-Compute: 1 from the console's own origin), tenant checks, rate limit and IAM action
- * (compute:events:read). Anything refused before the stream starts is the JSON error envelope with
- * its status. An open stream is decided again whenever IAM changes and every 30 s; a revoked
+ * (compute:events:read), and the caps of open streams per identity and per tenant (RATE_LIMITED
+ * past them; a closed stream frees its place). Anything refused before the stream starts is the
+ * JSON error envelope with its status. An open stream is decided again whenever IAM changes and every 30 s; a revoked
  * credential, a suspended tenant or a withdrawn action ends it with `event: error`.
  */
 import {
@@ -27,6 +28,8 @@ import {
   formatStreamCursor,
   type RateLimiter,
   rateLimited,
+  type StreamSlot,
+  tooManyStreams,
   requestIdFrom,
   requestCredential,
   belongsInLog,
@@ -263,8 +266,14 @@ export function createWatch(options: WatchOptions): (request: Request) => Promis
     const requestId = requestIdFrom(request.headers.get('x-request-id'));
     const url = new URL(request.url);
     let decided: Awaited<ReturnType<typeof decide>>;
+    // The stream's place under the caps of open streams (per identity, per tenant), given back when
+    // it closes, however it closes.
+    let slot: StreamSlot | undefined;
     try {
       decided = await decide(request, url);
+      const taken = options.limiter?.openStream(decided.identity.principalId, decided.identity.tenantId);
+      if (taken && !('release' in taken)) throw tooManyStreams(taken);
+      slot = taken;
     } catch (error) {
       const failure = toComputeError(error);
       if (belongsInLog(failure, error))
@@ -283,6 +292,7 @@ export function createWatch(options: WatchOptions): (request: Request) => Promis
     const close = () => {
       if (closed) return;
       closed = true;
+      slot?.release();
       if (heartbeat) clearInterval(heartbeat);
       hub.remove(stream);
       try {

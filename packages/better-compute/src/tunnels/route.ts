@@ -15,6 +15,9 @@ import {
   cookieValue,
   type Identity,
   isLoopbackOrigin,
+  isRefusedCredential,
+  rateLimited,
+  type RateLimiter,
   SESSION_COOKIE,
 } from '@better-compute/core';
 import { WebSocket, WebSocketServer } from 'ws';
@@ -45,6 +48,13 @@ export interface TunnelRouteOptions {
   refuseOtherUpgrades?: boolean;
   log: (line: string) => void;
   now?: () => Date;
+  /**
+   * The per-address limit of upgrades: each is admitted by its client's address before anything
+   * is checked, and a refused credential or ticket counts against the address (docs/rate-limits.md).
+   * Without it, no per-address limit.
+   */
+  addressLimit?:
+    { limiter: RateLimiter; clientAddress: (request: IncomingMessage) => string | null } | undefined;
 }
 
 export interface TunnelRoute {
@@ -73,12 +83,20 @@ function refuse(socket: Duplex, error: ComputeError): void {
       RATE_LIMITED: 429,
       TENANT_SUSPENDED: 403,
     }[error.code as string] ?? 503;
+  const retryAfterMs = error.code === 'RATE_LIMITED' ? error.details?.retryAfterMs : undefined;
   const body = JSON.stringify({
-    error: { code: error.code, message: error.message, ...(error.hint ? { hint: error.hint } : {}) },
+    error: {
+      code: error.code,
+      message: error.message,
+      ...(typeof retryAfterMs === 'number' ? { details: { retryAfterMs, limit: error.details?.limit } } : {}),
+      ...(error.hint ? { hint: error.hint } : {}),
+    },
   });
+  const retryAfter =
+    typeof retryAfterMs === 'number' ? `retry-after: ${Math.max(1, Math.ceil(retryAfterMs / 1000))}\r\n` : '';
   if (socket.writable)
     socket.end(
-      `HTTP/1.1 ${status} ${STATUS_TEXT[status]}\r\nconnection: close\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      `HTTP/1.1 ${status} ${STATUS_TEXT[status]}\r\nconnection: close\r\n${retryAfter}content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
     );
   socket.destroy();
 }
@@ -291,9 +309,17 @@ export function attachTunnels(server: Server, options: TunnelRouteOptions): Tunn
     }
     socket.on('error', () => socket.destroy());
     if (closing) return refuse(socket, new ComputeError('UNAVAILABLE', 'the server is restarting'));
+    const limit = options.addressLimit;
+    const address = limit?.clientAddress(request) ?? null;
+    if (address) {
+      const refused = limit!.limiter.admitAddress(address);
+      if (refused) return refuse(socket, rateLimited(refused.waitMs, refused.limit));
+    }
     const ticket = pathname.slice(prefix.length);
-    if (!TICKET_SEGMENT.test(ticket))
+    if (!TICKET_SEGMENT.test(ticket)) {
+      if (address) limit!.limiter.addressFailed(address);
       return refuse(socket, new ComputeError('UNAUTHENTICATED', 'the tunnel ticket is malformed'));
+    }
     admit(request, ticket)
       .then(({ token, claims }) => {
         if (socket.destroyed) return;
@@ -303,6 +329,7 @@ export function attachTunnels(server: Server, options: TunnelRouteOptions): Tunn
         });
       })
       .catch((error: unknown) => {
+        if (address && isRefusedCredential(error)) limit!.limiter.addressFailed(address);
         if (!(error instanceof ComputeError))
           log(`tunnels: admitting a tunnel failed: ${(error as Error)?.message}`);
         refuse(

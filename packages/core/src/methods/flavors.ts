@@ -64,7 +64,9 @@ export const flavorsGroup = defineGroup(
       kind: 'query',
       summary: 'List a VPS pool’s flavors',
       tenantScoped: true,
-      input: z.object({ tenantId, poolId: idOf('pool'), ...pageInputById('flavor') }).strict(),
+      input: z
+        .object({ tenantId, poolId: idOf('pool'), name: flavorName.optional(), ...pageInputById('flavor') })
+        .strict(),
       output: pageOf(flavorSchema),
     }),
     create: method({

@@ -95,6 +95,7 @@ export const imagesGroup = defineGroup(
         .object({
           tenantId,
           channel: imageChannel.optional(),
+          name: imageName.optional(),
           ...pageInputById('image'),
         })
         .strict(),

@@ -5,6 +5,7 @@
 import type { AnyMethod } from '../contract.js';
 import { tableOf } from '../group.js';
 import { systemGroup } from './system.js';
+import { auditGroup } from './audit.js';
 import { eventsGroup } from './events.js';
 import { sitesGroup } from './sites.js';
 import { projectsGroup } from './projects.js';
@@ -37,6 +38,7 @@ import {
 /** Every group of the table, for the modules that implement them. */
 export {
   systemGroup,
+  auditGroup,
   eventsGroup,
   sitesGroup,
   projectsGroup,
@@ -66,6 +68,7 @@ export {
 };
 export * from './common.js';
 export { eventSchema } from './events.js';
+export { auditCheckpointSchema } from './audit.js';
 export { gpuInventorySchema, inventorySchema } from './inventory.js';
 export { nodeSchema, nodeState, taintSchema } from './nodes.js';
 export {
@@ -128,6 +131,7 @@ export const methods = {
   ...tableOf(sandboxesGroup),
   ...tableOf(sandboxSnapshotsGroup),
   ...tableOf(sandboxVolumesGroup),
+  ...tableOf(auditGroup),
 } as const satisfies Record<string, AnyMethod>;
 
 export type MethodTable = typeof methods;

@@ -36,6 +36,7 @@ const poolsList = method({
     .object({
       tenantId,
       class: poolClass.optional(),
+      name: resourceName.optional(),
       includeArchived: z.boolean().default(false),
       ...pageInputById('pool'),
     })

@@ -237,7 +237,12 @@ export const sandboxTemplatesGroup = defineGroup(
       access: { action: 'compute:sandboxes:read' },
       tenantScoped: true,
       input: z
-        .object({ tenantId, poolId: idOf('pool').optional(), ...pageInputById('sandboxTemplate') })
+        .object({
+          tenantId,
+          poolId: idOf('pool').optional(),
+          name: resourceName.optional(),
+          ...pageInputById('sandboxTemplate'),
+        })
         .strict(),
       output: pageOf(sandboxTemplateSchema),
     }),

@@ -157,6 +157,7 @@ async function checkPoolName(db: FleetDb, tenantId: string, name: string): Promi
 export async function listPools(
   ctx: CallContext<{
     class?: 'gpu' | 'vps' | 'metal' | undefined;
+    name?: string | undefined;
     includeArchived: boolean;
     limit: number;
     cursor?: string | undefined;
@@ -177,6 +178,7 @@ export async function listPools(
       ]),
     );
   if (ctx.input.class) query = query.where('class', '=', ctx.input.class);
+  if (ctx.input.name) query = query.where('name', '=', ctx.input.name);
   if (!ctx.input.includeArchived) query = query.where('state', '=', 'active');
   if (ctx.input.cursor) query = query.where('id', '>', ctx.input.cursor);
   const rows = await query

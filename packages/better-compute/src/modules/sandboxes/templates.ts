@@ -375,7 +375,12 @@ export async function deleteTemplate(
 }
 
 export async function listTemplates(
-  ctx: CallContext<{ poolId?: string | undefined; limit: number; cursor?: string | undefined }>,
+  ctx: CallContext<{
+    poolId?: string | undefined;
+    name?: string | undefined;
+    limit: number;
+    cursor?: string | undefined;
+  }>,
 ) {
   const db = sandboxDb(ctx.db);
   let query = db
@@ -384,6 +389,7 @@ export async function listTemplates(
     .where('tenant_id', '=', ctx.tenantId)
     .where('deleted_at', 'is', null);
   if (ctx.input.poolId) query = query.where('pool_id', '=', ctx.input.poolId);
+  if (ctx.input.name) query = query.where('name', '=', ctx.input.name);
   if (ctx.input.cursor) query = query.where('id', '<', ctx.input.cursor);
   const rows = await query
     .orderBy('id', 'desc')

@@ -78,7 +78,7 @@ function checkGpuModel(gpus: number, gpuModel: string | null) {
 }
 
 export async function listFlavors(
-  ctx: CallContext<{ poolId: string; limit: number; cursor?: string | undefined }>,
+  ctx: CallContext<{ poolId: string; name?: string | undefined; limit: number; cursor?: string | undefined }>,
 ) {
   const db = vpsDb(ctx.db);
   await visiblePool(asFleet(db), ctx.tenantId, ctx.input.poolId);
@@ -87,6 +87,7 @@ export async function listFlavors(
     .selectAll()
     .where('pool_id', '=', ctx.input.poolId)
     .where('deleted_at', 'is', null);
+  if (ctx.input.name) query = query.where('name', '=', ctx.input.name);
   if (ctx.input.cursor) query = query.where('id', '>', ctx.input.cursor);
   const rows = await query
     .orderBy('id')

@@ -3,11 +3,16 @@
  * tenant sees. An image's files are fixed when it is registered (nodes cache them by digest and
  * refuse a file whose digest differs); only its channel moves.
  */
-import { ComputeError, newId, ROOT_TENANT } from '@better-compute/core';
+import {
+  ADDRESS_KIND_WORDS,
+  classifyHost,
+  ComputeError,
+  hostInWords,
+  newId,
+  ROOT_TENANT,
+} from '@better-compute/core';
 import type { RuntimeImage } from '@better-compute/core/runtime-commands';
-import { isIP } from 'node:net';
 import type { CallContext } from '../define-module.js';
-import { classifyAddress } from '../webhooks/address-check.js';
 import { checkVersion, iso } from '../fleet/common.js';
 import { type FlavorRow, type ImageRow, type StoredBoot, vpsDb, type VpsDb } from './tables.js';
 
@@ -104,13 +109,19 @@ export async function imageToBoot(
 }
 
 export async function listImages(
-  ctx: CallContext<{ channel?: ImageRow['channel'] | undefined; limit: number; cursor?: string | undefined }>,
+  ctx: CallContext<{
+    channel?: ImageRow['channel'] | undefined;
+    name?: string | undefined;
+    limit: number;
+    cursor?: string | undefined;
+  }>,
 ) {
   let query = vpsDb(ctx.db)
     .selectFrom('compute.images')
     .selectAll()
     .where('tenant_id', 'in', [ctx.tenantId, ROOT_TENANT]);
   if (ctx.input.channel) query = query.where('channel', '=', ctx.input.channel);
+  if (ctx.input.name) query = query.where('name', '=', ctx.input.name);
   if (ctx.input.cursor) query = query.where('id', '>', ctx.input.cursor);
   const rows = await query
     .orderBy('id')
@@ -130,9 +141,9 @@ export async function getImage(ctx: CallContext<{ imageId: string }>) {
 /**
  * What a tenant's image may name. A node path names a file of the operator's machine, so only the
  * platform's images (the root tenant's) use them: a tenant's image is fetched from an https URL,
- * and not from a loopback, private, link-local or metadata address named literally or `localhost`
- * (the node resolves other names itself; its fetch checks the digest, so an internal file's content
- * never reaches a guest unless its digest is already known).
+ * and not from a loopback, private, link-local or metadata address named literally (in any
+ * spelling) or `localhost` (the node resolves other names itself; its fetch checks the digest, so an
+ * internal file's content never reaches a guest unless its digest is already known).
  */
 function checkTenantSources(tenantId: string, sources: readonly { field: string; source: string }[]) {
   if (tenantId === ROOT_TENANT) return;
@@ -146,17 +157,18 @@ function checkTenantSources(tenantId: string, sources: readonly { field: string;
           hint: 'Give an https:// URL the nodes can download the file from.',
         },
       );
-    const host = new URL(source).hostname.toLowerCase();
-    const literal = isIP(host.replace(/^\[|\]$/g, '')) !== 0;
-    if (
-      host === 'localhost' ||
-      host.endsWith('.localhost') ||
-      (literal && classifyAddress(host) !== 'public')
-    )
-      throw new ComputeError('INVALID_ARGUMENT', `${field}: ${host} is not a public address`, {
-        details: { field },
-        hint: 'Serve the image from a public https:// host.',
-      });
+    // The same check as a webhook's (classifyHost): any spelling of an internal address, and
+    // localhost names with or without trailing dots.
+    const host = classifyHost(new URL(source).hostname);
+    if (host.kind !== 'public' && host.kind !== 'name')
+      throw new ComputeError(
+        'INVALID_ARGUMENT',
+        `${field}: ${hostInWords(host)} is ${ADDRESS_KIND_WORDS[host.kind]}, not a public address`,
+        {
+          details: { field },
+          hint: 'Serve the image from a public https:// host.',
+        },
+      );
   }
 }
 

@@ -6,7 +6,8 @@
  */
 import { ComputeError } from '@better-compute/core';
 import { defineCommand } from '../../define.js';
-import { pinFlag, pkiFlag } from './flags.js';
+import { minWitnessesFlag, pinFlag, pkiFlag, trustedFlag, witnessFlag } from './flags.js';
+import { witnessesWanted } from './witness-flags.js';
 
 /** A proof is a few kilobytes (the hashes grow with the log's height); anything larger is not one. */
 const MAX_PROOF_BYTES = 1 << 20;
@@ -17,10 +18,18 @@ export default defineCommand({
   summary: 'Check an audit proof file offline against the audit key’s pin (no database)',
   target: 'none',
   positionals: [{ name: 'file', description: 'The proof file `audit prove` wrote', required: true }],
-  flags: { pin: pinFlag, pki: pkiFlag },
+  flags: {
+    pin: pinFlag,
+    pki: pkiFlag,
+    trusted: trustedFlag,
+    witness: witnessFlag,
+    minWitnesses: minWitnessesFlag,
+  },
   examples: [
     'better-compute audit check-proof proof.json --pin sha256/…',
     'BETTER_COMPUTE_AUDIT_PIN=sha256/… better-compute audit check-proof proof.json',
+    'better-compute audit check-proof proof.json --pin sha256/… --trusted kept.note',
+    'better-compute audit check-proof proof.json --pin sha256/… --trusted cosigned.note --witness w1.example+1a2b3c4d+… --min-witnesses 1',
   ],
   async run({ args, flags, io }) {
     const [{ readFile, stat }, { resolve }] = await Promise.all([
@@ -29,6 +38,11 @@ export default defineCommand({
     ]);
     const { resolveAuditPin } = await import('../../../audit/keys.js');
     const { checkProof } = await import('../../../audit/check-proof.js');
+    const witnesses = await witnessesWanted(flags);
+    const { readTrustedFile } = await import('../../../audit/trusted.js');
+    const trusted = flags.trusted
+      ? { inputs: await readTrustedFile(io.cwd, flags.trusted), file: flags.trusted, witnesses }
+      : undefined;
     let pin: string;
     try {
       pin = await resolveAuditPin({ cwd: io.cwd, pin: flags.pin, env: io.env, pki: flags.pki });
@@ -70,6 +84,6 @@ export default defineCommand({
         hint: 'Give the file `better-compute audit prove --out` wrote, unchanged.',
       });
     }
-    return checkProof(document, pin);
+    return checkProof(document, pin, trusted);
   },
 });

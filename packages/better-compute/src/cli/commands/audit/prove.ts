@@ -29,12 +29,23 @@ export default defineCommand({
       description: 'Add the proof that the checkpoint of this tree size is a prefix of the latest',
       placeholder: 'SIZE',
     },
+    trusted: {
+      type: 'string',
+      description:
+        'Add consistency proofs from the checkpoints in this file (kept by the reader) to the latest, for check-proof --trusted',
+      placeholder: 'FILE',
+    },
   },
   examples: [
     'better-compute audit prove aud_01k… --tenant acme --out proof.json',
     'better-compute audit prove aud_01k… --tenant acme --out proof.json --consistency-from 120',
+    'better-compute audit prove aud_01k… --tenant acme --out proof.json --trusted kept.note',
   ],
   async run({ args, flags, compute, io }) {
+    const { readTrustedFile, trustedSizes } = await import('../../../audit/trusted.js');
+    const trustedSizesWanted = flags.trusted
+      ? trustedSizes(await readTrustedFile(io.cwd, flags.trusted), flags.trusted)
+      : undefined;
     const file = await createOutFile(io.cwd, flags.out, 'audit prove never writes over a file');
     try {
       const instance = await compute();
@@ -43,6 +54,7 @@ export default defineCommand({
         tenantId: flags.tenant,
         entryId: args.entry,
         consistencyFrom: flags.consistencyFrom,
+        trustedSizes: trustedSizesWanted,
       });
       await file.write(`${JSON.stringify(proof, null, 2)}\n`);
       return {
@@ -51,6 +63,7 @@ export default defineCommand({
         leafIndex: proof.leafIndex,
         treeSize: proof.treeSize,
         ...(proof.consistency ? { consistencyFrom: proof.consistency.fromSize } : {}),
+        ...(proof.ancestors ? { ancestors: proof.ancestors.map((a) => a.size) } : {}),
       };
     } catch (error) {
       await file.discard();

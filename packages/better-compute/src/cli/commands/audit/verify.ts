@@ -9,19 +9,29 @@
 import { ComputeError, isTenantId } from '@better-compute/core';
 import { defineCommand } from '../../define.js';
 import { CliError } from '../../errors.js';
-import { pinFlag, pkiFlag, tenantFlag } from './flags.js';
+import { minWitnessesFlag, pinFlag, pkiFlag, tenantFlag, trustedFlag, witnessFlag } from './flags.js';
+import { witnessesWanted } from './witness-flags.js';
 
 export default defineCommand({
   name: 'audit verify',
   group: 'Audit',
   summary: 'Recompute every checkpoint of a tenant’s audit log; AUDIT_TAMPERED on any problem',
   target: 'config',
-  flags: { tenant: tenantFlag, pin: pinFlag, pki: pkiFlag },
+  flags: {
+    tenant: tenantFlag,
+    pin: pinFlag,
+    pki: pkiFlag,
+    trusted: trustedFlag,
+    witness: witnessFlag,
+    minWitnesses: minWitnessesFlag,
+  },
   tableRows: (result) => (result as { problems: unknown[] }).problems,
   examples: [
     'better-compute audit verify --tenant acme',
     'better-compute audit verify --tenant acme --query problems',
     'BETTER_COMPUTE_AUDIT_PIN=sha256/… better-compute audit verify --tenant acme',
+    'better-compute audit verify --tenant acme --trusted kept.note',
+    'better-compute audit verify --tenant acme --trusted cosigned.note --witness w1.example+1a2b3c4d+… --min-witnesses 1',
   ],
   async run({ flags, compute, io, print }) {
     const tenant = flags.tenant;
@@ -30,6 +40,12 @@ export default defineCommand({
         hint: 'Pass the tenant whose audit log to verify, such as --tenant acme.',
         details: { field: 'tenant' },
       });
+    // Usage first: the witness flags need the cosigned checkpoints, before anything is read.
+    const witnesses = await witnessesWanted(flags);
+    const { readTrustedFile, witnessReport, witnessRefusal } = await import('../../../audit/trusted.js');
+    const trusted = flags.trusted
+      ? { inputs: await readTrustedFile(io.cwd, flags.trusted), file: flags.trusted }
+      : undefined;
     const instance = await compute();
     const { resolveAuditPin } = await import('../../../audit/keys.js');
     const { verifyAuditLog } = await import('../../../audit/verify.js');
@@ -39,10 +55,10 @@ export default defineCommand({
       env: io.env,
       pki: flags.pki ?? instance.config.pki,
     });
-    const report = await verifyAuditLog(instance.database.db as never, { tenantId: tenant, pin });
+    const report = await verifyAuditLog(instance.database.db as never, { tenantId: tenant, pin, trusted });
     // Nothing in the log, and IAM knows no such tenant: a mistyped --tenant, said as such. When IAM
     // cannot answer, the empty log is reported as one, never as a tenant that does not exist.
-    if (report.nothingToVerify === 'empty') {
+    if (report.nothingToVerify === 'empty' && report.problems.length === 0) {
       const state = await instance.iam.tenantState(tenant).catch(() => undefined);
       if (state === null)
         throw new ComputeError(
@@ -54,7 +70,31 @@ export default defineCommand({
           },
         );
     }
-    print(report);
+    const witnessed =
+      witnesses && trusted
+        ? witnessReport(
+            trusted.inputs.map((input, i) => ({
+              size: report.trusted![i]!.size,
+              rootHash: report.trusted![i]!.rootHash,
+              note: input.note,
+            })),
+            witnesses.verifiers,
+            witnesses.min,
+          )
+        : undefined;
+    print(witnessed ? { ...report, witnesses: witnessed } : report);
+    // A kept checkpoint the log no longer extends is named in the message itself: it is the evidence.
+    const lost = report.problems.find((p) => p.kind === 'not_an_ancestor');
+    if (lost) {
+      throw new ComputeError(
+        'AUDIT_TAMPERED',
+        `tenant ${tenant}'s audit log was shortened or rewritten: ${lost.message}`,
+        {
+          hint: 'Keep the checkpoint file: it is signed by the audit key, and the log no longer extends it.',
+          details: { problems: report.problems.length, checkpoint: lost.checkpoint },
+        },
+      );
+    }
     if (report.problems.length > 0) {
       const kinds = [...new Set(report.problems.map((p) => p.kind))];
       throw new ComputeError(
@@ -66,6 +106,8 @@ export default defineCommand({
         },
       );
     }
+    const refusal = witnessed && witnessRefusal(witnessed, witnesses!.verifiers.length);
+    if (refusal) throw refusal;
     if (report.nothingToVerify === 'empty')
       throw new ComputeError('NOT_FOUND', `tenant ${tenant} has no audit entry: there is nothing to verify`, {
         hint: "A tenant's log starts with its first audited call; verify it once a checkpoint has sealed that.",

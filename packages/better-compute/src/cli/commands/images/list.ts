@@ -1,4 +1,4 @@
-/** `images list [--channel C]`: images.list, a table by default. */
+/** `images list [--channel C] [--name NAME]`: images.list, a table by default. */
 import { defineCommand } from '../../define.js';
 import { defined, listResult, pageFlags, pageOf } from '../shared.js';
 import { imageColumns } from './shared.js';
@@ -15,14 +15,19 @@ export default defineCommand({
       choices: ['testing', 'stable', 'deprecated'],
       description: 'Only images on this channel',
     },
+    name: { type: 'string', description: 'Only the image of this name' },
     ...pageFlags,
   },
   defaultFormat: 'table',
-  examples: ['better-compute images list', 'better-compute images list --channel stable --format json'],
+  examples: [
+    'better-compute images list',
+    'better-compute images list --channel stable --format json',
+    'IMAGE=$(better-compute images list --name debian-12-guest --query items[0].id)',
+  ],
   async run({ flags, api, global }) {
     const page = await (
       await api()
-    ).call('images.list', { ...pageOf(flags), ...defined({ channel: flags.channel }) });
+    ).call('images.list', { ...pageOf(flags), ...defined({ channel: flags.channel, name: flags.name }) });
     return listResult({ global }, page, imageColumns);
   },
 });

@@ -11,14 +11,21 @@ export default defineCommand({
   calls: ['sandboxTemplates.list'],
   flags: {
     pool: { type: 'id', kind: 'pool', description: 'Only templates of this pool' },
+    name: { type: 'string', description: 'Only the template of this name' },
     ...pageFlags,
   },
   defaultFormat: 'table',
-  examples: ['better-compute sandbox templates --format table'],
+  examples: [
+    'better-compute sandbox templates --format table',
+    'TEMPLATE=$(better-compute sandbox templates --name shell --query items[0].id)',
+  ],
   async run({ flags, api, global }) {
     const page = await (
       await api()
-    ).call('sandboxTemplates.list', { ...pageOf(flags), ...defined({ poolId: flags.pool }) });
+    ).call('sandboxTemplates.list', {
+      ...pageOf(flags),
+      ...defined({ poolId: flags.pool, name: flags.name }),
+    });
     return listResult({ global }, page, templateColumns);
   },
 });
