@@ -61,6 +61,13 @@ const shared = {
   hookTimeout: 60_000,
 };
 
+/** A project whose files wait for its background host set-up (test/project-ready.ts). */
+const readyFirst = (name: string) => ({
+  name,
+  setupFiles: ['test/project-ready.ts'],
+  env: { BETTER_COMPUTE_TEST_PROJECT: name },
+});
+
 export default defineConfig({
   resolve: { conditions: ['source'] },
   ssr: { resolve: { conditions: ['source'] } },
@@ -79,13 +86,19 @@ export default defineConfig({
       },
       {
         extends: true,
-        test: { ...shared, name: 'e2e', include: e2eSuites, maxWorkers: 2, sequence: { groupOrder: 1 } },
+        test: {
+          ...shared,
+          ...readyFirst('e2e'),
+          include: e2eSuites,
+          maxWorkers: 2,
+          sequence: { groupOrder: 1 },
+        },
       },
       {
         extends: true,
         test: {
           ...shared,
-          name: 'browser',
+          ...readyFirst('browser'),
           include: browserSuites,
           maxWorkers: 1,
           sequence: { groupOrder: 2 },
@@ -93,7 +106,13 @@ export default defineConfig({
       },
       {
         extends: true,
-        test: { ...shared, name: 'guest', include: guestSuites, maxWorkers: 1, sequence: { groupOrder: 3 } },
+        test: {
+          ...shared,
+          ...readyFirst('guest'),
+          include: guestSuites,
+          maxWorkers: 1,
+          sequence: { groupOrder: 3 },
+        },
       },
     ],
   },

@@ -139,7 +139,7 @@ function consoleSourceHash(consoleDir) {
  * Runs fn holding a lock directory under node_modules/.locks. A lock whose holder is gone (a build
  * killed half-way) is taken over.
  */
-function withLock(name, fn) {
+export function withLock(name, fn) {
   const dir = join(root, 'node_modules', '.locks');
   mkdirSync(dir, { recursive: true });
   const lock = join(dir, name);
