@@ -188,6 +188,8 @@ const FOLDER_RULES: Record<string, Record<string, readonly string[]>> = {
   core: {
     // The method table is written in the core's own terms (groups, ids, the contract).
     methods: ['*'],
+    // The quorum is pure functions over bytes: the error type, ids and the shared RFC 6962 tree.
+    quorum: ['errors.ts', 'ids.ts', 'merkle.ts'],
   },
 };
 

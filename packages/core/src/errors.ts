@@ -24,6 +24,12 @@ export const ERROR_STATUS = {
   DOCTOR_FINDINGS: 500,
   INVALID_RESPONSE: 502,
   QUOTA_EXCEEDED: 409,
+  // The destructive-batch quorum's refusals (the guide's code list): what was asked to be signed or
+  // approved is not what was reviewed. 409 so a server that answers one is never a 5xx.
+  SCOPE_MISMATCH: 409,
+  SCOPE_CHANGED: 409,
+  SCOPE_UNEXPECTED: 409,
+  UNBOUND_SCOPE: 409,
   UNAVAILABLE: 503,
   INTERNAL: 500,
 } as const;

@@ -14,4 +14,6 @@ export * from './records.js';
 export * from './command-envelope.js';
 export * from './secrets-shown.js';
 export * from './stream-flow.js';
+// The destructive kinds only: the rest of the quorum needs node:crypto (`@better-compute/core/quorum`).
+export * from './quorum/kinds.js';
 export { PRODUCT, VERSION, VERSION_LINE } from './version.js';

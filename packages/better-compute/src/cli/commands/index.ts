@@ -12,6 +12,7 @@ import { eventsCommands } from './events/index.js';
 import { webhooksCommands } from './webhooks/index.js';
 import { fleetCommands } from './fleet/index.js';
 import { auditCommands } from './audit/index.js';
+import { batchCommands } from './batch/index.js';
 import { nodesCommands } from './nodes/index.js';
 import { instancesCommands } from './instances/index.js';
 import { imagesCommands } from './images/index.js';
@@ -69,4 +70,5 @@ export const builtinCommands: readonly AnyCommand[] = [
   sshCert,
   ...fleetCommands,
   ...auditCommands,
+  ...batchCommands,
 ] as readonly AnyCommand[];
