@@ -17,6 +17,7 @@ import { betterCompute } from '../compute.js';
 import { findConfigFile, loadConfig } from '../config/load-config.js';
 import type { ComputeConfig } from '../config/define-config.js';
 import type { SimulatedMachine } from '../sim/fleet-runner.js';
+import type { AccessEntry } from './access-log.js';
 import { serve } from './serve.js';
 
 interface SavedAccount {
@@ -94,6 +95,8 @@ export interface DevOptions {
   consoleDev?: boolean;
   signal: AbortSignal;
   log: (line: string) => void;
+  /** Told one entry per API request (the CLI's dev writes them as text lines by default). */
+  accessLog?: ((entry: AccessEntry) => void) | undefined;
   onListening?: (url: string) => void;
 }
 
@@ -218,6 +221,7 @@ export async function startDev(options: DevOptions): Promise<void> {
     pages: devConsole?.pages,
     signal: options.signal,
     log: () => {},
+    accessLog: options.accessLog,
     onListening: announce,
   });
   const closeConsole = () => devConsole?.close();

@@ -3,7 +3,9 @@
  * message, with no Request or Response objects in between (they cost more than the rest of a
  * small call); everything else (IAM's routes) goes through the web-standard handler. Bodies are
  * read up to the handler's limit and refused past it. Pages given beside the API (the web console
- * under `dev`) answer the paths that are not the API's; the API's paths never reach them.
+ * under `dev`) answer the paths that are not the API's; the API's paths never reach them. The
+ * probes (`/healthz`, `/readyz`) answer before anything else, and each API request may leave one
+ * access line (access-log.ts).
  */
 import {
   createServer,
@@ -22,7 +24,9 @@ import {
   requestIdFrom,
 } from '@better-compute/core';
 import type { ComputeInstance } from '../types.js';
+import { type AccessEntry, envelopeCode, loggablePath } from './access-log.js';
 import { type ClientAddressOf, configuredClientAddress } from './client-address.js';
+import type { Probes } from './health.js';
 
 async function readBody(incoming: IncomingMessage, limit: number): Promise<Buffer> {
   const declared = incoming.headers['content-length'];
@@ -52,12 +56,23 @@ function toRequest(incoming: IncomingMessage, body: Buffer, origin: string, sign
   return new Request(new URL(incoming.url ?? '/', origin), init);
 }
 
-function writeAnswer(answer: Answer, outgoing: ServerResponse): void {
+/** What the access line of a request learns as the request goes (null: no access log). */
+type Seen = Pick<AccessEntry, 'requestId' | 'code' | 'tenant' | 'principalKind'> | null;
+
+function writeAnswer(answer: Answer, outgoing: ServerResponse, seen: Seen = null): void {
+  if (seen) {
+    seen.requestId = answer.headers['x-request-id'] ?? null;
+    seen.code = envelopeCode(answer.status, answer.body);
+  }
   outgoing.writeHead(answer.status, { ...answer.headers, 'content-length': Buffer.byteLength(answer.body) });
   outgoing.end(answer.body);
 }
 
-async function writeResponse(response: Response, outgoing: ServerResponse): Promise<void> {
+async function writeResponse(response: Response, outgoing: ServerResponse, seen: Seen): Promise<void> {
+  if (seen) {
+    seen.requestId = response.headers.get('x-request-id');
+    seen.code = response.status < 400 ? 'OK' : null;
+  }
   const headers: Record<string, string | string[]> = {};
   response.headers.forEach((value, key) => {
     if (key !== 'set-cookie') headers[key] = value;
@@ -67,6 +82,7 @@ async function writeResponse(response: Response, outgoing: ServerResponse): Prom
   if (response.body && headers['content-type']?.toString().startsWith('text/event-stream'))
     return streamBody(response.status, headers, response.body, outgoing);
   const body = Buffer.from(await response.arrayBuffer());
+  if (seen && response.status >= 400) seen.code = envelopeCode(response.status, body);
   outgoing.writeHead(response.status, { ...headers, 'content-length': body.length });
   outgoing.end(body);
 }
@@ -124,14 +140,33 @@ function originOf(host: string | undefined): string | null {
   }
 }
 
-function badHost(): Answer {
+function badHost(requestId: string): Answer {
   return errorAnswer(
     new ComputeError('INVALID_ARGUMENT', 'the Host header is not a host name with an optional port', {
       hint: 'Send the server’s host name, such as compute.example.com or 127.0.0.1:8080.',
     }),
-    requestIdFrom(null),
+    requestId,
   );
 }
+
+/**
+ * The API method each of compute's paths routes to, for the access line; the table is fixed when
+ * the deployment is made.
+ */
+function methodNames(
+  compute: { routes?: ComputeInstance['routes'] },
+  basePath: string,
+): ReadonlyMap<string, string> {
+  return new Map((compute.routes?.() ?? []).map((route) => [`${basePath}${route.path}`, route.method]));
+}
+
+/**
+ * A call as this host makes it: with `noteCaller`, which the pipeline calls once it knows the
+ * tenant and the caller's kind (for the access line; it is never given a credential).
+ */
+type NotedCall = Parameters<ComputeInstance['dispatch']>[0] & {
+  noteCaller?: (caller: { tenantId: string; principalKind: string | null }) => void;
+};
 
 /** Pages served on the API's origin, such as the web console's (apps/console/lib/mount.mjs). */
 export interface PageRoutes {
@@ -158,55 +193,97 @@ export function createNodeServer(
     handler(request: Request, client?: { clientAddress?: string | null }): Promise<Response>;
     live?: ComputeInstance['live'];
     config?: Pick<ComputeInstance['config'], 'basePath' | 'live' | 'rateLimit'>;
+    routes?: ComputeInstance['routes'];
   },
-  options: { pages?: PageRoutes | undefined; clientAddress?: ClientAddressOf | undefined } = {},
+  options: {
+    pages?: PageRoutes | undefined;
+    clientAddress?: ClientAddressOf | undefined;
+    /** `/healthz` and `/readyz` (health.ts); without them those paths are the API's (a 404). */
+    probes?: Probes | undefined;
+    /** Told one entry per API request once its answer is written or its client has left. */
+    accessLog?: ((entry: AccessEntry) => void) | undefined;
+  } = {},
 ): Server {
-  const { pages } = options;
+  const { pages, probes, accessLog } = options;
   // Without a configuration (test doubles), the API is /api/ and /watch, the defaults.
   const config = compute.config ?? { basePath: '' };
   // Read once, when the server is made: a trusted proxy that is no address stops it here.
   const clientAddressOf = options.clientAddress ?? configuredClientAddress(config);
+  const methodOf = accessLog ? methodNames(compute, config.basePath) : undefined;
   const server = createServer((incoming, outgoing) => {
-    const origin = originOf(incoming.headers.host);
-    if (origin === null) return writeAnswer(badHost(), outgoing);
     const rawUrl = incoming.url ?? '/';
     const query = rawUrl.indexOf('?');
     const pathname = query === -1 ? rawUrl : rawUrl.slice(0, query);
+    // Before the Host check: a probe is answered whatever name the prober addressed the replica by.
+    const probe = probes?.answer(incoming.method ?? 'GET', pathname);
+    if (probe) return void probe.then((answer) => writeAnswer(answer, outgoing));
     if (pages && !isApiPath(pathname, config)) {
       const page = pages.route(pathname);
       if (page) return void page(incoming, outgoing);
     }
+    const seen: Seen = accessLog ? { requestId: null, code: null, tenant: null, principalKind: null } : null;
+    if (seen) {
+      const time = new Date().toISOString();
+      const started = performance.now();
+      outgoing.once('close', () =>
+        accessLog!({
+          time,
+          requestId: seen.requestId,
+          httpMethod: incoming.method ?? 'GET',
+          path: loggablePath(pathname),
+          method: methodOf!.get(pathname) ?? null,
+          tenant: seen.tenant,
+          principalKind: seen.principalKind,
+          status: outgoing.headersSent ? outgoing.statusCode : 0,
+          code: outgoing.headersSent ? seen.code : 'CLIENT_CLOSED',
+          durationMs: Math.round((performance.now() - started) * 10) / 10,
+        }),
+      );
+    }
+    const origin = originOf(incoming.headers.host);
+    if (origin === null)
+      return writeAnswer(badHost(requestIdFrom(headerOf(incoming, 'x-request-id'))), outgoing, seen);
     let body: Promise<Buffer> | undefined;
     const readOnce = (limit: number) => (body ??= readBody(incoming, limit));
     const clientAddress = clientAddressOf(incoming);
     void (async () => {
       try {
-        const answer = await compute.dispatch({
+        const call: NotedCall = {
           method: incoming.method ?? 'GET',
           pathname,
           origin,
           header: (name) => headerOf(incoming, name),
           readBody: async (limit) => (await readOnce(limit)).toString('utf8'),
           clientAddress,
-        });
-        if (answer) return writeAnswer(answer, outgoing);
+        };
+        if (seen)
+          call.noteCaller = (caller) => {
+            seen.tenant = caller.tenantId;
+            seen.principalKind = caller.principalKind;
+          };
+        const answer = await compute.dispatch(call);
+        if (answer) return writeAnswer(answer, outgoing, seen);
         const left = new AbortController();
         outgoing.once('close', () => left.abort());
         const request = toRequest(incoming, await readOnce(BODY_LIMIT_BYTES * 16), origin, left.signal);
-        await writeResponse(await compute.handler(request, { clientAddress }), outgoing);
+        await writeResponse(await compute.handler(request, { clientAddress }), outgoing, seen);
       } catch (error) {
         const tooLarge = error instanceof Error && (error as { code?: string }).code === 'PAYLOAD_TOO_LARGE';
         if (outgoing.headersSent) return void outgoing.end();
+        const requestId = requestIdFrom(headerOf(incoming, 'x-request-id'));
+        const code = tooLarge ? 'PAYLOAD_TOO_LARGE' : 'INTERNAL';
+        if (seen) Object.assign(seen, { requestId, code });
         outgoing.writeHead(tooLarge ? 413 : 500, {
           'content-type': 'application/json; charset=utf-8',
+          'x-request-id': requestId,
           connection: 'close',
         });
         outgoing.end(
           JSON.stringify({
             error: {
-              code: tooLarge ? 'PAYLOAD_TOO_LARGE' : 'INTERNAL',
+              code,
               message: tooLarge ? 'the request body is too large' : 'internal error',
-              requestId: '',
+              requestId,
             },
           }),
         );

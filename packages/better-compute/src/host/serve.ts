@@ -1,7 +1,8 @@
 /**
  * `serve`: runs the API and the background roles of one replica. On the abort signal (SIGINT or
- * SIGTERM from the CLI) it stops accepting connections, lets requests and jobs in flight finish,
- * closes the store and resolves.
+ * SIGTERM from the CLI) it answers not ready, stops accepting connections, lets requests and jobs in
+ * flight finish, closes the store and resolves. A replica that listens answers the probes
+ * `/healthz` and `/readyz` (health.ts) whatever its roles.
  */
 import { ComputeError } from '@better-compute/core';
 import { existsSync, readFileSync } from 'node:fs';
@@ -9,6 +10,8 @@ import { createServer, type RequestListener, type Server } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
 import { actionCatalog } from '../compute.js';
 import type { ComputeInstance, WorkerRole } from '../types.js';
+import type { AccessEntry } from './access-log.js';
+import { createProbes, type RoleState } from './health.js';
 import { createNodeServer, type PageRoutes } from './node-adapter.js';
 import { attachNodeRoutes, type NodeRoutes } from './node-routes.js';
 import { type CommandSigner, ed25519CommandSigner } from '../gateway/signer.js';
@@ -46,6 +49,8 @@ export interface ServeOptions {
   nodeStreams?: NodeStreams;
   /** Pages on the API's origin, beside its routes (the web console under `dev`). */
   pages?: PageRoutes | undefined;
+  /** Told one entry per API request (access-log.ts's `accessLogger` writes them as lines). */
+  accessLog?: ((entry: AccessEntry) => void) | undefined;
 }
 
 /**
@@ -191,16 +196,32 @@ export function closeServer(server: Server): Promise<void> {
   });
 }
 
+/** The listener of a replica without the API: the probes, and a 404 for anything else. */
+function probesOnly(probes: ReturnType<typeof createProbes>): RequestListener {
+  return (request, response) => {
+    const url = request.url ?? '/';
+    const query = url.indexOf('?');
+    const answer = probes.answer(request.method ?? 'GET', query === -1 ? url : url.slice(0, query));
+    if (!answer) return void response.writeHead(404).end();
+    void answer.then(({ status, headers, body }) =>
+      response.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(body) }).end(body),
+    );
+  };
+}
+
 export async function serve(options: ServeOptions): Promise<void> {
   const { compute, signal, log } = options;
   let server: Server | undefined;
   let workers: { stop(): Promise<void> } | undefined;
   let routes: NodeRoutes | undefined;
+  const roles: RoleState = { wanted: options.roles, running: new Set(), stopping: false };
+  signal.addEventListener('abort', () => (roles.stopping = true), { once: true });
   try {
     await assertSchemaCurrent(compute);
     await compute.iam.installActions(actionCatalog());
     if (compute.embeddedIam) await ensureRootAdministrator(compute, options.env ?? {}, log);
     workers = compute.startWorkers(options.roles);
+    for (const role of options.roles) if (role === 'controllers' || role === 'sinks') roles.running.add(role);
     const serving = options.roles.includes('api') || options.roles.includes('gateway');
     const bundle = serving ? await replicaPkiBundle(compute) : undefined;
     let tls: GatewayTls | undefined;
@@ -224,10 +245,15 @@ export async function serve(options: ServeOptions): Promise<void> {
       ? await commandSignerFrom(options, bundle)
       : undefined;
     if (serving) {
-      // A gateway-only replica answers nothing but the session upgrade.
+      const probes = createProbes({ compute, roles, log });
+      // A gateway-only replica answers nothing but the probes and the session upgrade.
       const listener: RequestListener = options.roles.includes('api')
-        ? (createNodeServer(compute, { pages: options.pages }).listeners('request')[0] as RequestListener)
-        : (_request, response) => void response.writeHead(404).end();
+        ? (createNodeServer(compute, {
+            pages: options.pages,
+            probes,
+            accessLog: options.accessLog,
+          }).listeners('request')[0] as RequestListener)
+        : probesOnly(probes);
       if (tls) {
         const { tlsServerOptions } = await import('../gateway/tls.js');
         server = createTlsServer(tlsServerOptions(tls), listener);
@@ -248,6 +274,7 @@ export async function serve(options: ServeOptions): Promise<void> {
         pages: options.pages,
         log,
       });
+      for (const role of options.roles) if (role === 'api' || role === 'gateway') roles.running.add(role);
       log(`better-compute serving ${bound}${compute.config.basePath} (roles: ${options.roles.join(',')})`);
       options.onListening?.(bound);
     } else {

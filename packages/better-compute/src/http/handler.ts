@@ -69,6 +69,11 @@ export interface ApiCall {
    * trusted proxy); public methods are limited by it. Absent in process: no per-address limit.
    */
   clientAddress?: string | null | undefined;
+  /**
+   * Told, once the credential and tenant steps know them, the tenant the call acts in and the
+   * caller's kind: for the host's access line (host/access-log.ts). Never given a credential.
+   */
+  noteCaller?(caller: { tenantId: string; principalKind: string | null }): void;
 }
 
 export interface ComputeHandler {
@@ -170,6 +175,7 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
       }
       tenantId = raw.tenantId;
     }
+    request.noteCaller?.({ tenantId, principalKind: identity?.principalKind ?? null });
     if (identity) await checkTenant(identity, tenantId);
     // 5. rate limit: the method's cost, from the identity's budget and its tenant's
     if (identity && limiter) {

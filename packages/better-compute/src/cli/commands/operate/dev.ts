@@ -34,6 +34,12 @@ export default defineCommand({
       type: 'boolean',
       description: "Run the console in Next.js's development mode (hot reload) instead of its build",
     },
+    logFormat: {
+      type: 'string',
+      choices: ['text', 'json'],
+      description:
+        'Print an access line per API request on standard output, as text or json (off by default: the simulated machines’ heartbeats are API requests too)',
+    },
     sim: {
       type: 'number',
       integer: true,
@@ -57,6 +63,7 @@ export default defineCommand({
         details: { field: 'console-dev' },
       });
     const { startDev } = await import('../../../host/dev.js');
+    const { accessLogger } = await import('../../../host/access-log.js');
     const options = {
       cwd: io.cwd,
       env: io.env,
@@ -69,6 +76,7 @@ export default defineCommand({
       consoleDev: flags.consoleDev,
       signal: io.signal ?? new AbortController().signal,
       log,
+      accessLog: flags.logFormat ? accessLogger(flags.logFormat, (line: string) => io.out(line)) : undefined,
     };
     await startDev(options);
     return undefined;

@@ -1,4 +1,5 @@
 /** `serve`: the API and the worker roles of one replica, until SIGINT or SIGTERM. */
+import { isatty } from 'node:tty';
 import { defineCommand } from '../../define.js';
 import { CliError } from '../../errors.js';
 
@@ -42,12 +43,19 @@ export default defineCommand({
       description: 'The address daemons and other replicas reach this gateway at (default: where it listens)',
       placeholder: 'URL',
     },
+    logFormat: {
+      type: 'string',
+      choices: ['json', 'text'],
+      description:
+        'The access lines on standard output, one per request: json, or text (default json when standard output is not a terminal)',
+    },
   },
   examples: [
     'better-compute serve',
     'better-compute serve --port 8080 --host 0.0.0.0 --roles api',
     'better-compute serve --roles controllers,sinks',
     'better-compute serve --roles gateway --port 8081',
+    'better-compute serve --host 0.0.0.0 --log-format json',
     'better-compute serve --roles gateway --port 8443 --host 0.0.0.0 --tls-cert gw1.crt --tls-key gw1.key --gateway-url https://gw1.compute.example.com:8443',
   ],
   async run({ flags, compute, io, log }) {
@@ -72,6 +80,9 @@ export default defineCommand({
         },
       );
     const { serve } = await import('../../../host/serve.js');
+    const { accessLogger } = await import('../../../host/access-log.js');
+    // Standard output is the process's own descriptor here: io.out writes to it (cli/io.ts).
+    const format = flags.logFormat ?? (isatty(1) ? 'text' : 'json');
     const instance = await compute();
     await serve({
       compute: instance,
@@ -83,6 +94,7 @@ export default defineCommand({
       env: io.env,
       tls: flags.tlsCert && flags.tlsKey ? { certFile: flags.tlsCert, keyFile: flags.tlsKey } : undefined,
       gatewayUrl: flags.gatewayUrl?.replace(/\/$/, ''),
+      accessLog: accessLogger(format, (line) => io.out(line)),
     });
     return undefined;
   },
