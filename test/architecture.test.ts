@@ -198,7 +198,7 @@ const FOLDER_RULES: Record<string, Record<string, readonly string[]>> = {
  * back (the module contract, the node-stream contract the tunnel route, the gateway and the
  * tunnels module share, and the deployment's types).
  */
-const SERVER_CONTRACTS = ['modules/define-module.ts', 'gateway/node-streams.ts', 'types.ts'];
+const SERVER_CONTRACTS = ['modules/define-module.ts', 'gateway/node-streams.ts', 'http/openapi.ts', 'types.ts'];
 
 /** Every relative import of the files under `dir`, resolved to a path in `src` (`x.js` is `x.ts`). */
 function localImports(src: string, dir: string) {

@@ -227,8 +227,13 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('a VM that dies un
     const { name } = JSON.parse(
       readFileSync(join(stateDir, 'instances', instanceId, 'spec.json'), 'utf8'),
     ).network;
-    await until('its network to go', async () => !existsSync(`/run/netns/${name}`), 10_000);
-    expect(existsSync(`/sys/class/net/${name}`)).toBe(false);
+    // The namespace goes first and its veth after it (the kernel tears a namespace down
+    // asynchronously, and down() then deletes the link by name), so wait for both.
+    await until(
+      'its network to go',
+      async () => !existsSync(`/run/netns/${name}`) && !existsSync(`/sys/class/net/${name}`),
+      10_000,
+    );
     await new Promise((resolve) => setTimeout(resolve, 2_500));
     const events = await instanceEvents();
     expect(events.map((e) => e.type)).toEqual(['instance.created', 'instance.running', 'instance.failed']);

@@ -39,6 +39,7 @@ import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
 import { recordMutation, writeAudit } from '../db/unit-of-work.js';
 import type { BoundMethod, CallContext, EventDraft } from '../modules/define-module.js';
+import { createHash } from 'node:crypto';
 
 export type { BoundMethod };
 import { createGate, denied } from './gate.js';
@@ -49,6 +50,7 @@ import {
   packAnswer,
   sealFields,
 } from './idempotency.js';
+import { documentText, IDEMPOTENCY_HEADER, OPENAPI_PATH } from './openapi.js';
 
 /**
  * One API call as the pipeline sees it. The web handler makes one from a Request; the Node adapter
@@ -130,6 +132,41 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
   const authenticate = (request: ApiCall) => gate.authenticate(request);
   const checkTenant = (identity: Identity, tenant: string) => gate.checkTenant(identity, tenant);
   const watchPaths = new Set(options.watch ? [`${basePath}/watch`, ...(options.watch.paths ?? [])] : []);
+  const documentPath = `${basePath}${OPENAPI_PATH}`;
+  // Made on the first request for it: the methods a handler serves never change while it runs.
+  let openapi: { body: string; etag: string } | undefined;
+
+  /**
+   * `GET {basePath}/openapi.json`: public, cacheable, and an `If-None-Match` naming its ETag is
+   * answered 304. Limited by the client's address like the public methods (docs/openapi.md).
+   */
+  function serveDocument(request: ApiCall, requestId: string): Answer {
+    if (request.method !== 'GET' && request.method !== 'HEAD') {
+      throw new ComputeError('NOT_FOUND', `no route ${request.method} ${request.pathname}; read it with GET`);
+    }
+    const address = limiter ? request.clientAddress : null;
+    if (address) {
+      const refused = limiter!.admitAddress(address, limiter!.costOf('openapi', 'query'));
+      if (refused) throw rateLimited(refused.waitMs, refused.limit);
+    }
+    if (!openapi) {
+      const body = documentText(
+        [...methods.values()].map((bound) => bound.method),
+        { basePath },
+      );
+      const digest = createHash('sha256').update(body).digest('base64url').slice(0, 32);
+      openapi = { body, etag: `"${digest}"` };
+    }
+    const headers = {
+      'content-type': 'application/json; charset=utf-8',
+      'cache-control': 'public, max-age=300',
+      etag: openapi.etag,
+      'x-request-id': requestId,
+    };
+    if (namesTag(request.header('if-none-match'), openapi.etag)) return { status: 304, headers, body: '' };
+    // A HEAD gets the same length; the host leaves the body out (Node does, as does `handler`).
+    return { status: 200, headers, body: openapi.body };
+  }
 
   /**
    * A public method spends no identity's budget: it is admitted by the client's address first,
@@ -157,6 +194,7 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
     const key = methodKey(method);
     // 2. body
     const raw = checkedBody(parseJsonBody(await request.readBody(BODY_LIMIT_BYTES)));
+    keyFromHeader(method, raw, request.header(IDEMPOTENCY_HEADER.toLowerCase()));
     // 3 + 4. credential (with the CSRF rule) and tenant
     const identity = await authenticate(request);
     const isPublic = 'public' in method.access;
@@ -327,6 +365,7 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
       checkedPath(pathname);
       if (options.iamHandler && (pathname === IAM_BASE || pathname.startsWith(`${IAM_BASE}/`))) return null;
       if (watchPaths.has(pathname)) return null;
+      if (pathname === documentPath) return serveDocument(request, requestId);
       // 1. route
       const bound = routeTable.get(pathname);
       if (!bound) {
@@ -360,9 +399,49 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
       readBody: (limit) => readBodyText(request, limit),
       clientAddress: client?.clientAddress,
     });
+    // A 304 and a HEAD answer carry no body, and a Response refuses one with a 304.
+    if (answer && (answer.status === 304 || request.method === 'HEAD'))
+      return new Response(null, { status: answer.status, headers: answer.headers });
     if (answer) return toResponse(answer);
     return options.iamHandler!(request, client);
   }
 
   return { handler, dispatch };
+}
+
+/** Whether an `If-None-Match` header names `etag` (weak or strong), or is `*`. */
+function namesTag(header: string | null, etag: string): boolean {
+  if (!header) return false;
+  return header.split(',').some((tag) => {
+    const trimmed = tag.trim();
+    return trimmed === '*' || trimmed.replace(/^W\//, '') === etag;
+  });
+}
+
+/**
+ * The `Idempotency-Key` header, for clients that send the key the way most HTTP APIs take it: on a
+ * method that keeps answers it is the body's `idempotencyKey` (both given, they must agree); on a
+ * mutation that keeps none it is refused, since the caller believes a retry is safe and it is not
+ * (docs/decisions/openapi.md). A query is safe to retry anyway, and ignores it.
+ */
+function keyFromHeader(
+  method: BoundMethod['method'],
+  raw: Record<string, unknown>,
+  header: string | null,
+): void {
+  if (header === null || method.kind === 'query') return;
+  const key = methodKey(method);
+  if (!method.idempotent) {
+    throw new ComputeError('INVALID_ARGUMENT', `${key} takes no idempotency key`, {
+      details: { field: IDEMPOTENCY_HEADER },
+      hint: `Leave out the ${IDEMPOTENCY_HEADER} header: a retry of ${key} runs it again, so check its effect before retrying.`,
+    });
+  }
+  if (raw.idempotencyKey === undefined) raw.idempotencyKey = header;
+  else if (raw.idempotencyKey !== header) {
+    throw new ComputeError('INVALID_ARGUMENT', `the ${IDEMPOTENCY_HEADER} header and idempotencyKey differ`, {
+      details: { field: 'idempotencyKey' },
+      hint: 'Send the key once, in the header or in the body.',
+    });
+  }
 }

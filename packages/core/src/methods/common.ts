@@ -2,13 +2,22 @@
 import { z } from 'zod';
 import { ID_PREFIXES, type IdKind, idKindPhrase, isId, TENANT_ID_PATTERN } from '../ids.js';
 
-export const tenantId = z.string().regex(TENANT_ID_PATTERN, 'must be a tenant id such as acme');
+export const tenantId = z
+  .string()
+  .regex(TENANT_ID_PATTERN, 'must be a tenant id such as acme')
+  .describe(
+    'A tenant id in Better IAM, such as acme. As a method’s tenantId: the tenant acting, the credential’s own when omitted',
+  );
 
 /** An id of one kind, checked by its prefix. */
 export function idOf(kind: IdKind) {
-  return z.string().refine((value) => isId(kind, value), {
-    message: `must be ${idKindPhrase(kind)} like ${ID_PREFIXES[kind]}_01…`,
-  });
+  const phrase = idKindPhrase(kind);
+  return z
+    .string()
+    .refine((value) => isId(kind, value), {
+      message: `must be ${phrase} like ${ID_PREFIXES[kind]}_01…`,
+    })
+    .describe(`${phrase[0]!.toUpperCase()}${phrase.slice(1)}, like ${ID_PREFIXES[kind]}_01…`);
 }
 
 /** The largest `integer` the database stores: versions and inventory revisions are such columns. */
@@ -23,8 +32,13 @@ const NOT_A_CURSOR = 'must be a cursor from a previous page';
 
 /** `limit` and `cursor` of every list method. */
 export const pageInput = {
-  limit: z.number().int().min(1).max(500).default(50),
-  cursor: z.string().min(1, NOT_A_CURSOR).max(200, NOT_A_CURSOR).optional(),
+  limit: z.number().int().min(1).max(500).default(50).describe('The most items a page holds'),
+  cursor: z
+    .string()
+    .min(1, NOT_A_CURSOR)
+    .max(200, NOT_A_CURSOR)
+    .optional()
+    .describe('The previous page’s nextCursor, for the page after it'),
 };
 
 /**
@@ -37,7 +51,8 @@ export function pageInputById(kind: IdKind) {
     cursor: z
       .string()
       .refine((value) => isId(kind, value), { message: NOT_A_CURSOR })
-      .optional(),
+      .optional()
+      .describe('The previous page’s nextCursor, for the page after it'),
   };
 }
 
@@ -54,7 +69,8 @@ export function pageInputByRevision() {
       .refine((value) => /^[1-9][0-9]{0,9}$/.test(value) && Number(value) <= INT4_MAX, {
         message: NOT_A_CURSOR,
       })
-      .optional(),
+      .optional()
+      .describe('The previous page’s nextCursor, for the page after it'),
   };
 }
 
@@ -74,6 +90,9 @@ export const idempotencyKey = z
   .string()
   .min(8)
   .max(200)
-  .regex(/^[A-Za-z0-9._:-]+$/, 'must be letters, digits and . _ : -');
+  .regex(/^[A-Za-z0-9._:-]+$/, 'must be letters, digits and . _ : -')
+  .describe(
+    'A key of the caller’s choosing: a retry with the same key and input answers the first call’s answer for 24 hours instead of running again',
+  );
 
 export const isoTime = z.string();

@@ -39,7 +39,10 @@ const eventsList = method({
           TYPE_FILTER,
           'must be an event type like reservation.created, or a prefix ending with . or .* like reservation. or node.*',
         )
-        .optional(),
+        .optional()
+        .describe(
+          'Only events of this type (reservation.created), or of a prefix ending with . or .* (node.*)',
+        ),
       ...pageInput,
     })
     .strict(),

@@ -73,7 +73,7 @@ const nodesList = method({
     .object({
       tenantId,
       poolId: idOf('pool').optional(),
-      state: nodeState.optional(),
+      state: nodeState.optional().describe('Only nodes in this state'),
       ...pageInputById('node'),
     })
     .strict(),
@@ -105,7 +105,13 @@ function stateChange(summary: string) {
     summary,
     tenantScoped: true,
     resource: nodeResource,
-    input: z.object({ ...nodeRef, reason: z.string().max(500).optional(), ifVersion }).strict(),
+    input: z
+      .object({
+        ...nodeRef,
+        reason: z.string().max(500).optional().describe('Why, for the node’s events and the audit log'),
+        ifVersion,
+      })
+      .strict(),
     output: nodeSchema,
   });
 }
@@ -124,7 +130,12 @@ const nodesLabel = method({
   tenantScoped: true,
   resource: nodeResource,
   input: z
-    .object({ ...nodeRef, set: labels.default({}), remove: z.array(labelKey).max(64).default([]), ifVersion })
+    .object({
+      ...nodeRef,
+      set: labels.default({}).describe('Labels to set, key to value'),
+      remove: z.array(labelKey).max(64).default([]).describe('Label keys to remove'),
+      ifVersion,
+    })
     .strict(),
   output: nodeSchema,
 });
@@ -137,8 +148,8 @@ const nodesTaint = method({
   input: z
     .object({
       ...nodeRef,
-      add: z.array(taintSchema).max(32).default([]),
-      remove: z.array(labelKey).max(32).default([]),
+      add: z.array(taintSchema).max(32).default([]).describe('Taints to add (or replace, by key)'),
+      remove: z.array(labelKey).max(32).default([]).describe('Taint keys to remove'),
       ifVersion,
     })
     .strict(),
@@ -153,8 +164,8 @@ const nodesRetire = method({
   input: z
     .object({
       ...nodeRef,
-      force: z.boolean().default(false),
-      reason: z.string().max(500).optional(),
+      force: z.boolean().default(false).describe('End the node’s running reservations (reason node-retired)'),
+      reason: z.string().max(500).optional().describe('Why, for the node’s events and the audit log'),
       ifVersion,
     })
     .strict(),
@@ -178,9 +189,16 @@ const nodesJoin = method({
   tenantScoped: false,
   input: z
     .object({
-      joinToken: z.string().min(20).max(300),
-      hostname: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$/, 'must be a host name'),
-      inventory: inventorySchema,
+      joinToken: z
+        .string()
+        .min(20)
+        .max(300)
+        .describe('The join token the operator minted (joinTokens.create)'),
+      hostname: z
+        .string()
+        .regex(/^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$/, 'must be a host name')
+        .describe('The machine’s host name'),
+      inventory: inventorySchema.describe('The machine’s hardware, as bcd reads it'),
       labels: labels.optional(),
     })
     .strict(),
@@ -201,7 +219,12 @@ const nodesClaim = method({
   summary: 'A node daemon collects its node credential once its join request is approved (public)',
   access: { public: true },
   tenantScoped: false,
-  input: z.object({ joinRequestId: idOf('joinRequest'), claimSecret: z.string().min(20).max(200) }).strict(),
+  input: z
+    .object({
+      joinRequestId: idOf('joinRequest'),
+      claimSecret: z.string().min(20).max(200).describe('The claim secret nodes.join answered'),
+    })
+    .strict(),
   output: z.object({
     state: z.enum(['pending', 'approved', 'rejected']),
     nodeId: z.string().nullable(),
@@ -218,7 +241,10 @@ const nodesHeartbeat = method({
   access: { public: true },
   tenantScoped: false,
   input: z
-    .object({ nodeCredential: z.string().min(20).max(300), inventory: inventorySchema.optional() })
+    .object({
+      nodeCredential: z.string().min(20).max(300).describe('The node credential nodes.claim answered'),
+      inventory: inventorySchema.optional().describe('The machine’s hardware, when it changed'),
+    })
     .strict(),
   output: z.object({
     nodeId: z.string(),

@@ -35,9 +35,9 @@ const poolsList = method({
   input: z
     .object({
       tenantId,
-      class: poolClass.optional(),
-      name: resourceName.optional(),
-      includeArchived: z.boolean().default(false),
+      class: poolClass.optional().describe('Only pools of this class'),
+      name: resourceName.optional().describe('Only the pool of this name'),
+      includeArchived: z.boolean().default(false).describe('Also list archived pools'),
       ...pageInputById('pool'),
     })
     .strict(),
@@ -63,9 +63,14 @@ const poolsCreate = method({
       tenantId,
       siteId: idOf('site'),
       name: resourceName,
-      class: poolClass.default('gpu'),
-      driver: z.string().min(1).max(40).default('bcd'),
-      description: z.string().max(1000).optional(),
+      class: poolClass.default('gpu').describe('What the pool’s machines serve: gpu, vps or metal'),
+      driver: z
+        .string()
+        .min(1)
+        .max(40)
+        .default('bcd')
+        .describe('The driver that runs the pool’s machines (bcd, or a plugin’s)'),
+      description: z.string().max(1000).optional().describe('Free text for people'),
       labels: labels.optional(),
       idempotencyKey: idempotencyKey.optional(),
     })
@@ -82,12 +87,16 @@ const poolsUpdate = method({
     .object({
       tenantId,
       poolId: idOf('pool'),
-      name: resourceName.optional(),
-      description: z.string().max(1000).optional(),
+      name: resourceName.optional().describe('A new name'),
+      description: z.string().max(1000).optional().describe('A new description'),
       /** Replace the pool's labels. */
-      labels: labels.optional(),
+      labels: labels.optional().describe('Replace the pool’s labels with these'),
       /** Label keys to remove (after `labels`, when given, replaced them); a key it lacks is no change. */
-      removeLabels: z.array(labelKey).max(64).optional(),
+      removeLabels: z
+        .array(labelKey)
+        .max(64)
+        .optional()
+        .describe('Label keys to remove, after labels (when given) replaced them'),
       ifVersion,
     })
     .strict(),
@@ -111,7 +120,14 @@ const poolsOffer = method({
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-pool', id: input.poolId }),
   namesTenants: ['offerTenantId'],
-  input: z.object({ tenantId, poolId: idOf('pool'), offerTenantId: tenantId, ifVersion }).strict(),
+  input: z
+    .object({
+      tenantId,
+      poolId: idOf('pool'),
+      offerTenantId: tenantId.describe('The tenant offered the pool'),
+      ifVersion,
+    })
+    .strict(),
   output: poolSchema,
 });
 
@@ -121,7 +137,14 @@ const poolsUnoffer = method({
     'Withdraw a pool’s offer from a tenant (its running reservations run to their end; not offered: no change)',
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-pool', id: input.poolId }),
-  input: z.object({ tenantId, poolId: idOf('pool'), offerTenantId: tenantId, ifVersion }).strict(),
+  input: z
+    .object({
+      tenantId,
+      poolId: idOf('pool'),
+      offerTenantId: tenantId.describe('The tenant whose offer is withdrawn'),
+      ifVersion,
+    })
+    .strict(),
   output: poolSchema,
 });
 

@@ -56,14 +56,28 @@ export const reservationSchema = z.object({
 /** What a reservation asks for; `capacity.preview` takes the same. */
 export const placementRequest = {
   poolId: idOf('pool'),
-  gpus: z.number().int().min(1).max(4096),
-  durationSeconds: z.number().int().min(60).max(MAX_RESERVATION_SECONDS),
+  gpus: z.number().int().min(1).max(4096).describe('How many GPUs to reserve'),
+  durationSeconds: z
+    .number()
+    .int()
+    .min(60)
+    .max(MAX_RESERVATION_SECONDS)
+    .describe('How long the GPUs are held once bound, in seconds'),
   /** Every GPU in one NVLink domain (which may span several nodes). */
-  nvlink: z.boolean().default(false),
+  nvlink: z
+    .boolean()
+    .default(false)
+    .describe('Every GPU in one NVLink domain (which may span several nodes)'),
   /** `gpuProduct in (H100-SXM5-80GB), vramGiB >= 80`: comma is and. */
-  selector: z.string().max(1000).optional(),
-  gpuModel: z.string().max(64).optional(),
-  gpuProduct: z.string().max(64).optional(),
+  selector: z
+    .string()
+    .max(1000)
+    .optional()
+    .describe(
+      'Which nodes may serve it, like `gpuProduct in (H100-SXM5-80GB), vramGiB >= 80` (comma is and)',
+    ),
+  gpuModel: z.string().max(64).optional().describe('Only GPUs of this model, like H100'),
+  gpuProduct: z.string().max(64).optional().describe('Only GPUs of this product, like H100-SXM5-80GB'),
   /** Taint keys whose NoSchedule this reservation tolerates; never compute's own, which guard placement. */
   tolerations: z
     .array(
@@ -72,7 +86,8 @@ export const placementRequest = {
       }),
     )
     .max(16)
-    .default([]),
+    .default([])
+    .describe('Taint keys whose NoSchedule this reservation tolerates (never compute’s own)'),
 };
 
 const reservationsCreate = method({
@@ -108,10 +123,10 @@ const reservationsList = method({
   input: z
     .object({
       tenantId,
-      state: reservationState.optional(),
-      poolId: idOf('pool').optional(),
+      state: reservationState.optional().describe('Only reservations in this state'),
+      poolId: idOf('pool').optional().describe('Only reservations of this pool'),
       /** Only the caller's own (an agent's: its person's). */
-      mine: z.boolean().optional(),
+      mine: z.boolean().optional().describe('Only the caller’s own (an agent’s: its person’s)'),
       ...pageInputById('reservation'),
     })
     .strict(),
@@ -127,7 +142,12 @@ const reservationsExtend = method({
     .object({
       tenantId,
       reservationId: idOf('reservation'),
-      bySeconds: z.number().int().min(60).max(MAX_RESERVATION_SECONDS),
+      bySeconds: z
+        .number()
+        .int()
+        .min(60)
+        .max(MAX_RESERVATION_SECONDS)
+        .describe('Seconds to add to the reservation’s end'),
       ifVersion,
     })
     .strict(),

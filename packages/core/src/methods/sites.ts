@@ -21,7 +21,8 @@ export const resourceName = z
   .regex(
     /^[a-z0-9][a-z0-9-]{0,62}$/,
     'must be 1-63 lowercase letters, digits and dashes, starting with a letter or digit',
-  );
+  )
+  .describe('A name: 1-63 lowercase letters, digits and dashes, unique in its tenant');
 
 /** A label key: `zone`, `example.com/rack`. */
 export const labelKey = z
@@ -53,7 +54,8 @@ export const labels = z
     const count = Object.keys(record).length;
     if (count > MAX_LABELS)
       ctx.addIssue({ code: 'custom', message: `must be at most ${MAX_LABELS} labels, not ${count}` });
-  });
+  })
+  .describe(`Labels, key to value (at most ${MAX_LABELS}): keys like zone or example.com/rack`);
 
 /** `ifVersion`: the update applies only while the resource is at this version (else CONFLICT). */
 export const ifVersion = z
@@ -61,7 +63,8 @@ export const ifVersion = z
   .int('must be a version number from 1 to 2147483647, as the resource showed it')
   .min(1, 'must be a version number from 1 to 2147483647, as the resource showed it')
   .max(INT4_MAX, 'must be a version number from 1 to 2147483647, as the resource showed it')
-  .optional();
+  .optional()
+  .describe('Apply only while the resource is at this version (its version field), else CONFLICT');
 
 export const siteSchema = z.object({
   id: z.string(),

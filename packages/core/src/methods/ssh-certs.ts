@@ -74,7 +74,7 @@ const listSshCerts = method({
     .object({
       tenantId,
       nodeId: idOf('node'),
-      includeExpired: z.boolean().default(false),
+      includeExpired: z.boolean().default(false).describe('Also list certificates past their expiry'),
       ...pageInputById('sshCert'),
     })
     .strict(),

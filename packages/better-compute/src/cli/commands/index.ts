@@ -20,6 +20,7 @@ import { flavorsCommands } from './flavors/index.js';
 import { pkiCommands } from './pki/index.js';
 import { sandboxCommands } from './sandbox/index.js';
 import api from './api/api.js';
+import openapi from './api/openapi.js';
 import sshCert from './ssh-cert/ssh-cert.js';
 import consoleCommand from './console/console.js';
 import execCommand from './exec/exec.js';
@@ -48,6 +49,7 @@ export const builtinCommands: readonly AnyCommand[] = [
   serve,
   dev,
   daemonInstallScript,
+  openapi,
   iamSetup,
   ...pkiCommands,
   authLogin,
