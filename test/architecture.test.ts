@@ -188,8 +188,9 @@ const FOLDER_RULES: Record<string, Record<string, readonly string[]>> = {
   core: {
     // The method table is written in the core's own terms (groups, ids, the contract).
     methods: ['*'],
-    // The quorum is pure functions over bytes: the error type, ids and the shared RFC 6962 tree.
-    quorum: ['errors.ts', 'ids.ts', 'merkle.ts'],
+    // The quorum is pure functions over bytes: the error type, ids, the shared RFC 6962 tree, and
+    // the command envelope a batch's command is checked against.
+    quorum: ['command-envelope.ts', 'errors.ts', 'ids.ts', 'merkle.ts'],
   },
 };
 
@@ -198,7 +199,12 @@ const FOLDER_RULES: Record<string, Record<string, readonly string[]>> = {
  * back (the module contract, the node-stream contract the tunnel route, the gateway and the
  * tunnels module share, and the deployment's types).
  */
-const SERVER_CONTRACTS = ['modules/define-module.ts', 'gateway/node-streams.ts', 'http/openapi.ts', 'types.ts'];
+const SERVER_CONTRACTS = [
+  'modules/define-module.ts',
+  'gateway/node-streams.ts',
+  'http/openapi.ts',
+  'types.ts',
+];
 
 /** Every relative import of the files under `dir`, resolved to a path in `src` (`x.js` is `x.ts`). */
 function localImports(src: string, dir: string) {
@@ -272,6 +278,7 @@ describe('the modules of the server', () => {
     webhooks: [],
     fleet: ['events'],
     commands: ['fleet', 'workflows'],
+    batches: ['commands', 'fleet'],
     workflows: ['commands', 'fleet'],
     'ssh-certs': ['commands', 'fleet'],
     vps: ['commands', 'fleet', 'workflows'],

@@ -100,6 +100,7 @@ describe.runIf(postgres)('an operator on PostgreSQL', () => {
       'pki.permissions',
       'pki.unsealable',
       'pki.complete',
+      'pki.quorum',
       'pki.expiry',
       'pki.pins',
     ]);

@@ -37,6 +37,7 @@ import type { ComputeTables } from './db/tables.js';
 import { type BoundMethod, createHandler, type HandlerLog } from './http/handler.js';
 import type { ComputeModule } from './modules/define-module.js';
 import { commandsModule } from './modules/commands/module.js';
+import { batchesModule, createBatchesModule } from './modules/batches/module.js';
 import { workflowsModule } from './modules/workflows/module.js';
 import { vpsModule } from './modules/vps/module.js';
 import { eventsModule } from './modules/events/module.js';
@@ -67,6 +68,7 @@ const builtins = [
   eventsModule,
   fleetModule,
   commandsModule,
+  batchesModule,
   workflowsModule,
   webhooksModule,
   vpsModule,
@@ -181,6 +183,8 @@ export async function betterCompute(
     [sshCertsModule, createSshCertsModule({ ...keySettings, requireMfa: config.breakGlassSsh?.requireMfa })],
     [tunnelsModule, createTunnelsModule(keySettings)],
     [sandboxesModule, createSandboxesModule(keySettings, config.sandboxes)],
+    // The destructive-batch quorum reads its approver set from the same bundle (public keys only).
+    [batchesModule, createBatchesModule({ pki: config.pki })],
   ]);
   const modules = [...builtinModules.map((m) => configured.get(m) ?? m), ...(options.modules ?? [])];
   const methods = bindModules(modules, config.modules);

@@ -177,6 +177,7 @@ describe.runIf(await isPostgresReachable())(
         ['pki.permissions', 'ok'],
         ['pki.unsealable', 'ok'],
         ['pki.complete', 'ok'],
+        ['pki.quorum', 'ok'],
         ['pki.expiry', 'ok'],
         ['pki.pins', 'ok'],
       ]);

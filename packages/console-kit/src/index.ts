@@ -1,7 +1,7 @@
 /**
  * @better-compute/console-kit: the view models a console is built on, with no framework: resource
- * stores, the live event stream, permission-aware actions, and React hooks under `/react`. Every
- * store has `subscribe(listener)` and `get()`.
+ * stores, the live event stream, permission-aware actions, the pages' views (`createBatchesView`),
+ * and React hooks under `/react`. Every store has `subscribe(listener)` and `get()`.
  */
 export { Subscribable, ValueStore, type Listener, type Readable } from './subscribable.js';
 export {
@@ -52,6 +52,33 @@ export {
   type Reservation,
   type TrackedStore,
 } from './live.js';
+export {
+  approveCommand,
+  BATCH_FILTERS,
+  BATCH_MEMBERS_PAGE,
+  BATCH_SCOPE_CAP,
+  BATCH_SCOPE_PAGE,
+  countdownText,
+  createBatchesView,
+  describeBatch,
+  groupMembers,
+  groupScope,
+  isBatchFilter,
+  secondsLeft,
+  type Batch,
+  type BatchDetails,
+  type BatchFilter,
+  type BatchMember,
+  type BatchScopeEntry,
+  type ApprovalLine,
+  type BatchState,
+  type BatchesView,
+  type BatchesViewOptions,
+  type MemberGroup,
+  type MemberLine,
+  type ScopeGroup,
+  type ScopeLine,
+} from './batches.js';
 export {
   ActionRunner,
   bindReact,

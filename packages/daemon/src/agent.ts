@@ -9,17 +9,19 @@
  * starts (runtimes/teardown.ts).
  */
 import { accessSync, constants, existsSync, watchFile, unwatchFile } from 'node:fs';
+import { isDestructiveKind } from '@better-compute/core';
 import WebSocket from 'ws';
+import { followWelcomeApprovers, quorumRefusal } from './approvers.js';
 import { acceptCertificate, certificateDue, certificateRequest, tlsOptionsFor } from './certificate.js';
 import { decideCommandRoot } from './command-root.js';
-import { type CommandEnvelope, refusal, runScript, type RunningScript } from './commands.js';
+import { type CommandEnvelope, refusal, runPowerScript, runScript, type RunningScript } from './commands.js';
 import { safe, sessionUrl } from './http.js';
 import { applySshTrust, sshTrustDir } from './ssh-trust.js';
 import { type MachineInventory, readMachineInventory } from './inventory.js';
 import { bwrapAvailable, isRuntimeCommandKind, isSandboxCommandKind, Runtimes } from './runtimes/index.js';
 import { runtimeDirFor } from './runtimes/runtime-dir.js';
 import { sweep } from './runtimes/teardown.js';
-import type { CommandOutcome, StateDir } from './state.js';
+import { type CommandOutcome, outcomeOf, type StateDir } from './state.js';
 import { createStreamMux } from './streams/mux.js';
 import { registerInstanceTargets, registerSandboxTargets } from './streams/instance-targets.js';
 import { loadPty, registerNodeConsole } from './streams/node-console.js';
@@ -199,7 +201,9 @@ export async function runAgent(options: AgentOptions): Promise<void> {
     const running =
       isRuntimeCommandKind(command.kind) || isSandboxCommandKind(command.kind)
         ? runtimes.run(command.kind, command.payload)
-        : runScript(options.scriptsDir, command.payload.script);
+        : command.kind === 'metal.power'
+          ? runPowerScript(options.scriptsDir, command.payload.action)
+          : runScript(options.scriptsDir, command.payload.script);
     current = { id: command.id, running };
     return running.outcome;
   }
@@ -300,6 +304,8 @@ export async function runAgent(options: AgentOptions): Promise<void> {
             );
           }
         }
+        // After the command root: an approver set is as much the node's own trust as the root is.
+        followWelcomeApprovers(state, message, log);
         runtimes.sessionStarted();
         status.connected = true;
         status.since = new Date().toISOString();
@@ -338,7 +344,19 @@ export async function runAgent(options: AgentOptions): Promise<void> {
           return;
         }
         if (queue.some((q) => q.command.id === id) || current?.id === id) return;
-        queue.push({ command: message.command as CommandEnvelope, signature: String(message.signature) });
+        const command = message.command as CommandEnvelope;
+        // A destructive command runs only with its batch's quorum, whatever the control plane says;
+        // one the ledger knows never runs again, so drain answers it from the ledger unchecked.
+        if (isDestructiveKind(command.kind) && !state.ledger()[command.id]) {
+          const refused = quorumRefusal(state, command, message.quorum, Date.now());
+          if (refused) {
+            log(`bcd: refused ${command.id} (${command.kind}): ${refused}`);
+            report(command.id, outcomeOf('failed', null, `refused by the node: ${refused}`));
+            return;
+          }
+          log(`bcd: ${command.id} (${command.kind}) carries its batch's approvals`);
+        }
+        queue.push({ command, signature: String(message.signature) });
         void drain();
         return;
       }

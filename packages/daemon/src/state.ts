@@ -3,7 +3,9 @@
  * node credential, pinned command root), a pending join (`join.json`), the ledger of commands
  * this node has started (`commands.json`, so a restarted daemon never runs one twice) and the
  * last session status (`status.json`, no secrets), the node's key pair (`node-key.json`), its
- * certificate (`certificate.json`) and the gateway replicas last heard of (`gateways.json`). Every write replaces the file atomically.
+ * certificate (`certificate.json`), the gateway replicas last heard of (`gateways.json`), the
+ * approver set it pinned (`approvers.json`) and the approved batch leaves it has run whose windows
+ * are still open (`quorum-leaves.json`, approvers.ts). Every write replaces the file atomically.
  */
 import {
   chmodSync,
@@ -69,6 +71,20 @@ export function outcomeOf(
   error: string | null = null,
 ): CommandOutcome {
   return { state, exitCode: null, stdout: '', stderr: '', result, error };
+}
+
+/** The approver set this node trusts for destructive commands, as approvers.ts pinned it. */
+export interface PinnedApprovers {
+  /** An ApproverSet; read back through `readApproverSet` (approvers.ts), never trusted as it lies. */
+  set: unknown;
+  pinnedAt: string;
+}
+
+/** A batch leaf this node has run a command for: the leaf is `<batchId>#<index>`. */
+export interface UsedLeaf {
+  commandId: string;
+  /** The batch's window end; past it the entry is dropped, as the quorum check refuses the leaf anyway. */
+  notAfter: string;
 }
 
 export interface SessionStatus {
@@ -161,6 +177,21 @@ export class StateDir {
     const ids = Object.keys(ledger);
     for (const old of ids.slice(0, Math.max(0, ids.length - LEDGER_LIMIT))) delete ledger[old];
     this.write('commands.json', ledger);
+  }
+
+  pinnedApprovers(): PinnedApprovers | null {
+    return this.read<PinnedApprovers>('approvers.json');
+  }
+  savePinnedApprovers(pinned: PinnedApprovers): void {
+    this.write('approvers.json', pinned);
+  }
+  usedLeaves(): Record<string, UsedLeaf> {
+    const saved = this.read<Record<string, UsedLeaf>>('quorum-leaves.json');
+    return saved && typeof saved === 'object' && !Array.isArray(saved) ? saved : {};
+  }
+  /** Synced before returning, so a leaf is recorded as used before its command is queued. */
+  saveUsedLeaves(leaves: Record<string, UsedLeaf>): void {
+    this.write('quorum-leaves.json', leaves);
   }
 
   status(): SessionStatus | null {

@@ -25,6 +25,7 @@ export type SubjectKind =
   | 'site'
   | 'webhook'
   | 'command'
+  | 'batch'
   | 'workflow'
   | 'image'
   | 'flavor'
@@ -70,6 +71,11 @@ const nodeOnReservation = z.object({ nodeId: z.string() });
 const onNode = z.object({ nodeId: z.string() });
 const atStep = onNode.extend({ step: z.number().int() });
 const workflowStep = atStep.extend({ name: z.string() });
+
+/** A destructive batch's leaves and approvals needed; at its end, the held commands it cancelled. */
+const count = z.number().int();
+const batchCounts = z.object({ size: count, approvalsNeeded: count });
+const batchEnd = batchCounts.extend({ cancelledCommands: count });
 
 /** An instance moved from one state to another; `reason` says why it failed. */
 const instanceChange = z.object({
@@ -364,6 +370,23 @@ export const eventTypes = {
     data: onNode,
     summary: 'A command was cancelled before it ran',
   },
+  'batch.created': {
+    subject: 'batch',
+    data: batchCounts.extend({ kinds: z.array(z.object({ kind: z.string(), count })), notAfter: z.string() }),
+    summary: 'A batch of destructive commands was created, held until approvers sign it',
+  },
+  'batch.approval_added': {
+    subject: 'batch',
+    data: z.object({ kid: z.string(), approvals: count, approvalsNeeded: count }),
+    summary: 'An approver’s signature over a pending batch was accepted',
+  },
+  'batch.approved': {
+    subject: 'batch',
+    data: batchCounts.extend({ approvedBy: z.array(z.string()), released: count, carriedOut: count }),
+    summary: 'A threshold of approvers signed a batch: its commands are released',
+  },
+  'batch.cancelled': { subject: 'batch', data: batchEnd, summary: 'A pending batch was cancelled' },
+  'batch.expired': { subject: 'batch', data: batchEnd, summary: 'A batch expired before it was approved' },
   'workflow.started': {
     subject: 'workflow',
     data: z.object({ nodeId: z.string(), kind: z.string() }),

@@ -15,6 +15,7 @@ const PAGES = [
   { href: '/sandboxes', label: 'Sandboxes' },
   { href: '/volumes', label: 'Volumes' },
   { href: '/joining', label: 'Joining machines' },
+  { href: '/batches', label: 'Destructive batches' },
   { href: '/events', label: 'Events' },
   { href: '/webhooks', label: 'Webhooks' },
   { href: '/iam', label: 'People and keys' },

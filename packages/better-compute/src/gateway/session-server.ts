@@ -5,7 +5,10 @@
  * sends `hello` (version, capabilities, inventory) and heartbeats over the session. The gateway
  * delivers the node's commands in order, each signed by the command root, and records what the
  * daemon reports. Commands live in the database until they finish, so a dropped session or a
- * restarted gateway loses nothing: the next session gets what is still open.
+ * restarted gateway loses nothing: the next session gets what is still open. A member of a
+ * destructive batch travels with its batch's approvals and leaf proof (`quorum`), and `welcome`
+ * carries the deployment's approver chain, so the daemon runs it only if the approver set it pinned
+ * approved it (docs/quorum.md).
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, Server } from 'node:http';
@@ -23,6 +26,7 @@ import {
   openCommands,
   recordNodeSession,
 } from '../modules/commands/index.js';
+import { createApproverLoader, quorumAttachments } from '../modules/batches/index.js';
 import { nodeTenant } from '../modules/fleet/index.js';
 import { instanceExited } from '../modules/vps/index.js';
 import { type CommandSigner, envelopeBytes } from './signer.js';
@@ -95,6 +99,16 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES });
   const sessions = new Map<string, Session>();
   let closing = false;
+  // The approver chain daemons follow, read from the deployment's bundle as the batches module does.
+  const approvers = createApproverLoader({ pki: compute.config.pki });
+  async function approverSets(): Promise<unknown[]> {
+    try {
+      return [...((await approvers.current())?.chain ?? [])];
+    } catch (error) {
+      log(`gateway: the approver chain is not usable, so none is sent: ${(error as Error).message}`);
+      return [];
+    }
+  }
 
   /** The fleet's heartbeat route, in process: it proves the credential and records the node alive. */
   async function heartbeat(credential: string, inventory?: unknown, clientAddress?: string | null) {
@@ -154,6 +168,11 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
         const rows = await openCommands(db, [...sessions.keys()]);
         const sent: string[] = [];
         const at = now();
+        // A batch's members carry its approvals and their leaf proofs; other rows go as they are.
+        const quorums = await quorumAttachments(
+          db,
+          rows.filter((row) => row.batch_id !== null && !sessions.get(row.node_id)?.sent.has(row.id)),
+        );
         for (const row of rows) {
           const session = sessions.get(row.node_id);
           if (!session) continue;
@@ -178,7 +197,8 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
           }
           if (session.sent.has(row.id)) continue;
           session.sent.add(row.id);
-          send(session, { t: 'command', ...sign(row) });
+          const quorum = quorums.get(row.id);
+          send(session, { t: 'command', ...sign(row), ...(quorum ? { quorum } : {}) });
           if (row.state === 'queued') sent.push(row.id);
         }
         await markSent(db, sent, at);
@@ -245,6 +265,7 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
                 commandRoot: options.commandSigner?.publicKeyPem ?? null,
                 commandRootRotations: options.commandSigner?.rotations ?? [],
                 trustDomain: options.commandSigner?.trustDomain ?? null,
+                approverSets: await approverSets(),
                 gateways: await liveReplicaUrls(db as never, at).catch(() => []),
                 certificates: options.pki ? true : false,
               }

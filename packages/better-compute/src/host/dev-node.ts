@@ -12,7 +12,7 @@
  * break-glass SSH files go to `bcd/ssh/` rather than /etc/ssh/bcd.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -124,6 +124,7 @@ export async function startDevNode(
     [
       bin, 'run', '--state-dir', stateDir, '--ephemeral', '--stop-grace', STOP_GRACE_SECONDS,
       '--ssh-dir', join(stateDir, 'ssh'),
+      '--scripts-dir', devScriptsDir(bin, stateDir),
       // This start's address first: a dev on another port than the join's still holds the node.
       '--url', options.url,
     ],
@@ -214,4 +215,20 @@ function sweepState(
       resolve();
     });
   });
+}
+
+/**
+ * The scripts dev's node runs: the daemon's maintenance scripts without its power scripts, so an
+ * approved power-off batch (the README's quorum drill) fails on this machine instead of powering
+ * it off.
+ */
+function devScriptsDir(bin: string, stateDir: string): string {
+  const shipped = join(dirname(bin), '..', 'scripts');
+  const dir = join(stateDir, 'scripts');
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  for (const name of readdirSync(shipped))
+    if (name.endsWith('.sh') && !name.startsWith('power-'))
+      copyFileSync(join(shipped, name), join(dir, name));
+  return dir;
 }

@@ -10,17 +10,21 @@
  * - `execTicket`: Ed25519, signs single-use tunnel tickets;
  * - `breakGlassSshCa` and `sandboxSshCa`: Ed25519 OpenSSH CAs, separate so one never opens the
  *   other's machines;
- * - `audit`: Ed25519, signs audit checkpoints.
+ * - `audit`: Ed25519, signs audit checkpoints;
+ * - `approvers`: the destructive-batch quorum's approver sets (public P-256 keys only: people hold
+ *   the private halves), oldest first; empty when the quorum is off (docs/quorum.md).
  */
 import { createPrivateKey, createPublicKey, type KeyObject, X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { isAbsolute, resolve } from 'node:path';
 import { ComputeError } from '@better-compute/core';
 import { publicKeyPin } from '@better-compute/core/command-root';
+import { type ApproverChainEntry, decodePublicKey } from '@better-compute/core/quorum';
 import {
   checkDocument,
   invalidBundle,
   pkiNotFound,
+  readApproverChain,
   type CaEntry,
   type KeyAlgorithm,
   type KeyEntry,
@@ -87,6 +91,8 @@ export interface PkiBundle {
   readonly breakGlassSshCa: PkiSshCa;
   /** Absent in a bundle made before it existed (`pki add-sandbox-ca`). */
   readonly sandboxSshCa: PkiSshCa | undefined;
+  /** The quorum's approver chain, oldest first (its last set is the current one); empty when off. */
+  readonly approvers: readonly ApproverChainEntry[];
   /** The machine CAs to trust at `now`: every one whose validity covers it. */
   trustedMachineCas(now?: Date): PkiCertificateAuthority[];
   /** The parsed file, for the commands that change the bundle. */
@@ -237,6 +243,7 @@ export function pkiBundleFromDocument(document: PkiDocument, path: string): PkiB
       ? sshCaOf(document.sandboxSshCa, 'sandbox-ssh-ca', seal, path, 'sandboxSshCa')
       : undefined,
     audit: document.audit ? keyOf(document.audit, 'audit', seal, path, 'audit', 'Ed25519') : undefined,
+    approvers: readApproverChain(document.approvers, document.trustDomain, path),
     trustedMachineCas(now = new Date()) {
       return machineCas.filter(
         (ca) => Date.parse(ca.notBefore) <= now.getTime() && now.getTime() <= Date.parse(ca.notAfter),
@@ -255,5 +262,14 @@ export function pkiBundleFromDocument(document: PkiDocument, path: string): PkiB
     if (pins.has(key.pin)) throw invalidBundle(path, `the key ${key.pin} is used for two purposes`);
     pins.add(key.pin);
   }
+  // An approver key must be a person's: were it one of the bundle's own keys (a machine CA is
+  // P-256 too), whoever runs the server could sign approvals with it.
+  for (const [i, entry] of bundle.approvers.entries())
+    for (const approver of entry.set.approvers)
+      if (pins.has(publicKeyPin(decodePublicKey(approver.publicKey)!)))
+        throw invalidBundle(
+          path,
+          `approvers[${i}] lists ${approver.kid}, a key of the bundle itself: an approver key is held by a person, never by the server`,
+        );
   return bundle;
 }

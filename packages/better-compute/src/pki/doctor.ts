@@ -1,6 +1,8 @@
 /**
  * doctor's PKI checks: the bundle is there and well formed, its keys open with the deployment
- * secret, it is readable by its owner only, and no machine CA is expired (an error) or expires within 30 days (a warning).
+ * secret, it is readable by its owner only, no machine CA is expired (an error) or expires within
+ * 30 days (a warning), and whether the destructive-batch quorum is on (its approver set, already
+ * verified when the bundle was read).
  */
 import { stat } from 'node:fs/promises';
 import type { DoctorFinding } from '../types.js';
@@ -93,6 +95,15 @@ export async function pkiFindings(options: {
       ? { check: 'pki.complete', severity: 'warning', message: `the bundle has no ${missing.join(', no ')}` }
       : { check: 'pki.complete', severity: 'ok', message: 'every key of the bundle is present' },
   );
+  // Off is a choice, not a fault: the quorum is optional (docs/quorum.md), so it is never a warning.
+  const quorum = bundle.approvers.at(-1)?.set;
+  findings.push({
+    check: 'pki.quorum',
+    severity: 'ok',
+    message: quorum
+      ? `the destructive-batch quorum is on: approver set epoch ${quorum.epoch}, ${quorum.threshold} of ${quorum.approvers.length} approvers sign each batch`
+      : 'the destructive-batch quorum is off (no approver set): better-compute pki approvers turns it on',
+  });
   const soon = now.getTime() + EXPIRY_WARNING_DAYS * 24 * 60 * 60 * 1000;
   const current = bundle.machineCa;
   const expiresAt = Date.parse(current.notAfter);

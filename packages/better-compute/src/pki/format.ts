@@ -9,6 +9,13 @@ import { randomBytes } from 'node:crypto';
 import { dirname } from 'node:path';
 import { ComputeError } from '@better-compute/core';
 import type { RotationEntry } from '@better-compute/core/command-root';
+import {
+  type ApproverChainEntry,
+  followApproverChain,
+  MAX_APPROVER_CHAIN,
+  MAX_APPROVERS,
+  readApproverSet,
+} from '@better-compute/core/quorum';
 import { MIN_SCRYPT_N, type SealedKey, type SealParams } from './sealing.js';
 
 export const PKI_FORMAT = 'better-compute.pki';
@@ -66,6 +73,11 @@ export interface PkiDocument {
   breakGlassSshCa: SshCaEntry;
   sandboxSshCa?: SshCaEntry;
   audit?: KeyEntry;
+  /**
+   * The destructive-batch quorum's approver sets, oldest first (`pki approvers`): absent or empty
+   * when the quorum is off. Public keys only; approvers keep their private keys.
+   */
+  approvers?: ApproverChainEntry[];
 }
 
 export function invalidBundle(path: string, why: string): ComputeError {
@@ -87,7 +99,10 @@ function fail(path: string, where: string, what: string): never {
   throw invalidBundle(path, `${where} ${what}`);
 }
 
-/** Checks the shape of a parsed file; the pins and keys are checked when the bundle is built. */
+/**
+ * Checks the shape of a parsed file; the pins and keys, and the approver chain's signatures
+ * (`readApproverChain`), are checked when the bundle is built.
+ */
 export function checkDocument(value: unknown, path: string): PkiDocument {
   const isObject = (v: unknown): v is Record<string, unknown> =>
     typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -174,6 +189,57 @@ export function checkDocument(value: unknown, path: string): PkiDocument {
     time(entry.at, `${where}.at`);
   });
   return value as unknown as PkiDocument;
+}
+
+/**
+ * Checks the `approvers` field (the destructive-batch quorum's chain of approver sets) and answers
+ * it in its canonical form: each set as `readApproverSet` gives it (kids filled in, keys as
+ * base64url SPKI, sorted by kid), each change's signatures as `{ kid, signature }`. The chain must
+ * be what a daemon would accept from nothing pinned (`followApproverChain(null, chain)`: epoch 1
+ * first, every change signed by a threshold of the set before it) and every set must be for the
+ * bundle's own trust domain, so the server never publishes a chain its daemons would refuse.
+ * Absent or empty: the quorum is off. PKI_INVALID otherwise.
+ */
+export function readApproverChain(value: unknown, trustDomain: string, path: string): ApproverChainEntry[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value) || value.length > MAX_APPROVER_CHAIN)
+    fail(path, 'approvers', `must be a list of at most ${MAX_APPROVER_CHAIN} approver sets`);
+  if (value.length === 0) return [];
+  value.forEach((entry: unknown, i: number) => {
+    const where = `approvers[${i}]`;
+    if (typeof entry !== 'object' || entry === null || Array.isArray(entry))
+      fail(path, where, 'must be an object');
+    const { signatures } = entry as Record<string, unknown>;
+    if (!Array.isArray(signatures) || signatures.length > MAX_APPROVERS)
+      fail(path, `${where}.signatures`, `must be a list of at most ${MAX_APPROVERS} signatures`);
+    // The first set is installed by the operator (pki approvers --pub), not signed by anyone.
+    if (i === 0 && signatures.length > 0)
+      fail(path, `${where}.signatures`, 'must be empty: the first set is signed by no one');
+    signatures.forEach((signature: unknown, j: number) => {
+      const s = (typeof signature === 'object' && signature !== null ? signature : {}) as Record<
+        string,
+        unknown
+      >;
+      if (
+        typeof s.kid !== 'string' ||
+        s.kid.length > 64 ||
+        typeof s.signature !== 'string' ||
+        s.signature.length > 128
+      )
+        fail(path, `${where}.signatures[${j}]`, 'must be { kid, signature }');
+    });
+    const set = (entry as Record<string, unknown>).set as Record<string, unknown> | null | undefined;
+    if (typeof set === 'object' && set !== null && set.trustDomain !== trustDomain)
+      fail(path, `${where}.set.trustDomain`, `must be the bundle's trust domain ${trustDomain}`);
+  });
+  const verdict = followApproverChain(null, value);
+  if (!verdict.ok) fail(path, 'approvers', `is not a valid approver chain: ${verdict.reason}`);
+  return value.map(
+    (entry: { set: unknown; signatures: { kid: string; signature: string }[] }, i: number) => ({
+      set: readApproverSet(entry.set, `approvers[${i}].set`),
+      signatures: entry.signatures.map(({ kid, signature }) => ({ kid, signature })),
+    }),
+  );
 }
 
 /** The bundle as written: stable key order, two-space indent, a final newline. */

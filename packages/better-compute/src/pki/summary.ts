@@ -1,8 +1,9 @@
 /**
  * What `pki show` prints: every key's purpose, algorithm, pin and dates, the SSH CAs' public key
- * lines, the machine CAs' certificates and the rotation statements. Public material only: no
- * private key and no sealed blob ever reaches this object.
+ * lines, the machine CAs' certificates, the rotation statements and the quorum's approver set.
+ * Public material only: no private key and no sealed blob ever reaches this object.
  */
+import type { ApproverSet } from '@better-compute/core/quorum';
 import type { PkiBundle, PkiKey } from './bundle.js';
 import { EXPIRY_WARNING_DAYS } from './doctor.js';
 
@@ -36,6 +37,16 @@ export interface PkiSummary {
   commandRootRotations: { from: string; to: string; at: string; statement: string; signature: string }[];
   sshCas: { key: string; pin: string; sshPublicKey: string }[];
   auditPin: string | null;
+  /** The destructive-batch quorum's current approver set, or null when the quorum is off. */
+  approvers: {
+    epoch: number;
+    threshold: number;
+    kids: string[];
+    /** The set as published: the `--current` file of `batch sign-approvers`. */
+    set: ApproverSet;
+    /** Every set of the chain, oldest first, with the current approvers that signed each change. */
+    history: { epoch: number; threshold: number; kids: string[]; signedBy: string[] }[];
+  } | null;
 }
 
 function pem(key: PkiKey['publicKey']): string {
@@ -115,5 +126,24 @@ export function summarizeBundle(bundle: PkiBundle, now = new Date()): PkiSummary
         : []),
     ],
     auditPin: bundle.audit?.pin ?? null,
+    approvers: approversOf(bundle),
+  };
+}
+
+function approversOf(bundle: PkiBundle): PkiSummary['approvers'] {
+  const current = bundle.approvers.at(-1)?.set;
+  if (!current) return null;
+  const kidsOf = (set: ApproverSet) => set.approvers.map((approver) => approver.kid);
+  return {
+    epoch: current.epoch,
+    threshold: current.threshold,
+    kids: kidsOf(current),
+    set: current,
+    history: bundle.approvers.map(({ set, signatures }) => ({
+      epoch: set.epoch,
+      threshold: set.threshold,
+      kids: kidsOf(set),
+      signedBy: signatures.map((signature) => signature.kid),
+    })),
   };
 }

@@ -5,15 +5,20 @@
  */
 import { z } from 'zod';
 import { defineGroup, method } from '../group.js';
+import { DESTRUCTIVE_KINDS } from '../quorum/kinds.js';
 import { RUNTIME_COMMAND_KINDS, SANDBOX_COMMAND_KINDS } from '../runtime-commands.js';
 import { idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 
 /** `ssh.trust` is queued by the control plane alone (break-glass SSH), never through commands.run. */
 export const COMMAND_KINDS = ['inventory.refresh', 'exec.script', 'ssh.trust'] as const;
 export const commandKind = z.enum(COMMAND_KINDS);
-/** Every kind a command row may have: an operator's, and the runtime commands workflows queue. */
+/**
+ * Every kind a command row may have: an operator's, the runtime commands workflows queue, and the
+ * destructive kinds a batch's members have.
+ */
 export const anyCommandKind = z.enum([
   ...COMMAND_KINDS,
+  ...DESTRUCTIVE_KINDS.map((entry) => entry.kind),
   ...RUNTIME_COMMAND_KINDS,
   ...SANDBOX_COMMAND_KINDS,
 ] as [string, ...string[]]);
@@ -24,7 +29,11 @@ export const COMMAND_OUTPUT_LIMIT = 65_536;
 /** A maintenance script shipped with the daemon, by name (no path, no arguments). */
 export const scriptName = z
   .string()
-  .regex(/^[a-z][a-z0-9-]{0,62}$/, 'must be the name of a maintenance script shipped with the daemon');
+  .regex(/^[a-z][a-z0-9-]{0,62}$/, 'must be the name of a maintenance script shipped with the daemon')
+  .refine(
+    (name) => !name.startsWith('power-'),
+    'power scripts run only as metal.power, through an approved batch (better-compute batch create)',
+  );
 
 export const commandPayload = z.union([z.object({}).strict(), z.object({ script: scriptName }).strict()]);
 

@@ -21,6 +21,7 @@ import { reservationsGroup } from './reservations.js';
 import { usageGroup } from './usage.js';
 import { offersGroup } from './offers.js';
 import { commandsGroup } from './commands.js';
+import { commandBatchesGroup } from './batches.js';
 import { workflowsGroup } from './workflows.js';
 import { webhooksGroup } from './webhooks.js';
 import { imagesGroup } from './images.js';
@@ -54,6 +55,7 @@ export {
   reservationsGroup,
   usageGroup,
   commandsGroup,
+  commandBatchesGroup,
   workflowsGroup,
   webhooksGroup,
   imagesGroup,
@@ -102,6 +104,16 @@ export {
   SANDBOX_ATTACH_ACTION,
 } from './sandboxes.js';
 export { COMMAND_KINDS, COMMAND_OUTPUT_LIMIT, commandSchema, commandState } from './commands.js';
+export {
+  batchSchema,
+  batchState,
+  batchMemberSchema,
+  scopeEntrySchema,
+  DEFAULT_BATCH_HOURS,
+  MAX_BATCH_HOURS,
+  MAX_CREATE_LEAVES,
+  MAX_SCOPE_PAGE,
+} from './batches.js';
 
 export const methods = {
   ...tableOf(systemGroup),
@@ -122,6 +134,7 @@ export const methods = {
   ...tableOf(usageGroup),
   ...tableOf(webhooksGroup),
   ...tableOf(commandsGroup),
+  ...tableOf(commandBatchesGroup),
   ...tableOf(workflowsGroup),
   ...tableOf(imagesGroup),
   ...tableOf(flavorsGroup),

@@ -10,3 +10,4 @@ export * from './keys.js';
 export * from './scope.js';
 export * from './approvals.js';
 export * from './approver-set.js';
+export * from './attachment.js';

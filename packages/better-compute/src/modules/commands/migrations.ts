@@ -47,4 +47,22 @@ create table compute.node_sessions (
 );
 `,
   },
+  {
+    // A batch's member commands (modules/batches): held until a threshold of approvers signed the
+    // batch, with their place in its tree and the leaf's inclusion proof, which the gateway sends
+    // beside the command so the daemon checks it without the rest of the scope.
+    name: '0002_batch_members',
+    sql: `
+alter table compute.commands
+  add column batch_id text,
+  add column batch_index integer,
+  add column batch_proof jsonb,
+  add column held boolean not null default false,
+  add constraint commands_batch_member check (
+    (batch_id is null and batch_index is null and batch_proof is null and not held)
+    or (batch_id is not null and batch_index is not null and batch_proof is not null)
+  );
+create unique index commands_batch_members on compute.commands (batch_id, batch_index) where batch_id is not null;
+`,
+  },
 ];

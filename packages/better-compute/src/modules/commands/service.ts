@@ -20,11 +20,11 @@ import type { CallContext } from '../define-module.js';
 import { enqueueJob } from '../../workers/jobs.js';
 import { WORKFLOW_JOB } from '../workflows/service.js';
 import { findNode } from '../fleet/queries.js';
-import { type CommandRow, commandsDb, type CommandsDb } from './tables.js';
+import { COMMANDS_CHANNEL, type CommandRow, commandsDb, type CommandsDb } from './tables.js';
+
+export { COMMANDS_CHANNEL };
 
 export const DEFAULT_COMMAND_TTL_SECONDS = 900;
-/** Gateways listen here: a NOTIFY names a node with a command queued, delivered at commit. */
-export const COMMANDS_CHANNEL = 'compute_commands';
 export type CommandKind = (typeof COMMAND_KINDS)[number] | RuntimeCommandKind | SandboxCommandKind;
 const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
@@ -274,7 +274,10 @@ export async function cancelCommand(ctx: CallContext<{ commandId: string }>) {
   return commandView(updated);
 }
 
-/** The gateway's side: the unfinished commands of the nodes it holds, in each node's order. */
+/**
+ * The gateway's side: the unfinished commands of the nodes it holds, in each node's order. A held
+ * command (a member of a batch not yet approved) is never among them.
+ */
 export async function openCommands(rawDb: Kysely<ComputeTables>, nodeIds: readonly string[], limit = 20_000) {
   if (nodeIds.length === 0) return [];
   return commandsDb(rawDb)
@@ -282,6 +285,7 @@ export async function openCommands(rawDb: Kysely<ComputeTables>, nodeIds: readon
     .selectAll()
     .where('node_id', 'in', nodeIds)
     .where('state', 'in', ['queued', 'sent', 'running'])
+    .where('held', '=', false)
     .orderBy('seq')
     .limit(limit)
     .execute();
@@ -302,7 +306,11 @@ export async function markSent(
     .execute();
 }
 
-/** Moves a command forward; a report for a final command, or one going backwards, changes nothing. */
+/**
+ * Moves a command forward; a report for a final command, or one going backwards, changes nothing,
+ * and neither does one for a held command (it was never sent: only the batch's approval or its end
+ * moves it).
+ */
 export async function advanceCommand(
   rawDb: Kysely<ComputeTables>,
   nodeId: string,
@@ -347,6 +355,7 @@ export async function advanceCommand(
     .where('id', '=', commandId)
     .where('node_id', '=', nodeId)
     .where('state', 'in', from as CommandRow['state'][])
+    .where('held', '=', false)
     .returningAll()
     .executeTakeFirst();
   // A workflow waiting for this command goes on now rather than at its next check.

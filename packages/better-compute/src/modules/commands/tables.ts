@@ -2,6 +2,12 @@
 import type { ColumnType, Generated, Kysely } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
 
+/**
+ * Gateways listen here: a NOTIFY names a node with a command to deliver (queued, or released from
+ * its batch), heard at commit.
+ */
+export const COMMANDS_CHANNEL = 'compute_commands';
+
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 type Json<T> = ColumnType<T, string, string>;
 
@@ -26,6 +32,12 @@ export interface CommandsTable {
   sent_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
   started_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
   finished_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  /** The batch it is a member of (modules/batches), its leaf's index and inclusion proof (hex). */
+  batch_id: ColumnType<string | null, string | null | undefined, never>;
+  batch_index: ColumnType<number | null, number | null | undefined, never>;
+  batch_proof: ColumnType<string[] | null, string | null | undefined, never>;
+  /** A member of a batch not approved yet: never delivered, whatever its state. */
+  held: ColumnType<boolean, boolean | undefined, boolean>;
 }
 
 export interface NodeSessionsTable {

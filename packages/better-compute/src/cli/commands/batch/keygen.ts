@@ -17,7 +17,8 @@ export default defineCommand({
     out: {
       type: 'string',
       required: true,
-      description: 'A new file for the private key (mode 0600, never written over); the public key goes to PATH.pub',
+      description:
+        'A new file for the private key (mode 0600, never written over); the public key goes to PATH.pub',
       placeholder: 'PATH',
     },
   },
@@ -41,7 +42,12 @@ export default defineCommand({
       const key = generateApproverKey(passphrase);
       await privateFile.write(key.privatePem);
       await publicFile.write(key.publicPem);
-      return { kid: key.kid, out: privateFile.path, publicKey: publicFile.path, encrypted: passphrase !== undefined };
+      return {
+        kid: key.kid,
+        out: privateFile.path,
+        publicKey: publicFile.path,
+        encrypted: passphrase !== undefined,
+      };
     } catch (error) {
       await Promise.all([privateFile.discard(), publicFile.discard()]);
       throw error;

@@ -8,12 +8,11 @@
  */
 import { CliError } from '../../errors.js';
 import { defineCommand } from '../../define.js';
-import { readJsonFile, readKeyFile, readTextFile, writeJsonOut } from './files.js';
-import { checkExpected, checkUnbound, checkWindow, parseExpectation, type ReviewedBatch, summaryLines } from './review.js';
+import { readJsonFile, readKeyFile, writeJsonOut } from './files.js';
+import { checkReview, type ReviewedBatch, summaryLines } from './review.js';
 
 /** A 100,000-leaf scope with long subjects and payloads stays under this. */
 const MAX_SCOPE_BYTES = 64 * 1024 * 1024;
-const MAX_EXPECT_BYTES = 16 * 1024 * 1024;
 
 export default defineCommand({
   name: 'batch sign',
@@ -23,20 +22,48 @@ export default defineCommand({
     'The root is recomputed from the leaves before anything is signed; the summary goes to stderr and the approval to stdout or --out, for "batch approve" to submit.',
   target: 'none',
   flags: {
-    key: { type: 'string', required: true, description: 'Your approver key (mode 0600)', placeholder: 'PATH' },
-    scope: { type: 'string', description: 'The scope file of the batch, as "batch show" writes it', placeholder: 'FILE' },
-    root: { type: 'string', description: 'Sign only if the batch has this root (64 hex digits)', placeholder: 'R' },
-    size: { type: 'number', integer: true, min: 1, description: 'Sign only if the batch has this many leaves', placeholder: 'N' },
+    key: {
+      type: 'string',
+      required: true,
+      description: 'Your approver key (mode 0600)',
+      placeholder: 'PATH',
+    },
+    scope: {
+      type: 'string',
+      description: 'The scope file of the batch, as "batch show" writes it',
+      placeholder: 'FILE',
+    },
+    root: {
+      type: 'string',
+      description: 'Sign only if the batch has this root (64 hex digits)',
+      placeholder: 'R',
+    },
+    size: {
+      type: 'number',
+      integer: true,
+      min: 1,
+      description: 'Sign only if the batch has this many leaves',
+      placeholder: 'N',
+    },
     unchecked: {
       type: 'boolean',
       description: 'Sign a bare --root and --size with no scope file: nothing is reviewed',
     },
     batch: { type: 'id', kind: 'batch', description: 'With --unchecked: the batch id', placeholder: 'ID' },
-    trustDomain: { type: 'string', description: 'With --unchecked: the deployment’s trust domain', placeholder: 'NAME' },
-    notAfter: { type: 'string', description: 'With --unchecked: the end of the window, as 2026-09-25T18:00:00.000Z', placeholder: 'TIME' },
+    trustDomain: {
+      type: 'string',
+      description: 'With --unchecked: the deployment’s trust domain',
+      placeholder: 'NAME',
+    },
+    notAfter: {
+      type: 'string',
+      description: 'With --unchecked: the end of the window, as 2026-09-25T18:00:00.000Z',
+      placeholder: 'TIME',
+    },
     expect: {
       type: 'string',
-      description: 'Sign only a batch holding exactly these: one subject per line, or a JSON list of { subject, kind }',
+      description:
+        'Sign only a batch holding exactly these: one subject per line, or a JSON list of { subject, kind }',
       placeholder: 'FILE',
     },
     allowUnbound: { type: 'boolean', description: 'Also sign leaves that admit any payload of their kind' },
@@ -47,7 +74,11 @@ export default defineCommand({
       description: 'Refuse a batch whose window is open longer than this',
       placeholder: 'H',
     },
-    out: { type: 'string', description: 'Write the approval to this new file instead of stdout', placeholder: 'FILE' },
+    out: {
+      type: 'string',
+      description: 'Write the approval to this new file instead of stdout',
+      placeholder: 'FILE',
+    },
   },
   examples: [
     'better-compute batch sign --key approver.pem --scope batch.json > approval.json',
@@ -56,49 +87,84 @@ export default defineCommand({
   ],
   async run({ flags, io, log }) {
     const quorum = await import('@better-compute/core/quorum');
-    const now = Date.now();
     let batch: ReviewedBatch;
     let createdAt: number | undefined;
     if (flags.scope !== undefined) {
       if (flags.unchecked)
-        throw new CliError('INVALID_ARGUMENT', '--unchecked signs a bare root; with --scope the leaves are checked', {
-          details: { field: 'unchecked' },
-        });
-      const document = await readJsonFile(io, flags.scope, '--scope', MAX_SCOPE_BYTES, 'Give the scope file "batch show" wrote.');
+        throw new CliError(
+          'INVALID_ARGUMENT',
+          '--unchecked signs a bare root; with --scope the leaves are checked',
+          {
+            details: { field: 'unchecked' },
+          },
+        );
+      const document = await readJsonFile(
+        io,
+        flags.scope,
+        '--scope',
+        MAX_SCOPE_BYTES,
+        'Give the scope file "batch show" wrote.',
+      );
       const read = quorum.readScopeFile(document);
       createdAt = read.createdAt;
-      batch = { statement: read.statement, reason: read.file.reason, proposedBy: read.file.proposedBy, leaves: read.file.leaves };
+      batch = {
+        statement: read.statement,
+        reason: read.file.reason,
+        proposedBy: read.file.proposedBy,
+        leaves: read.file.leaves,
+      };
       if (flags.root !== undefined && flags.root !== read.file.root)
-        throw new CliError('SCOPE_CHANGED', `the scope's root is ${read.file.root}, not the --root ${flags.root.slice(0, 64)} you reviewed`);
+        throw new CliError(
+          'SCOPE_CHANGED',
+          `the scope's root is ${read.file.root}, not the --root ${flags.root.slice(0, 64)} you reviewed`,
+        );
       if (flags.size !== undefined && flags.size !== read.statement.size)
-        throw new CliError('SCOPE_CHANGED', `the scope has ${read.statement.size} leaves, not the --size ${flags.size} you reviewed`);
+        throw new CliError(
+          'SCOPE_CHANGED',
+          `the scope has ${read.statement.size} leaves, not the --size ${flags.size} you reviewed`,
+        );
     } else {
       batch = { statement: uncheckedStatement(flags, quorum) };
       if (flags.expect !== undefined)
-        throw new CliError('INVALID_ARGUMENT', '--expect needs the leaves: pass --scope FILE', { details: { field: 'expect' } });
+        throw new CliError('INVALID_ARGUMENT', '--expect needs the leaves: pass --scope FILE', {
+          details: { field: 'expect' },
+        });
     }
-    checkWindow(batch.statement, createdAt, now, flags.maxHours);
-    if (batch.leaves) {
-      checkUnbound(batch.leaves, flags.allowUnbound);
-      if (flags.expect !== undefined)
-        checkExpected(batch.leaves, parseExpectation(await readTextFile(io, flags.expect, '--expect', MAX_EXPECT_BYTES), flags.expect));
-    }
+    await checkReview(io, batch, createdAt, flags);
     const key = await readKeyFile(io, flags.key);
     for (const line of summaryLines(batch, quorum.toHex(batch.statement.root))) log(line);
-    const approval = quorum.approvalFile(batch.statement, quorum.signApproval(key.privateKey, batch.statement));
+    const approval = quorum.approvalFile(
+      batch.statement,
+      quorum.signApproval(key.privateKey, batch.statement),
+    );
     log(`Signed as ${key.kid}.`);
     if (flags.out === undefined) return approval;
     const path = await writeJsonOut(io, flags.out, approval, 'an approval is never written over a file');
-    return { out: path, kid: approval.kid, batchId: approval.batchId, root: approval.root, size: approval.size };
+    return {
+      out: path,
+      kid: approval.kid,
+      batchId: approval.batchId,
+      root: approval.root,
+      size: approval.size,
+    };
   },
 });
 
 /** The statement of `--unchecked`: every part from its flag, each checked as a scope file's would be. */
 function uncheckedStatement(
-  flags: { unchecked: boolean; root?: string; size?: number; batch?: string; trustDomain?: string; notAfter?: string },
+  flags: {
+    unchecked: boolean;
+    root?: string;
+    size?: number;
+    batch?: string;
+    trustDomain?: string;
+    notAfter?: string;
+  },
   quorum: typeof import('@better-compute/core/quorum'),
 ) {
-  const missing = (['root', 'size', 'batch', 'trustDomain', 'notAfter'] as const).filter((name) => flags[name] === undefined);
+  const missing = (['root', 'size', 'batch', 'trustDomain', 'notAfter'] as const).filter(
+    (name) => flags[name] === undefined,
+  );
   if (!flags.unchecked || missing.length > 0) {
     const kebab = (name: string) => `--${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
     throw new CliError(

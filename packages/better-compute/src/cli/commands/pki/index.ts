@@ -7,6 +7,7 @@ import pkiRenewCa from './renew-ca.js';
 import pkiRotateCommandRoot from './rotate-command-root.js';
 import pkiAddSandboxCa from './add-sandbox-ca.js';
 import pkiReseal from './reseal.js';
+import pkiApprovers from './approvers.js';
 
 export const pkiCommands: readonly AnyCommand[] = [
   pkiInit,
@@ -16,4 +17,5 @@ export const pkiCommands: readonly AnyCommand[] = [
   pkiRotateCommandRoot,
   pkiAddSandboxCa,
   pkiReseal,
+  pkiApprovers,
 ] as readonly AnyCommand[];

@@ -1,0 +1,7 @@
+/**
+ * What the parts of the server outside modules/ use of the batches module: the gateway sends each
+ * member command with its batch's approvals and leaf proof, and welcomes daemons with the approver
+ * chain.
+ */
+export { createApproverLoader, type ApproverLoader, type Quorum } from './approvers.js';
+export { quorumAttachments } from './attachments.js';
