@@ -201,7 +201,16 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
           send(session, { t: 'command', ...sign(row), ...(quorum ? { quorum } : {}) });
           if (row.state === 'queued') sent.push(row.id);
         }
-        await markSent(db, sent, at);
+        // Cancelled between the read and the send: the daemon holds it, and must drop it.
+        const ended = await markSent(db, sent, at);
+        const byId = new Map(rows.map((row) => [row.id, row]));
+        for (const id of ended) {
+          const session = sessions.get(byId.get(id)!.node_id);
+          if (session && !session.cancelsSent.has(id)) {
+            session.cancelsSent.add(id);
+            send(session, { t: 'command.cancel', id });
+          }
+        }
       } while (passAgain);
     } catch (error) {
       log(`gateway: delivering commands failed: ${(error as Error).message}`);

@@ -291,19 +291,26 @@ export async function openCommands(rawDb: Kysely<ComputeTables>, nodeIds: readon
     .execute();
 }
 
-/** Marks delivered commands sent (one statement for a whole delivery pass). */
+/**
+ * Marks delivered commands sent (one statement for a whole delivery pass). Answers the ids that
+ * were no longer queued: cancelled (or expired) between the read and the send, so the daemon holds
+ * a command that must not run and the gateway tells it so.
+ */
 export async function markSent(
   rawDb: Kysely<ComputeTables>,
   ids: readonly string[],
   at: Date,
-): Promise<void> {
-  if (ids.length === 0) return;
-  await commandsDb(rawDb)
+): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const marked = await commandsDb(rawDb)
     .updateTable('compute.commands')
     .set((eb) => ({ state: 'sent', sent_at: at, attempt: eb('attempt', '+', 1) }))
     .where('id', 'in', ids)
     .where('state', '=', 'queued')
+    .returning('id')
     .execute();
+  const sent = new Set(marked.map((row) => row.id));
+  return ids.filter((id) => !sent.has(id));
 }
 
 /**
