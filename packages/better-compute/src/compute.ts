@@ -253,7 +253,7 @@ export async function betterCompute(
         `live.paths: ${JSON.stringify(path)} is not a path to serve the stream at`,
       );
   const { handler, dispatch } = createHandler({
-    watch: { serve: watch, paths: live.paths ?? ['/watch'] },
+    beside: [{ serve: watch, paths: [`${basePath}/watch`, ...(live.paths ?? ['/watch'])] }],
     basePath,
     methods,
     routes,

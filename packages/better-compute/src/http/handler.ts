@@ -107,10 +107,17 @@ export interface HandlerOptions {
   now: () => Date;
   log: HandlerLog;
   /**
-   * The live event stream: served at `{basePath}/watch` and at any of `paths`, through `handler`
-   * only (`dispatch` leaves those paths to it, as it does IAM's).
+   * Endpoints served beside the methods, each at its own paths (the live event stream at
+   * `{basePath}/watch`, the MCP server at `{basePath}/mcp`): through `handler` only (`dispatch` leaves those paths
+   * to it, as it does IAM's). They run their own credential and tenant steps (gate.ts).
    */
-  watch?: { serve(request: Request): Promise<Response>; paths?: readonly string[] } | undefined;
+  beside?: readonly BesideEndpoint[] | undefined;
+}
+
+export interface BesideEndpoint {
+  /** Whole paths, each starting with `/`. */
+  paths: readonly string[];
+  serve(request: Request, client?: ClientInfo): Promise<Response>;
 }
 
 const IAM_BASE = '/api/iam';
@@ -131,7 +138,9 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
   const gate = createGate(iam, options.trustedOrigins);
   const authenticate = (request: ApiCall) => gate.authenticate(request);
   const checkTenant = (identity: Identity, tenant: string) => gate.checkTenant(identity, tenant);
-  const watchPaths = new Set(options.watch ? [`${basePath}/watch`, ...(options.watch.paths ?? [])] : []);
+  const besidePaths = new Map<string, BesideEndpoint>();
+  for (const endpoint of options.beside ?? [])
+    for (const path of endpoint.paths) besidePaths.set(path, endpoint);
   const documentPath = `${basePath}${OPENAPI_PATH}`;
   // Made on the first request for it: the methods a handler serves never change while it runs.
   let openapi: { body: string; etag: string } | undefined;
@@ -364,7 +373,7 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
       // Before routing, for IAM's paths too: a path with two readings is refused, not normalised.
       checkedPath(pathname);
       if (options.iamHandler && (pathname === IAM_BASE || pathname.startsWith(`${IAM_BASE}/`))) return null;
-      if (watchPaths.has(pathname)) return null;
+      if (besidePaths.has(pathname)) return null;
       if (pathname === documentPath) return serveDocument(request, requestId);
       // 1. route
       const bound = routeTable.get(pathname);
@@ -390,7 +399,8 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
 
   async function handler(request: Request, client?: ClientInfo): Promise<Response> {
     const url = new URL(request.url);
-    if (options.watch && watchPaths.has(url.pathname)) return options.watch.serve(request);
+    const beside = besidePaths.get(url.pathname);
+    if (beside) return beside.serve(request, client);
     const answer = await dispatch({
       method: request.method,
       pathname: url.pathname,
