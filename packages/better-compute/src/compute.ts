@@ -41,7 +41,8 @@ import { batchesModule, createBatchesModule } from './modules/batches/module.js'
 import { workflowsModule } from './modules/workflows/module.js';
 import { vpsModule } from './modules/vps/module.js';
 import { eventsModule } from './modules/events/module.js';
-import { fleetModule } from './modules/fleet/module.js';
+import { createFleetModule, fleetModule } from './modules/fleet/module.js';
+import { createApproverLoader } from './modules/batches/index.js';
 import { systemModule } from './modules/system/module.js';
 import { createWebhooksModule, webhooksModule } from './modules/webhooks/module.js';
 import { createSshCertsModule, sshCertsModule } from './modules/ssh-certs/module.js';
@@ -185,6 +186,8 @@ export async function betterCompute(
     [sandboxesModule, createSandboxesModule(keySettings, config.sandboxes)],
     // The destructive-batch quorum reads its approver set from the same bundle (public keys only).
     [batchesModule, createBatchesModule({ pki: config.pki })],
+    // While the quorum is on, a node is deleted only as an approved batch's member.
+    [fleetModule, createFleetModule({ quorumOn: quorumOn(config.pki) })],
   ]);
   const modules = [...builtinModules.map((m) => configured.get(m) ?? m), ...(options.modules ?? [])];
   const methods = bindModules(modules, config.modules);
@@ -454,4 +457,10 @@ export async function betterCompute(
       if (ownsDatabase) await database.close();
     },
   };
+}
+
+/** Whether the deployment's destructive-batch quorum is on: its bundle holds an approver chain. */
+function quorumOn(pki: string | undefined): () => Promise<boolean> {
+  const approvers = createApproverLoader({ pki });
+  return async () => (await approvers.current()) !== null;
 }

@@ -457,6 +457,23 @@ describe.each(kinds)('destructive batches on %s', (kind) => {
     nodes = nodes.filter((id) => id !== cordoned);
   });
 
+  it('refuses nodes.delete outside a batch while the quorum is on, and deletes once it is off', async () => {
+    const node = nodes.at(-1)!;
+    await d.api('nodes.cordon', { nodeId: node });
+    const refused = await d.fails('nodes.delete', { nodeId: node });
+    expect(refused.code).toBe('INVALID_STATE');
+    expect(refused.message).toContain('only through an approved batch');
+    expect(refused.hint).toContain('better-compute batch create');
+    expect((await d.api('nodes.get', { nodeId: node })).state).toBe('cordoned');
+    writeChain(path, []);
+    try {
+      expect(await d.api('nodes.delete', { nodeId: node })).toEqual({ id: node, deleted: true });
+    } finally {
+      writeChain(path, chain);
+    }
+    nodes = nodes.filter((id) => id !== node);
+  });
+
   it('answers NOT_FOUND to another tenant for every batch id and for a node it does not hold', async () => {
     const batch = await create([power(nodes[0]!)]);
     for (const method of ['get', 'scope', 'members', 'cancel']) {
