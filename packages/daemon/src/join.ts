@@ -12,6 +12,7 @@ import { readFileSync } from 'node:fs';
 import { hostname as osHostname } from 'node:os';
 import WebSocket from 'ws';
 import { acceptCertificate, certificateRequest, ensureNodeKey, tlsOptionsFor } from './certificate.js';
+import { type ApproverSet, readApproverSet } from '@better-compute/core/quorum';
 import { ApiError, callPublic, endpointOf, safe, sessionUrl } from './http.js';
 import { readMachineInventory } from './inventory.js';
 import type { StateDir } from './state.js';
@@ -24,6 +25,11 @@ export interface JoinOptions {
   hostname?: string | undefined;
   /** A command root public key file to pin now, instead of at the first session. */
   commandRootFile?: string | undefined;
+  /**
+   * The deployment's published approver set (`pki show --query approvers.set`) to pin now, instead
+   * of from the first `welcome`: a gateway then can only lead the node along signed changes of it.
+   */
+  approversFile?: string | undefined;
   labels?: Record<string, string>;
   progress: (line: string) => void;
   /** Stop waiting after this long (default: wait until approved or rejected). */
@@ -35,6 +41,24 @@ export interface JoinOptions {
   caFile?: string | undefined;
   /** Gateway replicas besides `url` (more --url flags): asked for the certificate, kept for bcd run. */
   gatewayUrls?: string[] | undefined;
+}
+
+/** An --approvers file: one approver set, checked as the daemon checks a pinned one. */
+export function readApproversFile(file: string): ApproverSet {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (error) {
+    throw new ApiError(
+      'INVALID_ARGUMENT',
+      `--approvers ${safe(file).slice(0, 200)} is not a JSON file: ${safe((error as Error).message).slice(0, 200)}`,
+    );
+  }
+  try {
+    return readApproverSet(parsed, `--approvers ${safe(file).slice(0, 200)}`);
+  } catch (error) {
+    throw new ApiError('INVALID_ARGUMENT', safe((error as Error).message));
+  }
 }
 
 /** A --ca-file: PEM certificates, checked to be that before they are kept. */
@@ -136,6 +160,7 @@ export async function join(
       `this state directory already holds node ${existing.nodeId}; run bcd run, or use another --state-dir`,
     );
   const commandRoot = options.commandRootFile ? readFileSync(options.commandRootFile, 'utf8') : null;
+  const approvers = options.approversFile ? readApproversFile(options.approversFile) : null;
   const gatewayCa = options.caFile ? readCaFile(options.caFile) : null;
   options.state.ensure();
   let pending = options.state.pendingJoin();
@@ -236,6 +261,12 @@ export async function join(
     gatewayCa,
   });
   options.state.savePendingJoin(null);
+  if (approvers) {
+    options.state.savePinnedApprovers({ set: approvers, pinnedAt: new Date().toISOString() });
+    options.progress(
+      `pinned the approver set of epoch ${approvers.epoch} (${approvers.threshold} of ${approvers.approvers.length}) from --approvers`,
+    );
+  }
   options.progress(`joined as node ${credential.nodeId}`);
   // The key pair now, the certificate for it from the gateway when it answers here.
   ensureNodeKey(options.state);

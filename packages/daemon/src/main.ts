@@ -26,7 +26,7 @@ function daemonRuns(pid: number): boolean {
 }
 
 const USAGE = `usage:
-  bcd join --url URL [--url GATEWAY_URL]... --token-file FILE|- [--state-dir DIR] [--ca-file FILE] [--gpu-inventory FILE] [--hostname NAME] [--command-root FILE] [--label KEY=VALUE]... [--wait | --no-wait] [--timeout SECONDS]
+  bcd join --url URL [--url GATEWAY_URL]... --token-file FILE|- [--state-dir DIR] [--ca-file FILE] [--gpu-inventory FILE] [--hostname NAME] [--command-root FILE] [--approvers FILE] [--label KEY=VALUE]... [--wait | --no-wait] [--timeout SECONDS]
   bcd run [--state-dir DIR] [--runtime-dir DIR] [--ssh-dir DIR] [--url GATEWAY_URL]... [--ca-file FILE] [--gpu-inventory FILE] [--scripts-dir DIR] [--inventory-interval SECONDS] [--stop-grace SECONDS] [--instance-range CIDR] [--ephemeral]
   bcd sweep [--state-dir DIR] [--runtime-dir DIR]
   bcd status [--state-dir DIR]
@@ -59,6 +59,7 @@ export async function main(
         'scripts-dir': { type: 'string' },
         hostname: { type: 'string' },
         'command-root': { type: 'string' },
+        approvers: { type: 'string' },
         label: { type: 'string', multiple: true },
         timeout: { type: 'string' },
         'inventory-interval': { type: 'string' },
@@ -117,6 +118,7 @@ export async function main(
           gpuInventoryFile: flags['gpu-inventory'],
           hostname: flags.hostname,
           commandRootFile: flags['command-root'],
+          approversFile: flags.approvers,
           labels,
           progress: err,
           timeoutMs: seconds('timeout', flags.timeout),

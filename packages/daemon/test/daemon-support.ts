@@ -160,7 +160,13 @@ export async function daemonConnected(stateDir: string): Promise<void> {
  * into `stateDir`; fails with what bcd said unless it exits 0. Answers the process (its first line
  * of output is the join's JSON).
  */
-export async function bcdJoin(url: string, token: string, scratch: string, stateDir: string): Promise<Proc> {
+export async function bcdJoin(
+  url: string,
+  token: string,
+  scratch: string,
+  stateDir: string,
+  more: string[] = [],
+): Promise<Proc> {
   writeFileSync(join(scratch, 'join-token'), `${token}\n`, { mode: 0o600 });
   const joining = bcd([
     'join',
@@ -170,6 +176,7 @@ export async function bcdJoin(url: string, token: string, scratch: string, state
     join(scratch, 'join-token'),
     '--state-dir',
     stateDir,
+    ...more,
   ]);
   const code = await joining.exited;
   if (code !== 0) throw new Error(`bcd join exited with ${code}: ${joining.err.join('\n').slice(-500)}`);

@@ -55,6 +55,8 @@ interface FleetNode {
   dir: string;
   stateDir: string;
   marks: string;
+  /** What `bcd join` said on standard error. */
+  joinLog: string;
   daemon: Proc;
 }
 const nodes: FleetNode[] = [];
@@ -240,6 +242,14 @@ beforeAll(async () => {
   const site = await env.call('sites.create', { name: 'quorum-rack' });
   const pool = await env.call('pools.create', { siteId: site.id, name: 'quorum-rack' });
   const token = await env.call('joinTokens.create', { poolId: pool.id, uses: 3, preApproved: true });
+  // The first machine pins the published set as it joins; the others pin it at their first welcome.
+  const published = join(scratch, 'published-set.json');
+  writeFileSync(
+    published,
+    JSON.stringify(
+      await cliJson(['pki', 'show', '--pki', pkiPath, '--query', 'approvers.set'], { offline: true }),
+    ),
+  );
   for (let i = 0; i < 3; i++) {
     const dir = join(scratch, `node-${i}`);
     const stateDir = join(dir, 'state');
@@ -249,7 +259,7 @@ beforeAll(async () => {
     // Power scripts that only say they ran: the package's own would schedule a real power-off.
     writeFileSync(join(scriptsDir, 'power-off.sh'), `echo off >> '${marksFile}'\n`);
     writeFileSync(join(scriptsDir, 'power-reset.sh'), `echo reset >> '${marksFile}'\n`);
-    const joined = await bcdJoin(url, token.token, dir, stateDir);
+    const joined = await bcdJoin(url, token.token, dir, stateDir, i === 0 ? ['--approvers', published] : []);
     const daemon = bcd([
       'run',
       '--state-dir',
@@ -259,7 +269,14 @@ beforeAll(async () => {
       '--ssh-dir',
       join(dir, 'ssh'),
     ]);
-    nodes.push({ id: JSON.parse(joined.out[0]!).nodeId, dir, stateDir, marks: marksFile, daemon });
+    nodes.push({
+      id: JSON.parse(joined.out[0]!).nodeId,
+      dir,
+      stateDir,
+      marks: marksFile,
+      daemon,
+      joinLog: joined.err.join('\n'),
+    });
   }
   for (const node of nodes) await daemonConnected(node.stateDir);
 }, 180_000);
@@ -284,12 +301,34 @@ describe('a 2-of-3 quorum over three real nodes', () => {
       offline: true,
     });
     expect(published).toMatchObject({ trustDomain: TRUST_DOMAIN, epoch: 1, threshold: 2 });
-    for (const node of nodes) {
+    // The first pinned it at join, from --approvers; its first welcome found the same set.
+    expect(nodes[0]!.joinLog).toContain('pinned the approver set of epoch 1 (2 of 3) from --approvers');
+    for (const node of nodes.slice(1)) {
       await until('the node to pin the approver set', async () =>
         node.daemon.err.includes('bcd: pinned the approver set of epoch 1 (2 of 3)'),
       );
+    }
+    expect(nodes[0]!.daemon.err.join('\n')).not.toContain('bcd: pinned the approver set');
+    for (const node of nodes) {
       expect(JSON.parse(readFileSync(join(node.stateDir, 'approvers.json'), 'utf8')).set).toEqual(published);
     }
+  });
+
+  it('bcd join refuses an --approvers file that is not an approver set, before asking to join', async () => {
+    const dir = join(scratch, 'refused-join');
+    mkdirSync(dir, { recursive: true });
+    const bad = join(dir, 'set.json');
+    const set = JSON.parse(readFileSync(join(scratch, 'published-set.json'), 'utf8'));
+    writeFileSync(bad, JSON.stringify({ ...set, threshold: 0 }));
+    writeFileSync(join(dir, 'token'), 'bcjt_not-a-token\n', { mode: 0o600 });
+    const joining = bcd([
+      'join',
+      ...['--url', url, '--token-file', join(dir, 'token'), '--state-dir', join(dir, 'state')],
+      ...['--approvers', bad],
+    ]);
+    expect(await joining.exited).toBe(1);
+    expect(joining.err.join('\n')).toMatch(/^INVALID_ARGUMENT: --approvers .*"threshold"/m);
+    expect(existsSync(join(dir, 'state', 'node.json'))).toBe(false);
   });
 
   it('one approval holds the batch: its members wait and nothing reaches a node', async () => {
