@@ -4,27 +4,39 @@
 // after a warm-up of each (10 s or 3,000 requests, whichever comes first) they are measured in
 // alternating slices, so a change in the host's speed falls on both. Goal: ratio >= 0.5.
 // Run: npm run build && node bench/handler.mjs [seconds per slice=3] [rounds=3] [connections=32]
+// With --observe first, the two sides are instead the same server without and with what an
+// operator turns on in production (a JSON access line per request and metrics): goal, under 5 %
+// fewer requests a second.
 // Env: BENCH_WARMUP_S (10), BENCH_COMPUTE_DIST (the built better-compute index.js to run).
 import { fileURLToPath } from 'node:url';
 import { cpuSnapshot, load, startChild } from './lib/load.mjs';
 
-const seconds = Number(process.argv[2] ?? 3);
-const rounds = Number(process.argv[3] ?? 3);
-const connections = Number(process.argv[4] ?? 32);
+const observeMode = process.argv[2] === '--observe';
+const args = process.argv.slice(observeMode ? 3 : 2);
+const seconds = Number(args[0] ?? 3);
+const rounds = Number(args[1] ?? 3);
+const connections = Number(args[2] ?? 32);
 const WARMUP_S = Number(process.env.BENCH_WARMUP_S ?? 10);
 const here = (name) => fileURLToPath(new URL(name, import.meta.url));
 
-const sides = [
-  { label: 'bare node:http JSON', script: 'lib/bare-server.mjs', path: '/' },
-  {
-    label: 'better-compute system.version',
-    script: 'lib/compute-server.mjs',
-    path: '/api/compute/system/version',
-  },
-];
+const version = '/api/compute/system/version';
+const sides = observeMode
+  ? [
+      { label: 'system.version, plain', script: 'lib/compute-server.mjs', path: version },
+      {
+        label: 'system.version, logs+metrics',
+        script: 'lib/compute-server.mjs',
+        path: version,
+        env: { BENCH_OBSERVE: process.env.BENCH_OBSERVE ?? '1' },
+      },
+    ]
+  : [
+      { label: 'bare node:http JSON', script: 'lib/bare-server.mjs', path: '/' },
+      { label: 'better-compute system.version', script: 'lib/compute-server.mjs', path: version },
+    ];
 try {
   for (const side of sides) {
-    side.server = await startChild(here(side.script));
+    side.server = await startChild(here(side.script), [], side.env ?? {});
     side.total = { requests: 0, seconds: 0, errors: 0, latencies: [], server: 0, self: 0 };
     const started = performance.now();
     let warmed = 0;
@@ -60,9 +72,18 @@ try {
     );
   }
   const ratio = sides[1].total.rate / sides[0].total.rate;
-  console.log(
-    `ratio ${ratio.toFixed(2)} (goal >= 0.5) ${ratio >= 0.5 ? 'met' : 'NOT met'}; ${rounds} rounds of ${seconds} s slices, alternating`,
-  );
+  if (observeMode) {
+    const cpu = (t) => (t.server * 1e6) / t.requests;
+    const overhead = 1 - ratio;
+    console.log(
+      `throughput with logs+metrics ${(ratio * 100).toFixed(1)} % of plain: overhead ${(overhead * 100).toFixed(1)} % ` +
+        `(goal under 5 %) ${overhead < 0.05 ? 'met' : 'NOT met'}; server CPU per request ${cpu(sides[0].total).toFixed(0)} → ` +
+        `${cpu(sides[1].total).toFixed(0)} µs; ${rounds} rounds of ${seconds} s slices, alternating`,
+    );
+  } else
+    console.log(
+      `ratio ${ratio.toFixed(2)} (goal >= 0.5) ${ratio >= 0.5 ? 'met' : 'NOT met'}; ${rounds} rounds of ${seconds} s slices, alternating`,
+    );
 } finally {
   for (const side of sides) await side.server?.stop();
 }

@@ -6,7 +6,7 @@ import { pathToFileURL } from 'node:url';
 const dist = process.env.BENCH_COMPUTE_DIST
   ? pathToFileURL(process.env.BENCH_COMPUTE_DIST).href
   : new URL('../../packages/better-compute/dist/index.js', import.meta.url).href;
-const { betterCompute, serve } = await import(dist);
+const { accessLogger, betterCompute, serve } = await import(dist);
 // Started with an IPC channel (bench/reserve.mjs): statements are captured on request.
 const { installCapture } = await import('./capture.mjs');
 installCapture(dist);
@@ -39,7 +39,19 @@ if (process.env.BENCH_PROFILE) {
   };
 }
 process.on('SIGTERM', () => controller.abort());
+// BENCH_OBSERVE=1: as an operator runs it in production, a JSON access line per request (written
+// to /dev/null, so the write costs what a log file's does) and metrics kept for /metrics;
+// BENCH_OBSERVE=log or =metrics: one of the two.
+let observe = {};
+const observed = process.env.BENCH_OBSERVE;
+if (observed === '1' || observed === 'log') {
+  const { createWriteStream } = await import('node:fs');
+  const sink = createWriteStream('/dev/null');
+  observe.accessLog = accessLogger('json', (line) => sink.write(`${line}\n`));
+}
+if (observed === '1' || observed === 'metrics') observe.metrics = { token: 'bench-metrics-token-0123456789' };
 await serve({
+  ...observe,
   compute,
   port: 0,
   roles: ['api'],

@@ -52,6 +52,7 @@ import { auditModule } from './audit/module.js';
 import type { ComputeInstance, DoctorFinding, DoctorReport, WorkerRole } from './types.js';
 import { JOBS_CHANNEL } from './workers/jobs.js';
 import { runDueJobs, startWorkerLoop } from './workers/runner.js';
+import { collectGauges } from './workers/gauges.js';
 import {
   AUDIT_CHECKPOINT_JOB,
   checkpointJob,
@@ -451,6 +452,7 @@ export async function betterCompute(
         { db, jobs, now, log },
         kinds?.filter((kind) => kind in jobs),
       ),
+    gauges: () => collectGauges(modules, db, database, now()),
     async close() {
       await hub.close();
       await embeddedIam?.close();

@@ -4,6 +4,7 @@ import type { ApiCall } from './http/handler.js';
 import type { Database, MigrateResult, MigrationStatus } from '@better-compute/db';
 import type { Iam } from 'better-iam';
 import type { ComputeConfig } from './config/define-config.js';
+import type { GaugeFamily } from './modules/define-module.js';
 
 export type WorkerRole = 'api' | 'controllers' | 'sinks' | 'gateway';
 
@@ -59,5 +60,7 @@ export interface ComputeInstance {
    * ran: for a caller that moves its own clock (the simulator) instead of running workers.
    */
   runDueJobs(kinds?: readonly string[]): Promise<number>;
+  /** The deployment's gauges now, for `/metrics` (workers/gauges.ts): a few aggregate queries. */
+  gauges(): Promise<GaugeFamily[]>;
   close(): Promise<void>;
 }

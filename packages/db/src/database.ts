@@ -20,7 +20,18 @@ export interface Database {
    * LISTEN). It may hold a password: never print or log it; print `description`.
    */
   readonly url?: string | undefined;
+  /** The connection pool's use now (PostgreSQL only): for the metrics a replica exposes. */
+  poolUse?(): PoolUse;
   close(): Promise<void>;
+}
+
+export interface PoolUse {
+  /** Connections open, idle and in use together. */
+  total: number;
+  idle: number;
+  /** Callers waiting for a connection. */
+  waiting: number;
+  max: number;
 }
 
 export type DatabaseOptions = (
@@ -112,7 +123,14 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
       throw connectionError(error, description);
     });
   const db = new Kysely({ dialect: new PostgresDialect({ pool }), ...(log ? { log } : {}) });
-  return { db, kind: 'postgres', url, description, close: () => db.destroy() };
+  const max = options.poolSize ?? DEFAULT_POOL_SIZE;
+  const poolUse = (): PoolUse => ({
+    total: pool.totalCount,
+    idle: pool.idleCount,
+    waiting: pool.waitingCount,
+    max,
+  });
+  return { db, kind: 'postgres', url, description, poolUse, close: () => db.destroy() };
 }
 
 async function openPGlite(

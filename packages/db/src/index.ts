@@ -8,6 +8,7 @@ export {
   type Database,
   type DatabaseKind,
   type DatabaseOptions,
+  type PoolUse,
 } from './database.js';
 export { PGliteDialect } from './pglite-dialect.js';
 export { isTransientConflict, retryTransient } from './retry.js';

@@ -27,6 +27,7 @@ import type { ComputeInstance } from '../types.js';
 import { type AccessEntry, envelopeCode, loggablePath } from './access-log.js';
 import { type ClientAddressOf, configuredClientAddress } from './client-address.js';
 import type { Probes } from './health.js';
+import { type Metrics, METRICS_PATH, metricsAnswer } from './metrics.js';
 
 async function readBody(incoming: IncomingMessage, limit: number): Promise<Buffer> {
   const declared = incoming.headers['content-length'];
@@ -202,9 +203,11 @@ export function createNodeServer(
     probes?: Probes | undefined;
     /** Told one entry per API request once its answer is written or its client has left. */
     accessLog?: ((entry: AccessEntry) => void) | undefined;
+    /** `/metrics` on this port, behind its bearer token (metrics.ts); without it the path is the API's. */
+    metrics?: { metrics: Metrics; token: string } | undefined;
   } = {},
 ): Server {
-  const { pages, probes, accessLog } = options;
+  const { pages, probes, accessLog, metrics } = options;
   // Without a configuration (test doubles), the API is /api/ and /watch, the defaults.
   const config = compute.config ?? { basePath: '' };
   // Read once, when the server is made: a trusted proxy that is no address stops it here.
@@ -217,6 +220,16 @@ export function createNodeServer(
     // Before the Host check: a probe is answered whatever name the prober addressed the replica by.
     const probe = probes?.answer(incoming.method ?? 'GET', pathname);
     if (probe) return void probe.then((answer) => writeAnswer(answer, outgoing));
+    if (metrics && pathname === METRICS_PATH) {
+      const request = {
+        method: incoming.method ?? 'GET',
+        authorization: headerOf(incoming, 'authorization'),
+      };
+      return void metricsAnswer(metrics.metrics, request, metrics.token).then(
+        (answer) => writeAnswer(answer, outgoing),
+        () => writeAnswer({ status: 503, headers: {}, body: 'the gauges could not be read\n' }, outgoing),
+      );
+    }
     if (pages && !isApiPath(pathname, config)) {
       const page = pages.route(pathname);
       if (page) return void page(incoming, outgoing);

@@ -12,6 +12,7 @@ import { actionCatalog } from '../compute.js';
 import type { ComputeInstance, WorkerRole } from '../types.js';
 import type { AccessEntry } from './access-log.js';
 import { createProbes, type RoleState } from './health.js';
+import { createMetrics, type Metrics, METRICS_PATH, metricsAnswer } from './metrics.js';
 import { createNodeServer, type PageRoutes } from './node-adapter.js';
 import { attachNodeRoutes, type NodeRoutes } from './node-routes.js';
 import { type CommandSigner, ed25519CommandSigner } from '../gateway/signer.js';
@@ -51,6 +52,11 @@ export interface ServeOptions {
   pages?: PageRoutes | undefined;
   /** Told one entry per API request (access-log.ts's `accessLogger` writes them as lines). */
   accessLog?: ((entry: AccessEntry) => void) | undefined;
+  /**
+   * `/metrics` (metrics.ts): on a listener of its own at `port` (and `host`, default 127.0.0.1),
+   * and/or on the API's port when `token` is set, where a scrape must carry it as a bearer token.
+   */
+  metrics?: { port?: number | undefined; host?: string | undefined; token?: string | undefined } | undefined;
 }
 
 /**
@@ -196,6 +202,21 @@ export function closeServer(server: Server): Promise<void> {
   });
 }
 
+/** The listener of `/metrics` on a port of its own: the exposition, and a 404 for anything else. */
+function metricsOnly(metrics: Metrics): RequestListener {
+  return (request, response) => {
+    const url = request.url ?? '/';
+    const query = url.indexOf('?');
+    if ((query === -1 ? url : url.slice(0, query)) !== METRICS_PATH)
+      return void response.writeHead(404).end();
+    void metricsAnswer(metrics, { method: request.method ?? 'GET', authorization: null }, null).then(
+      ({ status, headers, body }) =>
+        response.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(body) }).end(body),
+      () => response.writeHead(503).end('the gauges could not be read\n'),
+    );
+  };
+}
+
 /** The listener of a replica without the API: the probes, and a 404 for anything else. */
 function probesOnly(probes: ReturnType<typeof createProbes>): RequestListener {
   return (request, response) => {
@@ -214,6 +235,7 @@ export async function serve(options: ServeOptions): Promise<void> {
   let server: Server | undefined;
   let workers: { stop(): Promise<void> } | undefined;
   let routes: NodeRoutes | undefined;
+  let metricsServer: Server | undefined;
   const roles: RoleState = { wanted: options.roles, running: new Set(), stopping: false };
   signal.addEventListener('abort', () => (roles.stopping = true), { once: true });
   try {
@@ -244,14 +266,28 @@ export async function serve(options: ServeOptions): Promise<void> {
     const commandSigner = options.roles.includes('gateway')
       ? await commandSignerFrom(options, bundle)
       : undefined;
+    const metrics = options.metrics ? createMetrics(() => compute.gauges()) : undefined;
+    if (metrics && options.metrics?.port !== undefined) {
+      metricsServer = createServer(metricsOnly(metrics));
+      const at = await listen(metricsServer, options.metrics.port, options.metrics.host ?? '127.0.0.1');
+      log(`better-compute metrics at ${at}${METRICS_PATH}`);
+    }
     if (serving) {
       const probes = createProbes({ compute, roles, log });
+      const accessLog = metrics
+        ? (entry: AccessEntry) => {
+            options.accessLog?.(entry);
+            metrics.observe(entry);
+          }
+        : options.accessLog;
+      const token = options.metrics?.token;
       // A gateway-only replica answers nothing but the probes and the session upgrade.
       const listener: RequestListener = options.roles.includes('api')
         ? (createNodeServer(compute, {
             pages: options.pages,
             probes,
-            accessLog: options.accessLog,
+            accessLog,
+            metrics: metrics && token ? { metrics, token } : undefined,
           }).listeners('request')[0] as RequestListener)
         : probesOnly(probes);
       if (tls) {
@@ -286,6 +322,7 @@ export async function serve(options: ServeOptions): Promise<void> {
   } finally {
     await routes?.close();
     if (server) await closeServer(server);
+    if (metricsServer) await closeServer(metricsServer);
     await workers?.stop();
     await compute.close();
   }

@@ -161,12 +161,33 @@ export interface ModuleLoop {
   start(context: LoopContext): { stop(): Promise<void> };
 }
 
+/**
+ * One gauge a module reports each time a replica's `/metrics` is scraped (host/metrics.ts): read
+ * from its own tables, so the numbers are the deployment's, whichever replica answers.
+ */
+export interface GaugeFamily {
+  /** The metric's name without the `better_compute_` prefix, in snake case. */
+  name: string;
+  help: string;
+  samples: { labels: Record<string, string>; value: number }[];
+}
+
+/** A module's gauges: a few aggregate queries, never a scan of a growing history. */
+export type ModuleGauges = (db: Kysely<ComputeTables>, now: Date) => Promise<GaugeFamily[]>;
+
+/** A gauge's age: seconds from `then` to `now`, 0 for none or a time in the future. */
+export function secondsSince(then: Date | string | null | undefined, now: Date): number {
+  if (then === null || then === undefined) return 0;
+  return Math.max(0, (now.getTime() - new Date(then).getTime()) / 1000);
+}
+
 export interface ComputeModule<Implemented extends string = string> {
   name: string;
   migrations?: readonly Migration[];
   methods: MethodBinding[];
   /** Handlers for background jobs of the given kinds. */
   jobs?: Record<string, (context: JobContext) => Promise<void>>;
+  gauges?: ModuleGauges;
   /** Loops of its own, for work the job table does not fit (a cursor over the outbox). */
   loops?: readonly ModuleLoop[];
   /** Compile time only: the keys of the table its implemented groups cover (never set). */
@@ -179,6 +200,7 @@ export interface ModuleDeclaration<Parts extends readonly (MethodBinding | Imple
   migrations?: readonly Migration[];
   methods: Parts;
   jobs?: Record<string, (context: JobContext) => Promise<void>>;
+  gauges?: ModuleGauges;
 }
 
 /** The table keys the implemented groups among a module's parts cover. */
@@ -195,5 +217,6 @@ export function defineModule<const Parts extends readonly (MethodBinding | Imple
   const module: ComputeModule<ImplementedKeys<Parts>> = { name: declaration.name, methods };
   if (declaration.migrations) module.migrations = declaration.migrations;
   if (declaration.jobs) module.jobs = declaration.jobs;
+  if (declaration.gauges) module.gauges = declaration.gauges;
   return module;
 }

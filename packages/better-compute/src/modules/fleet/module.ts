@@ -18,6 +18,7 @@ import {
   reservationsGroup,
 } from '@better-compute/core/methods';
 import { controllerJob, CONTROLLER_JOB } from './controller.js';
+import { fleetGauges } from './gauges.js';
 import { defineModule, implement } from '../define-module.js';
 import { invalidState } from './common.js';
 import { listDrivers } from './drivers.js';
@@ -69,6 +70,7 @@ export function createFleetModule(settings: FleetSettings = {}) {
   return defineModule({
     name: 'fleet',
     migrations: fleetMigrations,
+    gauges: fleetGauges,
     methods: [
       implement(sitesGroup, {
         list: listSites,

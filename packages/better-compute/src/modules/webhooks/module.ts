@@ -7,6 +7,7 @@ import { webhooksGroup } from '@better-compute/core/methods';
 import type { WebhookSettings } from '../../config/define-config.js';
 import { defineModule, implement } from '../define-module.js';
 import { startWebhookLoops } from './controller.js';
+import { webhookGauges } from './gauges.js';
 import { listDeliveries, ping, redeliver } from './deliveries.js';
 import { webhooksMigrations } from './migrations.js';
 import { webhookRuntime } from './settings.js';
@@ -40,6 +41,7 @@ export function createWebhooksModule(settings?: WebhookSettings, secret?: string
           eventTypes: listEventTypes,
         }),
       ],
+      gauges: webhookGauges,
     }),
     loops: [{ role: 'sinks' as const, start: (context) => startWebhookLoops(context, runtime) }],
   } satisfies import('../define-module.js').ComputeModule;

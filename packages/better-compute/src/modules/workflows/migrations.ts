@@ -33,4 +33,11 @@ alter table compute.workflows add column instance_id text;
 create index workflows_instance on compute.workflows (instance_id, created_at desc) where instance_id is not null;
 `,
   },
+  {
+    // The metrics' count of unfinished workflows reads this instead of the whole history.
+    name: '0003_workflows_open',
+    sql: `
+create index workflows_open on compute.workflows (state) where state in ('running', 'paused');
+`,
+  },
 ];

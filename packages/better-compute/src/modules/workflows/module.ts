@@ -1,5 +1,6 @@
 /** The workflows module: node maintenance as steps a controller job advances. */
 import { workflowsGroup } from '@better-compute/core/methods';
+import { workflowGauges } from './gauges.js';
 import { defineModule, implement } from '../define-module.js';
 import { advanceWorkflowJob } from './controller.js';
 import { workflowsMigrations } from './migrations.js';
@@ -8,6 +9,7 @@ import { createWorkflow, getWorkflow, listWorkflows, steerWorkflow, WORKFLOW_JOB
 export const workflowsModule = defineModule({
   name: 'workflows',
   migrations: workflowsMigrations,
+  gauges: workflowGauges,
   methods: [
     implement(workflowsGroup, {
       list: listWorkflows,

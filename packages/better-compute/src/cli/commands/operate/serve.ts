@@ -43,6 +43,20 @@ export default defineCommand({
       description: 'The address daemons and other replicas reach this gateway at (default: where it listens)',
       placeholder: 'URL',
     },
+    metricsPort: {
+      type: 'number',
+      integer: true,
+      min: 0,
+      max: 65535,
+      description:
+        'Serve /metrics (Prometheus) on this port of its own, without a token; else it is served on the API port only with BETTER_COMPUTE_METRICS_TOKEN',
+    },
+    metricsHost: {
+      type: 'string',
+      default: '127.0.0.1',
+      description: 'The address the --metrics-port listener binds',
+      placeholder: 'ADDRESS',
+    },
     logFormat: {
       type: 'string',
       choices: ['json', 'text'],
@@ -56,6 +70,8 @@ export default defineCommand({
     'better-compute serve --roles controllers,sinks',
     'better-compute serve --roles gateway --port 8081',
     'better-compute serve --host 0.0.0.0 --log-format json',
+    'better-compute serve --metrics-port 9464',
+    'BETTER_COMPUTE_METRICS_TOKEN=$(cat metrics.token) better-compute serve --host 0.0.0.0',
     'better-compute serve --roles gateway --port 8443 --host 0.0.0.0 --tls-cert gw1.crt --tls-key gw1.key --gateway-url https://gw1.compute.example.com:8443',
   ],
   async run({ flags, compute, io, log }) {
@@ -79,6 +95,13 @@ export default defineCommand({
           details: { field: 'gateway-url' },
         },
       );
+    // A scrape token comes from the environment only, never argv; short ones are guessable.
+    const token = io.env.BETTER_COMPUTE_METRICS_TOKEN || undefined;
+    if (token !== undefined && token.length < 16)
+      throw new CliError('INVALID_ARGUMENT', 'BETTER_COMPUTE_METRICS_TOKEN is shorter than 16 characters', {
+        hint: 'Set it to a long random value, such as the output of openssl rand -hex 32.',
+        details: { field: 'BETTER_COMPUTE_METRICS_TOKEN' },
+      });
     const { serve } = await import('../../../host/serve.js');
     const { accessLogger } = await import('../../../host/access-log.js');
     // Standard output is the process's own descriptor here: io.out writes to it (cli/io.ts).
@@ -95,6 +118,10 @@ export default defineCommand({
       tls: flags.tlsCert && flags.tlsKey ? { certFile: flags.tlsCert, keyFile: flags.tlsKey } : undefined,
       gatewayUrl: flags.gatewayUrl?.replace(/\/$/, ''),
       accessLog: accessLogger(format, (line) => io.out(line)),
+      metrics:
+        flags.metricsPort !== undefined || token
+          ? { port: flags.metricsPort, host: flags.metricsHost, token }
+          : undefined,
     });
     return undefined;
   },
