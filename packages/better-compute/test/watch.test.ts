@@ -295,6 +295,32 @@ describe.each(kinds)('the event stream, on %s', (kind) => {
       }
     },
   );
+  it.runIf(kind === 'postgres')(
+    'a stream opened while an older transaction is open starts at that moment: nothing committed before it, all after',
+    async () => {
+      const { default: pg } = await import('pg');
+      const holder = new pg.Client({ connectionString: d.database.url });
+      await holder.connect();
+      try {
+        // An open transaction with an id holds the settled horizon back.
+        await holder.query('begin');
+        await holder.query('select pg_current_xact_id()');
+        const earlier = await site();
+        const stream = await openStream(watchUrl('?types=site.created'), bearer(d.keys.root));
+        const later = await site();
+        await holder.query('commit');
+        const frames = await stream.waitFor(1);
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        stream.close();
+        const ids = stream.frames.filter((f) => f.data).map((f) => JSON.parse(f.data!).subject.id);
+        expect(ids).toEqual([later.id]);
+        expect(ids).not.toContain(earlier.id);
+        expect(frames).toHaveLength(1);
+      } finally {
+        await holder.end();
+      }
+    },
+  );
   // Last: it stops this deployment's server.
   it('closing the server ends its open streams, so it stops at once', async () => {
     const stream = await openStream(watchUrl(), bearer(d.keys.root));

@@ -120,18 +120,33 @@ function checkedTypes(types: string[]): string[] {
   });
 }
 
-/** The position a stream without one starts after: the newest event already settled. */
-async function headOf(db: Kysely<ComputeTables>, tenantId: string): Promise<string> {
-  const row = await db
-    .selectFrom('compute.events')
-    .select([sql<string>`tx_id::text`.as('tx'), 'tx_index'])
-    .where('tenant_id', '=', tenantId)
-    .where(sql<boolean>`tx_id < ${SETTLED_HORIZON}`)
-    .orderBy('tx_id', 'desc')
-    .orderBy('tx_index', 'desc')
-    .limit(1)
-    .executeTakeFirst();
-  return row ? formatListCursor({ tx: row.tx, index: row.tx_index }) : '0:0';
+/**
+ * Where a stream without a position starts: after the newest settled event, skipping the events
+ * committed since then that are already visible (they happened before the stream opened; an
+ * event that commits later with a lower position is still ahead of the stream, so it is sent).
+ */
+async function headOf(
+  db: Kysely<ComputeTables>,
+  tenantId: string,
+): Promise<{ cursor: string; before: Set<string> }> {
+  // One statement, so one horizon: the newest event below it, and every visible event above it.
+  const { rows } = await sql<{ tx: string; tx_index: number; settled: boolean }>`
+    with horizon as materialized (select ${SETTLED_HORIZON} as h)
+    (select tx_id::text as tx, tx_index, true as settled
+       from compute.events, horizon
+      where tenant_id = ${tenantId} and tx_id < horizon.h
+      order by tx_id desc, tx_index desc limit 1)
+    union all
+    (select tx_id::text, tx_index, false
+       from compute.events, horizon
+      where tenant_id = ${tenantId} and tx_id >= horizon.h)`.execute(db);
+  const position = (row: { tx: string; tx_index: number }) =>
+    formatListCursor({ tx: row.tx, index: row.tx_index });
+  const settled = rows.find((row) => row.settled);
+  return {
+    cursor: settled ? position(settled) : '0:0',
+    before: new Set(rows.filter((row) => !row.settled).map(position)),
+  };
 }
 
 /**
@@ -288,6 +303,8 @@ export function createWatch(options: WatchOptions): (request: Request) => Promis
     let closed = false;
     let heartbeat: ReturnType<typeof setInterval> | undefined;
     let rechecking = false;
+    // Events committed before the stream opened that the hub will still read past its start.
+    let before = new Set<string>();
 
     const close = () => {
       if (closed) return;
@@ -321,7 +338,10 @@ export function createWatch(options: WatchOptions): (request: Request) => Promis
       tenantId,
       cursor: null,
       deliver(events: readonly EventRecord[]) {
-        for (const event of events) if (wanted(event.type)) write(frameOf(event));
+        for (const event of events) {
+          if (before.delete(event.position)) continue;
+          if (wanted(event.type)) write(frameOf(event));
+        }
       },
       async reauthorize() {
         if (closed || rechecking) return;
@@ -355,7 +375,8 @@ export function createWatch(options: WatchOptions): (request: Request) => Promis
     heartbeat = setInterval(() => write(': keep-alive\n\n'), heartbeatMs);
     heartbeat.unref?.();
     try {
-      stream.cursor = since ? formatListCursor(since) : await headOf(options.db(), tenantId);
+      if (since) stream.cursor = formatListCursor(since);
+      else ({ cursor: stream.cursor, before } = await headOf(options.db(), tenantId));
       await hub.add(stream);
       if (closed) hub.remove(stream);
     } catch (error) {
