@@ -45,9 +45,12 @@ const auditConsistency = method({
     .object({
       tenantId,
       /** The size of the checkpoint the caller kept. */
-      fromSize: treeSize.min(1),
+      fromSize: treeSize.min(1).describe('The tree size of the checkpoint you kept, 1 or more'),
       /** The size of a checkpoint to prove it to; the latest when absent. */
-      toSize: treeSize.min(1).optional(),
+      toSize: treeSize
+        .min(1)
+        .optional()
+        .describe('The tree size of a checkpoint to prove it to; the latest when omitted'),
     })
     .strict(),
   output: z.object({

@@ -67,7 +67,12 @@ const commandsList = method({
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-node', id: input.nodeId }),
   input: z
-    .object({ tenantId, nodeId: idOf('node'), state: commandState.optional(), ...pageInputById('command') })
+    .object({
+      tenantId,
+      nodeId: idOf('node'),
+      state: commandState.optional().describe('Only commands in this state; all when omitted'),
+      ...pageInputById('command'),
+    })
     .strict(),
   output: pageOf(commandSchema),
 });
@@ -99,10 +104,24 @@ const commandsRun = method({
     .object({
       tenantId,
       nodeId: idOf('node'),
-      kind: z.enum(['inventory.refresh', 'exec.script']),
-      payload: commandPayload.optional(),
+      kind: z
+        .enum(['inventory.refresh', 'exec.script'])
+        .describe('What the node daemon does: inventory.refresh, or exec.script to run a maintenance script'),
+      payload: commandPayload
+        .optional()
+        .describe(
+          'For exec.script, { script }: a maintenance script shipped with the daemon, by name; else {}',
+        ),
       /** How long the command may wait for delivery before the daemon refuses it. */
-      ttlSeconds: z.number().int().min(10).max(86_400).optional(),
+      ttlSeconds: z
+        .number()
+        .int()
+        .min(10)
+        .max(86_400)
+        .optional()
+        .describe(
+          'How long it may wait for delivery before the daemon refuses it, in seconds (10 to 86,400; 900 when omitted)',
+        ),
     })
     .strict(),
   output: commandSchema,

@@ -33,26 +33,50 @@ export const flavorSchema = z.object({
 });
 
 /** A deprecated image boots no new instance, so a flavor follows `testing` or `stable`. */
-const flavorImage = z.object({ os: imageOs, channel: z.enum(['testing', 'stable']) }).strict();
+const flavorImage = z
+  .object({ os: imageOs, channel: z.enum(['testing', 'stable']) })
+  .strict()
+  .describe('The image an instance boots when its create names none: the newest of this os on this channel');
 
 const flavorName = z
   .string()
-  .regex(/^[a-z0-9][a-z0-9._-]{0,62}$/, 'must be 1-63 lower-case letters, digits and . _ - (small, gpu.1)');
-const vcpus = z.number().int().min(1).max(256);
+  .regex(/^[a-z0-9][a-z0-9._-]{0,62}$/, 'must be 1-63 lower-case letters, digits and . _ - (small, gpu.1)')
+  .describe(
+    'The flavor’s name, unique in its pool: 1-63 lower-case letters, digits and . _ - (small, gpu.1)',
+  );
+const vcpus = z
+  .number()
+  .int()
+  .min(1)
+  .max(256)
+  .describe('The vCPUs an instance of the flavor gets (1 to 256)');
 const memoryMiB = z
   .number()
   .int()
   .min(128)
-  .max(4 * 1024 * 1024);
-const diskGiB = z.number().int().min(1).max(65536);
-const gpus = z.number().int().min(0).max(MAX_FLAVOR_GPUS);
+  .max(4 * 1024 * 1024)
+  .describe('The memory an instance of the flavor gets, in MiB (128 to 4,194,304)');
+const diskGiB = z
+  .number()
+  .int()
+  .min(1)
+  .max(65536)
+  .describe('The disk an instance of the flavor gets, in GiB (1 to 65,536)');
+const gpus = z
+  .number()
+  .int()
+  .min(0)
+  .max(MAX_FLAVOR_GPUS)
+  .describe(`The GPUs an instance of the flavor gets (0 to ${MAX_FLAVOR_GPUS})`);
 const gpuModel = z
   .string()
-  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'must be a GPU model name such as H100');
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'must be a GPU model name such as H100')
+  .describe('The model of the flavor’s GPUs, like H100');
 const description = z
   .string()
   .max(500)
-  .regex(/^[^\u0000-\u0008\u000b-\u001f\u007f]*$/, 'must not hold control characters');
+  .regex(/^[^\u0000-\u0008\u000b-\u001f\u007f]*$/, 'must not hold control characters')
+  .describe('What the flavor is for, for people (up to 500 characters)');
 
 const flavorResource = (input: { flavorId: string }) => ({ type: 'compute-flavor', id: input.flavorId });
 
@@ -102,10 +126,18 @@ export const flavorsGroup = defineGroup(
           memoryMiB: memoryMiB.optional(),
           diskGiB: diskGiB.optional(),
           gpus: gpus.optional(),
-          gpuModel: gpuModel.nullable().optional(),
+          gpuModel: gpuModel
+            .nullable()
+            .optional()
+            .describe('The model of the flavor’s GPUs, like H100, or null to clear it'),
           description: description.optional(),
           /** Null: instances of the flavor must name their image. */
-          image: flavorImage.nullable().optional(),
+          image: flavorImage
+            .nullable()
+            .optional()
+            .describe(
+              'The image an instance boots when its create names none (os and channel), or null: each names its own',
+            ),
           ifVersion,
         })
         .strict(),

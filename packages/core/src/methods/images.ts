@@ -94,8 +94,10 @@ export const imagesGroup = defineGroup(
       input: z
         .object({
           tenantId,
-          channel: imageChannel.optional(),
-          name: imageName.optional(),
+          channel: imageChannel
+            .optional()
+            .describe('Only images on this channel: testing, stable or deprecated'),
+          name: imageName.optional().describe('Only images of this name, like debian-12'),
           ...pageInputById('image'),
         })
         .strict(),
@@ -117,15 +119,29 @@ export const imagesGroup = defineGroup(
       input: z
         .object({
           tenantId,
-          name: imageName,
-          source: imageSource,
-          diskFormat,
-          sha256,
-          sizeBytes: imageFileInput.shape.sizeBytes,
-          architecture: architecture.default('x86_64'),
-          os: imageOs,
-          channel: imageChannel.default('testing'),
-          boot: imageBootInput.optional(),
+          name: imageName.describe(
+            'The image’s name, unique in the tenant: 1-63 lower-case letters, digits and . _ - (debian-12)',
+          ),
+          source: imageSource.describe(
+            'Where nodes fetch the disk: an absolute path on the node, or an https:// URL',
+          ),
+          diskFormat: diskFormat.describe('The disk’s format: qcow2 or raw'),
+          sha256: sha256.describe('The disk’s SHA-256 digest, 64 lower-case hex digits'),
+          sizeBytes: imageFileInput.shape.sizeBytes.describe('The disk file’s size in bytes'),
+          architecture: architecture
+            .default('x86_64')
+            .describe('The CPU architecture it runs on: x86_64 or aarch64'),
+          os: imageOs.describe(
+            'What the image runs, like debian-12: the family a flavor’s channel picks the newest of',
+          ),
+          channel: imageChannel
+            .default('testing')
+            .describe('The channel it starts on: testing, stable or deprecated'),
+          boot: imageBootInput
+            .optional()
+            .describe(
+              'A kernel, optional initrd and cmdline to boot directly, each file with its sha256 and size',
+            ),
           idempotencyKey: idempotencyKey.optional(),
         })
         .strict(),
@@ -140,7 +156,7 @@ export const imagesGroup = defineGroup(
         .object({
           tenantId,
           imageId: idOf('image'),
-          channel: imageChannel,
+          channel: imageChannel.describe('The channel to move it to: testing, stable or deprecated'),
           ifVersion,
         })
         .strict(),

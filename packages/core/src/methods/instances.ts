@@ -106,7 +106,7 @@ export const instancesGroup = defineGroup(
       input: z
         .object({
           tenantId,
-          state: instanceState.optional(),
+          state: instanceState.optional().describe('Only instances in this state; all when omitted'),
           poolId: idOf('pool').optional(),
           ...pageInputById('instance'),
         })
@@ -133,12 +133,32 @@ export const instancesGroup = defineGroup(
           flavorId: idOf('flavor'),
           /** Left out: the newest image on the flavor's channel (flavors `image`). */
           imageId: idOf('image').optional(),
-          name: instanceName,
-          sshKeys: z.array(sshPublicKey).max(32).default([]),
+          name: instanceName.describe(
+            'Its host name, what the guest calls itself: 1-63 lower-case letters, digits and -',
+          ),
+          sshKeys: z
+            .array(sshPublicKey)
+            .max(32)
+            .default([])
+            .describe(
+              'OpenSSH public key lines that may log in, like ssh-ed25519 AAAA… comment (at most 32)',
+            ),
           /** Within the 64 KiB body of a call, with room for the rest of the input. */
-          userData: z.string().max(MAX_USER_DATA).nullable().default(null),
+          userData: z
+            .string()
+            .max(MAX_USER_DATA)
+            .nullable()
+            .default(null)
+            .describe(
+              'Cloud-init user data for its first boot: a #! script or a #cloud-config (up to 32,768 characters)',
+            ),
           /** Off: the guest opens no connection beyond its node (the node still reaches it). */
-          egress: z.boolean().default(true),
+          egress: z
+            .boolean()
+            .default(true)
+            .describe(
+              'Whether the guest may open connections beyond its node; the node reaches it either way',
+            ),
           idempotencyKey: idempotencyKey.optional(),
         })
         .strict(),
@@ -157,7 +177,20 @@ export const instancesGroup = defineGroup(
       summary: 'Power a running instance off: ACPI, then by force after the timeout',
       tenantScoped: true,
       resource: instanceResource,
-      input: z.object({ ...ref, timeoutSeconds: z.number().int().min(0).max(3600).default(60) }).strict(),
+      input: z
+        .object({
+          ...ref,
+          timeoutSeconds: z
+            .number()
+            .int()
+            .min(0)
+            .max(3600)
+            .default(60)
+            .describe(
+              'How long to wait for an ACPI shutdown before powering off by force, in seconds (0 to 3,600)',
+            ),
+        })
+        .strict(),
       output: instanceSchema,
     }),
     delete: method({
@@ -196,8 +229,14 @@ export const instancesGroup = defineGroup(
           tenantId,
           poolId: idOf('pool'),
           subjectTenantId: tenantId,
-          resource: instanceQuotaResource,
-          limit: z.number().int().min(0).max(2_147_483_647).nullable(),
+          resource: instanceQuotaResource.describe('What the quota counts: instances, vcpus or memoryMiB'),
+          limit: z
+            .number()
+            .int()
+            .min(0)
+            .max(2_147_483_647)
+            .nullable()
+            .describe('The most the tenant may hold of it on the pool, or null to clear the limit'),
         })
         .strict(),
       output: instanceQuotaSchema,

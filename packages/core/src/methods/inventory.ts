@@ -74,8 +74,10 @@ const inventoryDiff = method({
     .object({
       tenantId,
       nodeId: idOf('node'),
-      fromRevision: revisionNumber.optional(),
-      toRevision: revisionNumber.optional(),
+      fromRevision: revisionNumber
+        .optional()
+        .describe('The revision to compare from; the one before toRevision when omitted'),
+      toRevision: revisionNumber.optional().describe('The revision to compare to; the latest when omitted'),
     })
     .strict(),
   output: z.object({

@@ -27,7 +27,10 @@ const joinRequestsList = method({
   input: z
     .object({
       tenantId,
-      state: z.enum(['pending', 'approved', 'rejected']).optional(),
+      state: z
+        .enum(['pending', 'approved', 'rejected'])
+        .optional()
+        .describe('Only join requests in this state; all when omitted'),
       poolId: idOf('pool').optional(),
       ...pageInputById('joinRequest'),
     })
@@ -50,7 +53,15 @@ const joinRequestsReject = method({
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-join-request', id: input.joinRequestId }),
   input: z
-    .object({ tenantId, joinRequestId: idOf('joinRequest'), reason: z.string().max(500).optional() })
+    .object({
+      tenantId,
+      joinRequestId: idOf('joinRequest'),
+      reason: z
+        .string()
+        .max(500)
+        .optional()
+        .describe('Why it is rejected, kept on the request (up to 500 characters)'),
+    })
     .strict(),
   output: joinRequestSchema,
 });

@@ -32,15 +32,29 @@ const joinTokensCreate = method({
     .object({
       tenantId,
       poolId: idOf('pool'),
-      uses: z.number().int().min(1).max(100_000).default(1),
+      uses: z
+        .number()
+        .int()
+        .min(1)
+        .max(100_000)
+        .default(1)
+        .describe('How many machines may join with the token (1 to 100,000)'),
       lifetimeSeconds: z
         .number()
         .int()
         .min(60)
         .max(30 * 86_400)
-        .default(86_400),
-      preApproved: z.boolean().default(false),
-      description: z.string().max(500).optional(),
+        .default(86_400)
+        .describe('How long the token is valid, in seconds (60 to 2,592,000, 30 days)'),
+      preApproved: z
+        .boolean()
+        .default(false)
+        .describe('Nodes joining with it become nodes at once, without a join request to approve'),
+      description: z
+        .string()
+        .max(500)
+        .optional()
+        .describe('What the token is for, for people (up to 500 characters)'),
       idempotencyKey: idempotencyKey.optional(),
     })
     .strict(),

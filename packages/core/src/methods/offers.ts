@@ -23,7 +23,15 @@ const offersList = method({
   kind: 'query',
   summary: 'Pools offered to the tenant: pending offers to accept, and accepted ones',
   tenantScoped: true,
-  input: z.object({ tenantId, state: z.enum(['pending', 'accepted']).optional() }).strict(),
+  input: z
+    .object({
+      tenantId,
+      state: z
+        .enum(['pending', 'accepted'])
+        .optional()
+        .describe('Only offers in this state; both when omitted'),
+    })
+    .strict(),
   output: pageOf(offerSchema),
 });
 

@@ -20,7 +20,14 @@ const projectsList = method({
   summary: 'List the tenant’s projects',
   tenantScoped: true,
   input: z
-    .object({ tenantId, state: z.enum(['active', 'archived']).optional(), ...pageInputById('project') })
+    .object({
+      tenantId,
+      state: z
+        .enum(['active', 'archived'])
+        .optional()
+        .describe('Only projects in this state; both when omitted'),
+      ...pageInputById('project'),
+    })
     .strict(),
   output: pageOf(projectSchema),
 });
@@ -43,7 +50,11 @@ const projectsCreate = method({
     .object({
       tenantId,
       name: resourceName,
-      description: z.string().max(1000).optional(),
+      description: z
+        .string()
+        .max(1000)
+        .optional()
+        .describe('What the project is for, for people (up to 1,000 characters)'),
       idempotencyKey: idempotencyKey.optional(),
     })
     .strict(),

@@ -49,8 +49,18 @@ const quotasSet = method({
       tenantId,
       poolId: idOf('pool'),
       subjectTenantId: tenantId,
-      resource: quotaResource.default('gpus'),
-      limit: z.number().int().min(0).max(1_000_000).nullable(),
+      resource: quotaResource
+        .default('gpus')
+        .describe(
+          'What the quota counts: gpus (GPUs held at once) or reservations (reservations held at once)',
+        ),
+      limit: z
+        .number()
+        .int()
+        .min(0)
+        .max(1_000_000)
+        .nullable()
+        .describe('The most the tenant may hold (0 to 1,000,000), or null to clear the quota'),
       ifVersion,
     })
     .strict(),

@@ -13,192 +13,30 @@ import { defineGroup, method } from '../group.js';
 import { idempotencyKey, idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 import { ifVersion, resourceName } from './sites.js';
 import { unixAccount } from './ssh-certs.js';
+import {
+  sandboxRuntime,
+  MAX_CREATE_WAIT_SECONDS,
+  MAX_SANDBOX_TTL_SECONDS,
+  MIN_VOLUME_GIB,
+  MAX_VOLUME_GIB,
+  SANDBOX_EXEC_MIN_MINUTES,
+  SANDBOX_EXEC_MAX_MINUTES,
+  SANDBOX_EXEC_DEFAULT_MINUTES,
+  SANDBOX_MANAGE_ACTION,
+  SANDBOX_EXEC_ACTION,
+  SANDBOX_ATTACH_ACTION,
+  ttlSeconds,
+  sandboxTemplateSchema,
+  sandboxSnapshotSchema,
+  sandboxSchema,
+  sandboxVolumeSchema,
+  sandboxQuotaResource,
+  sandboxQuotaSchema,
+  sandboxExecGrantSchema,
+  templateFields,
+} from './sandbox-schemas.js';
 
-/** What runs a sandbox: bubblewrap on the node (disk snapshots only) or a QEMU guest (memory too). */
-export const sandboxRuntime = z.enum(['bwrap', 'qemu']);
-/** egress: its own network namespace with outbound NAT; private: loopback and the node only; none: loopback only. */
-export const sandboxNetwork = z.enum(['egress', 'private', 'none']);
-export const sandboxState = z.enum(['starting', 'warm', 'running', 'deleting', 'deleted', 'failed']);
-
-/** The most sandboxes a template keeps warm. */
-export const MAX_WARM = 64;
-/** How long `sandboxes.create` may wait for a cold sandbox to be ready, in seconds. */
-export const MAX_CREATE_WAIT_SECONDS = 30;
-/** The longest lifetime a template may allow: seven days. */
-export const MAX_SANDBOX_TTL_SECONDS = 7 * 24 * 3600;
-/** The most user data a template takes, in characters. */
-export const MAX_SANDBOX_USER_DATA = 32_768;
-export const MIN_VOLUME_GIB = 1;
-export const MAX_VOLUME_GIB = 16_384;
-/** The OpenSSH certificate `sandboxes.exec` grants lives `minutes`, 1 to 15, 10 unless asked. */
-export const SANDBOX_EXEC_MIN_MINUTES = 1;
-export const SANDBOX_EXEC_MAX_MINUTES = 15;
-export const SANDBOX_EXEC_DEFAULT_MINUTES = 10;
-
-export const SANDBOX_MANAGE_ACTION = 'compute:sandboxes:manage';
-export const SANDBOX_EXEC_ACTION = 'compute:sandboxes:exec';
-/** Naming a volume in a template is decided on the volume. */
-export const SANDBOX_ATTACH_ACTION = 'compute:sandboxes:attach';
-
-/** A secret reference, never a value: `secret://<tenant>/<sec_…>`. */
-export const secretReference = z
-  .string()
-  .max(200)
-  .regex(
-    /^secret:\/\/[a-z0-9][a-z0-9-]{0,62}\/sec_[0-9a-z]{26}$/,
-    'must be a secret reference secret://TENANT/sec_…',
-  );
-export const envName = z
-  .string()
-  .regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'must be an environment variable name (letters, digits, _)');
-const ttlSeconds = z.number().int().min(60).max(MAX_SANDBOX_TTL_SECONDS);
-const mountPath = z
-  .string()
-  .max(1024)
-  .regex(/^\/[^\0]*$/, 'must be an absolute path')
-  .refine((path) => !path.split('/').includes('..'), 'must not contain ..');
-
-/** A volume a template mounts: named by id or by name (resolved to its id when stored). */
-export const templateVolumeInput = z
-  .object({
-    volumeId: idOf('volume').optional(),
-    name: resourceName.optional(),
-    path: mountPath,
-    readOnly: z.boolean().default(false),
-  })
-  .strict()
-  .refine(
-    (v) => (v.volumeId === undefined) !== (v.name === undefined),
-    'name exactly one of volumeId and name',
-  );
-
-export const sandboxTemplateSchema = z.object({
-  id: z.string(),
-  tenantId: z.string(),
-  name: z.string(),
-  poolId: z.string(),
-  flavorId: z.string(),
-  imageId: z.string(),
-  runtime: sandboxRuntime,
-  userData: z.string().nullable(),
-  defaultTtlSeconds: z.number().int(),
-  maxTtlSeconds: z.number().int(),
-  warm: z.object({
-    min: z.number().int(),
-    max: z.number().int(),
-    /** Booted and waiting to be claimed. */
-    ready: z.number().int(),
-    /** Being started for the pool. */
-    starting: z.number().int(),
-  }),
-  env: z.array(z.object({ name: z.string(), secretRef: z.string() })),
-  network: sandboxNetwork,
-  volumes: z.array(
-    z.object({ volumeId: z.string(), name: z.string(), path: z.string(), readOnly: z.boolean() }),
-  ),
-  version: z.number().int(),
-  createdAt: isoTime,
-  updatedAt: isoTime,
-});
-
-export const sandboxSnapshotSchema = z.object({
-  id: z.string(),
-  tenantId: z.string(),
-  sandboxId: z.string(),
-  templateId: z.string(),
-  nodeId: z.string(),
-  state: z.enum(['creating', 'ready', 'deleting', 'deleted', 'failed']),
-  /** Whether it holds the sandbox's memory (qemu only) as well as its disk. */
-  memory: z.boolean(),
-  /** Kept snapshots outlive their sandbox; others are deleted with it. */
-  keep: z.boolean(),
-  sizeBytes: z.number().int().nullable(),
-  reason: z.string().nullable(),
-  ownerId: z.string().nullable(),
-  createdAt: isoTime,
-  deletedAt: isoTime.nullable(),
-});
-
-export const sandboxSchema = z.object({
-  id: z.string(),
-  tenantId: z.string(),
-  templateId: z.string(),
-  poolId: z.string(),
-  nodeId: z.string().nullable(),
-  runtime: sandboxRuntime,
-  state: sandboxState,
-  reason: z.string().nullable(),
-  /** Whether this create claimed a sandbox from the template's warm pool. */
-  warm: z.boolean(),
-  /** The snapshot it was restored from. */
-  fromSnapshotId: z.string().nullable(),
-  /**
-   * False only for a memory restore that still shares its source's SSH identity; exec refuses
-   * until the node gave it its own host key (`restore-shares-identity`).
-   */
-  identityRebound: z.boolean(),
-  /** Whether the node holds a host certificate for it from the sandbox SSH CA, and until when. */
-  hostCertified: z.boolean(),
-  hostCertificateExpiresAt: isoTime.nullable(),
-  expiresAt: isoTime.nullable(),
-  ownerId: z.string().nullable(),
-  agentId: z.string().nullable(),
-  version: z.number().int(),
-  createdAt: isoTime,
-  /** When it was ready (booted, its SSH server answering). */
-  readyAt: isoTime.nullable(),
-  updatedAt: isoTime,
-  deletedAt: isoTime.nullable(),
-});
-
-export const sandboxVolumeSchema = z.object({
-  id: z.string(),
-  tenantId: z.string(),
-  poolId: z.string(),
-  /** The node it lives on, once placed. */
-  nodeId: z.string().nullable(),
-  name: z.string(),
-  sizeGiB: z.number().int(),
-  state: z.enum(['creating', 'ready', 'resizing', 'deleting', 'deleted', 'failed']),
-  reason: z.string().nullable(),
-  /** Templates that mount it. */
-  templateIds: z.array(z.string()),
-  ownerId: z.string().nullable(),
-  version: z.number().int(),
-  createdAt: isoTime,
-  updatedAt: isoTime,
-  deletedAt: isoTime.nullable(),
-});
-
-export const sandboxQuotaResource = z.enum(['sandboxes', 'vcpus', 'memoryMiB']);
-
-/** A tenant's sandbox quota on a pool and what it holds (every sandbox not deleted, warm ones too). */
-export const sandboxQuotaSchema = z.object({
-  tenantId: z.string(),
-  poolId: z.string(),
-  resource: sandboxQuotaResource,
-  limit: z.number().int().nullable(),
-  used: z.number().int(),
-});
-
-/** What `sandboxes.exec` grants: everything the CLI needs to run ssh through one tunnel. */
-export const sandboxExecGrantSchema = z.object({
-  sandboxId: z.string(),
-  /** Single use: the path segment of `{base}/tunnels/{ticket}`, a byte stream to the sandbox's SSH server. */
-  ticket: z.string(),
-  ticketExpiresAt: isoTime,
-  /** The OpenSSH user certificate for the caller's key (`ssh-ed25519-cert-v01@openssh.com AAAA…`). */
-  certificate: z.string(),
-  certificateExpiresAt: isoTime,
-  /** The account to log in as. */
-  account: z.string(),
-  /** The principal the guest's host certificate names (the sandbox id). */
-  hostPrincipal: z.string(),
-  /** Whether the guest holds a still-valid host certificate from the sandbox SSH CA. */
-  hostCertified: z.boolean(),
-  /** The sandbox SSH CA's public key, for `@cert-authority` pinning. */
-  hostCaPublicKey: z.string(),
-});
+export * from './sandbox-schemas.js';
 
 const sandboxResource = (input: { sandboxId: string }) => ({ type: 'compute-sandbox', id: input.sandboxId });
 const templateResource = (input: { templateId: string }) => ({
@@ -213,19 +51,6 @@ const snapshotResource = (input: { snapshotId: string }) => ({
   type: 'compute-sandbox-snapshot',
   id: input.snapshotId,
 });
-
-const templateFields = {
-  flavorId: idOf('flavor'),
-  imageId: idOf('image'),
-  userData: z.string().max(MAX_SANDBOX_USER_DATA).nullable(),
-  defaultTtlSeconds: ttlSeconds,
-  maxTtlSeconds: ttlSeconds,
-  warmMin: z.number().int().min(0).max(MAX_WARM),
-  warmMax: z.number().int().min(0).max(MAX_WARM),
-  env: z.array(z.object({ name: envName, secretRef: secretReference }).strict()).max(64),
-  network: sandboxNetwork,
-  volumes: z.array(templateVolumeInput).max(16),
-};
 
 export const sandboxTemplatesGroup = defineGroup(
   'sandboxTemplates',
@@ -268,15 +93,19 @@ export const sandboxTemplatesGroup = defineGroup(
           tenantId,
           name: resourceName,
           poolId: idOf('pool'),
-          runtime: sandboxRuntime.default('bwrap'),
+          runtime: sandboxRuntime
+            .default('bwrap')
+            .describe(
+              'What runs its sandboxes: bwrap (bubblewrap, disk snapshots only) or qemu (a guest, memory too)',
+            ),
           ...templateFields,
           userData: templateFields.userData.default(null),
-          defaultTtlSeconds: ttlSeconds.default(3600),
-          maxTtlSeconds: ttlSeconds.default(4 * 3600),
+          defaultTtlSeconds: templateFields.defaultTtlSeconds.default(3600),
+          maxTtlSeconds: templateFields.maxTtlSeconds.default(4 * 3600),
           warmMin: templateFields.warmMin.default(0),
           warmMax: templateFields.warmMax.optional(),
           env: templateFields.env.default([]),
-          network: sandboxNetwork.default('egress'),
+          network: templateFields.network.default('egress'),
           volumes: templateFields.volumes.default([]),
           idempotencyKey: idempotencyKey.optional(),
         })
@@ -332,8 +161,8 @@ export const sandboxesGroup = defineGroup(
       input: z
         .object({
           tenantId,
-          all: z.boolean().default(false),
-          deleted: z.boolean().default(false),
+          all: z.boolean().default(false).describe('The whole tenant’s sandboxes, not only yours'),
+          deleted: z.boolean().default(false).describe('Deleted sandboxes too'),
           templateId: idOf('sandboxTemplate').optional(),
           ...pageInputById('sandbox'),
         })
@@ -358,10 +187,22 @@ export const sandboxesGroup = defineGroup(
         .object({
           tenantId,
           templateId: idOf('sandboxTemplate'),
-          ttlSeconds: ttlSeconds.optional(),
+          ttlSeconds: ttlSeconds
+            .optional()
+            .describe(
+              'Its lifetime in seconds (60 to 604,800, within the template’s maximum); the template’s default when omitted',
+            ),
           fromSnapshotId: idOf('snapshot').optional(),
           /** Seconds to wait for a cold sandbox to be ready; 0 answers at once, while it starts. */
-          waitSeconds: z.number().int().min(0).max(MAX_CREATE_WAIT_SECONDS).default(10),
+          waitSeconds: z
+            .number()
+            .int()
+            .min(0)
+            .max(MAX_CREATE_WAIT_SECONDS)
+            .default(10)
+            .describe(
+              'How long to wait for a cold sandbox to be ready, in seconds (0 to 30); 0 answers at once',
+            ),
           idempotencyKey: idempotencyKey.optional(),
         })
         .strict(),
@@ -376,8 +217,18 @@ export const sandboxesGroup = defineGroup(
         .object({
           tenantId,
           sandboxId: idOf('sandbox'),
-          bySeconds: z.number().int().min(1).max(MAX_SANDBOX_TTL_SECONDS).optional(),
-          until: isoTime.optional(),
+          bySeconds: z
+            .number()
+            .int()
+            .min(1)
+            .max(MAX_SANDBOX_TTL_SECONDS)
+            .optional()
+            .describe('Seconds to add to its current expiry (1 to 604,800); give this or until'),
+          until: isoTime
+            .optional()
+            .describe(
+              'The new expiry, an ISO 8601 time within the template’s maximum; give this or bySeconds',
+            ),
         })
         .strict()
         .refine((input) => (input.bySeconds === undefined) !== (input.until === undefined), {
@@ -405,8 +256,13 @@ export const sandboxesGroup = defineGroup(
           tenantId,
           sandboxId: idOf('sandbox'),
           /** Default: what the runtime can (qemu: memory too; bwrap: disk only). */
-          memory: z.boolean().optional(),
-          keep: z.boolean().default(false),
+          memory: z
+            .boolean()
+            .optional()
+            .describe(
+              'Snapshot its memory as well as its disk (qemu only); what the runtime can when omitted',
+            ),
+          keep: z.boolean().default(false).describe('Keep the snapshot after its sandbox is deleted'),
           idempotencyKey: idempotencyKey.optional(),
         })
         .strict(),
@@ -433,8 +289,14 @@ export const sandboxesGroup = defineGroup(
           tenantId,
           poolId: idOf('pool'),
           subjectTenantId: tenantId,
-          resource: sandboxQuotaResource,
-          limit: z.number().int().min(0).max(2_147_483_647).nullable(),
+          resource: sandboxQuotaResource.describe('What the quota counts: sandboxes, vcpus or memoryMiB'),
+          limit: z
+            .number()
+            .int()
+            .min(0)
+            .max(2_147_483_647)
+            .nullable()
+            .describe('The most the tenant may hold of it on the pool, or null to clear the limit'),
         })
         .strict(),
       output: sandboxQuotaSchema,
@@ -450,7 +312,11 @@ export const sandboxesGroup = defineGroup(
           tenantId,
           sandboxId: idOf('sandbox'),
           /** Your OpenSSH public key line; never a private key. */
-          publicKey: z.string().min(1).max(16_384),
+          publicKey: z
+            .string()
+            .min(1)
+            .max(16_384)
+            .describe('Your OpenSSH public key line, like ssh-ed25519 AAAA… comment; never a private key'),
           minutes: z
             .number()
             .int()
@@ -479,7 +345,7 @@ export const sandboxSnapshotsGroup = defineGroup(
       input: z
         .object({
           tenantId,
-          all: z.boolean().default(false),
+          all: z.boolean().default(false).describe('The whole tenant’s snapshots, not only yours'),
           sandboxId: idOf('sandbox').optional(),
           ...pageInputById('snapshot'),
         })
@@ -519,9 +385,9 @@ export const sandboxVolumesGroup = defineGroup(
       input: z
         .object({
           tenantId,
-          all: z.boolean().default(false),
+          all: z.boolean().default(false).describe('The whole tenant’s volumes, not only yours'),
           poolId: idOf('pool').optional(),
-          deleted: z.boolean().default(false),
+          deleted: z.boolean().default(false).describe('Deleted volumes too'),
           ...pageInputById('volume'),
         })
         .strict(),
@@ -547,7 +413,12 @@ export const sandboxVolumesGroup = defineGroup(
           tenantId,
           poolId: idOf('pool'),
           name: resourceName,
-          sizeGiB: z.number().int().min(MIN_VOLUME_GIB).max(MAX_VOLUME_GIB),
+          sizeGiB: z
+            .number()
+            .int()
+            .min(MIN_VOLUME_GIB)
+            .max(MAX_VOLUME_GIB)
+            .describe('The volume’s size in GiB (1 to 16,384)'),
           idempotencyKey: idempotencyKey.optional(),
         })
         .strict(),
@@ -563,7 +434,12 @@ export const sandboxVolumesGroup = defineGroup(
         .object({
           tenantId,
           volumeId: idOf('volume'),
-          sizeGiB: z.number().int().min(MIN_VOLUME_GIB).max(MAX_VOLUME_GIB),
+          sizeGiB: z
+            .number()
+            .int()
+            .min(MIN_VOLUME_GIB)
+            .max(MAX_VOLUME_GIB)
+            .describe('The new size in GiB (1 to 16,384), larger than now: a volume only grows'),
           ifVersion,
         })
         .strict(),

@@ -104,8 +104,17 @@ const sitesCreate = method({
     .object({
       tenantId,
       name: resourceName,
-      region: z.string().min(1).max(100).optional(),
-      description: z.string().max(1000).optional(),
+      region: z
+        .string()
+        .min(1)
+        .max(100)
+        .optional()
+        .describe('The region the site is in, free text like eu-west (1 to 100 characters)'),
+      description: z
+        .string()
+        .max(1000)
+        .optional()
+        .describe('What the site is, for people (up to 1,000 characters)'),
       labels: labels.optional(),
       idempotencyKey: idempotencyKey.optional(),
     })
@@ -123,12 +132,18 @@ const sitesUpdate = method({
       tenantId,
       siteId: idOf('site'),
       name: resourceName.optional(),
-      region: z.string().min(1).max(100).nullable().optional(),
-      description: z.string().max(1000).optional(),
+      region: z
+        .string()
+        .min(1)
+        .max(100)
+        .nullable()
+        .optional()
+        .describe('The new region (1 to 100 characters), or null to clear it'),
+      description: z.string().max(1000).optional().describe('The new description (up to 1,000 characters)'),
       /** Replace the site's labels. */
       labels: labels.optional(),
       /** Label keys to remove (after `labels`, when given, replaced them); a key it lacks is no change. */
-      removeLabels: z.array(labelKey).max(64).optional(),
+      removeLabels: z.array(labelKey).max(64).optional().describe('Label keys to remove (at most 64)'),
       ifVersion,
     })
     .strict(),

@@ -52,9 +52,21 @@ const issueSshCert = method({
       tenantId,
       nodeId: idOf('node'),
       /** An OpenSSH public key line (`ssh-ed25519 AAAA… comment`); never a private key. */
-      publicKey: z.string().min(1).max(16_384),
-      account: unixAccount.default('root'),
-      minutes: z.number().int().min(SSH_CERT_MIN_MINUTES).max(SSH_CERT_MAX_MINUTES).default(15),
+      publicKey: z
+        .string()
+        .min(1)
+        .max(16_384)
+        .describe('Your OpenSSH public key line, like ssh-ed25519 AAAA… comment; never a private key'),
+      account: unixAccount
+        .default('root')
+        .describe('The Unix account on the node the certificate opens, like root'),
+      minutes: z
+        .number()
+        .int()
+        .min(SSH_CERT_MIN_MINUTES)
+        .max(SSH_CERT_MAX_MINUTES)
+        .default(15)
+        .describe('How long the certificate is valid, in minutes (1 to 60)'),
     })
     .strict(),
   output: sshCertSchema.extend({
@@ -91,7 +103,11 @@ const revokeSshCert = method({
     .object({
       tenantId,
       sshCertId: idOf('sshCert'),
-      reason: z.string().max(500).optional(),
+      reason: z
+        .string()
+        .max(500)
+        .optional()
+        .describe('Why it is revoked, kept on the certificate (up to 500 characters)'),
     })
     .strict(),
   output: sshCertSchema,

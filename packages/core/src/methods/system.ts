@@ -16,7 +16,14 @@ const systemWhoami = method({
   summary: 'The identity the credential authenticates as, and the tenant acting',
   access: { authenticated: true },
   tenantScoped: true,
-  input: z.object({ tenantId: z.string().optional() }).strict(),
+  input: z
+    .object({
+      tenantId: z
+        .string()
+        .optional()
+        .describe('The tenant acting, like acme; the credential’s own when omitted'),
+    })
+    .strict(),
   output: z.object({
     principalId: z.string(),
     principalKind: z.enum(['person', 'service-account', 'agent']),
@@ -36,7 +43,14 @@ const systemRoutes = method({
   summary: 'The live route table: every method, whether it is public, and its IAM action',
   access: { authenticated: true },
   tenantScoped: false,
-  input: z.object({ group: z.string().optional() }).strict(),
+  input: z
+    .object({
+      group: z
+        .string()
+        .optional()
+        .describe('Only the methods of this group, like pools or nodes; every method when omitted'),
+    })
+    .strict(),
   output: z.object({
     items: z.array(
       z.object({

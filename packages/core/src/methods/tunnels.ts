@@ -30,12 +30,32 @@ const open = method({
       tenantId,
       nodeId: idOf('node').optional(),
       instanceId: idOf('instance').optional(),
-      op: tunnelOp,
+      op: tunnelOp.describe(
+        'The tunnel: console (a node’s or instance’s console), exec (a command or shell in an instance) or tcp (a port)',
+      ),
       /** The instance's port, for op tcp. */
-      port: z.number().int().min(1).max(65_535).optional(),
+      port: z
+        .number()
+        .int()
+        .min(1)
+        .max(65_535)
+        .optional()
+        .describe('The instance’s port to reach (1 to 65,535), for op tcp only'),
       /** The terminal's size when it opens, for console and exec. */
-      cols: z.number().int().min(1).max(1000).default(80),
-      rows: z.number().int().min(1).max(1000).default(24),
+      cols: z
+        .number()
+        .int()
+        .min(1)
+        .max(1000)
+        .default(80)
+        .describe('The terminal’s width in columns when it opens (1 to 1,000), for console and exec'),
+      rows: z
+        .number()
+        .int()
+        .min(1)
+        .max(1000)
+        .default(24)
+        .describe('The terminal’s height in rows when it opens (1 to 1,000), for console and exec'),
     })
     .strict()
     .superRefine((input, issues) => {

@@ -22,16 +22,27 @@ const usageFilter = {
   tenantId,
   poolId: idOf('pool').optional(),
   /** Start (inclusive), used as given; default 24 hours before `to`. */
-  from: z.iso.datetime({ offset: true }).optional(),
+  from: z.iso
+    .datetime({ offset: true })
+    .optional()
+    .describe(
+      'Start (inclusive), an ISO 8601 time like 2026-01-01T00:00:00Z; 24 hours before to when omitted',
+    ),
   /** End (exclusive), used as given; default now. */
-  to: z.iso.datetime({ offset: true }).optional(),
+  to: z.iso
+    .datetime({ offset: true })
+    .optional()
+    .describe('End (exclusive), an ISO 8601 time like 2026-01-02T00:00:00Z; now when omitted'),
 };
 
 /**
  * The list's cursor is opaque (the last row's sort key, encoded) and can be longer than the 200
  * characters of `pageInput`; the service refuses anything it did not give, naming the cursor.
  */
-const usagePageInput = { limit: pageInput.limit, cursor: z.string().min(1).optional() };
+const usagePageInput = {
+  limit: pageInput.limit,
+  cursor: z.string().min(1).optional().describe('The previous page’s nextCursor, for the page after it'),
+};
 
 const usageList = method({
   kind: 'query',
@@ -47,7 +58,15 @@ const usageExport = method({
   summary: 'Usage windows as CSV or JSON lines, returned in the answer',
   access: { action: 'compute:usage:export' },
   tenantScoped: true,
-  input: z.object({ ...usageFilter, format: z.enum(['csv', 'jsonl']).default('csv') }).strict(),
+  input: z
+    .object({
+      ...usageFilter,
+      format: z
+        .enum(['csv', 'jsonl'])
+        .default('csv')
+        .describe('The export format: csv or jsonl (one JSON row a line)'),
+    })
+    .strict(),
   output: z.object({
     format: z.enum(['csv', 'jsonl']),
     contentType: z.string(),

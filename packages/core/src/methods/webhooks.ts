@@ -114,13 +114,18 @@ const webhooksCreate = method({
   input: z
     .object({
       tenantId,
-      url: webhookUrl,
+      url: webhookUrl.describe(
+        'The receiver’s HTTPS URL, like https://hooks.example.com/compute (up to 2,048 characters)',
+      ),
       events: z
         .array(webhookEventPattern)
         .min(1, 'must name at least one event type or prefix')
-        .max(MAX_WEBHOOK_PATTERNS, `must be at most ${MAX_WEBHOOK_PATTERNS} patterns`),
-      description: description.optional(),
-      enabled: z.boolean().optional(),
+        .max(MAX_WEBHOOK_PATTERNS, `must be at most ${MAX_WEBHOOK_PATTERNS} patterns`)
+        .describe('The event types to deliver, like reservation.created or reservation.* (1 to 50)'),
+      description: description
+        .optional()
+        .describe('What the webhook is for, for people (up to 500 characters)'),
+      enabled: z.boolean().optional().describe('Whether it delivers; true when omitted'),
       idempotencyKey: idempotencyKey.optional(),
     })
     .strict(),
@@ -135,14 +140,18 @@ const webhooksUpdate = method({
   input: z
     .object({
       ...ref,
-      url: webhookUrl.optional(),
+      url: webhookUrl.optional().describe('The new receiver URL (up to 2,048 characters)'),
       events: z
         .array(webhookEventPattern)
         .min(1, 'must name at least one event type or prefix')
         .max(MAX_WEBHOOK_PATTERNS, `must be at most ${MAX_WEBHOOK_PATTERNS} patterns`)
-        .optional(),
-      description: description.optional(),
-      enabled: z.boolean().optional(),
+        .optional()
+        .describe('The event types to deliver, replacing the current ones (1 to 50)'),
+      description: description.optional().describe('The new description (up to 500 characters)'),
+      enabled: z
+        .boolean()
+        .optional()
+        .describe('Enable or disable deliveries; enabling clears a server-set disabled reason'),
       ifVersion,
     })
     .strict(),
@@ -186,7 +195,10 @@ const webhooksDeliveries = method({
   input: z
     .object({
       ...ref,
-      state: z.enum(['pending', 'succeeded', 'failed']).optional(),
+      state: z
+        .enum(['pending', 'succeeded', 'failed'])
+        .optional()
+        .describe('Only deliveries in this state; all when omitted'),
       ...pageInputById('webhookDelivery'),
     })
     .strict(),

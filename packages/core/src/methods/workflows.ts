@@ -71,7 +71,12 @@ const workflowsList = method({
   tenantScoped: true,
   resource: (input) => ({ type: 'compute-node', id: input.nodeId }),
   input: z
-    .object({ tenantId, nodeId: idOf('node'), state: workflowState.optional(), ...pageInputById('workflow') })
+    .object({
+      tenantId,
+      nodeId: idOf('node'),
+      state: workflowState.optional().describe('Only workflows in this state; all when omitted'),
+      ...pageInputById('workflow'),
+    })
     .strict(),
   output: pageOf(workflowSchema),
 });
@@ -94,9 +99,18 @@ const workflowsCreate = method({
     .object({
       tenantId,
       nodeId: idOf('node'),
-      kind: z.literal('node.maintenance').default('node.maintenance'),
-      script: scriptName,
-      reason: z.string().max(500).optional(),
+      kind: z
+        .literal('node.maintenance')
+        .default('node.maintenance')
+        .describe('The workflow: node.maintenance (drain, run the script, uncordon), the only one'),
+      script: scriptName.describe(
+        'The maintenance script shipped with the daemon to run once the node is drained, by name',
+      ),
+      reason: z
+        .string()
+        .max(500)
+        .optional()
+        .describe('Why the maintenance runs, kept on the workflow (up to 500 characters)'),
     })
     .strict(),
   output: workflowSchema,
