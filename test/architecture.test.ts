@@ -173,7 +173,8 @@ const FOLDER_RULES: Record<string, Record<string, readonly string[]>> = {
     tunnels: ['gateway', 'http', 'live', 'modules'],
     sim: ['compute.ts', 'db', 'modules'],
     host: ['compute.ts', 'config', 'gateway', 'pki', 'sim', 'tunnels'],
-    cli: ['audit', 'config', 'host', 'modules', 'pki', 'sim'],
+    mcp: ['http'],
+    cli: ['audit', 'config', 'host', 'mcp', 'modules', 'pki', 'sim'],
   },
   daemon: {
     runtimes: ['state.ts'],
@@ -276,6 +277,7 @@ describe('the modules of the server', () => {
     events: [],
     system: [],
     webhooks: [],
+    confirmations: [],
     fleet: ['events'],
     commands: ['fleet', 'workflows'],
     batches: ['commands', 'fleet'],

@@ -99,6 +99,7 @@ describe('accessibility', () => {
       ['/sandboxes', heading('Sandboxes'), 'sandboxes'],
       ['/volumes', heading(/Volumes/), 'volumes'],
       ['/joining', heading(/Joining/), 'joining'],
+      ['/approvals', heading('Agents awaiting approval'), 'approvals'],
       ['/events', heading('Events'), 'events'],
       ['/webhooks', heading('Webhooks'), 'webhooks'],
       ['/iam', heading(/People/), 'iam'],

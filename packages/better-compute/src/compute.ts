@@ -38,6 +38,8 @@ import { type BoundMethod, createHandler, type HandlerLog } from './http/handler
 import type { ComputeModule } from './modules/define-module.js';
 import { commandsModule } from './modules/commands/module.js';
 import { batchesModule, createBatchesModule } from './modules/batches/module.js';
+import { confirmationsModule } from './modules/confirmations/module.js';
+import { confirmationStore } from './modules/confirmations/index.js';
 import { workflowsModule } from './modules/workflows/module.js';
 import { vpsModule } from './modules/vps/module.js';
 import { eventsModule } from './modules/events/module.js';
@@ -61,6 +63,7 @@ import {
 } from './audit/job.js';
 import { LiveHub } from './live/hub.js';
 import { createWatch } from './live/watch.js';
+import { createMcpEndpoint } from './mcp/index.js';
 
 export const DEFAULT_BASE_PATH = '/api/compute';
 
@@ -71,6 +74,7 @@ const builtins = [
   fleetModule,
   commandsModule,
   batchesModule,
+  confirmationsModule,
   workflowsModule,
   webhooksModule,
   vpsModule,
@@ -256,12 +260,24 @@ export async function betterCompute(
         'INVALID_CONFIG',
         `live.paths: ${JSON.stringify(path)} is not a path to serve the stream at`,
       );
+  // The MCP endpoint calls each method through the handler's own dispatch, made just below.
+  const boundMethods = [...methods.values()].map((bound) => bound.method);
+  const mcp = createMcpEndpoint({
+    basePath,
+    iam,
+    trustedOrigins: config.trustedOrigins,
+    limiter,
+    dispatch: (call) => dispatch(call),
+    methods: () => boundMethods,
+    log,
+  });
   const { handler, dispatch } = createHandler({
-    beside: [{ serve: watch, paths: [`${basePath}/watch`, ...(live.paths ?? ['/watch'])] }],
+    beside: [{ serve: watch, paths: [`${basePath}/watch`, ...(live.paths ?? ['/watch'])] }, mcp],
     basePath,
     methods,
     routes,
     iam,
+    confirmations: confirmationStore,
     ...(iamHandler ? { iamHandler } : {}),
     db: () => db,
     trustedOrigins: config.trustedOrigins,

@@ -62,6 +62,7 @@ class AgentBridge extends TestBridge {
       mfa: false,
       expiresAt: null,
       actingFor: 'usr_ops',
+      delegation: { id: 'dlg_bot', confirm: [], spendLimitGpuHours: null },
     };
   }
 }
@@ -573,9 +574,9 @@ describe.each(kinds)('destructive batches on %s', (kind) => {
     expect(batch).toMatchObject({
       createdBy: 'usr_ops',
       createdByAgent: 'agt_bot',
-      delegationId: 'key_botkey',
+      delegationId: 'dlg_bot',
       proposedBy:
-        "Proposed by agent agt_bot for usr_ops (delegation key_botkey): the reason is the agent's own text.",
+        "Proposed by agent agt_bot for usr_ops (delegation dlg_bot): the reason is the agent's own text.",
     });
   });
 

@@ -6,16 +6,7 @@
  * control plane would: the commands refuse with INVALID_RESPONSE, SCOPE_MISMATCH or SCOPE_CHANGED
  * before anything is signed.
  */
-import { execFileSync, spawn } from 'node:child_process';
-import {
-  chmodSync,
-  copyFileSync,
-  existsSync,
-  readdirSync,
-  readFileSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -24,13 +15,11 @@ import { readApproverSet, type ScopeLeaf, scopeTree, toHex } from '@better-compu
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { betterCompute, type ComputeInstance, serve } from '../src/index.js';
 import { createPkiBundle } from '../src/pki/create.js';
-import { callServer, scratchDirectory } from './cli-support.js';
+import { callServer, failureCode, runBinary, scratchDirectory } from './cli-support.js';
+import { agentWithKey } from './iam-support.js';
 
 vi.setConfig({ testTimeout: 60_000, hookTimeout: 180_000 });
 
-const root = join(import.meta.dirname, '..', '..', '..');
-const bin = join(root, 'packages', 'better-compute', 'bin', 'better-compute.cjs');
-const built = join(root, 'packages', 'better-compute', 'dist', 'cli', 'bin.cjs');
 const scratch = scratchDirectory('.bc-batch-approve-');
 const secret = 'the batch approve test deployment secret';
 
@@ -44,36 +33,16 @@ let trustDomain: string;
 const kids: Record<'a' | 'b' | 'c', string> = { a: '', b: '', c: '' };
 const nodes: string[] = [];
 
-interface Run {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 /** The real binary, from `scratch`, as the root tenant's administrator (another URL or token when given). */
-function run(args: string[], env: Record<string, string> = {}): Promise<Run> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [bin, ...args], {
-      cwd: scratch,
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: scratch,
-        BETTER_IAM_HOME: join(scratch, 'iam'),
-        BETTER_COMPUTE_URL: url,
-        BETTER_COMPUTE_TOKEN: rootKey,
-        BETTER_COMPUTE_TENANT: 'root',
-        ...env,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
+const run = (args: string[], env: Record<string, string> = {}) =>
+  runBinary(args, scratch, {
+    BETTER_IAM_HOME: join(scratch, 'iam'),
+    BETTER_COMPUTE_URL: url,
+    BETTER_COMPUTE_TOKEN: rootKey,
+    BETTER_COMPUTE_TENANT: 'root',
+    ...env,
   });
-}
-const codeOf = (result: Run) => /^([A-Z_]+):/m.exec(result.stderr)?.[1];
+const codeOf = failureCode;
 /** A command that must succeed: its JSON answer. */
 async function json<T = any>(args: string[], env: Record<string, string> = {}): Promise<T> {
   const result = await run([...args, '--format', 'compact'], env);
@@ -100,24 +69,7 @@ async function createBatch(
   return json(['batch', 'create', '--reason', reason, '--scope', writeJson(leaves), ...more]);
 }
 
-function newest(dir: string): number {
-  let latest = 0;
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const path = join(dir, entry.name);
-    latest = Math.max(latest, entry.isDirectory() ? newest(path) : statSync(path).mtimeMs);
-  }
-  return latest;
-}
-
 beforeAll(async () => {
-  const sources = Math.max(
-    ...['core', 'client', 'better-compute', 'db', 'events', 'iam'].map((p) =>
-      newest(join(root, 'packages', p, 'src')),
-    ),
-  );
-  if (!existsSync(built) || statSync(built).mtimeMs < sources)
-    execFileSync(process.execPath, [join(root, 'scripts', 'build.mjs')], { cwd: root, stdio: 'inherit' });
-
   // Three approver keys, made as an approver makes them.
   for (const name of ['a', 'b', 'c'] as const) {
     const made = await run(['batch', 'keygen', '--out', `${name}.pem`]);
@@ -547,13 +499,12 @@ describe('batch create --key and batch cancel', () => {
   it('a batch an agent proposed carries the agent warning line after the reason', async () => {
     const iam = compute.embeddedIam!;
     const person = (await iam.listPrincipals({ tenantId: 'root', kind: 'person' })).items[0]!;
-    const agent = await iam.createAgent({
+    const agent = await agentWithKey(iam, {
       tenantId: 'root',
       displayName: 'fleet-helper',
       actingFor: person.id,
+      role: 'platform-admin',
     });
-    await iam.createBinding({ tenantId: 'root', role: 'platform-admin', principalId: agent.id });
-    const { key } = await iam.createApiKey(agent.id, { name: 'agent' });
     const batch = await json(
       [
         'batch',
@@ -564,7 +515,7 @@ describe('batch create --key and batch cancel', () => {
         writeJson(power(nodes.slice(0, 2))),
       ],
       {
-        BETTER_COMPUTE_TOKEN: key,
+        BETTER_COMPUTE_TOKEN: agent.key,
       },
     );
     expect(batch.createdByAgent).toBe(agent.id);

@@ -2,6 +2,7 @@
  * Test support for the CLI suites: a captured CliIO, the CLI in process against a deployment, and a
  * fake compute server on loopback.
  */
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -50,6 +51,37 @@ export function scratchDirectory(prefix: string): string {
   afterAll(() => rmSync(scratch, { recursive: true, force: true }));
   return scratch;
 }
+
+/** The real binary, as the test set-up built it. */
+export const BINARY = join(import.meta.dirname, '..', 'bin', 'better-compute.cjs');
+
+export interface BinaryRun {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * The real binary from `cwd`, with PATH, HOME (`cwd`) and `env` only, so nothing of the user's
+ * environment or home is read; its output whole once it exits.
+ */
+export function runBinary(args: string[], cwd: string, env: Record<string, string>): Promise<BinaryRun> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [BINARY, ...args], {
+      cwd,
+      env: { PATH: process.env.PATH ?? '', HOME: cwd, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('close', (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+/** The error code a failed run printed (`CODE: message` on stderr). */
+export const failureCode = (result: BinaryRun) => /^([A-Z_]+):/m.exec(result.stderr)?.[1];
 
 export interface CliRun {
   code: number;

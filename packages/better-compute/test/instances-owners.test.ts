@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '@better-compute/db/testing';
 import { betterCompute, type ComputeInstance } from '../src/index.js';
+import { agentWithKey } from './iam-support.js';
 
 describe('who an instance belongs to', () => {
   let database: TestDatabase;
@@ -38,15 +39,13 @@ describe('who an instance belongs to', () => {
     ids.admin = dev.acmeAdmin.principalId;
     keys.member = dev.acmeMember.apiKey;
     keys.root = dev.rootAdmin.apiKey;
-    const agentFor = async (principalId: string, role: string) => {
-      const agent = await iam.createAgent({
+    const agentFor = (principalId: string, role: string) =>
+      agentWithKey(iam, {
         tenantId: 'acme',
         displayName: `agent of ${principalId}`,
         actingFor: principalId,
+        role,
       });
-      await iam.createBinding({ tenantId: 'acme', role, principalId: agent.id });
-      return { id: agent.id, key: (await iam.createApiKey(agent.id, { name: 'agent' })).key };
-    };
     const adminAgent = await agentFor(ids.admin, 'tenant-admin');
     keys.adminAgent = adminAgent.key;
     ids.adminAgent = adminAgent.id;

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, testDatabaseKinds, type TestDatabase } from '@better-compute/db/testing';
 import { betterCompute, type ComputeInstance } from '../src/index.js';
 import { captureIO, cliLending } from './cli-support.js';
+import { agentWithKey } from './iam-support.js';
 
 const kinds = await testDatabaseKinds();
 
@@ -54,13 +55,13 @@ describe.each(kinds)('who may end a reservation, on %s', (kind) => {
     };
     keys.bob = await person('bob@acme.test', 'member');
     keys.operator = await person('ops@acme.test', 'operator');
-    const agent = await iam.createAgent({
+    const agent = await agentWithKey(iam, {
       tenantId: 'acme',
       displayName: 'alice’s agent',
       actingFor: ids.alice,
+      role: 'member',
     });
-    await iam.createBinding({ tenantId: 'acme', role: 'member', principalId: agent.id });
-    keys.agent = (await iam.createApiKey(agent.id, { name: 'agent' })).key;
+    keys.agent = agent.key;
     ids.agent = agent.id;
     const site = await call('sites/create', { tenantId: 'root', name: 'owners', region: 'r' }, keys.root);
     const pool = await call(

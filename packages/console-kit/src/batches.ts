@@ -13,8 +13,9 @@ import { destructiveKind, isId, safeCell } from '@better-compute/core';
 import { MAX_SCOPE_PAGE } from '@better-compute/core/methods';
 import { describeAction, type ActionDescription } from './actions.js';
 import type { TrackedStore } from './live.js';
-import { DetailStore, isGone, ListStore } from './stores.js';
-import { ValueStore } from './subscribable.js';
+import { stateList } from './state-list.js';
+import { DetailStore, type ListStore } from './stores.js';
+import type { ValueStore } from './subscribable.js';
 
 export type Batch = CallOutput<'commandBatches.get'>;
 export type BatchState = Batch['state'];
@@ -248,18 +249,15 @@ export function createBatchesView(client: ComputeClient, options: BatchesViewOpt
   const pageSize = options.pageSize ?? 50;
   const scopePageSize = Math.min(options.scopePageSize ?? BATCH_SCOPE_PAGE, BATCH_SCOPE_PAGE);
   const cap = options.scopeCap ?? BATCH_SCOPE_CAP;
-  const filter = new ValueStore<BatchFilter>(options.filter ?? 'pending');
-
-  const list = new ListStore<Batch>({
-    load: (cursor) => {
-      const state = filter.get();
-      return client.call('commandBatches.list', {
+  const { list, filter, tracked, setFilter, place } = stateList<Batch, BatchFilter>({
+    filter: options.filter ?? 'pending',
+    load: (state, cursor) =>
+      client.call('commandBatches.list', {
         tenantId,
         limit: pageSize,
-        ...(state === 'all' ? {} : { state }),
+        ...(state ? { state } : {}),
         ...(cursor ? { cursor } : {}),
-      });
-    },
+      }),
     readOne: (batchId) => client.call('commandBatches.get', { tenantId, batchId }),
   });
 
@@ -321,33 +319,12 @@ export function createBatchesView(client: ComputeClient, options: BatchesViewOpt
     return members;
   }
 
-  const shows = (batch: Batch) => filter.get() === 'all' || filter.get() === batch.state;
-  const tracked: TrackedStore = {
-    get loaded() {
-      return list.loaded;
-    },
-    refresh: () => list.refresh(),
-    async refreshItem(batchId) {
-      if (!list.loaded) return;
-      try {
-        const batch = await client.call('commandBatches.get', { tenantId, batchId });
-        if (shows(batch)) list.upsert(batch);
-        else list.remove(batchId);
-      } catch (error) {
-        if (isGone(error)) list.remove(batchId);
-      }
-    },
-  };
-
   return {
     tenantId,
     list,
     filter,
     tracked,
-    setFilter(next) {
-      filter.set(next);
-      return list.refresh();
-    },
+    setFilter,
     details(batchId) {
       return new DetailStore<BatchDetails>(async () => {
         const batch = await client.call('commandBatches.get', { tenantId, batchId });
@@ -372,10 +349,7 @@ export function createBatchesView(client: ComputeClient, options: BatchesViewOpt
       });
     },
     async cancel(batchId) {
-      const batch = await client.call('commandBatches.cancel', { tenantId, batchId });
-      if (shows(batch)) list.upsert(batch);
-      else list.remove(batch.id);
-      return batch;
+      return place(await client.call('commandBatches.cancel', { tenantId, batchId }));
     },
     cancelAction: (batchId) => describeAction('commandBatches', 'cancel', batchId),
   };

@@ -1,6 +1,6 @@
 /**
  * @better-compute/console-kit: the view models a console is built on, with no framework: resource
- * stores, the live event stream, permission-aware actions, the pages' views (`createBatchesView`),
+ * stores, the live event stream, permission-aware actions, the pages' views (`createBatchesView`, `createConfirmationsView`),
  * and React hooks under `/react`. Every store has `subscribe(listener)` and `get()`.
  */
 export { Subscribable, ValueStore, type Listener, type Readable } from './subscribable.js';
@@ -79,6 +79,21 @@ export {
   type ScopeGroup,
   type ScopeLine,
 } from './batches.js';
+export {
+  CONFIRMATION_FILTERS,
+  confirmationSecondsLeft,
+  createConfirmationsView,
+  describeConfirmation,
+  isConfirmationFilter,
+  isApprovable,
+  isDeclinable,
+  type Confirmation,
+  type ConfirmationFilter,
+  type ConfirmationState,
+  type ConfirmationText,
+  type ConfirmationsView,
+  type ConfirmationsViewOptions,
+} from './confirmations.js';
 export {
   ActionRunner,
   bindReact,

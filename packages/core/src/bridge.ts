@@ -27,6 +27,69 @@ export interface Identity {
   email?: string;
   /** For an agent: the person it acts for, who owns what the agent creates. */
   actingFor?: string;
+  /**
+   * For an agent: its active delegation (docs/confirmations.md). Calls whose action matches one of
+   * `confirm`, and reservations above `spendLimitGpuHours`, wait for the person's confirmation.
+   */
+  delegation?: IdentityDelegation;
+}
+
+/**
+ * What an agent's calls need its person's confirmation for, unless the delegation says otherwise
+ * (docs/decisions/delegation-defaults.md): anything that destroys (deletes, archives, retires,
+ * drains), anything that hands out root or a way in (node consoles, commands,
+ * join tokens, admitting machines), anything that changes limits or approves a destructive batch,
+ * every webhook change (a webhook sends the tenant's events out), and anything of IAM. Better IAM's
+ * migration 0005 backfilled existing agents with this list as it read then; compute holds an agent
+ * whose IAM gives it no delegation to it too (http/confirmation.ts).
+ */
+export const DEFAULT_CONFIRM_PATTERNS: readonly string[] = Object.freeze([
+  'compute:*:delete',
+  'compute:*:archive',
+  'compute:*:set-quota',
+  'compute:quotas:set',
+  'compute:nodes:retire',
+  'compute:nodes:drain',
+  'compute:nodes:console',
+  'compute:commands:run',
+  'compute:batches:approve',
+  'compute:join-tokens:create',
+  'compute:join-requests:approve',
+  'compute:webhooks:create',
+  'compute:webhooks:update',
+  'compute:webhooks:ping',
+  'compute:webhooks:rotate-secret',
+  'compute:webhooks:redeliver',
+  'iam:*',
+]);
+
+/** An agent's delegation as its identity carries it. */
+export interface IdentityDelegation {
+  id: string;
+  /** Action patterns (IAM's grammar without `@own`) that need the person's confirmation. */
+  confirm: string[];
+  /** GPU-hours one reservation may take without confirmation; null for no limit. */
+  spendLimitGpuHours: number | null;
+}
+
+/**
+ * Whether an action pattern names an action, in IAM's grammar: `:`-separated segments, where `*`
+ * stands for one or more whole segments and a bare `*` for everything (better-iam's policy.ts
+ * decides role patterns the same way; its delegation tests hold the two equal).
+ */
+export function actionPatternMatches(pattern: string, action: string): boolean {
+  if (pattern === '*') return true;
+  const want = pattern.split(':');
+  const have = action.split(':');
+  const match = (i: number, j: number): boolean => {
+    if (i === want.length) return j === have.length;
+    if (want[i] === '*') {
+      for (let k = j + 1; k <= have.length; k++) if (match(i + 1, k)) return true;
+      return false;
+    }
+    return j < have.length && want[i] === have[j] && match(i + 1, j + 1);
+  };
+  return match(0, 0);
 }
 
 /** Who owns what an identity creates: the person an agent acts for, else the principal itself. */
@@ -62,4 +125,10 @@ export interface IamBridge {
   authorize(identity: Identity, checks: AuthorizationCheck[]): Promise<AuthorizationDecision[]>;
   /** Teaches IAM compute's actions, so a binding to an unknown action is refused. */
   installActions(catalog: ActionCatalogEntry[]): Promise<void>;
+  /**
+   * Whether an agent's delegation still counts: compute ends the confirmations of one that does
+   * not. Optional: without it, those confirmations only expire (an agent whose delegation ended
+   * does not authenticate, so none of them can run either way).
+   */
+  delegationState?(delegationId: string): Promise<'active' | 'expired' | 'revoked' | null>;
 }

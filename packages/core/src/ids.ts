@@ -47,6 +47,8 @@ export const ID_PREFIXES = {
   request: 'req',
   sshCert: 'sshc',
   tunnel: 'tun',
+  delegation: 'dlg',
+  confirmation: 'cfm',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIXES;

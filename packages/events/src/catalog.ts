@@ -1,7 +1,6 @@
 /**
- * Every event type the control plane emits, once: the kind of subject it is about and the schema of
- * its payload. The server's `emit` is typed by it (a misspelled type or a payload of the wrong shape
- * does not compile), and `eventTypeList` is what a listing of event types prints.
+ * Every event type the control plane emits, once, with its subject kind and payload schema: `emit` is
+ * typed by it (a wrong type or payload does not compile); `eventTypeList` is what a listing prints.
  */
 import {
   auditCheckpointSchema,
@@ -13,6 +12,7 @@ import {
   taintSchema,
 } from '@better-compute/core/methods';
 import { z } from 'zod';
+import { confirmationEventTypes } from './confirmation-events.js';
 
 /** What an event is about: its subject's kind (the subject's id travels with the event). */
 export type SubjectKind =
@@ -26,6 +26,7 @@ export type SubjectKind =
   | 'webhook'
   | 'command'
   | 'batch'
+  | 'confirmation'
   | 'workflow'
   | 'image'
   | 'flavor'
@@ -387,6 +388,7 @@ export const eventTypes = {
   },
   'batch.cancelled': { subject: 'batch', data: batchEnd, summary: 'A pending batch was cancelled' },
   'batch.expired': { subject: 'batch', data: batchEnd, summary: 'A batch expired before it was approved' },
+  ...confirmationEventTypes,
   'workflow.started': {
     subject: 'workflow',
     data: z.object({ nodeId: z.string(), kind: z.string() }),
@@ -564,8 +566,7 @@ export const eventTypes = {
     data: sandboxVolumeChange,
     summary: 'A step on a sandbox volume’s node failed',
   },
-  // Published so that a party outside the database keeps each checkpoint (docs/audit.md): the
-  // subject is the tenant's log, by its origin; the payload is what audit.checkpoint answers.
+  // Published for parties outside the database to keep (docs/audit.md): as audit.checkpoint answers.
   'audit.checkpoint': {
     subject: 'auditLog',
     data: auditCheckpointSchema.strict(),

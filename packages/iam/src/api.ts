@@ -21,6 +21,7 @@ import type {
   ApiKey,
   Binding,
   BindingScope,
+  Delegation,
   Group,
   Page,
   PageOptions,
@@ -168,7 +169,19 @@ export interface Iam {
     displayName?: string;
   }): Promise<Principal>;
   createServiceAccount(input: { tenantId: string; displayName: string }): Promise<Principal>;
-  createAgent(input: { tenantId: string; displayName: string; actingFor: string }): Promise<Principal>;
+  /**
+   * Creates an agent acting for a person, with its delegation in the same transaction: `confirm`
+   * (DEFAULT_CONFIRM when absent) and `spendLimitGpuHours` (none when absent).
+   */
+  createAgent(input: {
+    tenantId: string;
+    displayName: string;
+    actingFor: string;
+    confirm?: readonly string[] | undefined;
+    spendLimitGpuHours?: number | null | undefined;
+    /** Who creates it, recorded on its delegation; `system` when absent. */
+    createdBy?: string | undefined;
+  }): Promise<Principal>;
   getPrincipal(id: string): Promise<Principal>;
   listPrincipals(input: { tenantId: string; kind?: PrincipalKind } & PageOptions): Promise<Page<Principal>>;
   disablePrincipal(id: string): Promise<Principal>;
@@ -233,6 +246,23 @@ export interface Iam {
   getBinding(id: string): Promise<Binding>;
   listBindings(input: { tenantId: string; principalId?: string } & PageOptions): Promise<Page<Binding>>;
   revokeBinding(id: string): Promise<Binding>;
+
+  /** Sets an agent's delegation, replacing its active one (the agent's credentials re-read it). */
+  createDelegation(input: {
+    agentId: string;
+    confirm?: readonly string[] | undefined;
+    spendLimitGpuHours?: number | null | undefined;
+    expiresAt?: string | Date | null | undefined;
+    createdBy?: string | undefined;
+  }): Promise<Delegation>;
+  getDelegation(id: string): Promise<Delegation>;
+  listDelegations(
+    input: { tenantId: string; agentId?: string; personId?: string } & PageOptions,
+  ): Promise<Page<Delegation>>;
+  /** Ends a delegation: its agent stops authenticating, everywhere, on its next call. */
+  revokeDelegation(id: string): Promise<Delegation>;
+  /** active, expired or revoked (also while its agent or person is disabled); null for none. */
+  delegationState(id: string): Promise<Delegation['state'] | null>;
 
   issueSessionJwt(sessionId: string): Promise<{ token: string; expiresAt: string }>;
   jwks(): Promise<{ keys: Record<string, unknown>[] }>;

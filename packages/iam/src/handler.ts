@@ -40,6 +40,19 @@ function routeTable(): Map<string, IamMethodName> {
   return routes;
 }
 
+/**
+ * What an agent may change through IAM's routes: its own credentials (decided further by the
+ * agent's `@own` rules). Any other IAM mutation by an agent is refused outright, whatever its
+ * bindings say: an agent never widens its own authority (docs/decisions/delegation-iam-agents.md).
+ */
+const AGENT_MUTATIONS: ReadonlySet<IamMethodName> = new Set([
+  'sessions.signOut',
+  'sessions.revoke',
+  'apiKeys.create',
+  'apiKeys.revoke',
+  'jwt.issue',
+]);
+
 /** Whether a method may run while the caller's own tenant is suspended (so a session can still end). */
 const ALLOWED_WHILE_SUSPENDED: ReadonlySet<IamMethodName> = new Set(['sessions.signOut', 'sessions.get']);
 
@@ -122,7 +135,17 @@ export function createIamHandler(
       const context: RouteContext = { identity, request, url, tenantId, requestId };
       const binding = bindings[key] as RouteBinding<IamMethodName>;
 
-      if ('action' in method.access) {
+      if (identity?.principalKind === 'agent' && method.kind === 'mutation' && !AGENT_MUTATIONS.has(key)) {
+        throw new ComputeError('ACCESS_DENIED', `an agent cannot call ${key}: IAM changes are its person's`, {
+          details: { reason: 'agent-iam-mutation', method: key },
+          hint: `Ask the person the agent acts for (${identity.actingFor ?? 'its person'}) to make this change.`,
+        });
+      }
+      const selfServed =
+        binding.selfServe !== undefined &&
+        identity !== null &&
+        (await binding.selfServe(parsedInput as never, { ...context, identity }));
+      if ('action' in method.access && !selfServed) {
         const action = method.access.action;
         const caller = identity!;
         const resource = binding.resource

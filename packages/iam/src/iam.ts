@@ -14,6 +14,7 @@ import { authenticate } from './areas/authenticate.js';
 import { authorize, authorizeRoutes } from './areas/authorize.js';
 import { bindingRoutes, bindingService } from './areas/bindings.js';
 import { bootstrapService } from './areas/bootstrap.js';
+import { delegationRoutes, delegationService } from './areas/delegations.js';
 import { passwordRoutes, passwordService } from './areas/passwords.js';
 import { principalRoutes, principalService } from './areas/principals.js';
 import { recoveryAuditService } from './areas/recovery-audit.js';
@@ -37,6 +38,7 @@ function routesOf(iam: Iam, internals: IamInternals): RouteBindings {
     ...principalRoutes(iam),
     ...roleRoutes(iam),
     ...bindingRoutes(iam),
+    ...delegationRoutes(iam),
     ...authorizeRoutes(iam),
   };
 }
@@ -51,6 +53,7 @@ export function createIam(options: CreateIamOptions): Iam {
       tenantState: (tenantId) => tenantState(ctx, tenantId),
       authorize: (identity, checks) => authorize(ctx, identity, checks),
       installActions: (catalog) => installActions(ctx, catalog),
+      delegationState: (id) => iam.delegationState(id),
     },
     handler(request, client) {
       handle ??= createIamHandler(iam, routesOf(iam, internals), internals);
@@ -69,6 +72,7 @@ export function createIam(options: CreateIamOptions): Iam {
     ...apiKeyService(ctx),
     ...roleService(ctx),
     ...bindingService(ctx),
+    ...delegationService(ctx),
     ...bootstrapService(ctx),
     async close() {
       await ctx.lastUsed.close();

@@ -18,6 +18,7 @@ export { iamMigrations, BUILT_IN_ROLE_IDS, type BuiltInRoleName } from './migrat
 export { iamMethods, IAM_ACTIONS, type IamMethodName } from './methods.js';
 export { IAM_BASE_PATH, SESSION_COOKIE } from './handler.js';
 export { CHANGE_CHANNEL } from './cache.js';
+export { DEFAULT_CONFIRM } from './areas/delegations.js';
 export { API_KEY_PREFIX, SESSION_TOKEN_PREFIX } from './secrets.js';
 export { RESERVED_ACTIONS, type IamResourceRef } from './policy.js';
 export { iamSetupExamples, type ExamplePolicy } from './setup-examples.js';
@@ -25,6 +26,7 @@ export type {
   ApiKey,
   Binding,
   BindingScope,
+  Delegation,
   Group,
   Page,
   Principal,

@@ -10,6 +10,7 @@ import {
   type MethodDefinition,
   TENANT_ID_PATTERN,
 } from '@better-compute/core';
+import { confirmPatterns, delegationMethods, spendLimitGpuHours } from './delegation-methods.js';
 
 const tenantId = z.string().regex(TENANT_ID_PATTERN, 'must be a tenant id such as acme');
 const principalId = z
@@ -367,6 +368,9 @@ export const iamMethods = {
         displayName: z.string().min(1).max(200).optional(),
         password: z.string().min(8).max(1024).optional(),
         actingFor: principalId.optional(),
+        /** An agent's delegation: what of its calls waits for its person (DEFAULT_CONFIRM when absent). */
+        confirm: confirmPatterns.optional(),
+        spendLimitGpuHours: spendLimitGpuHours.optional(),
       })
       .strict(),
     output: principal,
@@ -495,6 +499,7 @@ export const iamMethods = {
     input: z.object({ tenantId: tenantId.optional(), bindingId: idOf('binding', 'bnd') }).strict(),
     output: binding,
   }),
+  ...delegationMethods,
   can: iamMethod({
     group: 'can',
     name: 'check',

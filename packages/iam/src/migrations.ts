@@ -220,6 +220,51 @@ create table iam.recovery_audit (
 create index recovery_audit_tenant on iam.recovery_audit (tenant_id, occurred_at);
 `,
     },
+    {
+      name: '0005_delegations',
+      sql: `
+-- An agent's delegation (docs/confirmations.md): which of its calls wait for its person's
+-- confirmation (action patterns) and how many GPU-hours one reservation may take without it. An
+-- agent has at most one that is not revoked; an agent without a usable one does not authenticate.
+create table iam.delegations (
+  id text primary key,
+  tenant_id text not null references iam.tenants (id),
+  agent_id text not null references iam.principals (id),
+  person_id text not null references iam.principals (id),
+  confirm text[] not null,
+  spend_limit_gpu_hours double precision check (spend_limit_gpu_hours is null or spend_limit_gpu_hours >= 0),
+  created_by text not null,
+  created_at timestamptz not null,
+  expires_at timestamptz,
+  revoked_at timestamptz
+);
+create unique index delegations_active on iam.delegations (agent_id) where revoked_at is null;
+create index delegations_tenant on iam.delegations (tenant_id, id);
+create index delegations_person on iam.delegations (person_id);
+
+-- Every agent there is gets the default delegation (DEFAULT_CONFIRM in areas/delegations.ts, as it
+-- read when this landed; a test holds the two equal). The id is dlg_ and a ULID-shaped digest of
+-- the agent's id: a migration has no ULID generator, and an agent gets one backfilled delegation.
+insert into iam.delegations (id, tenant_id, agent_id, person_id, confirm, created_by, created_at)
+select 'dlg_0' || substr(md5('delegation:' || p.id), 1, 25), p.tenant_id, p.id, p.acting_for,
+       array['compute:*:delete', 'compute:*:archive', 'compute:*:set-quota', 'compute:quotas:set',
+             'compute:nodes:retire', 'compute:nodes:drain',
+             'compute:nodes:console', 'compute:commands:run', 'compute:batches:approve',
+             'compute:join-tokens:create', 'compute:join-requests:approve',
+             'compute:webhooks:create', 'compute:webhooks:update', 'compute:webhooks:ping',
+             'compute:webhooks:rotate-secret', 'compute:webhooks:redeliver', 'iam:*'],
+       'migration', now()
+  from iam.principals p
+ where p.kind = 'agent';
+
+-- A person reads, approves and declines the confirmations their agents ask of them
+-- (compute:confirmations:*, decided on the confirmation with its person as owner).
+update iam.roles
+   set actions = array_append(actions, 'compute:confirmations:*@own')
+ where id in ('role_00000000000000000000000003', 'role_00000000000000000000000004')
+   and not ('compute:confirmations:*@own' = any (actions));
+`,
+    },
   ],
 };
 

@@ -40,6 +40,11 @@ export interface RouteBinding<K extends IamMethodName> {
     input: Input<K>,
     context: RouteContext & { identity: Identity },
   ) => Promise<IamResourceRef> | IamResourceRef;
+  /**
+   * Whether the caller may call it without the method's action: the person an agent acts for, on
+   * that agent's delegation. Throws to refuse outright (an agent changing a delegation).
+   */
+  selfServe?: (input: Input<K>, context: RouteContext & { identity: Identity }) => Promise<boolean>;
   run: (input: Input<K>, context: RouteContext) => Promise<Answer>;
 }
 

@@ -6,12 +6,23 @@ import type { Selectable } from 'kysely';
 import type {
   ApiKeysTable,
   BindingsTable,
+  DelegationsTable,
   PrincipalsTable,
   RolesTable,
   SessionsTable,
   TenantsTable,
 } from './schema.js';
-import type { ApiKey, Binding, BindingScope, Page, Principal, Role, Session, Tenant } from './types.js';
+import type {
+  ApiKey,
+  Binding,
+  BindingScope,
+  Delegation,
+  Page,
+  Principal,
+  Role,
+  Session,
+  Tenant,
+} from './types.js';
 
 export function iso(value: Date | string): string {
   return new Date(value).toISOString();
@@ -139,5 +150,28 @@ export function toBinding(row: BindingRow): Binding {
     scope: scopeOf(row),
     createdAt: iso(row.created_at),
     revokedAt: isoOrNull(row.revoked_at),
+  };
+}
+
+export type DelegationRow = Selectable<DelegationsTable>;
+export function toDelegation(row: DelegationRow, now: Date): Delegation {
+  const state =
+    row.revoked_at !== null
+      ? 'revoked'
+      : row.expires_at !== null && new Date(row.expires_at) <= now
+        ? 'expired'
+        : 'active';
+  return {
+    id: row.id,
+    tenantId: row.tenant_id,
+    agentId: row.agent_id,
+    personId: row.person_id,
+    confirm: [...row.confirm],
+    spendLimitGpuHours: row.spend_limit_gpu_hours === null ? null : Number(row.spend_limit_gpu_hours),
+    createdBy: row.created_by,
+    createdAt: iso(row.created_at),
+    expiresAt: isoOrNull(row.expires_at),
+    revokedAt: isoOrNull(row.revoked_at),
+    state,
   };
 }

@@ -116,6 +116,21 @@ export interface BindingsTable {
   revoked_at: NullableTimestamp;
 }
 
+export interface DelegationsTable {
+  id: string;
+  tenant_id: string;
+  agent_id: string;
+  person_id: string;
+  /** Action patterns whose calls wait for the person's confirmation. */
+  confirm: string[];
+  spend_limit_gpu_hours: number | null;
+  /** The principal that set it, or `migration` / `system`. */
+  created_by: string;
+  created_at: Timestamp;
+  expires_at: NullableTimestamp;
+  revoked_at: NullableTimestamp;
+}
+
 export interface SigningKeysTable {
   kid: string;
   alg: string;
@@ -143,6 +158,7 @@ export interface IamDatabase {
   'iam.groups': GroupsTable;
   'iam.group_members': GroupMembersTable;
   'iam.bindings': BindingsTable;
+  'iam.delegations': DelegationsTable;
   'iam.signing_keys': SigningKeysTable;
   'iam.action_catalog': ActionCatalogTable;
   'iam.sign_in_attempts': SignInAttemptsTable;

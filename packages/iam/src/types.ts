@@ -70,6 +70,24 @@ export interface Binding {
   revokedAt: string | null;
 }
 
+/** An agent's delegation: what of its calls waits for its person's confirmation. */
+export interface Delegation {
+  id: string;
+  tenantId: string;
+  agentId: string;
+  personId: string;
+  /** Action patterns whose calls need the person's confirmation. */
+  confirm: string[];
+  /** GPU-hours one reservation may take without confirmation; null for no limit. */
+  spendLimitGpuHours: number | null;
+  createdBy: string;
+  createdAt: string;
+  expiresAt: string | null;
+  revokedAt: string | null;
+  /** active, or why it no longer counts. */
+  state: 'active' | 'expired' | 'revoked';
+}
+
 export interface Group {
   id: string;
   tenantId: string;

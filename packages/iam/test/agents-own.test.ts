@@ -9,10 +9,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testDatabaseKinds, type TestDatabase } from '@better-compute/db/testing';
 import { createIam, type Iam } from '../src/index.js';
-import { migratedDatabase, uniqueTenant } from './helpers.js';
+import { callIam, migratedDatabase, uniqueTenant } from './helpers.js';
 
 const kinds = await testDatabaseKinds();
-const ORIGIN = 'http://localhost:3000';
 
 describe.each(kinds)('an agent and its person’s IAM resources on %s', (kind) => {
   let database: TestDatabase;
@@ -29,16 +28,7 @@ describe.each(kinds)('an agent and its person’s IAM resources on %s', (kind) =
     await database?.close();
   });
 
-  async function call(path: string, body: unknown, token: string) {
-    const response = await iam.handler(
-      new Request(`${ORIGIN}/api/iam/${path}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-        body: JSON.stringify(body),
-      }),
-    );
-    return { status: response.status, body: (await response.json()) as { data?: any; error?: any } };
-  }
+  const call = (path: string, body: unknown, token: string) => callIam(iam, path, body, token);
 
   /** A tenant with a person bound to `role`, an agent acting for them bound to the same role, and a colleague. */
   async function setup(role: 'member' | 'operator' | 'viewer') {

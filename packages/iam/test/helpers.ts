@@ -10,7 +10,7 @@ import type {
 import { migrate } from '@better-compute/db';
 import { createTestDatabase, type TestDatabase } from '@better-compute/db/testing';
 import type { DatabaseKind } from '@better-compute/db';
-import { iamMigrations } from '../src/index.js';
+import { type Iam, iamMigrations } from '../src/index.js';
 
 export interface TestClock {
   now(): Date;
@@ -50,4 +50,16 @@ let counter = 0;
 export function uniqueTenant(prefix = 't'): string {
   counter++;
   return `${prefix}-${process.pid}-${counter}-${Math.random().toString(36).slice(2, 8)}`;
+}
+
+/** A POST to one of IAM's routes through its handler, as `token`: the status and the parsed body. */
+export async function callIam(iam: Iam, path: string, body: unknown, token: string) {
+  const response = await iam.handler(
+    new Request(`http://localhost:3000/api/iam/${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: JSON.stringify(body),
+    }),
+  );
+  return { status: response.status, body: (await response.json()) as { data?: any; error?: any } };
 }

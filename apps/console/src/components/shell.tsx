@@ -16,6 +16,7 @@ const PAGES = [
   { href: '/volumes', label: 'Volumes' },
   { href: '/joining', label: 'Joining machines' },
   { href: '/batches', label: 'Destructive batches' },
+  { href: '/approvals', label: 'Awaiting approval' },
   { href: '/events', label: 'Events' },
   { href: '/webhooks', label: 'Webhooks' },
   { href: '/iam', label: 'People and keys' },

@@ -181,3 +181,51 @@ export function ChoiceField<T extends { id: string }>({
     </label>
   );
 }
+
+/** The time now, ticking every second: one timer for every countdown on a page. */
+export function useNow(): number {
+  const [now, setNow] = useState(() => Date.now());
+  useEffect(() => {
+    const timer = setInterval(() => setNow(Date.now()), 1000);
+    return () => clearInterval(timer);
+  }, []);
+  return now;
+}
+
+/** A list's "Show" select over its states; `label` names the form for assistive technology. */
+export function StateFilter<F extends string>({
+  label,
+  value,
+  filters,
+  labels,
+  isFilter,
+  onChange,
+}: {
+  label: string;
+  value: F;
+  filters: readonly F[];
+  labels: Record<F, string>;
+  isFilter: (value: string) => value is F;
+  onChange: (filter: F) => void;
+}) {
+  return (
+    <form className="inline" aria-label={label} onSubmit={(event) => event.preventDefault()}>
+      <label>
+        Show
+        <select
+          name="state"
+          value={value}
+          onChange={(event) => {
+            if (isFilter(event.target.value)) onChange(event.target.value);
+          }}
+        >
+          {filters.map((filter) => (
+            <option key={filter} value={filter}>
+              {labels[filter]}
+            </option>
+          ))}
+        </select>
+      </label>
+    </form>
+  );
+}

@@ -42,6 +42,12 @@ import type { BoundMethod, CallContext, EventDraft } from '../modules/define-mod
 import { createHash } from 'node:crypto';
 
 export type { BoundMethod };
+import {
+  auditActorKind,
+  type ConfirmationStore,
+  type ConfirmationTicket,
+  confirmationFor,
+} from './confirmation.js';
 import { createGate, denied } from './gate.js';
 import {
   claimIdempotencyKey,
@@ -112,6 +118,8 @@ export interface HandlerOptions {
    * to it, as it does IAM's). They run their own credential and tenant steps (gate.ts).
    */
   beside?: readonly BesideEndpoint[] | undefined;
+  /** Where agents' held calls wait for their person (the confirmations module); http/confirmation.ts. */
+  confirmations?: ConfirmationStore | undefined;
 }
 
 export interface BesideEndpoint {
@@ -136,6 +144,7 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
   for (const bound of methods.values()) routeTable.set(`${basePath}${methodPath(bound.method)}`, bound);
 
   const gate = createGate(iam, options.trustedOrigins);
+  const confirmationOptions = { store: options.confirmations, iam, db: options.db, now: options.now };
   const authenticate = (request: ApiCall) => gate.authenticate(request);
   const checkTenant = (identity: Identity, tenant: string) => gate.checkTenant(identity, tenant);
   const besidePaths = new Map<string, BesideEndpoint>();
@@ -245,7 +254,7 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
         ? {
             tenantId,
             actor: identity.principalId,
-            actorKind: identity.principalKind,
+            actorKind: auditActorKind(identity),
             action,
             method: key,
             resource,
@@ -302,10 +311,16 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
       tenantExists: async (id) => (await iam.tenantState(id)) !== null,
       routes: options.routes,
     });
-    if (method.kind === 'query') return dataAnswer(await handler(context(db)), requestId);
+    const confirmationCall = { identity, method, action, tenantId, resource, input, requestId };
+    if (method.kind === 'query') {
+      await confirmationFor(confirmationOptions, confirmationCall);
+      return dataAnswer(await handler(context(db)), requestId);
+    }
     // 8 + 9. idempotency, the change, its events and its audit entry: one transaction. One that
     // PostgreSQL aborted for meeting others (a deadlock's victim) kept nothing, and runs again.
     try {
+      // An agent's call its delegation holds runs only with its person's approval (confirmation.ts).
+      const ticket: ConfirmationTicket | null = await confirmationFor(confirmationOptions, confirmationCall);
       const result = await retryTransient(() =>
         db.transaction().execute(async (trx) => {
           events.length = 0;
@@ -335,8 +350,11 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
             return { replayed: true as const, data: kept };
           }
           if (ran && 'error' in ran) throw ran.error;
+          if (ticket?.kind === 'replay-only') throw options.confirmations!.spent(ticket);
           const data = ran ? ran.data : await handler(context(trx));
           const output = method.output.parse(data);
+          // Spent with the change: a call that fails leaves its confirmation approved.
+          if (ticket) events.push(await options.confirmations!.consume(trx, ticket, options.now()));
           await recordMutation(trx, {
             events,
             meta: { tenantId, actor: identity?.principalId ?? null, requestId },

@@ -105,10 +105,16 @@ function componentName(key: string): string {
 
 /**
  * A method's schema as JSON Schema. `$schema` goes (the document names its dialect once), and a
- * recursive schema's `$defs` move to the components: a `#/$defs/…` inside a component would be read
- * against the document's root.
+ * recursive schema's `$defs` move to `defs` as `{prefix}_{Name}`, referred to as
+ * `#/components/schemas/…`: a `#/$defs/…` inside a component would be read against the document's
+ * root. The MCP server's tools (mcp/tools.ts) take their input schemas from here too.
  */
-function jsonSchemaOf(schema: AnyMethod['input'], io: 'input' | 'output', prefix: string, defs: Json): Json {
+export function jsonSchemaOf(
+  schema: AnyMethod['input'],
+  io: 'input' | 'output',
+  prefix: string,
+  defs: Json,
+): Json {
   // `unrepresentable: 'any'`: a plugin's schema with a type JSON Schema cannot say (a Date, a
   // transform's output) becomes an open schema for that field instead of breaking the document.
   const converted = schema.toJSONSchema({ target: 'draft-2020-12', io, unrepresentable: 'any' }) as Json;

@@ -22,6 +22,7 @@ import { usageGroup } from './usage.js';
 import { offersGroup } from './offers.js';
 import { commandsGroup } from './commands.js';
 import { commandBatchesGroup } from './batches.js';
+import { confirmationsGroup } from './confirmations.js';
 import { workflowsGroup } from './workflows.js';
 import { webhooksGroup } from './webhooks.js';
 import { imagesGroup } from './images.js';
@@ -56,6 +57,7 @@ export {
   usageGroup,
   commandsGroup,
   commandBatchesGroup,
+  confirmationsGroup,
   workflowsGroup,
   webhooksGroup,
   imagesGroup,
@@ -114,6 +116,14 @@ export {
   MAX_CREATE_LEAVES,
   MAX_SCOPE_PAGE,
 } from './batches.js';
+export {
+  type ConfirmationCall,
+  type ConfirmationTicket,
+  confirmationSchema,
+  confirmationState,
+  CONFIRMATION_APPROVED_SECONDS,
+  CONFIRMATION_PENDING_SECONDS,
+} from './confirmations.js';
 
 export const methods = {
   ...tableOf(systemGroup),
@@ -135,6 +145,7 @@ export const methods = {
   ...tableOf(webhooksGroup),
   ...tableOf(commandsGroup),
   ...tableOf(commandBatchesGroup),
+  ...tableOf(confirmationsGroup),
   ...tableOf(workflowsGroup),
   ...tableOf(imagesGroup),
   ...tableOf(flavorsGroup),

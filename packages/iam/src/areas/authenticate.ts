@@ -2,16 +2,17 @@
  * Authenticate: a session token, an API key or a session JWT becomes an `Identity`, or null. Warm
  * answers come from the auth cache (expiry still checked on every hit); a miss reads the credential
  * with its principal and tenant in one query. An agent authenticates only while the person it acts
- * for is enabled.
+ * for is enabled and its delegation is active; its identity then carries the delegation.
  */
 import { decodeProtectedHeader, jwtVerify } from 'jose';
 import type { Selectable } from 'kysely';
-import type { Identity, TenantState } from '@better-compute/core';
+import type { Identity, IdentityDelegation, TenantState } from '@better-compute/core';
 import type { TokenEntry } from '../cache.js';
 import type { IamContext } from '../context.js';
 import type { PrincipalsTable } from '../schema.js';
 import { API_KEY_PREFIX, hashToken, hasTokenShape, safeEqual, SESSION_TOKEN_PREFIX } from '../secrets.js';
 import { JWT_ALG, JWT_ISSUER } from '../signing-keys.js';
+import { activeDelegation } from './delegations.js';
 import { principalRow } from './principals.js';
 
 const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
@@ -24,6 +25,7 @@ type PrincipalFields = Pick<
 function identityOf(
   row: PrincipalFields,
   credential: { kind: Identity['credentialKind']; id: string; mfa: boolean; expiresAt: Date | null },
+  usable: Usable,
 ): Identity {
   const identity: Identity = {
     principalId: row.principal_id,
@@ -37,18 +39,54 @@ function identityOf(
   };
   if (row.email !== null) identity.email = row.email;
   if (row.acting_for !== null) identity.actingFor = row.acting_for;
+  if (usable.delegation) identity.delegation = usable.delegation;
   return identity;
 }
 
-/** Whether the principal (and the person an agent acts for) may still authenticate. */
-async function principalUsable(
+/** What a usable principal's identity adds: an agent's delegation, and when that ends. */
+interface Usable {
+  delegation?: IdentityDelegation;
+  /** The delegation's expiry in milliseconds, or null. */
+  untilMs: number | null;
+}
+
+/** The earlier of two expiries (null is never). */
+function earlier(a: number | null, b: number | null): number | null {
+  if (a === null) return b;
+  if (b === null) return a;
+  return Math.min(a, b);
+}
+
+/**
+ * Whether the principal may still authenticate (and the person an agent acts for, and the agent's
+ * delegation): null when not, else what its identity adds.
+ */
+async function usableAs(
   ctx: IamContext,
-  row: { disabled: boolean; state: TenantState; acting_for: string | null },
-): Promise<boolean> {
-  if (row.disabled || row.state === 'deleted') return false;
-  if (row.acting_for === null) return true;
+  row: {
+    principal_id: string;
+    kind: string;
+    disabled: boolean;
+    state: TenantState;
+    acting_for: string | null;
+  },
+): Promise<Usable | null> {
+  if (row.disabled || row.state === 'deleted') return null;
+  if (row.acting_for === null) return { untilMs: null };
   const person = await principalRow(ctx, row.acting_for);
-  return person !== undefined && !person.disabled;
+  if (person === undefined || person.disabled) return null;
+  if (row.kind !== 'agent') return { untilMs: null };
+  const delegation = await activeDelegation(ctx, row.principal_id);
+  if (delegation === undefined) return null;
+  return {
+    delegation: {
+      id: delegation.id,
+      confirm: [...delegation.confirm],
+      spendLimitGpuHours:
+        delegation.spend_limit_gpu_hours === null ? null : Number(delegation.spend_limit_gpu_hours),
+    },
+    untilMs: delegation.expires_at === null ? null : new Date(delegation.expires_at).getTime(),
+  };
 }
 
 /** A session with what authenticating it needs of its principal and tenant. */
@@ -84,17 +122,18 @@ async function authenticateToken(
   if (isSession) {
     const row = await sessionWithPrincipal(ctx).where('s.token_hash', '=', hash).executeTakeFirst();
     if (!row || !safeEqual(row.token_hash, hash)) return null;
-    if (row.revoked_at !== null || new Date(row.expires_at) <= now || !(await principalUsable(ctx, row)))
-      return null;
+    if (row.revoked_at !== null || new Date(row.expires_at) <= now) return null;
+    const usable = await usableAs(ctx, row);
+    if (usable === null) return null;
     const expiresAt = new Date(row.expires_at);
     return {
-      identity: identityOf(row, { kind: 'session', id: row.id, mfa: row.mfa, expiresAt }),
+      identity: identityOf(row, { kind: 'session', id: row.id, mfa: row.mfa, expiresAt }, usable),
       principalId: row.principal_id,
       tenantId: row.tenant_id,
       actingFor: row.acting_for,
       credentialId: row.id,
       credentialKind: 'session',
-      expiresAtMs: expiresAt.getTime(),
+      expiresAtMs: earlier(expiresAt.getTime(), usable.untilMs),
       storedAt: Date.now(),
     };
   }
@@ -119,22 +158,18 @@ async function authenticateToken(
     .where('k.token_hash', '=', hash)
     .executeTakeFirst();
   if (!row || !safeEqual(row.token_hash, hash)) return null;
-  if (
-    row.revoked_at !== null ||
-    (row.expires_at !== null && new Date(row.expires_at) <= now) ||
-    !(await principalUsable(ctx, row))
-  ) {
-    return null;
-  }
+  if (row.revoked_at !== null || (row.expires_at !== null && new Date(row.expires_at) <= now)) return null;
+  const usable = await usableAs(ctx, row);
+  if (usable === null) return null;
   const expiresAt = row.expires_at === null ? null : new Date(row.expires_at);
   return {
-    identity: identityOf(row, { kind: 'api-key', id: row.id, mfa: false, expiresAt }),
+    identity: identityOf(row, { kind: 'api-key', id: row.id, mfa: false, expiresAt }, usable),
     principalId: row.principal_id,
     tenantId: row.tenant_id,
     actingFor: row.acting_for,
     credentialId: row.id,
     credentialKind: 'api-key',
-    expiresAtMs: expiresAt?.getTime() ?? null,
+    expiresAtMs: earlier(expiresAt?.getTime() ?? null, usable.untilMs),
     storedAt: Date.now(),
   };
 }
@@ -169,16 +204,21 @@ async function authenticateJwt(ctx: IamContext, credential: string): Promise<Tok
     new Date(row.expires_at) <= ctx.clock()
   )
     return null;
-  if (!(await principalUsable(ctx, row))) return null;
+  const usable = await usableAs(ctx, row);
+  if (usable === null) return null;
   const expiresAtMs = Math.min(claims.exp * 1000, new Date(row.expires_at).getTime());
   return {
-    identity: identityOf(row, { kind: 'jwt', id: row.id, mfa: row.mfa, expiresAt: new Date(expiresAtMs) }),
+    identity: identityOf(
+      row,
+      { kind: 'jwt', id: row.id, mfa: row.mfa, expiresAt: new Date(expiresAtMs) },
+      usable,
+    ),
     principalId: row.principal_id,
     tenantId: row.tenant_id,
     actingFor: row.acting_for,
     credentialId: row.id,
     credentialKind: 'jwt',
-    expiresAtMs,
+    expiresAtMs: earlier(expiresAtMs, usable.untilMs),
     storedAt: Date.now(),
   };
 }

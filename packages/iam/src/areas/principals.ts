@@ -19,6 +19,7 @@ import { principalIn, principalResource, type RouteBindings } from '../routes.js
 import { pageOf, PRINCIPAL_COLUMNS, type PrincipalRow, toPrincipal } from '../rows.js';
 import { hashPassword } from '../secrets.js';
 import type { Principal } from '../types.js';
+import { type DelegationInput, writeDelegation } from './delegations.js';
 import { assertPlatformKeepsAnAdmin, lockPlatformAdmins } from './platform-admins.js';
 import { lockTenant, requireActiveTenant } from './tenants.js';
 
@@ -64,6 +65,7 @@ async function insertPrincipal(
     passwordHash: string | null;
     actingFor: string | null;
   },
+  delegation?: Omit<DelegationInput, 'agentId'>,
 ): Promise<Principal> {
   try {
     return await ctx.db.transaction().execute(async (trx) => {
@@ -99,6 +101,14 @@ async function insertPrincipal(
         })
         .returning(PRINCIPAL_COLUMNS)
         .executeTakeFirstOrThrow();
+      // An agent is never without a delegation: it is written with the agent.
+      if (row.kind === 'agent' && row.acting_for !== null)
+        await writeDelegation(
+          ctx,
+          trx,
+          { id: row.id, tenantId: row.tenant_id, actingFor: row.acting_for },
+          delegation ?? {},
+        );
       return toPrincipal(row);
     });
   } catch (error) {
@@ -175,14 +185,22 @@ export function principalService(ctx: IamContext): Pick<Iam, PrincipalMethods> {
         actingFor: null,
       }),
     createAgent: (input) =>
-      insertPrincipal(ctx, {
-        tenantId: input.tenantId,
-        kind: 'agent',
-        email: null,
-        displayName: input.displayName,
-        passwordHash: null,
-        actingFor: input.actingFor,
-      }),
+      insertPrincipal(
+        ctx,
+        {
+          tenantId: input.tenantId,
+          kind: 'agent',
+          email: null,
+          displayName: input.displayName,
+          passwordHash: null,
+          actingFor: input.actingFor,
+        },
+        {
+          confirm: input.confirm,
+          spendLimitGpuHours: input.spendLimitGpuHours,
+          createdBy: input.createdBy,
+        },
+      ),
     async getPrincipal(principalId) {
       return toPrincipal(await requirePrincipal(ctx, principalId));
     },
@@ -211,7 +229,15 @@ export function principalRoutes(
   return {
     'principals.create': {
       resource: (_input, { tenantId }) => ({ type: 'iam-principal', tenantId }),
-      async run(input, { tenantId }) {
+      async run(input, { tenantId, identity }) {
+        if (input.kind !== 'agent' && (input.confirm !== undefined || input.spendLimitGpuHours !== undefined))
+          throw new ComputeError(
+            'INVALID_ARGUMENT',
+            'only an agent has a delegation (confirm, spendLimitGpuHours)',
+            {
+              details: { field: input.confirm !== undefined ? 'confirm' : 'spendLimitGpuHours' },
+            },
+          );
         if (input.kind === 'person') {
           if (!input.email)
             throw new ComputeError('INVALID_ARGUMENT', 'a person needs an email', {
@@ -241,6 +267,9 @@ export function principalRoutes(
             tenantId,
             displayName: input.displayName,
             actingFor: input.actingFor,
+            confirm: input.confirm,
+            spendLimitGpuHours: input.spendLimitGpuHours,
+            ...(identity ? { createdBy: identity.principalId } : {}),
           }),
         };
       },

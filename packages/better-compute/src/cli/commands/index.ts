@@ -13,6 +13,7 @@ import { webhooksCommands } from './webhooks/index.js';
 import { fleetCommands } from './fleet/index.js';
 import { auditCommands } from './audit/index.js';
 import { batchCommands } from './batch/index.js';
+import { confirmationsCommands } from './confirmations/index.js';
 import { nodesCommands } from './nodes/index.js';
 import { instancesCommands } from './instances/index.js';
 import { imagesCommands } from './images/index.js';
@@ -21,6 +22,7 @@ import { pkiCommands } from './pki/index.js';
 import { sandboxCommands } from './sandbox/index.js';
 import api from './api/api.js';
 import openapi from './api/openapi.js';
+import mcp from './mcp/mcp.js';
 import sshCert from './ssh-cert/ssh-cert.js';
 import consoleCommand from './console/console.js';
 import execCommand from './exec/exec.js';
@@ -56,6 +58,7 @@ export const builtinCommands: readonly AnyCommand[] = [
   authStatus,
   authLogout,
   api,
+  mcp,
   ...capacityCommands,
   ...nodesCommands,
   ...instancesCommands,
@@ -73,4 +76,5 @@ export const builtinCommands: readonly AnyCommand[] = [
   ...fleetCommands,
   ...auditCommands,
   ...batchCommands,
+  ...confirmationsCommands,
 ] as readonly AnyCommand[];

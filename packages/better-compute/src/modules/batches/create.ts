@@ -85,12 +85,13 @@ function checkLeaf(leaf: LeafInput, index: number): { scoped: ScopeLeaf; runs: L
 /** Who proposed the batch, as approvers read it (the guide's `proposedBy`). */
 export function proposerOf(identity: Identity) {
   if (identity.principalKind === 'agent' && identity.actingFor) {
-    // Until IAM has delegations of their own, the credential the agent acts with is the grant.
+    // The agent's delegation (IAM's dlg_…); an IAM without delegations names none.
+    const delegationId = identity.delegation?.id ?? null;
     return {
       createdBy: ownerOf(identity),
       createdByAgent: identity.principalId,
-      delegationId: identity.credentialId,
-      proposedBy: `Proposed by agent ${identity.principalId} for ${identity.actingFor} (delegation ${identity.credentialId}): the reason is the agent's own text.`,
+      delegationId,
+      proposedBy: `Proposed by agent ${identity.principalId} for ${identity.actingFor} (delegation ${delegationId ?? 'none'}): the reason is the agent's own text.`,
     };
   }
   const shown =

@@ -23,7 +23,15 @@ import {
 } from '@better-compute/console-kit';
 import { useAction, useDetail, useList, usePermission, useStore } from '@better-compute/console-kit/react';
 import { useConsole } from '@/components/console-context';
-import { ConfirmButton, disabledReason, ErrorNote, PagedTable, when } from '@/components/ui';
+import {
+  ConfirmButton,
+  disabledReason,
+  ErrorNote,
+  PagedTable,
+  StateFilter,
+  useNow,
+  when,
+} from '@/components/ui';
 
 const FILTER_LABELS: Record<BatchFilter, string> = {
   pending: 'Pending',
@@ -32,16 +40,6 @@ const FILTER_LABELS: Record<BatchFilter, string> = {
   cancelled: 'Cancelled',
   all: 'All',
 };
-
-/** The time now, ticking every second: one timer for every countdown on the page. */
-function useNow(): number {
-  const [now, setNow] = useState(() => Date.now());
-  useEffect(() => {
-    const timer = setInterval(() => setNow(Date.now()), 1000);
-    return () => clearInterval(timer);
-  }, []);
-  return now;
-}
 
 export default function BatchesPage() {
   const { client, live, session } = useConsole();
@@ -61,24 +59,14 @@ export default function BatchesPage() {
         The console cannot approve: an approver runs the command shown with their own key, which lists the
         whole scope and recomputes its root before signing.
       </p>
-      <form className="inline" aria-label="Filter batches" onSubmit={(event) => event.preventDefault()}>
-        <label>
-          Show
-          <select
-            name="state"
-            value={filter}
-            onChange={(event) => {
-              if (isBatchFilter(event.target.value)) void view.setFilter(event.target.value);
-            }}
-          >
-            {BATCH_FILTERS.map((value) => (
-              <option key={value} value={value}>
-                {FILTER_LABELS[value]}
-              </option>
-            ))}
-          </select>
-        </label>
-      </form>
+      <StateFilter
+        label="Filter batches"
+        value={filter}
+        filters={BATCH_FILTERS}
+        labels={FILTER_LABELS}
+        isFilter={isBatchFilter}
+        onChange={(next) => void view.setFilter(next)}
+      />
       {cancelled ? (
         <p role="status">
           Cancelled {cancelled.id}: none of its {cancelled.size} command(s) will run.
