@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runFleetController } from '../src/modules/fleet/index.js';
 import { SIM_DELAY_LABEL, SIM_FAIL_LABEL } from '../src/modules/vps/sim-runtime.js';
 import { noRoom } from '../src/modules/vps/placement.js';
+import { runtimeImage } from '../src/modules/vps/images.js';
 import {
   ACME,
   addNode,
@@ -693,5 +694,34 @@ describe('a placement refusal names the resource actually short (issue 31)', () 
     ).toBe(
       "instance inst_1's node, node_i, has 4 vCPU(s) and 1024 MiB of memory free: short of memory for 0 more vCPU(s) and 2048 more MiB of memory",
     );
+  });
+});
+
+describe('what a node is told of an image', () => {
+  const file = (name: string) => ({
+    source: `https://images.example/${name}`,
+    sha256: 'a'.repeat(64),
+    sizeBytes: 1,
+  });
+  const row = (tenantId: string) =>
+    ({
+      id: 'img_x',
+      tenant_id: tenantId,
+      disk_format: 'raw',
+      source: 'https://images.example/disk',
+      sha256: 'b'.repeat(64),
+      size_bytes: '10',
+      boot: { kernel: file('vmlinuz'), initrd: file('initrd'), cmdline: 'console=ttyS0' },
+    }) as unknown as Parameters<typeof runtimeImage>[0];
+
+  it("marks every file of a tenant's image publicOnly, so the node checks each address it reaches", () => {
+    const image = runtimeImage(row('acme'));
+    expect([image.disk, image.boot!.kernel, image.boot!.initrd!].map((f) => f.publicOnly)).toEqual([
+      true,
+      true,
+      true,
+    ]);
+    const platform = runtimeImage(row(ROOT_TENANT));
+    expect([platform.disk, platform.boot!.kernel].map((f) => f.publicOnly)).toEqual([undefined, undefined]);
   });
 });

@@ -28,6 +28,11 @@ export const imageFileSchema = z.object({
     .refine((s) => s.startsWith('/') || s.startsWith('https://'), 'an absolute path or an https:// URL'),
   sha256,
   sizeBytes: z.number().int().positive(),
+  /**
+   * A tenant's file: every address the download reaches, redirects included, must be on the
+   * public internet (core's classifyHost), checked after resolution and connected to as checked.
+   */
+  publicOnly: z.boolean().optional(),
 });
 export type ImageFile = z.infer<typeof imageFileSchema>;
 

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ImageCache } from '../src/runtimes/index.js';
+import { openSource, type ResolveAll } from '../src/runtimes/image-cache.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'bcd-images-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -57,5 +58,54 @@ describe('the image cache', () => {
     controller.abort();
     await expect(fetching).rejects.toThrow('cancelled while fetching the image');
     expect(readdirSync(cache.dir)).toEqual([]);
+  });
+});
+
+describe("a tenant's image file (publicOnly)", () => {
+  const sha256 = createHash('sha256').update('tenant').digest('hex');
+  const tenantFile = (source: string) => ({ source, sha256, sizeBytes: 10, publicOnly: true });
+  const resolving =
+    (addresses: string[]): ResolveAll =>
+    async () =>
+      addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
+
+  it.each([
+    ['https://127.0.0.1:9/disk', 'is a loopback address'],
+    ['https://[::ffff:10.0.0.1]/disk', 'is a private address'],
+    ['https://0x7f.1/disk', 'is a loopback address'],
+    ['https://169.254.169.254/disk', 'is a cloud metadata address'],
+    ['https://localhost./disk', 'is a loopback address'],
+  ])('refuses %s before connecting: it %s', async (source, words) => {
+    const cache = new ImageCache(join(scratch, 'cache-tenant'));
+    await expect(cache.fetchFile(tenantFile(source))).rejects.toThrow(
+      `${words}, and a tenant's image comes only from public addresses`,
+    );
+    expect(readdirSync(cache.dir)).toEqual([]);
+  });
+
+  it('refuses a name that resolves to any address that is not public, and one that does not resolve', async () => {
+    const file = tenantFile('https://mirror.example/disk');
+    await expect(openSource(file, undefined, resolving(['10.0.0.5']))).rejects.toThrow(
+      'mirror.example resolves to a private address',
+    );
+    await expect(openSource(file, undefined, resolving(['8.8.8.8', '127.0.0.1']))).rejects.toThrow(
+      'resolves to a loopback address',
+    );
+    await expect(openSource(file, undefined, resolving(['64:ff9b:1::a00:1']))).rejects.toThrow(
+      'resolves to a private address',
+    );
+    await expect(openSource(file, undefined, resolving([]))).rejects.toThrow('mirror.example has no address');
+    const failing: ResolveAll = async () => {
+      throw new Error('getaddrinfo ENOTFOUND mirror.example');
+    };
+    await expect(openSource(file, undefined, failing)).rejects.toThrow(
+      'did not resolve (getaddrinfo ENOTFOUND',
+    );
+  });
+
+  it("leaves the platform's own sources alone: a loopback mirror is the operator's choice", async () => {
+    const platform = { ...tenantFile('https://127.0.0.1:9/disk'), publicOnly: false };
+    // Not refused by the address rule: it gets as far as connecting (and nothing listens on port 9).
+    await expect(openSource(platform)).rejects.toThrow(/ECONNREFUSED/);
   });
 });

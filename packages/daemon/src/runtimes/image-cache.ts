@@ -6,11 +6,16 @@
  * verified digest. Concurrent fetches of one digest share one transfer.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import { lookup } from 'node:dns/promises';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { chmod, mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
+import type { IncomingMessage } from 'node:http';
+import { get as httpsGet } from 'node:https';
+import type { LookupFunction } from 'node:net';
 import { join } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { ADDRESS_KIND_WORDS, classifyHost } from '@better-compute/core';
 import type { ImageFile, RuntimeImage } from '@better-compute/core/runtime-commands';
 
 /** A failure whose message is meant for the operator as it stands. */
@@ -112,8 +117,71 @@ function describe(file: ImageFile): string {
   return `the image file from ${where.slice(0, 200)}`;
 }
 
-/** A node path is read as it is; an https URL is downloaded, following redirects to https only. */
-async function openSource(file: ImageFile, signal?: AbortSignal): Promise<Readable> {
+/** How names are resolved for a tenant's download; the tests give their own. */
+export type ResolveAll = (hostname: string) => Promise<{ address: string; family: number }[]>;
+const resolveAll: ResolveAll = (hostname) => lookup(hostname, { all: true, verbatim: true });
+
+/**
+ * Where a tenant's file may be fetched from at this hop: an address literal must be public; a name
+ * must resolve to public addresses only, and the connection goes to the one checked (so a name
+ * that answers otherwise a moment later, DNS rebinding, gains nothing). Null: connect as usual.
+ */
+async function publicAddress(
+  file: ImageFile,
+  url: URL,
+  resolve: ResolveAll,
+): Promise<{ address: string; family: number } | null> {
+  const refused = (what: string) =>
+    new RuntimeError(
+      `${describe(file)}: ${url.host.slice(0, 200)} ${what}, and a tenant's image comes only from public addresses`,
+    );
+  const host = classifyHost(url.hostname);
+  if (host.kind === 'public') return null;
+  if (host.kind !== 'name') throw refused(`is ${ADDRESS_KIND_WORDS[host.kind]}`);
+  let addresses: { address: string; family: number }[];
+  try {
+    addresses = await resolve(host.host);
+  } catch (error) {
+    throw new RuntimeError(
+      `${describe(file)}: ${host.host.slice(0, 200)} did not resolve (${(error as Error).message})`,
+    );
+  }
+  if (addresses.length === 0)
+    throw new RuntimeError(`${describe(file)}: ${host.host.slice(0, 200)} has no address`);
+  for (const { address } of addresses) {
+    const kind = classifyHost(address).kind;
+    if (kind !== 'public')
+      throw refused(`resolves to ${ADDRESS_KIND_WORDS[kind as Exclude<typeof kind, 'public' | 'name'>]}`);
+  }
+  return addresses[0]!;
+}
+
+/** One GET over https, connected to `address` when given; the response whatever its status. */
+function get(url: URL, address: { address: string; family: number } | null, signal?: AbortSignal) {
+  const pinned: LookupFunction = (_hostname, options, callback) => {
+    if (options.all)
+      (callback as (e: null, a: { address: string; family: number }[]) => void)(null, [address!]);
+    else callback(null, address!.address, address!.family);
+  };
+  return new Promise<IncomingMessage>((resolve, reject) => {
+    const request = httpsGet(
+      url,
+      { ...(address ? { lookup: pinned, agent: false } : {}), ...(signal ? { signal } : {}) },
+      resolve,
+    );
+    request.on('error', reject);
+  });
+}
+
+/**
+ * A node path is read as it is; an https URL is downloaded, following up to five redirects, to
+ * https only; a tenant's file (`publicOnly`) only from public addresses, at every hop.
+ */
+export async function openSource(
+  file: ImageFile,
+  signal?: AbortSignal,
+  resolve: ResolveAll = resolveAll,
+): Promise<Readable> {
   if (file.source.startsWith('/')) {
     const info = await stat(file.source).catch(() => null);
     if (!info?.isFile()) throw new RuntimeError(`${file.source.slice(0, 200)} is not a file on this node`);
@@ -121,18 +189,21 @@ async function openSource(file: ImageFile, signal?: AbortSignal): Promise<Readab
   }
   let url = new URL(file.source);
   for (let hop = 0; hop < 5; hop += 1) {
-    const response = await fetch(url, { redirect: 'manual', ...(signal ? { signal } : {}) });
-    if (response.status >= 300 && response.status < 400 && response.headers.get('location')) {
-      await response.body?.cancel();
-      url = new URL(response.headers.get('location')!, url);
+    const address = file.publicOnly ? await publicAddress(file, url, resolve) : null;
+    const response = await get(url, address, signal);
+    const status = response.statusCode ?? 0;
+    const location = response.headers.location;
+    if (status >= 300 && status < 400 && location) {
+      response.resume();
+      url = new URL(location, url);
       if (url.protocol !== 'https:') throw new RuntimeError(`${describe(file)} redirects away from https`);
       continue;
     }
-    if (!response.ok || !response.body) {
-      await response.body?.cancel();
-      throw new RuntimeError(`${describe(file)} answered HTTP ${response.status}`);
+    if (status < 200 || status >= 300) {
+      response.resume();
+      throw new RuntimeError(`${describe(file)} answered HTTP ${status}`);
     }
-    return Readable.fromWeb(response.body as import('node:stream/web').ReadableStream<Uint8Array>);
+    return response;
   }
   throw new RuntimeError(`${describe(file)} redirects too many times`);
 }

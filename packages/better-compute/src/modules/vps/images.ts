@@ -11,7 +11,7 @@ import {
   newId,
   ROOT_TENANT,
 } from '@better-compute/core';
-import type { RuntimeImage } from '@better-compute/core/runtime-commands';
+import type { ImageFile, RuntimeImage } from '@better-compute/core/runtime-commands';
 import type { CallContext } from '../define-module.js';
 import { checkVersion, iso } from '../fleet/common.js';
 import { type FlavorRow, type ImageRow, type StoredBoot, vpsDb, type VpsDb } from './tables.js';
@@ -38,11 +38,27 @@ export function imageView(row: ImageRow) {
 
 /** The image as a node needs it, for the runtime commands. */
 export function runtimeImage(row: ImageRow): RuntimeImage {
+  // A tenant's sources were checked as public when registered; the node checks every address its
+  // download reaches again, since a name may resolve, or a server redirect, elsewhere later.
+  if (row.tenant_id === ROOT_TENANT)
+    return {
+      imageId: row.id,
+      diskFormat: row.disk_format,
+      disk: { source: row.source, sha256: row.sha256, sizeBytes: Number(row.size_bytes) },
+      boot: row.boot,
+    };
+  const tenantFile = (file: ImageFile): ImageFile => ({ ...file, publicOnly: true });
   return {
     imageId: row.id,
     diskFormat: row.disk_format,
-    disk: { source: row.source, sha256: row.sha256, sizeBytes: Number(row.size_bytes) },
-    boot: row.boot,
+    disk: tenantFile({ source: row.source, sha256: row.sha256, sizeBytes: Number(row.size_bytes) }),
+    boot: row.boot
+      ? {
+          ...row.boot,
+          kernel: tenantFile(row.boot.kernel),
+          initrd: row.boot.initrd ? tenantFile(row.boot.initrd) : null,
+        }
+      : null,
   };
 }
 
