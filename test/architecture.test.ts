@@ -279,6 +279,7 @@ describe('the modules of the server', () => {
     events: [],
     system: [],
     webhooks: [],
+    releases: [],
     fleet: ['events'],
     commands: ['fleet', 'workflows'],
     batches: ['commands', 'fleet'],

@@ -220,6 +220,19 @@ create table iam.recovery_audit (
 create index recovery_audit_tenant on iam.recovery_audit (tenant_id, occurred_at);
 `,
     },
+    {
+      name: '0005_operators_register_releases',
+      sql: `
+-- Operators register signed bcd releases (compute:releases:register; reading them is
+-- compute:*:read already). Releases are the platform's: compute answers only the root tenant's
+-- calls, so an operator bound in another tenant gains nothing by it.
+update iam.roles
+   set actions = array_append(actions, 'compute:releases:*'),
+       description = 'Runs the fleet: nodes, pools, sites, capacity, reservations, events, releases; reads everything'
+ where id = 'role_00000000000000000000000003'
+   and not ('compute:releases:*' = any (actions));
+`,
+    },
   ],
 };
 

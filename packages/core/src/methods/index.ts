@@ -22,6 +22,7 @@ import { usageGroup } from './usage.js';
 import { offersGroup } from './offers.js';
 import { commandsGroup } from './commands.js';
 import { commandBatchesGroup } from './batches.js';
+import { releasesGroup } from './releases.js';
 import { workflowsGroup } from './workflows.js';
 import { webhooksGroup } from './webhooks.js';
 import { imagesGroup } from './images.js';
@@ -56,6 +57,7 @@ export {
   usageGroup,
   commandsGroup,
   commandBatchesGroup,
+  releasesGroup,
   workflowsGroup,
   webhooksGroup,
   imagesGroup,
@@ -114,6 +116,7 @@ export {
   MAX_CREATE_LEAVES,
   MAX_SCOPE_PAGE,
 } from './batches.js';
+export { releaseSchema } from './releases.js';
 
 export const methods = {
   ...tableOf(systemGroup),
@@ -135,6 +138,7 @@ export const methods = {
   ...tableOf(webhooksGroup),
   ...tableOf(commandsGroup),
   ...tableOf(commandBatchesGroup),
+  ...tableOf(releasesGroup),
   ...tableOf(workflowsGroup),
   ...tableOf(imagesGroup),
   ...tableOf(flavorsGroup),

@@ -144,11 +144,14 @@ export function releaseSigningBytes(manifest: ReleaseManifest): Uint8Array {
 
 /** The first problem zod found, as `field: message`. */
 function firstIssue(error: z.ZodError, where: string): { field: string; message: string } {
-  const issue = error.issues[0];
+  // An unknown field first: it is the mistake this strict format exists to catch.
+  const issue = error.issues.find((candidate) => candidate.code === 'unrecognized_keys') ?? error.issues[0];
   const path = issue?.path.map(String).join('.') ?? '';
   const field = path ? `${where}.${path}` : where;
   if (issue?.code === 'unrecognized_keys')
     return { field, message: `has a field the format does not know: ${issue.keys.join(', ')}` };
+  if (issue?.code === 'invalid_type' && / received undefined$/.test(issue.message))
+    return { field, message: 'is missing' };
   return { field, message: issue?.message ?? 'is not valid' };
 }
 

@@ -1,0 +1,47 @@
+/**
+ * `release keygen --out PATH`: a new Ed25519 release key in PATH (PKCS#8 PEM, mode 0600, never
+ * written over) and its public half in PATH.pub; prints the key id deployments pin (release.pins)
+ * and `release verify --pin` takes.
+ */
+import { defineCommand } from '../../define.js';
+import { createOutFile } from '../shared.js';
+
+export default defineCommand({
+  name: 'release keygen',
+  group: 'Fleet',
+  summary: 'Make an Ed25519 release key (mode 0600, never written over) and PATH.pub; print its key id',
+  description:
+    'Keep each release key offline with the person who signs with it; deployments pin the key ids and a threshold (release.pins).',
+  target: 'none',
+  flags: {
+    out: {
+      type: 'string',
+      required: true,
+      description:
+        'A new file for the private key (mode 0600, never written over); the public key goes to PATH.pub',
+      placeholder: 'PATH',
+    },
+  },
+  examples: ['better-compute release keygen --out ~/.better-compute/release.pem'],
+  async run({ flags, io }) {
+    const { generateReleaseKey } = await import('@better-compute/core/release');
+    // Both files are claimed before the key is made, so a taken name leaves nothing behind.
+    const privateFile = await createOutFile(io.cwd, flags.out, 'a release key is never written over');
+    let publicFile: Awaited<ReturnType<typeof createOutFile>>;
+    try {
+      publicFile = await createOutFile(io.cwd, `${flags.out}.pub`, 'a release key is never written over');
+    } catch (error) {
+      await privateFile.discard();
+      throw error;
+    }
+    try {
+      const key = generateReleaseKey();
+      await privateFile.write(key.privatePem);
+      await publicFile.write(key.publicPem);
+      return { keyId: key.keyId, out: privateFile.path, publicKey: publicFile.path };
+    } catch (error) {
+      await Promise.all([privateFile.discard(), publicFile.discard()]);
+      throw error;
+    }
+  },
+});
