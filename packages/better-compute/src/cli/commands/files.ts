@@ -13,13 +13,13 @@ const MAX_KEY_BYTES = 16 * 1024;
 /**
  * Reads a private key file named by `--key`: a regular file of at most 16 KiB, readable by its
  * owner only (INVALID_STATE otherwise, before it is read). `what` names the key in messages
- * (`an approver key`), `keygen` the command that makes one.
+ * (`an approver key`); `makeOne` is the hint when there is no such file (the command that makes one).
  */
 export async function readPrivateKeyFile(
   io: ResolvedIO,
   path: string,
   what: string,
-  keygen: string,
+  makeOne: string,
 ): Promise<string> {
   const [{ readFile, stat }, { resolve }] = await Promise.all([
     import('node:fs/promises'),
@@ -29,7 +29,7 @@ export async function readPrivateKeyFile(
   const info = await stat(full).catch(() => null);
   if (!info?.isFile() || info.size > MAX_KEY_BYTES)
     throw new CliError('NOT_FOUND', `${path} is not ${what} file`, {
-      hint: `Make one with "better-compute ${keygen} --out PATH".`,
+      hint: makeOne,
       details: { field: 'key' },
     });
   if ((info.mode & 0o077) !== 0)

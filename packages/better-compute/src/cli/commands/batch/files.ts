@@ -23,6 +23,11 @@ export async function readKeyFile(
   path: string,
 ): Promise<{ privateKey: KeyObject; kid: string }> {
   const { readApproverKey } = await import('@better-compute/core/quorum');
-  const pem = await readPrivateKeyFile(io, path, 'an approver key', 'batch keygen');
+  const pem = await readPrivateKeyFile(
+    io,
+    path,
+    'an approver key',
+    'Make one with "better-compute batch keygen --out PATH".',
+  );
   return readApproverKey(pem, path, passphraseOf(io));
 }

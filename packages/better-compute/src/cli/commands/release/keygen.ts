@@ -11,7 +11,7 @@ export default defineCommand({
   group: 'Fleet',
   summary: 'Make an Ed25519 release key (mode 0600, never written over) and PATH.pub; print its key id',
   description:
-    'Keep each release key offline with the person who signs with it; deployments pin the key ids and a threshold (release.pins).',
+    'Keep each release key offline with the person who signs with it; deployments pin the key ids and a threshold in their configuration (release: { pins, threshold }).',
   target: 'none',
   flags: {
     out: {

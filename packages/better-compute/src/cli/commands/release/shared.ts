@@ -25,7 +25,13 @@ export const outFlag = {
 /** Reads `--key PATH`: an Ed25519 release key, readable by its owner only. */
 export async function readReleaseKeyFile(io: ResolvedIO, path: string): Promise<ReleaseKey> {
   const { readReleaseKey } = await import('@better-compute/core/release');
-  return readReleaseKey(await readPrivateKeyFile(io, path, 'a release key', 'release keygen'), path);
+  const pem = await readPrivateKeyFile(
+    io,
+    path,
+    'a release key',
+    'Make one with "better-compute release keygen --out PATH".',
+  );
+  return readReleaseKey(pem, path);
 }
 
 /** Reads a manifest or an envelope file; a bare manifest comes back with no signatures. */

@@ -11,7 +11,7 @@ export default defineCommand({
   group: 'Fleet',
   summary: 'Sign a bcd release manifest with a release key; print or write the signed envelope',
   description:
-    'FILE is a bare manifest or an envelope; the signature covers the manifest’s canonical JSON (docs/releases.md).',
+    'FILE is a bare manifest or an envelope; the signature covers the manifest’s canonical JSON (see the releases page of the docs).',
   target: 'none',
   positionals: [{ name: 'manifest', description: 'The manifest (or envelope) file to sign', required: true }],
   flags: { key: keyFlag, out: outFlag },

@@ -13,7 +13,7 @@ export default defineCommand({
   group: 'Fleet',
   summary: 'Register a signed bcd release with the deployment (releases.register)',
   description:
-    'The deployment accepts it only when a threshold of its pinned release keys (release.pins) signed the manifest; the same manifest again changes nothing.',
+    'The deployment accepts it only when a threshold of the release keys its configuration pins signed the manifest; the same manifest again changes nothing.',
   target: 'token',
   calls: ['releases.register'],
   positionals: [
