@@ -81,6 +81,18 @@ beforeAll(async () => {
 
 const read = (name: string) => readFileSync(join(dir, name), 'utf8');
 
+/** Writes `document` as NAME.json and signs it with each key in turn (sign, then cosign), through the binary. */
+async function signedFile(name: string, document: unknown, signers: string[]): Promise<string> {
+  writeFileSync(join(dir, `${name}.json`), JSON.stringify(document));
+  let file = `${name}.json`;
+  for (const [i, signer] of signers.entries()) {
+    const out = `${name}-${i + 1}.json`;
+    json(await run(['release', i === 0 ? 'sign' : 'cosign', '--key', `${signer}.pem`, file, '--out', out]));
+    file = out;
+  }
+  return file;
+}
+
 describe('release keygen, sign, cosign and verify (real binary, offline)', () => {
   it('keygen writes a 0600 key and PATH.pub, prints the key id in the pin form, and never writes over either', async () => {
     expect(keys.first).toMatch(/^sha256\/[A-Za-z0-9+/]{43}=$/);
@@ -336,62 +348,18 @@ describe.each(kinds)('releases register, list and get against a real server on %
     const again = json(await as(tokens.root, ['releases', 'register', 'two.json']));
     expect(again.created).toBe(false);
     const other = { ...manifest, notes: 'A different build under the same version.' };
-    writeFileSync(join(dir, `other-${kind}.json`), JSON.stringify(other));
-    json(
-      await run([
-        'release',
-        'sign',
-        '--key',
-        'first.pem',
-        `other-${kind}.json`,
-        '--out',
-        `other-one-${kind}.json`,
-      ]),
-    );
-    json(
-      await run([
-        'release',
-        'cosign',
-        '--key',
-        'second.pem',
-        `other-one-${kind}.json`,
-        '--out',
-        `other-two-${kind}.json`,
-      ]),
-    );
-    const taken = await as(tokens.root, ['releases', 'register', `other-two-${kind}.json`]);
+    const envelope = await signedFile(`other-${kind}`, other, ['first', 'second']);
+    const taken = await as(tokens.root, ['releases', 'register', envelope]);
     expect([taken.status, codeOf(taken)]).toEqual([1, 'ALREADY_EXISTS']);
     expect(json(await as(tokens.root, ['releases', 'list', '--format', 'json'])).items).toHaveLength(1);
   });
 
   it('an operator of the platform registers; a tenant’s administrator and member are ACCESS_DENIED', async () => {
     const next = { ...manifest, version: '1.2.0', minimumVersion: '1.1.0' };
-    writeFileSync(join(dir, `next-${kind}.json`), JSON.stringify(next));
-    json(
-      await run([
-        'release',
-        'sign',
-        '--key',
-        'second.pem',
-        `next-${kind}.json`,
-        '--out',
-        `next-one-${kind}.json`,
-      ]),
-    );
-    json(
-      await run([
-        'release',
-        'cosign',
-        '--key',
-        'first.pem',
-        `next-one-${kind}.json`,
-        '--out',
-        `next-two-${kind}.json`,
-      ]),
-    );
+    const envelope = await signedFile(`next-${kind}`, next, ['second', 'first']);
     for (const token of [tokens.acmeAdmin, tokens.acmeMember]) {
       for (const args of [
-        ['releases', 'register', `next-two-${kind}.json`],
+        ['releases', 'register', envelope],
         ['releases', 'list'],
       ]) {
         const refused = await as(token, args);
@@ -399,9 +367,7 @@ describe.each(kinds)('releases register, list and get against a real server on %
         expect(refused.stderr).toContain("is the platform's: only the root tenant calls it");
       }
     }
-    expect(json(await as(tokens.operator, ['releases', 'register', `next-two-${kind}.json`])).version).toBe(
-      '1.2.0',
-    );
+    expect(json(await as(tokens.operator, ['releases', 'register', envelope])).version).toBe('1.2.0');
     const versions = json(await as(tokens.root, ['releases', 'list', '--format', 'json'])).items.map(
       (release: { version: string }) => release.version,
     );

@@ -102,3 +102,41 @@ export async function writeJsonOut(
   await file.write(`${JSON.stringify(document, null, 2)}\n`);
   return file.path;
 }
+
+/** A new key's two files, PATH and PATH.pub, both claimed before the key is made. */
+export interface KeyFilePair {
+  /** Absolute paths of the private and the public file. */
+  readonly paths: { out: string; publicKey: string };
+  /** Makes the key and writes both files (mode 0600); removes both when either step fails. */
+  fill<K extends { privatePem: string; publicPem: string }>(make: () => K): Promise<K>;
+}
+
+/**
+ * Claims `out` and `out.pub` as new files (never over an existing one: ALREADY_EXISTS, and a taken
+ * `.pub` leaves no half key behind), then hands back what makes and writes the key.
+ */
+export async function claimKeyFiles(io: ResolvedIO, out: string, refusal: string): Promise<KeyFilePair> {
+  const { createOutFile } = await import('./shared.js');
+  const privateFile = await createOutFile(io.cwd, out, refusal);
+  let publicFile: Awaited<ReturnType<typeof createOutFile>>;
+  try {
+    publicFile = await createOutFile(io.cwd, `${out}.pub`, refusal);
+  } catch (error) {
+    await privateFile.discard();
+    throw error;
+  }
+  return {
+    paths: { out: privateFile.path, publicKey: publicFile.path },
+    async fill(make) {
+      try {
+        const key = make();
+        await privateFile.write(key.privatePem);
+        await publicFile.write(key.publicPem);
+        return key;
+      } catch (error) {
+        await Promise.all([privateFile.discard(), publicFile.discard()]);
+        throw error;
+      }
+    },
+  };
+}

@@ -4,7 +4,7 @@
  * and `release verify --pin` takes.
  */
 import { defineCommand } from '../../define.js';
-import { createOutFile } from '../shared.js';
+import { claimKeyFiles } from '../files.js';
 
 export default defineCommand({
   name: 'release keygen',
@@ -25,23 +25,8 @@ export default defineCommand({
   examples: ['better-compute release keygen --out ~/.better-compute/release.pem'],
   async run({ flags, io }) {
     const { generateReleaseKey } = await import('@better-compute/core/release');
-    // Both files are claimed before the key is made, so a taken name leaves nothing behind.
-    const privateFile = await createOutFile(io.cwd, flags.out, 'a release key is never written over');
-    let publicFile: Awaited<ReturnType<typeof createOutFile>>;
-    try {
-      publicFile = await createOutFile(io.cwd, `${flags.out}.pub`, 'a release key is never written over');
-    } catch (error) {
-      await privateFile.discard();
-      throw error;
-    }
-    try {
-      const key = generateReleaseKey();
-      await privateFile.write(key.privatePem);
-      await publicFile.write(key.publicPem);
-      return { keyId: key.keyId, out: privateFile.path, publicKey: publicFile.path };
-    } catch (error) {
-      await Promise.all([privateFile.discard(), publicFile.discard()]);
-      throw error;
-    }
+    const files = await claimKeyFiles(io, flags.out, 'a release key is never written over');
+    const key = await files.fill(generateReleaseKey);
+    return { keyId: key.keyId, ...files.paths };
   },
 });
