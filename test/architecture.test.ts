@@ -192,6 +192,9 @@ const FOLDER_RULES: Record<string, Record<string, readonly string[]>> = {
     // The quorum is pure functions over bytes: the error type, ids, the shared RFC 6962 tree, and
     // the command envelope a batch's command is checked against.
     quorum: ['command-envelope.ts', 'errors.ts', 'ids.ts', 'merkle.ts'],
+    // Release manifests are pure functions too: the error type, and the project's pin form for
+    // key ids (command-root.ts's publicKeyPin).
+    release: ['command-root.ts', 'errors.ts'],
   },
 };
 
@@ -278,6 +281,7 @@ describe('the modules of the server', () => {
     system: [],
     webhooks: [],
     confirmations: [],
+    releases: [],
     fleet: ['events'],
     commands: ['fleet', 'workflows'],
     batches: ['commands', 'fleet'],

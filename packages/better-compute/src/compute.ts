@@ -50,6 +50,7 @@ import { createWebhooksModule, webhooksModule } from './modules/webhooks/module.
 import { createSshCertsModule, sshCertsModule } from './modules/ssh-certs/module.js';
 import { createTunnelsModule, tunnelsModule } from './modules/tunnels/module.js';
 import { createSandboxesModule, sandboxesModule } from './modules/sandboxes/module.js';
+import { createReleasesModule, releasesModule } from './modules/releases/module.js';
 import { auditModule } from './audit/module.js';
 import type { ComputeInstance, DoctorFinding, DoctorReport, WorkerRole } from './types.js';
 import { JOBS_CHANNEL } from './workers/jobs.js';
@@ -81,6 +82,7 @@ const builtins = [
   sshCertsModule,
   tunnelsModule,
   sandboxesModule,
+  releasesModule,
   auditModule,
 ] as const;
 export const builtinModules: readonly ComputeModule[] = builtins;
@@ -193,6 +195,8 @@ export async function betterCompute(
     [batchesModule, createBatchesModule({ pki: config.pki })],
     // While the quorum is on, a node is deleted only as an approved batch's member.
     [fleetModule, createFleetModule({ quorumOn: quorumOn(config.pki) })],
+    // Releases verify against the pinned release keys (a malformed pin stops the start here).
+    [releasesModule, createReleasesModule(config.release)],
   ]);
   const modules = [...builtinModules.map((m) => configured.get(m) ?? m), ...(options.modules ?? [])];
   const methods = bindModules(modules, config.modules);

@@ -28,6 +28,7 @@ const OPERATOR_GROUPS = [
   'join-tokens',
   'join-requests',
   'usage',
+  'releases',
 ];
 
 /** What each built-in role may do, as the product promises it (not read from IAM's tables). */

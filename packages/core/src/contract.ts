@@ -45,6 +45,12 @@ export interface MethodDefinition<Input extends z.ZodType = z.ZodType, Output ex
    */
   actionFor?: (input: z.output<Input>) => string;
   alsoActions?: readonly string[];
+  /**
+   * The platform's own methods (releases): only the root tenant acts with them. Another tenant's
+   * call is ACCESS_DENIED (reason `platform-only`) before it is decided, whatever its roles grant
+   * in its own tenant.
+   */
+  platformOnly?: boolean;
   /** Creates take an `idempotencyKey`; the same key and input return the first answer. */
   idempotent?: boolean;
   /**

@@ -30,6 +30,11 @@ export const ERROR_STATUS = {
   SCOPE_CHANGED: 409,
   SCOPE_UNEXPECTED: 409,
   UNBOUND_SCOPE: 409,
+  // Release manifests' refusals (docs/releases.md): too few pinned keys signed it, the artifact's
+  // bytes are not the ones it names, the move from the running version is not one it allows.
+  RELEASE_UNVERIFIED: 409,
+  DIGEST_MISMATCH: 409,
+  DOWNGRADE_REFUSED: 409,
   UNAVAILABLE: 503,
   INTERNAL: 500,
 } as const;

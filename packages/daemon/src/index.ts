@@ -5,6 +5,7 @@ export { endpointOf, sessionUrl } from './http.js';
 export { gpuNames, nvidiaGpus, readMachineInventory, type MachineInventory } from './inventory.js';
 export { join, type JoinOptions } from './join.js';
 export { main } from './main.js';
+export { checkRelease, daemonPlatform, type ReleaseCheckOptions } from './release-check.js';
 export { StateDir } from './state.js';
 export {
   registerStreamTarget,

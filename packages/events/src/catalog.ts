@@ -13,37 +13,10 @@ import {
 } from '@better-compute/core/methods';
 import { z } from 'zod';
 import { confirmationEventTypes } from './confirmation-events.js';
+import { releaseEvents } from './release-events.js';
+import type { EventTypeSpec, SubjectKind } from './subjects.js';
 
-/** What an event is about: its subject's kind (the subject's id travels with the event). */
-export type SubjectKind =
-  | 'reservation'
-  | 'node'
-  | 'pool'
-  | 'joinToken'
-  | 'joinRequest'
-  | 'project'
-  | 'site'
-  | 'webhook'
-  | 'command'
-  | 'batch'
-  | 'confirmation'
-  | 'workflow'
-  | 'image'
-  | 'flavor'
-  | 'instance'
-  | 'sshCert'
-  | 'tunnel'
-  | 'sandbox'
-  | 'sandboxTemplate'
-  | 'sandboxSnapshot'
-  | 'sandboxVolume'
-  | 'auditLog';
-
-export interface EventTypeSpec {
-  subject: SubjectKind;
-  data: z.ZodType;
-  summary: string;
-}
+export type { EventTypeSpec, SubjectKind };
 
 const none = z.object({}).strict();
 const version = z.number().int();
@@ -572,6 +545,7 @@ export const eventTypes = {
     data: auditCheckpointSchema.strict(),
     summary: 'The audit log of the tenant was sealed: its new signed checkpoint (size, root hash, note)',
   },
+  ...releaseEvents,
 } as const satisfies Record<string, EventTypeSpec>;
 
 export type EventType = keyof typeof eventTypes;

@@ -265,6 +265,19 @@ update iam.roles
    and not ('compute:confirmations:*@own' = any (actions));
 `,
     },
+    {
+      name: '0006_operators_register_releases',
+      sql: `
+-- Operators register signed bcd releases (compute:releases:register; reading them is
+-- compute:*:read already). Releases are the platform's: compute answers only the root tenant's
+-- calls, so an operator bound in another tenant gains nothing by it.
+update iam.roles
+   set actions = array_append(actions, 'compute:releases:*'),
+       description = 'Runs the fleet: nodes, pools, sites, capacity, reservations, events, releases; reads everything'
+ where id = 'role_00000000000000000000000003'
+   and not ('compute:releases:*' = any (actions));
+`,
+    },
   ],
 };
 

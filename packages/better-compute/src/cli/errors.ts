@@ -82,10 +82,17 @@ const DEFAULT_HINTS: Readonly<Record<ErrorCode, string>> = {
     'Release something you hold (reservations list shows it), or ask the pool\'s owner for a larger quota ("quotas get --pool POOL" shows yours).',
   SCOPE_MISMATCH:
     'Do not sign it: the leaves do not give the root and size asked for. Fetch the scope again with "better-compute batch show --scope-out", and report the batch if it still differs.',
-  SCOPE_CHANGED: 'The batch changed since you reviewed it: review it again, then approve with its new --root.',
-  SCOPE_UNEXPECTED: 'The batch is not what your --expect file lists; the message names the differences. Nothing was signed.',
+  SCOPE_CHANGED:
+    'The batch changed since you reviewed it: review it again, then approve with its new --root.',
+  SCOPE_UNEXPECTED:
+    'The batch is not what your --expect file lists; the message names the differences. Nothing was signed.',
   UNBOUND_SCOPE:
     'Some leaves admit any payload of their kind; pass --allow-unbound only if you mean to approve every such command.',
+  RELEASE_UNVERIFIED:
+    'Do not install it: fewer pinned release keys signed it than the threshold needs. "better-compute release verify --pin …" shows which keys signed.',
+  DIGEST_MISMATCH: 'Do not install it: the artifact is not the one the release names. Fetch it again.',
+  DOWNGRADE_REFUSED:
+    'The release does not replace the version running: check its minimumVersion, or ask for a rollback explicitly.',
   PAYLOAD_TOO_LARGE: 'Send less in one call: the API takes at most 64 KiB a request.',
   DOCTOR_FINDINGS: 'Fix the findings above, then run "better-compute doctor --strict" again.',
   UNSUPPORTED: 'See "better-compute help COMMAND" for what the command needs.',

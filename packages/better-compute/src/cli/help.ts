@@ -101,5 +101,9 @@ export function renderCommand(manifest: Manifest, command: ManifestCommand): str
   if (own.length) lines.push('', 'Flags:', ...columns(own.map(flagLine)));
   if (shared.length) lines.push('', 'Shared flags:', ...columns(shared.map(flagLine)));
   if (command.examples.length) lines.push('', 'Examples:', ...command.examples.map((e) => `  ${e}`));
+  // A command that is also a group (`release RSV` and `release keygen`): help says both.
+  const under = manifest.commands.filter((c) => c.name.startsWith(`${command.name} `));
+  if (under.length)
+    lines.push('', `Also under "${command.name}":`, ...columns(under.map((c) => [c.name, c.summary])));
   return lines.join('\n');
 }

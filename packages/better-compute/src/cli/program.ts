@@ -3,7 +3,7 @@
  * its flags, build its context, run it, print its result. `runCli` rejects with the failure;
  * `main` prints it and resolves with the exit status, as the binary does.
  */
-import { isTenantId } from '@better-compute/core';
+import { ID_PREFIXES, idKindPhrase, isId, isTenantId } from '@better-compute/core';
 import type { ComputeInstance } from '../types.js';
 import type { LoadConfigOptions } from '../config/load-config.js';
 import { builtinCommands } from './commands/index.js';
@@ -25,7 +25,7 @@ import { buildManifest, type Manifest, manifestCommand } from './manifest.js';
 import { formatResult } from './output.js';
 import { parseLine } from './parse.js';
 import { CommandRegistry } from './registry.js';
-import { unknownCommandError } from './suggest.js';
+import { didYouMean, unknownCommandError } from './suggest.js';
 import { looksLikeSecret } from './shown.js';
 import { assertProfileName } from './credentials.js';
 import { safeText } from '@better-compute/core';
@@ -175,10 +175,12 @@ export function createCli(options: CliOptions = {}): ComputeCli {
     }
 
     const { command } = match.entry;
+    refuseMistypedCommandWord(registry, command, tokens[match.length]);
     const shared = globalFlagsOf(command);
     const parsed = parseLine(command, { ...(command.flags ?? {}), ...shared }, tokens.slice(match.length));
     if (parsed.help) {
-      const text = renderCommand(buildManifest([], groups), manifestCommand(match.entry));
+      // The whole manifest: a command that is also a group (`release`) lists the group's commands too.
+      const text = renderCommand(buildManifest(registry.list(), groups), manifestCommand(match.entry));
       io.out(safeText(text));
       return text;
     }
@@ -277,6 +279,42 @@ export function createCli(options: CliOptions = {}): ComputeCli {
     manifest: () => buildManifest(base.list(), groups),
     registry: base,
   };
+}
+
+/**
+ * A command that is also a group: `release RSV` releases a reservation, and `release keygen`,
+ * `release sign`, … are the release tools. The registry matches the longest name first, so the
+ * group's words reach their commands; the word after such a command is its argument, and one that is
+ * not of the argument's kind but is a typo of a command word (`release kegen`) is refused as that,
+ * never sent as an id. Any other word meets the argument's own check.
+ */
+function refuseMistypedCommandWord(
+  registry: CommandRegistry,
+  command: AnyCommand,
+  next: string | undefined,
+): void {
+  const first = command.positionals?.[0];
+  if (next === undefined || next.startsWith('-') || !first?.kind || isId(first.kind, next)) return;
+  if (looksLikeSecret(next)) return;
+  const group = command.name;
+  const under = [
+    ...new Set(
+      registry
+        .names()
+        .filter((name) => name.startsWith(`${group} `))
+        .map((name) => name.slice(group.length + 1).split(' ')[0]!),
+    ),
+  ];
+  const near = didYouMean(next, under);
+  if (near === undefined) return;
+  throw new CliError(
+    'INVALID_COMMAND',
+    `"${next}" is neither ${idKindPhrase(first.kind)} (${ID_PREFIXES[first.kind]}_…) nor a command under "${group}" (${under.join(', ')}); did you mean "${group} ${near}"?`,
+    {
+      hint: `Run "better-compute help ${group}" for both.`,
+      details: { command: `${group} ${next}`, suggestion: `${group} ${near}` },
+    },
+  );
 }
 
 function warnProject(io: ResolvedIO, error: unknown): void {

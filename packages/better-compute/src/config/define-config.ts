@@ -87,6 +87,17 @@ export interface ComputeConfig {
     /** Milliseconds between re-authorizations of every open stream; default 30 000. */
     reauthorizeMs?: number;
   };
+  /**
+   * Signed bcd releases (docs/releases.md): the release keys that may sign them, as key ids
+   * (`sha256/…`, what `better-compute release keygen` prints) or public keys, and how many distinct
+   * pinned keys must have signed a release before `releases.register` accepts it (1 to the number of
+   * pins; default every pin). Checked at start: a malformed pin or threshold is INVALID_CONFIG.
+   * Without pins, releases are listed but none is registered.
+   */
+  release?: {
+    pins: string[];
+    threshold?: number;
+  };
   /** Which modules this deployment serves; all by default. */
   modules?: ModuleName[];
   /** Webhook deliveries: where they may go, how they are retried (docs/webhooks.md). */

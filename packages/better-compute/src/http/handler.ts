@@ -233,6 +233,14 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
     }
     request.noteCaller?.({ tenantId, principalKind: identity?.principalKind ?? null });
     if (identity) await checkTenant(identity, tenantId);
+    // The platform's own methods (releases) act in the root tenant only, refused before the input
+    // is read, as another tenant's credential is.
+    if (method.platformOnly && tenantId !== ROOT_TENANT)
+      throw denied(
+        `${key} is the platform's: only the root tenant calls it`,
+        { reason: 'platform-only' },
+        'Call it as a platform operator, with a credential of the root tenant (--tenant root).',
+      );
     // 5. rate limit: the method's cost, from the identity's budget and its tenant's
     if (identity && limiter) {
       const refused = limiter.charge(identity.principalId, {

@@ -23,6 +23,7 @@ import { offersGroup } from './offers.js';
 import { commandsGroup } from './commands.js';
 import { commandBatchesGroup } from './batches.js';
 import { confirmationsGroup } from './confirmations.js';
+import { releasesGroup } from './releases.js';
 import { workflowsGroup } from './workflows.js';
 import { webhooksGroup } from './webhooks.js';
 import { imagesGroup } from './images.js';
@@ -58,6 +59,7 @@ export {
   commandsGroup,
   commandBatchesGroup,
   confirmationsGroup,
+  releasesGroup,
   workflowsGroup,
   webhooksGroup,
   imagesGroup,
@@ -124,6 +126,7 @@ export {
   CONFIRMATION_APPROVED_SECONDS,
   CONFIRMATION_PENDING_SECONDS,
 } from './confirmations.js';
+export { releaseSchema } from './releases.js';
 
 export const methods = {
   ...tableOf(systemGroup),
@@ -146,6 +149,7 @@ export const methods = {
   ...tableOf(commandsGroup),
   ...tableOf(commandBatchesGroup),
   ...tableOf(confirmationsGroup),
+  ...tableOf(releasesGroup),
   ...tableOf(workflowsGroup),
   ...tableOf(imagesGroup),
   ...tableOf(flavorsGroup),

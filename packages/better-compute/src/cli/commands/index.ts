@@ -11,6 +11,8 @@ import { workflowsCommands } from './workflows/index.js';
 import { eventsCommands } from './events/index.js';
 import { webhooksCommands } from './webhooks/index.js';
 import { fleetCommands } from './fleet/index.js';
+import { releaseCommands } from './release/index.js';
+import { releasesCommands } from './releases/index.js';
 import { auditCommands } from './audit/index.js';
 import { batchCommands } from './batch/index.js';
 import { confirmationsCommands } from './confirmations/index.js';
@@ -74,6 +76,8 @@ export const builtinCommands: readonly AnyCommand[] = [
   forward,
   sshCert,
   ...fleetCommands,
+  ...releasesCommands,
+  ...releaseCommands,
   ...auditCommands,
   ...batchCommands,
   ...confirmationsCommands,

@@ -4,7 +4,7 @@
  * PATH.pub; prints the kid the approver set will name it by.
  */
 import { defineCommand } from '../../define.js';
-import { createOutFile } from '../shared.js';
+import { claimKeyFiles } from '../files.js';
 import { PASSPHRASE_ENV, passphraseOf } from './files.js';
 
 export default defineCommand({
@@ -28,29 +28,9 @@ export default defineCommand({
   ],
   async run({ flags, io }) {
     const { generateApproverKey } = await import('@better-compute/core/quorum');
-    // Both files are claimed before the key is made, so a taken name leaves nothing behind.
-    const privateFile = await createOutFile(io.cwd, flags.out, 'an approver key is never written over');
-    let publicFile: Awaited<ReturnType<typeof createOutFile>>;
-    try {
-      publicFile = await createOutFile(io.cwd, `${flags.out}.pub`, 'an approver key is never written over');
-    } catch (error) {
-      await privateFile.discard();
-      throw error;
-    }
+    const files = await claimKeyFiles(io, flags.out, 'an approver key is never written over');
     const passphrase = passphraseOf(io);
-    try {
-      const key = generateApproverKey(passphrase);
-      await privateFile.write(key.privatePem);
-      await publicFile.write(key.publicPem);
-      return {
-        kid: key.kid,
-        out: privateFile.path,
-        publicKey: publicFile.path,
-        encrypted: passphrase !== undefined,
-      };
-    } catch (error) {
-      await Promise.all([privateFile.discard(), publicFile.discard()]);
-      throw error;
-    }
+    const key = await files.fill(() => generateApproverKey(passphrase));
+    return { kid: key.kid, ...files.paths, encrypted: passphrase !== undefined };
   },
 });

@@ -20,7 +20,9 @@ export default defineCommand({
     const manifest = await program.manifest();
     const name = args.command.join(' ');
     // `help migrate extra`: "migrate" is a command; the words after it are refused, never "did you mean migrate".
-    for (let n = args.command.length - 1; n > 0; n--) {
+    // A whole name first: `help release keygen` is that command, though `release` is one too.
+    const whole = manifest.commands.some((c) => c.name === name);
+    for (let n = whole ? 0 : args.command.length - 1; n > 0; n--) {
       const prefix = args.command.slice(0, n).join(' ');
       if (!manifest.commands.some((c) => c.name === prefix)) continue;
       const extra = args.command.slice(n);

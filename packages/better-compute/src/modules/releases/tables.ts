@@ -1,0 +1,27 @@
+/** Kysely's view of the releases module's table. */
+import type { ColumnType, Generated, Kysely, Selectable } from 'kysely';
+import type { ReleaseSignature } from '@better-compute/core/release';
+import type { ComputeTables } from '../../db/tables.js';
+
+export interface ReleasesTable {
+  id: string;
+  seq: Generated<string>;
+  version: string;
+  minimum_version: string;
+  /** SHA-256 of the manifest's canonical JSON, 64 lowercase hex digits. */
+  digest: string;
+  /** The manifest's canonical JSON. */
+  manifest: string;
+  signatures: ColumnType<ReleaseSignature[], string, never>;
+  signers: ColumnType<string[], string, never>;
+  registered_at: ColumnType<Date, Date | string, never>;
+  registered_by: string;
+}
+
+export interface ReleaseTables extends ComputeTables {
+  'compute.releases': ReleasesTable;
+}
+
+export type ReleaseRow = Selectable<ReleasesTable>;
+export type ReleasesDb = Kysely<ReleaseTables>;
+export const releasesDb = (db: Kysely<ComputeTables>): ReleasesDb => db as unknown as ReleasesDb;

@@ -1,0 +1,92 @@
+/**
+ * The `releases` group: signed bcd release manifests in the control plane (docs/releases.md). A
+ * release is registered only when a threshold of the deployment's pinned release keys signed it
+ * (the configuration's `release.pins`); the server never signs. Releases are the platform's: only
+ * the root tenant calls these methods (`platformOnly`), with `compute:releases:read|register`.
+ */
+import { z } from 'zod';
+import { defineGroup, method } from '../group.js';
+import {
+  releaseArtifactSchema,
+  releaseManifestSchema,
+  releaseSignaturesSchema,
+  releaseVersion,
+} from '../release/manifest.js';
+import { idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
+
+export const releaseSchema = z.object({
+  id: z.string(),
+  version: z.string(),
+  minimumVersion: z.string(),
+  /** SHA-256 of the manifest's canonical JSON, 64 hex digits: what makes two registrations the same. */
+  digest: z.string(),
+  artifacts: z.array(
+    releaseArtifactSchema
+      .extend({ url: z.string().nullable() })
+      .describe('A build: platform, size, SHA-256, URL'),
+  ),
+  /** The distinct pinned keys whose signatures verified when it was registered. */
+  signers: z.array(z.string()),
+  /** The whole signed envelope, for a machine to verify again against its own pins. */
+  manifest: releaseManifestSchema,
+  signatures: releaseSignaturesSchema,
+  registeredAt: isoTime,
+  registeredBy: z.string(),
+});
+
+const READ = { action: 'compute:releases:read' } as const;
+
+const register = method({
+  kind: 'mutation',
+  summary:
+    'Register a signed bcd release: accepted only when a threshold of the deployment’s pinned release keys signed its manifest',
+  access: { action: 'compute:releases:register' },
+  tenantScoped: true,
+  platformOnly: true,
+  input: z
+    .object({
+      tenantId,
+      manifest: releaseManifestSchema.describe(
+        'The release manifest: version, artifacts, minimumVersion, notes, createdAt (docs/releases.md)',
+      ),
+      signatures: releaseSignaturesSchema,
+    })
+    .strict(),
+  output: releaseSchema.extend({
+    /** False when the same manifest was registered before: the call changed nothing. */
+    created: z.boolean(),
+  }),
+});
+
+const list = method({
+  kind: 'query',
+  summary: 'The registered releases, newest first',
+  access: READ,
+  tenantScoped: true,
+  platformOnly: true,
+  input: z.object({ tenantId, ...pageInputById('release') }).strict(),
+  output: pageOf(releaseSchema),
+});
+
+const get = method({
+  kind: 'query',
+  summary: 'One release by its id or its version, with its signed envelope',
+  access: READ,
+  tenantScoped: true,
+  platformOnly: true,
+  resource: (input) => ({ type: 'compute-release', ...(input.releaseId ? { id: input.releaseId } : {}) }),
+  input: z
+    .object({
+      tenantId,
+      releaseId: idOf('release').optional().describe('The release, rel_…; or give version'),
+      version: releaseVersion.optional().describe('The release’s version, such as 1.4.0; or give releaseId'),
+    })
+    .strict()
+    .refine((input) => (input.releaseId === undefined) !== (input.version === undefined), {
+      message: 'give releaseId or version, not both',
+    }),
+  output: releaseSchema,
+});
+
+/** The `releases` group (IAM actions compute:releases:*). */
+export const releasesGroup = defineGroup('releases', { module: 'rollout' }, { register, list, get });
