@@ -200,15 +200,19 @@ describe.each(kinds)('webhooks on %s', (kind) => {
       const items = await deliveriesOf(webhook.id);
       return items.length === 1 && items[0].state === 'succeeded' && items;
     });
-    expect(deliveries[0]).toMatchObject({
-      id: received!.headers['webhook-id'],
-      eventType: 'site.created',
-      attempts: 1,
-      attemptLog: [{ attempt: 1, statusCode: 200, success: true, error: null, responseExcerpt: 'thanks' }],
+    // One delivery; a host slow enough to pass the 600 ms request timeout makes it retry, with the same id.
+    expect(deliveries[0]).toMatchObject({ id: received!.headers['webhook-id'], eventType: 'site.created' });
+    expect(deliveries[0].attemptLog.at(-1)).toMatchObject({
+      statusCode: 200,
+      success: true,
+      error: null,
+      responseExcerpt: 'thanks',
     });
     // Nothing else arrives: not the project, not globex's site.
     await new Promise((resolve) => setTimeout(resolve, 400));
-    expect(at('sites')).toHaveLength(1);
+    expect(new Set(at('sites').map((r) => r.headers['webhook-id']))).toEqual(
+      new Set([received!.headers['webhook-id']]),
+    );
     await api(compute, 'webhooks.delete', { webhookId: webhook.id });
   });
 
