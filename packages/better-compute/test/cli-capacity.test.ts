@@ -7,6 +7,7 @@ import { existsSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync 
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { processIO } from '../src/cli/io.js';
 import { createNodeServer } from '../src/host/node-adapter.js';
 import { cliRunner, scratchDirectory } from './cli-support.js';
 import { ACME, a100x8, addNode, h100x8, OPS, seedPool, suiteDeployment } from './fleet-support.js';
@@ -415,6 +416,32 @@ describe('reservations', () => {
     }
     throw new Error('no queued reservation appeared');
   }
+
+  it('on a terminal the wait ticks on a status line, cleared at the end; the lines on stderr stay as they are', async () => {
+    const big = await run(['reserve', '--pool', poolId, '--gpus', '16', '--for', '1h', '--query', 'id']);
+    const shown: (string | null)[] = [];
+    const queued = await cli.printed(
+      ['reserve', '--pool', poolId, '--gpus', '2', '--for', '1h', '--wait', '3', '--query', 'id'],
+      { BETTER_COMPUTE_TOKEN: ACME },
+      { status: (line) => shown.push(line) },
+    );
+    expect(queued.status).toBe(0);
+    const id = queued.out;
+    const ticks = shown.filter((line): line is string => line !== null);
+    expect(ticks.length).toBeGreaterThanOrEqual(2);
+    for (const line of ticks)
+      expect(line).toMatch(new RegExp(`^${id}: queued, position 1, \\d+\\.\\d s of 3s$`));
+    expect(shown.at(-1)).toBeNull();
+    expect(queued.err).not.toContain(' of 3s');
+    expect(queued.err.split('\n').slice(1)).toEqual([
+      `${id}: queued, position 1 (0.0 s); waiting up to 3s`,
+      `${id}: still queued, position 1 after 3s; see it with: better-compute reservations get ${id}`,
+    ]);
+    // Where stderr is not a terminal (as here) the process's IO has no status line at all.
+    expect(processIO().status).toBeUndefined();
+    await run(['release', id]);
+    await run(['release', big.out]);
+  });
 
   it('a queued reservation that starts during --wait: one progress line per change, exit 0 (issue 31)', async () => {
     const big = await run(['reserve', '--pool', poolId, '--gpus', '16', '--for', '1h', '--query', 'id']);

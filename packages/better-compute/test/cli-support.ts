@@ -97,13 +97,17 @@ export interface CliRun {
 export function cliRunner(compute: () => ComputeInstance, scratch: string, env: Record<string, string> = {}) {
   const cli = cliLending(compute);
   const home = { HOME: scratch, BETTER_IAM_HOME: join(scratch, 'iam') };
-  async function run(argv: string[], more: Record<string, string> = {}): Promise<CliRun> {
-    const { io, out, err } = captureIO({ ...home, ...env, ...more }, { cwd: scratch });
+  async function run(
+    argv: string[],
+    more: Record<string, string> = {},
+    extra: Partial<CliIO> = {},
+  ): Promise<CliRun> {
+    const { io, out, err } = captureIO({ ...home, ...env, ...more }, { cwd: scratch, ...extra });
     return { code: await main(argv, cli, io), out, err };
   }
   /** A run as the suites that compare whole outputs read it: `status`, and each stream as one string. */
-  async function printed(argv: string[], more: Record<string, string> = {}) {
-    const { code, out, err } = await run(argv, more);
+  async function printed(argv: string[], more: Record<string, string> = {}, extra: Partial<CliIO> = {}) {
+    const { code, out, err } = await run(argv, more, extra);
     return { status: code, out: out.join('\n'), err: err.join('\n') };
   }
   /** The answer of a command that succeeds, from its compact output. */

@@ -186,6 +186,11 @@ export interface CommandContext<
   print(value: unknown): void;
   /** A progress line on stderr, terminal-safe. */
   log(line: string): void;
+  /**
+   * A status line rewritten in place on a terminal (null clears it); nothing where stderr is not
+   * a terminal. For what changes every second, such as the time a wait has taken.
+   */
+  status(line: string | null): void;
   program: ProgramView;
   /** The command's full name, `auth login`. */
   commandName: string;

@@ -21,6 +21,12 @@ export interface CliIO {
   out(message: string): void;
   /** Progress and failures, on stderr. */
   err?(message: string): void;
+  /**
+   * A transient status line on stderr, rewritten in place (elapsed time while a command waits);
+   * null clears it. Only where stderr is a terminal: absent otherwise, so logs and pipes get the
+   * `err` lines alone.
+   */
+  status?(line: string | null): void;
   /** The environment commands read; `process.env` is never read implicitly. */
   env: Record<string, string | undefined>;
   /** All of standard input, for `--data -` and `auth login`. */
@@ -53,6 +59,15 @@ function writeLine(fd: 1 | 2, message: string): void {
   }
 }
 
+/** Bytes to a descriptor as they are (no line end): the status line's redraws. */
+function writeRaw(fd: 1 | 2, text: string): void {
+  try {
+    writeSync(fd, text);
+  } catch {
+    // A terminal that would block loses a redraw; the next one comes within a second.
+  }
+}
+
 /**
  * The process's own IO: console.log and console.error, process.env, the real stdin, cwd and fetch,
  * a signal that aborts on SIGINT or SIGTERM, the process's terminal and child_process.spawn.
@@ -61,9 +76,31 @@ function writeLine(fd: 1 | 2, message: string): void {
  */
 export function processIO(): CliIO {
   let controller: AbortController | undefined;
+  // The status line shown now, cleared before any other line reaches the terminal.
+  let shown = false;
+  const clear = () => {
+    if (shown) writeRaw(2, '\r\x1b[K');
+    shown = false;
+  };
   return {
-    out: (message) => writeLine(1, message),
-    err: (message) => writeLine(2, message),
+    out: (message) => {
+      clear();
+      writeLine(1, message);
+    },
+    err: (message) => {
+      clear();
+      writeLine(2, message);
+    },
+    ...(process.stderr.isTTY
+      ? {
+          status(line: string | null) {
+            if (line === null) return clear();
+            const width = Math.max(20, (process.stderr.columns ?? 80) - 1);
+            writeRaw(2, `\r\x1b[K${line.length > width ? `${line.slice(0, width - 1)}…` : line}`);
+            shown = true;
+          },
+        }
+      : {}),
     env: process.env,
     cwd: process.cwd(),
     fetch: (request) => fetch(request),

@@ -28,7 +28,7 @@ import { CommandRegistry } from './registry.js';
 import { didYouMean, unknownCommandError } from './suggest.js';
 import { looksLikeSecret } from './shown.js';
 import { assertProfileName } from './credentials.js';
-import { safeText } from '@better-compute/core';
+import { safeCell, safeText } from '@better-compute/core';
 import type { CliApi } from './transport-types.js';
 
 export interface CliOptions {
@@ -258,6 +258,7 @@ export function createCli(options: CliOptions = {}): ComputeCli {
       compute,
       print,
       log: (line) => io.err(safeText(line)),
+      status: (line) => io.status?.(line === null ? null : safeCell(line)),
       program,
       commandName: command.name,
     };

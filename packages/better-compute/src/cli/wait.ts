@@ -52,7 +52,7 @@ const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
  * return waitFor(context, created, flags.wait, instanceTarget(client, created.id));
  */
 export async function waitFor<T extends { id: string; state: string }>(
-  context: Pick<CommandContext, 'log' | 'print'>,
+  context: Pick<CommandContext, 'log' | 'print' | 'status'>,
   first: T,
   waitSeconds: number,
   target: WaitTarget<T>,
@@ -66,26 +66,37 @@ export async function waitFor<T extends { id: string; state: string }>(
     context.log(`${current.id}: ${shown} (${seconds(0)}); waiting up to ${formatDuration(waitSeconds)}`);
     let pause = FIRST_POLL_MS;
     let passing: string | null = null;
-    while (target.busy(current) && Date.now() < deadline) {
-      await new Promise((resolve) =>
-        setTimeout(resolve, Math.min(pause, Math.max(0, deadline - Date.now()))),
+    // On a terminal, the time taken ticks on a status line between the lines of changes.
+    const tick = () =>
+      context.status(
+        `${current.id}: ${shown}, ${seconds(Date.now() - started)} of ${formatDuration(waitSeconds)}`,
       );
-      pause = Math.min(LONGEST_POLL_MS, Math.round(pause * 1.5));
-      try {
-        current = await target.read();
-        passing = null;
-      } catch (error) {
-        if (!(error instanceof ComputeError) || !PASSING.has(error.code) || Date.now() >= deadline)
-          throw error;
-        // Said once per outage, not once per read.
-        if (passing !== error.code)
-          context.log(`${current.id}: the server did not answer (${error.code}); still waiting`);
-        passing = error.code;
-        continue;
+    const ticking = setInterval(tick, 1000);
+    try {
+      while (target.busy(current) && Date.now() < deadline) {
+        await new Promise((resolve) =>
+          setTimeout(resolve, Math.min(pause, Math.max(0, deadline - Date.now()))),
+        );
+        pause = Math.min(LONGEST_POLL_MS, Math.round(pause * 1.5));
+        try {
+          current = await target.read();
+          passing = null;
+        } catch (error) {
+          if (!(error instanceof ComputeError) || !PASSING.has(error.code) || Date.now() >= deadline)
+            throw error;
+          // Said once per outage, not once per read.
+          if (passing !== error.code)
+            context.log(`${current.id}: the server did not answer (${error.code}); still waiting`);
+          passing = error.code;
+          continue;
+        }
+        const now = describe(current);
+        if (now !== shown) context.log(`${current.id}: ${now} (${seconds(Date.now() - started)})`);
+        shown = now;
       }
-      const now = describe(current);
-      if (now !== shown) context.log(`${current.id}: ${now} (${seconds(Date.now() - started)})`);
-      shown = now;
+    } finally {
+      clearInterval(ticking);
+      context.status(null);
     }
     if (target.busy(current))
       context.log(

@@ -49,7 +49,7 @@ export default defineCommand({
     'better-compute reserve --pool pool_01k… --gpus 8 --for 1d --selector "gpuProduct in (H100-SXM5-80GB), vramGiB >= 80"',
     'better-compute reserve --pool pool_01k… --gpus 2 --for 2h --key cli-3f1c… --wait 0',
   ],
-  async run({ flags, api, log, print, commandName }) {
+  async run({ flags, api, log, print, status, commandName }) {
     await checkSelector(flags.selector);
     const client = await api();
     // Only the create's failure is worth a retry with the key: once it answered, the reservation exists.
@@ -67,7 +67,7 @@ export default defineCommand({
         idempotencyKey,
       }),
     );
-    return waitFor({ log, print }, reservation, flags.wait, {
+    return waitFor({ log, print, status }, reservation, flags.wait, {
       noun: 'reservation',
       show: `better-compute reservations get ${reservation.id}`,
       read: () => client.call('reservations.get', { reservationId: reservation.id }),

@@ -16,13 +16,13 @@ export default defineCommand({
     wait: waitFlag,
   },
   examples: ['better-compute instances resize inst_01k… --flavor flv_01k… --wait 60'],
-  async run({ args, flags, api, log, print }) {
+  async run({ args, flags, api, log, print, status }) {
     const client = await api();
     const instance = await client.call('instances.resize', {
       instanceId: args.instance,
       flavorId: flags.flavor,
       ...defined({ ifVersion: flags.ifVersion }),
     });
-    return waitSettled({ log, print }, client, instance, flags.wait);
+    return waitSettled({ log, print, status }, client, instance, flags.wait);
   },
 });

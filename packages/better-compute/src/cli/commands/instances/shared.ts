@@ -26,7 +26,7 @@ const BUSY = new Set(['provisioning', 'stopping', 'deleting']);
  * instance that ends failed fails the command with its reason.
  */
 export function waitSettled<T extends { id: string; state: string; reason?: string | null }>(
-  context: Pick<CommandContext, 'log' | 'print'>,
+  context: Pick<CommandContext, 'log' | 'print' | 'status'>,
   client: CliApi,
   instance: T,
   seconds: number,

@@ -15,12 +15,12 @@ export default defineCommand({
     wait: waitFlag,
   },
   examples: ['better-compute instances start inst_01k… --wait 120'],
-  async run({ args, flags, api, log, print }) {
+  async run({ args, flags, api, log, print, status }) {
     const client = await api();
     const instance = await client.call('instances.start', {
       instanceId: args.instance,
       ...defined({ ifVersion: flags.ifVersion }),
     });
-    return waitSettled({ log, print }, client, instance, flags.wait);
+    return waitSettled({ log, print, status }, client, instance, flags.wait);
   },
 });

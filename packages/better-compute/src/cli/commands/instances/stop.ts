@@ -23,13 +23,13 @@ export default defineCommand({
     wait: waitFlag,
   },
   examples: ['better-compute instances stop inst_01k… --wait 120'],
-  async run({ args, flags, api, log, print }) {
+  async run({ args, flags, api, log, print, status }) {
     const client = await api();
     const instance = await client.call('instances.stop', {
       instanceId: args.instance,
       ...defined({ ifVersion: flags.ifVersion }),
       ...defined({ timeoutSeconds: flags.timeout }),
     });
-    return waitSettled({ log, print }, client, instance, flags.wait);
+    return waitSettled({ log, print, status }, client, instance, flags.wait);
   },
 });
