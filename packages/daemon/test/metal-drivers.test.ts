@@ -5,15 +5,9 @@
  * the DHCP requests read from dnsmasq's packet dump. The real machine (QEMU, ipmi_sim, dnsmasq) is
  * in metal-lab.test.ts.
  */
-import { createHash, type KeyObject } from 'node:crypto';
 import { inspect } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkMac, normalizeMac } from '@better-compute/core';
-import {
-  createCaCertificate,
-  issueCertificate,
-  newP256Key,
-} from '../../better-compute/src/pki/certificates.js';
 import {
   BmcError,
   checkCmdline,
@@ -26,52 +20,17 @@ import {
 } from '../src/metal/index.js';
 import { bootScript, discoveryScript, entryScript } from '../src/metal/boot-entries.js';
 import { pcapHeader, PcapReader } from '../src/metal/dhcp-capture.js';
-import { startRedfishEmulator, stateBackend, type RedfishEmulator } from './metal/redfish-emulator.js';
+import {
+  certificateAuthority,
+  serverCertificate,
+  startRedfishEmulator,
+  stateBackend,
+  type Issued,
+  type RedfishEmulator,
+} from './metal/redfish-emulator.js';
 
 const USER = 'operator';
 const PASSWORD = 'Sup3r-s3cret-BMC-pw';
-
-interface Issued {
-  caPem: string;
-  key: string;
-  cert: string;
-  fingerprint: string;
-}
-
-async function certificateAuthority(): Promise<{ pem: string; key: KeyObject }> {
-  const key = newP256Key();
-  const now = Date.now();
-  const ca = await createCaCertificate({
-    key,
-    trustDomain: 'bmc.test',
-    notBefore: new Date(now - 60_000),
-    notAfter: new Date(now + 86_400_000),
-  });
-  return { pem: ca.pem, key };
-}
-
-async function serverCertificate(ca: { pem: string; key: KeyObject }): Promise<Issued> {
-  const key = newP256Key();
-  const now = Date.now();
-  const leaf = await issueCertificate({
-    caCertificatePem: ca.pem,
-    caKey: ca.key,
-    subjectKey: key,
-    commonName: 'bmc',
-    hosts: ['127.0.0.1'],
-    usages: ['server'],
-    notBefore: new Date(now - 60_000),
-    notAfter: new Date(now + 3_600_000),
-  });
-  const der = Buffer.from(leaf.pem.replace(/-----[^-]+-----/g, '').replace(/\s+/g, ''), 'base64');
-  const fingerprint = createHash('sha256').update(der).digest('hex').toUpperCase().match(/../g)!.join(':');
-  return {
-    caPem: ca.pem,
-    key: key.export({ type: 'pkcs8', format: 'pem' }) as string,
-    cert: leaf.pem,
-    fingerprint,
-  };
-}
 
 /** Runs `work`, which must fail with a BmcError of `failure`; returns it. */
 async function failure(work: () => unknown, expected: BmcFailure): Promise<BmcError> {

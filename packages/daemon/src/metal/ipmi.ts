@@ -2,9 +2,12 @@
  * IPMI over LAN through the host's `ipmitool -I lanplus` (IPMI v2.0, RMCP+), as Ironic's ipmitool
  * power and management interfaces do.
  *
- * The password goes to ipmitool through a pipe on its file descriptor 3 (`-f /dev/fd/3`): never in
- * argv (which every user of the machine can read in /proc), never in its environment (`-E`), never
- * in a file. ipmitool runs in a session of its own, so it has no terminal to prompt on either.
+ * The password reaches ipmitool in its environment (`-E` reads IPMI_PASSWORD): never in argv, which
+ * every user of the machine can read in /proc, and never in a file. A process's environment is
+ * readable only by its own user and root (/proc/<pid>/environ is 0400), and ipmitool starts nothing
+ * that would inherit it. (A pipe on a spare descriptor with `-f /dev/fd/3` would be better still,
+ * but Node's child pipes are socket pairs, which /dev/fd cannot open.) ipmitool runs in a session
+ * of its own, so it has no terminal to ask for a password on either.
  *
  * `-C 3` (RAKP-HMAC-SHA1 with AES-CBC-128) by default: without `-C`, ipmitool first asks for the
  * channel's cipher suites, which many BMCs (and OpenIPMI's ipmi_sim) never answer, and every call
@@ -149,16 +152,15 @@ export class IpmiDriver implements BmcDriver {
     const args = [
       '-I', 'lanplus', '-C', String(this.#cipherSuite), '-L', this.#privilege,
       '-H', this.#host, '-p', String(this.#port), '-U', this.#username,
-      '-N', '1', '-R', '2', '-v',
-      '-f', '/dev/fd/3',
+      '-N', '1', '-R', '2', '-v', '-E',
       ...command,
     ]; // prettier-ignore
     return new Promise((resolve) => {
       let child;
       try {
         child = spawn(this.#program, args, {
-          stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
-          env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: 'C' },
+          stdio: ['ignore', 'pipe', 'pipe'],
+          env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: 'C', IPMI_PASSWORD: this.#password },
           // A session of its own: no controlling terminal to prompt for a password on.
           detached: true,
         });
@@ -175,9 +177,6 @@ export class IpmiDriver implements BmcDriver {
       child
         .stderr!.setEncoding('utf8')
         .on('data', (chunk: string) => (stderr = (stderr + chunk).slice(-16_000)));
-      const secret = child.stdio[3] as NodeJS.WritableStream & { on(event: 'error', fn: () => void): void };
-      secret.on('error', () => undefined); // ipmitool gone before reading it: its exit says why.
-      secret.end(this.#password);
       const timer = setTimeout(
         () => {
           timedOut = true;

@@ -14,11 +14,61 @@
  * driver (`driverBackend`: the Redfish calls become IPMI calls to ipmi_sim, whose chassis starts
  * and stops a real QEMU machine). Every request is recorded, so a test can tell that none arrived.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes, type KeyObject } from 'node:crypto';
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import {
+  createCaCertificate,
+  issueCertificate,
+  newP256Key,
+} from '../../../better-compute/src/pki/certificates.js';
 import type { BmcDriver } from '../../src/metal/index.js';
+
+/** A server certificate for 127.0.0.1, its key, the CA that signed it and its SHA-256 fingerprint. */
+export interface Issued {
+  caPem: string;
+  key: string;
+  cert: string;
+  fingerprint: string;
+}
+
+/** A CA of the test's own (ECDSA P-256, one day). */
+export async function certificateAuthority(): Promise<{ pem: string; key: KeyObject }> {
+  const key = newP256Key();
+  const now = Date.now();
+  const ca = await createCaCertificate({
+    key,
+    trustDomain: 'bmc.test',
+    notBefore: new Date(now - 60_000),
+    notAfter: new Date(now + 86_400_000),
+  });
+  return { pem: ca.pem, key };
+}
+
+/** A BMC's certificate for 127.0.0.1, signed by `ca`. */
+export async function serverCertificate(ca: { pem: string; key: KeyObject }): Promise<Issued> {
+  const key = newP256Key();
+  const now = Date.now();
+  const leaf = await issueCertificate({
+    caCertificatePem: ca.pem,
+    caKey: ca.key,
+    subjectKey: key,
+    commonName: 'bmc',
+    hosts: ['127.0.0.1'],
+    usages: ['server'],
+    notBefore: new Date(now - 60_000),
+    notAfter: new Date(now + 3_600_000),
+  });
+  const der = Buffer.from(leaf.pem.replace(/-----[^-]+-----/g, '').replace(/\s+/g, ''), 'base64');
+  const fingerprint = createHash('sha256').update(der).digest('hex').toUpperCase().match(/../g)!.join(':');
+  return {
+    caPem: ca.pem,
+    key: key.export({ type: 'pkcs8', format: 'pem' }) as string,
+    cert: leaf.pem,
+    fingerprint,
+  };
+}
 
 export interface RedfishBackend {
   powerState(): Promise<'On' | 'Off'>;
