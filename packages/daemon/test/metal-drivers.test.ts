@@ -154,8 +154,9 @@ describe('a Redfish BMC that offers less', () => {
         url: bmc.url,
         credentials: { username: USER, password: PASSWORD },
       });
+      await redfish.power('cycle'); // Off: a cycle powers it on.
       await redfish.power('cycle');
-      expect(backend.resets).toEqual(['ForceOff', 'On']);
+      expect(backend.resets).toEqual(['On', 'ForceOff', 'On']);
       const soft = await failure(() => redfish.power('soft'), 'unsupported');
       expect(soft.code).toBe('UNSUPPORTED');
       expect(soft.message).toContain('GracefulShutdown');

@@ -54,7 +54,7 @@ export interface BmcCredentials {
 export type BmcFailure =
   'invalid' | 'unreachable' | 'timeout' | 'auth' | 'untrusted' | 'unsupported' | 'failed';
 
-/** The ComputeError code each failure travels as (docs/decisions/metal-bmc-errors.md says why). */
+/** The ComputeError code each failure travels as (docs/decisions/metal-drivers.md says why). */
 export const BMC_ERROR_CODES: Readonly<Record<BmcFailure, ErrorCode>> = {
   invalid: 'INVALID_ARGUMENT',
   unreachable: 'UNAVAILABLE',

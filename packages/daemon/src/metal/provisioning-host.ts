@@ -86,13 +86,16 @@ export function recordProcess(
   writeRecord(dir, record);
 }
 
+/** The search path for the host's tools: the caller's, then where iproute2 and dnsmasq live. */
+export const TOOL_PATH = `${process.env.PATH ?? ''}:/usr/sbin:/usr/bin:/sbin:/bin`.replace(/^:/, '');
+
 /** Runs `ip` (or another host tool) without a shell; fails with its stderr. */
 export function run(command: string, args: string[], timeoutMs = 15_000): Promise<string> {
   return new Promise((resolvePromise, reject) => {
     execFile(
       command,
       args,
-      { timeout: timeoutMs, env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', LANG: 'C' } },
+      { timeout: timeoutMs, env: { PATH: TOOL_PATH, LANG: 'C' } },
       (error, stdout, stderr) => {
         if (error) {
           const why = String(stderr).trim().slice(-500) || error.message;

@@ -59,6 +59,7 @@ import {
   recordProcess,
   removeLinks,
   sweepProvisioningNetwork,
+  TOOL_PATH,
   writeRecord,
   type ProvisioningNames,
   type ProvisioningRecord,
@@ -138,10 +139,7 @@ function reachableByOthers(dir: string): string | null {
 }
 
 function hasProgram(name: string): boolean {
-  return (process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin')
-    .split(':')
-    .concat(['/usr/sbin', '/sbin'])
-    .some((dir) => existsSync(join(dir, name)));
+  return TOOL_PATH.split(':').some((dir) => dir && existsSync(join(dir, name)));
 }
 
 /** The user and group the web server drops to: nobody, and nogroup where it exists (Debian). */
@@ -199,6 +197,12 @@ export class ProvisioningNetwork {
           'INVALID_ARGUMENT',
           `the uplink ${JSON.stringify(uplink.slice(0, 20))} is not an interface of this machine`,
         );
+    // The path goes into dnsmasq's configuration, where a comma or a line break would mean more.
+    if (!/^\/[A-Za-z0-9._+@/-]*$/.test(resolve(options.dir)) || resolve(options.dir) === '/')
+      throw new ComputeError(
+        'INVALID_ARGUMENT',
+        'the provisioning network directory must be a path of letters, digits and . _ + @ - / only, other than /',
+      );
     const service = new ProvisioningNetwork(options, subnet.server);
     const swept = await sweepProvisioningNetwork(service.dir);
     if (swept.processes + swept.links > 0)
@@ -308,7 +312,7 @@ export class ProvisioningNetwork {
   async #spawn(what: string, command: string[], ready: RegExp | null): Promise<void> {
     const child = spawn('ip', ['netns', 'exec', this.names.namespace, ...command], {
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', LANG: 'C' },
+      env: { PATH: TOOL_PATH, LANG: 'C' },
     });
     this.#children.add(child);
     // `ip netns exec` execs the program, so the pid is the program's own.
@@ -355,7 +359,8 @@ export class ProvisioningNetwork {
    * Sets what `mac` boots: over the network (its kernel, initramfs and command line), from its own
    * disk, or nothing (`null`: the machine is treated as unknown again). Takes effect at its next boot.
    */
-  setBootEntry(mac: string, entry: BootEntry | null): Promise<void> {
+  async setBootEntry(mac: string, entry: BootEntry | null): Promise<void> {
+    // Checked before the change is queued: a refused entry changes nothing.
     const normal = checkMac(mac);
     if (entry !== null && entry !== 'local-disk') {
       if (!entry || typeof entry !== 'object' || typeof entry.kernel !== 'string')
@@ -367,7 +372,7 @@ export class ProvisioningNetwork {
     }
     const change = this.#changes.then(() => this.#applyEntry(normal, entry));
     this.#changes = change.catch(() => undefined);
-    return change;
+    await change;
   }
 
   /** The entries set, by normal MAC. */

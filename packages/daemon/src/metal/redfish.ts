@@ -165,11 +165,17 @@ export class RedfishDriver implements BmcDriver {
       const target = typeof reset.target === 'string' ? reset.target : `${path}/Actions/ComputerSystem.Reset`;
       const allows = (type: string) => !Array.isArray(allowed) || allowed.includes(type);
       const wanted = RESET_TYPES[action];
-      // Without PowerCycle, a cycle is ForceOff then On, as Ironic does it.
+      // A cycle of a machine that is off is a power on; without PowerCycle it is ForceOff then On,
+      // as Ironic's reboot does it.
+      const off = powerStateOf(system.PowerState, (m) => this.#error('failed', m)) === 'off';
       const steps =
-        action === 'cycle' && !allows(wanted) && allows('ForceOff') && allows('On')
-          ? ['ForceOff', 'On']
-          : [wanted];
+        action !== 'cycle'
+          ? [wanted]
+          : off
+            ? ['On']
+            : !allows(wanted) && allows('ForceOff') && allows('On')
+              ? ['ForceOff', 'On']
+              : [wanted];
       for (const type of steps) {
         if (!allows(type))
           throw this.#error(
