@@ -14,17 +14,9 @@
  * lab's boot files (scripts/build-metal-lab.sh, cached outside the repository).
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { createSocket, type Socket } from 'node:dgram';
-import {
-  chmodSync,
-  existsSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -34,6 +26,7 @@ import {
   createIpmiDriver,
   createRedfishDriver,
   ProvisioningNetwork,
+  sweepProvisioningNetwork,
   waitForPowerState,
   type DiscoveryEvent,
   type IpmiDriver,
@@ -51,11 +44,11 @@ const BMC_USER = 'admin';
 const BMC_PASSWORD = `lab-${randomBytes(6).toString('hex')}`;
 const MAC = `52:54:00:${randomBytes(3).toString('hex').match(/../g)!.join(':')}`;
 const UUID = '7e3f0c1a-5b2d-4c8e-9f10-2a3b4c5d6e7f';
-const suffix = randomBytes(3).toString('hex');
-const TAP = `bclt-${suffix}`;
-
-const scratch = mkdtempSync(join(tmpdir(), 'bc-metal-'));
-chmodSync(scratch, 0o755); // dnsmasq and httpd (nobody) read what the service serves under it.
+// One place per checkout, so a run that was killed is cleaned up by the next (and two checkouts'
+// runs never meet): the lab's directory, its tap, and the provisioning network's names from them.
+const checkout = createHash('sha256').update(root).digest('hex').slice(0, 8);
+const TAP = `bclt-${checkout}`;
+const scratch = join(tmpdir(), `bc-metal-${checkout}`);
 const serviceDir = join(scratch, 'pxe');
 let lab: { vmlinuz: string; initrd: string };
 let service: ProvisioningNetwork;
@@ -91,6 +84,25 @@ async function timed(work: () => Promise<unknown>): Promise<number> {
   return Date.now() - started;
 }
 
+/** What a killed run of this suite left: its machine's QEMU and BMC, its services, its tap and files. */
+async function sweepLeftovers(): Promise<void> {
+  if (!existsSync(scratch)) return;
+  for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+    try {
+      const comm = readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+      if (!['qemu-system-x86', 'ipmi_sim'].includes(comm)) continue;
+      if (readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(`${scratch}/`))
+        process.kill(Number(pid), 'SIGKILL');
+    } catch {
+      // Gone already.
+    }
+  }
+  for (const name of readdirSync(scratch))
+    if (existsSync(join(scratch, name, 'private'))) await sweepProvisioningNetwork(join(scratch, name));
+  spawnSync('ip', ['link', 'del', TAP], { stdio: 'ignore' });
+  rmSync(scratch, { recursive: true, force: true });
+}
+
 beforeAll(async () => {
   if (process.getuid?.() !== 0) throw new Error('the metal lab runs as root (the guest project does)');
   for (const tool of ['ipmitool', 'ipmi_sim', 'dnsmasq', 'busybox', 'qemu-system-x86_64'])
@@ -101,6 +113,8 @@ beforeAll(async () => {
   const dir = built.stdout.trim().split('\n').at(-1)!;
   lab = { vmlinuz: join(dir, 'vmlinuz'), initrd: join(dir, 'initrd.gz') };
 
+  await sweepLeftovers();
+  mkdirSync(scratch, { mode: 0o755 }); // dnsmasq and httpd (nobody) read what the service serves under it.
   ip('tuntap', 'add', 'dev', TAP, 'mode', 'tap');
   spawnSync('sysctl', ['-qw', `net.ipv6.conf.${TAP}.disable_ipv6=1`]);
   service = await ProvisioningNetwork.start({
