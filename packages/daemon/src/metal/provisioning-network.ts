@@ -91,6 +91,8 @@ export interface ProvisioningNetworkOptions {
 }
 
 const LEASE_TIME = '1h';
+/** The most discovery reports a minute (docs/decisions/metal-drivers.md). */
+const DISCOVERY_PER_MINUTE = 120;
 /** The iPXE NIC firmware that plain PXE ROMs chain to (Debian package ipxe), served when present. */
 const UNDIONLY = '/usr/lib/ipxe/undionly.kpxe';
 
@@ -164,6 +166,7 @@ export class ProvisioningNetwork {
   #discoveryFiles: string[] = [];
   #changes: Promise<unknown> = Promise.resolve();
   #stopped = false;
+  #window = { minute: 0, reported: 0, dropped: 0 };
 
   private constructor(options: ProvisioningNetworkOptions, server: string) {
     this.dir = resolve(options.dir);
@@ -483,6 +486,21 @@ export class ProvisioningNetwork {
     if (this.#reported.has(key)) return;
     if (this.#reported.size > 4096) this.#reported.clear();
     this.#reported.add(key);
+    // Anyone on the network can send DHCP with made-up MACs: reports are capped per minute, and a
+    // machine left out is reported when its firmware tries again.
+    const minute = Math.floor(Date.now() / 60_000);
+    if (minute !== this.#window.minute) {
+      if (this.#window.dropped > 0)
+        this.#log(
+          `${this.#window.dropped} PXE request(s) from unknown MACs went unreported (over ${DISCOVERY_PER_MINUTE} a minute)`,
+        );
+      this.#window = { minute, reported: 0, dropped: 0 };
+    }
+    if (this.#window.reported >= DISCOVERY_PER_MINUTE) {
+      this.#window.dropped += 1;
+      return;
+    }
+    this.#window.reported += 1;
     const event: DiscoveryEvent = { mac: request.mac, at: request.at, type: request.type };
     for (const field of ['vendorClass', 'userClass', 'uuid', 'clientArch', 'hostname'] as const)
       if (request[field] !== undefined) (event as unknown as Record<string, unknown>)[field] = request[field];
