@@ -44,6 +44,7 @@ const guestSuites = [
   'packages/daemon/test/bwrap-runtime.test.ts',
   'packages/daemon/test/runtime-dir.test.ts',
   'packages/daemon/test/install-script.test.ts',
+  'packages/daemon/test/metal-lab.test.ts',
 ];
 
 const browserSuites = ['apps/console/test/**/*.browser.test.ts'];

@@ -8,11 +8,15 @@
  *   node scripts/host-tools.mjs --check [GROUP…]  list what is missing, install nothing
  *
  * Groups: e2e (OpenSSH and the shells the end-to-end suites drive), node (what a real node runs:
- * QEMU guests, bubblewrap sandboxes, their networks, the guest image's build), guest (node plus the
- * test suites' own tools), browser (Chromium), all. Without root the missing ones are listed with the
+ * QEMU guests, bubblewrap sandboxes, their networks, the guest image's build), site (what a site
+ * agent runs for bare metal: ipmitool for BMCs, dnsmasq and busybox for the provisioning network),
+ * guest (node and site plus the test suites' own tools: OpenIPMI's ipmi_sim as a machine's BMC, the
+ * iPXE ROMs QEMU's network cards boot from), browser (Chromium), all. A name starting with / is a
+ * file rather than a command. Without root the missing ones are listed with the
  * command that installs them, and nothing is installed.
  */
 import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 
 const OPENSSH = {
   ssh: 'openssh-client',
@@ -40,11 +44,27 @@ const NODE = {
   flock: 'util-linux',
 };
 
-/** Command on PATH → the Debian package that provides it, per group. */
+/** What a site agent runs for bare metal (packages/daemon/src/metal): BMCs and the provisioning network. */
+const SITE = {
+  ipmitool: 'ipmitool',
+  dnsmasq: 'dnsmasq-base',
+  busybox: 'busybox-static',
+  ip: 'iproute2',
+};
+
+/** Command on PATH (or a file, by its absolute path) → the Debian package that provides it, per group. */
 export const HOST_TOOL_GROUPS = {
   e2e: { ...OPENSSH, zsh: 'zsh', fish: 'fish', shellcheck: 'shellcheck' },
   node: NODE,
-  guest: { ...NODE, shellcheck: 'shellcheck' },
+  site: SITE,
+  guest: {
+    ...NODE,
+    ...SITE,
+    shellcheck: 'shellcheck',
+    // The metal lab (packages/daemon/test/metal-lab.test.ts): a machine's BMC, its network card's iPXE.
+    ipmi_sim: 'openipmi',
+    '/usr/lib/ipxe/qemu/efi-e1000.rom': 'ipxe-qemu',
+  },
   browser: { chromium: 'chromium' },
 };
 
@@ -64,6 +84,7 @@ export function toolsOf(groups) {
 }
 
 function onPath(command) {
+  if (command.startsWith('/')) return existsSync(command);
   // sshd lives in /usr/sbin, which a non-login PATH may lack.
   const path = `${process.env.PATH ?? ''}:/usr/sbin:/sbin`;
   return (

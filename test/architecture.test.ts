@@ -179,6 +179,9 @@ const FOLDER_RULES: Record<string, Record<string, readonly string[]>> = {
   daemon: {
     runtimes: ['state.ts'],
     streams: ['runtimes'],
+    // Bare metal's machine side: BMC drivers and the provisioning network; the ledger's process
+    // identity (runtimes/ledger.ts) is all it takes from the runtimes.
+    metal: ['runtimes'],
   },
   iam: {
     // Areas and the CLI use the library's files, never the assembly (iam.ts), the request

@@ -14,6 +14,7 @@ export * from './records.js';
 export * from './command-envelope.js';
 export * from './secrets-shown.js';
 export * from './stream-flow.js';
+export * from './mac.js';
 // The destructive kinds only: the rest of the quorum needs node:crypto (`@better-compute/core/quorum`).
 export * from './quorum/kinds.js';
 export { PRODUCT, VERSION, VERSION_LINE } from './version.js';

@@ -15,3 +15,5 @@ export {
   type StreamTargetFactory,
   type StreamTargetRequest,
 } from './streams/registry.js';
+/** Bare metal's machine side: BMC drivers and the provisioning network (docs/metal-drivers.md). */
+export * as metal from './metal/index.js';
