@@ -1,9 +1,15 @@
 /** `confirmations list [--all] [--state STATE]`: confirmations.list, newest first. */
-import { confirmationState } from '@better-compute/core/methods';
+import type { confirmationState } from '@better-compute/core/methods';
+import type { z } from 'zod';
 import { defineCommand } from '../../define.js';
 import { defined, listResult, pageFlags, pageOf } from '../shared.js';
 
-const CONFIRMATION_STATES = confirmationState.options;
+// Written out, not read from core's schema: the CLI starts without loading zod (cli-binary.test.ts);
+// the type below fails to compile if core's states and these ever differ.
+const CONFIRMATION_STATES = ['pending', 'approved', 'declined', 'expired', 'consumed', 'revoked'] as const;
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const _sameStates: Same<(typeof CONFIRMATION_STATES)[number], z.infer<typeof confirmationState>> = true;
+void _sameStates;
 
 export default defineCommand({
   name: 'confirmations list',
