@@ -50,6 +50,7 @@ import { createWebhooksModule, webhooksModule } from './modules/webhooks/module.
 import { createSshCertsModule, sshCertsModule } from './modules/ssh-certs/module.js';
 import { createTunnelsModule, tunnelsModule } from './modules/tunnels/module.js';
 import { createSandboxesModule, sandboxesModule } from './modules/sandboxes/module.js';
+import { fleetConfigModule } from './modules/fleet-config/module.js';
 import { auditModule } from './audit/module.js';
 import type { ComputeInstance, DoctorFinding, DoctorReport, WorkerRole } from './types.js';
 import { JOBS_CHANNEL } from './workers/jobs.js';
@@ -81,6 +82,7 @@ const builtins = [
   sshCertsModule,
   tunnelsModule,
   sandboxesModule,
+  fleetConfigModule,
   auditModule,
 ] as const;
 export const builtinModules: readonly ComputeModule[] = builtins;

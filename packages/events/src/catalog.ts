@@ -13,6 +13,7 @@ import {
 } from '@better-compute/core/methods';
 import { z } from 'zod';
 import { confirmationEventTypes } from './confirmation-events.js';
+import { fleetEventTypes } from './fleet-events.js';
 
 /** What an event is about: its subject's kind (the subject's id travels with the event). */
 export type SubjectKind =
@@ -27,6 +28,7 @@ export type SubjectKind =
   | 'command'
   | 'batch'
   | 'confirmation'
+  | 'fleet'
   | 'workflow'
   | 'image'
   | 'flavor'
@@ -366,11 +368,7 @@ export const eventTypes = {
     data: onNode,
     summary: 'A running command was told to stop',
   },
-  'command.cancelled': {
-    subject: 'command',
-    data: onNode,
-    summary: 'A command was cancelled before it ran',
-  },
+  'command.cancelled': { subject: 'command', data: onNode, summary: 'A command was cancelled before it ran' },
   'batch.created': {
     subject: 'batch',
     data: batchCounts.extend({ kinds: z.array(z.object({ kind: z.string(), count })), notAfter: z.string() }),
@@ -389,6 +387,7 @@ export const eventTypes = {
   'batch.cancelled': { subject: 'batch', data: batchEnd, summary: 'A pending batch was cancelled' },
   'batch.expired': { subject: 'batch', data: batchEnd, summary: 'A batch expired before it was approved' },
   ...confirmationEventTypes,
+  ...fleetEventTypes,
   'workflow.started': {
     subject: 'workflow',
     data: z.object({ nodeId: z.string(), kind: z.string() }),

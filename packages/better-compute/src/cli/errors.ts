@@ -82,10 +82,18 @@ const DEFAULT_HINTS: Readonly<Record<ErrorCode, string>> = {
     'Release something you hold (reservations list shows it), or ask the pool\'s owner for a larger quota ("quotas get --pool POOL" shows yours).',
   SCOPE_MISMATCH:
     'Do not sign it: the leaves do not give the root and size asked for. Fetch the scope again with "better-compute batch show --scope-out", and report the batch if it still differs.',
-  SCOPE_CHANGED: 'The batch changed since you reviewed it: review it again, then approve with its new --root.',
-  SCOPE_UNEXPECTED: 'The batch is not what your --expect file lists; the message names the differences. Nothing was signed.',
+  SCOPE_CHANGED:
+    'The batch changed since you reviewed it: review it again, then approve with its new --root.',
+  SCOPE_UNEXPECTED:
+    'The batch is not what your --expect file lists; the message names the differences. Nothing was signed.',
   UNBOUND_SCOPE:
     'Some leaves admit any payload of their kind; pass --allow-unbound only if you mean to approve every such command.',
+  CONFIG_DRIFT:
+    'The fleet changed since the plan: run "better-compute fleet plan FILE" again, review it, and apply with its new --plan-hash.',
+  PLAN_BLOCKED:
+    'A change in the plan cannot be made in place (the BLOCKED lines say which and why): change the document back, or make the change another way.',
+  FLEET_DRIFTED:
+    'The live fleet differs from the document or from the last apply: "better-compute fleet plan FILE" shows how; apply the document, or export the fleet again.',
   PAYLOAD_TOO_LARGE: 'Send less in one call: the API takes at most 64 KiB a request.',
   DOCTOR_FINDINGS: 'Fix the findings above, then run "better-compute doctor --strict" again.',
   UNSUPPORTED: 'See "better-compute help COMMAND" for what the command needs.',
