@@ -15,7 +15,7 @@ export default defineCommand({
   name: 'fleet apply',
   group: 'Fleet',
   summary:
-    'Apply a reviewed plan in one transaction (--plan-hash H); without --plan-hash or --yes it only plans',
+    'Apply a reviewed plan in one transaction (--plan-hash H); without --plan-hash or --yes it only plans (fleet.apply)',
   target: 'token',
   calls: ['fleet.plan', 'fleet.apply'],
   positionals: [{ name: 'file', description: 'The FleetConfig document', required: true }],

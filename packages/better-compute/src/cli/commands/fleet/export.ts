@@ -8,7 +8,7 @@ export default defineCommand({
   name: 'fleet export',
   group: 'Fleet',
   summary:
-    'Write the fleet (sites, pools with quotas and offers, flavors, sandbox templates) as a FleetConfig document',
+    'Write the fleet (sites, pools with quotas and offers, flavors, sandbox templates) as a FleetConfig document (fleet.export)',
   target: 'token',
   calls: ['fleet.export'],
   flags: {

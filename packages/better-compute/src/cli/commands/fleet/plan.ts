@@ -20,7 +20,7 @@ export default defineCommand({
   name: 'fleet plan',
   group: 'Fleet',
   summary:
-    'Compare a FleetConfig document with the live fleet: + create, ~ update, - delete (--prune), BLOCKED, and the planHash',
+    'Compare a FleetConfig document with the live fleet: + create, ~ update, - delete (--prune), BLOCKED, and the planHash (fleet.plan)',
   target: 'token',
   calls: ['fleet.plan'],
   positionals: [{ name: 'file', description: 'The FleetConfig document', required: true }],

@@ -9,11 +9,12 @@ import { changeLines, printsWords } from './plan-view.js';
 export default defineCommand({
   name: 'fleet status',
   group: 'Fleet',
-  summary: 'The last fleet apply, and whether the fleet.drift job sees the live fleet drifted from it',
+  summary:
+    'The last fleet apply, and whether the live fleet drifted from it as the drift job last saw (fleet.status)',
   target: 'token',
   calls: ['fleet.status'],
   flags: {
-    failOnDrift: { type: 'boolean', description: 'Exit FLEET_DRIFTED while the fleet.drift job sees drift' },
+    failOnDrift: { type: 'boolean', description: 'Exit FLEET_DRIFTED while the drift job sees drift' },
   },
   examples: ['better-compute fleet status', 'better-compute fleet status --fail-on-drift'],
   async run({ flags, io, api, global }) {
@@ -28,7 +29,7 @@ export default defineCommand({
       );
       io.out(
         drift.state === 'unknown'
-          ? 'Drift: unknown (nothing applied yet, or the fleet.drift job has not looked).'
+          ? 'Drift: unknown (nothing applied yet, or the drift job has not looked).'
           : `Drift: ${drift.state}${drift.since ? ` since ${drift.since}` : ''} (checked ${drift.checkedAt})`,
       );
       for (const change of drift.changes) for (const line of changeLines(change, 'drift')) io.out(line);
