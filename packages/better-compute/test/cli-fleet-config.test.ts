@@ -325,6 +325,22 @@ describe.each(kinds)('fleet configuration through the binary on %s', (kind) => {
     }
   });
 
+  it('a document over the API’s 64 KiB crosses the real server to fleet.plan', async () => {
+    const document = read('after.json');
+    for (let i = 0; i < 300; i++)
+      document.sites[`bulk-${i}`] = {
+        name: `bulk-${i}`,
+        region: 'eu',
+        description: 'd'.repeat(200),
+        labels: {},
+      };
+    write('big.json', document);
+    expect(readFileSync(file('big.json')).length).toBeGreaterThan(64 * 1024);
+    const planned = await run(['fleet', 'plan', 'big.json']);
+    expect(planned.status, planned.stderr).toBe(0);
+    expect(planned.stdout).toContain('Plan: 300 to create, 0 to update, 0 to delete');
+  });
+
   it('fleet status --fail-on-drift exits FLEET_DRIFTED while the drift job sees the fleet moved since the apply', async () => {
     await json(['quotas', 'set', '--pool', ids.gpu, '--subject', 'acme', '--limit', '3']);
     await checkFleetDrift(compute.database.db as Kysely<ComputeTables>, new Date());

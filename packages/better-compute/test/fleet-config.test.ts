@@ -5,7 +5,8 @@
  * denial or a module's refusal of one call applies none; blocked changes, unknown fields, other
  * tenants and agents are refused; the drift job sees what moved since the apply.
  */
-import type { FleetConfig, FleetPlan } from '@better-compute/core/methods';
+import { fleetConfigJsonSchema, type FleetConfig, type FleetPlan } from '@better-compute/core/methods';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { createTestDatabase, testDatabaseKinds, type TestDatabase } from '@better-compute/db/testing';
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -339,6 +340,20 @@ describe.each(kinds)('fleet configuration on %s', (kind) => {
     expect(reasons.join('\n')).toContain('a dangling name');
     const refused = await fails('fleet.apply', { document, planHash: planned.planHash });
     expect(refused.code).toBe('PLAN_BLOCKED');
+  });
+
+  it('the published JSON Schema takes the export and refuses what the API refuses', async () => {
+    const validate = new Ajv2020({ strict: false, allErrors: true }).compile(fleetConfigJsonSchema());
+    const document = (await exported()) as any;
+    expect(validate(document), JSON.stringify(validate.errors)).toBe(true);
+    document.pools[ids.gpuPool].colour = 'blue';
+    expect(validate(document)).toBe(false);
+    expect(validate.errors).toContainEqual(
+      expect.objectContaining({ instancePath: `/pools/${ids.gpuPool}`, keyword: 'additionalProperties' }),
+    );
+    delete document.pools[ids.gpuPool].colour;
+    document.providerAccounts = { pacct_x: {} };
+    expect(validate(document)).toBe(false);
   });
 
   it('an unknown field, another tenant’s document or provider accounts are refused clearly', async () => {
