@@ -10,6 +10,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { createTestDatabase, testDatabaseKinds, type TestDatabase } from '@better-compute/db/testing';
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventTypes, isEventType } from '@better-compute/events';
 import { betterCompute, type ComputeInstance } from '../src/index.js';
 import type { ComputeTables } from '../src/db/tables.js';
 import { checkFleetDrift } from '../src/modules/fleet-config/drift.js';
@@ -425,7 +426,7 @@ describe.each(kinds)('fleet configuration on %s', (kind) => {
     expect((await api('fleet.status', {})).drift.state).toBe('converged');
     const events = await db()
       .selectFrom('compute.events')
-      .select('type')
+      .select(['type', 'subject_type', 'subject_id', 'data'])
       .where('type', 'like', 'fleet.%')
       .orderBy('tx_id')
       .orderBy('tx_index')
@@ -435,5 +436,13 @@ describe.each(kinds)('fleet configuration on %s', (kind) => {
       'fleet.drifted',
       'fleet.converged',
     ]);
+    // Each as the catalog declares it: its subject the apply, its payload whole.
+    for (const event of events) {
+      expect(isEventType(event.type)).toBe(true);
+      const spec = eventTypes[event.type as keyof typeof eventTypes];
+      expect([event.subject_type, event.subject_id]).toEqual(['fleet', expect.stringMatching(/^fapl_/)]);
+      expect(spec.data.parse(event.data)).toEqual(event.data);
+    }
+    expect(events.at(-2)!.data).toEqual({ changes: 1 });
   });
 });

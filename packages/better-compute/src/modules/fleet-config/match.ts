@@ -70,6 +70,13 @@ function byId<T extends { id: string }>(rows: readonly T[]): Map<string, T> {
   return new Map(rows.map((row) => [row.id, row]));
 }
 
+/** Rows by a key of theirs; the first row of a key wins, as a search in order would. */
+function firstBy<T>(rows: Iterable<T>, key: (row: T) => string): Map<string, T> {
+  const map = new Map<string, T>();
+  for (const row of rows) if (!map.has(key(row))) map.set(key(row), row);
+  return map;
+}
+
 /**
  * Matches every entry of `document` with the live fleet. Entries keyed by id claim their object
  * first; then entries keyed by a key of their own adopt the unclaimed live object of their name.
@@ -80,6 +87,11 @@ export function matchDocument(document: FleetConfig, live: LiveFleet, prune: boo
   const activePools = new Map(live.pools.filter((p) => inScope(p)).map((p) => [p.id, p]));
   const flavorsById = byId(live.flavors.filter((f) => activePools.has(f.poolId)));
   const templatesById = byId(live.templates.filter((t) => activePools.has(t.poolId)));
+  // Looked up once per entry: a document of thousands of objects is matched in linear time.
+  const siteByName = firstBy(live.sites, (s) => s.name);
+  const poolByName = firstBy(live.pools, (p) => p.name);
+  const flavorByName = firstBy(live.flavors, (f) => `${f.poolId}/${f.name}`);
+  const templateByName = firstBy(templatesById.values(), (t) => t.name);
   const entries = {
     sites: [] as Entry<'site'>[],
     pools: [] as Entry<'pool'>[],
@@ -140,10 +152,7 @@ export function matchDocument(document: FleetConfig, live: LiveFleet, prune: boo
     (id) => sitesById.get(id),
     () => undefined,
   )) {
-    adopt(
-      entry,
-      live.sites.find((site) => site.name === entry.spec.name),
-    );
+    adopt(entry, siteByName.get(entry.spec.name));
   }
   // Pools: an archived pool is never changed, and keeps its name.
   const archivedNote = (id: string) =>
@@ -157,7 +166,7 @@ export function matchDocument(document: FleetConfig, live: LiveFleet, prune: boo
     (id) => activePools.get(id),
     archivedNote,
   )) {
-    const named = live.pools.find((pool) => pool.name === entry.spec.name);
+    const named = poolByName.get(entry.spec.name);
     if (named && named.state === 'archived' && !claimed.has(named.id))
       entry.blocked.push(
         `the name ${entry.spec.name} belongs to archived pool ${named.id} (pools keep their names): choose another name`,
@@ -207,11 +216,7 @@ export function matchDocument(document: FleetConfig, live: LiveFleet, prune: boo
   )) {
     const pool = resolve('pool', entry.spec.pool);
     const poolId = 'problem' in pool ? null : pool.liveId;
-    if (poolId)
-      adopt(
-        entry,
-        live.flavors.find((f) => f.poolId === poolId && f.name === entry.spec.name),
-      );
+    if (poolId) adopt(entry, flavorByName.get(`${poolId}/${entry.spec.name}`));
   }
   // Sandbox templates: named within the tenant.
   for (const entry of claimIds(
@@ -221,10 +226,7 @@ export function matchDocument(document: FleetConfig, live: LiveFleet, prune: boo
     (id) => templatesById.get(id),
     () => undefined,
   )) {
-    adopt(
-      entry,
-      [...templatesById.values()].find((t) => t.name === entry.spec.name),
-    );
+    adopt(entry, templateByName.get(entry.spec.name));
   }
 
   return {

@@ -438,7 +438,12 @@ function checkNames(matched: Matched, live: LiveFleet): void {
     ],
     [matched.templates, () => '', live.templates.map((t) => ({ id: t.id, name: t.name, scope: '' }))],
   ];
-  for (const [entries, scopeOf, held] of scopes) {
+  for (const [entries, scopeOf, rows] of scopes) {
+    const held = new Map<string, { id: string }[]>();
+    for (const row of rows) {
+      const key = `${row.scope}/${row.name}`;
+      held.set(key, [...(held.get(key) ?? []), row]);
+    }
     const seen = new Map<string, Entry>();
     for (const entry of entries) {
       const name = `${scopeOf(entry)}/${entry.spec.name}`;
@@ -450,9 +455,7 @@ function checkNames(matched: Matched, live: LiveFleet): void {
       }
       seen.set(name, entry);
       if (entry.live && entry.live.name === entry.spec.name) continue;
-      const holder = held.find(
-        (h) => h.name === entry.spec.name && h.scope === scopeOf(entry) && h.id !== entry.live?.id,
-      );
+      const holder = held.get(name)?.find((h) => h.id !== entry.live?.id);
       if (holder && !entry.blocked.some((b) => b.includes(holder.id)))
         entry.blocked.push(
           `${NOUN[entry.kind]} ${holder.id} is named ${entry.spec.name} now: rename or delete it in one apply, then take its name in the next`,
