@@ -269,6 +269,76 @@ describe.each(kinds)('fleet configuration on %s', (kind) => {
     ]);
   });
 
+  it('new objects refer to one another by their keys, and the apply gives them ids', async () => {
+    const document = await exported();
+    document.sites['lis-1'] = { name: 'lis-1', region: 'eu-south', description: '', labels: {} };
+    document.pools['vps-lis'] = {
+      site: 'lis-1',
+      name: 'vps-lis',
+      class: 'vps',
+      driver: 'sim',
+      description: '',
+      labels: {},
+      offers: ['acme'],
+      quotas: { acme: { gpus: 0 } },
+    };
+    document.flavors['lis-small'] = {
+      pool: 'vps-lis',
+      name: 'small',
+      vcpus: 1,
+      memoryMiB: 512,
+      diskGiB: 2,
+      gpus: 0,
+      gpuModel: null,
+      description: '',
+      image: { os: 'debian-12', channel: 'stable' },
+    };
+    const planned = await plan(document);
+    expect(planned.calls.map((c) => [c.method, c.refs, c.creates])).toEqual([
+      ['sites.create', {}, 'sites/lis-1'],
+      ['pools.create', { siteId: 'sites/lis-1' }, 'pools/vps-lis'],
+      ['pools.offer', { poolId: 'pools/vps-lis' }, null],
+      ['quotas.set', { poolId: 'pools/vps-lis' }, null],
+      ['flavors.create', { poolId: 'pools/vps-lis' }, 'flavors/lis-small'],
+    ]);
+    await apply(document, planned.planHash);
+    const after = await exported();
+    const [siteId] = Object.entries(after.sites).find(([, site]) => site.name === 'lis-1')!;
+    const [poolId, pool] = Object.entries(after.pools).find(([, p]) => p.name === 'vps-lis')!;
+    expect(pool).toMatchObject({ site: siteId, offers: ['acme'], quotas: { acme: { gpus: 0 } } });
+    expect(Object.values(after.flavors)).toContainEqual(
+      expect.objectContaining({ pool: poolId, name: 'small' }),
+    );
+    expect((await plan(document)).empty).toBe(true);
+  });
+
+  it('a name another object holds is blocked: a swap takes two applies, and archived pools keep theirs', async () => {
+    const document = await exported();
+    document.sites[ids.fra]!.name = 'ams-1';
+    document.sites[ids.ams]!.name = 'fra-one';
+    const swap = await plan(document);
+    expect(swap.counts.blocked).toBe(2);
+    expect(swap.changes[0]!.blocked).toContain(`site ${ids.ams} is named ams-1 now`);
+    const archived = await api('pools.create', { siteId: ids.ams, name: 'old-pool', class: 'gpu' });
+    await api('pools.archive', { poolId: archived.id });
+    const reuse = await exported();
+    expect(reuse.pools[archived.id]).toBeUndefined();
+    reuse.pools['again'] = { ...reuse.pools[ids.gpuPool]!, name: 'old-pool' };
+    const blocked = await plan(reuse);
+    expect(blocked.changes).toEqual([
+      expect.objectContaining({
+        op: '+',
+        key: 'again',
+        blocked: expect.stringContaining(`archived pool ${archived.id}`),
+      }),
+    ]);
+    reuse.pools[archived.id] = reuse.pools['again']!;
+    delete reuse.pools['again'];
+    expect((await plan(reuse)).changes[0]!.blocked).toContain(
+      'an archived pool is never changed or unarchived',
+    );
+  });
+
   it('a change between plan and apply is CONFIG_DRIFT, and nothing is applied', async () => {
     const document = await exported();
     document.sites[ids.ams]!.description = 'amsterdam';
