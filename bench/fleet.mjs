@@ -75,7 +75,9 @@ try {
   }
   const bytes = JSON.stringify(document).length;
   const first = await call('fleet.plan', { document, prune: false });
-  const created = await timed(() => call('fleet.apply', { document, prune: false, planHash: first.planHash }));
+  const created = await timed(() =>
+    call('fleet.apply', { document, prune: false, planHash: first.planHash }),
+  );
   const exported = await call('fleet.export', {});
   const quotaRows = Object.values(exported.pools).reduce(
     (sum, pool) => sum + Object.values(pool.quotas).reduce((n, q) => n + Object.keys(q).length, 0),
