@@ -293,6 +293,7 @@ describe('the modules of the server', () => {
     vps: ['commands', 'fleet', 'workflows'],
     tunnels: ['commands', 'fleet', 'ssh-certs', 'vps'],
     sandboxes: ['commands', 'fleet', 'ssh-certs', 'tunnels', 'vps', 'workflows'],
+    'fleet-config': ['fleet', 'sandboxes', 'vps'],
   };
 
   it('every module has a line in the map, and the map is what the code does', () => {

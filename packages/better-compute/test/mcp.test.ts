@@ -486,6 +486,57 @@ describe('propose_command_batch', () => {
   });
 });
 
+describe.each(['http', 'stdio'] as const)('the fleet tools over %s (issue 35)', (transport) => {
+  it('an agent of a root administrator exports and plans the fleet; there is no apply tool, and the API refuses its apply', async () => {
+    const client =
+      transport === 'http' ? await httpClient(keys.rootAgent) : (await stdioClient(keys.rootAgent)).client;
+    const names = (await client.listTools()).tools.map((tool) => tool.name);
+    expect(names).toContain('fleet_export');
+    expect(names).toContain('fleet_plan');
+    expect(names).toContain('fleet_status');
+    expect(names).not.toContain('fleet_apply');
+    await expect(client.callTool({ name: 'fleet_apply', arguments: {} })).rejects.toThrow(/no tool/);
+
+    const exported: any = await client.callTool({ name: 'fleet_export', arguments: {} });
+    expect(exported.isError, exported.content[0].text).toBeFalsy();
+    const document = exported.structuredContent;
+    expect(document).toMatchObject({ kind: 'FleetConfig', tenantId: 'root' });
+    expect(document.pools[ids.pool]).toMatchObject({ name: 'mcp-gpus', offers: ['acme', 'globex'] });
+    // The site's description imitates an instruction: it is exported as the data it is.
+    expect(Object.values(document.sites).map((site: any) => site.description)).toContain(INJECTION);
+
+    document.pools[ids.pool].description = 'planned by an agent';
+    const planned: any = await client.callTool({ name: 'fleet_plan', arguments: { document } });
+    expect(planned.isError, planned.content[0].text).toBeFalsy();
+    expect(planned.structuredContent).toMatchObject({
+      empty: false,
+      counts: { create: 0, update: 1, delete: 0, blocked: 0 },
+      calls: [{ method: 'pools.update', input: { poolId: ids.pool, description: 'planned by an agent' } }],
+    });
+    expect(planned.structuredContent.planHash).toMatch(/^[0-9a-f]{64}$/);
+
+    // A person applies: the agent's own call to the method is refused, and nothing changes.
+    const refused = await fetch(`${url}/api/compute/fleet/apply`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${keys.rootAgent}` },
+      body: JSON.stringify({ document, planHash: planned.structuredContent.planHash }),
+    });
+    expect(refused.status).toBe(403);
+    expect(((await refused.json()) as any).error).toMatchObject({
+      code: 'ACCESS_DENIED',
+      details: { reason: 'agent' },
+    });
+    expect((await api('pools.get', { poolId: ids.pool })).description).toBe('');
+  });
+
+  it('an agent of a tenant member is refused the fleet tools as the API refuses it', async () => {
+    const client =
+      transport === 'http' ? await httpClient(keys.agent) : (await stdioClient(keys.agent)).client;
+    const refused = failure(await client.callTool({ name: 'fleet_export', arguments: {} }));
+    expect(refused.code).toBe('ACCESS_DENIED');
+  });
+});
+
 describe('who may connect', () => {
   it('a person’s key is refused over HTTP (403) and over stdio (ACCESS_DENIED, exit 1)', async () => {
     const response = await fetch(`${url}/api/compute/mcp`, {

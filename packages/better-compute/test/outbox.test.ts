@@ -146,3 +146,22 @@ describe.runIf(kinds.includes('postgres'))('the outbox under concurrent writers 
     }
   });
 });
+
+describe.each(kinds)('a call that tells thousands of events (%s)', (kind) => {
+  it('writes them all, in order, past the 65,535 parameters one statement takes', async () => {
+    const database = await createTestDatabase(kind);
+    try {
+      await migrate(database.db, [foundationMigrations]);
+      const db = database.db as Kysely<ComputeTables>;
+      // 12,001 events: nine parameters each would be 108,009 in one statement (a fleet apply's size).
+      const names = Array.from({ length: 12_001 }, (_, i) => `e${i}`);
+      await db.transaction().execute((trx) => writeEvents(trx, names.map(draft), meta));
+      const { rows } = await sql<{ name: string; tx_index: number }>`
+        select data->>'name' as name, tx_index from compute.events order by tx_id, tx_index`.execute(db);
+      expect(rows.map((r) => r.name)).toEqual(names);
+      expect(rows.map((r) => Number(r.tx_index))).toEqual(names.map((_, i) => i));
+    } finally {
+      await database.close();
+    }
+  });
+});

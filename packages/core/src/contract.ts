@@ -71,6 +71,12 @@ export interface MethodDefinition<Input extends z.ZodType = z.ZodType, Output ex
    * tenant IAM does not know with NOT_FOUND before the method runs, so a typo is never stored.
    */
   namesTenants?: readonly string[];
+  /**
+   * A larger request body than the API's 64 KiB, for a method whose input is a whole document
+   * (`fleet.plan` and `fleet.apply` take a FleetConfig). Such a body is read only after the
+   * credential was accepted, so an anonymous caller can make the server hold no more than 64 KiB.
+   */
+  maxBodyBytes?: number;
   input: Input;
   output: Output;
 }
@@ -104,6 +110,11 @@ export function methodAction(method: Pick<AnyMethod, 'access'>): string | undefi
 
 export function isPublicMethod(method: Pick<AnyMethod, 'access'>): boolean {
   return 'public' in method.access;
+}
+
+/** The most a method's request body may hold: its own `maxBodyBytes`, else the API's 64 KiB. */
+export function methodBodyLimit(method: Pick<AnyMethod, 'maxBodyBytes'>, fallback: number): number {
+  return method.maxBodyBytes ?? fallback;
 }
 
 /** One row of the live route table (`system.routes`, `api --list`). */

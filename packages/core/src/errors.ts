@@ -35,6 +35,12 @@ export const ERROR_STATUS = {
   RELEASE_UNVERIFIED: 409,
   DIGEST_MISMATCH: 409,
   DOWNGRADE_REFUSED: 409,
+  // Fleet configuration's outcomes (the guide's code list): the fleet changed since the plan
+  // (CONFIG_DRIFT), a plan holds a change that cannot be made (PLAN_BLOCKED), and the live fleet
+  // differs from the document or the last apply (FLEET_DRIFTED, for CI). 409: never a 5xx.
+  CONFIG_DRIFT: 409,
+  PLAN_BLOCKED: 409,
+  FLEET_DRIFTED: 409,
   UNAVAILABLE: 503,
   INTERNAL: 500,
 } as const;

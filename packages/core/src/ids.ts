@@ -49,6 +49,7 @@ export const ID_PREFIXES = {
   tunnel: 'tun',
   delegation: 'dlg',
   confirmation: 'cfm',
+  fleetApply: 'fapl',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIXES;

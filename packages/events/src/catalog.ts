@@ -13,6 +13,7 @@ import {
 } from '@better-compute/core/methods';
 import { z } from 'zod';
 import { confirmationEventTypes } from './confirmation-events.js';
+import { fleetEventTypes } from './fleet-events.js';
 import { releaseEvents } from './release-events.js';
 import type { EventTypeSpec, SubjectKind } from './subjects.js';
 
@@ -339,11 +340,7 @@ export const eventTypes = {
     data: onNode,
     summary: 'A running command was told to stop',
   },
-  'command.cancelled': {
-    subject: 'command',
-    data: onNode,
-    summary: 'A command was cancelled before it ran',
-  },
+  'command.cancelled': { subject: 'command', data: onNode, summary: 'A command was cancelled before it ran' },
   'batch.created': {
     subject: 'batch',
     data: batchCounts.extend({ kinds: z.array(z.object({ kind: z.string(), count })), notAfter: z.string() }),
@@ -362,6 +359,7 @@ export const eventTypes = {
   'batch.cancelled': { subject: 'batch', data: batchEnd, summary: 'A pending batch was cancelled' },
   'batch.expired': { subject: 'batch', data: batchEnd, summary: 'A batch expired before it was approved' },
   ...confirmationEventTypes,
+  ...fleetEventTypes,
   'workflow.started': {
     subject: 'workflow',
     data: z.object({ nodeId: z.string(), kind: z.string() }),

@@ -17,6 +17,7 @@ export type SubjectKind =
   | 'command'
   | 'batch'
   | 'confirmation'
+  | 'fleet'
   | 'workflow'
   | 'image'
   | 'flavor'

@@ -93,6 +93,12 @@ const DEFAULT_HINTS: Readonly<Record<ErrorCode, string>> = {
   DIGEST_MISMATCH: 'Do not install it: the artifact is not the one the release names. Fetch it again.',
   DOWNGRADE_REFUSED:
     'The release does not replace the version running: check its minimumVersion, or ask for a rollback explicitly.',
+  CONFIG_DRIFT:
+    'The fleet changed since the plan: run "better-compute fleet plan FILE" again, review it, and apply with its new --plan-hash.',
+  PLAN_BLOCKED:
+    'A change in the plan cannot be made in place (the BLOCKED lines say which and why): change the document back, or make the change another way.',
+  FLEET_DRIFTED:
+    'The live fleet differs from the document or from the last apply: "better-compute fleet plan FILE" shows how; apply the document, or export the fleet again.',
   PAYLOAD_TOO_LARGE: 'Send less in one call: the API takes at most 64 KiB a request.',
   DOCTOR_FINDINGS: 'Fix the findings above, then run "better-compute doctor --strict" again.',
   UNSUPPORTED: 'See "better-compute help COMMAND" for what the command needs.',

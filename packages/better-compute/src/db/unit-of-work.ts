@@ -66,22 +66,18 @@ export async function recordMutation(
     idempotency?: (NewIdempotencyKey & { answer: Buffer }) | undefined;
   },
 ): Promise<void> {
-  const { events, meta, audit, idempotency } = parts;
+  const { meta, audit, idempotency } = parts;
+  let { events } = parts;
   if (events.length === 0 && !audit && !idempotency) return;
-  const values: unknown[] = [];
-  for (const [index, event] of events.entries()) {
-    values.push(
-      newId('event'),
-      index,
-      event.tenantId ?? meta.tenantId,
-      event.type,
-      event.subject.type,
-      event.subject.id,
-      JSON.stringify(event.data ?? {}),
-      meta.actor,
-      meta.requestId,
-    );
+  // A statement takes at most 65,535 parameters: a call that tells thousands of events (a fleet
+  // apply) writes them in statements of EVENTS_PER_STATEMENT, numbered on within its transaction.
+  let first = 0;
+  while (events.length > EVENTS_PER_STATEMENT) {
+    await recordEvents(trx, events.slice(0, EVENTS_PER_STATEMENT), meta, first);
+    first += EVENTS_PER_STATEMENT;
+    events = events.slice(EVENTS_PER_STATEMENT);
   }
+  const values = eventValues(events, meta, first);
   if (audit) {
     values.push(
       newId('audit'),
@@ -110,6 +106,37 @@ export async function recordMutation(
   const text = recordText(events.length, Boolean(audit), Boolean(idempotency));
   // Nothing reads its result, so on PostgreSQL it travels with the commit (no round trip of its own).
   await trx.executeQuery(CompiledQuery.raw(sentWithCommit(text), values));
+}
+
+/** Events per statement: nine parameters each, well under PostgreSQL's 65,535. */
+const EVENTS_PER_STATEMENT = 5000;
+
+function eventValues(events: readonly EventDraft[], meta: EventMeta, first: number): unknown[] {
+  const values: unknown[] = [];
+  for (const [index, event] of events.entries()) {
+    values.push(
+      newId('event'),
+      first + index,
+      event.tenantId ?? meta.tenantId,
+      event.type,
+      event.subject.type,
+      event.subject.id,
+      JSON.stringify(event.data ?? {}),
+      meta.actor,
+      meta.requestId,
+    );
+  }
+  return values;
+}
+
+async function recordEvents(
+  trx: Kysely<ComputeTables>,
+  events: readonly EventDraft[],
+  meta: EventMeta,
+  first: number,
+): Promise<void> {
+  const text = recordText(events.length, false, false);
+  await trx.executeQuery(CompiledQuery.raw(sentWithCommit(text), eventValues(events, meta, first)));
 }
 
 const EVENT_COLUMNS = 'id, tx_index, tenant_id, type, subject_type, subject_id, data, actor, request_id';

@@ -11,6 +11,7 @@ import {
   type Identity,
   isTenantId,
   methodAction,
+  methodBodyLimit,
   methodKey,
   methodPath,
   type Answer,
@@ -210,17 +211,25 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
   async function run(request: ApiCall, bound: BoundMethod, requestId: string): Promise<Answer> {
     const { method, handler } = bound;
     const key = methodKey(method);
+    const isPublic = 'public' in method.access;
+    const needsCredential = (found: Identity | null) => {
+      if (!found && !isPublic) {
+        throw new ComputeError('UNAUTHENTICATED', `${key} needs a credential`, {
+          hint: 'Set BETTER_COMPUTE_TOKEN, or sign in with better-iam login or better-compute auth login.',
+        });
+      }
+    };
+    // A method that takes more than the API's 64 KiB (a whole FleetConfig document) reads its body
+    // only once the credential is accepted: an anonymous caller never makes the server hold more.
+    const limit = methodBodyLimit(method, BODY_LIMIT_BYTES);
+    const early = limit > BODY_LIMIT_BYTES ? await authenticate(request) : undefined;
+    if (early !== undefined) needsCredential(early);
     // 2. body
-    const raw = checkedBody(parseJsonBody(await request.readBody(BODY_LIMIT_BYTES)));
+    const raw = checkedBody(parseJsonBody(await request.readBody(limit)));
     keyFromHeader(method, raw, request.header(IDEMPOTENCY_HEADER.toLowerCase()));
     // 3 + 4. credential (with the CSRF rule) and tenant
-    const identity = await authenticate(request);
-    const isPublic = 'public' in method.access;
-    if (!identity && !isPublic) {
-      throw new ComputeError('UNAUTHENTICATED', `${key} needs a credential`, {
-        hint: 'Set BETTER_COMPUTE_TOKEN, or sign in with better-iam login or better-compute auth login.',
-      });
-    }
+    const identity = early !== undefined ? early : await authenticate(request);
+    needsCredential(identity);
     let tenantId = identity?.tenantId ?? ROOT_TENANT;
     if (method.tenantScoped) {
       if (raw.tenantId === undefined && identity) raw.tenantId = identity.tenantId;
@@ -271,7 +280,14 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
         : undefined;
     // Further decisions on what the input names (a volume a sandbox template mounts), read before
     // the transaction as the owner is, and decided in the same call.
-    const more = bound.checks && identity ? await bound.checks(options.db(), tenantId, input) : [];
+    const more =
+      bound.checks && identity
+        ? await bound.checks(options.db(), tenantId, input, {
+            identity,
+            tenantExists: async (id) => (await iam.tenantState(id)) !== null,
+            authorize: (checks) => iam.authorize(identity, checks),
+          })
+        : [];
     if (action && identity) {
       const [decision, ...others] = await iam.authorize(identity, [{ action, resource }, ...more]);
       const refused = more.findIndex((_, i) => !others[i]?.allowed);

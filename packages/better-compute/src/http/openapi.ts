@@ -52,6 +52,8 @@ const NOT_FROM_THE_API = new Set([
   'DOCTOR_FINDINGS',
   'INVALID_RESPONSE',
   'INVALID_CONFIG',
+  // `fleet plan|status --fail-on-drift`: the CLI's verdict on an answer, never an answer itself.
+  'FLEET_DRIFTED',
 ]);
 
 /** The error statuses every operation lists, with a name for the response component. */

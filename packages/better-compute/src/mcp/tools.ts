@@ -6,8 +6,8 @@
  * `compute://<group>.<method>`, and the tenant's events are `compute://events` (docs/mcp.md).
  *
  * Left out: public methods (the node's own calls `nodes.join`, `nodes.claim` and `nodes.heartbeat`,
- * `system.version`, the audit log's publication), which take no agent's credential. There is no
- * fleet apply in the table; `fleet_export` and `fleet_plan` will follow the fleet methods (issue 35).
+ * `system.version`, the audit log's publication), which take no agent's credential, and
+ * `fleet.apply` (NOT_FOR_AGENTS): an agent gets `fleet_export` and `fleet_plan`, and a person applies.
  */
 import { type AnyMethod, isPublicMethod, methodAction, methodKey } from '@better-compute/core';
 import { jsonSchemaOf } from '../http/openapi.js';
@@ -43,9 +43,16 @@ export function toolName(method: Pick<AnyMethod, 'group' | 'name'>): string {
   return RENAMED[key] ?? key.replace(/[^A-Za-z0-9_-]/g, '_');
 }
 
-/** Whether an agent gets a tool for the method: anything but public methods (those take no agent's credential). */
+/**
+ * Methods no agent gets a tool for, whatever IAM would decide. `fleet.apply` changes the whole
+ * fleet at once from a document: the guide's fleet tools stop at `fleet_plan` because a person
+ * reviews the plan and applies it (the API refuses an agent's apply too, modules/fleet-config).
+ */
+const NOT_FOR_AGENTS: ReadonlySet<string> = new Set(['fleet.apply']);
+
+/** Whether an agent gets a tool for the method: not a public method (those take no agent's credential), nor one kept for people. */
 export function offersTool(method: AnyMethod): boolean {
-  return !isPublicMethod(method);
+  return !isPublicMethod(method) && !NOT_FOR_AGENTS.has(methodKey(method));
 }
 
 /**

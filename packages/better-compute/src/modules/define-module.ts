@@ -73,18 +73,33 @@ export interface MethodBinding {
    * answers the final output, checked against the method's schema again.
    */
   /**
-   * More decisions the call needs on what its input names (the volumes a sandbox template mounts):
-   * read before the transaction, decided with the method's own action in one IAM call.
+   * More decisions the call needs on what its input names (the volumes a sandbox template mounts,
+   * every call a fleet apply makes): read before the transaction, decided with the method's own
+   * action in one IAM call. `context` asks IAM what the transaction may not (on PGlite an embedded
+   * IAM shares its one connection).
    */
   checks?: (
     db: Kysely<ComputeTables>,
     tenantId: string,
     input: unknown,
+    context: ChecksContext,
   ) => Promise<import('@better-compute/core').AuthorizationCheck[]>;
   settle?: (
     output: unknown,
     context: { db: Kysely<ComputeTables>; input: unknown; tenantId: string; now: () => Date },
   ) => Promise<unknown>;
+}
+
+/**
+ * What a binding's `checks` may ask besides the database: who calls, whether IAM knows a tenant, and
+ * IAM's decisions ahead of the call's own (so costly checks are spared a caller who will be refused).
+ */
+export interface ChecksContext {
+  identity: Identity;
+  tenantExists(tenantId: string): Promise<boolean>;
+  authorize(
+    checks: import('@better-compute/core').AuthorizationCheck[],
+  ): Promise<import('@better-compute/core').AuthorizationDecision[]>;
 }
 
 /** A binding as the handler routes it. */

@@ -78,6 +78,18 @@ const description = z
   .regex(/^[^\u0000-\u0008\u000b-\u001f\u007f]*$/, 'must not hold control characters')
   .describe('What the flavor is for, for people (up to 500 characters)');
 
+/** A flavor's writable fields, shared with the FleetConfig document (fleet-config.ts). */
+export const flavorFields = {
+  flavorImage,
+  flavorName,
+  vcpus,
+  memoryMiB,
+  diskGiB,
+  gpus,
+  gpuModel,
+  description,
+};
+
 const flavorResource = (input: { flavorId: string }) => ({ type: 'compute-flavor', id: input.flavorId });
 
 export const flavorsGroup = defineGroup(

@@ -24,6 +24,7 @@ import { commandsGroup } from './commands.js';
 import { commandBatchesGroup } from './batches.js';
 import { confirmationsGroup } from './confirmations.js';
 import { releasesGroup } from './releases.js';
+import { fleetGroup } from './fleet.js';
 import { workflowsGroup } from './workflows.js';
 import { webhooksGroup } from './webhooks.js';
 import { imagesGroup } from './images.js';
@@ -60,6 +61,7 @@ export {
   commandBatchesGroup,
   confirmationsGroup,
   releasesGroup,
+  fleetGroup,
   workflowsGroup,
   webhooksGroup,
   imagesGroup,
@@ -92,6 +94,31 @@ export {
   webhookSchema,
 } from './webhooks.js';
 export { imageSchema } from './images.js';
+export {
+  FLEET_ADMIN_ACTION,
+  FLEET_CONFIG_KIND,
+  FLEET_CONFIG_VERSION,
+  FLEET_DOCUMENT_MAX_BYTES,
+  FLEET_MAX_OBJECTS,
+  fleetConfigSchema,
+  fleetConfigJsonSchema,
+  fleetChangeSchema,
+  fleetCallSchema,
+  fleetPlanSchema,
+  fleetStatusSchema,
+  fleetObjectKind,
+  type FleetConfig,
+  type FleetConfigInput,
+  type FleetSite,
+  type FleetPool,
+  type FleetFlavor,
+  type FleetTemplate,
+  type FleetChange,
+  type FleetCall,
+  type FleetPlan,
+  type FleetStatus,
+  type FleetObjectKind,
+} from './fleet.js';
 export { flavorSchema } from './flavors.js';
 export { instanceSchema, instanceState } from './instances.js';
 export { sshCertSchema, UNIX_ACCOUNT, SSH_CERT_MAX_MINUTES, SSH_CERT_MIN_MINUTES } from './ssh-certs.js';
@@ -150,6 +177,7 @@ export const methods = {
   ...tableOf(commandBatchesGroup),
   ...tableOf(confirmationsGroup),
   ...tableOf(releasesGroup),
+  ...tableOf(fleetGroup),
   ...tableOf(workflowsGroup),
   ...tableOf(imagesGroup),
   ...tableOf(flavorsGroup),

@@ -1,6 +1,6 @@
 /**
  * What the parts of the server outside modules/ (the package's entry, the simulator, the gateway,
- * the command line) use of the fleet module.
+ * the command line) and fleet configuration (modules/fleet-config) use of the fleet module.
  */
 export {
   parseSelector,
@@ -11,4 +11,9 @@ export {
 } from './reservations/selector.js';
 export { place, earliestFit, type FreeGroup, type Allocation } from './reservations/placement.js';
 export { runFleetController, CONTROLLER_JOB, type ControllerReport } from './controller.js';
-export { nodeTenant } from './queries.js';
+export { nodeTenant, platformObjects, type PlatformPool, type PlatformSite } from './queries.js';
+// Fleet configuration makes its changes with the methods' own services, never by writing the tables.
+export { createSite, updateSite, deleteSite } from './sites.js';
+export { createPool, updatePool, archivePool } from './pools.js';
+export { offerPool } from './offers.js';
+export { setQuota } from './quotas.js';

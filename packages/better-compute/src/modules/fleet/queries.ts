@@ -64,3 +64,109 @@ export async function boundGpuIndices(db: Kysely<ComputeTables>, reservationId: 
     .execute();
   return bindings.flatMap((binding) => binding.gpu_indices);
 }
+
+/** A site as fleet configuration reads it: its fields and version, and how many pools it has had. */
+export interface PlatformSite {
+  id: string;
+  name: string;
+  region: string | null;
+  description: string;
+  labels: Record<string, string>;
+  version: number;
+  /** Pools at the site, archived ones included: a site that has had one is never deleted. */
+  pools: number;
+}
+
+/** A pool as fleet configuration reads it, with its offers (accepted and pending) and quota rows. */
+export interface PlatformPool {
+  id: string;
+  siteId: string;
+  name: string;
+  class: 'gpu' | 'vps' | 'metal';
+  driver: string;
+  state: 'active' | 'archived';
+  description: string;
+  labels: Record<string, string>;
+  version: number;
+  /** Tenants offered the pool, accepted or not, sorted. */
+  offers: string[];
+  /** Every quota row, a cleared one (limit null) included: its version goes on counting. */
+  quotas: { tenantId: string; resource: 'gpus' | 'reservations'; limit: number | null; version: number }[];
+}
+
+/**
+ * A tenant's sites and pools (archived ones too) with their offers and quotas, in four statements
+ * whatever their number: what `fleet.export` and `fleet.plan` compare a document with.
+ */
+export async function platformObjects(
+  db: Kysely<ComputeTables>,
+  tenantId: string,
+): Promise<{ sites: PlatformSite[]; pools: PlatformPool[] }> {
+  const fleet = fleetDb(db);
+  const ownPools = fleet.selectFrom('compute.pools').select('id').where('tenant_id', '=', tenantId);
+  const [sites, pools, accepted, pending, quotas] = await Promise.all([
+    fleet.selectFrom('compute.sites').selectAll().where('tenant_id', '=', tenantId).orderBy('id').execute(),
+    fleet.selectFrom('compute.pools').selectAll().where('tenant_id', '=', tenantId).orderBy('id').execute(),
+    fleet
+      .selectFrom('compute.pool_offers')
+      .select(['pool_id', 'tenant_id'])
+      .where('pool_id', 'in', ownPools)
+      .execute(),
+    fleet
+      .selectFrom('compute.pending_offers')
+      .select(['pool_id', 'tenant_id'])
+      .where('pool_id', 'in', ownPools)
+      .execute(),
+    fleet
+      .selectFrom('compute.quotas')
+      .select(['pool_id', 'tenant_id', 'resource', 'limit_value', 'version'])
+      .where('pool_id', 'in', ownPools)
+      .execute(),
+  ]);
+  const byPool = new Map<string, PlatformPool>();
+  const poolsAt = new Map<string, number>();
+  const result: PlatformPool[] = pools.map((row) => {
+    const pool: PlatformPool = {
+      id: row.id,
+      siteId: row.site_id,
+      name: row.name,
+      class: row.class,
+      driver: row.driver,
+      state: row.state,
+      description: row.description,
+      labels: row.labels,
+      version: row.version,
+      offers: [],
+      quotas: [],
+    };
+    byPool.set(row.id, pool);
+    poolsAt.set(row.site_id, (poolsAt.get(row.site_id) ?? 0) + 1);
+    return pool;
+  });
+  for (const offer of [...accepted, ...pending]) byPool.get(offer.pool_id)?.offers.push(offer.tenant_id);
+  for (const quota of quotas)
+    byPool.get(quota.pool_id)?.quotas.push({
+      tenantId: quota.tenant_id,
+      resource: quota.resource,
+      limit: quota.limit_value === null ? null : Number(quota.limit_value),
+      version: quota.version,
+    });
+  for (const pool of result) {
+    pool.offers = [...new Set(pool.offers)].sort();
+    pool.quotas.sort((a, b) =>
+      a.tenantId === b.tenantId ? (a.resource < b.resource ? -1 : 1) : a.tenantId < b.tenantId ? -1 : 1,
+    );
+  }
+  return {
+    sites: sites.map((row) => ({
+      id: row.id,
+      name: row.name,
+      region: row.region,
+      description: row.description,
+      labels: row.labels,
+      version: row.version,
+      pools: poolsAt.get(row.id) ?? 0,
+    })),
+    pools: result,
+  };
+}

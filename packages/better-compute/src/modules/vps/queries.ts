@@ -49,3 +49,14 @@ export async function instanceForTunnel(
       from compute.instances i where id = ${instanceId} and tenant_id = ${tenantId}`.execute(db);
   return found.rows[0];
 }
+
+/** The flavors of a tenant's pools that are not deleted, by id: what fleet configuration reads. */
+export async function tenantFlavors(db: Kysely<ComputeTables>, tenantId: string): Promise<FlavorRow[]> {
+  return vpsDb(db)
+    .selectFrom('compute.flavors')
+    .selectAll()
+    .where('tenant_id', '=', tenantId)
+    .where('deleted_at', 'is', null)
+    .orderBy('id')
+    .execute();
+}

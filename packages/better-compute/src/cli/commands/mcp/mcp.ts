@@ -48,9 +48,12 @@ export default defineCommand({
     const served = new Set(routes.items.map((route) => route.method));
     const methods = methodList.filter((method) => served.has(`${method.group}.${method.name}`));
 
+    // A method's own body limit (fleet.plan takes a whole document), else the API's.
+    const limits = new Map(methods.map((m) => [`${m.group}.${m.name}`, m.maxBodyBytes ?? BODY_LIMIT_BYTES]));
     const call: import('../../../mcp/index.js').McpCall = async (method, input) => {
       // Refused here as the API would: a body it refuses need not cross the network first.
-      if (JSON.stringify(input).length > BODY_LIMIT_BYTES) return { error: payloadTooLarge().toJSON() };
+      if (JSON.stringify(input).length > (limits.get(method) ?? BODY_LIMIT_BYTES))
+        return { error: payloadTooLarge().toJSON() };
       try {
         return { data: await client.request(method, input) };
       } catch (error) {
