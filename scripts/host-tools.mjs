@@ -9,7 +9,7 @@
  *
  * Groups: e2e (OpenSSH and the shells the end-to-end suites drive), node (what a real node runs:
  * QEMU guests, bubblewrap sandboxes, their networks, the guest image's build), guest (node plus the
- * test suites' own tools), browser (Chromium), all. Without root the missing ones are listed with the
+ * test suites' own tools), image (podman and runc for the server image), browser (Chromium), all. Without root the missing ones are listed with the
  * command that installs them, and nothing is installed.
  */
 import { spawnSync } from 'node:child_process';
@@ -40,11 +40,26 @@ const NODE = {
   flock: 'util-linux',
 };
 
+/**
+ * The server image's build and run (deploy/, test/guest/deploy-image.test.ts): podman with the runc
+ * runtime (crun fails on hybrid cgroups), the local stand-in for the Node base image
+ * (scripts/build-node-base.sh), the build script's shellcheck and the unit's systemd-analyze.
+ */
+const IMAGE = {
+  podman: 'podman',
+  runc: 'runc',
+  debootstrap: 'debootstrap',
+  flock: 'util-linux',
+  shellcheck: 'shellcheck',
+  'systemd-analyze': 'systemd',
+};
+
 /** Command on PATH → the Debian package that provides it, per group. */
 export const HOST_TOOL_GROUPS = {
   e2e: { ...OPENSSH, zsh: 'zsh', fish: 'fish', shellcheck: 'shellcheck' },
   node: NODE,
   guest: { ...NODE, shellcheck: 'shellcheck' },
+  image: IMAGE,
   browser: { chromium: 'chromium' },
 };
 
