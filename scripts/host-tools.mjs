@@ -11,9 +11,9 @@
  * QEMU guests, bubblewrap sandboxes, their networks, the guest image's build), site (what a site
  * agent runs for bare metal: ipmitool for BMCs, dnsmasq and busybox for the provisioning network),
  * guest (node and site plus the test suites' own tools: OpenIPMI's ipmi_sim as a machine's BMC, the
- * iPXE ROMs QEMU's network cards boot from), browser (Chromium), all. A name starting with / is a
- * file rather than a command. Without root the missing ones are listed with the
- * command that installs them, and nothing is installed.
+ * iPXE ROMs QEMU's network cards boot from), image (podman and runc for the server image), browser
+ * (Chromium), all. A name starting with / is a file rather than a command. Without root the missing
+ * ones are listed with the command that installs them, and nothing is installed.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -52,6 +52,20 @@ const SITE = {
   ip: 'iproute2',
 };
 
+/**
+ * The server image's build and run (deploy/, test/guest/deploy-image.test.ts): podman with the runc
+ * runtime (crun fails on hybrid cgroups), the local stand-in for the Node base image
+ * (scripts/build-node-base.sh), the build script's shellcheck and the unit's systemd-analyze.
+ */
+const IMAGE = {
+  podman: 'podman',
+  runc: 'runc',
+  debootstrap: 'debootstrap',
+  flock: 'util-linux',
+  shellcheck: 'shellcheck',
+  'systemd-analyze': 'systemd',
+};
+
 /** Command on PATH (or a file, by its absolute path) → the Debian package that provides it, per group. */
 export const HOST_TOOL_GROUPS = {
   e2e: { ...OPENSSH, zsh: 'zsh', fish: 'fish', shellcheck: 'shellcheck' },
@@ -65,6 +79,7 @@ export const HOST_TOOL_GROUPS = {
     ipmi_sim: 'openipmi',
     '/usr/lib/ipxe/qemu/efi-e1000.rom': 'ipxe-qemu',
   },
+  image: IMAGE,
   browser: { chromium: 'chromium' },
 };
 

@@ -5,7 +5,8 @@
  *
  *   unit     the packages' build (suites run the real CLI binary from dist/)
  *   e2e      + OpenSSH and the shells the suites drive (host group e2e)
- *   guest    + QEMU, bubblewrap, their networks (host group guest) and the guest image
+ *   guest    + QEMU, bubblewrap, their networks (host group guest), podman and runc for the
+ *            server image (host group image) and the guest image
  *   browser  + the console's production build and Chromium (host group browser); the terminal
  *            suite boots a guest, so the guest group too
  *
@@ -23,7 +24,7 @@ export const SETUP_BY_PROJECT: Record<
 > = {
   unit: { hostGroups: [], console: false, guestImage: false },
   e2e: { hostGroups: ['e2e'], console: false, guestImage: false },
-  guest: { hostGroups: ['e2e', 'guest'], console: false, guestImage: true },
+  guest: { hostGroups: ['e2e', 'guest', 'image'], console: false, guestImage: true },
   browser: { hostGroups: ['e2e', 'guest', 'browser'], console: true, guestImage: false },
 };
 

@@ -17,6 +17,7 @@ import {
   type ProgramView,
   type ResolvedIO,
 } from './define.js';
+import { environmentWithFiles } from './env-files.js';
 import { CliError, exitStatusOf, noteCommand, printFailure } from './errors.js';
 import { globalFlagsOf } from './global-flags.js';
 import { renderCommand, renderPrefix } from './help.js';
@@ -100,6 +101,15 @@ export function createCli(options: CliOptions = {}): ComputeCli {
 
   async function run(argv: readonly string[], given?: CliIO): Promise<unknown> {
     const io = resolveIO(given ?? processIO());
+    // The variables given as NAME_FILE (env-files.ts) are read when a command first reads the
+    // environment, so help and version never open a file.
+    const rawEnv = io.env;
+    let withFiles: Record<string, string | undefined> | undefined;
+    Object.defineProperty(io, 'env', {
+      get: () => (withFiles ??= environmentWithFiles(rawEnv)),
+      enumerable: true,
+      configurable: true,
+    });
     const registry = new CommandRegistry(groups);
     for (const entry of base.list()) registry.add(entry.command, { project: entry.project });
 
@@ -108,7 +118,7 @@ export function createCli(options: CliOptions = {}): ComputeCli {
     async function loadProject(): Promise<void> {
       if (project.state !== 'none' || !projectLoader) return;
       try {
-        const commands = await projectLoader({ configPath, cwd: io.cwd, env: io.env });
+        const commands = await projectLoader({ configPath, cwd: io.cwd, env: rawEnv });
         for (const command of commands) registry.add(command as AnyCommand, { project: true });
         project.state = 'loaded';
       } catch (error) {
@@ -192,20 +202,19 @@ export function createCli(options: CliOptions = {}): ComputeCli {
         details: { field: 'url' },
       });
     }
-    const env = io.env;
     const token = command.target === 'token';
     const global: GlobalOptions = {
       format: parsed.flags.format as OutputFormat | undefined,
       query: parsed.flags.query as string | undefined,
       url: token
-        ? ((parsed.flags.url as string | undefined) ?? (env.BETTER_COMPUTE_URL || undefined))
+        ? ((parsed.flags.url as string | undefined) ?? (io.env.BETTER_COMPUTE_URL || undefined))
         : undefined,
       tenant: token
-        ? ((parsed.flags.tenant as string | undefined) ?? (env.BETTER_COMPUTE_TENANT || undefined))
+        ? ((parsed.flags.tenant as string | undefined) ?? (io.env.BETTER_COMPUTE_TENANT || undefined))
         : undefined,
       config: command.target === 'none' ? undefined : (parsed.flags.config as string | undefined),
       profile: token
-        ? ((parsed.flags.profile as string | undefined) ?? (env.BETTER_COMPUTE_PROFILE || undefined))
+        ? ((parsed.flags.profile as string | undefined) ?? (io.env.BETTER_COMPUTE_PROFILE || undefined))
         : undefined,
     };
     if (global.tenant !== undefined && !isTenantId(global.tenant)) {
@@ -222,8 +231,8 @@ export function createCli(options: CliOptions = {}): ComputeCli {
     // whichever credential would have applied.
     const profileFlag = parsed.flags.profile;
     if (typeof profileFlag === 'string') assertProfileName(profileFlag, '--profile');
-    else if ((token || 'profile' in (command.flags ?? {})) && env.BETTER_COMPUTE_PROFILE)
-      assertProfileName(env.BETTER_COMPUTE_PROFILE, 'BETTER_COMPUTE_PROFILE');
+    else if ((token || 'profile' in (command.flags ?? {})) && io.env.BETTER_COMPUTE_PROFILE)
+      assertProfileName(io.env.BETTER_COMPUTE_PROFILE, 'BETTER_COMPUTE_PROFILE');
     const flags: Record<string, unknown> = {};
     for (const key of Object.keys(command.flags ?? {})) flags[key] = parsed.flags[key];
 
@@ -231,10 +240,12 @@ export function createCli(options: CliOptions = {}): ComputeCli {
     let computePromise: Promise<ComputeInstance> | undefined;
     let apiPromise: Promise<CliApi> | undefined;
     const compute = (): Promise<ComputeInstance> =>
-      (computePromise ??= loadCompute({ configPath: global.config, cwd: io.cwd, env }).then((instance) => {
-        opened.push(instance);
-        return instance;
-      }));
+      (computePromise ??= loadCompute({ configPath: global.config, cwd: io.cwd, env: io.env }).then(
+        (instance) => {
+          opened.push(instance);
+          return instance;
+        },
+      ));
     const print = (value: unknown): void => {
       const text = formatResult(value, {
         format: global.format,

@@ -1,7 +1,8 @@
 /**
  * Finding and loading a configuration: `--config`, else BETTER_COMPUTE_CONFIG, else the nearest
  * better-compute.config.{mjs,js,ts,mts} from the working directory up, else a configuration made
- * from BETTER_COMPUTE_DATABASE_URL alone; CONFIG_NOT_FOUND otherwise. A `.ts` file is compiled with
+ * from BETTER_COMPUTE_DATABASE_URL (with BETTER_COMPUTE_SECRET and BETTER_COMPUTE_PKI); CONFIG_NOT_FOUND
+ * otherwise. The file's own `secret` and `pki` win over the environment's. A `.ts` file is compiled with
  * esbuild on the fly, so it loads without a build step.
  */
 import { existsSync } from 'node:fs';
@@ -112,8 +113,11 @@ export async function loadConfig(options: LoadConfigOptions): Promise<LoadedConf
   const databaseUrl = options.env.BETTER_COMPUTE_DATABASE_URL;
   // The deployment's secret comes from the environment unless the file gives one.
   const secret = options.env.BETTER_COMPUTE_SECRET ? { secret: options.env.BETTER_COMPUTE_SECRET } : {};
+  // So does the PKI bundle's path (a mounted file in a container or a systemd credential).
+  const pki = options.env.BETTER_COMPUTE_PKI ? { pki: options.env.BETTER_COMPUTE_PKI } : {};
   if (!path) {
-    if (databaseUrl) return { config: { database: databaseUrl, ...secret }, path: null, commands: [] };
+    if (databaseUrl)
+      return { config: { database: databaseUrl, ...secret, ...pki }, path: null, commands: [] };
     throw new ComputeError('CONFIG_NOT_FOUND', 'no configuration found', {
       hint: 'Run "better-compute init", pass --config, or set BETTER_COMPUTE_DATABASE_URL.',
     });
@@ -148,7 +152,7 @@ export async function loadConfig(options: LoadConfigOptions): Promise<LoadedConf
   // The environment's database URL fills in when the file names none.
   const withDatabase =
     config.database === undefined && databaseUrl ? { ...config, database: databaseUrl } : config;
-  return { config: { ...secret, ...withDatabase }, path, commands };
+  return { config: { ...secret, ...pki, ...withDatabase }, path, commands };
 }
 
 /** Loads the configuration and builds the deployment (without migrating). */

@@ -45,7 +45,12 @@ export default defineCommand({
       : undefined;
     let pin: string;
     try {
-      pin = await resolveAuditPin({ cwd: io.cwd, pin: flags.pin, env: io.env, pki: flags.pki });
+      pin = await resolveAuditPin({
+        cwd: io.cwd,
+        pin: flags.pin,
+        env: io.env,
+        pki: flags.pki ?? (io.env.BETTER_COMPUTE_PKI || undefined),
+      });
     } catch (error) {
       if (error instanceof ComputeError && error.code === 'PKI_NOT_FOUND') {
         throw new ComputeError(

@@ -1,7 +1,8 @@
 /** Flags the audit commands share. */
 export const pkiFlag = {
   type: 'string',
-  description: 'The PKI bundle (default: the configuration’s pki, else .better-compute/pki.json)',
+  description:
+    'The PKI bundle (default: the configuration’s pki, else BETTER_COMPUTE_PKI, else .better-compute/pki.json)',
   placeholder: 'PATH',
 } as const;
 

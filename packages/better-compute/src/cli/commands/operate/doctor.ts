@@ -13,7 +13,7 @@ export default defineCommand({
     pki: {
       type: 'string',
       description:
-        "The PKI bundle to check (default: the configuration's pki, else .better-compute/pki.json)",
+        "The PKI bundle to check (default: the configuration's pki, else BETTER_COMPUTE_PKI, else .better-compute/pki.json)",
       placeholder: 'PATH',
     },
   },

@@ -4,15 +4,15 @@ import type { ResolvedIO } from '../../define.js';
 export const pkiFlag = {
   pki: {
     type: 'string',
-    description: 'The PKI bundle (default .better-compute/pki.json)',
+    description: 'The PKI bundle (default BETTER_COMPUTE_PKI, else .better-compute/pki.json)',
     placeholder: 'PATH',
   },
 } as const;
 
-/** --pki against the working directory, else the default. */
+/** --pki, else BETTER_COMPUTE_PKI, against the working directory; else the default. */
 export async function bundlePath(io: ResolvedIO, flag: string | undefined): Promise<string> {
   const { resolvePkiPath } = await import('../../../pki/bundle.js');
-  return resolvePkiPath(io.cwd, flag);
+  return resolvePkiPath(io.cwd, flag ?? (io.env.BETTER_COMPUTE_PKI || undefined));
 }
 
 /** The secret that seals the bundle: BETTER_COMPUTE_SECRET from the environment, never an argument. */
