@@ -13,6 +13,7 @@ import {
 } from '@better-compute/core/methods';
 import { z } from 'zod';
 import { confirmationEventTypes } from './confirmation-events.js';
+import { secretEventTypes } from './secret-events.js';
 
 /** What an event is about: its subject's kind (the subject's id travels with the event). */
 export type SubjectKind =
@@ -27,6 +28,7 @@ export type SubjectKind =
   | 'command'
   | 'batch'
   | 'confirmation'
+  | 'secret'
   | 'workflow'
   | 'image'
   | 'flavor'
@@ -389,6 +391,7 @@ export const eventTypes = {
   'batch.cancelled': { subject: 'batch', data: batchEnd, summary: 'A pending batch was cancelled' },
   'batch.expired': { subject: 'batch', data: batchEnd, summary: 'A batch expired before it was approved' },
   ...confirmationEventTypes,
+  ...secretEventTypes,
   'workflow.started': {
     subject: 'workflow',
     data: z.object({ nodeId: z.string(), kind: z.string() }),
