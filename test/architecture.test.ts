@@ -278,6 +278,7 @@ describe('the modules of the server', () => {
     system: [],
     webhooks: [],
     confirmations: [],
+    secrets: [],
     fleet: ['events'],
     commands: ['fleet', 'workflows'],
     batches: ['commands', 'fleet'],
@@ -285,7 +286,7 @@ describe('the modules of the server', () => {
     'ssh-certs': ['commands', 'fleet'],
     vps: ['commands', 'fleet', 'workflows'],
     tunnels: ['commands', 'fleet', 'ssh-certs', 'vps'],
-    sandboxes: ['commands', 'fleet', 'ssh-certs', 'tunnels', 'vps', 'workflows'],
+    sandboxes: ['commands', 'fleet', 'secrets', 'ssh-certs', 'tunnels', 'vps', 'workflows'],
   };
 
   it('every module has a line in the map, and the map is what the code does', () => {

@@ -75,8 +75,21 @@ export const MAX_SANDBOX_ENV_BYTES = 262_144;
  * (docs/secrets.md). The daemon runs only resolved entries.
  */
 export const sandboxEnvEntry = z.union([
-  z.object({ name: envName, secretRef: z.string().regex(/^secret:\/\/[a-z0-9][a-z0-9-]{0,62}\/sec_[0-9a-z]{26}$/) }).strict(),
-  z.object({ name: envName, value: z.string().max(32_768).refine((v) => !v.includes('\0')) }).strict(),
+  z
+    .object({
+      name: envName,
+      secretRef: z.string().regex(/^secret:\/\/[a-z0-9][a-z0-9-]{0,62}\/sec_[0-9a-z]{26}$/),
+    })
+    .strict(),
+  z
+    .object({
+      name: envName,
+      value: z
+        .string()
+        .max(32_768)
+        .refine((v) => !v.includes('\0')),
+    })
+    .strict(),
 ]);
 export type SandboxEnvEntry = z.infer<typeof sandboxEnvEntry>;
 

@@ -13,6 +13,7 @@ import {
 } from '@better-compute/core/methods';
 import { z } from 'zod';
 import { confirmationEventTypes } from './confirmation-events.js';
+import { sandboxVolumeEventTypes } from './sandbox-volume-events.js';
 import { secretEventTypes } from './secret-events.js';
 
 /** What an event is about: its subject's kind (the subject's id travels with the event). */
@@ -108,14 +109,6 @@ const sandboxSnapshotChange = z.object({
   nodeId: z.string(),
   memory: z.boolean(),
   keep: z.boolean(),
-  reason: z.string().optional(),
-});
-const sandboxVolumeChange = z.object({
-  state: z.string(),
-  poolId: z.string(),
-  nodeId: z.string().nullable(),
-  sizeGiB: z.number().int(),
-  version,
   reason: z.string().optional(),
 });
 
@@ -544,31 +537,7 @@ export const eventTypes = {
     data: sandboxSnapshotChange,
     summary: 'A sandbox snapshot could not be taken or removed',
   },
-  'sandbox-volume.created': {
-    subject: 'sandboxVolume',
-    data: sandboxVolumeChange,
-    summary: 'A sandbox volume was placed on a node and is being made',
-  },
-  'sandbox-volume.ready': {
-    subject: 'sandboxVolume',
-    data: sandboxVolumeChange,
-    summary: 'A sandbox volume is ready to mount',
-  },
-  'sandbox-volume.resized': {
-    subject: 'sandboxVolume',
-    data: sandboxVolumeChange,
-    summary: 'A sandbox volume grew',
-  },
-  'sandbox-volume.deleted': {
-    subject: 'sandboxVolume',
-    data: sandboxVolumeChange,
-    summary: 'A sandbox volume was wiped and removed',
-  },
-  'sandbox-volume.failed': {
-    subject: 'sandboxVolume',
-    data: sandboxVolumeChange,
-    summary: 'A step on a sandbox volume’s node failed',
-  },
+  ...sandboxVolumeEventTypes,
   // Published for parties outside the database to keep (docs/audit.md): as audit.checkpoint answers.
   'audit.checkpoint': {
     subject: 'auditLog',

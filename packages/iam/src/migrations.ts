@@ -265,6 +265,18 @@ update iam.roles
    and not ('compute:confirmations:*@own' = any (actions));
 `,
     },
+    {
+      name: '0006_operators_write_secrets',
+      sql: `
+-- Operators keep the secrets the fleet's machines use (a BMC's password, a provider account's
+-- credentials): they put and delete secrets (values are never read back by anyone). Tenant and
+-- platform administrators have them through compute:*; members and viewers read names only.
+update iam.roles
+   set actions = actions || array['compute:secrets:write', 'compute:secrets:delete']
+ where id = 'role_00000000000000000000000003'
+   and not ('compute:secrets:write' = any (actions));
+`,
+    },
   ],
 };
 

@@ -127,7 +127,7 @@ async function fillPool(env: Env, stale: TemplateRow, deps: SandboxDeps, report:
     .where('deleted_at', 'is', null)
     .forUpdate()
     .executeTakeFirst();
-  if (!template || template.env.length > 0) return;
+  if (!template) return;
   const pool = await db
     .selectFrom('compute.sandboxes')
     .select(['id', 'state', 'template_version'])

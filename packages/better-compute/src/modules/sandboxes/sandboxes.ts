@@ -18,6 +18,7 @@ import {
 } from './rows.js';
 import type { SandboxDeps } from './settings.js';
 import { commandStep } from '../workflows/service.js';
+import { checkSecretReferences } from '../secrets/index.js';
 import { sandboxDb, type SandboxRow } from './tables.js';
 
 const envOf = (ctx: CallContext<unknown>): Env => ({ db: ctx.db, now: ctx.now(), emit: ctx.emit });
@@ -56,15 +57,9 @@ export function createSandbox(deps: SandboxDeps) {
     const { input } = ctx;
     const db = sandboxDb(ctx.db);
     const template = await loadTemplate(db, ctx.tenantId, input.templateId);
-    if (template.env.length > 0)
-      throw new ComputeError(
-        'INVALID_CONFIG',
-        `template ${template.id} passes secrets (${template.env.map((e) => e.name).join(', ')}) and this deployment has no secrets store to read them from`,
-        {
-          details: { reason: 'no-secrets-store', field: 'env' },
-          hint: `Remove the template's env (better-compute sandbox-template update ${template.id} --env "") until a secrets store is configured (docs/decisions/sandboxes-secrets.md).`,
-        },
-      );
+    // The secrets its environment names must still exist, for a warm sandbox too (it started with
+    // their values; a deleted secret's is not handed to anyone new).
+    await checkSecretReferences(ctx.db, ctx.tenantId, template.env, 'INVALID_STATE');
     const ttlSeconds = input.ttlSeconds ?? template.default_ttl_seconds;
     if (ttlSeconds > template.max_ttl_seconds)
       throw new ComputeError(
@@ -361,4 +356,14 @@ export function snapshotSandbox(deps: SandboxDeps) {
     });
     return snapshotView(snapshot);
   };
+}
+
+/** The tenant a sandbox belongs to (its template's), whatever its state; null when there is none. */
+export async function sandboxTenant(db: Kysely<ComputeTables>, sandboxId: string): Promise<string | null> {
+  const row = await sandboxDb(db)
+    .selectFrom('compute.sandboxes')
+    .select('tenant_id')
+    .where('id', '=', sandboxId)
+    .executeTakeFirst();
+  return row?.tenant_id ?? null;
 }

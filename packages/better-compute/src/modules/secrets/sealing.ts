@@ -37,14 +37,10 @@ export function noDeploymentSecret(): ComputeError {
 }
 
 function unreadable(id: string): ComputeError {
-  return new ComputeError(
-    'INVALID_CONFIG',
-    `secret ${id} does not open under this deployment’s secret`,
-    {
-      details: { reason: 'secret-unreadable', id },
-      hint: 'Start the server with the BETTER_COMPUTE_SECRET it was sealed under, or put the secret again.',
-    },
-  );
+  return new ComputeError('INVALID_CONFIG', `secret ${id} does not open under this deployment’s secret`, {
+    details: { reason: 'secret-unreadable', id },
+    hint: 'Start the server with the BETTER_COMPUTE_SECRET it was sealed under, or put the secret again.',
+  });
 }
 
 export function createSecretSealer(deploymentSecret: string | undefined): SecretSealer {

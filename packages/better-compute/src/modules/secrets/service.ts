@@ -42,7 +42,9 @@ function notFound(input: Named): ComputeError {
 async function find(db: SecretsDb, tenantId: string, input: Named, forUpdate: boolean) {
   let query = db.selectFrom('compute.secrets').selectAll().where('tenant_id', '=', tenantId);
   query =
-    input.secretId !== undefined ? query.where('id', '=', input.secretId) : query.where('name', '=', input.name!);
+    input.secretId !== undefined
+      ? query.where('id', '=', input.secretId)
+      : query.where('name', '=', input.name!);
   if (forUpdate) query = query.forUpdate();
   return query.executeTakeFirst();
 }
