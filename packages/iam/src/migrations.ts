@@ -277,6 +277,21 @@ update iam.roles
    and not ('compute:secrets:write' = any (actions));
 `,
     },
+    {
+      name: '0007_meters',
+      sql: `
+-- Billing meters: what usage exports count in (compute's gpuSeconds is compute.gpu-seconds), made
+-- by better-compute iam setup --meters; a name is made once and never redefined in place.
+create table iam.meters (
+  name text primary key check (name ~ '^[a-z][a-z0-9.-]{0,99}$'),
+  unit text not null,
+  aggregation text not null check (aggregation in ('sum', 'max')),
+  dimensions text[] not null,
+  description text not null,
+  created_at timestamptz not null default now()
+);
+`,
+    },
   ],
 };
 

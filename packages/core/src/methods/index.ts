@@ -85,6 +85,7 @@ export {
   MAX_RESERVATION_SECONDS,
 } from './reservations.js';
 export { SYSTEM_TAINT_PREFIX } from './sites.js';
+export { USAGE_METERS } from './usage.js';
 export {
   MAX_WEBHOOK_PATTERNS,
   webhookDeliverySchema,

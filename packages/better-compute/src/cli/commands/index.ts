@@ -10,6 +10,7 @@ import { commandsCommands } from './commands/index.js';
 import { workflowsCommands } from './workflows/index.js';
 import { eventsCommands } from './events/index.js';
 import { webhooksCommands } from './webhooks/index.js';
+import { secretsCommands } from './secrets/index.js';
 import { fleetCommands } from './fleet/index.js';
 import { auditCommands } from './audit/index.js';
 import { batchCommands } from './batch/index.js';
@@ -69,6 +70,7 @@ export const builtinCommands: readonly AnyCommand[] = [
   ...workflowsCommands,
   ...eventsCommands,
   ...webhooksCommands,
+  ...secretsCommands,
   consoleCommand,
   execCommand,
   forward,
