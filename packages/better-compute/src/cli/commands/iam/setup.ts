@@ -46,7 +46,7 @@ export default defineCommand({
     'better-compute iam setup',
     'better-compute iam setup --format table',
     'better-compute iam setup --query policies[].name',
-    'better-compute iam setup --meters --config better-compute.config.ts',
+    'better-compute iam setup --meters',
   ],
   async run({ flags, compute }) {
     const { iamSetupExamples } = await import('better-iam');
@@ -72,7 +72,7 @@ export default defineCommand({
     } catch (error) {
       if (/iam\.meters|relation .* does not exist/.test(String((error as Error).message)))
         throw new CliError('INVALID_CONFIG', 'Better IAM has no meters table yet in this database', {
-          hint: 'Run better-compute migrate first, then iam setup --meters again.',
+          hint: 'Apply the migrations first (better-compute migrate), then run this command again.',
         });
       throw error;
     }
