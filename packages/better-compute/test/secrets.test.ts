@@ -283,6 +283,51 @@ describe.each(kinds)('secrets on %s', (kind) => {
     });
   });
 
+  it('a warm pool fills from a template with secrets; after a put, the old warm sandboxes are not claimed but replaced', async () => {
+    const key = await api('secrets.put', { name: 'warmkey', value: 'warm-value-1' });
+    const template = await api('sandboxTemplates.create', {
+      poolId,
+      flavorId,
+      imageId,
+      name: 'warm',
+      warmMin: 1,
+      warmMax: 1,
+      env: [{ name: 'KEY', secretRef: key.reference }],
+    });
+    const ready = async () =>
+      (compute.database.db as unknown as Kysely<any>)
+        .selectFrom('compute.sandboxes')
+        .select(['id', 'state', 'created_at'])
+        .where('template_id', '=', template.id)
+        .where('state', '=', 'warm')
+        .execute();
+    let warm: any[] = [];
+    for (let i = 0; i < 300 && warm.length === 0; i++) {
+      warm = await ready();
+      if (warm.length === 0) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(warm).toHaveLength(1);
+    const first = warm[0].id;
+    await api('secrets.put', { name: 'warmkey', value: 'warm-value-2' });
+    // The warm one holds the old value: a create starts a new sandbox instead.
+    const created = await api('sandboxes.create', { templateId: template.id, waitSeconds: 0 });
+    expect(created.warm).toBe(false);
+    expect(created.id).not.toBe(first);
+    // The pool retires it and starts one with the new value.
+    let replaced: any[] = [];
+    for (let i = 0; i < 300; i++) {
+      replaced = await ready();
+      if (replaced.length === 1 && replaced[0].id !== first) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(replaced.map((r) => r.id)).not.toContain(first);
+    expect(replaced).toHaveLength(1);
+    const claimed = await api('sandboxes.create', { templateId: template.id, waitSeconds: 0 });
+    expect(claimed).toMatchObject({ warm: true, id: replaced[0].id });
+    await api('sandboxTemplates.update', { templateId: template.id, warmMin: 0, warmMax: 0 });
+    for (const id of [created.id, claimed.id]) await api('sandboxes.delete', { sandboxId: id });
+  });
+
   it('the value’s bytes are in no table: not the outbox, the audit log, commands, workflows or kept answers', async () => {
     const db = compute.database.db as unknown as Kysely<any>;
     await api('secrets.put', { name: 'kept', value: VALUE, idempotencyKey: 'put-kept-0001' });

@@ -18,7 +18,7 @@ import {
 } from './rows.js';
 import type { SandboxDeps } from './settings.js';
 import { commandStep } from '../workflows/service.js';
-import { checkSecretReferences } from '../secrets/index.js';
+import { checkSecretReferences, secretsChangedAt } from '../secrets/index.js';
 import { sandboxDb, type SandboxRow } from './tables.js';
 
 const envOf = (ctx: CallContext<unknown>): Env => ({ db: ctx.db, now: ctx.now(), emit: ctx.emit });
@@ -103,19 +103,18 @@ export function createSandbox(deps: SandboxDeps) {
         );
     } else if (template.warm_max > 0) {
       // The fast path: one warm sandbox of this template's current version, locked without waiting
-      // for a create that is claiming another one; no node is asked anything.
-      const warm = await db
+      // for a create that is claiming another one; no node is asked anything. One started before a
+      // secret of its environment changed holds the old value: it is left for the pool to replace.
+      const secretsChanged = await secretsChangedAt(ctx.db, ctx.tenantId, template.env);
+      let warmQuery = db
         .selectFrom('compute.sandboxes')
         .selectAll()
         .where('template_id', '=', template.id)
         .where('state', '=', 'warm')
         .where('template_version', '=', template.version)
-        .where('owner_id', 'is', null)
-        .orderBy('ready_at')
-        .limit(1)
-        .forUpdate()
-        .skipLocked()
-        .executeTakeFirst();
+        .where('owner_id', 'is', null);
+      if (secretsChanged) warmQuery = warmQuery.where('created_at', '>', secretsChanged);
+      const warm = await warmQuery.orderBy('ready_at').limit(1).forUpdate().skipLocked().executeTakeFirst();
       if (warm) {
         const claimed = await db
           .updateTable('compute.sandboxes')

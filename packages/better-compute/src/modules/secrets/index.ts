@@ -6,6 +6,7 @@ export {
   checkSecretReferences,
   openSecretEnv,
   parseSecretReference,
+  secretsChangedAt,
   type SecretEnvReference,
 } from './resolve.js';
 export { createSecretSealer, type SecretSealer } from './sealing.js';

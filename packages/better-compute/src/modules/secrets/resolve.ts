@@ -119,3 +119,26 @@ export async function openSecretEnv(
     };
   });
 }
+
+/**
+ * When the newest of the secrets `env` names last changed (a put, or its creation); null for none.
+ * A warm sandbox started before then holds an old value: it is not claimed, and the pool replaces it.
+ */
+export async function secretsChangedAt(
+  db: Kysely<ComputeTables>,
+  tenantId: string,
+  env: readonly SecretEnvReference[],
+): Promise<Date | null> {
+  const ids = env.flatMap((entry) => {
+    const ref = parseSecretReference(entry.secretRef);
+    return ref && ref.tenantId === tenantId ? [ref.id] : [];
+  });
+  if (ids.length === 0) return null;
+  const row = await secretsDb(db)
+    .selectFrom('compute.secrets')
+    .select((eb) => eb.fn.max('updated_at').as('changed'))
+    .where('tenant_id', '=', tenantId)
+    .where('id', 'in', [...new Set(ids)])
+    .executeTakeFirst();
+  return row?.changed ? new Date(row.changed) : null;
+}
