@@ -42,6 +42,7 @@ const guestSuites = [
   'packages/daemon/test/instance-exit.test.ts',
   'packages/daemon/test/qemu-sandbox.test.ts',
   'packages/daemon/test/bwrap-runtime.test.ts',
+  'packages/daemon/test/secrets-sandbox.test.ts',
   'packages/daemon/test/runtime-dir.test.ts',
   'packages/daemon/test/install-script.test.ts',
   'packages/daemon/test/metal-lab.test.ts',

@@ -285,6 +285,7 @@ describe('the modules of the server', () => {
     webhooks: [],
     confirmations: [],
     releases: [],
+    secrets: [],
     fleet: ['events'],
     commands: ['fleet', 'workflows'],
     batches: ['commands', 'fleet'],
@@ -292,7 +293,7 @@ describe('the modules of the server', () => {
     'ssh-certs': ['commands', 'fleet'],
     vps: ['commands', 'fleet', 'workflows'],
     tunnels: ['commands', 'fleet', 'ssh-certs', 'vps'],
-    sandboxes: ['commands', 'fleet', 'ssh-certs', 'tunnels', 'vps', 'workflows'],
+    sandboxes: ['commands', 'fleet', 'secrets', 'ssh-certs', 'tunnels', 'vps', 'workflows'],
     'fleet-config': ['fleet', 'sandboxes', 'vps'],
   };
 

@@ -235,27 +235,39 @@ describe('sandbox templates', () => {
     expect(templates.items.map((t: any) => t.name).sort()).toEqual(['python', 'short']);
   });
 
-  it('refuses a create from a template with secret references: there is no secrets store', async () => {
-    const template = await json([
-      'sandbox-template',
-      'create',
+  it('a template names its tenant’s existing secrets only; a sandbox starts from one that does', async () => {
+    const base = ['sandbox-template', 'create', '--pool', poolId, '--flavor', flavorId, '--image', imageId];
+    const missing = await refusal([
+      ...base,
       '--name',
       'with-env',
-      '--pool',
-      poolId,
-      '--flavor',
-      flavorId,
-      '--image',
-      imageId,
       '--env',
       `OPENAI_API_KEY=secret://acme/sec_${'1'.repeat(26)}`,
     ]);
-    expect(template.env).toEqual([
-      { name: 'OPENAI_API_KEY', secretRef: `secret://acme/sec_${'1'.repeat(26)}` },
+    expect(missing.code).toBe('NOT_FOUND');
+    writeFileSync(join(work, 'openai.key'), 'sk-sandboxes-e2e');
+    const secret = await json(['secrets', 'put', 'openai', '--value-file', join(work, 'openai.key')]);
+    const template = await json([
+      ...base,
+      '--name',
+      'with-env',
+      '--env',
+      `OPENAI_API_KEY=${secret.reference}`,
     ]);
-    const refused = await refusal(['sandbox', 'create', '--template', template.id]);
-    expect(refused.code).toBe('INVALID_CONFIG');
-    expect(refused.stderr).toContain('secrets store');
+    expect(template.env).toEqual([{ name: 'OPENAI_API_KEY', secretRef: secret.reference }]);
+    const sandbox = await json(['sandbox', 'create', '--template', template.id, '--wait', '10']);
+    expect(sandbox.state).toBe('running');
+    await json(['sandbox', 'delete', sandbox.id]);
+    await until(
+      'the sandbox is deleted',
+      () => json(['sandbox', 'get', sandbox.id]),
+      (s: any) => s.state === 'deleted',
+    );
+    // Deleted, the secret stops the template's next start, before any node is asked.
+    await json(['secrets', 'delete', 'openai']);
+    const gone = await refusal(['sandbox', 'create', '--template', template.id]);
+    expect(gone.code).toBe('INVALID_STATE');
+    expect(gone.stderr).toContain('does not exist');
     await json(['sandbox-template', 'delete', template.id]);
   });
 });

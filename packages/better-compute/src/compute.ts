@@ -47,6 +47,7 @@ import { createFleetModule, fleetModule } from './modules/fleet/module.js';
 import { createApproverLoader } from './modules/batches/index.js';
 import { systemModule } from './modules/system/module.js';
 import { createWebhooksModule, webhooksModule } from './modules/webhooks/module.js';
+import { createSecretsModule, secretsModule } from './modules/secrets/module.js';
 import { createSshCertsModule, sshCertsModule } from './modules/ssh-certs/module.js';
 import { createTunnelsModule, tunnelsModule } from './modules/tunnels/module.js';
 import { createSandboxesModule, sandboxesModule } from './modules/sandboxes/module.js';
@@ -79,6 +80,7 @@ const builtins = [
   confirmationsModule,
   workflowsModule,
   webhooksModule,
+  secretsModule,
   vpsModule,
   sshCertsModule,
   tunnelsModule,
@@ -190,6 +192,8 @@ export async function betterCompute(
   const keySettings = { pki: config.pki, secret: config.secret };
   const configured = new Map<ComputeModule, ComputeModule>([
     [webhooksModule, webhooks],
+    // Secrets are sealed under the deployment's secret; without one, put refuses.
+    [secretsModule, createSecretsModule(config.secret)],
     [sshCertsModule, createSshCertsModule({ ...keySettings, requireMfa: config.breakGlassSsh?.requireMfa })],
     [tunnelsModule, createTunnelsModule(keySettings)],
     [sandboxesModule, createSandboxesModule(keySettings, config.sandboxes)],

@@ -1,5 +1,10 @@
 /** `better-compute iam setup`: Better IAM's example policies through the output formatter. */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { USAGE_METERS } from '@better-compute/core/methods';
+import { createTestDatabase, testDatabaseKinds } from '@better-compute/db/testing';
 import { iamSetupExamples, IAM_ACTIONS } from 'better-iam';
 import { actionCatalog } from '../src/compute.js';
 import { runCli } from '../src/cli/index.js';
@@ -33,10 +38,15 @@ describe('better-compute iam setup', () => {
     expect(text).toMatch(/operator\s+root\s+\(built-in\)\s+0\s+operator/);
   });
 
-  it('has no --meters flag: there are no billing meters to show', async () => {
-    await expect(runCli(['iam', 'setup', '--meters'], captureIO().io)).rejects.toMatchObject({
-      code: 'INVALID_ARGUMENT',
-    });
+  it('--meters needs a configuration: without one it is CONFIG_NOT_FOUND and nothing is made', async () => {
+    const scratch = mkdtempSync(join(tmpdir(), 'bc-iam-meters-none-'));
+    try {
+      await expect(
+        runCli(['iam', 'setup', '--meters'], captureIO({ HOME: scratch }, { cwd: scratch }).io),
+      ).rejects.toMatchObject({ code: 'CONFIG_NOT_FOUND' });
+    } finally {
+      rmSync(scratch, { recursive: true, force: true });
+    }
   });
 
   it('names only actions that exist, so every example can be applied as printed', () => {
@@ -58,4 +68,45 @@ describe('better-compute iam setup', () => {
       }
     }
   });
+});
+
+describe.each(await testDatabaseKinds())('iam setup --meters on %s', (kind) => {
+  it('creates the billing meters usage exports name in Better IAM once: a second run creates nothing', async () => {
+    const scratch = mkdtempSync(join(tmpdir(), 'bc-iam-meters-'));
+    const database = kind === 'postgres' ? await createTestDatabase('postgres', 2) : undefined;
+    const env = {
+      HOME: scratch,
+      BETTER_COMPUTE_DATABASE_URL: database?.url ?? `pglite:${join(scratch, 'db')}`,
+    };
+    try {
+      await runCli(['migrate'], captureIO(env, { cwd: scratch }).io);
+      const first = captureIO(env, { cwd: scratch });
+      expect(await runCli(['iam', 'setup', '--meters'], first.io)).toEqual({
+        meters: ['compute.gpu-seconds'],
+        created: ['compute.gpu-seconds'],
+        existing: [],
+        different: [],
+      });
+      const again = await runCli(['iam', 'setup', '--meters'], captureIO(env, { cwd: scratch }).io);
+      expect(again).toEqual({
+        meters: ['compute.gpu-seconds'],
+        created: [],
+        existing: ['compute.gpu-seconds'],
+        different: [],
+      });
+      // The meter is the one usage.export names, as Better IAM lists it.
+      const { betterCompute } = await import('../src/index.js');
+      const compute = await betterCompute({ database: env.BETTER_COMPUTE_DATABASE_URL }, { log: () => {} });
+      try {
+        expect(await compute.embeddedIam!.listMeters()).toEqual([
+          { ...USAGE_METERS[0], dimensions: [...USAGE_METERS[0].dimensions], createdAt: expect.any(String) },
+        ]);
+      } finally {
+        await compute.close();
+      }
+    } finally {
+      await database?.close();
+      rmSync(scratch, { recursive: true, force: true });
+    }
+  }, 120_000);
 });

@@ -40,7 +40,12 @@ function expected(role: Role, action: string): boolean {
     case 'tenant-admin':
       return action !== 'compute:fleet:admin';
     case 'operator':
-      return verb === 'read' || OPERATOR_GROUPS.includes(group);
+      // Operators keep the fleet's secrets (iam migration 0006): put and delete, not use.
+      return (
+        verb === 'read' ||
+        OPERATOR_GROUPS.includes(group) ||
+        ['compute:secrets:write', 'compute:secrets:delete'].includes(action)
+      );
     case 'member':
       return (
         verb === 'read' ||

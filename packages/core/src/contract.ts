@@ -67,6 +67,12 @@ export interface MethodDefinition<Input extends z.ZodType = z.ZodType, Output ex
    */
   sealed?: readonly string[];
   /**
+   * Top-level input fields that are secrets (a secret's value): an idempotency key's input hash is
+   * keyed by the key rather than a bare SHA-256, so the database holds nothing to guess them against,
+   * and a confirmation's summary shows only that they were there.
+   */
+  secretInput?: readonly string[];
+  /**
    * Top-level input fields that name another tenant (an offer's, a quota's): the handler refuses a
    * tenant IAM does not know with NOT_FOUND before the method runs, so a typo is never stored.
    */

@@ -68,6 +68,36 @@ export const machineShapeSchema = z.object({
 });
 export type MachineShape = z.infer<typeof machineShapeSchema>;
 
+/** An environment variable's name, as a template names it. */
+const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/);
+/** The most bytes of environment values one sandbox.create carries (the session's frames are 1 MiB). */
+export const MAX_SANDBOX_ENV_BYTES = 262_144;
+
+/**
+ * One environment variable of a sandbox, from a secret. As the command is stored and queued it
+ * holds the reference only (`secretRef`); the gateway resolves it into `value` as it signs the
+ * command for the node, so a value is in the signed message and nowhere in the database
+ * (docs/secrets.md). The daemon runs only resolved entries.
+ */
+export const sandboxEnvEntry = z.union([
+  z
+    .object({
+      name: envName,
+      secretRef: z.string().regex(/^secret:\/\/[a-z0-9][a-z0-9-]{0,62}\/sec_[0-9a-z]{26}$/),
+    })
+    .strict(),
+  z
+    .object({
+      name: envName,
+      value: z
+        .string()
+        .max(32_768)
+        .refine((v) => !v.includes('\0')),
+    })
+    .strict(),
+]);
+export type SandboxEnvEntry = z.infer<typeof sandboxEnvEntry>;
+
 /** Each kind's payload. */
 export const runtimeCommandPayloads = {
   /** Fetch an image's files into the node's cache and verify their digests. */
@@ -123,6 +153,8 @@ export const sandboxCommandPayloads = {
     userCaPublicKey: sshLine,
     fromSnapshot: z.object({ snapshotId, memory: z.boolean() }).nullable(),
     readyTimeoutMs: z.number().int().min(100).max(3_600_000),
+    /** Environment variables from secrets, set for the sandbox's processes and every session in it. */
+    env: z.array(sandboxEnvEntry).max(64).default([]),
   }),
   /** Install the host certificate the sandbox SSH CA signed for the sandbox's host key. */
   'sandbox.certify': z.object({ sandboxId, hostCertificate: sshLine }),

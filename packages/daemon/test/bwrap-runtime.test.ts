@@ -45,6 +45,7 @@ function createSpec(sandboxId: string, extra: Partial<SandboxCommandPayload<'san
     userCaPublicKey: userCa(),
     fromSnapshot: null,
     readyTimeoutMs: 30_000,
+    env: [],
     ...extra,
   };
 }

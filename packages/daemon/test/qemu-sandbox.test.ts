@@ -35,6 +35,7 @@ function spec(sandboxId: string, extra: Partial<SandboxCommandPayload<'sandbox.c
     userCaPublicKey: keys.userCa(),
     fromSnapshot: null,
     readyTimeoutMs: 240_000,
+    env: [],
     ...extra,
   };
 }

@@ -15,6 +15,8 @@ import { z } from 'zod';
 import { confirmationEventTypes } from './confirmation-events.js';
 import { fleetEventTypes } from './fleet-events.js';
 import { releaseEvents } from './release-events.js';
+import { sandboxVolumeEventTypes } from './sandbox-volume-events.js';
+import { secretEventTypes } from './secret-events.js';
 import type { EventTypeSpec, SubjectKind } from './subjects.js';
 
 export type { EventTypeSpec, SubjectKind };
@@ -80,14 +82,6 @@ const sandboxSnapshotChange = z.object({
   nodeId: z.string(),
   memory: z.boolean(),
   keep: z.boolean(),
-  reason: z.string().optional(),
-});
-const sandboxVolumeChange = z.object({
-  state: z.string(),
-  poolId: z.string(),
-  nodeId: z.string().nullable(),
-  sizeGiB: z.number().int(),
-  version,
   reason: z.string().optional(),
 });
 
@@ -360,6 +354,7 @@ export const eventTypes = {
   'batch.expired': { subject: 'batch', data: batchEnd, summary: 'A batch expired before it was approved' },
   ...confirmationEventTypes,
   ...fleetEventTypes,
+  ...secretEventTypes,
   'workflow.started': {
     subject: 'workflow',
     data: z.object({ nodeId: z.string(), kind: z.string() }),
@@ -512,31 +507,7 @@ export const eventTypes = {
     data: sandboxSnapshotChange,
     summary: 'A sandbox snapshot could not be taken or removed',
   },
-  'sandbox-volume.created': {
-    subject: 'sandboxVolume',
-    data: sandboxVolumeChange,
-    summary: 'A sandbox volume was placed on a node and is being made',
-  },
-  'sandbox-volume.ready': {
-    subject: 'sandboxVolume',
-    data: sandboxVolumeChange,
-    summary: 'A sandbox volume is ready to mount',
-  },
-  'sandbox-volume.resized': {
-    subject: 'sandboxVolume',
-    data: sandboxVolumeChange,
-    summary: 'A sandbox volume grew',
-  },
-  'sandbox-volume.deleted': {
-    subject: 'sandboxVolume',
-    data: sandboxVolumeChange,
-    summary: 'A sandbox volume was wiped and removed',
-  },
-  'sandbox-volume.failed': {
-    subject: 'sandboxVolume',
-    data: sandboxVolumeChange,
-    summary: 'A step on a sandbox volume’s node failed',
-  },
+  ...sandboxVolumeEventTypes,
   // Published for parties outside the database to keep (docs/audit.md): as audit.checkpoint answers.
   'audit.checkpoint': {
     subject: 'auditLog',

@@ -18,6 +18,7 @@ export type SubjectKind =
   | 'batch'
   | 'confirmation'
   | 'fleet'
+  | 'secret'
   | 'workflow'
   | 'image'
   | 'flavor'

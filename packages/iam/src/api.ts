@@ -62,6 +62,27 @@ export interface CreateIamOptions {
   secret?: string;
 }
 
+/** A billing meter: what usage is counted in, by name (`compute.gpu-seconds`). */
+export interface MeterDefinition {
+  name: string;
+  unit: string;
+  aggregation: 'sum' | 'max';
+  /** The fields a usage row is broken down by (`tenantId`, `poolId`, `gpuModel`). */
+  dimensions: string[];
+  description: string;
+}
+
+export interface Meter extends MeterDefinition {
+  createdAt: string;
+}
+
+export interface EnsuredMeters {
+  created: string[];
+  existing: string[];
+  /** Meters of the name that exist with another unit, aggregation or dimensions: never changed here. */
+  different: string[];
+}
+
 /** Who took a recovery action on a person, for its audit entry. */
 export interface RecoveryAudit {
   actor: string;
@@ -211,6 +232,13 @@ export interface Iam {
   ): Promise<{ oneTimePassword: string; sessionsEnded: number }>;
   /** The recovery actions administrators took on people of a tenant, newest first. */
   listRecoveryAudit(tenantId: string): Promise<RecoveryAuditEntry[]>;
+  /**
+   * Creates the billing meters that are missing (by name), idempotently: answers which were created,
+   * which existed as given, and which exist with another definition (left as they are).
+   */
+  ensureMeters(meters: readonly MeterDefinition[]): Promise<EnsuredMeters>;
+  /** Every billing meter, by name. */
+  listMeters(): Promise<Meter[]>;
 
   createApiKey(
     principalId: string,

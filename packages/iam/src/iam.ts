@@ -17,6 +17,7 @@ import { bootstrapService } from './areas/bootstrap.js';
 import { delegationRoutes, delegationService } from './areas/delegations.js';
 import { passwordRoutes, passwordService } from './areas/passwords.js';
 import { principalRoutes, principalService } from './areas/principals.js';
+import { meterService } from './areas/meters.js';
 import { recoveryAuditService } from './areas/recovery-audit.js';
 import { installActions, roleRoutes, roleService } from './areas/roles.js';
 import { secondFactorRoutes, secondFactorService } from './areas/second-factor.js';
@@ -69,6 +70,7 @@ export function createIam(options: CreateIamOptions): Iam {
     ...secondFactorService(ctx),
     ...passwordService(ctx),
     ...recoveryAuditService(ctx),
+    ...meterService(ctx),
     ...apiKeyService(ctx),
     ...roleService(ctx),
     ...bindingService(ctx),

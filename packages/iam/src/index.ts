@@ -13,6 +13,9 @@ export {
   type CreatedApiKey,
   type DevAccount,
   type DevBootstrap,
+  type EnsuredMeters,
+  type Meter,
+  type MeterDefinition,
 } from './api.js';
 export { iamMigrations, BUILT_IN_ROLE_IDS, type BuiltInRoleName } from './migrations.js';
 export { iamMethods, IAM_ACTIONS, type IamMethodName } from './methods.js';

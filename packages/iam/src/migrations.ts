@@ -278,6 +278,33 @@ update iam.roles
    and not ('compute:releases:*' = any (actions));
 `,
     },
+    {
+      name: '0007_operators_write_secrets',
+      sql: `
+-- Operators keep the secrets the fleet's machines use (a BMC's password, a provider account's
+-- credentials): they put and delete secrets (values are never read back by anyone). Tenant and
+-- platform administrators have them through compute:*; members and viewers read names only.
+update iam.roles
+   set actions = actions || array['compute:secrets:write', 'compute:secrets:delete']
+ where id = 'role_00000000000000000000000003'
+   and not ('compute:secrets:write' = any (actions));
+`,
+    },
+    {
+      name: '0008_meters',
+      sql: `
+-- Billing meters: what usage exports count in (compute's gpuSeconds is compute.gpu-seconds), made
+-- by better-compute iam setup --meters; a name is made once and never redefined in place.
+create table iam.meters (
+  name text primary key check (name ~ '^[a-z][a-z0-9.-]{0,99}$'),
+  unit text not null,
+  aggregation text not null check (aggregation in ('sum', 'max')),
+  dimensions text[] not null,
+  description text not null,
+  created_at timestamptz not null default now()
+);
+`,
+    },
   ],
 };
 

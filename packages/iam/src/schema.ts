@@ -162,6 +162,17 @@ export interface IamDatabase {
   'iam.signing_keys': SigningKeysTable;
   'iam.action_catalog': ActionCatalogTable;
   'iam.sign_in_attempts': SignInAttemptsTable;
+  'iam.meters': MetersTable;
+}
+
+/** A billing meter (migration 0007): what a usage export's quantity is counted in. */
+export interface MetersTable {
+  name: string;
+  unit: string;
+  aggregation: 'sum' | 'max';
+  dimensions: string[];
+  description: string;
+  created_at: Generated<Date>;
 }
 
 export interface SignInAttemptsTable {

@@ -30,6 +30,7 @@ import { createApproverLoader, quorumAttachments } from '../modules/batches/inde
 import { nodeTenant } from '../modules/fleet/index.js';
 import { instanceExited } from '../modules/vps/index.js';
 import { type CommandSigner, envelopeBytes } from './signer.js';
+import { createCommandSecrets } from './command-secrets.js';
 import { type DaemonMessage, parseDaemonMessage } from './protocol.js';
 import type { StreamSink, StreamTransport } from './flow-stream.js';
 import type { NodeStreamTarget } from './node-streams.js';
@@ -98,6 +99,7 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
   const linkPath = `${compute.config.basePath}/gateway/link`;
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES });
   const sessions = new Map<string, Session>();
+  const secrets = createCommandSecrets(compute.config.secret);
   let closing = false;
   // The approver chain daemons follow, read from the deployment's bundle as the batches module does.
   const approvers = createApproverLoader({ pki: compute.config.pki });
@@ -198,7 +200,25 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
           if (session.sent.has(row.id)) continue;
           session.sent.add(row.id);
           const quorum = quorums.get(row.id);
-          send(session, { t: 'command', ...sign(row), ...(quorum ? { quorum } : {}) });
+          // A sandbox's start gets its secrets' values here, in the signed message only.
+          let signed = row;
+          if (secrets.needs(row)) {
+            const resolved = await secrets.resolve(db, row);
+            if ('error' in resolved) {
+              await advanceCommand(db, row.node_id, row.id, {
+                state: 'failed',
+                at,
+                exitCode: null,
+                stdout: '',
+                stderr: '',
+                result: null,
+                error: `not sent: ${resolved.error}`,
+              });
+              continue;
+            }
+            signed = { ...row, payload: resolved.payload };
+          }
+          send(session, { t: 'command', ...sign(signed), ...(quorum ? { quorum } : {}) });
           if (row.state === 'queued') sent.push(row.id);
         }
         // Cancelled between the read and the send: the daemon holds it, and must drop it.

@@ -140,6 +140,7 @@ export async function confirmationFor(
       resource: { type: call.resource.type, ...(call.resource.id ? { id: call.resource.id } : {}) },
       input,
       idempotent: Boolean(method.idempotent),
+      ...(method.secretInput?.length ? { secretInput: method.secretInput } : {}),
       reason,
       requestId: call.requestId,
     },

@@ -358,7 +358,10 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
           // then rolls back what the handler did (docs/decisions/0003-idempotency.md).
           const early = Boolean(scope && method.claimsWithFirstStatement);
           const pending = scope
-            ? await claimIdempotencyKey(trx, scope, input, options.now(), { withNextStatement: early })
+            ? await claimIdempotencyKey(trx, scope, input, options.now(), {
+                withNextStatement: early,
+                secretInput: Boolean(method.secretInput?.length),
+              })
             : undefined;
           const ran = early
             ? await handler(context(trx)).then(

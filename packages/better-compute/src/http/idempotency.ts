@@ -5,7 +5,7 @@
  * 24 hours. A kept answer's secrets (a method's `sealed` fields) are stored sealed under a key
  * derived from the idempotency key, which the database never holds.
  */
-import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, randomBytes } from 'node:crypto';
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import { canonicalJson, ComputeError } from '@better-compute/core';
 import { sendAnsweredLater, sentWithCommit } from '@better-compute/db';
@@ -57,11 +57,17 @@ export async function claimIdempotencyKey(
   scope: IdempotencyScope,
   input: Record<string, unknown>,
   now: Date,
-  options: { withNextStatement?: boolean } = {},
+  options: { withNextStatement?: boolean; secretInput?: boolean } = {},
 ): Promise<PendingClaim> {
   const scopeHash = sha256(canonicalJson([scope.tenantId, scope.principalId, scope.method, scope.key]));
   const { idempotencyKey: _key, ...rest } = input;
-  const inputHash = sha256(canonicalJson(rest));
+  // An input holding a secret (a secret's value) is hashed keyed by the idempotency key, which the
+  // database never holds: a bare SHA-256 of it would be a hash to guess a weak value against.
+  const inputHash = options.secretInput
+    ? createHmac('sha256', `better-compute idempotent input ${scope.key}`)
+        .update(canonicalJson(rest))
+        .digest()
+    : sha256(canonicalJson(rest));
   const lockKey = scopeHash.readBigInt64BE(0).toString();
   await trx.executeQuery(CompiledQuery.raw(LOCK, [lockKey]));
   const decide = (existing: { input_hash: Uint8Array; answer: Uint8Array } | undefined): IdempotencyClaim => {

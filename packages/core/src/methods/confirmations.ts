@@ -36,6 +36,8 @@ export interface ConfirmationCall {
   input: Record<string, unknown>;
   /** Whether the method keeps answers by idempotency key. */
   idempotent: boolean;
+  /** Input fields that are secrets (the method's `secretInput`): never in a summary. */
+  secretInput?: readonly string[] | undefined;
   /** Why it is held: the pattern it matched, or the spend limit. */
   reason: string;
   requestId: string;

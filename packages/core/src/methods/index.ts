@@ -32,6 +32,7 @@ import { flavorsGroup } from './flavors.js';
 import { instancesGroup } from './instances.js';
 import { nodeSshCertsGroup } from './ssh-certs.js';
 import { tunnelsGroup } from './tunnels.js';
+import { secretsGroup } from './secrets.js';
 import {
   sandboxesGroup,
   sandboxSnapshotsGroup,
@@ -69,6 +70,7 @@ export {
   instancesGroup,
   nodeSshCertsGroup,
   tunnelsGroup,
+  secretsGroup,
   sandboxTemplatesGroup,
   sandboxesGroup,
   sandboxSnapshotsGroup,
@@ -87,6 +89,7 @@ export {
   MAX_RESERVATION_SECONDS,
 } from './reservations.js';
 export { SYSTEM_TAINT_PREFIX } from './sites.js';
+export { USAGE_METERS } from './usage.js';
 export {
   MAX_WEBHOOK_PATTERNS,
   webhookDeliverySchema,
@@ -134,6 +137,15 @@ export {
   SANDBOX_EXEC_MIN_MINUTES,
   SANDBOX_ATTACH_ACTION,
 } from './sandboxes.js';
+export {
+  MAX_SECRET_BYTES,
+  MAX_SECRETS_PER_TENANT,
+  SECRETS_DELETE_ACTION,
+  SECRETS_USE_ACTION,
+  SECRETS_WRITE_ACTION,
+  secretSchema,
+  secretValue,
+} from './secrets.js';
 export { COMMAND_KINDS, COMMAND_OUTPUT_LIMIT, commandSchema, commandState } from './commands.js';
 export {
   batchSchema,
@@ -183,6 +195,7 @@ export const methods = {
   ...tableOf(flavorsGroup),
   ...tableOf(instancesGroup),
   ...tableOf(tunnelsGroup),
+  ...tableOf(secretsGroup),
   ...tableOf(sandboxTemplatesGroup),
   ...tableOf(sandboxesGroup),
   ...tableOf(sandboxSnapshotsGroup),

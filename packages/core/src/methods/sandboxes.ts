@@ -13,6 +13,7 @@ import { defineGroup, method } from '../group.js';
 import { idempotencyKey, idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 import { ifVersion, resourceName } from './sites.js';
 import { unixAccount } from './ssh-certs.js';
+import { SECRETS_USE_ACTION } from './secrets.js';
 import {
   sandboxRuntime,
   MAX_CREATE_WAIT_SECONDS,
@@ -85,7 +86,7 @@ export const sandboxTemplatesGroup = defineGroup(
       summary:
         'Define a sandbox template on a pool: flavor, image, runtime, lifetimes, warm pool, network, volumes',
       access: { action: SANDBOX_MANAGE_ACTION },
-      alsoActions: [SANDBOX_ATTACH_ACTION],
+      alsoActions: [SANDBOX_ATTACH_ACTION, SECRETS_USE_ACTION],
       tenantScoped: true,
       idempotent: true,
       input: z
@@ -116,7 +117,7 @@ export const sandboxTemplatesGroup = defineGroup(
       kind: 'mutation',
       summary: 'Change a sandbox template; its warm sandboxes of the old image or settings are retired',
       access: { action: SANDBOX_MANAGE_ACTION },
-      alsoActions: [SANDBOX_ATTACH_ACTION],
+      alsoActions: [SANDBOX_ATTACH_ACTION, SECRETS_USE_ACTION],
       tenantScoped: true,
       resource: templateResource,
       input: z

@@ -18,6 +18,26 @@ export const usageRowSchema = z.object({
   gpuSeconds: z.number().int(),
 });
 
+/**
+ * The billing meters usage is counted in, as `iam setup --meters` creates them in Better IAM: an
+ * export's `gpuSeconds` is the quantity of `compute.gpu-seconds`, broken down by its dimensions.
+ */
+export const USAGE_METERS = [
+  {
+    name: 'compute.gpu-seconds',
+    unit: 'second',
+    aggregation: 'sum',
+    dimensions: ['tenantId', 'poolId', 'gpuModel'],
+    description: 'GPU-seconds of reserved GPUs per tenant, pool and GPU model: usage export gpuSeconds',
+  },
+] as const satisfies readonly {
+  name: string;
+  unit: string;
+  aggregation: 'sum' | 'max';
+  dimensions: readonly string[];
+  description: string;
+}[];
+
 const usageFilter = {
   tenantId,
   poolId: idOf('pool').optional(),
@@ -72,6 +92,8 @@ const usageExport = method({
     contentType: z.string(),
     rows: z.number().int(),
     content: z.string(),
+    /** The billing meter the rows' gpuSeconds count in (USAGE_METERS). */
+    meter: z.string(),
   }),
 });
 

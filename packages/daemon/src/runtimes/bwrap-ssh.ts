@@ -33,6 +33,8 @@ export async function writeSandboxSshConfig(
       '#!/bin/sh',
       `pid=$(sed -n 's/.*"pid":\\([0-9]*\\).*/\\1/p' ${shellWord(runJson)})`,
       '[ -n "$pid" ] || { echo "the sandbox is not running" >&2; exit 255; }',
+      // The sandbox's variables from secrets (bwrap-env.ts), for every session.
+      `if [ -f ${shellWord(join(ssh, 'env'))} ]; then . ${shellWord(join(ssh, 'env'))}; fi`,
       'if [ -n "$SSH_ORIGINAL_COMMAND" ]; then',
       '  exec nsenter -t "$pid" --all --preserve-credentials --root --wd -- /bin/sh -c -- "$SSH_ORIGINAL_COMMAND"',
       'fi',

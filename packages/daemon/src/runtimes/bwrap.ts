@@ -26,6 +26,7 @@ import { limitProcess, removeCgroup } from './cgroups.js';
 import type { SandboxDriver } from './driver.js';
 import { SandboxFilesystems } from './bwrap-filesystems.js';
 import { writeSandboxSshConfig } from './bwrap-ssh.js';
+import { type EnvVariable, processEnv, readSandboxEnv, resolvedEnv, writeSandboxEnv } from './bwrap-env.js';
 import { ImageCache, RuntimeError } from './image-cache.js';
 import { Ledger, processStart, sameProcess } from './ledger.js';
 import { checkHostCertificate, idPath, makeHostKey, run, SANDBOX_ID, SNAPSHOT_ID } from './sandbox-keys.js';
@@ -142,6 +143,7 @@ export class BwrapDriver implements SandboxDriver {
       );
     if (spec.fromSnapshot?.memory)
       throw new RuntimeError('a bwrap sandbox has no memory to restore: restore a disk snapshot');
+    const env = resolvedEnv(spec.env);
     const lower = await this.filesystems.imageRoot(spec.image, signal);
     // A create that failed half way starts again from nothing.
     await this.remove(spec.sandboxId);
@@ -166,7 +168,8 @@ export class BwrapDriver implements SandboxDriver {
     };
     let launched: Launched;
     try {
-      launched = await this.launch(saved, lower);
+      await writeSandboxEnv(dir, env);
+      launched = await this.launch(saved, lower, env);
     } catch (error) {
       await this.remove(spec.sandboxId);
       throw error;
@@ -188,7 +191,7 @@ export class BwrapDriver implements SandboxDriver {
             '-c',
             spec.userData,
           ],
-          { encoding: 'utf8', timeout: spec.readyTimeoutMs },
+          { encoding: 'utf8', timeout: spec.readyTimeoutMs, env: processEnv(env) },
         );
         if (result.status !== 0)
           throw new RuntimeError(
@@ -228,7 +231,7 @@ export class BwrapDriver implements SandboxDriver {
    * Every process is in the ledger from the moment it is known. What it started is stopped again
    * when it fails.
    */
-  private async launch(spec: SavedSpec, lower: string): Promise<Launched> {
+  private async launch(spec: SavedSpec, lower: string, env: readonly EnvVariable[]): Promise<Launched> {
     const dir = this.dirOf(spec.sandboxId);
     const root = this.filesystems.mountSandboxRoot(dir, lower);
     const args = [
@@ -254,7 +257,12 @@ export class BwrapDriver implements SandboxDriver {
       // Its errors go to a file, not a pipe: a pipe would tie the sandbox to this daemon's life.
       const errorsFile = join(dir, 'bwrap.log');
       const errorsFd = openSync(errorsFile, 'w', 0o600);
-      const child = spawn('bwrap', args, { detached: true, stdio: ['ignore', 'ignore', errorsFd, 'pipe'] });
+      // Its environment is the base one and its secrets', never the daemon's own.
+      const child = spawn('bwrap', args, {
+        detached: true,
+        stdio: ['ignore', 'ignore', errorsFd, 'pipe'],
+        env: processEnv(env),
+      });
       closeSync(errorsFd);
       monitorPid = child.pid ?? null;
       this.ledger.recordProcess(monitorPid, `bwrap of ${spec.sandboxId}`);
@@ -456,7 +464,7 @@ export class BwrapDriver implements SandboxDriver {
     await this.halt(sandboxId);
     const started = performance.now();
     const lower = await this.filesystems.imageRoot(spec.image);
-    const launched = await this.launch(spec, lower);
+    const launched = await this.launch(spec, lower, readSandboxEnv(dir));
     const info: RunInfo = { ...last, ...launched, readyMs: Math.round(performance.now() - started) };
     await writeFile(join(dir, 'run.json'), JSON.stringify(info), { mode: 0o600 });
     this.log(`bcd: sandbox ${sandboxId} started again from its files (pid ${launched.pid})`);

@@ -152,6 +152,9 @@ export class QemuSandboxDriver implements SandboxDriver {
   ): Promise<SandboxCommandResults['sandbox.create']> {
     const started = performance.now();
     const id = spec.sandboxId;
+    // The control plane sends none (a qemu template takes no env); a guest has no way to get them yet.
+    if (spec.env.length > 0)
+      throw new RuntimeError('the qemu runtime passes no secrets into a guest yet: use a bwrap template');
     const existing = await this.runInfo(id);
     if (existing)
       return {

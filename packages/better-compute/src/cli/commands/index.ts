@@ -10,6 +10,7 @@ import { commandsCommands } from './commands/index.js';
 import { workflowsCommands } from './workflows/index.js';
 import { eventsCommands } from './events/index.js';
 import { webhooksCommands } from './webhooks/index.js';
+import { secretsCommands } from './secrets/index.js';
 import { fleetCommands } from './fleet/index.js';
 import { releaseCommands } from './release/index.js';
 import { releasesCommands } from './releases/index.js';
@@ -71,6 +72,7 @@ export const builtinCommands: readonly AnyCommand[] = [
   ...workflowsCommands,
   ...eventsCommands,
   ...webhooksCommands,
+  ...secretsCommands,
   consoleCommand,
   execCommand,
   forward,

@@ -5,7 +5,7 @@
  * `consume` spends an approved one in the call's own transaction; `endRevoked` ends the open
  * confirmations of delegations IAM no longer counts.
  */
-import { createHash } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
 import { canonicalJson, ComputeError, newId } from '@better-compute/core';
 import {
   CONFIRMATION_PENDING_SECONDS,
@@ -39,14 +39,27 @@ function redacted(value: unknown): unknown {
  * The method and exactly the input it would run with, as canonical JSON; secret fields show only
  * that they were there, and the idempotency key (which opens sealed kept answers) is left out.
  */
-export function summaryOf(method: string, input: Record<string, unknown>): string {
+export function summaryOf(
+  method: string,
+  input: Record<string, unknown>,
+  secretInput: readonly string[] = [],
+): string {
   const { idempotencyKey: _key, ...rest } = input;
+  for (const field of secretInput) if (field in rest) rest[field] = REMOVED;
   return `${method} ${canonicalJson(redacted(rest))}`;
 }
 
-/** SHA-256 of the canonical validated input, its idempotency key included: the retry must send exactly it. */
-export function inputDigest(input: Record<string, unknown>): string {
-  return createHash('sha256').update(canonicalJson(input)).digest('hex');
+/**
+ * SHA-256 of the canonical validated input, its idempotency key included: the retry must send
+ * exactly it. An input holding a secret (secretInput) is hashed keyed by its idempotency key when it
+ * has one, so the table holds no bare hash of the secret to guess against.
+ */
+export function inputDigest(input: Record<string, unknown>, secretInput: readonly string[] = []): string {
+  const text = canonicalJson(input);
+  const key = input.idempotencyKey;
+  if (secretInput.length > 0 && typeof key === 'string')
+    return createHmac('sha256', `better-compute confirmation input ${key}`).update(text).digest('hex');
+  return createHash('sha256').update(text).digest('hex');
 }
 
 function required(row: ConfirmationRow): ComputeError {
@@ -87,7 +100,7 @@ async function admitOnce(
   call: ConfirmationCall,
   now: Date,
 ): Promise<ConfirmationTicket> {
-  const digest = inputDigest(call.input);
+  const digest = inputDigest(call.input, call.secretInput);
   const where = { delegationId: call.delegationId, method: call.method, inputDigest: digest };
   const outcome = await db.transaction().execute(async (trx) => {
     const cdb = confirmationsDb(trx);
@@ -130,7 +143,7 @@ async function admitOnce(
           ...(call.resource.id ? { id: call.resource.id } : {}),
         }),
         input_digest: digest,
-        summary: summaryOf(call.method, call.input),
+        summary: summaryOf(call.method, call.input, call.secretInput),
         reason: call.reason,
         state: 'pending',
         created_at: now,

@@ -7,6 +7,7 @@
  * windowStart and windowEnd say the clipped bounds (docs/decisions/usage-paging.md).
  */
 import { ComputeError, isId, isTenantId } from '@better-compute/core';
+import { USAGE_METERS } from '@better-compute/core/methods';
 import type { CallContext } from '../define-module.js';
 import { fleetDb } from './tables.js';
 
@@ -189,5 +190,6 @@ export async function exportUsage(ctx: CallContext<UsageInput & { format: 'csv' 
     contentType: ctx.input.format === 'csv' ? 'text/csv' : 'application/x-ndjson',
     rows: rows.length,
     content,
+    meter: USAGE_METERS[0].name,
   };
 }

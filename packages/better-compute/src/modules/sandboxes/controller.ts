@@ -13,6 +13,7 @@ import type { ComputeTables } from '../../db/tables.js';
 import { writeEvents } from '../../db/unit-of-work.js';
 import { acquireLease } from '../../workers/leases.js';
 import type { EventDraft, JobContext } from '../define-module.js';
+import { secretsChangedAt } from '../secrets/index.js';
 import { type Env, launchSandbox, removeSandbox } from './launch.js';
 import type { SandboxDeps } from './settings.js';
 import { sandboxDb, type TemplateRow } from './tables.js';
@@ -127,17 +128,31 @@ async function fillPool(env: Env, stale: TemplateRow, deps: SandboxDeps, report:
     .where('deleted_at', 'is', null)
     .forUpdate()
     .executeTakeFirst();
-  if (!template || template.env.length > 0) return;
+  if (!template) return;
   const pool = await db
     .selectFrom('compute.sandboxes')
-    .select(['id', 'state', 'template_version'])
+    .select(['id', 'state', 'template_version', 'created_at'])
     .where('template_id', '=', template.id)
     .where('owner_id', 'is', null)
     .where('for_pool', '=', true)
     .where('state', 'in', ['starting', 'warm'])
     .orderBy('created_at', 'desc')
     .execute();
-  const current = pool.filter((s) => s.template_version === template.version);
+  // Started before a secret of its environment changed: it holds the old value, and is replaced.
+  const secretsChanged = await secretsChangedAt(env.db, template.tenant_id, template.env);
+  const outdated = (s: (typeof pool)[number]) =>
+    secretsChanged !== null && new Date(s.created_at).getTime() <= secretsChanged.getTime();
+  for (const old of pool.filter((s) => s.state === 'warm' && outdated(s))) {
+    const row = await db
+      .selectFrom('compute.sandboxes')
+      .selectAll()
+      .where('id', '=', old.id)
+      .forUpdate()
+      .executeTakeFirstOrThrow();
+    await removeSandbox(env, row);
+    report.retired += 1;
+  }
+  const current = pool.filter((s) => s.template_version === template.version && !outdated(s));
   // Over the maximum (it was lowered): the newest warm ones go first.
   for (const extra of current
     .filter((s) => s.state === 'warm')

@@ -12,6 +12,7 @@ import { runtimeImage } from '../vps/images.js';
 import { asFleet, vpsDb } from '../vps/tables.js';
 import { flavorForLaunch, imageById } from '../vps/queries.js';
 import type { SandboxCa } from './keys.js';
+import { checkSecretReferences } from '../secrets/index.js';
 import { placeSandbox } from './placement.js';
 import { sandboxQuotas } from './quotas.js';
 import { sandboxEvent, startWorkflow } from './rows.js';
@@ -86,6 +87,9 @@ export async function launchSandbox(
       );
     onNode = volumeNode;
   }
+  // The secrets its environment names must still exist (they are opened only as the node is sent
+  // the start, by the gateway: docs/secrets.md).
+  await checkSecretReferences(env.db, template.tenant_id, template.env, 'INVALID_STATE');
   const shape = { vcpus: flavor.vcpus, memoryMiB: flavor.memory_mib };
   // Under the pool's lock, so concurrent creates of one tenant see each other.
   await sandboxQuotas.check(env.db, template.tenant_id, template.pool_id, { sandboxes: 1, ...shape });
@@ -147,6 +151,8 @@ export async function launchSandbox(
           ? { snapshotId: options.fromSnapshot.id, memory: options.fromSnapshot.memory }
           : null,
         readyTimeoutMs: READY_TIMEOUT_MS[template.runtime],
+        // References only: the gateway puts each value in as it signs the command for the node.
+        env: template.env.map((entry) => ({ name: entry.name, secretRef: entry.secretRef })),
       }),
     ],
     options.ownerId === null ? `warm pool of ${template.name}` : `sandbox of ${template.name}`,

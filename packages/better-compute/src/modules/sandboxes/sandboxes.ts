@@ -18,6 +18,7 @@ import {
 } from './rows.js';
 import type { SandboxDeps } from './settings.js';
 import { commandStep } from '../workflows/service.js';
+import { checkSecretReferences, secretsChangedAt } from '../secrets/index.js';
 import { sandboxDb, type SandboxRow } from './tables.js';
 
 const envOf = (ctx: CallContext<unknown>): Env => ({ db: ctx.db, now: ctx.now(), emit: ctx.emit });
@@ -56,15 +57,9 @@ export function createSandbox(deps: SandboxDeps) {
     const { input } = ctx;
     const db = sandboxDb(ctx.db);
     const template = await loadTemplate(db, ctx.tenantId, input.templateId);
-    if (template.env.length > 0)
-      throw new ComputeError(
-        'INVALID_CONFIG',
-        `template ${template.id} passes secrets (${template.env.map((e) => e.name).join(', ')}) and this deployment has no secrets store to read them from`,
-        {
-          details: { reason: 'no-secrets-store', field: 'env' },
-          hint: `Remove the template's env (better-compute sandbox-template update ${template.id} --env "") until a secrets store is configured (docs/decisions/sandboxes-secrets.md).`,
-        },
-      );
+    // The secrets its environment names must still exist, for a warm sandbox too (it started with
+    // their values; a deleted secret's is not handed to anyone new).
+    await checkSecretReferences(ctx.db, ctx.tenantId, template.env, 'INVALID_STATE');
     const ttlSeconds = input.ttlSeconds ?? template.default_ttl_seconds;
     if (ttlSeconds > template.max_ttl_seconds)
       throw new ComputeError(
@@ -108,19 +103,18 @@ export function createSandbox(deps: SandboxDeps) {
         );
     } else if (template.warm_max > 0) {
       // The fast path: one warm sandbox of this template's current version, locked without waiting
-      // for a create that is claiming another one; no node is asked anything.
-      const warm = await db
+      // for a create that is claiming another one; no node is asked anything. One started before a
+      // secret of its environment changed holds the old value: it is left for the pool to replace.
+      const secretsChanged = await secretsChangedAt(ctx.db, ctx.tenantId, template.env);
+      let warmQuery = db
         .selectFrom('compute.sandboxes')
         .selectAll()
         .where('template_id', '=', template.id)
         .where('state', '=', 'warm')
         .where('template_version', '=', template.version)
-        .where('owner_id', 'is', null)
-        .orderBy('ready_at')
-        .limit(1)
-        .forUpdate()
-        .skipLocked()
-        .executeTakeFirst();
+        .where('owner_id', 'is', null);
+      if (secretsChanged) warmQuery = warmQuery.where('created_at', '>', secretsChanged);
+      const warm = await warmQuery.orderBy('ready_at').limit(1).forUpdate().skipLocked().executeTakeFirst();
       if (warm) {
         const claimed = await db
           .updateTable('compute.sandboxes')
@@ -361,4 +355,14 @@ export function snapshotSandbox(deps: SandboxDeps) {
     });
     return snapshotView(snapshot);
   };
+}
+
+/** The tenant a sandbox belongs to (its template's), whatever its state; null when there is none. */
+export async function sandboxTenant(db: Kysely<ComputeTables>, sandboxId: string): Promise<string | null> {
+  const row = await sandboxDb(db)
+    .selectFrom('compute.sandboxes')
+    .select('tenant_id')
+    .where('id', '=', sandboxId)
+    .executeTakeFirst();
+  return row?.tenant_id ?? null;
 }

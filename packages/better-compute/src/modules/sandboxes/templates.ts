@@ -5,7 +5,7 @@
  * through the controller (controller.ts): a change retires the warm sandboxes of the old version.
  */
 import { type AuthorizationCheck, ComputeError, formatDuration, newId } from '@better-compute/core';
-import { SANDBOX_ATTACH_ACTION } from '@better-compute/core/methods';
+import { SANDBOX_ATTACH_ACTION, SECRETS_USE_ACTION } from '@better-compute/core/methods';
 import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
 import type { CatalogEventDraft } from '@better-compute/events';
@@ -16,6 +16,7 @@ import { visiblePool } from '../fleet/pools.js';
 import { visibleFlavor } from '../vps/flavors.js';
 import { visibleImage } from '../vps/images.js';
 import { asFleet, vpsDb } from '../vps/tables.js';
+import { checkSecretReferences, parseSecretReference } from '../secrets/index.js';
 import { poolRuns } from './placement.js';
 import { loadTemplate, templateViews } from './rows.js';
 import {
@@ -121,6 +122,16 @@ async function checkFields(
         `Write it as secret://${ctx.tenantId}/sec_….`,
       );
   }
+  if (runtime === 'qemu' && fields.env.length > 0)
+    throw invalid(
+      'env',
+      'secrets reach bwrap sandboxes only for now; a qemu template takes no env',
+      'Leave --env out of a qemu template, or make the template with --runtime bwrap (docs/secrets.md).',
+      { reason: 'runtime', runtime },
+    );
+  // Each reference must name a secret of the tenant that exists now (decided on the secret as
+  // compute:secrets:use by attachChecks).
+  await checkSecretReferences(ctx.db, ctx.tenantId, fields.env);
   if (runtime === 'qemu' && fields.volumes.length > 0)
     throw invalid(
       'volumes',
@@ -183,8 +194,15 @@ export async function attachChecks(
   tenantId: string,
   input: unknown,
 ): Promise<AuthorizationCheck[]> {
+  // Naming a secret is decided on the secret (its own tenant's only; another's is refused by the method).
+  const secrets = ((input as { env?: { secretRef: string }[] }).env ?? []).flatMap((entry) => {
+    const ref = parseSecretReference(entry.secretRef);
+    return ref && ref.tenantId === tenantId
+      ? [{ action: SECRETS_USE_ACTION, resource: { type: 'compute-secret', id: ref.id, tenantId } }]
+      : [];
+  });
   const volumes = (input as { volumes?: VolumeInput[] }).volumes ?? [];
-  if (volumes.length === 0) return [];
+  if (volumes.length === 0) return secrets;
   const ids = volumes.flatMap((v) => (v.volumeId ? [v.volumeId] : []));
   const names = volumes.flatMap((v) => (v.name ? [v.name] : []));
   const rows = await sandboxDb(db)
@@ -199,15 +217,18 @@ export async function attachChecks(
       ]),
     )
     .execute();
-  return rows.map((row) => ({
-    action: SANDBOX_ATTACH_ACTION,
-    resource: {
-      type: 'compute-sandbox-volume',
-      id: row.id,
-      tenantId,
-      ...(row.owner_id ? { ownerId: row.owner_id } : {}),
-    },
-  }));
+  return [
+    ...secrets,
+    ...rows.map((row) => ({
+      action: SANDBOX_ATTACH_ACTION,
+      resource: {
+        type: 'compute-sandbox-volume',
+        id: row.id,
+        tenantId,
+        ...(row.owner_id ? { ownerId: row.owner_id } : {}),
+      },
+    })),
+  ];
 }
 
 async function refuseSameName(ctx: CallContext<unknown>, name: string) {
