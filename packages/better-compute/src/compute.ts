@@ -51,6 +51,7 @@ import { createSshCertsModule, sshCertsModule } from './modules/ssh-certs/module
 import { createTunnelsModule, tunnelsModule } from './modules/tunnels/module.js';
 import { createSandboxesModule, sandboxesModule } from './modules/sandboxes/module.js';
 import { createReleasesModule, releasesModule } from './modules/releases/module.js';
+import { rolloutsModule } from './modules/rollouts/module.js';
 import { auditModule } from './audit/module.js';
 import type { ComputeInstance, DoctorFinding, DoctorReport, WorkerRole } from './types.js';
 import { JOBS_CHANNEL } from './workers/jobs.js';
@@ -83,6 +84,7 @@ const builtins = [
   tunnelsModule,
   sandboxesModule,
   releasesModule,
+  rolloutsModule,
   auditModule,
 ] as const;
 export const builtinModules: readonly ComputeModule[] = builtins;

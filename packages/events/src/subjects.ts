@@ -28,7 +28,8 @@ export type SubjectKind =
   | 'sandboxSnapshot'
   | 'sandboxVolume'
   | 'auditLog'
-  | 'release';
+  | 'release'
+  | 'rollout';
 
 export interface EventTypeSpec {
   subject: SubjectKind;

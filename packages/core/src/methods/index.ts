@@ -24,6 +24,7 @@ import { commandsGroup } from './commands.js';
 import { commandBatchesGroup } from './batches.js';
 import { confirmationsGroup } from './confirmations.js';
 import { releasesGroup } from './releases.js';
+import { rolloutsGroup } from './rollouts.js';
 import { workflowsGroup } from './workflows.js';
 import { webhooksGroup } from './webhooks.js';
 import { imagesGroup } from './images.js';
@@ -60,6 +61,7 @@ export {
   commandBatchesGroup,
   confirmationsGroup,
   releasesGroup,
+  rolloutsGroup,
   workflowsGroup,
   webhooksGroup,
   imagesGroup,
@@ -107,7 +109,13 @@ export {
   SANDBOX_EXEC_MIN_MINUTES,
   SANDBOX_ATTACH_ACTION,
 } from './sandboxes.js';
-export { COMMAND_KINDS, COMMAND_OUTPUT_LIMIT, commandSchema, commandState } from './commands.js';
+export {
+  COMMAND_KINDS,
+  ROLLOUT_COMMAND_KINDS,
+  COMMAND_OUTPUT_LIMIT,
+  commandSchema,
+  commandState,
+} from './commands.js';
 export {
   batchSchema,
   batchState,
@@ -126,7 +134,14 @@ export {
   CONFIRMATION_APPROVED_SECONDS,
   CONFIRMATION_PENDING_SECONDS,
 } from './confirmations.js';
-export { releaseSchema } from './releases.js';
+export { releaseSchema, RELEASE_UPLOAD_CHUNK_BYTES } from './releases.js';
+export {
+  rolloutSchema,
+  rolloutState,
+  DEFAULT_HEALTH_TIMEOUT_SECONDS,
+  MAX_ROLLOUT_NODES,
+  MAX_ROLLOUT_WAVES,
+} from './rollouts.js';
 
 export const methods = {
   ...tableOf(systemGroup),
@@ -150,6 +165,7 @@ export const methods = {
   ...tableOf(commandBatchesGroup),
   ...tableOf(confirmationsGroup),
   ...tableOf(releasesGroup),
+  ...tableOf(rolloutsGroup),
   ...tableOf(workflowsGroup),
   ...tableOf(imagesGroup),
   ...tableOf(flavorsGroup),
