@@ -282,6 +282,7 @@ describe('the modules of the server', () => {
     webhooks: [],
     confirmations: [],
     releases: [],
+    rollouts: ['fleet', 'releases', 'workflows'],
     fleet: ['events'],
     commands: ['fleet', 'workflows'],
     batches: ['commands', 'fleet'],
