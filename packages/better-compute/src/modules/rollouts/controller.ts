@@ -8,6 +8,7 @@
  * runs. docs/rollouts.md.
  */
 import type { CatalogEventDraft } from '@better-compute/events';
+import { sql } from 'kysely';
 import { writeEvents } from '../../db/unit-of-work.js';
 import { enqueueJob } from '../../workers/jobs.js';
 import type { EventDraft, JobContext } from '../define-module.js';
@@ -140,13 +141,23 @@ export async function advanceRolloutJob(context: JobContext): Promise<void> {
       .execute();
     await writeEvents(trx, events, { tenantId: 'root', actor: null, requestId: `rollout:${row.id}` });
     const stillUpdating = waves.some((wave) => wave.nodes.some((node) => node.state === 'updating'));
-    if (state === 'running' || stillUpdating)
+    // One chain of checks per rollout: a wake (a workflow that ended) already queued serves as the next.
+    if ((state === 'running' || stillUpdating) && !(await checkQueued(trx, row.id)))
       await enqueueJob(trx, {
         kind: ROLLOUT_JOB,
         payload: { rolloutId: row.id },
         runAt: new Date(now.getTime() + RECHECK_MS),
       });
   });
+}
+
+/** Whether a check of the rollout is queued already (the jobs table is the foundation's, shared). */
+async function checkQueued(trx: JobContext['db'], rolloutId: string): Promise<boolean> {
+  const found = await sql<{ one: number }>`
+    select 1 as one from compute.jobs
+    where kind = ${ROLLOUT_JOB} and state = 'queued' and payload->>'rolloutId' = ${rolloutId}
+    limit 1`.execute(trx);
+  return found.rows.length > 0;
 }
 
 /** Starts a wave: an update workflow on each of its nodes (a node gone or retired since fails at once). */
