@@ -26,6 +26,7 @@ const e2eSuites = [
   'packages/daemon/test/node-streams.test.ts',
   'packages/daemon/test/command-root-rotation.test.ts',
   'packages/daemon/test/quorum-fleet.test.ts',
+  'packages/daemon/test/rollouts.test.ts',
   'packages/better-compute/test/break-glass-ssh.test.ts',
   'packages/better-compute/test/tunnels.test.ts',
   'packages/better-compute/test/cli-completion.test.ts',

@@ -286,6 +286,7 @@ describe('the modules of the server', () => {
     confirmations: [],
     releases: [],
     secrets: [],
+    rollouts: ['fleet', 'releases', 'workflows'],
     fleet: ['events'],
     commands: ['fleet', 'workflows'],
     batches: ['commands', 'fleet'],

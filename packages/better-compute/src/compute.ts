@@ -53,6 +53,7 @@ import { createTunnelsModule, tunnelsModule } from './modules/tunnels/module.js'
 import { createSandboxesModule, sandboxesModule } from './modules/sandboxes/module.js';
 import { createReleasesModule, releasesModule } from './modules/releases/module.js';
 import { fleetConfigModule } from './modules/fleet-config/module.js';
+import { rolloutsModule } from './modules/rollouts/module.js';
 import { auditModule } from './audit/module.js';
 import type { ComputeInstance, DoctorFinding, DoctorReport, WorkerRole } from './types.js';
 import { JOBS_CHANNEL } from './workers/jobs.js';
@@ -87,6 +88,7 @@ const builtins = [
   sandboxesModule,
   releasesModule,
   fleetConfigModule,
+  rolloutsModule,
   auditModule,
 ] as const;
 export const builtinModules: readonly ComputeModule[] = builtins;

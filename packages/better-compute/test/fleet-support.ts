@@ -53,13 +53,15 @@ export async function createFleetDeployment(
   kind: DatabaseKind,
   start = '2026-01-01T00:00:00.000Z',
   poolSize = 10,
+  /** More of the configuration (release pins, say). */
+  more: { release?: { pins: string[]; threshold?: number } } = {},
 ): Promise<FleetDeployment> {
   const statements: string[] = [];
   const database = await createTestDatabase(kind, poolSize, (text) => void statements.push(text));
   let nowMs = Date.parse(start);
   const clock: Clock = { now: () => new Date(nowMs), advance: (seconds) => void (nowMs += seconds * 1000) };
   const compute = await betterCompute(
-    { database, iam: new TestBridge(), trustedOrigins: [], rateLimit: false },
+    { database, iam: new TestBridge(), trustedOrigins: [], rateLimit: false, ...more },
     {
       log: ({ level, message, error }) => level === 'error' && console.error(message, error),
       now: clock.now,

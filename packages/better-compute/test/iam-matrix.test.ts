@@ -29,6 +29,7 @@ const OPERATOR_GROUPS = [
   'join-requests',
   'usage',
   'releases',
+  'rollouts',
 ];
 
 /** What each built-in role may do, as the product promises it (not read from IAM's tables). */

@@ -305,6 +305,8 @@ describe('better-compute openapi', () => {
       cwd,
       env: { PATH: process.env.PATH ?? '', HOME: cwd },
       encoding: 'utf8',
+      // The document is over spawnSync's 1 MiB default.
+      maxBuffer: 16 * 1024 * 1024,
     });
   const newest = (dir: string): number =>
     Math.max(

@@ -12,6 +12,15 @@ import { accessSync, constants, existsSync, watchFile, unwatchFile } from 'node:
 import { isDestructiveKind } from '@better-compute/core';
 import WebSocket from 'ws';
 import { followWelcomeApprovers, quorumRefusal } from './approvers.js';
+import { followWelcomeReleasePins } from './release-pins.js';
+import {
+  createPieceFetcher,
+  healthCheck,
+  installUpdate,
+  runningBundle,
+  settleUpdate,
+  updateInProgress,
+} from './update.js';
 import { acceptCertificate, certificateDue, certificateRequest, tlsOptionsFor } from './certificate.js';
 import { decideCommandRoot } from './command-root.js';
 import { type CommandEnvelope, refusal, runPowerScript, runScript, type RunningScript } from './commands.js';
@@ -26,7 +35,9 @@ import { createStreamMux } from './streams/mux.js';
 import { registerInstanceTargets, registerSandboxTargets } from './streams/instance-targets.js';
 import { loadPty, registerNodeConsole } from './streams/node-console.js';
 
-export const DAEMON_VERSION = '0.1.0';
+import { DAEMON_VERSION } from './version.js';
+
+export { DAEMON_VERSION };
 
 export interface AgentOptions {
   state: StateDir;
@@ -94,7 +105,11 @@ export function capabilities(options: { pty?: boolean } = {}): string[] {
   return found.sort();
 }
 
-export async function runAgent(options: AgentOptions): Promise<void> {
+/**
+ * Runs the session until `signal` stops it ('stopped'), or until the daemon installed an update or
+ * rolled one back and must be started again by its supervisor ('restart').
+ */
+export async function runAgent(options: AgentOptions): Promise<'stopped' | 'restart'> {
   const { state, log, signal } = options;
   const identity = state.identity();
   if (!identity) throw new Error(`no node has joined from ${state.dir}; run bcd join first`);
@@ -131,8 +146,16 @@ export async function runAgent(options: AgentOptions): Promise<void> {
   };
   const saveStatus = () => state.saveStatus({ ...status, commandsRun });
 
-  const send = (message: Record<string, unknown>) => {
-    if (socket?.readyState === WebSocket.OPEN) socket.send(JSON.stringify(message));
+  const send = (message: Record<string, unknown>): boolean => {
+    if (socket?.readyState !== WebSocket.OPEN) return false;
+    socket.send(JSON.stringify(message));
+    return true;
+  };
+  // A self-update's build comes over the session; once installed, the daemon stops to restart.
+  const pieces = createPieceFetcher(send);
+  let restartAsked = false;
+  let askRestart: () => void = () => {
+    restartAsked = true;
   };
 
   /** Re-reads the machine; sends the new inventory at once when it changed. */
@@ -198,6 +221,7 @@ export async function runAgent(options: AgentOptions): Promise<void> {
     }
     if (command.kind === 'ssh.trust')
       return applySshTrust(options.sshDir ?? sshTrustDir(), command.nodeId, command.payload);
+    if (command.kind === 'health.check') return healthCheck(state, options.scriptsDir);
     const running =
       isRuntimeCommandKind(command.kind) || isSandboxCommandKind(command.kind)
         ? runtimes.run(command.kind, command.payload)
@@ -217,6 +241,8 @@ export async function runAgent(options: AgentOptions): Promise<void> {
       while (queue.length && !stopping) {
         const { command } = queue.shift()!;
         const seen = state.ledger()[command.id];
+        // An update this daemon installed (or returned from) is answered by settleUpdate.
+        if (seen && !seen.result && updateInProgress(state, command.id)) continue;
         if (seen) {
           // Run before (by this daemon or before a restart): never again. Report what is known.
           report(
@@ -236,7 +262,23 @@ export async function runAgent(options: AgentOptions): Promise<void> {
         current = { id: command.id, running: null };
         send({ t: 'command.started', id: command.id });
         log(`bcd: running ${command.id} (${command.kind})`);
-        const outcome = await execute(command);
+        let outcome: CommandOutcome;
+        if (command.kind === 'bcd.update') {
+          const answer = await installUpdate(command, {
+            state,
+            log,
+            fetchPiece: (version, platform, offset) => pieces.fetch(version, platform, offset),
+            bundle: runningBundle(),
+            supervised: process.env.BCD_SUPERVISED === '1',
+          });
+          if ('restart' in answer) {
+            // The new version reports this command once it is healthy (settleUpdate).
+            current = null;
+            askRestart();
+            return;
+          }
+          outcome = answer.outcome;
+        } else outcome = await execute(command);
         state.record(command.id, { state: 'done', at: new Date().toISOString(), result: outcome });
         commandsRun += 1;
         current = null;
@@ -256,6 +298,7 @@ export async function runAgent(options: AgentOptions): Promise<void> {
       return;
     }
     if (streams.onMessage(message)) return;
+    if (pieces.onMessage(message)) return;
     switch (message.t) {
       case 'ready':
         send({
@@ -306,6 +349,11 @@ export async function runAgent(options: AgentOptions): Promise<void> {
         }
         // After the command root: an approver set is as much the node's own trust as the root is.
         followWelcomeApprovers(state, message, log);
+        followWelcomeReleasePins(state, message, log);
+        // An update recorded before this start is reported (or, failing its health check, undone).
+        void settleUpdate(state, options.scriptsDir, log, report)
+          .then((restart) => restart && askRestart())
+          .catch((error: Error) => log(`bcd: settling the recorded update failed: ${safe(error.message)}`));
         runtimes.sessionStarted();
         status.connected = true;
         status.since = new Date().toISOString();
@@ -446,6 +494,7 @@ export async function runAgent(options: AgentOptions): Promise<void> {
     ws.on('close', (code) => {
       clearInterval(heartbeatTimer);
       streams.closeAll();
+      pieces.closeAll();
       if (socket === ws) socket = null;
       status.connected = false;
       saveStatus();
@@ -467,7 +516,11 @@ export async function runAgent(options: AgentOptions): Promise<void> {
   }, 3_600_000);
   const keepAlive = setInterval(() => {}, 1 << 30);
   await new Promise<void>((resolve) => {
-    if (signal.aborted) resolve();
+    askRestart = () => {
+      restartAsked = true;
+      resolve();
+    };
+    if (signal.aborted || restartAsked) resolve();
     else signal.addEventListener('abort', () => resolve(), { once: true });
   });
   stopping = true;
@@ -507,4 +560,5 @@ export async function runAgent(options: AgentOptions): Promise<void> {
   (socket as WebSocket | null)?.close(1000, 'the daemon is stopping');
   status.connected = false;
   saveStatus();
+  return restartAsked ? 'restart' : 'stopped';
 }

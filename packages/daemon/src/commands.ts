@@ -26,6 +26,8 @@ const KINDS = new Set<string>([
   'exec.script',
   'ssh.trust',
   'metal.power',
+  'bcd.update',
+  'health.check',
   ...RUNTIME_COMMAND_KINDS,
   ...SANDBOX_COMMAND_KINDS,
 ]);

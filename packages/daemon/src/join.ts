@@ -15,6 +15,7 @@ import { acceptCertificate, certificateRequest, ensureNodeKey, tlsOptionsFor } f
 import { type ApproverSet, readApproverSet } from '@better-compute/core/quorum';
 import { ApiError, callPublic, endpointOf, safe, sessionUrl } from './http.js';
 import { readMachineInventory } from './inventory.js';
+import { readReleasePinsFile } from './release-pins.js';
 import type { StateDir } from './state.js';
 
 export interface JoinOptions {
@@ -30,6 +31,8 @@ export interface JoinOptions {
    * of from the first `welcome`: a gateway then can only lead the node along signed changes of it.
    */
   approversFile?: string | undefined;
+  /** The deployment's release keys and threshold (`{ pins, threshold }`) to pin now, for self-updates. */
+  releasePinsFile?: string | undefined;
   labels?: Record<string, string>;
   progress: (line: string) => void;
   /** Stop waiting after this long (default: wait until approved or rejected). */
@@ -161,6 +164,7 @@ export async function join(
     );
   const commandRoot = options.commandRootFile ? readFileSync(options.commandRootFile, 'utf8') : null;
   const approvers = options.approversFile ? readApproversFile(options.approversFile) : null;
+  const releasePins = options.releasePinsFile ? readReleasePinsFile(options.releasePinsFile) : null;
   const gatewayCa = options.caFile ? readCaFile(options.caFile) : null;
   options.state.ensure();
   let pending = options.state.pendingJoin();
@@ -265,6 +269,12 @@ export async function join(
     options.state.savePinnedApprovers({ set: approvers, pinnedAt: new Date().toISOString() });
     options.progress(
       `pinned the approver set of epoch ${approvers.epoch} (${approvers.threshold} of ${approvers.approvers.length}) from --approvers`,
+    );
+  }
+  if (releasePins) {
+    options.state.saveReleasePins({ ...releasePins, pinnedAt: new Date().toISOString(), source: 'join' });
+    options.progress(
+      `pinned ${releasePins.pins.length} release key(s), ${releasePins.threshold} needed, from --release-pins`,
     );
   }
   options.progress(`joined as node ${credential.nodeId}`);

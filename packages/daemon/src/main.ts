@@ -14,6 +14,7 @@ import { DEFAULT_INSTANCE_RANGE, parseRange } from './runtimes/vm-network.js';
 import { runtimeDirFor } from './runtimes/runtime-dir.js';
 import { sweep } from './runtimes/teardown.js';
 import { StateDir } from './state.js';
+import { RESTART_EXIT_CODE } from './update-state.js';
 
 /** Whether `pid` (from the state directory's status.json) is a `bcd run` still running. */
 function daemonRuns(pid: number): boolean {
@@ -26,8 +27,8 @@ function daemonRuns(pid: number): boolean {
 }
 
 const USAGE = `usage:
-  bcd join --url URL [--url GATEWAY_URL]... --token-file FILE|- [--state-dir DIR] [--ca-file FILE] [--gpu-inventory FILE] [--hostname NAME] [--command-root FILE] [--approvers FILE] [--label KEY=VALUE]... [--wait | --no-wait] [--timeout SECONDS]
-  bcd run [--state-dir DIR] [--runtime-dir DIR] [--ssh-dir DIR] [--url GATEWAY_URL]... [--ca-file FILE] [--gpu-inventory FILE] [--scripts-dir DIR] [--inventory-interval SECONDS] [--stop-grace SECONDS] [--instance-range CIDR] [--ephemeral]
+  bcd join --url URL [--url GATEWAY_URL]... --token-file FILE|- [--state-dir DIR] [--ca-file FILE] [--gpu-inventory FILE] [--hostname NAME] [--command-root FILE] [--approvers FILE] [--release-pins FILE] [--label KEY=VALUE]... [--wait | --no-wait] [--timeout SECONDS]
+  bcd run [--state-dir DIR] [--runtime-dir DIR] [--ssh-dir DIR] [--url GATEWAY_URL]... [--ca-file FILE] [--gpu-inventory FILE] [--scripts-dir DIR] [--inventory-interval SECONDS] [--stop-grace SECONDS] [--instance-range CIDR] [--ephemeral] [--supervise]
   bcd sweep [--state-dir DIR] [--runtime-dir DIR]
   bcd status [--state-dir DIR]
   bcd inventory [--gpu-inventory FILE]
@@ -68,6 +69,8 @@ export async function main(
         'runtime-dir': { type: 'string' },
         'ssh-dir': { type: 'string' },
         ephemeral: { type: 'boolean' },
+        supervise: { type: 'boolean' },
+        'release-pins': { type: 'string' },
         wait: { type: 'boolean' },
         'no-wait': { type: 'boolean' },
       },
@@ -119,6 +122,7 @@ export async function main(
           hostname: flags.hostname,
           commandRootFile: flags['command-root'],
           approversFile: flags.approvers,
+          releasePinsFile: flags['release-pins'],
           labels,
           progress: err,
           timeoutMs: seconds('timeout', flags.timeout),
@@ -175,7 +179,16 @@ export async function main(
           process.once('SIGTERM', () => stop('SIGTERM'));
           process.once('SIGINT', () => stop('SIGINT'));
         }
-        await runAgent({
+        if (flags.supervise) {
+          // Normally bin/bcd.cjs runs the supervisor's own bundle; this is the same code, in this one.
+          const { supervise } = await import('./supervisor.js');
+          return supervise(
+            process.argv[1]!,
+            rest.filter((arg) => arg !== '--supervise'),
+            err,
+          );
+        }
+        const ended = await runAgent({
           state,
           scriptsDir: flags['scripts-dir'] ?? defaultScriptsDir(),
           gpuInventoryFile: flags['gpu-inventory'],
@@ -190,7 +203,8 @@ export async function main(
           ephemeral: flags.ephemeral,
         });
         if (flags.ephemeral) process.stdin.destroy();
-        return 0;
+        // An update installed or undone: the supervisor starts the bundle now in place.
+        return ended === 'restart' ? RESTART_EXIT_CODE : 0;
       }
       case 'sweep': {
         // Never under a live daemon: it would stop the VMs and sandboxes that daemon runs.

@@ -10,7 +10,7 @@
  * here yet.
  */
 import { type ArtifactContent, type ReleaseTrust, verifyUpdate } from '@better-compute/core/release';
-import { DAEMON_VERSION } from './agent.js';
+import { DAEMON_VERSION } from './version.js';
 
 /** This machine's platform as manifests name it: `linux-x64`, `linux-arm64`. */
 export function daemonPlatform(platform: string = process.platform, arch: string = process.arch): string {

@@ -80,6 +80,15 @@ export interface PinnedApprovers {
   pinnedAt: string;
 }
 
+/** The release keys a node pinned, and how many must sign a release it installs. */
+export interface PinnedReleaseKeys {
+  pins: string[];
+  threshold: number;
+  pinnedAt: string;
+  /** Where the pin came from: `bcd join --release-pins`, or the first session's welcome. */
+  source: 'join' | 'welcome';
+}
+
 /** A batch leaf this node has run a command for: the leaf is `<batchId>#<index>`. */
 export interface UsedLeaf {
   commandId: string;
@@ -192,6 +201,14 @@ export class StateDir {
   /** Synced before returning, so a leaf is recorded as used before its command is queued. */
   saveUsedLeaves(leaves: Record<string, UsedLeaf>): void {
     this.write('quorum-leaves.json', leaves);
+  }
+
+  /** The release keys this node trusts for its own updates (release-pins.ts): read back checked. */
+  releasePins(): PinnedReleaseKeys | null {
+    return this.read<PinnedReleaseKeys>('release-pins.json');
+  }
+  saveReleasePins(pinned: PinnedReleaseKeys): void {
+    this.write('release-pins.json', pinned);
   }
 
   status(): SessionStatus | null {

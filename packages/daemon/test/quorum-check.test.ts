@@ -84,7 +84,7 @@ const gateway = {
 };
 const logs: string[] = [];
 const controller = new AbortController();
-let agent: Promise<void> | undefined;
+let agent: Promise<unknown> | undefined;
 
 /** Closes the session; the daemon reconnects and is welcomed with `approverSets`. */
 async function newSession(approverSets: unknown): Promise<void> {

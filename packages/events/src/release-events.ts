@@ -1,9 +1,13 @@
 /**
- * The events of signed bcd releases (docs/releases.md), in the catalog beside the rest. A release
- * is the platform's: its events are written in the root tenant.
+ * The events of signed bcd releases (docs/releases.md) and their rollouts (docs/rollouts.md), in
+ * the catalog beside the rest. Releases and rollouts are the platform's: their events are written
+ * in the root tenant.
  */
 import { z } from 'zod';
 import type { EventTypeSpec } from './subjects.js';
+
+/** Which wave of which release an event of a rollout is about. */
+const wave = z.object({ version: z.string(), wave: z.number().int() });
 
 export const releaseEvents = {
   'release.registered': {
@@ -19,5 +23,63 @@ export const releaseEvents = {
     }),
     summary:
       'A signed bcd release was registered: a threshold of the pinned release keys signed its manifest',
+  },
+  'release.artifact-stored': {
+    subject: 'release',
+    data: z.object({
+      version: z.string(),
+      platform: z.string(),
+      size: z.number().int(),
+      sha256: z.string(),
+    }),
+    summary:
+      "A release's build for a platform is stored whole, with the size and SHA-256 its signed manifest names",
+  },
+  'rollout.created': {
+    subject: 'rollout',
+    data: z.object({
+      version: z.string(),
+      nodes: z.number().int(),
+      waves: z.array(z.number().int()),
+      failureBudget: z.number().int(),
+      healthTimeoutSeconds: z.number().int(),
+    }),
+    summary: 'A rollout of a bcd release was created: its nodes and how many each wave updates',
+  },
+  'rollout.wave-started': {
+    subject: 'rollout',
+    data: wave.extend({ nodeIds: z.array(z.string()) }),
+    summary: "A rollout's wave started: each of its nodes got an update workflow",
+  },
+  'rollout.wave-passed': {
+    subject: 'rollout',
+    data: wave.extend({ succeeded: z.number().int(), failed: z.number().int() }),
+    summary: "A rollout's wave passed its gate: its failures are within the failure budget",
+  },
+  'rollout.node-failed': {
+    subject: 'rollout',
+    data: wave.extend({ nodeId: z.string(), workflowId: z.string().nullable(), error: z.string() }),
+    summary:
+      'A node of a rollout did not come back healthy with the new version (it returns to the old one by itself)',
+  },
+  'rollout.paused': {
+    subject: 'rollout',
+    data: wave.extend({ reason: z.string(), by: z.enum(['gate', 'operator']) }),
+    summary: 'A rollout paused: a wave failed its gate, or an operator paused it; no further wave starts',
+  },
+  'rollout.resumed': {
+    subject: 'rollout',
+    data: wave,
+    summary: 'A paused rollout was resumed',
+  },
+  'rollout.aborted': {
+    subject: 'rollout',
+    data: wave.extend({ skipped: z.number().int() }),
+    summary: 'A rollout was aborted: the nodes not yet started never receive the release',
+  },
+  'rollout.completed': {
+    subject: 'rollout',
+    data: z.object({ version: z.string(), succeeded: z.number().int(), failed: z.number().int() }),
+    summary: 'Every wave of a rollout passed its gate',
   },
 } as const satisfies Record<string, EventTypeSpec>;

@@ -30,7 +30,8 @@ export type SubjectKind =
   | 'sandboxSnapshot'
   | 'sandboxVolume'
   | 'auditLog'
-  | 'release';
+  | 'release'
+  | 'rollout';
 
 export interface EventTypeSpec {
   subject: SubjectKind;

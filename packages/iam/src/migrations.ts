@@ -305,6 +305,18 @@ create table iam.meters (
 );
 `,
     },
+    {
+      name: '0009_operators_run_rollouts',
+      sql: `
+-- Operators roll releases out (compute:rollouts:create, pause, resume, abort; reading them is
+-- compute:*:read already). Like releases, rollouts answer only the root tenant's calls.
+update iam.roles
+   set actions = array_append(actions, 'compute:rollouts:*'),
+       description = 'Runs the fleet: nodes, pools, sites, capacity, reservations, events, releases and rollouts; reads everything'
+ where id = 'role_00000000000000000000000003'
+   and not ('compute:rollouts:*' = any (actions));
+`,
+    },
   ],
 };
 

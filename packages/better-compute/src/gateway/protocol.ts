@@ -95,6 +95,23 @@ export const daemonMessage = z.discriminatedUnion('t', [
     .strict(),
   z
     .object({
+      /** A piece of a stored release build, for the daemon's self-update (docs/rollouts.md). */
+      t: z.literal('release.fetch'),
+      id: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
+      version: z.string().regex(/^[0-9A-Za-z.+-]{1,64}$/),
+      platform: z
+        .string()
+        .regex(/^[a-z0-9]+(-[a-z0-9_]+)+$/)
+        .max(32),
+      offset: z
+        .number()
+        .int()
+        .min(0)
+        .max(2 ** 40),
+    })
+    .strict(),
+  z
+    .object({
       t: z.literal('certificate.request'),
       /** The node's new public key (SPKI PEM) and its signature over the node id, proving it holds the key. */
       publicKey: z.string().max(4000),

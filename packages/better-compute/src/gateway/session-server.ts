@@ -29,6 +29,7 @@ import {
 import { createApproverLoader, quorumAttachments } from '../modules/batches/index.js';
 import { nodeTenant } from '../modules/fleet/index.js';
 import { instanceExited } from '../modules/vps/index.js';
+import { artifactPiece } from '../modules/releases/index.js';
 import { type CommandSigner, envelopeBytes } from './signer.js';
 import { createCommandSecrets } from './command-secrets.js';
 import { type DaemonMessage, parseDaemonMessage } from './protocol.js';
@@ -110,6 +111,13 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
       log(`gateway: the approver chain is not usable, so none is sent: ${(error as Error).message}`);
       return [];
     }
+  }
+
+  /** The deployment's release pins as a daemon pins them (`{ pins, threshold }`), or null without any. */
+  function releasePins(): { pins: string[]; threshold: number } | null {
+    const release = compute.config.release;
+    if (!release?.pins?.length) return null;
+    return { pins: [...release.pins], threshold: release.threshold ?? release.pins.length };
   }
 
   /** The fleet's heartbeat route, in process: it proves the credential and records the node alive. */
@@ -295,6 +303,8 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
                 commandRootRotations: options.commandSigner?.rotations ?? [],
                 trustDomain: options.commandSigner?.trustDomain ?? null,
                 approverSets: await approverSets(),
+                // The release keys a daemon pins at its first session when its join named none.
+                releasePins: releasePins(),
                 gateways: await liveReplicaUrls(db as never, at).catch(() => []),
                 certificates: options.pki ? true : false,
               }
@@ -324,6 +334,27 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
         const { outcome } = await instanceExited(compute.database.db as never, session.nodeId, message, at);
         // Acknowledged unless the instance's boot is still being recorded: the node's record goes.
         if (outcome !== 'later') send(session, { t: 'instance.exited.ack', instanceId: message.instanceId });
+        return;
+      }
+      case 'release.fetch': {
+        // Any node may read a registered build: it is what the release keys signed, and each node
+        // checks it against its own pins. Only a build stored whole is served.
+        try {
+          const piece = await artifactPiece(db, message.version, message.platform, message.offset);
+          send(
+            session,
+            'error' in piece
+              ? { t: 'release.piece', id: message.id, error: piece.error }
+              : { t: 'release.piece', id: message.id, size: piece.size, data: piece.data.toString('base64') },
+          );
+        } catch (error) {
+          log(`gateway: serving a release piece to ${session.nodeId} failed: ${(error as Error).message}`);
+          send(session, {
+            t: 'release.piece',
+            id: message.id,
+            error: 'the gateway could not read the build',
+          });
+        }
         return;
       }
       case 'stream.opened':

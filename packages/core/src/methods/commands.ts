@@ -13,11 +13,18 @@ import { idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 export const COMMAND_KINDS = ['inventory.refresh', 'exec.script', 'ssh.trust'] as const;
 export const commandKind = z.enum(COMMAND_KINDS);
 /**
+ * What a rollout's node workflow queues, never through commands.run: `bcd.update` (the daemon
+ * installs a signed release, restarts and reports once the new version is healthy) and
+ * `health.check` (the daemon's own check of itself, docs/rollouts.md).
+ */
+export const ROLLOUT_COMMAND_KINDS = ['bcd.update', 'health.check'] as const;
+/**
  * Every kind a command row may have: an operator's, the runtime commands workflows queue, and the
  * destructive kinds a batch's members have.
  */
 export const anyCommandKind = z.enum([
   ...COMMAND_KINDS,
+  ...ROLLOUT_COMMAND_KINDS,
   ...DESTRUCTIVE_KINDS.map((entry) => entry.kind),
   ...RUNTIME_COMMAND_KINDS,
   ...SANDBOX_COMMAND_KINDS,

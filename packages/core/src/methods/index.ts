@@ -25,6 +25,7 @@ import { commandBatchesGroup } from './batches.js';
 import { confirmationsGroup } from './confirmations.js';
 import { releasesGroup } from './releases.js';
 import { fleetGroup } from './fleet.js';
+import { rolloutsGroup } from './rollouts.js';
 import { workflowsGroup } from './workflows.js';
 import { webhooksGroup } from './webhooks.js';
 import { imagesGroup } from './images.js';
@@ -63,6 +64,7 @@ export {
   confirmationsGroup,
   releasesGroup,
   fleetGroup,
+  rolloutsGroup,
   workflowsGroup,
   webhooksGroup,
   imagesGroup,
@@ -146,7 +148,13 @@ export {
   secretSchema,
   secretValue,
 } from './secrets.js';
-export { COMMAND_KINDS, COMMAND_OUTPUT_LIMIT, commandSchema, commandState } from './commands.js';
+export {
+  COMMAND_KINDS,
+  ROLLOUT_COMMAND_KINDS,
+  COMMAND_OUTPUT_LIMIT,
+  commandSchema,
+  commandState,
+} from './commands.js';
 export {
   batchSchema,
   batchState,
@@ -165,7 +173,14 @@ export {
   CONFIRMATION_APPROVED_SECONDS,
   CONFIRMATION_PENDING_SECONDS,
 } from './confirmations.js';
-export { releaseSchema } from './releases.js';
+export { releaseSchema, RELEASE_UPLOAD_CHUNK_BYTES } from './releases.js';
+export {
+  rolloutSchema,
+  rolloutState,
+  DEFAULT_HEALTH_TIMEOUT_SECONDS,
+  MAX_ROLLOUT_NODES,
+  MAX_ROLLOUT_WAVES,
+} from './rollouts.js';
 
 export const methods = {
   ...tableOf(systemGroup),
@@ -190,6 +205,7 @@ export const methods = {
   ...tableOf(confirmationsGroup),
   ...tableOf(releasesGroup),
   ...tableOf(fleetGroup),
+  ...tableOf(rolloutsGroup),
   ...tableOf(workflowsGroup),
   ...tableOf(imagesGroup),
   ...tableOf(flavorsGroup),

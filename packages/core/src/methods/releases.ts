@@ -22,8 +22,12 @@ export const releaseSchema = z.object({
   digest: z.string(),
   artifacts: z.array(
     releaseArtifactSchema
-      .extend({ url: z.string().nullable() })
-      .describe('A build: platform, size, SHA-256, URL'),
+      .extend({
+        url: z.string().nullable(),
+        /** Whether the deployment holds the build's bytes (releases.upload), so nodes fetch it through their gateway. */
+        stored: z.boolean(),
+      })
+      .describe('A build: platform, size, SHA-256, URL, and whether the deployment stores it'),
   ),
   /** The distinct pinned keys whose signatures verified when it was registered. */
   signers: z.array(z.string()),
@@ -88,5 +92,45 @@ const get = method({
   output: releaseSchema,
 });
 
+/** The most bytes one `releases.upload` call carries (its base64 fits the 64 KiB body). */
+export const RELEASE_UPLOAD_CHUNK_BYTES = 32_768;
+
+const upload = method({
+  kind: 'mutation',
+  summary:
+    'Store a registered release’s artifact, one piece at a time: kept only once all of it has the size and SHA-256 the signed manifest names',
+  access: { action: 'compute:releases:register' },
+  tenantScoped: true,
+  platformOnly: true,
+  input: z
+    .object({
+      tenantId,
+      version: releaseVersion.describe('The registered release, such as 1.4.0'),
+      platform: releaseArtifactSchema.shape.platform,
+      offset: z
+        .number()
+        .int()
+        .min(0)
+        .max(2 ** 40)
+        .describe('Where this piece starts in the artifact: the bytes stored so far'),
+      data: z
+        .string()
+        .min(4)
+        .max(Math.ceil(RELEASE_UPLOAD_CHUNK_BYTES / 3) * 4)
+        .regex(/^[A-Za-z0-9+/]+={0,2}$/, 'must be standard base64')
+        .describe('The piece, base64, at most 32 KiB of bytes'),
+    })
+    .strict(),
+  output: z.object({
+    version: z.string(),
+    platform: z.string(),
+    /** Bytes stored so far, and the manifest's size. */
+    stored: z.number().int(),
+    size: z.number().int(),
+    /** True once every byte is stored and the SHA-256 matched the manifest's. */
+    complete: z.boolean(),
+  }),
+});
+
 /** The `releases` group (IAM actions compute:releases:*). */
-export const releasesGroup = defineGroup('releases', { module: 'rollout' }, { register, list, get });
+export const releasesGroup = defineGroup('releases', { module: 'rollout' }, { register, upload, list, get });

@@ -25,13 +25,21 @@ export const workflowKind = z.enum([
   'volume.create',
   'volume.resize',
   'volume.delete',
+  'node.update',
 ]);
 export const workflowState = z.enum(['running', 'paused', 'failed', 'succeeded', 'aborted']);
 export const workflowStepState = z.enum(['pending', 'running', 'succeeded', 'failed', 'skipped']);
 
 export const workflowStepSchema = z.object({
   name: z.string(),
-  kind: z.enum(['node.drain', 'node.wait-drained', 'command', 'node.uncordon']),
+  kind: z.enum([
+    'node.drain',
+    'node.wait-drained',
+    'command',
+    'node.uncordon',
+    'node.wait-version',
+    'node.no-failed-commands',
+  ]),
   state: workflowStepState,
   attempt: z.number().int(),
   /** The command the step ran, for a command step that started. */

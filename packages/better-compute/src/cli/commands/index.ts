@@ -14,6 +14,7 @@ import { secretsCommands } from './secrets/index.js';
 import { fleetCommands } from './fleet/index.js';
 import { releaseCommands } from './release/index.js';
 import { releasesCommands } from './releases/index.js';
+import { rolloutsCommands } from './rollouts/index.js';
 import { auditCommands } from './audit/index.js';
 import { batchCommands } from './batch/index.js';
 import { confirmationsCommands } from './confirmations/index.js';
@@ -79,6 +80,7 @@ export const builtinCommands: readonly AnyCommand[] = [
   sshCert,
   ...fleetCommands,
   ...releasesCommands,
+  ...rolloutsCommands,
   ...releaseCommands,
   ...auditCommands,
   ...batchCommands,

@@ -235,3 +235,36 @@ export async function batchCommandIndex(
     .executeTakeFirst();
   return row?.batch_index ?? undefined;
 }
+
+/**
+ * The version a node's daemon said in its last Hello and when that session began; null when it
+ * never connected. A rollout's workflow waits on it (the node is back with the new version).
+ */
+export async function nodeDaemonVersion(
+  db: Kysely<ComputeTables>,
+  nodeId: string,
+): Promise<{ version: string; connectedAt: Date } | null> {
+  const row = await commandsDb(db)
+    .selectFrom('compute.node_sessions')
+    .select(['daemon_version', 'connected_at'])
+    .where('node_id', '=', nodeId)
+    .executeTakeFirst();
+  return row ? { version: row.daemon_version, connectedAt: new Date(row.connected_at) } : null;
+}
+
+/** The commands of a node that failed after `since` (their ids and errors, the first few). */
+export async function failedCommandsSince(
+  db: Kysely<ComputeTables>,
+  nodeId: string,
+  since: Date,
+): Promise<{ id: string; kind: string; error: string | null }[]> {
+  return commandsDb(db)
+    .selectFrom('compute.commands')
+    .select(['id', 'kind', 'error'])
+    .where('node_id', '=', nodeId)
+    .where('state', '=', 'failed')
+    .where('finished_at', '>=', since)
+    .orderBy('finished_at')
+    .limit(5)
+    .execute();
+}

@@ -4,7 +4,11 @@
  * moves back, so a late or repeated report from the daemon cannot undo a result.
  */
 import { ComputeError, newId } from '@better-compute/core';
-import { COMMAND_KINDS, COMMAND_OUTPUT_LIMIT as LIMIT } from '@better-compute/core/methods';
+import {
+  COMMAND_KINDS,
+  COMMAND_OUTPUT_LIMIT as LIMIT,
+  type ROLLOUT_COMMAND_KINDS,
+} from '@better-compute/core/methods';
 import {
   isRuntimeCommandKind,
   isSandboxCommandKind,
@@ -25,7 +29,11 @@ import { COMMANDS_CHANNEL, type CommandRow, commandsDb, type CommandsDb } from '
 export { COMMANDS_CHANNEL };
 
 export const DEFAULT_COMMAND_TTL_SECONDS = 900;
-export type CommandKind = (typeof COMMAND_KINDS)[number] | RuntimeCommandKind | SandboxCommandKind;
+export type CommandKind =
+  | (typeof COMMAND_KINDS)[number]
+  | (typeof ROLLOUT_COMMAND_KINDS)[number]
+  | RuntimeCommandKind
+  | SandboxCommandKind;
 const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
 const iso = (value: Date | string) => new Date(value).toISOString();
@@ -120,9 +128,16 @@ export async function queueCommand(
   const needsScript = input.kind === 'exec.script';
   // Runtime payloads were checked against their schemas above; ssh.trust's is built and checked
   // by the break-glass module that queues it.
+  // bcd.update carries the signed release envelope the rollouts module read from the registry; the
+  // daemon checks every byte of it against its own pins.
   const payloadFits =
     runtimeKind ||
     input.kind === 'ssh.trust' ||
+    (input.kind === 'bcd.update' &&
+      typeof input.payload.release === 'object' &&
+      input.payload.release !== null &&
+      typeof input.payload.healthTimeoutSeconds === 'number' &&
+      Object.keys(input.payload).length === 2) ||
     (needsScript
       ? typeof input.payload.script === 'string' && Object.keys(input.payload).length === 1
       : Object.keys(input.payload).length === 0);

@@ -170,3 +170,39 @@ export async function platformObjects(
     pools: result,
   };
 }
+
+/**
+ * The nodes a rollout may update: of a pool, or those named (in the order named), or every node,
+ * with their labels for a selector; retired and joining nodes are left out. Any tenant's: a bcd
+ * release is the platform's, whoever's machine runs it.
+ */
+export async function nodesForRollout(
+  db: Kysely<ComputeTables>,
+  target: { poolId?: string | undefined; nodeIds?: readonly string[] | undefined },
+): Promise<{ id: string; tenant_id: string; state: NodeState; labels: Record<string, string> }[]> {
+  let query = fleetDb(db)
+    .selectFrom('compute.nodes')
+    .select(['id', 'tenant_id', 'state', 'labels'])
+    .where('state', 'not in', ['retired', 'joining'])
+    .orderBy('seq');
+  if (target.poolId !== undefined) query = query.where('pool_id', '=', target.poolId);
+  if (target.nodeIds !== undefined) {
+    if (target.nodeIds.length === 0) return [];
+    query = query.where('id', 'in', [...target.nodeIds]);
+  }
+  const rows = await query.execute();
+  if (target.nodeIds === undefined) return rows;
+  const byId = new Map(rows.map((row) => [row.id, row]));
+  return target.nodeIds.flatMap((id) => (byId.has(id) ? [byId.get(id)!] : []));
+}
+
+/** Whether a pool exists. */
+export async function poolExists(db: Kysely<ComputeTables>, poolId: string): Promise<boolean> {
+  return (
+    (await fleetDb(db)
+      .selectFrom('compute.pools')
+      .select('id')
+      .where('id', '=', poolId)
+      .executeTakeFirst()) !== undefined
+  );
+}

@@ -24,4 +24,28 @@ create table compute.releases (
 );
 `,
   },
+  {
+    // A release's builds, stored piece by piece (releases.upload) and served to nodes through their
+    // gateway session; `complete` once every byte is there and the SHA-256 matched the manifest.
+    name: '0002_release_artifacts',
+    sql: `
+create table compute.release_artifacts (
+  release_id text not null references compute.releases (id),
+  platform text not null,
+  size bigint not null,
+  sha256 text not null check (sha256 ~ '^[0-9a-f]{64}$'),
+  stored bigint not null default 0,
+  complete boolean not null default false,
+  primary key (release_id, platform)
+);
+create table compute.release_artifact_chunks (
+  release_id text not null,
+  platform text not null,
+  "offset" bigint not null,
+  data bytea not null,
+  primary key (release_id, platform, "offset"),
+  foreign key (release_id, platform) references compute.release_artifacts (release_id, platform)
+);
+`,
+  },
 ];

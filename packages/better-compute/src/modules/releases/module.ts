@@ -5,6 +5,7 @@
  */
 import { releasesGroup } from '@better-compute/core/methods';
 import { defineModule, implement } from '../define-module.js';
+import { uploadArtifact } from './artifacts.js';
 import { releasesMigrations } from './migrations.js';
 import {
   getRelease,
@@ -24,6 +25,7 @@ export function createReleasesModule(settings?: ReleaseSettings) {
     methods: [
       implement(releasesGroup, {
         register: (ctx) => registerRelease(trust, ctx),
+        upload: uploadArtifact,
         list: listReleases,
         get: getRelease,
       }),

@@ -15,6 +15,7 @@ import {
   verifyRelease,
 } from '@better-compute/core/release';
 import type { CallContext } from '../define-module.js';
+import { storedPlatforms } from './artifacts.js';
 import { type ReleaseRow, type ReleasesDb, releasesDb } from './tables.js';
 
 /** The configuration's `release`: the keys that may sign releases, and how many must. */
@@ -32,14 +33,18 @@ export function releaseTrustOf(settings: ReleaseSettings | undefined): ReleaseTr
   return readReleaseTrust(settings.pins ?? [], settings.threshold, 'INVALID_CONFIG', 'release.pins');
 }
 
-function releaseView(row: ReleaseRow) {
+function releaseView(row: ReleaseRow, stored: ReadonlySet<string> = new Set()) {
   const manifest = JSON.parse(row.manifest) as ReleaseManifest;
   return {
     id: row.id,
     version: row.version,
     minimumVersion: row.minimum_version,
     digest: row.digest,
-    artifacts: manifest.artifacts.map((artifact) => ({ ...artifact, url: artifact.url ?? null })),
+    artifacts: manifest.artifacts.map((artifact) => ({
+      ...artifact,
+      url: artifact.url ?? null,
+      stored: stored.has(artifact.platform),
+    })),
     signers: row.signers,
     manifest,
     signatures: row.signatures,
@@ -97,7 +102,8 @@ export async function registerRelease(
           hint: 'A version is registered once: give the new build a new version, sign it, and register that.',
         },
       );
-    return { ...releaseView(existing), created: false };
+    const stored = (await storedPlatforms(ctx.db, [existing.id])).get(existing.id);
+    return { ...releaseView(existing, stored), created: false };
   }
   ctx.emit({
     type: 'release.registered',
@@ -135,8 +141,12 @@ export async function listReleases(ctx: CallContext<{ limit: number; cursor?: st
   }
   const rows = await query.execute();
   const page = rows.slice(0, ctx.input.limit);
+  const stored = await storedPlatforms(
+    ctx.db,
+    page.map((row) => row.id),
+  );
   return {
-    items: page.map(releaseView),
+    items: page.map((row) => releaseView(row, stored.get(row.id))),
     nextCursor: rows.length > ctx.input.limit ? page.at(-1)!.id : null,
   };
 }
@@ -154,5 +164,5 @@ export async function getRelease(
       details: releaseId ? { id: releaseId } : { version },
       hint: 'List the registered releases with "better-compute releases list".',
     });
-  return releaseView(row);
+  return releaseView(row, (await storedPlatforms(ctx.db, [row.id])).get(row.id));
 }

@@ -18,8 +18,27 @@ export interface ReleasesTable {
   registered_by: string;
 }
 
+export interface ReleaseArtifactsTable {
+  release_id: string;
+  platform: string;
+  size: ColumnType<string, number, never>;
+  sha256: string;
+  /** Bytes stored so far (bigint, read as a string). */
+  stored: ColumnType<string, number | undefined, number>;
+  complete: ColumnType<boolean, boolean | undefined, boolean>;
+}
+
+export interface ReleaseArtifactChunksTable {
+  release_id: string;
+  platform: string;
+  offset: ColumnType<string, number, never>;
+  data: ColumnType<Uint8Array, Uint8Array, never>;
+}
+
 export interface ReleaseTables extends ComputeTables {
   'compute.releases': ReleasesTable;
+  'compute.release_artifacts': ReleaseArtifactsTable;
+  'compute.release_artifact_chunks': ReleaseArtifactChunksTable;
 }
 
 export type ReleaseRow = Selectable<ReleasesTable>;

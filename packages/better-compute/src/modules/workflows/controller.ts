@@ -11,7 +11,7 @@ import { writeEvents } from '../../db/unit-of-work.js';
 import { enqueueJob } from '../../workers/jobs.js';
 import type { CallContext, EventDraft, JobContext } from '../define-module.js';
 import { drainNode, uncordonNode } from '../fleet/nodes.js';
-import { commandOutcome } from '../commands/queries.js';
+import { commandOutcome, failedCommandsSince, nodeDaemonVersion } from '../commands/queries.js';
 import { queueCommand } from '../commands/service.js';
 import { findNode } from '../fleet/queries.js';
 import { type WorkflowRow, type WorkflowStep, workflowsDb } from './tables.js';
@@ -132,6 +132,28 @@ async function runStep(
         if (!node || node.state === 'retired')
           return { failed: `node ${row.node_id} is ${node?.state ?? 'gone'}` };
         return { done: node.state === 'drained' };
+      }
+      case 'node.wait-version': {
+        // The node came back: a session begun since the workflow did, saying the version asked for.
+        const version = String(step.params?.version ?? '');
+        const session = await nodeDaemonVersion(trx, row.node_id);
+        if (session && session.version === version && session.connectedAt >= new Date(row.created_at))
+          return { done: true };
+        const deadline = Date.parse(String(step.params?.deadline ?? ''));
+        if (Number.isFinite(deadline) && now.getTime() > deadline)
+          return {
+            failed: `node ${row.node_id} did not come back with version ${version} in time (it reports ${session?.version ?? 'no session'})`,
+          };
+        return { done: false };
+      }
+      case 'node.no-failed-commands': {
+        const failed = await failedCommandsSince(trx, row.node_id, new Date(row.created_at));
+        if (failed.length === 0) return { done: true };
+        return {
+          failed: `node ${row.node_id} failed ${failed.length === 5 ? '5 or more commands' : `${failed.length} command(s)`} since the update began: ${failed
+            .map((c) => `${c.id} (${c.kind})${c.error ? `: ${c.error.slice(0, 200)}` : ''}`)
+            .join('; ')}`,
+        };
       }
       case 'command': {
         if (!step.commandId) {

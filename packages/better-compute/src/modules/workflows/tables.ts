@@ -6,7 +6,17 @@ type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 
 export interface WorkflowStep {
   name: string;
-  kind: 'node.drain' | 'node.wait-drained' | 'command' | 'node.uncordon';
+  kind:
+    | 'node.drain'
+    | 'node.wait-drained'
+    | 'command'
+    | 'node.uncordon'
+    /** Until the node's session reports `params.version`, connected since the workflow began; failed past `params.deadline`. */
+    | 'node.wait-version'
+    /** No command of the node failed since the workflow began. */
+    | 'node.no-failed-commands';
+  /** What a waiting step checks against (node.wait-version: version, deadline). */
+  params?: Record<string, unknown> | undefined;
   state: 'pending' | 'running' | 'succeeded' | 'failed' | 'skipped';
   attempt: number;
   commandId: string | null;
@@ -32,7 +42,8 @@ export type WorkflowKind =
   | 'sandbox.snapshot-delete'
   | 'volume.create'
   | 'volume.resize'
-  | 'volume.delete';
+  | 'volume.delete'
+  | 'node.update';
 
 export interface WorkflowsTable {
   id: string;

@@ -110,6 +110,7 @@ command -v tar >/dev/null 2>&1 || die 'tar is needed'
 umask 022
 mkdir -p "$prefix/bin" "$prefix/dist" "$prefix/scripts"
 ${payload('$prefix/dist/bcd.cjs', join(options.daemonDir, 'dist', 'bcd.cjs'))}
+${payload('$prefix/dist/supervisor.cjs', join(options.daemonDir, 'dist', 'supervisor.cjs'))}
 ${scripts.map((name) => payload(`$prefix/scripts/${name}`, join(options.daemonDir, 'scripts', name))).join('')}${ptyPayload}cat > "$prefix/bin/bcd.cjs" <<'BCD_BIN'
 ${readFileSync(join(options.daemonDir, 'bin', 'bcd.cjs'), 'utf8').trimEnd()}
 BCD_BIN
@@ -134,7 +135,7 @@ After=network-online.target
 Wants=network-online.target
 
 [Service]
-ExecStart=$(command -v node) $prefix/bin/bcd.cjs run --state-dir $state_dir $inventory_flag
+ExecStart=$(command -v node) $prefix/bin/bcd.cjs run --state-dir $state_dir $inventory_flag --supervise
 Environment=BCD_PLUGINS_DIR=/etc/bcd/plugins.d
 Restart=always
 RestartSec=2

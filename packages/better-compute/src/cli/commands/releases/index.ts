@@ -3,9 +3,11 @@ import type { AnyCommand } from '../../define.js';
 import releasesGet from './get.js';
 import releasesList from './list.js';
 import releasesRegister from './register.js';
+import releasesUpload from './upload.js';
 
 export const releasesCommands: readonly AnyCommand[] = [
   releasesRegister,
+  releasesUpload,
   releasesList,
   releasesGet,
 ] as readonly AnyCommand[];
