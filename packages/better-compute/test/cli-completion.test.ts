@@ -131,7 +131,7 @@ describe.each([
     expect(complete(file, ['aut'])).toEqual(['auth']);
     expect(complete(file, ['audit', 'c'])).toEqual(['check-proof', 'checkpoint']);
     expect(complete(file, ['auth', ''])).toEqual(['login', 'logout', 'status']);
-    expect(complete(file, ['se'])).toEqual(['seed', 'serve']);
+    expect(complete(file, ['se'])).toEqual(['secrets', 'seed', 'serve']);
   });
 
   it('completes the flags of the command on the line', () => {
