@@ -26,6 +26,7 @@ const e2eSuites = [
   'packages/daemon/test/node-streams.test.ts',
   'packages/daemon/test/command-root-rotation.test.ts',
   'packages/daemon/test/quorum-fleet.test.ts',
+  'packages/daemon/test/metal-bulk.test.ts',
   'packages/daemon/test/rollouts.test.ts',
   'packages/better-compute/test/break-glass-ssh.test.ts',
   'packages/better-compute/test/tunnels.test.ts',
@@ -47,6 +48,8 @@ const guestSuites = [
   'packages/daemon/test/runtime-dir.test.ts',
   'packages/daemon/test/install-script.test.ts',
   'packages/daemon/test/metal-lab.test.ts',
+  'packages/better-compute/test/profiles-disk.test.ts',
+  'packages/daemon/test/metal-site.test.ts',
 ];
 
 const browserSuites = ['apps/console/test/**/*.browser.test.ts'];

@@ -9,10 +9,15 @@
 // everything a command needs beyond its definition stays behind a dynamic import. Core's ComputeError recognises errors of any
 // copy of itself, so an inlined copy is safe.
 //
+// A package's `binManifest` names the built CLI bundle and a JSON file to write from it: the
+// manifest of the built-in commands, from which the start-up file prints help pages without
+// loading the CLI.
+//
 // Each package builds into dist.next/ and then takes dist/'s place in two renames, so a program
 // started from dist/ while a build runs finds a whole build, the old one or the new one.
 import { build } from 'esbuild';
-import { existsSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 
 const root = new URL('..', import.meta.url).pathname;
@@ -66,6 +71,18 @@ for (const dir of workspaces) {
         },
       ],
     });
+  }
+  // `binManifest`: the built-in commands' manifest, from the built CLI, for the entry's help pages.
+  if (pkg.binManifest) {
+    const cli = createRequire(import.meta.url)(
+      join(next, pkg.binManifest.program.replace(/^(\.\/)?dist\//, '')),
+    );
+    const manifest = cli.createCli({ projectCommands: false }).manifest();
+    const outfile = join(next, pkg.binManifest.outfile.replace(/^(\.\/)?dist\//, ''));
+    writeFileSync(outfile, JSON.stringify(manifest));
+    // The index beside it (`help.json` → `help-index.json`): names, groups and summaries only.
+    const commands = manifest.commands.map(({ name, group, summary }) => ({ name, group, summary }));
+    writeFileSync(outfile.replace(/\.json$/, '-index.json'), JSON.stringify({ ...manifest, commands }));
   }
   const old = join(pkgDir, 'dist.old');
   rmSync(old, { recursive: true, force: true });

@@ -78,6 +78,9 @@ export const HOST_TOOL_GROUPS = {
     // The metal lab (packages/daemon/test/metal-lab.test.ts): a machine's BMC, its network card's iPXE.
     ipmi_sim: 'openipmi',
     '/usr/lib/ipxe/qemu/efi-e1000.rom': 'ipxe-qemu',
+    // A rendered provision profile's partition script on a loop disk (profiles-disk.test.ts).
+    sfdisk: 'fdisk',
+    'mkfs.vfat': 'dosfstools',
   },
   image: IMAGE,
   browser: { chromium: 'chromium' },

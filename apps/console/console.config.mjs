@@ -6,7 +6,7 @@
 // Capabilities that need keys find them in the PKI bundle (`settings.pki`).
 import { betterCompute } from 'better-compute';
 
-/** @param {{ databaseUrl: string, secret: string, trustedOrigins: string[], pki: string | null }} settings */
+/** @param {{ databaseUrl: string, secret: string, trustedOrigins: string[], pki: string | null, release?: { pins: string[], threshold?: number } | null }} settings */
 export default async function createStack(settings) {
   const compute = await betterCompute({
     database: settings.databaseUrl,
@@ -14,6 +14,8 @@ export default async function createStack(settings) {
     trustedOrigins: settings.trustedOrigins,
     // The PKI bundle: break-glass SSH certificates, tunnel tickets and the audit seal need its keys.
     ...(settings.pki ? { pki: settings.pki } : {}),
+    // The release keys signed bcd releases must verify under; with them, the console shows Rollouts.
+    ...(settings.release ? { release: settings.release } : {}),
   });
   return { compute, iam: compute.embeddedIam };
 }

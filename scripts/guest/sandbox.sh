@@ -10,10 +10,28 @@
 #                      and trusts certificates from user-ca naming sandbox-id for root. A memory
 #                      restore runs it to stop sharing its source's identity; a fresh sandbox runs
 #                      it once it has booted.
+#                      Its input may also hold env: the template's variables as a script for sh
+#                      (base64), kept in /run only (never on the disk a snapshot copies); while
+#                      there is one, every SSH session is this script's `session`.
 #   sandbox certify    input: the host certificate the control plane signed for that key (the node
 #                      checked it is one). Restarts sshd's listener with all of it (sessions already
 #                      open stay): until then the sandbox is not ready, so one restart serves both.
+#   sandbox session    sshd's forced command while the sandbox has variables: sets them, then runs
+#                      the session's command (or a login shell) through root's shell, as sshd would.
 # The guest may be emulated: every program run here costs, so the node does the checking.
+envfile=/run/better-compute-sandbox/env
+
+# A session keeps sshd's own PATH and umask: it is handled before this script sets its own.
+if [ "${1:-}" = session ]; then
+	if [ -f "$envfile" ]; then
+		. "$envfile"
+	else
+		echo "sandbox: the sandbox's variables are gone (its guest restarted); this session runs without them" >&2
+	fi
+	[ -n "${SSH_ORIGINAL_COMMAND+set}" ] && exec "${SHELL:-/bin/sh}" -c "$SSH_ORIGINAL_COMMAND"
+	exec "${SHELL:-/bin/sh}" -l
+fi
+
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
 umask 077
 key=/etc/ssh/ssh_host_ed25519_key
@@ -28,6 +46,7 @@ write_config() {
 		printf 'TrustedUserCAKeys %s/user_ca.pub\n' "$dir"
 		printf 'AuthorizedPrincipalsFile %s/principals\n' "$dir"
 		[ -f "$key-cert.pub" ] && printf 'HostCertificate %s-cert.pub\n' "$key"
+		[ -f "$envfile" ] && printf 'ForceCommand /usr/lib/better-compute-guest/sandbox session\n'
 		printf '%s\n' 'AuthorizedKeysFile none' 'PermitRootLogin prohibit-password' 'AllowUsers root' \
 			'DisableForwarding yes' 'PermitTunnel no' 'PermitUserEnvironment no' 'PrintMotd no'
 	} >"$conf.new"
@@ -54,7 +73,7 @@ restart_sshd() {
 }
 
 identity() {
-	id="" ca="" host_key="" host_public_key="" now="" entropy=""
+	id="" ca="" host_key="" host_public_key="" now="" entropy="" env=""
 	while IFS='=' read -r name value; do
 		case $name in
 		sandbox-id) id=$value ;;
@@ -63,6 +82,7 @@ identity() {
 		host-public-key) host_public_key=$value ;;
 		time) now=$value ;;
 		entropy) entropy=$value ;;
+		env) env=$value ;;
 		esac
 	done
 	printf '%s' "$id" | grep -Eq '^sbx_[A-Za-z0-9]{1,64}$' || fail "the sandbox id is malformed"
@@ -88,6 +108,14 @@ identity() {
 	printf '%s\n' "$ca" >"$dir/user_ca.pub"
 	printf '%s\n' "$id" >"$dir/principals"
 	chmod 0644 "$dir/user_ca.pub" "$dir/principals"
+	# A restore replaces its source's variables with its own, or drops them.
+	mkdir -p "${envfile%/*}"
+	if [ -n "$env" ]; then
+		printf '%s' "$env" | base64 -d >"$envfile.new" 2>/dev/null || fail "the variables are not base64"
+		mv "$envfile.new" "$envfile"
+	else
+		rm -f "$envfile"
+	fi
 	hostname "$(printf '%s' "$id" | tr _ -)"
 	hostname >/etc/hostname
 	write_config
@@ -107,5 +135,5 @@ certify() {
 case "${1:-}" in
 identity) identity ;;
 certify) certify ;;
-*) echo "usage: sandbox identity|certify (input on standard input)" >&2; exit 2 ;;
+*) echo "usage: sandbox identity|certify (input on standard input) | session" >&2; exit 2 ;;
 esac

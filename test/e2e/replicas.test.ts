@@ -150,6 +150,7 @@ describe.runIf(postgres)('three serve replicas on one PostgreSQL, killed twenty 
       }
     })();
     return {
+      renewals: () => renewals,
       async stop() {
         stopped = true;
         await done;
@@ -256,6 +257,7 @@ describe.runIf(postgres)('three serve replicas on one PostgreSQL, killed twenty 
       await kill('api,controllers,sinks');
     }
     await Promise.all(restarts.splice(0));
+    const renewalsAfterKills = lease.renewals();
     await sleep(3_000);
     running = false;
     await Promise.all(workers);
@@ -322,14 +324,14 @@ describe.runIf(postgres)('three serve replicas on one PostgreSQL, killed twenty 
        where (state = 'running' and locked_until < now()) or state = 'failed'`,
     );
     expect(stuck).toEqual([]);
-    // The controller's lease moved on from every dead holder: never stuck with one. The bound is
-    // over five lease periods (LEASE_TTL_MS, 8 s), so a loaded host's slow renewals do not fail it (issue 38: no test
-    // depends on the host being quiet).
+    // The controller's lease moved on from every dead holder: once the kills end, a live replica
+    // holds it and renews it again and again. How many renewals happen during the kills depends on
+    // the host's load, so only the ones after them are counted, with a generous wait; the longest
+    // gap's bound is over five lease periods (LEASE_TTL_MS, 8 s), for the same reason (issue 38: no
+    // test depends on the host being quiet).
+    await waitFor(() => lease.renewals() >= renewalsAfterKills + 2, 60_000);
     const { longestGapMs, renewals } = await lease.stop();
-    expect({ renewals: renewals > 3, longestGapMs }).toEqual({
-      renewals: true,
-      longestGapMs: expect.any(Number),
-    });
+    expect(renewals - renewalsAfterKills).toBeGreaterThanOrEqual(2);
     expect(longestGapMs).toBeLessThan(45_000);
   }, 300_000);
 });

@@ -102,8 +102,33 @@ function devSecret(dataDir, name) {
 }
 
 /**
+ * The release keys the deployment pins (`release` of its configuration, docs/releases.md), from
+ * CONSOLE_RELEASE_PINS (key ids or public keys, comma-separated) and CONSOLE_RELEASE_THRESHOLD
+ * (default every pin); null without pins. betterCompute checks each pin at start. With pins, the
+ * root tenant's navigation shows Rollouts.
+ */
+export function releaseSettings(env) {
+  const pins = (env.CONSOLE_RELEASE_PINS ?? '')
+    .split(',')
+    .map((pin) => pin.trim())
+    .filter(Boolean);
+  if (pins.length === 0) {
+    if (env.CONSOLE_RELEASE_THRESHOLD)
+      throw new StartError('CONSOLE_RELEASE_THRESHOLD is set without CONSOLE_RELEASE_PINS; name the release keys it counts');
+    return null;
+  }
+  if (env.CONSOLE_RELEASE_THRESHOLD === undefined || env.CONSOLE_RELEASE_THRESHOLD === '') return { pins };
+  const threshold = Number(env.CONSOLE_RELEASE_THRESHOLD);
+  if (!Number.isInteger(threshold) || threshold < 1 || threshold > pins.length)
+    throw new StartError(
+      `CONSOLE_RELEASE_THRESHOLD must be a whole number from 1 to the ${pins.length} pinned release key(s)`,
+    );
+  return { pins, threshold };
+}
+
+/**
  * The settings of a run: { dev, port, host, origin, trustedOrigins, secret, databaseUrl,
- * adminEmail, adminPassword (prod only), dataDir, pki }. `pki` is the deployment's PKI bundle (the
+ * adminEmail, adminPassword (prod only), dataDir, pki, release }. `release` is releaseSettings'. `pki` is the deployment's PKI bundle (the
  * break-glass and sandbox SSH CAs, the exec ticket key, the audit key): CONSOLE_PKI in production,
  * where it is optional and the capabilities needing it answer INVALID_CONFIG without it; in dev, a
  * bundle of its own under the data directory, made on the first start.
@@ -140,6 +165,7 @@ export function resolveSettings(args, env, cwd) {
       adminPassword: env.CONSOLE_ADMIN_PASSWORD,
       dataDir: null,
       pki: env.CONSOLE_PKI ? resolve(cwd, env.CONSOLE_PKI) : null,
+      release: releaseSettings(env),
     };
   }
   const dataDir = resolve(cwd, env.CONSOLE_DATA_DIR || '.console-data');
@@ -161,5 +187,6 @@ export function resolveSettings(args, env, cwd) {
     adminPassword: undefined,
     dataDir,
     pki: env.CONSOLE_PKI ? resolve(cwd, env.CONSOLE_PKI) : join(dataDir, 'pki.json'),
+    release: releaseSettings(env),
   };
 }

@@ -94,16 +94,33 @@ describe('accessibility', () => {
         (page) => page.getByRole('heading', { name: 'Break-glass SSH' }).waitFor(),
         'node',
       ],
+      [
+        `/nodes/${nodeId}`,
+        // The node's workflows and commands once their lists have loaded (an empty list says so).
+        (page) =>
+          page.getByText('No commands on this node.').or(page.locator('tr[data-command]').first()).waitFor(),
+        'node-operations',
+      ],
+      ['/sites', (page) => page.getByRole('heading', { name: 'Projects', exact: true }).waitFor(), 'sites'],
+      ['/usage', (page) => page.locator('[data-usage-chart]').waitFor(), 'usage'],
       ['/instances', heading('Instances'), 'instances'],
       ['/catalog', heading('Images and flavors'), 'catalog'],
       ['/sandboxes', heading('Sandboxes'), 'sandboxes'],
       ['/volumes', heading(/Volumes/), 'volumes'],
       ['/joining', heading(/Joining/), 'joining'],
+      [
+        '/discovery',
+        // Once the first site's discoveries have loaded (none yet says so).
+        (page) =>
+          page.getByText('Nothing seen PXE-booting').or(page.locator('tr[data-mac]').first()).waitFor(),
+        'discovery',
+      ],
       ['/approvals', heading('Agents awaiting approval'), 'approvals'],
       ['/events', heading('Events'), 'events'],
       ['/webhooks', heading('Webhooks'), 'webhooks'],
       ['/iam', heading(/People/), 'iam'],
       ['/platform/tenants', heading('Tenants'), 'tenants'],
+      ['/fleet', (page) => page.locator('[data-drift-state]').waitFor(), 'fleet-drift'],
     ];
     const found: string[] = [];
     for (const [path, ready, name] of pages)

@@ -144,12 +144,67 @@ export async function api<T>(
   return body.data;
 }
 
+/** The code a compute call answers with `token` (`OK` when it succeeds): how a test checks the API refuses what a page disables. */
+export async function computeCodeOf(
+  origin: string,
+  path: string,
+  input: Record<string, unknown>,
+  token: string,
+): Promise<string> {
+  const response = await fetch(`${origin}/api/compute/${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify(input),
+  });
+  const body = (await response.json()) as { error?: { code: string } };
+  return body.error?.code ?? 'OK';
+}
+
+/** A whole-page screenshot kept as a test artefact under test-results/screenshots. */
+export const screenshot = (page: Page, name: string) =>
+  page.screenshot({ path: join(screenshotsDir, `${name}.png`), fullPage: true });
+
+/** Whether the page scrolls sideways (what a page must not do at 375 px). */
+export const overflowsSideways = (page: Page) =>
+  page.evaluate(() => document.documentElement.scrollWidth > document.documentElement.clientWidth);
+
 /** A session token of the console's root administrator, for calls a test makes as a program would. */
 export async function adminSessionToken(server: ConsoleProcess): Promise<string> {
   const signedIn = await api<{ token: string }>(server.origin, '/api/iam/sessions/signIn', '', {
     tenantId: 'root',
     email: server.adminEmail,
     password: server.adminPassword,
+  });
+  return signedIn.token;
+}
+
+/**
+ * A new tenant and its administrator (a person bound to tenant-admin there: every compute action
+ * but compute:fleet:admin, in that tenant only); resolves to the person's session token.
+ */
+export async function tenantAdministrator(
+  server: ConsoleProcess,
+  adminToken: string,
+  tenant: { id: string; name: string },
+  who: { email: string; password: string },
+): Promise<string> {
+  await api(server.origin, '/api/iam/tenants/create', adminToken, tenant);
+  const person = await api<{ id: string }>(server.origin, '/api/iam/principals/create', adminToken, {
+    tenantId: tenant.id,
+    kind: 'person',
+    email: who.email,
+    password: who.password,
+    displayName: `${tenant.name} administrator`,
+  });
+  await api(server.origin, '/api/iam/bindings/create', adminToken, {
+    tenantId: tenant.id,
+    role: 'tenant-admin',
+    principalId: person.id,
+  });
+  const signedIn = await api<{ token: string }>(server.origin, '/api/iam/sessions/signIn', '', {
+    tenantId: tenant.id,
+    email: who.email,
+    password: who.password,
   });
   return signedIn.token;
 }

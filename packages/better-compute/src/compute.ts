@@ -44,10 +44,12 @@ import { workflowsModule } from './modules/workflows/module.js';
 import { vpsModule } from './modules/vps/module.js';
 import { eventsModule } from './modules/events/module.js';
 import { createFleetModule, fleetModule } from './modules/fleet/module.js';
-import { createApproverLoader } from './modules/batches/index.js';
+import { batchProposer, createApproverLoader } from './modules/batches/index.js';
 import { systemModule } from './modules/system/module.js';
 import { createWebhooksModule, webhooksModule } from './modules/webhooks/module.js';
 import { createSecretsModule, secretsModule } from './modules/secrets/module.js';
+import { profilesModule } from './modules/profiles/module.js';
+import { createMetalModule, metalModule } from './modules/metal/module.js';
 import { createSshCertsModule, sshCertsModule } from './modules/ssh-certs/module.js';
 import { createTunnelsModule, tunnelsModule } from './modules/tunnels/module.js';
 import { createSandboxesModule, sandboxesModule } from './modules/sandboxes/module.js';
@@ -83,6 +85,8 @@ const builtins = [
   webhooksModule,
   secretsModule,
   vpsModule,
+  profilesModule,
+  metalModule,
   sshCertsModule,
   tunnelsModule,
   sandboxesModule,
@@ -205,6 +209,16 @@ export async function betterCompute(
     [fleetModule, createFleetModule({ quorumOn: quorumOn(config.pki) })],
     // Releases verify against the pinned release keys (a malformed pin stops the start here).
     [releasesModule, createReleasesModule(config.release)],
+    // BMC passwords are sealed under the deployment's secret; power off and reset follow the quorum,
+    // and bulk makes its batch as commandBatches.create does.
+    [
+      metalModule,
+      createMetalModule({
+        secret: config.secret,
+        quorumOn: quorumOn(config.pki),
+        proposeBatch: batchProposer({ pki: config.pki }),
+      }),
+    ],
   ]);
   const modules = [...builtinModules.map((m) => configured.get(m) ?? m), ...(options.modules ?? [])];
   const methods = bindModules(modules, config.modules);
@@ -301,7 +315,8 @@ export async function betterCompute(
   // The audit log's seal runs beside the modules' jobs: it signs with the deployment's audit key,
   // which it loads from the PKI bundle at each run (docs/audit.md).
   const checkpointEveryMs = 1000 * (config.audit?.checkpointEverySeconds ?? DEFAULT_CHECKPOINT_EVERY_SECONDS);
-  const jobs = Object.assign({}, ...modules.map((m) => m.jobs ?? {}), {
+  const jobs: NonNullable<ComputeModule['jobs']> = {
+    ...Object.fromEntries(modules.flatMap((m) => Object.entries(m.jobs ?? {}))),
     [AUDIT_CHECKPOINT_JOB]: checkpointJob({
       everyMs: checkpointEveryMs,
       log,
@@ -310,7 +325,7 @@ export async function betterCompute(
         return loadAuditSigner({ cwd: process.cwd(), pki: config.pki, secret: config.secret });
       },
     }),
-  });
+  };
 
   async function doctor(options: { pkiPath?: string } = {}): Promise<DoctorReport> {
     const findings: DoctorFinding[] = [];

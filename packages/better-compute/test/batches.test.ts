@@ -567,6 +567,16 @@ describe.each(kinds)('destructive batches on %s', (kind) => {
       cursor: page.items[199].commandId,
     });
     expect(second.items[0].index).toBe(200);
+
+    // A node's command list pages by its own commands: a cursor naming another node's command
+    // names nothing this list can continue from.
+    const first = await d.api('commands.list', { nodeId: nodes[0], limit: 2 });
+    expect(first.items).toHaveLength(2);
+    const next = await d.api('commands.list', { nodeId: nodes[0], limit: 2, cursor: first.nextCursor });
+    expect(next.items[0].id).not.toBe(first.items[1].id);
+    const other = await d.api('commands.list', { nodeId: nodes[1], limit: 1 });
+    const foreign = await d.fails('commands.list', { nodeId: nodes[0], cursor: other.items[0].id });
+    expect(foreign).toMatchObject({ code: 'INVALID_ARGUMENT', details: { field: 'cursor' } });
   });
 
   it('says who proposed it: the agent line for an agent acting for a person', async () => {

@@ -4,7 +4,8 @@
  * (--key with the guide's summary, --root, --signature from an offline `batch sign`), members and
  * cancel. A proxy in front of the real server lies about one answer at a time, as a compromised
  * control plane would: the commands refuse with INVALID_RESPONSE, SCOPE_MISMATCH or SCOPE_CHANGED
- * before anything is signed.
+ * before anything is signed. A bare-metal machine's power off goes the same way: `metal power off` names
+ * the metal.bmc-power leaf, `batch create --scope FILE` holds it as a metal.bmc on the site agent.
  */
 import { chmodSync, copyFileSync, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -12,10 +13,18 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '@better-compute/db/testing';
 import { readApproverSet, type ScopeLeaf, scopeTree, toHex } from '@better-compute/core/quorum';
+import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { betterCompute, type ComputeInstance, serve } from '../src/index.js';
+import { betterCompute, type ComputeInstance } from '../src/index.js';
 import { createPkiBundle } from '../src/pki/create.js';
-import { callServer, failureCode, runBinary, scratchDirectory } from './cli-support.js';
+import {
+  callServer,
+  failureCode,
+  runBinary,
+  scratchDirectory,
+  serveLive,
+  type LiveServer,
+} from './cli-support.js';
 import { agentWithKey } from './iam-support.js';
 
 vi.setConfig({ testTimeout: 60_000, hookTimeout: 180_000 });
@@ -26,8 +35,7 @@ const secret = 'the batch approve test deployment secret';
 let database: TestDatabase;
 let compute: ComputeInstance;
 let url = '';
-const stop = new AbortController();
-let serving: Promise<void>;
+let server: LiveServer;
 let rootKey: string;
 let trustDomain: string;
 const kids: Record<'a' | 'b' | 'c', string> = { a: '', b: '', c: '' };
@@ -98,15 +106,8 @@ beforeAll(async () => {
   );
   await compute.migrate();
   rootKey = (await compute.embeddedIam!.bootstrapDev())!.rootAdmin.apiKey;
-  serving = serve({
-    compute,
-    port: 0,
-    roles: ['api'],
-    signal: stop.signal,
-    log: () => {},
-    onListening: (u) => (url = u),
-  });
-  for (let i = 0; i < 200 && !url; i++) await new Promise((r) => setTimeout(r, 25));
+  server = await serveLive(compute);
+  url = server.url;
 
   const site = await api('sites.create', { name: 'rack-12' });
   const pool = await api('pools.create', { siteId: site.id, name: 'metal', class: 'gpu' });
@@ -130,8 +131,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  stop.abort();
-  await serving;
+  await server.close();
   await compute?.close();
   await database?.close();
 });
@@ -697,6 +697,74 @@ describe('a server that lies about the scope', () => {
     expect(codeOf(result)).toBe('SCOPE_CHANGED');
     expect(result.stderr).toContain(`has root ${changedRoot}, not the --root ${batch.root} you reviewed`);
     expect((await api('commandBatches.get', { batchId: batch.id })).approvals).toEqual([]);
+  });
+});
+
+describe('BMC power of a bare-metal machine (docs/decisions/metal-power-quorum.md)', () => {
+  it('metal power off names the leaf; batch create --scope FILE holds a metal.bmc on the site agent until two approve', async () => {
+    const site = await api('sites.create', { name: 'rack-14' });
+    const pool = await api('pools.create', { siteId: site.id, name: 'agents', class: 'gpu' });
+    const { token } = await api('siteTokens.create', { poolId: pool.id, preApproved: true });
+    const post = async (method: string, body: unknown) =>
+      (await (
+        await fetch(`${url}/api/compute/${method.replaceAll('.', '/')}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        })
+      ).json()) as { data: any };
+    const agent = (
+      await post('nodes.join', {
+        joinToken: token,
+        hostname: 'r14-agent',
+        inventory: { cpuCores: 2, memoryGiB: 4, gpus: [] },
+        labels: {},
+      })
+    ).data;
+    await post('nodes.heartbeat', { nodeCredential: agent.nodeCredential });
+    const machine = await api('metal.enroll', {
+      siteId: site.id,
+      name: 'r14-u02',
+      bmcDriver: 'ipmi',
+      bmcAddress: '10.0.14.2',
+      bmcUser: 'admin',
+      bmcPassword: 'bmc-r14-u02-pw',
+      productUuid: '4c4c4544-0042-3510-8052-b4c04f4a4e40',
+    });
+    // Stands in for a manage whose BMC check succeeded (metal.test.ts runs that workflow).
+    await sql`update compute.metal_machines set provision_state = 'manageable' where id = ${machine.id}`.execute(
+      database.db as Kysely<any>,
+    );
+
+    const refused = await run(['metal', 'power', 'off', machine.id]);
+    expect(codeOf(refused)).toBe('INVALID_STATE');
+    const leaves = JSON.parse(/FILE holding (\[.*\]); it runs/.exec(refused.stderr)![1]!);
+    expect(leaves).toEqual([
+      {
+        subject: machine.id,
+        kind: 'metal.bmc-power',
+        payload: {
+          action: 'off',
+          runner: agent.nodeId,
+          bmc: expect.stringMatching(/^ipmi:\/\/10\.0\.14\.2/),
+        },
+      },
+    ]);
+
+    const batch = await createBatch(leaves, 'power off r14-u02 for the PSU swap');
+    expect(batch).toMatchObject({ state: 'pending', size: 1, approvalsNeeded: 2 });
+    const held = await json(['batch', 'members', '--batch', batch.id]);
+    expect(held.items.map((m: any) => [m.nodeId, m.kind, m.awaitingApproval])).toEqual([
+      [agent.nodeId, 'metal.bmc', true],
+    ]);
+    for (const key of ['a.pem', 'b.pem']) {
+      const approved = await run(['batch', 'approve', '--batch', batch.id, '--key', key, '--yes']);
+      expect(approved.status, approved.stderr).toBe(0);
+    }
+    const released = await json(['batch', 'members', '--batch', batch.id]);
+    expect(released.items.map((m: any) => [m.nodeId, m.kind, m.awaitingApproval])).toEqual([
+      [agent.nodeId, 'metal.bmc', false],
+    ]);
   });
 });
 

@@ -163,6 +163,54 @@ describe('the better-compute binary', () => {
     );
   });
 
+  it('the entry prints the help pages the CLI bundle prints, byte for byte', () => {
+    const program = join(root, 'packages', 'better-compute', 'dist', 'cli', 'program.cjs');
+    const viaProgram = (args: string[]) =>
+      spawnSync(
+        process.execPath,
+        [
+          '-e',
+          `require(${JSON.stringify(program)}).main(process.argv.slice(1)).then((s) => { process.exitCode = s; })`,
+          ...args,
+        ],
+        { cwd, env, encoding: 'utf8' },
+      );
+    for (const args of [
+      [],
+      ['help'],
+      ['help', '--json'],
+      ['help', 'auth'],
+      ['help', 'release'],
+      ['serve', '--help'],
+    ]) {
+      const fast = run(args);
+      const slow = viaProgram(args);
+      expect({ args, status: fast.status, stdout: fast.stdout, stderr: fast.stderr }).toEqual({
+        args,
+        status: slow.status,
+        stdout: slow.stdout,
+        stderr: slow.stderr,
+      });
+    }
+    // The built manifest is the built CLI's.
+    const dist = join(root, 'packages', 'better-compute', 'dist', 'cli');
+    expect(JSON.parse(readFileSync(join(dist, 'help.json'), 'utf8'))).toEqual(
+      JSON.parse(viaProgram(['help', '--json']).stdout),
+    );
+  });
+
+  it("help lists a configuration's project commands, through the CLI", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'bc-bin-config-'));
+    writeFileSync(
+      join(dir, 'better-compute.config.mjs'),
+      `export default { database: 'pglite:memory' };
+export const commands = [{ name: 'hello', summary: 'Say hello from the project', target: 'none', run: () => 'hi' }];
+`,
+    );
+    const result = spawnSync(process.execPath, [bin, 'help'], { cwd: dir, env, encoding: 'utf8' });
+    expect(result.stdout).toContain('Say hello from the project');
+  });
+
   it('version and help load neither zod, kysely, pg, PGlite nor the server', () => {
     const log = join(cwd, 'modules.log');
     // The start-up bundle is CommonJS: log every file `require` and `import()` load.
@@ -186,7 +234,7 @@ export async function resolve(specifier, context, next) {
 }\`));
 `,
     );
-    for (const command of [['version'], ['help'], ['help', 'api']]) {
+    for (const command of [['version'], ['help'], ['help', 'api'], ['completion', 'zsh'], ['auth']]) {
       writeFileSync(log, '');
       const result = spawnSync(process.execPath, ['--require', preload, bin, ...command], {
         cwd,
@@ -197,9 +245,13 @@ export async function resolve(specifier, context, next) {
       expect(result.status).toBe(0);
       const loaded = readFileSync(log, 'utf8');
       expect(loaded).toContain('better-compute/dist/cli/bin.cjs');
-      // `version` answers from the small entry alone; the CLI's bundle is parsed for the rest.
-      if (command[0] === 'version') expect(loaded).not.toContain('program.cjs');
+      // `version` and the help pages answer from the small entry alone (help from the manifest the
+      // build writes); the CLI's bundle is parsed for the rest.
+      if (command[0] !== 'auth') expect(loaded).not.toContain('program.cjs');
       else expect(loaded).toContain('better-compute/dist/cli/program.cjs');
+      // `version`, and a line that is no help page, parse not even the help pages' part.
+      if (command[0] === 'version' || command[0] === 'auth') expect(loaded).not.toContain('help-fast.cjs');
+      else expect(loaded).toContain('better-compute/dist/cli/help-fast.cjs');
       expect(loaded).not.toMatch(/node_modules\/(zod|kysely|pg|@electric-sql|esbuild|better-iam)\//);
       expect(loaded).not.toMatch(
         /@better-compute\/(db|client|events)|core\/dist\/methods|packages\/(db|client|iam)\//,

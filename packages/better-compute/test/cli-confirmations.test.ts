@@ -8,8 +8,15 @@
 import * as OTPAuth from 'otpauth';
 import { createTestDatabase, type TestDatabase } from '@better-compute/db/testing';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { betterCompute, type ComputeInstance, serve } from '../src/index.js';
-import { callServer, failureCode, runBinary, scratchDirectory } from './cli-support.js';
+import { betterCompute, type ComputeInstance } from '../src/index.js';
+import {
+  callServer,
+  failureCode,
+  runBinary,
+  scratchDirectory,
+  serveLive,
+  type LiveServer,
+} from './cli-support.js';
 import { agentWithKey } from './iam-support.js';
 
 vi.setConfig({ testTimeout: 60_000, hookTimeout: 180_000 });
@@ -20,8 +27,7 @@ const PASSWORD = 'correct horse battery';
 let database: TestDatabase;
 let compute: ComputeInstance;
 let url = '';
-const stop = new AbortController();
-let serving: Promise<void>;
+let server: LiveServer;
 let poolId = '';
 const tokens = { agent: '', personKey: '', personMfa: '' };
 
@@ -78,15 +84,8 @@ beforeAll(async () => {
     })
   ).key;
 
-  serving = serve({
-    compute,
-    port: 0,
-    roles: ['api'],
-    signal: stop.signal,
-    log: () => {},
-    onListening: (u) => (url = u),
-  });
-  for (let i = 0; i < 200 && !url; i++) await new Promise((r) => setTimeout(r, 25));
+  server = await serveLive(compute);
+  url = server.url;
   const api = <T = any>(method: string, body: Record<string, unknown>) =>
     callServer<T>(url, method, body, rootKey);
   const site = await api('sites.create', { name: 'confirm' });
@@ -117,8 +116,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  stop.abort();
-  await serving;
+  await server.close();
   await compute?.close();
   await database?.close();
 });

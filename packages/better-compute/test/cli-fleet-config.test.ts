@@ -12,10 +12,17 @@ import type { FleetConfig } from '@better-compute/core/methods';
 import { createTestDatabase, testDatabaseKinds, type TestDatabase } from '@better-compute/db/testing';
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { betterCompute, type ComputeInstance, serve } from '../src/index.js';
+import { betterCompute, type ComputeInstance } from '../src/index.js';
 import type { ComputeTables } from '../src/db/tables.js';
 import { checkFleetDrift } from '../src/modules/fleet-config/drift.js';
-import { callServer, failureCode, runBinary, scratchDirectory } from './cli-support.js';
+import {
+  callServer,
+  failureCode,
+  runBinary,
+  scratchDirectory,
+  serveLive,
+  type LiveServer,
+} from './cli-support.js';
 
 vi.setConfig({ testTimeout: 120_000, hookTimeout: 180_000 });
 
@@ -27,8 +34,7 @@ describe.each(kinds)('fleet configuration through the binary on %s', (kind) => {
   let database: TestDatabase;
   let compute: ComputeInstance;
   let url = '';
-  const stop = new AbortController();
-  let serving: Promise<void>;
+  let server: LiveServer;
   const keys = { root: '', operator: '', acme: '' };
   const ids = { fra: '', ams: '', gpu: '', vps: '', small: '', image: '', template: '' };
 
@@ -59,20 +65,12 @@ describe.each(kinds)('fleet configuration through the binary on %s', (kind) => {
     const operator = await iam.createPerson({ tenantId: 'root', email: 'ops@root.test' });
     await iam.createBinding({ tenantId: 'root', role: 'operator', principalId: operator.id });
     keys.operator = (await iam.createApiKey(operator.id, { name: 'ops' })).key;
-    serving = serve({
-      compute,
-      port: 0,
-      roles: ['api'],
-      signal: stop.signal,
-      log: () => {},
-      onListening: (u) => (url = u),
-    });
-    for (let i = 0; i < 200 && !url; i++) await new Promise((r) => setTimeout(r, 25));
+    server = await serveLive(compute);
+    url = server.url;
   });
 
   afterAll(async () => {
-    stop.abort();
-    await serving;
+    await server.close();
     await compute?.close();
     await database?.close();
   });

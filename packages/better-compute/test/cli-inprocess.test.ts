@@ -191,7 +191,8 @@ export const commands = [
     const seed = captureIO({}, { cwd: dir });
     await project.run(['seed', '--region', 'us', '--format', 'compact'], seed.io);
     expect(seed.out).toEqual(['{"created":true,"region":"us"}']);
-    const token = captureIO({}, { cwd: dir });
+    // A home of its own: with no HOME, Better IAM's saved session is looked for in the real one.
+    const token = captureIO({ HOME: scratch, BETTER_IAM_HOME: join(scratch, 'iam') }, { cwd: dir });
     await project.run(['whoami-twice'], token.io);
     expect(token.out).toEqual(['better-compute']);
     const typo = captureIO({}, { cwd: dir });

@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll } from 'vitest';
 import { createCli, main, type CliIO } from '../src/cli/index.js';
+import { serve } from '../src/index.js';
 import type { ComputeInstance } from '../src/types.js';
 
 export interface Captured {
@@ -203,4 +204,32 @@ export async function callServer<T = any>(
   };
   if (answer.error) throw Object.assign(new Error(answer.error.message), answer.error);
   return answer.data as T;
+}
+
+export interface LiveServer {
+  url: string;
+  close(): Promise<void>;
+}
+
+/** `serve` with the API role on a free loopback port, resolved once it listens. */
+export async function serveLive(compute: ComputeInstance): Promise<LiveServer> {
+  const stop = new AbortController();
+  let url = '';
+  const serving = serve({
+    compute,
+    port: 0,
+    roles: ['api'],
+    signal: stop.signal,
+    log: () => {},
+    onListening: (address) => (url = address),
+  });
+  for (let i = 0; i < 200 && !url; i++) await new Promise((resolve) => setTimeout(resolve, 25));
+  if (!url) throw new Error('the test server did not start listening within 5 s');
+  return {
+    url,
+    async close() {
+      stop.abort();
+      await serving;
+    },
+  };
 }

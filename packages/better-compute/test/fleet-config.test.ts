@@ -453,7 +453,10 @@ describe.each(kinds)('fleet configuration on %s', (kind) => {
       const acme = await fails(method, body, keys.acmeAdmin);
       expect(acme.code, method).toBe('ACCESS_DENIED');
       const actingForAcme = await fails(method, { tenantId: 'acme', ...body }, keys.root);
-      expect(actingForAcme, method).toMatchObject({ code: 'ACCESS_DENIED', details: { reason: 'not-root' } });
+      expect(actingForAcme, method).toMatchObject({
+        code: 'ACCESS_DENIED',
+        details: { reason: 'platform-only' },
+      });
     }
     const planned = await plan(document, false, keys.agent);
     expect(planned.empty).toBe(true);

@@ -540,8 +540,9 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
 
     // Two transactions that wait on each other: PostgreSQL aborts one (40P01). Here the test holds
     // the node and then asks for its pool, while a cordon holds the pool and waits for the node; the
-    // cordon waited first, so it is the one aborted. It kept nothing, and runs again once the test's
-    // transaction has ended, instead of answering INTERNAL.
+    // cordon is the one aborted: the test's own session looks for deadlocks only after 30 s, so the
+    // cordon's (after the server's 1 s) finds it first even on a loaded host. It kept nothing, and
+    // runs again once the test's transaction has ended, instead of answering INTERNAL.
     it.runIf(kind === 'postgres')(
       'a call chosen as a deadlock’s victim runs again and succeeds',
       async () => {
@@ -549,6 +550,7 @@ describe.each(kinds)('fleet edges on %s', (kind) => {
         const node = await addNode(d, poolId, 'dv-a', l40sx4());
         let cordon: Promise<any> | undefined;
         await d.db.transaction().execute(async (trx) => {
+          await sql`set local deadlock_timeout = '30s'`.execute(trx);
           await sql`select id from compute.nodes where id = ${node.nodeId} for update`.execute(trx);
           cordon = d.api('nodes.cordon', { nodeId: node.nodeId });
           await untilWaitingForNodeLock('the cordon');

@@ -228,3 +228,36 @@ export async function addNode(
   await heartbeat(d, joined.nodeCredential);
   return { nodeId: joined.nodeId, credential: joined.nodeCredential };
 }
+
+export interface VpsPool {
+  poolId: string;
+  flavorId: string;
+  imageId: string;
+}
+
+/**
+ * A VPS pool on the simulated runtime, offered to `tenants`, with one simulated node (`labels`
+ * steer the simulation), a small flavor and a registered image: what the sandbox suites start from.
+ */
+export async function seedVpsPool(
+  api: (method: string, body: Record<string, unknown>) => Promise<any>,
+  name: string,
+  tenants: string[],
+  labels: Record<string, string> = {},
+): Promise<VpsPool> {
+  const site = await api('sites.create', { name: `${name}-site`, region: 'eu-1' });
+  const poolId = (await api('pools.create', { siteId: site.id, name, class: 'vps', driver: 'sim' })).id;
+  for (const tenant of tenants) await api('pools.offer', { poolId, offerTenantId: tenant });
+  await addNode({ api } as unknown as FleetDeployment, poolId, `${name}-a`, [], labels);
+  const flavor = await api('flavors.create', { poolId, name: 'small', vcpus: 1, memoryMiB: 512, diskGiB: 2 });
+  const image = await api('images.register', {
+    name: 'tiny',
+    source: '/var/lib/images/tiny.raw',
+    diskFormat: 'raw',
+    sha256: 'a'.repeat(64),
+    sizeBytes: 4096,
+    os: 'debian-12',
+    channel: 'stable',
+  });
+  return { poolId, flavorId: flavor.id, imageId: image.id };
+}

@@ -1,21 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testDatabaseKinds } from '@better-compute/db/testing';
-import { call, createTestDeployment, type TestDeployment } from './support.js';
+import { call, createTestDeployment, eventually, type TestDeployment } from './support.js';
 
 const kinds = await testDatabaseKinds();
 
-/**
- * Events become visible once every older transaction on the server has ended, and other suites
- * share this PostgreSQL server: read until the expected events show (a bounded wait).
- */
-async function eventually<T>(read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
-  const deadline = Date.now() + 5000;
-  for (;;) {
-    const value = await read();
-    if (done(value) || Date.now() > deadline) return value;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
 const acme = 't-acme-alice';
 
 describe.each(kinds)('the request pipeline on %s', (kind) => {

@@ -27,6 +27,8 @@ const OPERATOR_GROUPS = [
   'quotas',
   'join-tokens',
   'join-requests',
+  // Site tokens were the operator's from IAM's first migration, before the group existed.
+  'site-tokens',
   'usage',
   'releases',
   'rollouts',

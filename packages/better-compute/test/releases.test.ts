@@ -250,6 +250,89 @@ describe('release keygen, sign, cosign and verify (real binary, offline)', () =>
     expect([typo.status, codeOf(typo)]).toEqual([2, 'INVALID_COMMAND']);
     expect(typo.stderr).toContain('did you mean "release cosign"?');
   });
+
+  it('sign-pins: a key file others can read is INVALID_STATE, an existing --out ALREADY_EXISTS, and nothing is written', async () => {
+    const newPins = ['--pins', keys.stranger, '--threshold', '1', '--epoch', '1'];
+    chmodSync(join(dir, 'second.pem'), 0o640);
+    try {
+      const open = await run([
+        'release',
+        'sign-pins',
+        '--key',
+        'second.pem',
+        ...newPins,
+        '--out',
+        'p-open.json',
+      ]);
+      expect([open.status, codeOf(open)]).toEqual([1, 'INVALID_STATE']);
+      expect(open.stderr).toContain('second.pem can be read by other users (mode 640)');
+      expect(open.stdout).toBe('');
+      expect(existsSync(join(dir, 'p-open.json'))).toBe(false);
+    } finally {
+      chmodSync(join(dir, 'second.pem'), 0o600);
+    }
+    writeFileSync(join(dir, 'p-taken.json'), 'mine');
+    const taken = await run([
+      'release',
+      'sign-pins',
+      '--key',
+      'first.pem',
+      ...newPins,
+      '--out',
+      'p-taken.json',
+    ]);
+    expect([taken.status, codeOf(taken)]).toEqual([1, 'ALREADY_EXISTS']);
+    expect(read('p-taken.json')).toBe('mine');
+    // Bad input is the guide's usage code, before any key is read.
+    const noEpoch = await run(['release', 'sign-pins', '--key', 'first.pem', '--pins', keys.stranger]);
+    expect([noEpoch.status, codeOf(noEpoch)]).toEqual([2, 'INVALID_ARGUMENT']);
+    const badPin = await run([
+      'release',
+      'sign-pins',
+      '--key',
+      'first.pem',
+      '--pins',
+      'sha256/x',
+      '--epoch',
+      '1',
+      '--out',
+      'p-bad.json',
+    ]);
+    expect([badPin.status, codeOf(badPin)]).toEqual([2, 'INVALID_ARGUMENT']);
+    expect(existsSync(join(dir, 'p-bad.json'))).toBe(false);
+    // The first current key signs, the second adds to it; the same key twice is ALREADY_EXISTS.
+    const first = json(
+      await run(['release', 'sign-pins', '--key', 'first.pem', ...newPins, '--out', 'p-1.json']),
+    );
+    expect(first).toMatchObject({ epoch: 1, pins: [keys.stranger], threshold: 1, signatures: [keys.first] });
+    const both = json(
+      await run([
+        'release',
+        'sign-pins',
+        '--key',
+        'second.pem',
+        '--statement',
+        'p-1.json',
+        '--out',
+        'p-2.json',
+      ]),
+    );
+    expect(both.signatures).toEqual([keys.first, keys.second]);
+    const twice = await run([
+      'release',
+      'sign-pins',
+      '--key',
+      'second.pem',
+      '--statement',
+      'p-2.json',
+      '--out',
+      'p-3.json',
+    ]);
+    expect([twice.status, codeOf(twice)]).toEqual([1, 'ALREADY_EXISTS']);
+    expect(existsSync(join(dir, 'p-3.json'))).toBe(false);
+    // The statement file carries no private key material.
+    expect(read('p-2.json')).not.toContain('PRIVATE KEY');
+  });
 });
 
 describe.each(kinds)('releases register, list and get against a real server on %s', (kind) => {
@@ -441,5 +524,97 @@ describe.each(kinds)('releases register, list and get against a real server on %
     await expect(
       betterCompute({ database, release: { pins: [keys.first], threshold: 2 } }, { log: () => {} }),
     ).rejects.toMatchObject({ code: 'INVALID_CONFIG' });
+  });
+
+  it('rotate-pins: a statement 2 of 2 signed moves the keys, once; below the threshold, a wrong epoch or another tenant is refused', async () => {
+    const statementOf = async (name: string, signers: string[], epoch: number, pins = [keys.stranger]) => {
+      let file = '';
+      for (const [i, signer] of signers.entries()) {
+        const out = `${name}-${kind}-${i}.json`;
+        json(
+          await run([
+            'release',
+            'sign-pins',
+            '--key',
+            `${signer}.pem`,
+            ...(i === 0
+              ? ['--pins', pins.join(','), '--threshold', '1', '--epoch', String(epoch)]
+              : ['--statement', file]),
+            '--out',
+            out,
+          ]),
+        );
+        file = out;
+      }
+      return file;
+    };
+    const below = await as(tokens.root, [
+      'releases',
+      'rotate-pins',
+      await statementOf('rp-one', ['first'], 1),
+    ]);
+    expect([below.status, codeOf(below)]).toEqual([1, 'RELEASE_UNVERIFIED']);
+    const skipping = await as(tokens.root, [
+      'releases',
+      'rotate-pins',
+      await statementOf('rp-skip', ['first', 'second'], 2),
+    ]);
+    expect([skipping.status, codeOf(skipping)]).toEqual([1, 'INVALID_STATE']);
+    expect(skipping.stderr).toContain("the statement's epoch is 2; the next one is 1");
+    const good = await statementOf('rp-good', ['first', 'second'], 1);
+    for (const token of [tokens.acmeAdmin, tokens.acmeMember]) {
+      const denied = await run(['releases', 'rotate-pins', good, '--tenant', 'acme'], {
+        BETTER_COMPUTE_URL: url,
+        BETTER_COMPUTE_TOKEN: token,
+      });
+      expect(codeOf(denied)).toBe('ACCESS_DENIED');
+    }
+    const stored = await database.db
+      .selectFrom('compute.release_pin_statements' as never)
+      .select('epoch' as never)
+      .execute();
+    expect(stored).toEqual([]);
+
+    const rotated = json(await as(tokens.root, ['releases', 'rotate-pins', good]));
+    expect(rotated).toMatchObject({
+      epoch: 1,
+      pins: [keys.stranger],
+      threshold: 1,
+      signers: [keys.first, keys.second],
+      created: true,
+    });
+    expect(json(await as(tokens.root, ['releases', 'rotate-pins', good])).created).toBe(false);
+    // The same epoch naming other keys is taken.
+    const other = await as(tokens.root, [
+      'releases',
+      'rotate-pins',
+      await statementOf('rp-other', ['first', 'second'], 1, [keys.first]),
+    ]);
+    expect(codeOf(other)).toBe('ALREADY_EXISTS');
+
+    // From now on the new key signs releases, and the old ones do not count.
+    const later = { ...manifest, version: '1.3.0', minimumVersion: '1.0.0' };
+    const byOld = await as(tokens.root, [
+      'releases',
+      'register',
+      await signedFile(`old-${kind}`, later, ['first', 'second']),
+    ]);
+    expect(codeOf(byOld)).toBe('RELEASE_UNVERIFIED');
+    const byNew = json(
+      await as(tokens.root, ['releases', 'register', await signedFile(`new-${kind}`, later, ['stranger'])]),
+    );
+    expect(byNew).toMatchObject({ version: '1.3.0', signers: [keys.stranger] });
+    const events = await database.db
+      .selectFrom('compute.events' as never)
+      .select(['type', 'tenant_id', 'data'] as never)
+      .where('type' as never, '=', 'release.pins-rotated' as never)
+      .execute();
+    expect(events).toMatchObject([
+      {
+        type: 'release.pins-rotated',
+        tenant_id: 'root',
+        data: { epoch: 1, pins: [keys.stranger], threshold: 1 },
+      },
+    ]);
   });
 });

@@ -7,9 +7,11 @@
 import { createHash, generateKeyPairSync } from 'node:crypto';
 import { readReleaseKey, signManifest } from '@better-compute/core/release';
 import { testDatabaseKinds } from '@better-compute/db/testing';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { advanceCommand, recordNodeSession } from '../src/modules/commands/index.js';
 import { splitWaves } from '../src/modules/rollouts/rollouts.js';
+import { wakeNodeWorkflows } from '../src/modules/workflows/index.js';
 import {
   ACME,
   createFleetDeployment,
@@ -244,14 +246,13 @@ describe.each(kinds)('rollouts on %s', (kind) => {
       at: d.clock.now(),
       hello: { version: '0.2.0', capabilities: [] },
     });
+    // The new version reports the update only once it passed its health check on itself: that
+    // report is the gate, and no second check is sent.
     await report(nodes[0]!, update.id, 'succeeded');
-    await settle(2);
-    const health = (await commandsOf(nodes[0]!)).find(
-      (c) => c.workflowId === workflowId && c.kind === 'health.check',
-    );
-    expect(health).toBeTruthy();
-    await report(nodes[0]!, health.id, 'succeeded');
     await settle();
+    expect(
+      (await commandsOf(nodes[0]!)).filter((c) => c.workflowId === workflowId).map((c) => c.kind),
+    ).toEqual(['bcd.update']);
     const done = await d.api('rollouts.get', { rolloutId: rollout.id });
     expect(done).toMatchObject({ state: 'completed', currentWave: 1 });
     expect(done.waves[0]).toMatchObject({ state: 'passed' });
@@ -260,11 +261,150 @@ describe.each(kinds)('rollouts on %s', (kind) => {
     expect(await eventTypesOf(d, rollout.id)).toEqual([
       'rollout.created',
       'rollout.wave-started',
+      'rollout.node-succeeded',
       'rollout.wave-passed',
       'rollout.completed',
     ]);
     const listed = await d.api('rollouts.list', { state: 'completed' });
     expect(listed.items.map((r: any) => r.id)).toEqual([rollout.id]);
+  });
+
+  it('abort cancels the updates not yet run (queued, or sent and not started); one running, the node finishes', async () => {
+    const rollout = await d.api('rollouts.create', { version: '0.2.0', nodeIds: nodes, waves: ['100%'] });
+    await settle(2);
+    const started = (await d.api('rollouts.get', { rolloutId: rollout.id })).waves[0].nodes;
+    expect(started.map((n: any) => n.state)).toEqual(['updating', 'updating', 'updating']);
+    const updateOf = async (i: number) =>
+      (await commandsOf(nodes[i]!)).find(
+        (c) => c.workflowId === started[i].workflowId && c.kind === 'bcd.update',
+      );
+    const [c0, c1, c2] = [await updateOf(0), await updateOf(1), await updateOf(2)];
+    // node 0's update reached the daemon (sent, not started); node 1's is still queued; node 2 runs it.
+    await advanceCommand(d.db, nodes[0]!, c0.id, { state: 'sent', at: d.clock.now() });
+    // Each send counts as an attempt.
+    expect((await d.api('commands.get', { commandId: c0.id })).attempt).toBe(1);
+    await advanceCommand(d.db, nodes[2]!, c2.id, { state: 'sent', at: d.clock.now() });
+    await advanceCommand(d.db, nodes[2]!, c2.id, { state: 'running', at: d.clock.now() });
+
+    const aborted = await d.api('rollouts.abort', { rolloutId: rollout.id });
+    expect(aborted.state).toBe('aborted');
+    const [n0, n1, n2] = aborted.waves[0].nodes;
+    expect(n0).toMatchObject({ state: 'cancelled' });
+    expect(n0.error).toBe(
+      `aborted before the node ran it: command ${c0.id} cancelled (the node was told to drop it)`,
+    );
+    expect(n1).toMatchObject({ state: 'cancelled' });
+    expect(n1.error).toContain(`command ${c1.id} cancelled before it was sent`);
+    expect(n2).toMatchObject({ state: 'updating', error: null });
+
+    // commands.cancel semantics: the queued one ends now; the sent one is asked to stop (the gateway
+    // tells the daemon), and ends when the daemon reports it dropped.
+    expect(await d.api('commands.get', { commandId: c1.id })).toMatchObject({
+      state: 'cancelled',
+      cancelRequested: true,
+    });
+    expect(await d.api('commands.get', { commandId: c0.id })).toMatchObject({
+      state: 'sent',
+      cancelRequested: true,
+    });
+    expect(await d.api('commands.get', { commandId: c2.id })).toMatchObject({
+      state: 'running',
+      cancelRequested: false,
+    });
+    expect((await d.api('workflows.get', { workflowId: n0.workflowId })).state).toBe('aborted');
+    expect((await d.api('workflows.get', { workflowId: n1.workflowId })).state).toBe('aborted');
+    expect((await d.api('workflows.get', { workflowId: n2.workflowId })).state).toBe('running');
+    const { rows } = await sql<{ data: any }>`
+      select data from compute.events where subject_id = ${rollout.id} and type = 'rollout.aborted'`.execute(
+      d.db,
+    );
+    expect(typeof rows[0]!.data === 'string' ? JSON.parse(rows[0]!.data) : rows[0]!.data).toMatchObject({
+      skipped: 0,
+      cancelled: [nodes[0], nodes[1]],
+    });
+
+    // The daemon drops the sent one; the controller leaves the cancelled nodes as they are and
+    // still follows node 2, which fails its update.
+    await report(nodes[0]!, c0.id, 'failed', 'cancelled before it ran');
+    await report(nodes[2]!, c2.id, 'failed', 'refused by the node: DOWNGRADE_REFUSED: 0.2.0 is not newer');
+    await settle();
+    const after = await d.api('rollouts.get', { rolloutId: rollout.id });
+    expect(after.state).toBe('aborted');
+    expect(after.waves[0].nodes.map((n: any) => n.state)).toEqual(['cancelled', 'cancelled', 'failed']);
+    // Nothing new was sent to any node of the rollout.
+    for (const i of [0, 1, 2])
+      expect((await commandsOf(nodes[i]!)).filter((c) => c.workflowId === started[i].workflowId).length).toBe(
+        1,
+      );
+  });
+
+  it("one controller step queues every update command of a wave, in its own transaction (none waits for a workflow's job)", async () => {
+    const rollout = await d.api('rollouts.create', { version: '0.2.0', nodeIds: nodes, waves: ['100%'] });
+    // Only the rollout's job runs: no workflow job, and the clock stands still.
+    await d.compute.runDueJobs(['rollouts.advance']);
+    const wave = (await d.api('rollouts.get', { rolloutId: rollout.id })).waves[0].nodes;
+    expect(wave.map((n: any) => n.state)).toEqual(['updating', 'updating', 'updating']);
+    const workflowIds = wave.map((n: any) => n.workflowId);
+    const { rows } = await sql<{ node_id: string; state: string; tx: string }>`
+      select node_id, state, xmin::text as tx from compute.commands
+      where kind = 'bcd.update' and workflow_id in (${sql.join(workflowIds)})`.execute(d.db);
+    expect(rows.map((r) => r.node_id).sort()).toEqual([...nodes].sort());
+    expect(rows.every((r) => r.state === 'queued')).toBe(true);
+    // One transaction wrote them all: the controller's, which also wrote the rollout's row.
+    const { rows: own } = await sql<{ tx: string }>`
+      select xmin::text as tx from compute.rollouts where id = ${rollout.id}`.execute(d.db);
+    expect(new Set(rows.map((r) => r.tx))).toEqual(new Set([own[0]!.tx]));
+    await d.api('rollouts.abort', { rolloutId: rollout.id });
+  });
+
+  it('an operator cancelling a queued update wakes its workflow at once: it fails now, not at its next check', async () => {
+    const rollout = await d.api('rollouts.create', {
+      version: '0.2.0',
+      nodeIds: [nodes[0]],
+      waves: ['100%'],
+    });
+    await d.compute.runDueJobs(['rollouts.advance']);
+    const workflowId = (await d.api('rollouts.get', { rolloutId: rollout.id })).waves[0].nodes[0].workflowId;
+    const update = (await commandsOf(nodes[0]!)).find((c) => c.workflowId === workflowId);
+    expect(update).toMatchObject({ kind: 'bcd.update', state: 'queued' });
+    await d.api('commands.cancel', { commandId: update.id });
+    // The clock stands still: only a wake makes the workflow run before its 5 s check.
+    await d.compute.runDueJobs();
+    const workflow = await d.api('workflows.get', { workflowId });
+    expect(workflow.state).toBe('failed');
+    expect(workflow.steps[0].error).toContain(`command ${update.id} cancelled`);
+    await d.compute.runDueJobs();
+    const after = await d.api('rollouts.get', { rolloutId: rollout.id });
+    expect(after.waves[0].nodes[0].state).toBe('failed');
+    expect(after.state).toBe('paused');
+  });
+
+  it("the daemon's hello wakes its update workflow waiting for the new version: it goes on now, not at its next check", async () => {
+    const rollout = await d.api('rollouts.create', {
+      version: '0.2.0',
+      nodeIds: [nodes[1]],
+      waves: ['100%'],
+    });
+    await d.compute.runDueJobs(['rollouts.advance']);
+    const workflowId = (await d.api('rollouts.get', { rolloutId: rollout.id })).waves[0].nodes[0].workflowId;
+    const update = (await commandsOf(nodes[1]!)).find((c) => c.workflowId === workflowId);
+    await report(nodes[1]!, update.id, 'succeeded');
+    // The clock stands still from here: the workflow's own check is 5 s away.
+    await d.compute.runDueJobs();
+    const waiting = await d.api('workflows.get', { workflowId });
+    expect(waiting.steps.map((s: any) => s.state)).toEqual(['succeeded', 'running', 'pending']);
+    const hello = { nodeId: nodes[1]!, tenantId: 'root', gatewayId: 'gw_test', at: d.clock.now() };
+    await recordNodeSession(d.db, { ...hello, hello: { version: '0.2.0', capabilities: [] } });
+    await d.compute.runDueJobs();
+    expect((await d.api('workflows.get', { workflowId })).steps[1].state).toBe('running');
+    // What the gateway does at a hello, after recording it.
+    await wakeNodeWorkflows(d.db, nodes[1]!, d.clock.now());
+    await d.compute.runDueJobs();
+    const woken = await d.api('workflows.get', { workflowId });
+    expect(woken.state).toBe('succeeded');
+    expect(woken.steps.map((s: any) => s.state)).toEqual(['succeeded', 'succeeded', 'succeeded']);
+    await d.compute.runDueJobs();
+    expect((await d.api('rollouts.get', { rolloutId: rollout.id })).state).toBe('completed');
   });
 
   it('refuses a bad target, bad waves, another tenant and a malformed input', async () => {

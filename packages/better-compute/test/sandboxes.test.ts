@@ -18,7 +18,7 @@ import { betterCompute, type ComputeInstance } from '../src/index.js';
 import { SIM_DELAY_LABEL, SIM_FAIL_LABEL, SIM_KEEP_IDENTITY_LABEL } from '../src/modules/vps/sim-runtime.js';
 import { FAILURES_PER_WINDOW } from '../src/modules/sandboxes/controller.js';
 import { createPkiBundle } from '../src/pki/create.js';
-import { addNode, type FleetDeployment } from './fleet-support.js';
+import { addNode, type FleetDeployment, seedVpsPool } from './fleet-support.js';
 import { call, TestBridge } from './support.js';
 
 const SECRET = 'sandboxes-suite-secret-0123456789abcdef';
@@ -109,32 +109,15 @@ beforeAll(async () => {
   compute = await betterCompute(config, { log: () => {} });
   await compute.migrate();
   withoutSnapshots = await betterCompute({ ...config, sandboxes: { snapshots: false } }, { log: () => {} });
-  const site = await d.api('sites.create', { name: 'sbx-site', region: 'eu-1' }, OPS);
-  poolId = (await d.api('pools.create', { siteId: site.id, name: 'sbx', class: 'vps', driver: 'sim' }, OPS))
-    .id;
-  await d.api('pools.offer', { poolId, offerTenantId: 'acme' }, OPS);
-  const fleet = {
-    api: (method: string, body: Record<string, unknown>, token = OPS) => d.api(method, body, token),
-  } as unknown as FleetDeployment;
-  await addNode(fleet, poolId, 'sbx-a', [], { [SIM_DELAY_LABEL]: '20', [SIM_KEEP_IDENTITY_LABEL]: 'true' });
-  flavorId = (
-    await d.api('flavors.create', { poolId, name: 'small', vcpus: 1, memoryMiB: 512, diskGiB: 2 }, OPS)
-  ).id;
-  imageId = (
-    await d.api(
-      'images.register',
-      {
-        name: 'tiny',
-        source: '/var/lib/images/tiny.raw',
-        diskFormat: 'raw',
-        sha256: 'a'.repeat(64),
-        sizeBytes: 4096,
-        os: 'debian-12',
-        channel: 'stable',
-      },
-      OPS,
-    )
-  ).id;
+  ({ poolId, flavorId, imageId } = await seedVpsPool(
+    (method, body) => d.api(method, body, OPS),
+    'sbx',
+    ['acme'],
+    {
+      [SIM_DELAY_LABEL]: '20',
+      [SIM_KEEP_IDENTITY_LABEL]: 'true',
+    },
+  ));
   workers = compute.startWorkers(['controllers']);
 }, 60_000);
 

@@ -150,3 +150,16 @@ export async function call(
   );
   return { status: response.status, body: await response.json() };
 }
+
+/**
+ * Events become visible once every older transaction on the server has ended, and other suites
+ * share this PostgreSQL server: read until the expected events show (a bounded wait).
+ */
+export async function eventually<T>(read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const value = await read();
+    if (done(value) || Date.now() > deadline) return value;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}

@@ -347,7 +347,8 @@ export function createComputeClient(options: ComputeClientOptions): ComputeClien
   const groups = new Map<string, Record<string, unknown>>();
   return new Proxy(base, {
     get(target, property, receiver) {
-      if (typeof property !== 'string' || property in target) return Reflect.get(target, property, receiver);
+      if (typeof property !== 'string' || property in target)
+        return Reflect.get(target, property, receiver) as unknown;
       // `then` must stay undefined, or awaiting the client would treat it as a promise.
       if (property === 'then') return undefined;
       let group = groups.get(property);

@@ -7,7 +7,13 @@
  * with a ComputeClientError carrying the server's code; so does nothing else but the caller's
  * AbortSignal, which stops it quietly.
  */
-import { ComputeError, parsePosition, formatStreamCursor } from '@better-compute/core';
+import {
+  backoffDelay,
+  ComputeError,
+  formatStreamCursor,
+  jittered,
+  parsePosition,
+} from '@better-compute/core';
 import { ComputeClientError } from './errors.js';
 import { SseParser, type SseMessage } from './sse.js';
 
@@ -226,9 +232,8 @@ export async function runWatch(
       let delayMs: number;
       if (failure || !opened) {
         failures++;
-        const ceiling = Math.min(cap, initial * 2 ** Math.min(failures - 1, 30));
-        // Jitter: between half and all of the ceiling, so watchers a restart cut off spread out.
-        delayMs = Math.round(ceiling / 2 + Math.random() * (ceiling / 2));
+        // Jittered, so watchers a restart cut off spread out.
+        delayMs = jittered(backoffDelay(failures, initial, cap));
       } else delayMs = serverRetryMs;
       report({ state: 'retrying', attempt: failures, delayMs, ...(failure ? { error: failure } : {}) });
       await sleep(delayMs, signal);

@@ -1,6 +1,6 @@
 /**
  * @better-compute/console-kit: the view models a console is built on, with no framework: resource
- * stores, the live event stream, permission-aware actions, the pages' views (`createBatchesView`, `createConfirmationsView`),
+ * stores, the live event stream, permission-aware actions, the pages' views (`createBatchesView`, `createConfirmationsView`, `createRolloutsView`, `createNodeOperationsView`, `createFleetDriftView`),
  * and React hooks under `/react`. Every store has `subscribe(listener)` and `get()`.
  */
 export { Subscribable, ValueStore, type Listener, type Readable } from './subscribable.js';
@@ -15,8 +15,8 @@ export {
   type LoadStatus,
   type Page,
 } from './stores.js';
+export { backoffDelay } from '@better-compute/core';
 export {
-  backoffDelay,
   isRefusalStatus,
   watchEvents,
   type EventWatch,
@@ -95,6 +95,84 @@ export {
   type ConfirmationsViewOptions,
 } from './confirmations.js';
 export {
+  countNodes,
+  createRolloutsView,
+  describeRollout,
+  durationText,
+  elapsed,
+  isRolloutActionAllowed,
+  isRolloutFilter,
+  ROLLOUT_ACTIONS,
+  ROLLOUT_FILTERS,
+  ROLLOUT_NODE_STATES,
+  rolloutQuestion,
+  type Rollout,
+  type RolloutAction,
+  type RolloutFilter,
+  type RolloutNode,
+  type RolloutNodeState,
+  type RolloutState,
+  type RolloutWave,
+  type RolloutsView,
+  type RolloutsViewOptions,
+} from './rollouts.js';
+export { fieldErrorsOf, type FieldErrors } from './field-errors.js';
+export {
+  createFleetDriftView,
+  describeDriftChange,
+  describeFleetEvent,
+  FLEET_DRIFT_CHECK_EVERY_MS,
+  FLEET_EVENTS_SHOWN,
+  fleetCommands,
+  nextCheckDue,
+  type FleetDriftAccess,
+  type FleetDriftChange,
+  type FleetDriftField,
+  type FleetDriftLine,
+  type FleetDriftState,
+  type FleetDriftView,
+  type FleetDriftViewOptions,
+  type FleetEvent,
+  type FleetStatus,
+} from './fleet-drift.js';
+export {
+  gpuHours,
+  loadUsageSeries,
+  seriesGroups,
+  USAGE_CHART_MAX_ROWS,
+  usageExportName,
+  usageSeries,
+  type UsageRow,
+  type UsageGrouping,
+  type UsageSeries,
+  type UsageSeriesWindow,
+  type UsageWindow,
+} from './usage.js';
+export { stateList, type StateList, type StateListOptions } from './state-list.js';
+export {
+  COMMAND_FILTERS,
+  commandQuestion,
+  commandText,
+  createNodeOperationsView,
+  isCommandCancellable,
+  isCommandFilter,
+  isWorkflowActionAllowed,
+  isWorkflowFilter,
+  WORKFLOW_ACTIONS,
+  WORKFLOW_FILTERS,
+  workflowProgress,
+  workflowQuestion,
+  type CommandFilter,
+  type NodeCommand,
+  type NodeCommandState,
+  type NodeOperationsView,
+  type NodeOperationsViewOptions,
+  type NodeWorkflow,
+  type NodeWorkflowState,
+  type WorkflowAction,
+  type WorkflowFilter,
+} from './node-operations.js';
+export {
   ActionRunner,
   bindReact,
   useAction,
@@ -106,3 +184,19 @@ export {
   type ReactLike,
   type UseActionResult,
 } from './hooks.js';
+export {
+  bindByHandInput,
+  createPxeDiscoveryView,
+  describeDiscovery,
+  isMachineId,
+  normalizeMac,
+  pxeCandidates,
+  pxeConfirmQuestion,
+  type MetalMachine,
+  type PxeDiscovery,
+  type PxeDiscoveryKind,
+  type PxeDiscoveryList,
+  type PxeDiscoveryView,
+  type PxeDiscoveryViewOptions,
+  type PxeSite,
+} from './pxe-discovery.js';

@@ -23,7 +23,11 @@ export type ComputeEvent = WatchedEvent;
 export interface TrackedStore {
   readonly loaded: boolean;
   refresh(): Promise<void>;
-  refreshItem?(id: string): Promise<void>;
+  /**
+   * Re-reads one item; `event` is the one that named it, for a store that keeps only some items (a
+   * node's commands) and decides from the event's data whether an item it does not hold is its.
+   */
+  refreshItem?(id: string, event?: ComputeEvent): Promise<void>;
 }
 
 export interface LiveConsole {
@@ -96,7 +100,7 @@ export function applyEvent(
   }
   for (const store of targets.tracked.get(subjectType) ?? []) {
     if (!store.loaded) continue;
-    if (id && store.refreshItem) void store.refreshItem(id);
+    if (id && store.refreshItem) void store.refreshItem(id, event);
     else void store.refresh();
   }
   if (CAPACITY_SUBJECTS.has(subjectType) && event.type !== 'node.status') targets.refreshCapacity?.();

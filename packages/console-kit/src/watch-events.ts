@@ -7,6 +7,7 @@
  * doubling backoff capped at `maxBackoffMs`. A refusal (a 4xx other than 408 and 429, before the
  * stream or as its final `event: error`) stops it: retrying with the same credential cannot help.
  */
+import { backoffDelay } from '@better-compute/core';
 import { ComputeClientError, SseParser, type SseMessage, type WatchedEvent } from '@better-compute/client';
 
 export type WatchEventsStatus = 'connecting' | 'open' | 'retrying' | 'stopped';
@@ -48,12 +49,6 @@ export interface EventWatch {
   lastEventId(): string | undefined;
   /** Resolves once stopped; never rejects (a refusal is reported through onStatus). */
   readonly done: Promise<void>;
-}
-
-/** The wait before the `failures`-th retry in a row: initial × 2^(failures−1), at most `cap`. */
-export function backoffDelay(failures: number, initialMs = 1000, capMs = 60_000): number {
-  if (failures <= 0) return 0;
-  return Math.min(capMs, initialMs * 2 ** Math.min(failures - 1, 30));
 }
 
 /** Whether an HTTP status (or a stream error's) is a refusal, after which reconnecting cannot help. */

@@ -14,13 +14,15 @@ export interface KitServer {
   stop(): Promise<void>;
 }
 
-export async function startKitServer(): Promise<KitServer> {
+/** `config` adds to the deployment's configuration (the rollouts view passes `release` pins). */
+export async function startKitServer(config: Record<string, unknown> = {}): Promise<KitServer> {
   const database: TestDatabase = await createTestDatabase('postgres');
   const compute = await betterCompute(
     {
       database,
       secret: 'console-kit-test-secret-0123456789abcdef',
       live: { retryMs: 300, heartbeatMs: 1000 },
+      ...config,
     },
     { log: () => {} },
   );

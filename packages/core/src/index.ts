@@ -1,6 +1,7 @@
 export * from './errors.js';
 export * from './ids.js';
 export * from './durations.js';
+export * from './backoff.js';
 export * from './positions.js';
 export * from './terminal-safe.js';
 export * from './contract.js';
@@ -15,6 +16,8 @@ export * from './command-envelope.js';
 export * from './secrets-shown.js';
 export * from './stream-flow.js';
 export * from './mac.js';
+export * from './metal-states.js';
+export * from './boot-entries.js';
 // The destructive kinds only: the rest of the quorum needs node:crypto (`@better-compute/core/quorum`).
 export * from './quorum/kinds.js';
 export { PRODUCT, VERSION, VERSION_LINE } from './version.js';

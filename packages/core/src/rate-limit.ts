@@ -252,7 +252,7 @@ export class RateLimiter {
     );
     this.#streamCaps =
       options.streams === false ? null : { ...DEFAULT_RATE_LIMIT.streams, ...options.streams };
-    for (const [name, cap] of Object.entries(this.#streamCaps ?? {}))
+    for (const [name, cap] of Object.entries(this.#streamCaps ?? {}) as [string, number][])
       if (!Number.isInteger(cap) || cap < 1)
         throw new ComputeError('INVALID_CONFIG', `rateLimit.streams.${name} must be a whole number >= 1`, {
           details: { [name]: cap },

@@ -66,7 +66,7 @@ export function hideSecrets(text: string): string {
 /** A JSON value with hideSecrets applied to every string in it, keys included (error details). */
 export function hideSecretsIn<T>(value: T): T {
   if (typeof value === 'string') return hideSecrets(value) as T;
-  if (Array.isArray(value)) return value.map((item) => hideSecretsIn(item)) as T;
+  if (Array.isArray(value)) return (value as unknown[]).map((item) => hideSecretsIn(item)) as T;
   if (value !== null && typeof value === 'object') {
     return Object.fromEntries(
       Object.entries(value).map(([key, item]) => [hideSecrets(key), hideSecretsIn(item)]),

@@ -8,11 +8,13 @@
  * removes all they made on the machine when it stops, and sweeps what a killed run left when it
  * starts (runtimes/teardown.ts).
  */
-import { accessSync, constants, existsSync, watchFile, unwatchFile } from 'node:fs';
-import { isDestructiveKind } from '@better-compute/core';
+import { watchFile, unwatchFile } from 'node:fs';
+import { backoffDelay, jittered } from '@better-compute/core';
+import { runBmcCommand } from './bmc-command.js';
 import WebSocket from 'ws';
-import { followWelcomeApprovers, quorumRefusal } from './approvers.js';
-import { followWelcomeReleasePins } from './release-pins.js';
+import { followWelcomeApprovers, pinnedApproverSet, quorumRefusal } from './approvers.js';
+import { isDestructiveKind, needsQuorum } from '@better-compute/core/quorum';
+import { followWelcomeReleasePins, followWelcomeReleasePinStatements } from './release-pins.js';
 import {
   createPieceFetcher,
   healthCheck,
@@ -27,9 +29,14 @@ import { type CommandEnvelope, refusal, runPowerScript, runScript, type RunningS
 import { safe, sessionUrl } from './http.js';
 import { applySshTrust, sshTrustDir } from './ssh-trust.js';
 import { type MachineInventory, readMachineInventory } from './inventory.js';
-import { bwrapAvailable, isRuntimeCommandKind, isSandboxCommandKind, Runtimes } from './runtimes/index.js';
+import { isRuntimeCommandKind, isSandboxCommandKind, Runtimes } from './runtimes/index.js';
 import { runtimeDirFor } from './runtimes/runtime-dir.js';
 import { sweep } from './runtimes/teardown.js';
+import {
+  applyBootEntries,
+  type SiteProvisioningOptions,
+  startSiteProvisioning,
+} from './metal/site-provisioning.js';
 import { type CommandOutcome, outcomeOf, type StateDir } from './state.js';
 import { createStreamMux } from './streams/mux.js';
 import { registerInstanceTargets, registerSandboxTargets } from './streams/instance-targets.js';
@@ -37,7 +44,9 @@ import { loadPty, registerNodeConsole } from './streams/node-console.js';
 
 import { DAEMON_VERSION } from './version.js';
 
-export { DAEMON_VERSION };
+import { capabilities } from './capabilities.js';
+
+export { capabilities, DAEMON_VERSION };
 
 export interface AgentOptions {
   state: StateDir;
@@ -59,6 +68,7 @@ export interface AgentOptions {
   sshDir?: string | undefined;
   /** VMs and sandboxes stop with the daemon, and a start sweeps what a killed run left. */
   ephemeral?: boolean | undefined;
+  provisioning?: SiteProvisioningOptions | undefined;
 }
 
 /** How long a guest has to power off by its ACPI button when a daemon stops with its VMs. */
@@ -78,31 +88,6 @@ export function gatewayUrls(state: StateDir, given: string[] = []): string[] {
     }
   }
   return urls;
-}
-
-/** What this machine can do, as the Interactive access section and the runtimes ask. */
-export function capabilities(options: { pty?: boolean } = {}): string[] {
-  const found = ['exec.script', 'inventory.refresh', 'ssh.trust'];
-  if (options.pty ?? true) found.push('pty');
-  const onPath = (name: string) =>
-    (process.env.PATH ?? '/usr/bin:/bin').split(':').some((dir) => {
-      try {
-        accessSync(`${dir}/${name}`, constants.X_OK);
-        return true;
-      } catch {
-        return false;
-      }
-    });
-  // QEMU runs instances and qemu sandboxes (whose way in is the guest's own sshd); bwrap sandboxes
-  // need bubblewrap, and their way in the host's sshd and nsenter, run as root.
-  const qemu = onPath('qemu-system-x86_64');
-  const bwrap = bwrapAvailable();
-  if (qemu) found.push('runtime.qemu');
-  if (bwrap) found.push('runtime.bwrap');
-  if (qemu || bwrap) found.push('tunnel.sandbox-ssh');
-  if (existsSync('/dev/kvm')) found.push('kvm');
-  found.push('tunnel.instance-dial');
-  return found.sort();
 }
 
 /**
@@ -144,6 +129,7 @@ export async function runAgent(options: AgentOptions): Promise<'stopped' | 'rest
     lastHeartbeatAt: null as string | null,
     nodeState: null as string | null,
   };
+  const isSiteAgent = () => state.identity()?.role === 'site-agent';
   const saveStatus = () => state.saveStatus({ ...status, commandsRun });
 
   const send = (message: Record<string, unknown>): boolean => {
@@ -151,6 +137,8 @@ export async function runAgent(options: AgentOptions): Promise<'stopped' | 'rest
     socket.send(JSON.stringify(message));
     return true;
   };
+  // Before any timer: a provisioning network that cannot start stops the daemon with nothing left running.
+  const pxe = await startSiteProvisioning(options.provisioning, { siteAgent: isSiteAgent(), send, log });
   // A self-update's build comes over the session; once installed, the daemon stops to restart.
   const pieces = createPieceFetcher(send);
   let restartAsked = false;
@@ -199,6 +187,20 @@ export async function runAgent(options: AgentOptions): Promise<'stopped' | 'rest
   registerSandboxTargets(runtimes.sandboxes);
   const report = (id: string, outcome: CommandOutcome) => send({ t: 'command.result', id, ...outcome });
 
+  /**
+   * The commands that passed the quorum check as they arrived, until they run: metal.bmc is told
+   * so, and refuses power off and reset without it (a second guard beside the check on arrival).
+   */
+  const approved = new Set<string>();
+  /** Whether this node pinned an approver set; an unreadable one counts as pinned (refuse, never run). */
+  const quorumPinned = () => {
+    try {
+      return pinnedApproverSet(state) !== null;
+    } catch {
+      return true;
+    }
+  };
+
   async function execute(command: CommandEnvelope): Promise<CommandOutcome> {
     if (command.kind === 'inventory.refresh') {
       inventory = readMachineInventory({ gpuInventoryFile: options.gpuInventoryFile });
@@ -222,6 +224,13 @@ export async function runAgent(options: AgentOptions): Promise<'stopped' | 'rest
     if (command.kind === 'ssh.trust')
       return applySshTrust(options.sshDir ?? sshTrustDir(), command.nodeId, command.payload);
     if (command.kind === 'health.check') return healthCheck(state, options.scriptsDir);
+    if (command.kind === 'metal.boot-entries') return applyBootEntries(pxe, command.payload);
+    if (command.kind === 'metal.bmc')
+      return runBmcCommand(command.payload, {
+        siteAgent: isSiteAgent(),
+        quorumPinned: quorumPinned(),
+        approved: approved.delete(command.id),
+      });
     const running =
       isRuntimeCommandKind(command.kind) || isSandboxCommandKind(command.kind)
         ? runtimes.run(command.kind, command.payload)
@@ -304,7 +313,7 @@ export async function runAgent(options: AgentOptions): Promise<'stopped' | 'rest
         send({
           t: 'hello',
           version: DAEMON_VERSION,
-          capabilities: capabilities({ pty: ptyLoaded }),
+          capabilities: capabilities({ pty: ptyLoaded, siteAgent: isSiteAgent(), pxe: pxe !== null }),
           inventory: inventory.inventory,
           hardware: inventory.hardware,
         });
@@ -350,6 +359,7 @@ export async function runAgent(options: AgentOptions): Promise<'stopped' | 'rest
         // After the command root: an approver set is as much the node's own trust as the root is.
         followWelcomeApprovers(state, message, log);
         followWelcomeReleasePins(state, message, log);
+        followWelcomeReleasePinStatements(state, message, log);
         // An update recorded before this start is reported (or, failing its health check, undone).
         void settleUpdate(state, options.scriptsDir, log, report)
           .then((restart) => restart && askRestart())
@@ -395,13 +405,18 @@ export async function runAgent(options: AgentOptions): Promise<'stopped' | 'rest
         const command = message.command as CommandEnvelope;
         // A destructive command runs only with its batch's quorum, whatever the control plane says;
         // one the ledger knows never runs again, so drain answers it from the ledger unchecked.
-        if (isDestructiveKind(command.kind) && !state.ledger()[command.id]) {
+        // A destructive kind always needs them; a BMC power off or reset (metal.bmc) only once this
+        // node pins an approver set: without the quorum the metal module sends it directly, and a
+        // node with no set has nothing to check approvals against (bmc-command.ts refuses it then).
+        const checked = isDestructiveKind(command.kind) || (needsQuorum(command) && quorumPinned());
+        if (checked && !state.ledger()[command.id]) {
           const refused = quorumRefusal(state, command, message.quorum, Date.now());
           if (refused) {
             log(`bcd: refused ${command.id} (${command.kind}): ${refused}`);
             report(command.id, outcomeOf('failed', null, `refused by the node: ${refused}`));
             return;
           }
+          approved.add(command.id);
           log(`bcd: ${command.id} (${command.kind}) carries its batch's approvals`);
         }
         queue.push({ command, signature: String(message.signature) });
@@ -417,6 +432,7 @@ export async function runAgent(options: AgentOptions): Promise<'stopped' | 'rest
         if (!/^cmd_[A-Za-z0-9]{1,64}$/.test(id)) return;
         const index = queue.findIndex((q) => q.command.id === id);
         if (index >= 0) queue.splice(index, 1);
+        approved.delete(id);
         const seen = state.ledger()[id];
         if (seen)
           return report(
@@ -503,9 +519,8 @@ export async function runAgent(options: AgentOptions): Promise<'stopped' | 'rest
       // The next gateway in the list: a replica that died hands its daemons to the others.
       if (urls.length > 1) urlIndex = (urlIndex + 1) % urls.length;
       // Full jitter: 0.5 s doubling to 30 s, a random share of it, so a fleet does not return at once.
-      const ceiling = Math.min(30_000, 500 * 2 ** Math.min(failures, 6));
       failures += 1;
-      setTimeout(connect, Math.round(ceiling / 2 + Math.random() * (ceiling / 2))).unref();
+      setTimeout(connect, jittered(backoffDelay(failures, 500, 30_000))).unref();
     });
   }
 
@@ -552,6 +567,7 @@ export async function runAgent(options: AgentOptions): Promise<'stopped' | 'rest
     }
   }
   runtimes.close();
+  await pxe?.stop();
   clearInterval(inventoryTimer);
   clearInterval(heartbeatTimer);
   clearInterval(keepAlive);

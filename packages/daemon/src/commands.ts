@@ -26,6 +26,10 @@ const KINDS = new Set<string>([
   'exec.script',
   'ssh.trust',
   'metal.power',
+  // A site agent's BMC call (metal/command.ts); a worker reports it refused.
+  'metal.bmc',
+  // A site agent's provisioning network's boot entries (metal/site-provisioning.ts).
+  'metal.boot-entries',
   'bcd.update',
   'health.check',
   ...RUNTIME_COMMAND_KINDS,

@@ -168,9 +168,14 @@ export async function join(
   const gatewayCa = options.caFile ? readCaFile(options.caFile) : null;
   options.state.ensure();
   let pending = options.state.pendingJoin();
+  // The token's prefix says what this machine becomes (the control plane decides the same from it);
+  // a join resumed from its pending request kept the role the token gave it.
+  let role = pending?.url === url ? pending.role : undefined;
   let credential: { nodeId: string; nodeCredential: string } | null = null;
   if (!pending?.joinRequestId || pending.url !== url) {
     const { inventory } = readMachineInventory({ gpuInventoryFile: options.gpuInventoryFile });
+    const token = readToken(options);
+    role = token.startsWith('stok_') ? 'site-agent' : undefined;
     const answer = await callPublic<{
       joinRequestId: string;
       state: 'pending' | 'approved';
@@ -181,7 +186,7 @@ export async function join(
       url,
       'nodes.join',
       {
-        joinToken: readToken(options),
+        joinToken: token,
         hostname: nodeHostname(options.hostname),
         inventory,
         ...(options.labels && Object.keys(options.labels).length ? { labels: options.labels } : {}),
@@ -191,7 +196,12 @@ export async function join(
     if (answer.nodeCredential && answer.nodeId)
       credential = { nodeId: answer.nodeId, nodeCredential: answer.nodeCredential };
     else {
-      pending = { url, joinRequestId: answer.joinRequestId, claimSecret: answer.claimSecret! };
+      pending = {
+        url,
+        joinRequestId: answer.joinRequestId,
+        claimSecret: answer.claimSecret!,
+        ...(role ? { role } : {}),
+      };
       options.state.savePendingJoin(pending);
     }
   }
@@ -263,6 +273,7 @@ export async function join(
     nodeCredential: credential.nodeCredential,
     commandRoot,
     gatewayCa,
+    ...(role ? { role } : {}),
   });
   options.state.savePendingJoin(null);
   if (approvers) {
@@ -277,7 +288,9 @@ export async function join(
       `pinned ${releasePins.pins.length} release key(s), ${releasePins.threshold} needed, from --release-pins`,
     );
   }
-  options.progress(`joined as node ${credential.nodeId}`);
+  options.progress(
+    `joined as node ${credential.nodeId}${role ? ', the agent of its pool’s site (it runs the site’s BMC commands and takes no work)' : ''}`,
+  );
   // The key pair now, the certificate for it from the gateway when it answers here.
   ensureNodeKey(options.state);
   const others = (options.gatewayUrls ?? []).map((other) => endpointOf(other).toString());

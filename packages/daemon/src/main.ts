@@ -28,7 +28,7 @@ function daemonRuns(pid: number): boolean {
 
 const USAGE = `usage:
   bcd join --url URL [--url GATEWAY_URL]... --token-file FILE|- [--state-dir DIR] [--ca-file FILE] [--gpu-inventory FILE] [--hostname NAME] [--command-root FILE] [--approvers FILE] [--release-pins FILE] [--label KEY=VALUE]... [--wait | --no-wait] [--timeout SECONDS]
-  bcd run [--state-dir DIR] [--runtime-dir DIR] [--ssh-dir DIR] [--url GATEWAY_URL]... [--ca-file FILE] [--gpu-inventory FILE] [--scripts-dir DIR] [--inventory-interval SECONDS] [--stop-grace SECONDS] [--instance-range CIDR] [--ephemeral] [--supervise]
+  bcd run [--state-dir DIR] [--runtime-dir DIR] [--ssh-dir DIR] [--url GATEWAY_URL]... [--ca-file FILE] [--gpu-inventory FILE] [--scripts-dir DIR] [--inventory-interval SECONDS] [--stop-grace SECONDS] [--instance-range CIDR] [--ephemeral] [--supervise] [--pxe-dir DIR [--pxe-subnet CIDR] [--pxe-uplink IF]...]
   bcd sweep [--state-dir DIR] [--runtime-dir DIR]
   bcd status [--state-dir DIR]
   bcd inventory [--gpu-inventory FILE]
@@ -73,6 +73,9 @@ export async function main(
         'release-pins': { type: 'string' },
         wait: { type: 'boolean' },
         'no-wait': { type: 'boolean' },
+        'pxe-dir': { type: 'string' },
+        'pxe-subnet': { type: 'string' },
+        'pxe-uplink': { type: 'string', multiple: true },
       },
     });
   } catch (error) {
@@ -201,6 +204,10 @@ export async function main(
           runtimeDir,
           sshDir: flags['ssh-dir'] ? resolve(flags['ssh-dir']) : undefined,
           ephemeral: flags.ephemeral,
+          // A site agent's provisioning network: the site's PXE, its discovery reported (docs/metal-drivers.md).
+          provisioning: flags['pxe-dir']
+            ? { dir: resolve(flags['pxe-dir']), subnet: flags['pxe-subnet'], uplinks: flags['pxe-uplink'] }
+            : undefined,
         });
         if (flags.ephemeral) process.stdin.destroy();
         // An update installed or undone: the supervisor starts the bundle now in place.

@@ -4,10 +4,16 @@
  * `release` settings: `{ "pins": [...], "threshold": N }`), or, when the join named none, from the
  * first welcome over a session the node credential authenticated (trust on first use). After that a
  * gateway's word changes nothing: a welcome that announces other keys is logged and ignored, so a
- * control plane that was taken over cannot make the node trust a key of its own.
+ * control plane that was taken over cannot make the node trust a key of its own. The pins move only
+ * along signed release-pin statements (`release sign-pins`) the welcome carries: each signed by a
+ * threshold of the keys the daemon holds, with an epoch past theirs, or none is taken.
  */
 import { readFileSync } from 'node:fs';
-import { readReleaseTrust, type ReleaseTrust } from '@better-compute/core/release';
+import {
+  followReleasePinStatements,
+  readReleaseTrust,
+  type ReleaseTrust,
+} from '@better-compute/core/release';
 import { ApiError, safe } from './http.js';
 import type { PinnedReleaseKeys, StateDir } from './state.js';
 
@@ -97,12 +103,72 @@ export function followWelcomeReleasePins(
     );
     return;
   }
+  // Pins moved along statements differ from the configuration's by design; only the join's are compared.
   const same =
     saved.threshold === announced.threshold &&
     saved.pins.length === announced.pins.length &&
     saved.pins.every((pin) => announced.pins.includes(pin));
-  if (!same)
+  if (!same && !saved.epoch)
     log(
-      'bcd: kept the pinned release keys: the gateway announces others, and release keys change only by re-pinning on the node',
+      'bcd: kept the pinned release keys: the gateway announces others, and release keys change only by a signed release-pin statement',
     );
+}
+
+/** The most statements a welcome's chain is read for; far past any real history of key changes. */
+const MAX_STATEMENTS = 256;
+
+/**
+ * The welcome's `releasePinStatements`: followed from the pins held, when one is of a later epoch.
+ * The whole chain verifies (each statement signed by a threshold of the keys before it, its epoch
+ * past theirs) or the daemon keeps its pins and says why; a gateway cannot skip a step or replay an
+ * old set.
+ */
+export function followWelcomeReleasePinStatements(
+  state: StateDir,
+  welcome: { releasePinStatements?: unknown },
+  log: (line: string) => void,
+): void {
+  const statements = welcome.releasePinStatements;
+  if (!Array.isArray(statements) || statements.length === 0) return;
+  let saved: PinnedReleaseKeys | null;
+  try {
+    saved = state.releasePins();
+  } catch (error) {
+    log(`bcd: followed no release-pin statement: ${safe((error as Error).message)}`);
+    return;
+  }
+  if (!saved) {
+    log('bcd: followed no release-pin statement: no release keys are pinned');
+    return;
+  }
+  const held = { pins: saved.pins, threshold: saved.threshold, epoch: saved.epoch ?? 0 };
+  const epochOf = (value: unknown) => (value as { statement?: { epoch?: unknown } } | null)?.statement?.epoch;
+  // Nothing past what the daemon holds: nothing to check (the usual welcome).
+  if (
+    !statements.some((value) => {
+      const epoch = epochOf(value);
+      return typeof epoch !== 'number' || epoch > held.epoch;
+    })
+  )
+    return;
+  let reached: typeof held;
+  try {
+    reached = followReleasePinStatements(held, statements.slice(0, MAX_STATEMENTS));
+  } catch (error) {
+    log(
+      `bcd: kept the pinned release keys of epoch ${held.epoch}: ${safe((error as Error).message).slice(0, 500)}`,
+    );
+    return;
+  }
+  if (reached.epoch === held.epoch) return;
+  state.saveReleasePins({
+    pins: reached.pins,
+    threshold: reached.threshold,
+    epoch: reached.epoch,
+    pinnedAt: new Date().toISOString(),
+    source: 'statement',
+  });
+  log(
+    `bcd: followed the signed release-pin statements from epoch ${held.epoch} to ${reached.epoch}: ${reached.pins.length} release key(s), ${reached.threshold} needed`,
+  );
 }

@@ -27,6 +27,11 @@ export interface NodeIdentity {
   commandRoot: string | null;
   /** CA certificates (PEM) to trust for a TLS gateway before the node holds its own certificate (--ca-file). */
   gatewayCa?: string | null;
+  /**
+   * `site-agent` when it joined with a site token (`stok_…`): it then runs its site's BMC commands
+   * (metal.bmc), which a worker refuses, and says `site.agent` in its hello.
+   */
+  role?: 'site-agent';
 }
 
 /** The node's key pair (ECDSA P-256), made at join; the private half never leaves this directory. */
@@ -44,6 +49,8 @@ export interface NodeCertificate {
 }
 
 export interface PendingJoin {
+  /** The role the token gave (a site token's `site-agent`), kept for the identity once approved. */
+  role?: 'site-agent';
   url: string;
   joinRequestId: string;
   claimSecret: string;
@@ -85,8 +92,13 @@ export interface PinnedReleaseKeys {
   pins: string[];
   threshold: number;
   pinnedAt: string;
-  /** Where the pin came from: `bcd join --release-pins`, or the first session's welcome. */
-  source: 'join' | 'welcome';
+  /**
+   * Where the pin came from: `bcd join --release-pins`, the first session's welcome, or a signed
+   * release-pin statement the daemon followed.
+   */
+  source: 'join' | 'welcome' | 'statement';
+  /** The statement epoch these pins came with; absent (0) for the pins of the join. */
+  epoch?: number;
 }
 
 /** A batch leaf this node has run a command for: the leaf is `<batchId>#<index>`. */

@@ -41,7 +41,6 @@ export type UpdateAnswer = { restart: UpdateRecord } | { outcome: CommandOutcome
 /** The file a bundled daemon runs from: `__filename` in the CommonJS bundle, BCD_BUNDLE to override. */
 export function runningBundle(): string | null {
   if (process.env.BCD_BUNDLE) return process.env.BCD_BUNDLE;
-  // eslint-disable-next-line no-undef
   return typeof __filename === 'string' && /\.cjs$/.test(__filename) ? __filename : null;
 }
 

@@ -10,11 +10,11 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { betterCompute, serve } from '../../better-compute/src/index.js';
 import { createPkiBundle } from '../../better-compute/src/pki/create.js';
 import { rotateCommandRoot } from '../../better-compute/src/pki/rotation.js';
 import { decideCommandRoot } from '../src/command-root.js';
 import { bcd, type Deployment, deployment, freePort, type Proc, until } from './daemon-support.js';
+import { serveHere } from './served-support.js';
 
 const secret = 'the rotation test deployment secret';
 const scratch = mkdtempSync(join(tmpdir(), 'bcd-rotation-'));
@@ -33,26 +33,9 @@ const pinned = () => JSON.parse(readFileSync(join(stateDir, 'node.json'), 'utf8'
 
 /** `serve` with every role on the test's database, signing with the bundle at pkiPath. */
 async function startServer(): Promise<void> {
-  const compute = await betterCompute(
-    { database: env.database.url!, pki: pkiPath, secret, rateLimit: false },
-    { log: () => {} },
-  );
-  const controller = new AbortController();
-  let listening!: () => void;
-  const ready = new Promise<void>((resolve) => (listening = resolve));
-  const running = serve({
-    compute,
-    port,
-    roles: ['api', 'controllers', 'gateway'],
-    signal: controller.signal,
-    log: () => {},
-    onListening: () => listening(),
-  });
-  await Promise.race([ready, running]);
-  stopServer = async () => {
-    controller.abort();
-    await running;
-  };
+  stopServer = (
+    await serveHere({ database: env.database.url!, pki: pkiPath, secret, rateLimit: false }, port)
+  ).stop;
 }
 
 async function runCommand(): Promise<{ state: string; error: string | null }> {

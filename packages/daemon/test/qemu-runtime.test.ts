@@ -11,7 +11,7 @@
  * in the daemon's short runtime directory, and nothing of a VM is left there once it stops.
  * One guest boot is shared by the suite, twice started.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
@@ -41,6 +41,7 @@ import { cgroupDirs } from '../src/runtimes/cgroups.js';
 import { QemuDriver } from '../src/runtimes/index.js';
 import { accelerator, qemuOverheadMiB } from '../src/runtimes/qemu-process.js';
 import { runtimeDirFor, shortName } from '../src/runtimes/runtime-dir.js';
+import { DEFAULT_INSTANCE_RANGE, networkOf } from '../src/runtimes/vm-network.js';
 import {
   bcd,
   type Deployment,
@@ -162,6 +163,14 @@ const connected = () =>
   );
 
 beforeAll(async () => {
+  // The instance id is fixed, so a run of this suite killed mid-way left its network up under the
+  // same names; nothing else on the machine uses them, so they are removed before the suite begins.
+  const leftover = networkOf(instanceId, DEFAULT_INSTANCE_RANGE, 0).name;
+  for (const args of [
+    ['netns', 'del', leftover],
+    ['link', 'del', leftover],
+  ])
+    spawnSync('ip', args, { stdio: 'ignore' }); // absent is the usual case
   guest = await ensureGuestImage();
   image = guestRuntimeImage(guest);
   key = generateSshKey(scratch);

@@ -6,7 +6,8 @@
  * its own host key, takes certificates for its own id only, and runs on the node's clock; a disk
  * snapshot, taken with the guest's file systems frozen, boots fresh with the files.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -22,6 +23,20 @@ const keys = new SandboxKeys(scratch);
 let image: RuntimeImage;
 let driver: QemuSandboxDriver;
 const created: string[] = [];
+// A value sh would mangle if it were not quoted whole: quotes, $, a backslash and line breaks.
+const secretMark = `qemu-secret-${randomBytes(8).toString('hex')}`;
+const secretValue = `${secretMark} it's "$HOME" \\n\nsecond line\n`;
+// sshd's PATH for root, which a session keeps (the guest script's own PATH is not a session's).
+const sshdPath = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/** Files under `dir` whose bytes hold `mark`. */
+function filesHolding(dir: string, mark: string): string[] {
+  const needle = Buffer.from(mark);
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => join(entry.parentPath, entry.name))
+    .filter((file) => readFileSync(file).includes(needle));
+}
 
 function spec(sandboxId: string, extra: Partial<SandboxCommandPayload<'sandbox.create'>> = {}) {
   return {
@@ -65,7 +80,7 @@ describe('the qemu runtime for sandboxes', () => {
   });
 
   it('boots a guest whose sshd takes certificates for this sandbox only, as root, and brings back the status', async () => {
-    source = await create('sbx_vmone');
+    source = await create('sbx_vmone', { env: [{ name: 'API_KEY', value: secretValue }] });
     expect(source).toMatchObject({ sandboxId: 'sbx_vmone', identityRebound: true });
     expect(source.hostPublicKey).toMatch(/^ssh-ed25519 /);
     sourceKey = keys.userKey('one', 'sbx_vmone');
@@ -77,6 +92,18 @@ describe('the qemu runtime for sandboxes', () => {
     // A retried create answers what the first did, without a second VM.
     expect(await driver.create(spec('sbx_vmone'))).toMatchObject({ hostPublicKey: source.hostPublicKey });
   }, 300_000);
+
+  it('a secret variable is set for every session, byte for byte, and is in no file or argument of the node', async () => {
+    const printed = await ssh('sbx_vmone', sourceKey, 'printf %s "$API_KEY"; echo; printf %s "$PATH"');
+    expect(printed.status, printed.stderr).toBe(0);
+    expect(printed.stdout).toBe(`${secretValue}\n${sshdPath}`);
+    // Kept in the guest's memory (/run), root's only, never on the disk a snapshot copies.
+    const kept = await ssh('sbx_vmone', sourceKey, 'stat -c %a /run/better-compute-sandbox/env');
+    expect(kept.stdout).toBe('600\n');
+    const pid = qemuPid(join(stateDir, 'vm-sandboxes', 'sbx_vmone'))!;
+    expect(readFileSync(`/proc/${pid}/cmdline`).includes(secretMark)).toBe(false);
+    expect(filesHolding(stateDir, secretMark)).toEqual([]);
+  }, 120_000);
 
   it('a memory snapshot restores a process started before it, with its own host key, principal and clock', async () => {
     const started = await ssh(
@@ -97,6 +124,7 @@ describe('the qemu runtime for sandboxes', () => {
 
     const restored = await create('sbx_vmtwo', {
       fromSnapshot: { snapshotId: 'snap_vmmemory', memory: true },
+      env: [{ name: 'API_KEY', value: 'the restore’s own' }],
     });
     expect(restored.identityRebound).toBe(true);
     expect(restored.hostPublicKey).not.toBe(source.hostPublicKey);
@@ -113,6 +141,8 @@ describe('the qemu runtime for sandboxes', () => {
     // The host key the client pinned through the CA is the one the node made for the restore.
     const scanned = await ssh('sbx_vmtwo', key, 'cat /etc/ssh/ssh_host_ed25519_key.pub');
     expect(scanned.stdout.split(' ')[1]).toBe(restored.hostPublicKey.split(' ')[1]);
+    // Its variables are its own, not its source's.
+    expect((await ssh('sbx_vmtwo', key, 'printf %s "$API_KEY"')).stdout).toBe('the restore’s own');
     // The source keeps its own identity.
     expect((await ssh('sbx_vmone', sourceKey, 'hostname')).stdout).toBe('sbx-vmone\n');
   }, 300_000);
@@ -131,6 +161,9 @@ describe('the qemu runtime for sandboxes', () => {
       'cat /root/notes; kill -0 $(cat /root/ticker.pid) 2>/dev/null || echo fresh',
     );
     expect(inside.stdout, inside.stderr).toBe('kept\nfresh\n');
+    // A disk snapshot carries no variable: this sandbox has none, and no forced command.
+    const bare = await ssh('sbx_vmthree', key, 'echo "[${API_KEY-unset}]"; ls /run/better-compute-sandbox');
+    expect(bare.stdout).toBe('[unset]\n');
     expect(restored.hostPublicKey).not.toBe(source.hostPublicKey);
     await expect(
       driver.create(spec('sbx_vmfour', { fromSnapshot: { snapshotId: 'snap_vmdisk', memory: true } })),

@@ -16,7 +16,7 @@
  * systemd-run so this machine stays up.
  */
 import { createPrivateKey } from 'node:crypto';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,7 +24,6 @@ import { newId } from '@better-compute/core';
 import { fromHex, type ScopeLeaf, scopeTree, signApproval, toHex } from '@better-compute/core/quorum';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { betterCompute, serve } from '../../better-compute/src/index.js';
 import { createPkiBundle } from '../../better-compute/src/pki/create.js';
 import {
   bcd,
@@ -32,15 +31,14 @@ import {
   daemonConnected,
   type Deployment,
   deployment,
-  freePort,
   type Proc,
   root,
   until,
 } from './daemon-support.js';
+import { cliIn, codeOf, rootCall, serveHere } from './served-support.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 180_000 });
 
-const cliBin = join(root, 'packages', 'better-compute', 'bin', 'better-compute.cjs');
 const secret = 'the quorum fleet test deployment secret';
 const TRUST_DOMAIN = 'fleet.test';
 const scratch = mkdtempSync(join(tmpdir(), 'bcd-quorum-fleet-'));
@@ -63,58 +61,10 @@ const nodes: FleetNode[] = [];
 /** The rack's power-off batch, approved by two of the three: the refusals below replay it. */
 let batch: any;
 
-interface Run {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/**
- * The real binary in `scratch`. Online commands get the server's URL as a flag and the root
- * administrator's key in the environment (never argv); `offline` runs with neither, as on an
- * approver's air-gapped machine.
- */
-function cli(args: string[], options: { offline?: boolean } = {}): Promise<Run> {
-  return new Promise((resolve) => {
-    const child = spawn(
-      process.execPath,
-      [cliBin, ...args, ...(options.offline ? [] : ['--url', url, '--tenant', 'root'])],
-      {
-        cwd: scratch,
-        env: {
-          PATH: process.env.PATH ?? '/usr/bin:/bin',
-          HOME: scratch,
-          BETTER_IAM_HOME: join(scratch, 'iam'),
-          ...(options.offline ? {} : { BETTER_COMPUTE_TOKEN: env.rootKey }),
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
-  });
-}
-/** A command that must succeed: its JSON answer. */
-async function cliJson<T = any>(args: string[], options: { offline?: boolean } = {}): Promise<T> {
-  const result = await cli([...args, '--format', 'compact'], options);
-  expect(result.status, result.stderr).toBe(0);
-  return JSON.parse(result.stdout) as T;
-}
-/** The error code a failed command printed (`CODE: message`). */
-const codeOf = (result: Run) => /^([A-Z_]+):/m.exec(result.stderr)?.[1];
-
+const served = () => ({ url, rootKey: env.rootKey });
+const { cli, cliJson } = cliIn(scratch, served);
 /** A call to the served API as the root administrator, answering the data or the error. */
-async function api(method: string, body: Record<string, unknown>): Promise<{ data?: any; error?: any }> {
-  const response = await fetch(`${url}/api/compute/${method.replaceAll('.', '/')}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${env.rootKey}` },
-    body: JSON.stringify({ tenantId: 'root', ...body }),
-  });
-  return (await response.json()) as { data?: any; error?: any };
-}
+const api = (method: string, body: Record<string, unknown>) => rootCall(served(), method, body);
 
 const marks = (node: FleetNode) =>
   existsSync(node.marks) ? readFileSync(node.marks, 'utf8').split('\n').filter(Boolean) : [];
@@ -215,28 +165,9 @@ beforeAll(async () => {
   expect(installed).toMatchObject({ epoch: 1, threshold: 2 });
 
   // The server, on the deployment's database, signing with the bundle and reading its approvers.
-  const port = await freePort();
-  const compute = await betterCompute(
-    { database: env.database.url!, pki: pkiPath, secret, rateLimit: false },
-    { log: () => {} },
-  );
-  const controller = new AbortController();
-  let listening!: () => void;
-  const ready = new Promise<void>((resolve) => (listening = resolve));
-  const running = serve({
-    compute,
-    port,
-    roles: ['api', 'controllers', 'gateway'],
-    signal: controller.signal,
-    log: () => {},
-    onListening: () => listening(),
-  });
-  await Promise.race([ready, running]);
-  url = `http://127.0.0.1:${port}`;
-  stopServer = async () => {
-    controller.abort();
-    await running;
-  };
+  const server = await serveHere({ database: env.database.url!, pki: pkiPath, secret, rateLimit: false });
+  url = server.url;
+  stopServer = server.stop;
 
   // Three machines of one pool, each its own bcd with its own state, scripts and marks file.
   const site = await env.call('sites.create', { name: 'quorum-rack' });

@@ -14,7 +14,6 @@
  * refused by the daemon itself, sent as bcd.update rows written straight into the database as a
  * compromised control plane could. Bad input at every command.
  */
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   copyFileSync,
@@ -30,23 +29,21 @@ import { join } from 'node:path';
 import { newId } from '@better-compute/core';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { betterCompute, serve } from '../../better-compute/src/index.js';
 import { createPkiBundle } from '../../better-compute/src/pki/create.js';
 import {
   bcdJoin,
   daemonConnected,
   type Deployment,
   deployment,
-  freePort,
   type Proc,
   root,
   start,
   until,
 } from './daemon-support.js';
+import { cliIn, codeOf, serveHere } from './served-support.js';
 
 vi.setConfig({ testTimeout: 120_000, hookTimeout: 180_000 });
 
-const cliBin = join(root, 'packages', 'better-compute', 'bin', 'better-compute.cjs');
 const daemonDir = join(root, 'packages', 'daemon');
 const secret = 'the rollouts test deployment secret';
 const scratch = mkdtempSync(join(tmpdir(), 'bcd-rollouts-'));
@@ -71,45 +68,7 @@ let poolId = '';
 /** The 0.2.0 release, registered: its envelope is sent again below. */
 let next: any;
 
-interface Run {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function cli(args: string[], options: { offline?: boolean; key?: string } = {}): Promise<Run> {
-  return new Promise((resolve) => {
-    const child = spawn(
-      process.execPath,
-      [
-        cliBin,
-        ...args,
-        ...(options.offline ? [] : ['--url', url, '--tenant', options.key ? 'acme' : 'root']),
-      ],
-      {
-        cwd: scratch,
-        env: {
-          PATH: process.env.PATH ?? '/usr/bin:/bin',
-          HOME: scratch,
-          BETTER_IAM_HOME: join(scratch, 'iam'),
-          ...(options.offline ? {} : { BETTER_COMPUTE_TOKEN: options.key ?? env.rootKey }),
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
-  });
-}
-async function cliJson<T = any>(args: string[], options: { offline?: boolean } = {}): Promise<T> {
-  const result = await cli([...args, '--format', 'compact'], options);
-  expect(result.status, result.stderr).toBe(0);
-  return JSON.parse(result.stdout) as T;
-}
-const codeOf = (result: Run) => /^([A-Z_]+):/m.exec(result.stderr)?.[1];
+const { cli, cliJson } = cliIn(scratch, () => ({ url, rootKey: env.rootKey }));
 
 /** A copy of the built daemon with its version string changed, and `prefix` run before anything. */
 function build(version: string, prefix = ''): string {
@@ -277,34 +236,15 @@ beforeAll(async () => {
   );
   const pkiPath = join(scratch, 'pki.json');
   await createPkiBundle({ path: pkiPath, secret, trustDomain: 'rollouts.test' });
-  const port = await freePort();
-  const compute = await betterCompute(
-    {
-      database: env.database.url!,
-      pki: pkiPath,
-      secret,
-      rateLimit: false,
-      release: { pins: [keyIds.k1!, keyIds.k2!], threshold: 1 },
-    },
-    { log: () => {} },
-  );
-  const controller = new AbortController();
-  let listening!: () => void;
-  const ready = new Promise<void>((resolve) => (listening = resolve));
-  const running = serve({
-    compute,
-    port,
-    roles: ['api', 'controllers', 'gateway'],
-    signal: controller.signal,
-    log: () => {},
-    onListening: () => listening(),
+  const server = await serveHere({
+    database: env.database.url!,
+    pki: pkiPath,
+    secret,
+    rateLimit: false,
+    release: { pins: [keyIds.k1!, keyIds.k2!], threshold: 1 },
   });
-  await Promise.race([ready, running]);
-  url = `http://127.0.0.1:${port}`;
-  stopServer = async () => {
-    controller.abort();
-    await running;
-  };
+  url = server.url;
+  stopServer = server.stop;
 
   const site = await env.call('sites.create', { name: 'rollout-rack' });
   const pool = await env.call('pools.create', { siteId: site.id, name: 'rollout-rack' });
@@ -379,9 +319,15 @@ describe('a rollout over real daemons', () => {
       expect(update.steps.map((s: any) => s.kind)).toEqual([
         'command',
         'node.wait-version',
-        'command',
         'node.no-failed-commands',
       ]);
+      // The gateway woke it at the new version's hello (a job due at that very instant), rather
+      // than leaving it to its own check.
+      const woken = await sql<{ n: number }>`
+        select count(*)::int as n from compute.jobs j, compute.node_sessions s
+        where s.node_id = ${node.id} and j.kind = 'workflows.advance'
+          and j.payload->>'workflowId' = ${update.id} and j.run_at = s.connected_at`.execute(env.database.db);
+      expect(woken.rows[0]!.n).toBe(1);
     }
     // Waves one after the other: each started after the one before passed.
     const wavesStarted = done.waves.map((wave: any) => Date.parse(wave.startedAt));
@@ -551,6 +497,51 @@ describe('what the daemon refuses, whatever the control plane sends', () => {
     expect(ended.error).toMatch(/^refused by the node: INVALID_STATE: this bcd has no supervisor/);
     expect(bundleVersion(lone)).toBe('0.1.0');
   });
+
+  it('abort takes back an update the node holds but has not started: the daemon drops it and stays on its version', async () => {
+    const node = nodes[3]!;
+    await release('0.7.0', build('0.7.0'), ['k1', 'k2']);
+    // A maintenance script keeps the daemon busy, so the update it is sent waits in its queue.
+    writeFileSync(join(node.dir, 'scripts', 'hold.sh'), '#!/bin/sh\nsleep 6\n', { mode: 0o755 });
+    const hold = await env.call('commands.run', {
+      nodeId: node.id,
+      kind: 'exec.script',
+      payload: { script: 'hold' },
+    });
+    await until('the hold script to run', async () => {
+      const found = await env.call('commands.get', { commandId: hold.id });
+      return found.state === 'running';
+    });
+    const created = await cliJson(['rollouts', 'create', '--release', '0.7.0', '--nodes', node.id]);
+    const update = await until('the update to reach the daemon', async () => {
+      const rollout = await cliJson(['rollouts', 'get', created.id]);
+      const workflowId = rollout.waves[0].nodes[0].workflowId;
+      if (!workflowId) return undefined;
+      const commands = await cliJson(['commands', 'list', '--node', node.id, '--state', 'sent']);
+      return commands.items.find((c: any) => c.kind === 'bcd.update' && c.workflowId === workflowId);
+    });
+    expect((await env.call('commands.get', { commandId: hold.id })).state).toBe('running');
+
+    const aborted = await cliJson(['rollouts', 'abort', created.id]);
+    expect(aborted.state).toBe('aborted');
+    expect(aborted.waves[0].nodes[0]).toMatchObject({
+      state: 'cancelled',
+      error: `aborted before the node ran it: command ${update.id} cancelled (the node was told to drop it)`,
+    });
+    // The gateway tells the daemon; the daemon drops it from its queue and says so.
+    const dropped = await commandEnded(update.id);
+    expect(dropped).toMatchObject({ state: 'cancelled', error: 'cancelled before it ran' });
+    const held = await until('the hold script to finish', async () => {
+      const found = await env.call('commands.get', { commandId: hold.id });
+      return found.state === 'succeeded' && found;
+    });
+    expect(held.state).toBe('succeeded');
+    // The queue went on without it: never run, nothing installed, the same session and version.
+    expect(node.daemon.err.join('\n')).not.toContain(`running ${update.id}`);
+    expect(bundleVersion(node)).toBe('0.2.0');
+    expect(await versions([node])).toEqual(['0.2.0']);
+    expect((await cliJson(['rollouts', 'get', created.id])).waves[0].nodes[0].state).toBe('cancelled');
+  });
 });
 
 describe('bad input at every command', () => {
@@ -622,7 +613,13 @@ describe('bad input at every command', () => {
     expect(codeOf(await cli(['rollouts', 'list'], { key: env.acmeKey }))).toBe('ACCESS_DENIED');
     // Nothing was created by any of them.
     const listed = await cliJson(['rollouts', 'list']);
-    expect(listed.items.map((r: any) => r.version).sort()).toEqual(['0.2.0', '0.3.0', '0.3.1', '0.4.0']);
+    expect(listed.items.map((r: any) => r.version).sort()).toEqual([
+      '0.2.0',
+      '0.3.0',
+      '0.3.1',
+      '0.4.0',
+      '0.7.0',
+    ]);
   });
 
   it('get, pause, resume and abort refuse a malformed id, an unknown rollout and the wrong state', async () => {

@@ -96,7 +96,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     getTypeParser(oid: number, format?: 'text' | 'binary') {
       if (oid === INT8) return (value: string) => Number(value);
       if (oid === NUMERIC) return (value: string) => value;
-      return pg.default.types.getTypeParser(oid, format);
+      return pg.default.types.getTypeParser(oid, format) as (value: string) => unknown;
     },
   };
   // Pipeline mode lets pipelineTransactions put a transaction's `begin` and its statement sent at
@@ -111,6 +111,11 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   // An idle client that loses its server must not crash the process; the next query reports it.
   pool.on('error', () => {});
   pool.on('connect', (client) => {
+    // Nor may one that is checked out: the pool listens for its errors only while it is idle, and
+    // a client emits its socket's error (a backend terminated mid-query) after failing its
+    // queries with it, so with no listener that error would end the process. The queries already
+    // carry it; a client that is no longer queryable is dropped when it is released.
+    client.on('error', () => {});
     prepareStatements(client as unknown as PgClient);
     pipelineTransactions(client as unknown as PgClient);
   });
@@ -367,7 +372,7 @@ function pipelineTransactions(client: PgClient): void {
     if (config.startsWith(ANSWERED_LATER) && inOne) {
       let settle!: Held['settle'];
       const result = new Promise<PgResult>((resolve, reject) => {
-        settle = { resolve: (sent) => sent.then(resolve, reject), reject };
+        settle = { resolve: (sent) => void sent.then(resolve, reject), reject };
       });
       // Its failure is read by answer(), or reported by the statement it went out with.
       result.catch(() => {});

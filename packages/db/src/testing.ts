@@ -52,7 +52,9 @@ async function loadPGliteTemplate(): Promise<Blob> {
   const { dirname, join } = await import('node:path');
   const require = createRequire(import.meta.url);
   const pgliteDir = dirname(require.resolve('@electric-sql/pglite'));
-  const version = JSON.parse(await readFile(join(pgliteDir, '..', 'package.json'), 'utf8')).version as string;
+  const { version } = JSON.parse(await readFile(join(pgliteDir, '..', 'package.json'), 'utf8')) as {
+    version: string;
+  };
   const cacheDir = join(
     pgliteDir.slice(0, pgliteDir.lastIndexOf('node_modules') + 'node_modules'.length),
     '.cache',

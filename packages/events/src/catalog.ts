@@ -16,6 +16,8 @@ import { confirmationEventTypes } from './confirmation-events.js';
 import { fleetEventTypes } from './fleet-events.js';
 import { releaseEvents } from './release-events.js';
 import { sandboxVolumeEventTypes } from './sandbox-volume-events.js';
+import { profileEventTypes } from './profile-events.js';
+import { metalEventTypes } from './metal-events.js';
 import { secretEventTypes } from './secret-events.js';
 import type { EventTypeSpec, SubjectKind } from './subjects.js';
 
@@ -141,6 +143,21 @@ export const eventTypes = {
     subject: 'joinToken',
     data: z.object({ poolId: z.string(), reason: z.string() }),
     summary: 'A join token was revoked',
+  },
+  'siteToken.created': {
+    subject: 'siteToken',
+    data: z.object({
+      poolId: z.string(),
+      siteId: z.string(),
+      uses: z.number().int(),
+      preApproved: z.boolean(),
+    }),
+    summary: 'A site token was created (the machine joining with it becomes its site’s agent)',
+  },
+  'siteToken.revoked': {
+    subject: 'siteToken',
+    data: z.object({ poolId: z.string(), reason: z.string() }),
+    summary: 'A site token was revoked',
   },
   'joinRequest.created': {
     subject: 'joinRequest',
@@ -355,6 +372,8 @@ export const eventTypes = {
   ...confirmationEventTypes,
   ...fleetEventTypes,
   ...secretEventTypes,
+  ...profileEventTypes,
+  ...metalEventTypes,
   'workflow.started': {
     subject: 'workflow',
     data: z.object({ nodeId: z.string(), kind: z.string() }),

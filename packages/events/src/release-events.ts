@@ -24,6 +24,19 @@ export const releaseEvents = {
     summary:
       'A signed bcd release was registered: a threshold of the pinned release keys signed its manifest',
   },
+  'release.pins-rotated': {
+    subject: 'release',
+    data: z.object({
+      epoch: z.number().int(),
+      /** The new release key ids, and how many must sign a release. */
+      pins: z.array(z.string()),
+      threshold: z.number().int(),
+      /** The keys of the epoch before whose signatures verified. */
+      signers: z.array(z.string()),
+    }),
+    summary:
+      'The release keys changed by a statement a threshold of the keys before signed; nodes follow it at their next welcome',
+  },
   'release.artifact-stored': {
     subject: 'release',
     data: z.object({
@@ -56,6 +69,11 @@ export const releaseEvents = {
     data: wave.extend({ succeeded: z.number().int(), failed: z.number().int() }),
     summary: "A rollout's wave passed its gate: its failures are within the failure budget",
   },
+  'rollout.node-succeeded': {
+    subject: 'rollout',
+    data: wave.extend({ nodeId: z.string(), workflowId: z.string().nullable() }),
+    summary: 'A node of a rollout came back healthy with the new version',
+  },
   'rollout.node-failed': {
     subject: 'rollout',
     data: wave.extend({ nodeId: z.string(), workflowId: z.string().nullable(), error: z.string() }),
@@ -74,8 +92,13 @@ export const releaseEvents = {
   },
   'rollout.aborted': {
     subject: 'rollout',
-    data: wave.extend({ skipped: z.number().int() }),
-    summary: 'A rollout was aborted: the nodes not yet started never receive the release',
+    data: wave.extend({
+      skipped: z.number().int(),
+      /** The nodes whose update was sent but not yet run: their workflow aborted, their command cancelled. */
+      cancelled: z.array(z.string()),
+    }),
+    summary:
+      'A rollout was aborted: the nodes not yet started never receive the release, and updates not yet run are cancelled',
   },
   'rollout.completed': {
     subject: 'rollout',

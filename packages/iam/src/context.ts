@@ -40,7 +40,7 @@ export interface IamContext {
 }
 
 export function createContext(options: CreateIamOptions): IamContext {
-  const db: Db = options.database.db;
+  const db = options.database.db as Db;
   const clock = options.clock ?? (() => new Date());
   const nowMs = () => clock().getTime();
   const idSource: IdSource = {

@@ -20,6 +20,8 @@ export interface SessionInfo {
   name: string;
   mfa: boolean;
   platform: boolean;
+  /** The Rollouts page shows (root tenant, release pins set). */
+  rollouts: boolean;
 }
 
 export interface ConsoleValue {

@@ -2,19 +2,23 @@
 import Link from 'next/link';
 import { usePathname } from 'next/navigation';
 import type { ReactNode } from 'react';
-import { useStore } from '@better-compute/console-kit/react';
+import { describeAction } from '@better-compute/console-kit';
+import { usePermission, useStore } from '@better-compute/console-kit/react';
 import { useConsole } from './console-context';
 import { iamCall } from '@/lib/api';
 
 const PAGES = [
   { href: '/reservations', label: 'Reservations' },
   { href: '/capacity', label: 'Capacity and pools' },
+  { href: '/sites', label: 'Sites and projects' },
+  { href: '/usage', label: 'Usage and quotas' },
   { href: '/nodes', label: 'Nodes' },
   { href: '/instances', label: 'Instances' },
   { href: '/catalog', label: 'Images and flavors' },
   { href: '/sandboxes', label: 'Sandboxes' },
   { href: '/volumes', label: 'Volumes' },
   { href: '/joining', label: 'Joining machines' },
+  { href: '/discovery', label: 'PXE discovery' },
   { href: '/batches', label: 'Destructive batches' },
   { href: '/approvals', label: 'Awaiting approval' },
   { href: '/events', label: 'Events' },
@@ -22,6 +26,10 @@ const PAGES = [
   { href: '/iam', label: 'People and keys' },
 ];
 const PLATFORM_PAGES = [{ href: '/platform/tenants', label: 'Tenants' }];
+/** Shown only where the deployment pins release keys (`session.rollouts`). */
+const ROLLOUTS_PAGE = { href: '/rollouts', label: 'Rollouts' };
+/** Shown to those Better IAM lets read the fleet (compute:fleet:admin, root administrators). */
+const FLEET_DRIFT_PAGE = { href: '/fleet', label: 'Fleet drift' };
 
 /** The stream's state in words: "live" while open, else what the pages do meanwhile. */
 function LiveBadge() {
@@ -49,7 +57,12 @@ function LiveBadge() {
 }
 
 export function Shell({ children }: { children: ReactNode }) {
-  const { session } = useConsole();
+  const { session, permissions } = useConsole();
+  // Asked only in the root tenant: the fleet is the platform's, and no other tenant's role reaches it.
+  const mayReadFleet = usePermission(
+    permissions,
+    session.platform ? describeAction('fleet', 'status') : null,
+  );
   const pathname = usePathname();
   const link = (page: { href: string; label: string }) => (
     <Link key={page.href} href={page.href} aria-current={pathname.startsWith(page.href) ? 'page' : undefined}>
@@ -74,6 +87,8 @@ export function Shell({ children }: { children: ReactNode }) {
           <>
             <h2>Platform</h2>
             {PLATFORM_PAGES.map(link)}
+            {session.rollouts ? link(ROLLOUTS_PAGE) : null}
+            {mayReadFleet === true ? link(FLEET_DRIFT_PAGE) : null}
           </>
         ) : null}
         <div className="who">

@@ -4,9 +4,33 @@ import { useEffect, useRef, useState, type ReactNode } from 'react';
 import { isComputeClientError } from '@better-compute/client';
 import type { ListState } from '@better-compute/console-kit';
 
-/** An error as the server said it, with its hint; nothing when there is none. */
+/**
+ * An error as the server said it, with its hint; nothing when there is none. A delegated call held
+ * back for a person's approval (CONFIRMATION_REQUIRED with its confirmation id) reads "awaiting
+ * approval" with that id, as the console guide says, rather than as a failure.
+ */
 export function ErrorNote({ error }: { error: unknown }) {
   if (!error) return null;
+  // Only the held call's answer carries the window (expiresAt); a spent or declined confirmation's
+  // CONFIRMATION_REQUIRED names its id too, but nothing awaits approval then.
+  const held = isComputeClientError(error)
+    ? (error.details as { confirmationId?: unknown; expiresAt?: unknown } | undefined)
+    : undefined;
+  const confirmationId = held?.confirmationId;
+  if (
+    isComputeClientError(error) &&
+    error.code === 'CONFIRMATION_REQUIRED' &&
+    typeof confirmationId === 'string' &&
+    typeof held?.expiresAt === 'string'
+  )
+    return (
+      <div className="note" role="status" data-awaiting-approval={confirmationId}>
+        <p>
+          Awaiting approval: confirmation <code>{confirmationId}</code>.
+        </p>
+        {error.hint ? <p className="note">{error.hint}</p> : null}
+      </div>
+    );
   const message = error instanceof Error ? error.message : String(error);
   const hint = isComputeClientError(error) ? error.hint : undefined;
   const code = isComputeClientError(error) ? error.code : undefined;
@@ -227,5 +251,50 @@ export function StateFilter<F extends string>({
         </select>
       </label>
     </form>
+  );
+}
+
+/** A labelled text input with the server's message for it, tied by aria-describedby. */
+export function Field({
+  form,
+  name,
+  label,
+  value,
+  onChange,
+  error,
+  required,
+  size,
+  type,
+}: {
+  form: string;
+  name: string;
+  label: ReactNode;
+  value: string;
+  onChange: (value: string) => void;
+  error: string | undefined;
+  required?: boolean;
+  size?: number;
+  type?: string;
+}) {
+  const errorId = `${form}-${name}-error`;
+  return (
+    <label>
+      {label}
+      <input
+        name={name}
+        value={value}
+        required={required}
+        size={size}
+        type={type}
+        aria-invalid={error ? true : undefined}
+        aria-describedby={error ? errorId : undefined}
+        onChange={(e) => onChange(e.target.value)}
+      />
+      {error ? (
+        <span id={errorId} className="field-error" data-field-error={name}>
+          {error}
+        </span>
+      ) : null}
+    </label>
   );
 }

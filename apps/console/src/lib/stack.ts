@@ -21,6 +21,8 @@ interface ConsoleStack {
     getPrincipal(id: string): Promise<{ id: string; email: string | null; displayName: string | null }>;
   };
   origin: string;
+  /** The compute instance: its configuration says which optional pages the deployment has. */
+  compute?: { config?: { release?: { pins?: readonly string[] } } };
 }
 
 /** What a page knows of the session: who, in which tenant, and whether the root tenant's pages show. */
@@ -30,6 +32,11 @@ export interface SessionView {
   name: string;
   mfa: boolean;
   platform: boolean;
+  /**
+   * Whether the Rollouts page shows: a root tenant's session on a deployment that pins release keys
+   * (`release.pins` in its configuration; the console guide loads the rollout module only then).
+   */
+  rollouts: boolean;
 }
 
 function stack(): ConsoleStack | undefined {
@@ -51,6 +58,7 @@ export async function currentSession(): Promise<SessionView | null> {
       name: principal?.email ?? principal?.displayName ?? identity.principalId,
       mfa: identity.mfa,
       platform: identity.tenantId === ROOT_TENANT,
+      rollouts: identity.tenantId === ROOT_TENANT && (stack()?.compute?.config?.release?.pins?.length ?? 0) > 0,
     };
   } catch {
     return null;

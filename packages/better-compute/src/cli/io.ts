@@ -106,7 +106,7 @@ export function processIO(): CliIO {
     fetch: (request) => fetch(request),
     async stdin() {
       const chunks: Buffer[] = [];
-      for await (const chunk of process.stdin)
+      for await (const chunk of process.stdin as AsyncIterable<Buffer | string>)
         chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
       return Buffer.concat(chunks).toString('utf8');
     },

@@ -102,9 +102,9 @@ export function applyQuery(value: unknown, path: string): { value: unknown; many
         isRecord(v) && Object.hasOwn(v, segment.field) ? v[segment.field] : undefined,
       );
     else if ('index' in segment)
-      values = values.map((v) => (Array.isArray(v) ? v[segment.index] : undefined));
+      values = values.map((v): unknown => (Array.isArray(v) ? (v as unknown[])[segment.index] : undefined));
     else {
-      values = values.flatMap((v) => (Array.isArray(v) ? v : []));
+      values = values.flatMap((v): unknown[] => (Array.isArray(v) ? (v as unknown[]) : []));
       many = true;
     }
   }

@@ -5,27 +5,16 @@
  * otherwise. The file's own `secret` and `pki` win over the environment's. A `.ts` file is compiled with
  * esbuild on the fly, so it loads without a build step.
  */
-import { existsSync } from 'node:fs';
 import { rm, writeFile } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { randomBytes } from 'node:crypto';
 import { ComputeError } from '@better-compute/core';
 import type { ComputeInstance } from '../types.js';
 import type { ComputeConfig } from './define-config.js';
+import { findConfigFile, type LoadConfigOptions } from './find-config.js';
 
-export const CONFIG_FILE_NAMES = [
-  'better-compute.config.mjs',
-  'better-compute.config.js',
-  'better-compute.config.ts',
-  'better-compute.config.mts',
-] as const;
-
-export interface LoadConfigOptions {
-  configPath?: string | undefined;
-  cwd: string;
-  env: Record<string, string | undefined>;
-}
+export { CONFIG_FILE_NAMES, findConfigFile, type LoadConfigOptions } from './find-config.js';
 
 export interface LoadedConfig {
   config: ComputeConfig;
@@ -33,30 +22,6 @@ export interface LoadedConfig {
   path: string | null;
   /** The file's `export const commands`, project commands for the CLI. */
   commands: unknown[];
-}
-
-/** The configuration file that applies, or null. */
-export function findConfigFile(options: LoadConfigOptions): string | null {
-  const explicit = options.configPath ?? options.env.BETTER_COMPUTE_CONFIG;
-  if (explicit) {
-    const path = resolve(options.cwd, explicit);
-    if (!existsSync(path)) {
-      throw new ComputeError('CONFIG_NOT_FOUND', `no configuration file at ${path}`, {
-        hint: 'Check --config or BETTER_COMPUTE_CONFIG, or run better-compute init to write one.',
-      });
-    }
-    return path;
-  }
-  let dir = resolve(options.cwd);
-  for (;;) {
-    for (const name of CONFIG_FILE_NAMES) {
-      const path = join(dir, name);
-      if (existsSync(path)) return path;
-    }
-    const parent = dirname(dir);
-    if (parent === dir) return null;
-    dir = parent;
-  }
 }
 
 /** INVALID_CONFIG for a file that does not load, saying where when the compiler or runtime knows. */
@@ -79,7 +44,7 @@ function doesNotLoad(path: string, error: unknown): ComputeError {
 async function importConfigModule(path: string): Promise<Record<string, unknown>> {
   if (!/\.m?ts$/.test(path)) {
     try {
-      return await import(pathToFileURL(path).href);
+      return (await import(pathToFileURL(path).href)) as Record<string, unknown>;
     } catch (error) {
       throw doesNotLoad(path, error);
     }
@@ -99,7 +64,7 @@ async function importConfigModule(path: string): Promise<Record<string, unknown>
       logLevel: 'silent',
     });
     await writeFile(out, result.outputFiles[0]!.contents);
-    return await import(pathToFileURL(out).href);
+    return (await import(pathToFileURL(out).href)) as Record<string, unknown>;
   } catch (error) {
     if (error instanceof ComputeError) throw error;
     throw doesNotLoad(path, error);

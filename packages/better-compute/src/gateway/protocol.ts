@@ -118,6 +118,22 @@ export const daemonMessage = z.discriminatedUnion('t', [
       proof: z.string().max(400),
     })
     .strict(),
+  z
+    .object({
+      /**
+       * A site agent's provisioning network saw a PXE request from a MAC with no boot entry. The
+       * gateway records it for the agent's own site (never a site the message names) and only
+       * from a site agent; it is unauthenticated DHCP data and binds nothing (docs/metal.md).
+       */
+      t: z.literal('pxe.discovered'),
+      mac: z.string().max(32),
+      /** DHCP option 97's SMBIOS UUID, when the machine sent one. */
+      uuid: z
+        .string()
+        .regex(/^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$/)
+        .optional(),
+    })
+    .strict(),
 ]);
 
 export type DaemonMessage = z.infer<typeof daemonMessage>;

@@ -29,9 +29,12 @@ import {
 import { createApproverLoader, quorumAttachments } from '../modules/batches/index.js';
 import { nodeTenant } from '../modules/fleet/index.js';
 import { instanceExited } from '../modules/vps/index.js';
-import { artifactPiece } from '../modules/releases/index.js';
+import { artifactPiece, releasePinStatements } from '../modules/releases/index.js';
+import { wakeNodeWorkflows } from '../modules/workflows/index.js';
 import { type CommandSigner, envelopeBytes } from './signer.js';
 import { createCommandSecrets } from './command-secrets.js';
+import { createDiscoveryIntake } from './pxe-discovery.js';
+import { pushBootEntriesTo, PXE_CAPABILITY } from '../modules/metal/index.js';
 import { type DaemonMessage, parseDaemonMessage } from './protocol.js';
 import type { StreamSink, StreamTransport } from './flow-stream.js';
 import type { NodeStreamTarget } from './node-streams.js';
@@ -44,6 +47,9 @@ import { handleLinkUpgrade, type LinkOptions } from './link.js';
 /** How often the gateway looks for new commands and cancellations when nothing woke it. */
 const POLL_MS = 200;
 const MAX_FRAME_BYTES = 1 << 20;
+/** How long a served piece of a stored build is kept, and how many bytes of them at most. */
+const PIECE_CACHE_MS = 60_000;
+const PIECE_CACHE_BYTES = 64 * 1024 * 1024;
 
 export interface GatewayOptions {
   compute: ComputeInstance;
@@ -101,6 +107,7 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES });
   const sessions = new Map<string, Session>();
   const secrets = createCommandSecrets(compute.config.secret);
+  const takeDiscovery = createDiscoveryIntake(db, log);
   let closing = false;
   // The approver chain daemons follow, read from the deployment's bundle as the batches module does.
   const approvers = createApproverLoader({ pki: compute.config.pki });
@@ -118,6 +125,67 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
     const release = compute.config.release;
     if (!release?.pins?.length) return null;
     return { pins: [...release.pins], threshold: release.threshold ?? release.pins.length };
+  }
+
+  /**
+   * The pieces of stored builds served lately, base64 as sent, each read once however many nodes ask
+   * at the same moment. A wave's nodes all fetch the same pieces together, and a build stored whole
+   * never changes (its bytes are the ones its signed manifest names; each node checks the digest),
+   * so reading them from the database for every node only cost the control plane CPU. Kept a
+   * minute, and at most PIECE_CACHE_BYTES in all; a refusal is never kept.
+   */
+  const pieces = new Map<
+    string,
+    { at: number; piece: Promise<{ size: number; data: string } | { error: string }>; bytes: number }
+  >();
+  let pieceBytes = 0;
+  function servedPiece(version: string, platform: string, offset: number) {
+    const key = `${version}\u0000${platform}\u0000${offset}`;
+    const at = Date.now();
+    const kept = pieces.get(key);
+    if (kept && at - kept.at < PIECE_CACHE_MS) return kept.piece;
+    if (kept) {
+      pieces.delete(key);
+      pieceBytes -= kept.bytes;
+    }
+    const entry = {
+      at,
+      bytes: 0,
+      piece: artifactPiece(db, version, platform, offset).then((read) =>
+        'error' in read ? read : { size: read.size, data: read.data.toString('base64') },
+      ),
+    };
+    pieces.set(key, entry);
+    entry.piece.then(
+      (read) => {
+        if (pieces.get(key) !== entry) return;
+        if ('error' in read) return void pieces.delete(key);
+        entry.bytes = read.data.length;
+        pieceBytes += entry.bytes;
+        // Past the bound, start again: a rollout's pieces are read again at most once.
+        if (pieceBytes > PIECE_CACHE_BYTES) {
+          pieces.clear();
+          pieceBytes = 0;
+        }
+      },
+      () => {
+        if (pieces.get(key) === entry) pieces.delete(key);
+      },
+    );
+    return entry.piece;
+  }
+
+  /** The release-pin statements the deployment accepted, for a welcome; none when it pins no keys. */
+  async function pinStatements(): Promise<unknown[]> {
+    if (!releasePins()) return [];
+    try {
+      return await releasePinStatements(db as never);
+    } catch (error) {
+      log(
+        `gateway: the release-pin statements could not be read, so none is sent: ${(error as Error).message}`,
+      );
+      return [];
+    }
   }
 
   /** The fleet's heartbeat route, in process: it proves the credential and records the node alive. */
@@ -305,12 +373,23 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
                 approverSets: await approverSets(),
                 // The release keys a daemon pins at its first session when its join named none.
                 releasePins: releasePins(),
+                // Their signed changes since: a daemon moves its pins only along these.
+                releasePinStatements: await pinStatements(),
                 gateways: await liveReplicaUrls(db as never, at).catch(() => []),
                 certificates: options.pki ? true : false,
               }
             : {}),
         });
-        if (message.t === 'hello') void deliver();
+        if (message.t === 'hello') {
+          // A site agent's provisioning network keeps its boot entries in memory: resent at each hello.
+          if (message.capabilities.includes(PXE_CAPABILITY))
+            await pushBootEntriesTo(db, session.nodeId, at).catch((error: Error) =>
+              log(`gateway: queueing ${session.nodeId}'s boot entries failed: ${error.message}`),
+            );
+          void deliver();
+          // A workflow waiting for this daemon to come back (after an update) goes on now.
+          await wakeNodeWorkflows(db, session.nodeId, at);
+        }
         return;
       }
       case 'command.started':
@@ -336,16 +415,21 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
         if (outcome !== 'later') send(session, { t: 'instance.exited.ack', instanceId: message.instanceId });
         return;
       }
+      case 'pxe.discovered': {
+        const refusal = await takeDiscovery(session.nodeId, message, at);
+        if (refusal) send(session, refusal);
+        return;
+      }
       case 'release.fetch': {
         // Any node may read a registered build: it is what the release keys signed, and each node
         // checks it against its own pins. Only a build stored whole is served.
         try {
-          const piece = await artifactPiece(db, message.version, message.platform, message.offset);
+          const piece = await servedPiece(message.version, message.platform, message.offset);
           send(
             session,
             'error' in piece
               ? { t: 'release.piece', id: message.id, error: piece.error }
-              : { t: 'release.piece', id: message.id, size: piece.size, data: piece.data.toString('base64') },
+              : { t: 'release.piece', id: message.id, size: piece.size, data: piece.data },
           );
         } catch (error) {
           log(`gateway: serving a release piece to ${session.nodeId} failed: ${(error as Error).message}`);

@@ -48,7 +48,7 @@ export async function startDevNode(
   options: DevNodeOptions,
 ): Promise<{ nodeId: string; poolId: string; stop(): Promise<void>; stopped: Promise<void> }> {
   const { compute, token, log } = options;
-  async function api<T = any>(method: string, body: Record<string, unknown>): Promise<T> {
+  async function api<T = unknown>(method: string, body: Record<string, unknown>): Promise<T> {
     const response = await compute.handler(
       new Request(`http://localhost${compute.config.basePath}/${method.replaceAll('.', '/')}`, {
         method: 'POST',
@@ -77,9 +77,14 @@ export async function startDevNode(
     const sites = await api<{ items: { id: string; name: string }[] }>('sites.list', { limit: 500 });
     const siteId =
       sites.items.find((s) => s.name === 'local')?.id ??
-      (await api('sites.create', { name: 'local', region: 'local' })).id;
+      (await api<{ id: string }>('sites.create', { name: 'local', region: 'local' })).id;
     // A VPS pool: this machine runs instances and sandboxes for acme.
-    pool = await api('pools.create', { siteId, name: 'this-machine', class: 'vps', driver: 'bcd' });
+    pool = await api<{ id: string; name: string; class: string }>('pools.create', {
+      siteId,
+      name: 'this-machine',
+      class: 'vps',
+      driver: 'bcd',
+    });
     await api('pools.offer', { poolId: pool!.id, offerTenantId: 'acme' });
   }
   const poolId = pool!.id;

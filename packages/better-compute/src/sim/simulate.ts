@@ -162,7 +162,7 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
     await compute.migrate();
     const ops = 'sim:root';
     const tenants = Array.from({ length: tenantCount }, (_, i) => `sim-t${i + 1}`);
-    const site = await api('sites.create', { name: 'sim-site', region: 'sim-1' }, ops);
+    const site = await api<{ id: string }>('sites.create', { name: 'sim-site', region: 'sim-1' }, ops);
     const pool = await api(
       'pools.create',
       { siteId: site.id, name: 'sim-gpu', class: 'gpu', driver: 'sim' },

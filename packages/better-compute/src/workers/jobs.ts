@@ -3,7 +3,7 @@
  * job runs on one of them; a runner that dies leaves its claim to expire (`locked_until`) and the
  * job is claimed again.
  */
-import { newId } from '@better-compute/core';
+import { backoffDelay, newId } from '@better-compute/core';
 import { sql, type Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
 
@@ -126,7 +126,7 @@ export async function failJob(
   now: Date,
 ): Promise<void> {
   const exhausted = job.attempts >= job.maxAttempts;
-  const backoffMs = Math.min(60_000, 1000 * 2 ** (job.attempts - 1));
+  const backoffMs = backoffDelay(job.attempts, 1000, 60_000);
   await db
     .updateTable('compute.jobs')
     .set({

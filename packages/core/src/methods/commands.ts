@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { defineGroup, method } from '../group.js';
-import { DESTRUCTIVE_KINDS } from '../quorum/kinds.js';
+import { BMC_POWER_KIND, DESTRUCTIVE_KINDS } from '../quorum/kinds.js';
 import { RUNTIME_COMMAND_KINDS, SANDBOX_COMMAND_KINDS } from '../runtime-commands.js';
 import { idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 
@@ -19,13 +19,22 @@ export const commandKind = z.enum(COMMAND_KINDS);
  */
 export const ROLLOUT_COMMAND_KINDS = ['bcd.update', 'health.check'] as const;
 /**
+ * What the metal module's workflows queue on a site's agent, never through commands.run:
+ * `metal.bmc` asks a machine's BMC for a power change or its power state. The stored payload names
+ * the BMC without its password; the gateway adds it to the signed message only.
+ * `metal.boot-entries` gives a site agent's provisioning network the site's bound MACs (boot-entries.ts).
+ */
+export const METAL_COMMAND_KINDS = ['metal.bmc', 'metal.boot-entries'] as const;
+/**
  * Every kind a command row may have: an operator's, the runtime commands workflows queue, and the
- * destructive kinds a batch's members have.
+ * destructive kinds a batch's members have (a metal.bmc-power leaf's member is a metal.bmc, so that
+ * kind is never a row's).
  */
 export const anyCommandKind = z.enum([
   ...COMMAND_KINDS,
   ...ROLLOUT_COMMAND_KINDS,
-  ...DESTRUCTIVE_KINDS.map((entry) => entry.kind),
+  ...METAL_COMMAND_KINDS,
+  ...DESTRUCTIVE_KINDS.flatMap((entry) => (entry.kind === BMC_POWER_KIND ? [] : [entry.kind])),
   ...RUNTIME_COMMAND_KINDS,
   ...SANDBOX_COMMAND_KINDS,
 ] as [string, ...string[]]);

@@ -4,7 +4,7 @@
  * changes that cannot be made, the calls apply would make and a `planHash`), `apply` makes the
  * reviewed plan in one transaction, and `status` says whether the fleet drifted from the last apply.
  * Every method is decided on compute:fleet:admin, which only the root tenant's administrators hold,
- * and acts in the root tenant only.
+ * and acts in the root tenant only (`platformOnly`: the request pipeline refuses any other tenant).
  */
 import { z } from 'zod';
 import { defineGroup, method } from '../group.js';
@@ -41,6 +41,7 @@ export const fleetGroup = defineGroup(
         'The tenant’s sites, pools (quotas, offers), flavors and sandbox templates as a FleetConfig document',
       access,
       tenantScoped: true,
+      platformOnly: true,
       resource,
       input: z.object({ tenantId }).strict(),
       output: fleetConfigSchema,
@@ -51,6 +52,7 @@ export const fleetGroup = defineGroup(
         'Compare a FleetConfig document with the live fleet: the changes (+ ~ -, BLOCKED), the calls apply would make, and their planHash',
       access,
       tenantScoped: true,
+      platformOnly: true,
       resource,
       maxBodyBytes: FLEET_DOCUMENT_MAX_BYTES,
       input: z.object({ tenantId, document, prune }).strict(),
@@ -62,6 +64,7 @@ export const fleetGroup = defineGroup(
         'Apply a reviewed plan: every call decided first, then all of them in one transaction (CONFIG_DRIFT when the fleet changed since the plan)',
       access,
       tenantScoped: true,
+      platformOnly: true,
       resource,
       maxBodyBytes: FLEET_DOCUMENT_MAX_BYTES,
       input: z
@@ -84,6 +87,7 @@ export const fleetGroup = defineGroup(
       summary: 'The last apply, and whether the live fleet drifted from it as the fleet.drift job last saw',
       access,
       tenantScoped: true,
+      platformOnly: true,
       resource,
       input: z.object({ tenantId }).strict(),
       output: fleetStatusSchema,

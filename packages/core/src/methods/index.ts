@@ -14,6 +14,7 @@ import { quotasGroup } from './quotas.js';
 import { driversGroup } from './drivers.js';
 import { nodesGroup } from './nodes.js';
 import { joinTokensGroup } from './join-tokens.js';
+import { siteTokensGroup } from './site-tokens.js';
 import { joinRequestsGroup } from './join-requests.js';
 import { inventoryGroup } from './inventory.js';
 import { capacityGroup } from './capacity.js';
@@ -34,6 +35,8 @@ import { instancesGroup } from './instances.js';
 import { nodeSshCertsGroup } from './ssh-certs.js';
 import { tunnelsGroup } from './tunnels.js';
 import { secretsGroup } from './secrets.js';
+import { profilesGroup } from './profiles.js';
+import { metalGroup } from './metal.js';
 import {
   sandboxesGroup,
   sandboxSnapshotsGroup,
@@ -54,6 +57,7 @@ export {
   driversGroup,
   nodesGroup,
   joinTokensGroup,
+  siteTokensGroup,
   joinRequestsGroup,
   inventoryGroup,
   capacityGroup,
@@ -73,6 +77,8 @@ export {
   nodeSshCertsGroup,
   tunnelsGroup,
   secretsGroup,
+  profilesGroup,
+  metalGroup,
   sandboxTemplatesGroup,
   sandboxesGroup,
   sandboxSnapshotsGroup,
@@ -149,12 +155,24 @@ export {
   secretValue,
 } from './secrets.js';
 export {
+  MAX_PROFILE_PARTITIONS,
+  MAX_PROFILE_USER_DATA_BYTES,
+  MAX_PROFILES_PER_TENANT,
+  PROFILE_FILESYSTEMS,
+  PROFILES_WRITE_ACTION,
+  profileDocument,
+  profileSchema,
+  type ProfileDocument,
+} from './profiles.js';
+export {
   COMMAND_KINDS,
   ROLLOUT_COMMAND_KINDS,
+  METAL_COMMAND_KINDS,
   COMMAND_OUTPUT_LIMIT,
   commandSchema,
   commandState,
 } from './commands.js';
+export { workflowSchema, workflowState } from './workflows.js';
 export {
   batchSchema,
   batchState,
@@ -173,6 +191,17 @@ export {
   CONFIRMATION_APPROVED_SECONDS,
   CONFIRMATION_PENDING_SECONDS,
 } from './confirmations.js';
+export {
+  MAX_BULK_MACHINES,
+  METAL_BULK_DESTRUCTIVE,
+  METAL_BULK_VERBS,
+  METAL_PROVISION_ACTION,
+  metalBulkVerb,
+  metalMachineSchema,
+  metalPowerAction,
+  metalState,
+  pxeDiscoverySchema,
+} from './metal.js';
 export { releaseSchema, RELEASE_UPLOAD_CHUNK_BYTES } from './releases.js';
 export {
   rolloutSchema,
@@ -194,6 +223,7 @@ export const methods = {
   ...tableOf(nodesGroup),
   ...tableOf(nodeSshCertsGroup),
   ...tableOf(joinTokensGroup),
+  ...tableOf(siteTokensGroup),
   ...tableOf(joinRequestsGroup),
   ...tableOf(inventoryGroup),
   ...tableOf(capacityGroup),
@@ -212,6 +242,8 @@ export const methods = {
   ...tableOf(instancesGroup),
   ...tableOf(tunnelsGroup),
   ...tableOf(secretsGroup),
+  ...tableOf(profilesGroup),
+  ...tableOf(metalGroup),
   ...tableOf(sandboxTemplatesGroup),
   ...tableOf(sandboxesGroup),
   ...tableOf(sandboxSnapshotsGroup),

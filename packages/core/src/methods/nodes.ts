@@ -46,6 +46,8 @@ export const nodeSchema = z.object({
   poolId: z.string(),
   name: z.string(),
   state: nodeState,
+  /** `site-agent`: joined with a site token, its site's agent (BMCs, PXE); it never takes work. */
+  role: z.enum(['worker', 'site-agent']),
   /** While offline: the state its next heartbeat returns it to (cordon, drain and uncordon change it). */
   stateWhenBack: nodeState.nullable(),
   labels: z.record(z.string(), z.string()),

@@ -9,6 +9,7 @@ import { defineGroup, method } from '../group.js';
 import {
   releaseArtifactSchema,
   releaseManifestSchema,
+  releasePinStatementSchema,
   releaseSignaturesSchema,
   releaseVersion,
 } from '../release/manifest.js';
@@ -132,5 +133,37 @@ const upload = method({
   }),
 });
 
+const rotatePins = method({
+  kind: 'mutation',
+  summary:
+    'Change the release keys by a statement a threshold of the current ones signed (release sign-pins): the deployment verifies with the new keys from then on, and each node follows the statement itself',
+  access: { action: 'compute:releases:register' },
+  tenantScoped: true,
+  platformOnly: true,
+  input: z
+    .object({
+      tenantId,
+      statement: releasePinStatementSchema.shape.statement.describe(
+        'The new pin set: kind bcd-release-pins, epoch (one past the current), pins, threshold, issuedAt',
+      ),
+      signatures: releasePinStatementSchema.shape.signatures,
+    })
+    .strict(),
+  output: z.object({
+    epoch: z.number().int(),
+    pins: z.array(z.string()),
+    threshold: z.number().int(),
+    /** The keys of the epoch before whose signatures verified. */
+    signers: z.array(z.string()),
+    registeredAt: isoTime,
+    /** False when this statement was accepted before: the call changed nothing. */
+    created: z.boolean(),
+  }),
+});
+
 /** The `releases` group (IAM actions compute:releases:*). */
-export const releasesGroup = defineGroup('releases', { module: 'rollout' }, { register, upload, list, get });
+export const releasesGroup = defineGroup(
+  'releases',
+  { module: 'rollout' },
+  { register, upload, list, get, rotatePins },
+);

@@ -19,7 +19,7 @@ export const DEFAULT_HEALTH_TIMEOUT_SECONDS = 300;
 
 export const rolloutState = z.enum(['running', 'paused', 'aborted', 'completed']);
 export const rolloutWaveState = z.enum(['pending', 'running', 'passed', 'failed']);
-export const rolloutNodeState = z.enum(['pending', 'updating', 'succeeded', 'failed', 'skipped']);
+export const rolloutNodeState = z.enum(['pending', 'updating', 'succeeded', 'failed', 'skipped', 'cancelled']);
 
 /** A wave's size: a count of nodes (`1`, `25`) or a share of the rollout's nodes (`10%`), cumulative. */
 export const waveSpec = z

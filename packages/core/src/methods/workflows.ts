@@ -26,6 +26,9 @@ export const workflowKind = z.enum([
   'volume.resize',
   'volume.delete',
   'node.update',
+  'metal.verify',
+  'metal.clean',
+  'metal.power',
 ]);
 export const workflowState = z.enum(['running', 'paused', 'failed', 'succeeded', 'aborted']);
 export const workflowStepState = z.enum(['pending', 'running', 'succeeded', 'failed', 'skipped']);

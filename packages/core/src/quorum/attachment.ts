@@ -12,7 +12,7 @@ import { HASH_SIZE, leafHash, verifyInclusion } from '../merkle.js';
 import { type ApprovalSignature, verifyApprovals } from './approvals.js';
 import type { ApproverSet } from './approver-set.js';
 import { fromHex, toHex } from './bytes.js';
-import { destructiveKind, leafProblem, type ScopeLeaf } from './kinds.js';
+import { BMC_POWER_KIND, bmcEndpoint, destructiveKind, leafProblem, type ScopeLeaf } from './kinds.js';
 import { type BatchStatement, isTrustDomain, leafBytes } from './scope.js';
 
 /** The most proof hashes a tree of MAX_SCOPE_LEAVES leaves needs, with room. */
@@ -31,11 +31,48 @@ export interface CommandQuorum {
   approvals: ApprovalSignature[];
 }
 
-/** The leaf a command is: its node, kind and payload (or null for an unbound leaf). */
+/** The BMC actions a site agent runs only with a batch's approvals (on and status change nothing). */
+const BMC_DESTRUCTIVE_ACTIONS: readonly unknown[] = ['off', 'reset'];
+
+/**
+ * Whether a command runs only with its batch's approvals: every destructive kind, and a metal.bmc
+ * that powers a machine off or resets it (its leaf is a metal.bmc-power, see commandLeaf).
+ */
+export function needsQuorum(command: Pick<CommandEnvelope, 'kind' | 'payload'>): boolean {
+  if (destructiveKind(command.kind)) return true;
+  const payload = command.payload as Record<string, unknown> | null | undefined;
+  return (
+    command.kind === 'metal.bmc' &&
+    typeof payload === 'object' &&
+    payload !== null &&
+    BMC_DESTRUCTIVE_ACTIONS.includes(payload.action)
+  );
+}
+
+/**
+ * The leaf a command is: its node, kind and payload (or null for an unbound leaf). A metal.bmc is
+ * the leaf of the machine it powers, not of the site agent it runs on: subject the payload's
+ * machine, kind metal.bmc-power, and the action, this node as the runner and the BMC it addresses,
+ * all read from the command itself.
+ */
 export function commandLeaf(
   command: Pick<CommandEnvelope, 'nodeId' | 'kind' | 'payload'>,
   unbound: boolean,
 ): ScopeLeaf {
+  if (command.kind === 'metal.bmc') {
+    const payload = (command.payload ?? {}) as Record<string, unknown>;
+    return {
+      subject: payload.machineId as string,
+      kind: BMC_POWER_KIND,
+      payload: unbound
+        ? null
+        : {
+            action: payload.action as string,
+            runner: command.nodeId,
+            bmc: bmcEndpoint(payload.bmc),
+          },
+    };
+  }
   return {
     subject: command.nodeId,
     kind: command.kind,
@@ -81,7 +118,7 @@ export function checkCommandQuorum(
   quorum: unknown,
   now: number,
 ): QuorumCheck {
-  if (!destructiveKind(command.kind))
+  if (!needsQuorum(command))
     return { refusal: `${String(command.kind).slice(0, 64)} is not a destructive kind` };
   if (!set) return { refusal: 'no approver set is pinned on this node, so no destructive command runs' };
   if (typeof quorum !== 'object' || quorum === null || Array.isArray(quorum))

@@ -15,6 +15,8 @@ export interface PayloadField {
   max?: number;
   /** Absent is a value of its own ("the default"), never a wildcard. */
   optional?: boolean;
+  /** A `text` field that must be an id of this kind (a node that runs the command, say). */
+  id?: IdKind;
 }
 
 export interface DestructiveKind {
@@ -25,6 +27,26 @@ export interface DestructiveKind {
   summary: string;
   /** The payload's fields, in the order the leaf encodes them. */
   fields: readonly PayloadField[];
+  /**
+   * Whether a leaf must bind its payload: an unbound leaf of this kind is refused, since without
+   * its payload the leaf no longer says which node runs it or what it acts on.
+   */
+  bound?: boolean;
+}
+
+/** BMC power of a bare-metal machine, run by its site agent as a held metal.bmc command. */
+export const BMC_POWER_KIND = 'metal.bmc-power';
+
+/**
+ * The BMC a metal.bmc payload's `bmc` addresses, as a metal.bmc-power leaf binds it: driver,
+ * address, port and (Redfish) the pinned certificate fingerprint, the parts that decide which
+ * machine the agent reaches. Never the user or password. '' for a `bmc` that is not an object.
+ */
+export function bmcEndpoint(bmc: unknown): string {
+  if (typeof bmc !== 'object' || bmc === null) return '';
+  const { driver, address, port, tlsFingerprint } = bmc as Record<string, unknown>;
+  if (typeof driver !== 'string' || typeof address !== 'string') return '';
+  return `${driver}://${address}${typeof port === 'number' ? `:${port}` : ''}${typeof tlsFingerprint === 'string' ? `#sha256=${tlsFingerprint}` : ''}`;
 }
 
 const IMAGE: PayloadField = { name: 'image', type: 'text', max: 256 };
@@ -42,7 +64,26 @@ export const DESTRUCTIVE_KINDS: readonly DestructiveKind[] = [
     summary: 'install an image on the machine, wiping its disks',
     fields: [IMAGE, { name: 'profile', type: 'text', max: 128, optional: true }],
   },
-  { kind: 'metal.undeploy', subject: 'node', summary: 'wipe the machine and return it to the pool', fields: [] },
+  {
+    // The machine is the subject, but its site agent runs the command (a metal.bmc to the machine's
+    // BMC); the leaf binds both, and the BMC the agent is to address, so an approval for one machine
+    // cannot be spent on another's BMC or by another agent. docs/decisions/metal-power-quorum.md.
+    kind: BMC_POWER_KIND,
+    subject: 'node',
+    summary: 'power off or reset the machine through its BMC, from the named site agent',
+    fields: [
+      { name: 'action', type: 'choice', choices: ['off', 'reset'] },
+      { name: 'runner', type: 'text', max: 64, id: 'node' },
+      { name: 'bmc', type: 'text', max: 256 },
+    ],
+    bound: true,
+  },
+  {
+    kind: 'metal.undeploy',
+    subject: 'node',
+    summary: 'wipe the machine and return it to the pool',
+    fields: [],
+  },
   { kind: 'node.delete', subject: 'node', summary: 'remove the node from the fleet', fields: [] },
   { kind: 'node.reimage', subject: 'node', summary: 'reinstall the node from an image', fields: [IMAGE] },
 ];
@@ -72,7 +113,8 @@ export interface ScopeLeaf {
 
 /** Why `payload` is not a payload of `entry`, or null when it is. */
 function payloadProblem(entry: DestructiveKind, payload: unknown): string | null {
-  if (payload === null) return null;
+  if (payload === null)
+    return entry.bound ? `a ${entry.kind} leaf must bind its payload; null is refused for this kind` : null;
   if (typeof payload !== 'object' || Array.isArray(payload)) return 'the payload is not an object';
   const known = new Set(entry.fields.map((field) => field.name));
   const extra = Object.keys(payload).find((key) => !known.has(key));
@@ -83,10 +125,16 @@ function payloadProblem(entry: DestructiveKind, payload: unknown): string | null
       if (field.optional) continue;
       return `${entry.kind} needs the payload field "${field.name}"`;
     }
-    if (field.type === 'choice' ? !field.choices!.includes(value as string) : !isWellFormedText(value, field.max ?? 256))
+    if (
+      field.type === 'choice'
+        ? !field.choices!.includes(value as string)
+        : !isWellFormedText(value, field.max ?? 256)
+    )
       return field.type === 'choice'
         ? `"${field.name}" of ${entry.kind} must be one of ${field.choices!.join(', ')}`
         : `"${field.name}" of ${entry.kind} must be text of 1 to ${field.max ?? 256} characters, without control characters`;
+    if (field.id !== undefined && !isId(field.id, value))
+      return `"${field.name}" of ${entry.kind} must be a ${field.id} id`;
   }
   return null;
 }
@@ -99,7 +147,8 @@ export function leafProblem(value: unknown): string | null {
   if (extra !== undefined) return `a leaf has no field "${extra.slice(0, 40)}"`;
   const entry = destructiveKind(kind);
   if (!entry) return `"${String(kind).slice(0, 60)}" is not a destructive command kind`;
-  if (!isId(entry.subject, subject)) return `the subject of a ${entry.kind} leaf must be a ${entry.subject} id`;
+  if (!isId(entry.subject, subject))
+    return `the subject of a ${entry.kind} leaf must be a ${entry.subject} id`;
   if (payload === undefined) return 'a leaf needs a payload (null admits any payload of its kind)';
   return payloadProblem(entry, payload);
 }

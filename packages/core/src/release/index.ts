@@ -10,3 +10,4 @@ export * from './canonical.js';
 export * from './manifest.js';
 export * from './signatures.js';
 export * from './checks.js';
+export * from './pin-statement.js';

@@ -178,3 +178,48 @@ export function readReleaseDocument(value: unknown, name = 'the document'): Rele
     ? (parsed.data as ReleaseEnvelope)
     : { manifest: parsed.data as ReleaseManifest, signatures: [] };
 }
+
+/**
+ * What a release-pin statement's signatures cover: this context line, then the body's canonical
+ * JSON; distinct from the manifest's, so neither signature can stand for the other.
+ */
+export const RELEASE_PIN_SIGNING_CONTEXT = 'better-compute release pins v1\n';
+
+/** A new release-pin set, signed by a threshold of the current release keys (pin-statement.ts). */
+export const releasePinStatementSchema = z
+  .object({
+    statement: z
+      .object({
+        kind: z.literal('bcd-release-pins').describe('What this is: always bcd-release-pins'),
+        epoch: z
+          .number()
+          .int()
+          .min(1)
+          .max(1_000_000)
+          .describe('Past the epoch the nodes hold (0 is the set pinned at join)'),
+        pins: z
+          .array(z.string().regex(RELEASE_KEY_ID, 'must be a key id: sha256/ and 44 characters of base64'))
+          .min(1)
+          .max(64)
+          .describe('The new release key ids'),
+        threshold: z.number().int().min(1).max(64).describe('How many of the new keys must sign a release'),
+        issuedAt: z
+          .string()
+          .regex(ISO_INSTANT, 'must be an instant like 2026-01-01T00:00:00.000Z')
+          .describe('When it was signed'),
+      })
+      .strict()
+      .refine((body) => body.threshold <= body.pins.length, {
+        message: 'threshold is more than the number of pins',
+        path: ['threshold'],
+      })
+      .refine((body) => new Set(body.pins).size === body.pins.length, {
+        message: 'a key is pinned twice',
+        path: ['pins'],
+      }),
+    signatures: releaseSignaturesSchema.min(1),
+  })
+  .strict();
+
+export type ReleasePinStatement = z.output<typeof releasePinStatementSchema>;
+export type ReleasePinStatementBody = ReleasePinStatement['statement'];

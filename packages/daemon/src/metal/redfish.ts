@@ -413,7 +413,7 @@ export class RedfishDriver implements BmcDriver {
       }
       settle(null, tls);
     });
-    tls.once('error', (error) => settle(error));
+    tls.once('error', (error: Error) => settle(error));
   }
 
   #networkError(error: unknown, signal: AbortSignal): BmcError {

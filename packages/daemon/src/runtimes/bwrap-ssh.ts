@@ -7,9 +7,9 @@
 import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+// The state directory's path may hold spaces or `$`: every path in the script is one shell word.
+import { shellWord } from './sandbox-env.js';
 
-/** A word for sh, single-quoted: the state directory's path may hold spaces or `$`. */
-const shellWord = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;
 /** An argument in sshd_config, double-quoted (sshd's own quoting) so a path may hold spaces. */
 function configWord(text: string): string {
   if (/["\n]/.test(text))
@@ -33,7 +33,7 @@ export async function writeSandboxSshConfig(
       '#!/bin/sh',
       `pid=$(sed -n 's/.*"pid":\\([0-9]*\\).*/\\1/p' ${shellWord(runJson)})`,
       '[ -n "$pid" ] || { echo "the sandbox is not running" >&2; exit 255; }',
-      // The sandbox's variables from secrets (bwrap-env.ts), for every session.
+      // The sandbox's variables from secrets (sandbox-env.ts), for every session.
       `if [ -f ${shellWord(join(ssh, 'env'))} ]; then . ${shellWord(join(ssh, 'env'))}; fi`,
       'if [ -n "$SSH_ORIGINAL_COMMAND" ]; then',
       '  exec nsenter -t "$pid" --all --preserve-credentials --root --wd -- /bin/sh -c -- "$SSH_ORIGINAL_COMMAND"',

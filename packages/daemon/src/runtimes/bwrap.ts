@@ -26,7 +26,7 @@ import { limitProcess, removeCgroup } from './cgroups.js';
 import type { SandboxDriver } from './driver.js';
 import { SandboxFilesystems } from './bwrap-filesystems.js';
 import { writeSandboxSshConfig } from './bwrap-ssh.js';
-import { type EnvVariable, processEnv, readSandboxEnv, resolvedEnv, writeSandboxEnv } from './bwrap-env.js';
+import { type EnvVariable, processEnv, readSandboxEnv, resolvedEnv, writeSandboxEnv } from './sandbox-env.js';
 import { ImageCache, RuntimeError } from './image-cache.js';
 import { Ledger, processStart, sameProcess } from './ledger.js';
 import { checkHostCertificate, idPath, makeHostKey, run, SANDBOX_ID, SNAPSHOT_ID } from './sandbox-keys.js';

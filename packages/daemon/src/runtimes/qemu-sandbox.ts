@@ -14,6 +14,7 @@
  * it has booted; a memory restore wakes up as its source (the same host key, principal, clock and
  * random state) and gets its own the same way, with the node's clock and fresh entropy (and a new
  * vmgenid, which tells the guest's kernel to reseed), before the control plane calls it ready.
+ * The template's variables from secrets come with the identity and stay in the guest's memory.
  *
  * Snapshots live under `<state-dir>/snapshots/<id>.vm`: the disk, and with memory the VM's state
  * as QEMU migrates it (taken paused, so disk and memory are of one instant), and `snapshot.json`.
@@ -29,6 +30,7 @@ import { limitProcess, removeCgroup } from './cgroups.js';
 import type { SandboxDriver } from './driver.js';
 import { type ImageCache, RuntimeError } from './image-cache.js';
 import { guestRun, waitForGuestAgent } from './qga.js';
+import { envScript, resolvedEnv } from './sandbox-env.js';
 import { GiB, makeOverlay, writeSeed } from './qemu-disk.js';
 import {
   accelerator,
@@ -152,9 +154,8 @@ export class QemuSandboxDriver implements SandboxDriver {
   ): Promise<SandboxCommandResults['sandbox.create']> {
     const started = performance.now();
     const id = spec.sandboxId;
-    // The control plane sends none (a qemu template takes no env); a guest has no way to get them yet.
-    if (spec.env.length > 0)
-      throw new RuntimeError('the qemu runtime passes no secrets into a guest yet: use a bwrap template');
+    // The variables from secrets reach the guest with its identity, never a file of the node's.
+    const env = envScript(resolvedEnv(spec.env));
     const existing = await this.runInfo(id);
     if (existing)
       return {
@@ -244,7 +245,7 @@ export class QemuSandboxDriver implements SandboxDriver {
       );
       const deadline = Date.now() + spec.readyTimeoutMs;
       if (restoring) await this.incoming(id, join(this.snapshotDir(from!.snapshotId), 'memory'), deadline);
-      const hostPublicKey = await this.giveIdentity(id, spec.userCaPublicKey, deadline, signal);
+      const hostPublicKey = await this.giveIdentity(id, spec.userCaPublicKey, env, deadline, signal);
       while (!(await sshBanner(sshPort))) {
         if (Date.now() > deadline) throw new RuntimeError('the sandbox SSH server did not answer in time');
         if (qemuPid(dir) === null) throw new RuntimeError('QEMU exited');
@@ -297,11 +298,14 @@ export class QemuSandboxDriver implements SandboxDriver {
 
   /**
    * Makes the sandbox's host key on the node and installs it in the guest through its agent, with
-   * the user CA and the sandbox id as principal, the node's clock and fresh entropy.
+   * the user CA and the sandbox id as principal, the node's clock and fresh entropy, and the
+   * variables every session gets (`env`, sandbox-env.ts's script; empty for none). A restore gets
+   * its own sandbox's variables, not its source's.
    */
   private async giveIdentity(
     sandboxId: string,
     userCaPublicKey: string,
+    env: string,
     deadline: number,
     signal?: AbortSignal,
   ): Promise<string> {
@@ -323,6 +327,7 @@ export class QemuSandboxDriver implements SandboxDriver {
         `host-public-key=${hostPublicKey}`,
         `time=${(Date.now() / 1000).toFixed(3)}`,
         `entropy=${randomBytes(64).toString('base64')}`,
+        `env=${Buffer.from(env).toString('base64')}`,
         '',
       ].join('\n');
       await this.runInGuest(agent, 'identity', input);

@@ -11,6 +11,8 @@ import { workflowsCommands } from './workflows/index.js';
 import { eventsCommands } from './events/index.js';
 import { webhooksCommands } from './webhooks/index.js';
 import { secretsCommands } from './secrets/index.js';
+import { profilesCommands } from './profiles/index.js';
+import { metalCommands } from './metal/index.js';
 import { fleetCommands } from './fleet/index.js';
 import { releaseCommands } from './release/index.js';
 import { releasesCommands } from './releases/index.js';
@@ -74,6 +76,8 @@ export const builtinCommands: readonly AnyCommand[] = [
   ...eventsCommands,
   ...webhooksCommands,
   ...secretsCommands,
+  ...profilesCommands,
+  ...metalCommands,
   consoleCommand,
   execCommand,
   forward,

@@ -177,14 +177,25 @@ export async function withIdempotencyKey<T>(
   }
 }
 
-/** Refuses a pasted token (anything with a `.`) where an id is expected, before anything is sent. */
-export function assertNoSecret(field: string, value: string): void {
+/**
+ * Refuses a pasted token (anything with a `.`) where an id is expected, before anything is sent:
+ * join tokens and site tokens alike are `ID.SECRET`, and no id holds a `.`.
+ */
+export function assertNoSecret(
+  field: string,
+  value: string,
+  kind: { words: string; prefix: string; list: string } = {
+    words: 'join token',
+    prefix: 'jtok',
+    list: 'better-compute join-tokens list',
+  },
+): void {
   if (value.includes('.'))
     throw new CliError(
       'INVALID_ARGUMENT',
-      `${field} must be a join token id (jtok_…), not a token: it contains a "."; nothing was sent`,
+      `${field} must be a ${kind.words} id (${kind.prefix}_…), not a token: it contains a "."; nothing was sent`,
       {
-        hint: `Pass the id that "better-compute join-tokens list" shows, never the secret token.`,
+        hint: `Pass the id that "${kind.list}" shows, never the secret token.`,
         details: { field },
       },
     );
@@ -327,4 +338,29 @@ function outFileError(
     default:
       return error;
   }
+}
+
+/**
+ * A one-time token that `create` mints (join and site tokens): printed in the answer without `out`;
+ * with it, written to a new 0600 file created before the call, so an existing file or a missing
+ * directory is ALREADY_EXISTS before a token is minted for nothing, and the answer is `shown(answer)`
+ * with the file's path instead of the token.
+ */
+export async function mintToken<A extends { token: string }>(
+  cwd: string,
+  out: string | undefined,
+  create: () => Promise<A>,
+  shown: (answer: A) => Record<string, unknown>,
+): Promise<A | Record<string, unknown>> {
+  if (out === undefined) return create();
+  const file = await createOutFile(cwd, out, 'a token is never written over a file');
+  let answer: A;
+  try {
+    answer = await create();
+  } catch (error) {
+    await file.discard();
+    throw error;
+  }
+  await file.write(`${answer.token}\n`);
+  return { ...shown(answer), out: file.path };
 }

@@ -8,6 +8,7 @@
 import { ComputeError, type Identity, newId, ownerOf } from '@better-compute/core';
 import { inclusionProof, MerkleLevels } from '@better-compute/core/merkle';
 import {
+  BMC_POWER_KIND,
   isWellFormedText,
   leafProblem,
   type LeafPayload,
@@ -19,18 +20,26 @@ import { enqueueJob } from '../../workers/jobs.js';
 import { type HeldCommand, insertHeldCommands } from '../commands/queries.js';
 import type { CallContext } from '../define-module.js';
 import { findNode } from '../fleet/queries.js';
-import { type ApproverLoader, requireQuorum } from './approvers.js';
+import { bmcPowerMember } from '../metal/index.js';
+import {
+  type ApproverLoader,
+  type ApproverSettings,
+  createApproverLoader,
+  requireQuorum,
+} from './approvers.js';
 import { BATCH_EXPIRY_JOB } from './expiry.js';
 import { batchesDb, type KindCount } from './tables.js';
 import { batchView } from './views.js';
 
 /**
  * The destructive kinds this deployment carries out, and by whom: the node's daemon runs a power
- * action; a node's deletion is the control plane's own, done when the batch is approved. A kind
- * nothing carries out yet is refused rather than held for ever.
+ * action; a machine's BMC power is run by the site agent the leaf names (a metal.bmc, the metal
+ * module's bmcPowerMember); a node's deletion is the control plane's own, done when the batch is
+ * approved. A kind nothing carries out yet is refused rather than held for ever.
  */
-export const CARRIED_KINDS: Readonly<Record<string, 'daemon' | 'control-plane'>> = {
+export const CARRIED_KINDS: Readonly<Record<string, 'daemon' | 'site-agent' | 'control-plane'>> = {
   'metal.power': 'daemon',
+  [BMC_POWER_KIND]: 'site-agent',
   'node.delete': 'control-plane',
 };
 
@@ -126,8 +135,10 @@ export async function createBatch(
   const quorum = await requireQuorum(loader);
   const checked = ctx.input.leaves.map(checkLeaf);
 
-  // Every subject is a node of the caller's tenant; another tenant's reads as absent.
-  for (const nodeId of new Set(checked.map(({ scoped }) => scoped.subject))) {
+  // Every subject is a node of the caller's tenant; another tenant's reads as absent. A BMC power
+  // leaf's subject is a machine, checked (with its runner and BMC) by the metal module below.
+  const nodeSubjects = checked.filter(({ scoped }) => CARRIED_KINDS[scoped.kind] !== 'site-agent');
+  for (const nodeId of new Set(nodeSubjects.map(({ scoped }) => scoped.subject))) {
     const node = await findNode(ctx.db, nodeId, ctx.tenantId);
     if (!node)
       throw new ComputeError('NOT_FOUND', `node ${nodeId} does not exist`, { details: { id: nodeId } });
@@ -140,6 +151,16 @@ export async function createBatch(
         hint: 'Leave retired nodes out of the batch.',
       });
   }
+
+  // What each member runs, and where: the leaf's own node and payload, or for BMC power the
+  // metal.bmc the runner sends to the machine's BMC.
+  const carriers = [];
+  for (const [index, { scoped, runs }] of checked.entries())
+    carriers.push(
+      CARRIED_KINDS[scoped.kind] === 'site-agent'
+        ? await bmcPowerMember(ctx.db, ctx.tenantId, { subject: scoped.subject, payload: runs }, index)
+        : { nodeId: scoped.subject, kind: scoped.kind, payload: runs as Record<string, unknown> },
+    );
 
   const levels = new MerkleLevels(checked.map(({ scoped }) => scopeLeafHash(scoped)));
   const size = checked.length;
@@ -184,12 +205,12 @@ export async function createBatch(
       })),
     )
     .execute();
-  const members: HeldCommand[] = checked.map(({ scoped, runs }, index) => ({
+  const members: HeldCommand[] = carriers.map((carrier, index) => ({
     id: newId('command'),
     tenantId: ctx.tenantId,
-    nodeId: scoped.subject,
-    kind: scoped.kind,
-    payload: runs,
+    nodeId: carrier.nodeId,
+    kind: carrier.kind,
+    payload: carrier.payload,
     batchId: id,
     index,
     proof: inclusionProof(levels, index, size).map(toHex),
@@ -203,4 +224,17 @@ export async function createBatch(
     data: { size, approvalsNeeded: quorum.set.threshold, kinds, notAfter: notAfter.toISOString() },
   });
   return batchView(row, [], now);
+}
+
+/**
+ * commandBatches.create for another module's method (metal.bulk): the same checks, leaves and
+ * members, in the caller's transaction, so its batch is one approvers cannot tell from a hand-built
+ * one. Given to the metal module by compute.ts, as the two modules do not import each other.
+ */
+export function batchProposer(settings: ApproverSettings) {
+  const loader = createApproverLoader(settings);
+  return (
+    ctx: CallContext<unknown>,
+    batch: { reason: string; hours: number; leaves: LeafInput[] },
+  ): ReturnType<typeof createBatch> => createBatch(loader, { ...ctx, input: batch });
 }

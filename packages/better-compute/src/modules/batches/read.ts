@@ -3,7 +3,7 @@
  * so a reviewer recomputes the root from what it was shown) and `members` (the member commands in
  * leaf order). A batch whose window closed while pending has its expiry written before the answer.
  */
-import { ComputeError } from '@better-compute/core';
+import { cursorRow, notACursor, pageOf } from '../../db/pages.js';
 import { batchCommandIndex, batchCommandsPage } from '../commands/queries.js';
 import type { CommandRow } from '../commands/tables.js';
 import type { CallContext } from '../define-module.js';
@@ -12,13 +12,6 @@ import { type BatchState, batchesDb } from './tables.js';
 import { approvalsOf, batchView, loadBatch, memberView } from './views.js';
 
 type BatchInput = { batchId: string };
-
-function notACursor(what: string): ComputeError {
-  return new ComputeError('INVALID_ARGUMENT', `the cursor names no ${what}`, {
-    details: { field: 'cursor' },
-    hint: 'Pass the nextCursor of the previous page, or leave --cursor out.',
-  });
-}
 
 export async function listBatches(
   ctx: CallContext<{ state?: BatchState | undefined; limit: number; cursor?: string | undefined }>,
@@ -33,32 +26,27 @@ export async function listBatches(
     .orderBy('seq', 'desc')
     .limit(ctx.input.limit + 1);
   if (ctx.input.state) query = query.where('state', '=', ctx.input.state);
-  if (ctx.input.cursor) {
-    const after = await db
+  const after = await cursorRow(ctx.input.cursor, 'batch', (id) =>
+    db
       .selectFrom('compute.command_batches')
       .select('seq')
-      .where('id', '=', ctx.input.cursor)
+      .where('id', '=', id)
       .where('tenant_id', '=', ctx.tenantId)
-      .executeTakeFirst();
-    if (!after) throw notACursor('batch');
-    query = query.where('seq', '<', after.seq);
-  }
+      .executeTakeFirst(),
+  );
+  if (after) query = query.where('seq', '<', after.seq);
   const rows = await query.execute();
-  const page = rows.slice(0, ctx.input.limit);
   const approvals = await approvalsOf(
     db,
-    page.map((row) => row.id),
+    rows.slice(0, ctx.input.limit).map((row) => row.id),
   );
-  return {
-    items: page.map((row) =>
-      batchView(
-        row,
-        approvals.filter((approval) => approval.batch_id === row.id),
-        now,
-      ),
+  return pageOf(rows, ctx.input.limit, (row) =>
+    batchView(
+      row,
+      approvals.filter((approval) => approval.batch_id === row.id),
+      now,
     ),
-    nextCursor: rows.length > ctx.input.limit ? page.at(-1)!.id : null,
-  };
+  );
 }
 
 export async function getBatch(ctx: CallContext<BatchInput>) {
@@ -106,20 +94,13 @@ export async function batchMembers(
 ) {
   await expireDue(ctx.db, ctx.tenantId, ctx.now(), ctx.input.batchId);
   const row = await loadBatch(batchesDb(ctx.db), ctx.tenantId, ctx.input.batchId);
-  let afterIndex: number | null = null;
-  if (ctx.input.cursor) {
-    const index = await batchCommandIndex(ctx.db, row.id, ctx.input.cursor);
-    if (index === undefined) throw notACursor('member of this batch');
-    afterIndex = index;
-  }
+  const afterIndex = await cursorRow(ctx.input.cursor, 'member of this batch', (id) =>
+    batchCommandIndex(ctx.db, row.id, id),
+  );
   const rows = await batchCommandsPage(ctx.db, row.id, {
     state: ctx.input.state,
     limit: ctx.input.limit,
-    afterIndex,
+    afterIndex: afterIndex ?? null,
   });
-  const page = rows.slice(0, ctx.input.limit);
-  return {
-    items: page.map(memberView),
-    nextCursor: rows.length > ctx.input.limit ? page.at(-1)!.id : null,
-  };
+  return pageOf(rows, ctx.input.limit, memberView);
 }

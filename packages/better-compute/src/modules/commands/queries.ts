@@ -1,7 +1,8 @@
 /**
  * What other modules read and change of the commands table beside queueing (service.ts): a
  * command's outcome for the workflow that waits on it, its result for the module whose step ran
- * it, the cancellation an aborted workflow asks for, the simulated runtime's view, and the held
+ * it, how a workflow-less command ended for the module whose end job it queued (a batch member's
+ * metal.bmc), the cancellation an aborted workflow asks for, the simulated runtime's view, and the held
  * members of a destructive batch (modules/batches). Nobody else queries compute.commands (docs/architecture.md, "Who queries which table").
  */
 import type { Kysely } from 'kysely';
@@ -21,6 +22,21 @@ export async function commandOutcome(
     .executeTakeFirst();
 }
 
+/** A command's kind, payload and how it ended, for the module whose end job it queued. */
+export async function endedCommand(
+  db: Kysely<ComputeTables>,
+  commandId: string,
+): Promise<
+  | Pick<CommandRow, 'id' | 'tenant_id' | 'kind' | 'payload' | 'state' | 'result' | 'error' | 'batch_id'>
+  | undefined
+> {
+  return commandsDb(db)
+    .selectFrom('compute.commands')
+    .select(['id', 'tenant_id', 'kind', 'payload', 'state', 'result', 'error', 'batch_id'])
+    .where('id', '=', commandId)
+    .executeTakeFirst();
+}
+
 /** The result the node reported for a command, or null (none yet, or no such command). */
 export async function commandResult(
   db: Kysely<ComputeTables>,
@@ -32,6 +48,20 @@ export async function commandResult(
     .where('id', '=', commandId)
     .executeTakeFirst();
   return command?.result ?? null;
+}
+
+/** A command's state, locked until the caller's transaction ends; null when there is no such command. */
+export async function commandState(
+  db: Kysely<ComputeTables>,
+  commandId: string,
+): Promise<CommandRow['state'] | null> {
+  const row = await commandsDb(db)
+    .selectFrom('compute.commands')
+    .select('state')
+    .where('id', '=', commandId)
+    .forUpdate()
+    .executeTakeFirst();
+  return row?.state ?? null;
 }
 
 /**
@@ -96,7 +126,7 @@ export interface HeldCommand {
   tenantId: string;
   nodeId: string;
   kind: string;
-  payload: Record<string, string>;
+  payload: Record<string, unknown>;
   batchId: string;
   index: number;
   proof: string[];

@@ -3,11 +3,12 @@
  * by operators, and moved forward by the gateway as the node's daemon reports. A state never
  * moves back, so a late or repeated report from the daemon cannot undo a result.
  */
-import { ComputeError, newId } from '@better-compute/core';
+import { ComputeError, isBootEntriesPayload, isStoredBmcPayload, newId } from '@better-compute/core';
 import {
   COMMAND_KINDS,
   COMMAND_OUTPUT_LIMIT as LIMIT,
   type ROLLOUT_COMMAND_KINDS,
+  type METAL_COMMAND_KINDS,
 } from '@better-compute/core/methods';
 import {
   isRuntimeCommandKind,
@@ -20,6 +21,7 @@ import {
 import { type Kysely, sql } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
 import type { CatalogEventDraft } from '@better-compute/events';
+import { cursorRow, pageOf } from '../../db/pages.js';
 import type { CallContext } from '../define-module.js';
 import { enqueueJob } from '../../workers/jobs.js';
 import { WORKFLOW_JOB } from '../workflows/service.js';
@@ -32,9 +34,22 @@ export const DEFAULT_COMMAND_TTL_SECONDS = 900;
 export type CommandKind =
   | (typeof COMMAND_KINDS)[number]
   | (typeof ROLLOUT_COMMAND_KINDS)[number]
+  | (typeof METAL_COMMAND_KINDS)[number]
   | RuntimeCommandKind
   | SandboxCommandKind;
 const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
+
+/**
+ * The job a module wants queued when a command of its kind ends outside any workflow (a batch's
+ * member: its workflow-less metal.bmc), so the thing the command changed is recorded as a
+ * workflow's hook records it for the same command run directly. By command kind; a module
+ * registers when it is loaded, as workflow hooks are.
+ */
+const endJobs = new Map<string, string>();
+
+export function registerCommandEndJob(kind: string, jobKind: string): void {
+  endJobs.set(kind, jobKind);
+}
 
 const iso = (value: Date | string) => new Date(value).toISOString();
 const isoOrNull = (value: Date | string | null) => (value === null ? null : iso(value));
@@ -130,9 +145,13 @@ export async function queueCommand(
   // by the break-glass module that queues it.
   // bcd.update carries the signed release envelope the rollouts module read from the registry; the
   // daemon checks every byte of it against its own pins.
+  // metal.bmc names a machine's BMC without its password (core's isStoredBmcPayload); metal.boot-entries
+  // a site's bound MACs (core's isBootEntriesPayload).
   const payloadFits =
     runtimeKind ||
     input.kind === 'ssh.trust' ||
+    (input.kind === 'metal.bmc' && isStoredBmcPayload(input.payload)) ||
+    (input.kind === 'metal.boot-entries' && isBootEntriesPayload(input.payload)) ||
     (input.kind === 'bcd.update' &&
       typeof input.payload.release === 'object' &&
       input.payload.release !== null &&
@@ -200,26 +219,17 @@ export async function listCommands(
     .orderBy('seq')
     .limit(ctx.input.limit + 1);
   if (ctx.input.state) query = query.where('state', '=', ctx.input.state);
-  if (ctx.input.cursor) {
-    const after = await db
+  const after = await cursorRow(ctx.input.cursor, 'command of this node', (id) =>
+    db
       .selectFrom('compute.commands')
       .select('seq')
-      .where('id', '=', ctx.input.cursor)
-      .executeTakeFirst();
-    if (!after) {
-      throw new ComputeError('INVALID_ARGUMENT', 'the cursor names no command', {
-        details: { field: 'cursor' },
-        hint: 'Pass the nextCursor of the previous page, or leave --cursor out.',
-      });
-    }
-    query = query.where('seq', '>', after.seq);
-  }
-  const rows = await query.execute();
-  const page = rows.slice(0, ctx.input.limit);
-  return {
-    items: page.map(commandView),
-    nextCursor: rows.length > ctx.input.limit ? page.at(-1)!.id : null,
-  };
+      .where('id', '=', id)
+      .where('tenant_id', '=', ctx.tenantId)
+      .where('node_id', '=', ctx.input.nodeId)
+      .executeTakeFirst(),
+  );
+  if (after) query = query.where('seq', '>', after.seq);
+  return pageOf(await query.execute(), ctx.input.limit, commandView);
 }
 
 /** `commands.run`: an operator queues a command for a node's daemon. */
@@ -281,6 +291,14 @@ export async function cancelCommand(ctx: CallContext<{ commandId: string }>) {
     .where('id', '=', row.id)
     .returningAll()
     .executeTakeFirstOrThrow();
+  // A workflow waiting for a command cancelled before it ran goes on now, as advanceCommand wakes it.
+  if (!running && updated.workflow_id)
+    await enqueueJob(ctx.db, {
+      kind: WORKFLOW_JOB,
+      payload: { workflowId: updated.workflow_id },
+      runAt: now,
+      wake: true,
+    });
   ctx.emit({
     type: running ? 'command.cancel_requested' : 'command.cancelled',
     subject: { type: 'command', id: row.id },
@@ -359,7 +377,7 @@ export async function advanceCommand(
         : ['queued', 'sent', 'running'];
   const set =
     change.state === 'sent'
-      ? { state: 'sent' as const, sent_at: change.at, attempt: (eb: any) => eb('attempt', '+', 1) }
+      ? { state: 'sent' as const, sent_at: change.at, attempt: sql<number>`attempt + 1` }
       : change.state === 'running'
         ? { state: 'running' as const, started_at: change.at }
         : {
@@ -388,5 +406,8 @@ export async function advanceCommand(
       runAt: change.at,
       wake: true,
     });
+  const endJob = row && !row.workflow_id && FINAL.has(row.state) ? endJobs.get(row.kind) : undefined;
+  if (endJob)
+    await enqueueJob(rawDb, { kind: endJob, payload: { commandId: row!.id }, runAt: change.at, wake: true });
   return row;
 }

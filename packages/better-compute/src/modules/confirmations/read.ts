@@ -2,7 +2,7 @@
  * Reading confirmations: `list` (newest first: the caller's own, or with `scope: 'all'` the
  * tenant's) and `get`. A confirmation whose window closed has its expiry written before the answer.
  */
-import { ComputeError } from '@better-compute/core';
+import { cursorRow, pageOf } from '../../db/pages.js';
 import type { CallContext } from '../define-module.js';
 import { type ConfirmationState, confirmationsDb } from './tables.js';
 import { confirmationView, expireDue, loadConfirmation } from './views.js';
@@ -33,26 +33,16 @@ export async function listConfirmations(
         : query.where('person_id', '=', identity.principalId);
   }
   if (ctx.input.state) query = query.where('state', '=', ctx.input.state);
-  if (ctx.input.cursor) {
-    const after = await db
+  const after = await cursorRow(ctx.input.cursor, 'confirmation', (id) =>
+    db
       .selectFrom('compute.confirmations')
       .select('seq')
-      .where('id', '=', ctx.input.cursor)
+      .where('id', '=', id)
       .where('tenant_id', '=', ctx.tenantId)
-      .executeTakeFirst();
-    if (!after)
-      throw new ComputeError('INVALID_ARGUMENT', 'the cursor names no confirmation', {
-        details: { field: 'cursor' },
-        hint: 'Pass the nextCursor of the previous page, or leave --cursor out.',
-      });
-    query = query.where('seq', '<', after.seq);
-  }
-  const rows = await query.execute();
-  const page = rows.slice(0, ctx.input.limit);
-  return {
-    items: page.map((row) => confirmationView(row, now)),
-    nextCursor: rows.length > ctx.input.limit ? page.at(-1)!.id : null,
-  };
+      .executeTakeFirst(),
+  );
+  if (after) query = query.where('seq', '<', after.seq);
+  return pageOf(await query.execute(), ctx.input.limit, (row) => confirmationView(row, now));
 }
 
 export async function getConfirmation(ctx: CallContext<{ confirmationId: string }>) {

@@ -5,13 +5,7 @@
  * with CONFIG_DRIFT when the planHash moved, and runs every call there: a denial or a refusal
  * anywhere applies nothing. The fleet as the apply left it is kept for the fleet.drift job.
  */
-import {
-  type AuthorizationCheck,
-  ComputeError,
-  type Identity,
-  newId,
-  ROOT_TENANT,
-} from '@better-compute/core';
+import { type AuthorizationCheck, ComputeError, type Identity, newId } from '@better-compute/core';
 import { FLEET_ADMIN_ACTION, type FleetConfig, type FleetPlan } from '@better-compute/core/methods';
 import { sql, type Kysely } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
@@ -24,19 +18,6 @@ import { fleetConfigDb } from './tables.js';
 interface PlanInput {
   document: FleetConfig;
   prune: boolean;
-}
-
-/** Fleet configuration acts in the root tenant: a platform operator acting for another is refused. */
-export function rootOnly(tenantId: string): void {
-  if (tenantId === ROOT_TENANT) return;
-  throw new ComputeError(
-    'ACCESS_DENIED',
-    `fleet configuration acts on the ${ROOT_TENANT} tenant’s platform objects, not tenant ${tenantId}’s`,
-    {
-      details: { reason: 'not-root', action: FLEET_ADMIN_ACTION },
-      hint: `Run the fleet commands with --tenant ${ROOT_TENANT} (or without --tenant) as a ${ROOT_TENANT} administrator.`,
-    },
-  );
 }
 
 /** A person applies: an agent plans, and hands the plan to its person (docs/decisions/fleet-config.md). */
@@ -102,12 +83,10 @@ function assertApplicable(plan: FleetPlan, reviewed: string): void {
 }
 
 export async function exportFleet(ctx: CallContext<unknown>): Promise<FleetConfig> {
-  rootOnly(ctx.tenantId);
   return exportDocument(await readLiveFleet(ctx.db, ctx.tenantId));
 }
 
 export async function planFleetMethod(ctx: CallContext<PlanInput>): Promise<FleetPlan> {
-  rootOnly(ctx.tenantId);
   checkDocumentTenant(ctx.input.document, ctx.tenantId);
   const known = await knownTenants(ctx.input.document, ctx.tenantExists);
   return planOf(ctx.db, ctx.tenantId, ctx.input, known);
@@ -130,7 +109,6 @@ export async function applyChecks(
   raw: unknown,
   context: ChecksContext,
 ): Promise<AuthorizationCheck[]> {
-  rootOnly(tenantId);
   refuseAgent(context.identity);
   const [admin] = await context.authorize([
     { action: FLEET_ADMIN_ACTION, resource: { type: 'compute-fleet', id: tenantId, tenantId } },
@@ -146,7 +124,6 @@ export async function applyChecks(
 }
 
 export async function applyFleet(ctx: CallContext<ApplyInput>) {
-  rootOnly(ctx.tenantId);
   refuseAgent(ctx.identity);
   const known = knownByCall.get(ctx.input);
   if (!known) throw new ComputeError('INTERNAL', 'fleet.apply ran without its checks');

@@ -11,7 +11,15 @@ export {
 } from './reservations/selector.js';
 export { place, earliestFit, type FreeGroup, type Allocation } from './reservations/placement.js';
 export { runFleetController, CONTROLLER_JOB, type ControllerReport } from './controller.js';
-export { nodeTenant, platformObjects, type PlatformPool, type PlatformSite } from './queries.js';
+export {
+  isSiteAgentOf,
+  nodeTenant,
+  platformObjects,
+  readySiteAgent,
+  tenantHasSite,
+  type PlatformPool,
+  type PlatformSite,
+} from './queries.js';
 // Fleet configuration makes its changes with the methods' own services, never by writing the tables.
 export { createSite, updateSite, deleteSite } from './sites.js';
 export { createPool, updatePool, archivePool } from './pools.js';

@@ -24,12 +24,26 @@ import {
   type FleetDb,
   type JoinRequestsTable,
   type JoinTokensTable,
+  type NodeRole,
   type StoredInventory,
   fleetDb,
 } from './tables.js';
 
 type TokenRow = Selectable<JoinTokensTable>;
 type RequestRow = Selectable<JoinRequestsTable>;
+
+/**
+ * Join tokens and site tokens are one table and one code path: a token's id prefix is its kind
+ * (`jtok_` makes a worker, `stok_` its site's agent), so the kind can never disagree with the row
+ * and nothing else about joining differs between them.
+ */
+export type TokenKind = 'joinToken' | 'siteToken';
+const TOKEN_PREFIX = { joinToken: 'jtok', siteToken: 'stok' } as const;
+const kindOfToken = (id: string): TokenKind => (id.startsWith('stok_') ? 'siteToken' : 'joinToken');
+/** The role of the node a token makes. */
+export const roleOfToken = (id: string): NodeRole =>
+  kindOfToken(id) === 'siteToken' ? 'site-agent' : 'worker';
+const tokenWords = { joinToken: 'join token', siteToken: 'site token' } as const;
 
 function tokenState(row: TokenRow, now: Date): 'active' | 'used' | 'expired' | 'revoked' {
   if (row.revoked_at) return 'revoked';
@@ -71,20 +85,21 @@ function requestView(row: RequestRow) {
   };
 }
 
-export async function createJoinToken(
-  ctx: CallContext<{
-    poolId: string;
-    uses: number;
-    lifetimeSeconds: number;
-    preApproved: boolean;
-    description?: string | undefined;
-  }>,
-) {
+type TokenInput = {
+  poolId: string;
+  uses: number;
+  lifetimeSeconds: number;
+  preApproved: boolean;
+  description?: string | undefined;
+};
+
+/** joinTokens.create and siteTokens.create: the same row, the kind in the id's prefix. */
+async function createToken(ctx: CallContext<TokenInput>, kind: TokenKind) {
   const db = fleetDb(ctx.db);
   const pool = await ownedPool(db, ctx.tenantId, ctx.input.poolId);
   if (pool.state !== 'active') throw new ComputeError('INVALID_STATE', `pool ${pool.id} is archived`);
   const now = ctx.now();
-  const id = newId('joinToken');
+  const id = newId(kind);
   const secret = newSecret();
   const row = await db
     .insertInto('compute.join_tokens')
@@ -102,19 +117,37 @@ export async function createJoinToken(
     })
     .returningAll()
     .executeTakeFirstOrThrow();
-  ctx.emit({
-    type: 'joinToken.created',
-    subject: { type: 'joinToken', id },
-    data: { poolId: pool.id, uses: row.uses_allowed, preApproved: row.pre_approved },
-  });
-  return { joinToken: tokenView(row, now), token: `${id}.${secret}` };
+  const data = { poolId: pool.id, uses: row.uses_allowed, preApproved: row.pre_approved };
+  if (kind === 'siteToken')
+    ctx.emit({
+      type: 'siteToken.created',
+      subject: { type: 'siteToken', id },
+      data: { ...data, siteId: pool.site_id },
+    });
+  else ctx.emit({ type: 'joinToken.created', subject: { type: 'joinToken', id }, data });
+  return { row, token: `${id}.${secret}`, siteId: pool.site_id };
+}
+
+export async function createJoinToken(ctx: CallContext<TokenInput>) {
+  const { row, token } = await createToken(ctx, 'joinToken');
+  return { joinToken: tokenView(row, ctx.now()), token };
+}
+
+export async function createSiteToken(ctx: CallContext<TokenInput>) {
+  const { row, token, siteId } = await createToken(ctx, 'siteToken');
+  return { siteToken: { ...tokenView(row, ctx.now()), siteId }, token };
 }
 
 export async function listJoinTokens(
   ctx: CallContext<{ poolId?: string | undefined; limit: number; cursor?: string | undefined }>,
 ) {
   const db = fleetDb(ctx.db);
-  let query = db.selectFrom('compute.join_tokens').selectAll().where('tenant_id', '=', ctx.tenantId);
+  let query = db
+    .selectFrom('compute.join_tokens')
+    .selectAll()
+    .where('tenant_id', '=', ctx.tenantId)
+    // Site tokens share the table; they are not join tokens to list or revoke here.
+    .where('id', 'like', 'jtok\\_%');
   // As nodes.list: a pool filter names one of the tenant's own pools (NOT_FOUND, ACCESS_DENIED).
   if (ctx.input.poolId) {
     await ownedPool(db, ctx.tenantId, ctx.input.poolId);
@@ -129,22 +162,32 @@ export async function listJoinTokens(
   return pageOfRows(rows, ctx.input.limit, (row) => tokenView(row, now));
 }
 
-export async function revokeJoinToken(ctx: CallContext<{ joinTokenId: string }>) {
+/** joinTokens.revoke and siteTokens.revoke: a token of the other kind is not found here. */
+async function revokeToken(ctx: CallContext<unknown>, id: string, kind: TokenKind): Promise<TokenRow> {
   const db = fleetDb(ctx.db);
   const row = await db
     .selectFrom('compute.join_tokens')
     .select('id')
-    .where('id', '=', ctx.input.joinTokenId)
+    .where('id', '=', id)
     .where('tenant_id', '=', ctx.tenantId)
     .executeTakeFirst();
-  if (!row) throw notFound('join token', ctx.input.joinTokenId);
-  await closeJoinTokens(db, { tokenId: row.id }, 'join token revoked', ctx.now(), ctx.emit);
-  const updated = await db
-    .selectFrom('compute.join_tokens')
-    .selectAll()
-    .where('id', '=', row.id)
+  if (!row || kindOfToken(row.id) !== kind) throw notFound(tokenWords[kind], id);
+  await closeJoinTokens(db, { tokenId: row.id }, `${tokenWords[kind]} revoked`, ctx.now(), ctx.emit);
+  return db.selectFrom('compute.join_tokens').selectAll().where('id', '=', row.id).executeTakeFirstOrThrow();
+}
+
+export async function revokeJoinToken(ctx: CallContext<{ joinTokenId: string }>) {
+  return tokenView(await revokeToken(ctx, ctx.input.joinTokenId, 'joinToken'), ctx.now());
+}
+
+export async function revokeSiteToken(ctx: CallContext<{ siteTokenId: string }>) {
+  const row = await revokeToken(ctx, ctx.input.siteTokenId, 'siteToken');
+  const pool = await fleetDb(ctx.db)
+    .selectFrom('compute.pools')
+    .select('site_id')
+    .where('id', '=', row.pool_id)
     .executeTakeFirstOrThrow();
-  return tokenView(updated, ctx.now());
+  return { ...tokenView(row, ctx.now()), siteId: pool.site_id };
 }
 
 export async function listJoinRequests(
@@ -216,6 +259,7 @@ export async function approveJoinRequest(
     inventory: request.inventory,
     labels,
     credentialHash: null,
+    role: roleOfToken(request.join_token_id),
     now,
   });
   const row = await db
@@ -273,7 +317,9 @@ export async function joinNode(
   const db = fleetDb(ctx.db);
   // What the machine asks to be labelled is checked as nodes.label checks it, before the token is used.
   refuseSystemLabels(Object.keys(ctx.input.labels ?? {}), 'labels');
-  const parts = splitToken(ctx.input.joinToken, 'jtok');
+  const parts =
+    splitToken(ctx.input.joinToken, TOKEN_PREFIX.joinToken) ??
+    splitToken(ctx.input.joinToken, TOKEN_PREFIX.siteToken);
   if (!parts) throw refused();
   const token = await db
     .selectFrom('compute.join_tokens')
@@ -310,6 +356,7 @@ export async function joinNode(
       inventory: ctx.input.inventory,
       labels: ctx.input.labels ?? {},
       credentialHash: sha256Hex(secret),
+      role: roleOfToken(token.id),
       now,
     });
     await db

@@ -442,4 +442,14 @@ alter table compute.gpu_groups
     and free = coalesce(cardinality(array_positions(holders, null)), 0));
 `,
   },
+  {
+    name: '0012_site_agents',
+    sql: `
+-- A node joined with a site token (stok_…, kept in join_tokens beside the jtok_ ones) is its site's
+-- agent: the bcd that reaches the site's BMCs. It is recorded here so nothing mistakes it for a
+-- worker; its system NoSchedule taint keeps placement off it.
+alter table compute.nodes add column role text not null default 'worker' check (role in ('worker', 'site-agent'));
+create index nodes_site_agents on compute.nodes (pool_id) where role = 'site-agent';
+`,
+  },
 ];

@@ -11,6 +11,7 @@ import {
   driversGroup,
   nodesGroup,
   joinTokensGroup,
+  siteTokensGroup,
   joinRequestsGroup,
   inventoryGroup,
   usageGroup,
@@ -26,11 +27,13 @@ import {
   approveJoinRequest,
   claimNode,
   createJoinToken,
+  createSiteToken,
   joinNode,
   listJoinRequests,
   listJoinTokens,
   rejectJoinRequest,
   revokeJoinToken,
+  revokeSiteToken,
 } from './join.js';
 import { getInventory, inventoryDiff, inventoryHistory } from './inventory.js';
 import { heartbeat } from './heartbeat.js';
@@ -128,6 +131,10 @@ export function createFleetModule(settings: FleetSettings = {}) {
         create: createJoinToken,
         list: listJoinTokens,
         revoke: revokeJoinToken,
+      }),
+      implement(siteTokensGroup, {
+        create: createSiteToken,
+        revoke: revokeSiteToken,
       }),
       implement(joinRequestsGroup, {
         list: listJoinRequests,

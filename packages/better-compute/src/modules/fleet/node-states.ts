@@ -34,6 +34,12 @@ export { SYSTEM_TAINT_PREFIX };
  * reservation is bound to a GPU the node may no longer have (docs/decisions/fleet-joining.md).
  */
 export const INVENTORY_PENDING = `${SYSTEM_TAINT_PREFIX}inventory-pending`;
+/**
+ * A site agent's taint, set when it joins and never cleared (system taints are compute's alone):
+ * the agent runs the site's BMC and PXE work, and a reservation placed on it would share the
+ * machine that holds every BMC password it is sent.
+ */
+export const SITE_AGENT_TAINT = `${SYSTEM_TAINT_PREFIX}site-agent`;
 
 const EVENT_OF: Record<NodeState, NodeStateEvent> = {
   joining: 'node.joining',

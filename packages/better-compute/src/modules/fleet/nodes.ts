@@ -29,6 +29,7 @@ import {
   type Emit,
   INVENTORY_PENDING,
   setNodeState,
+  SITE_AGENT_TAINT,
   sortedTaints,
   SYSTEM_TAINT_PREFIX,
   taintColumns,
@@ -38,6 +39,7 @@ import {
   type FleetDb,
   fleetDb,
   type NodesTable,
+  type NodeRole,
   type NodeState,
   type StoredInventory,
   type Taint,
@@ -66,6 +68,7 @@ export function nodeView(row: NodeRow, gpus: GpuRow[]) {
     poolId: row.pool_id,
     name: row.name,
     state: row.state,
+    role: row.role,
     stateWhenBack: row.state === 'offline' ? (row.state_before_offline ?? 'ready') : null,
     labels: row.labels,
     taints: row.taints,
@@ -463,10 +466,15 @@ export async function createNode(
     inventory: StoredInventory;
     labels: Record<string, string>;
     credentialHash: string | null;
+    /** A site agent (joined with a site token) carries SITE_AGENT_TAINT, so placement never picks it. */
+    role?: NodeRole;
     now: Date;
   },
 ): Promise<void> {
   const { inventory, now } = options;
+  const role = options.role ?? 'worker';
+  const taints: Taint[] =
+    role === 'site-agent' ? [{ key: SITE_AGENT_TAINT, value: '', effect: 'NoSchedule' }] : [];
   await db
     .insertInto('compute.nodes')
     .values({
@@ -476,9 +484,9 @@ export async function createNode(
       name: options.name,
       state: 'joining',
       state_before_offline: null,
+      role,
       labels: JSON.stringify(options.labels),
-      taints: '[]',
-      no_schedule: [],
+      ...taintColumns(taints),
       cpu_cores: inventory.cpuCores,
       memory_gib: inventory.memoryGiB,
       credential_hash: options.credentialHash,

@@ -323,13 +323,23 @@ export async function closeJoinTokens(
     .where((eb) => ('tokenId' in target ? eb('id', '=', target.tokenId) : eb('pool_id', '=', target.poolId)))
     .returning(['id', 'tenant_id', 'pool_id'])
     .execute();
-  for (const token of revoked.sort((a, b) => (a.id < b.id ? -1 : 1)))
-    emit({
-      type: 'joinToken.revoked',
-      tenantId: token.tenant_id,
-      subject: { type: 'joinToken', id: token.id },
-      data: { poolId: token.pool_id, reason },
-    });
+  for (const token of revoked.sort((a, b) => (a.id < b.id ? -1 : 1))) {
+    // Site tokens share the table (join.ts); each says what it is in its own event.
+    if (token.id.startsWith('stok_'))
+      emit({
+        type: 'siteToken.revoked',
+        tenantId: token.tenant_id,
+        subject: { type: 'siteToken', id: token.id },
+        data: { poolId: token.pool_id, reason },
+      });
+    else
+      emit({
+        type: 'joinToken.revoked',
+        tenantId: token.tenant_id,
+        subject: { type: 'joinToken', id: token.id },
+        data: { poolId: token.pool_id, reason },
+      });
+  }
   const rejected = await db
     .updateTable('compute.join_requests')
     .set({ state: 'rejected', reason, decided_at: now })

@@ -3,7 +3,7 @@
  * itself (docs/architecture.md, "Who queries which table"). Each function takes the caller's
  * handle, a transaction included, and reads one thing; the caller decides what a missing row means.
  */
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
 import { fleetDb, type NodeState } from './tables.js';
 
@@ -205,4 +205,99 @@ export async function poolExists(db: Kysely<ComputeTables>, poolId: string): Pro
       .where('id', '=', poolId)
       .executeTakeFirst()) !== undefined
   );
+}
+
+/** Whether the tenant has this site (another tenant's is answered as no site at all). */
+export async function tenantHasSite(
+  db: Kysely<ComputeTables>,
+  tenantId: string,
+  siteId: string,
+): Promise<boolean> {
+  const row = await fleetDb(db)
+    .selectFrom('compute.sites')
+    .select('id')
+    .where('id', '=', siteId)
+    .where('tenant_id', '=', tenantId)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/**
+ * The site's agent that runs its BMC commands (the metal module): a ready node joined with a site
+ * token in a pool of the site and the tenant, the one heard from last; null when there is none.
+ */
+export async function readySiteAgent(
+  db: Kysely<ComputeTables>,
+  tenantId: string,
+  siteId: string,
+): Promise<string | null> {
+  const row = await fleetDb(db)
+    .selectFrom('compute.nodes as n')
+    .innerJoin('compute.pools as p', 'p.id', 'n.pool_id')
+    .select('n.id')
+    .where('p.site_id', '=', siteId)
+    .where('n.tenant_id', '=', tenantId)
+    .where('n.role', '=', 'site-agent')
+    .where('n.state', '=', 'ready')
+    .orderBy(sql`n.last_heartbeat_at desc nulls last`)
+    .orderBy('n.id')
+    .limit(1)
+    .executeTakeFirst();
+  return row?.id ?? null;
+}
+
+/** Whether the node is a site agent of the site in the tenant (the gateway asks before it opens a BMC password). */
+export async function isSiteAgentOf(
+  db: Kysely<ComputeTables>,
+  nodeId: string,
+  tenantId: string,
+  siteId: string,
+): Promise<boolean> {
+  const row = await fleetDb(db)
+    .selectFrom('compute.nodes as n')
+    .innerJoin('compute.pools as p', 'p.id', 'n.pool_id')
+    .select('n.id')
+    .where('n.id', '=', nodeId)
+    .where('n.tenant_id', '=', tenantId)
+    .where('n.role', '=', 'site-agent')
+    .where('p.site_id', '=', siteId)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/**
+ * The tenant and site a node is the site agent of, or null when it is not a site agent (the
+ * gateway asks before it records what the node's provisioning network saw).
+ */
+export async function siteOfSiteAgent(
+  db: Kysely<ComputeTables>,
+  nodeId: string,
+): Promise<{ tenantId: string; siteId: string } | null> {
+  const row = await fleetDb(db)
+    .selectFrom('compute.nodes as n')
+    .innerJoin('compute.pools as p', 'p.id', 'n.pool_id')
+    .select(['n.tenant_id', 'p.site_id'])
+    .where('n.id', '=', nodeId)
+    .where('n.role', '=', 'site-agent')
+    .executeTakeFirst();
+  return row ? { tenantId: row.tenant_id, siteId: row.site_id } : null;
+}
+
+/** The site agents of a site in the tenant that are not retired, by id. */
+export async function siteAgentsOf(
+  db: Kysely<ComputeTables>,
+  tenantId: string,
+  siteId: string,
+): Promise<string[]> {
+  const rows = await fleetDb(db)
+    .selectFrom('compute.nodes as n')
+    .innerJoin('compute.pools as p', 'p.id', 'n.pool_id')
+    .select('n.id')
+    .where('p.site_id', '=', siteId)
+    .where('n.tenant_id', '=', tenantId)
+    .where('n.role', '=', 'site-agent')
+    .where('n.state', '<>', 'retired')
+    .orderBy('n.id')
+    .execute();
+  return rows.map((row) => row.id);
 }

@@ -110,6 +110,9 @@ export interface Taint {
   effect: 'NoSchedule';
 }
 
+/** What a node is for: work, or its site's agent (joined with a site token). */
+export type NodeRole = 'worker' | 'site-agent';
+
 export interface NodesTable {
   id: string;
   seq: Generated<number>;
@@ -118,6 +121,8 @@ export interface NodesTable {
   name: string;
   state: NodeState;
   state_before_offline: NodeState | null;
+  /** `site-agent` for a node joined with a site token (since 0012). */
+  role: Generated<NodeRole>;
   labels: Json<Record<string, string>>;
   taints: Json<Taint[]>;
   no_schedule: ColumnType<string[], string[], string[]>;

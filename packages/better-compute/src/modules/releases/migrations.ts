@@ -48,4 +48,19 @@ create table compute.release_artifact_chunks (
 );
 `,
   },
+  {
+    // The release keys' own changes (releases.rotatePins): one row per epoch, each statement signed
+    // by a threshold of the keys of the epoch before (epoch 0 is the configuration's release.pins).
+    name: '0003_release_pin_statements',
+    sql: `
+create table compute.release_pin_statements (
+  epoch integer primary key check (epoch >= 1),
+  statement jsonb not null,
+  signatures jsonb not null,
+  signers jsonb not null,
+  registered_at timestamptz not null,
+  registered_by text not null
+);
+`,
+  },
 ];

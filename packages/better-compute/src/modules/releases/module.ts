@@ -13,6 +13,7 @@ import {
   registerRelease,
   type ReleaseSettings,
   releaseTrustOf,
+  rotateReleasePins,
 } from './releases.js';
 
 export type { ReleaseSettings } from './releases.js';
@@ -28,6 +29,7 @@ export function createReleasesModule(settings?: ReleaseSettings) {
         upload: uploadArtifact,
         list: listReleases,
         get: getRelease,
+        rotatePins: (ctx) => rotateReleasePins(trust, ctx),
       }),
     ],
   });

@@ -1,6 +1,6 @@
 /** Kysely's view of the releases module's table. */
 import type { ColumnType, Generated, Kysely, Selectable } from 'kysely';
-import type { ReleaseSignature } from '@better-compute/core/release';
+import type { ReleasePinStatementBody, ReleaseSignature } from '@better-compute/core/release';
 import type { ComputeTables } from '../../db/tables.js';
 
 export interface ReleasesTable {
@@ -35,7 +35,17 @@ export interface ReleaseArtifactChunksTable {
   data: ColumnType<Uint8Array, Uint8Array, never>;
 }
 
+export interface ReleasePinStatementsTable {
+  epoch: number;
+  statement: ColumnType<ReleasePinStatementBody, string, never>;
+  signatures: ColumnType<ReleaseSignature[], string, never>;
+  signers: ColumnType<string[], string, never>;
+  registered_at: ColumnType<Date, Date | string, never>;
+  registered_by: string;
+}
+
 export interface ReleaseTables extends ComputeTables {
+  'compute.release_pin_statements': ReleasePinStatementsTable;
   'compute.releases': ReleasesTable;
   'compute.release_artifacts': ReleaseArtifactsTable;
   'compute.release_artifact_chunks': ReleaseArtifactChunksTable;

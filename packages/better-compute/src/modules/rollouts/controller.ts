@@ -3,9 +3,11 @@
  * update workflows of the nodes updating (a node succeeds with its workflow, fails with it, or fails
  * once its health timeout and a grace have passed), pauses the rollout as soon as a wave's failures
  * pass the failure budget, and otherwise starts the next wave once a wave's nodes have all finished:
- * each node of a wave gets a `node.update` workflow (install, wait for the new version, health
- * check, no failed commands). It runs again every second while a node is updating or the rollout
- * runs. docs/rollouts.md.
+ * each node of a wave gets a `node.update` workflow (install, which the new version reports done
+ * once it passed its health check; wait for the new version; no failed commands), whose first
+ * step runs in the same transaction, so a wave's update
+ * commands are all queued at once. It runs again every second while a node is updating or the
+ * rollout runs. docs/rollouts.md.
  */
 import type { CatalogEventDraft } from '@better-compute/events';
 import { sql } from 'kysely';
@@ -15,6 +17,7 @@ import type { EventDraft, JobContext } from '../define-module.js';
 import { findNode } from '../fleet/queries.js';
 import { releaseForRollout } from '../releases/artifacts.js';
 import { workflowOutcomes } from '../workflows/queries.js';
+import { advanceWorkflow } from '../workflows/controller.js';
 import { commandStep, startNodeWorkflow, step } from '../workflows/service.js';
 import { ROLLOUT_JOB } from './rollouts.js';
 import { type RolloutNode, type RolloutRow, rolloutsDb } from './tables.js';
@@ -69,9 +72,15 @@ export async function advanceRolloutJob(context: JobContext): Promise<void> {
           },
         });
       };
-      if (outcome?.state === 'succeeded')
+      if (outcome?.state === 'succeeded') {
         Object.assign(node, { state: 'succeeded', finishedAt: now.toISOString() });
-      else if (outcome && (outcome.state === 'failed' || outcome.state === 'aborted'))
+        // Every change of a node has its event, so a console showing the rollout reads it again.
+        emit({
+          type: 'rollout.node-succeeded',
+          subject,
+          data: { version: row.version, wave: wave.index, nodeId: node.nodeId, workflowId: node.workflowId },
+        });
+      } else if (outcome && (outcome.state === 'failed' || outcome.state === 'aborted'))
         fail(outcome.error ?? `workflow ${node.workflowId} ${outcome.state}`);
       else if (!outcome) fail(`workflow ${node.workflowId ?? '(none)'} is gone`);
       else if (node.startedAt && now.getTime() - Date.parse(node.startedAt) > limit)
@@ -208,13 +217,18 @@ async function startWave(
             release: release.envelope,
             healthTimeoutSeconds: row.health_timeout_seconds,
           }),
+          // No health.check command after it: the new version reports bcd.update succeeded only
+          // once it has passed that same check on itself (its trial), over the session it opened.
           waitVersion,
-          commandStep('run the health check', 'health.check', {}),
           step('no failed commands since the update began', 'node.no-failed-commands'),
         ],
         input: { rolloutId: row.id, version: row.version },
         reason: `rollout ${row.id} of bcd ${row.version}, wave ${wave.index}`,
       },
+      // The whole wave's update commands are queued in this transaction, so the gateway sends them
+      // together when it commits; a job per workflow ran one after another on the worker loop,
+      // behind the artifact downloads of the nodes already updating, and spread a wave over seconds.
+      { advance: advanceWorkflow },
     );
     Object.assign(node, { state: 'updating', workflowId, startedAt: now.toISOString() });
   }

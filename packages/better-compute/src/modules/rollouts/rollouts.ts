@@ -6,10 +6,12 @@
  */
 import { ComputeError, newId } from '@better-compute/core';
 import { enqueueJob } from '../../workers/jobs.js';
+import { cursorRow, pageOf } from '../../db/pages.js';
 import type { CallContext } from '../define-module.js';
 import { nodesForRollout, poolExists } from '../fleet/queries.js';
 import { matchesSelector, parseSelector } from '../fleet/reservations/selector.js';
 import { releaseForRollout } from '../releases/artifacts.js';
+import { abortWorkflowBeforeItRuns } from '../workflows/service.js';
 import { type RolloutRow, type RolloutWave, rolloutsDb, type RolloutsDb } from './tables.js';
 
 export const ROLLOUT_JOB = 'rollouts.advance';
@@ -215,22 +217,11 @@ export async function listRollouts(
     .orderBy('seq', 'desc')
     .limit(ctx.input.limit + 1);
   if (ctx.input.state) query = query.where('state', '=', ctx.input.state);
-  if (ctx.input.cursor) {
-    const after = await db
-      .selectFrom('compute.rollouts')
-      .select('seq')
-      .where('id', '=', ctx.input.cursor)
-      .executeTakeFirst();
-    if (!after)
-      throw new ComputeError('INVALID_ARGUMENT', 'the cursor names no rollout', {
-        details: { field: 'cursor' },
-        hint: 'Pass the nextCursor of the previous page, or leave --cursor out.',
-      });
-    query = query.where('seq', '<', after.seq);
-  }
-  const rows = await query.execute();
-  const page = rows.slice(0, ctx.input.limit);
-  return { items: page.map(rolloutView), nextCursor: rows.length > ctx.input.limit ? page.at(-1)!.id : null };
+  const after = await cursorRow(ctx.input.cursor, 'rollout', (id) =>
+    db.selectFrom('compute.rollouts').select('seq').where('id', '=', id).executeTakeFirst(),
+  );
+  if (after) query = query.where('seq', '<', after.seq);
+  return pageOf(await query.execute(), ctx.input.limit, rolloutView);
 }
 
 const ALLOWED: Record<'pause' | 'resume' | 'abort', RolloutRow['state'][]> = {
@@ -279,13 +270,36 @@ export async function steerRollout(
     reason = 'aborted by an operator';
     finishedAt = now;
     let skipped = 0;
+    const cancelled: string[] = [];
     for (const wave of waves)
-      for (const node of wave.nodes)
+      for (const node of wave.nodes) {
         if (node.state === 'pending') {
           Object.assign(node, { state: 'skipped', finishedAt: now.toISOString() });
           skipped += 1;
+        } else if (node.state === 'updating' && node.workflowId) {
+          // An update the node has not started is taken back: its workflow is aborted and its
+          // command cancelled (a sent one the node is told to drop). One already running, the node
+          // finishes, or goes back by itself.
+          const taken = await abortWorkflowBeforeItRuns(
+            { db: ctx.db, now, emit: ctx.emit },
+            node.workflowId,
+            `rollout ${row.id} was aborted`,
+          );
+          if (!taken) continue;
+          Object.assign(node, {
+            state: 'cancelled',
+            error:
+              taken.commandState === 'sent'
+                ? `aborted before the node ran it: command ${taken.commandId} cancelled (the node was told to drop it)`
+                : taken.commandId
+                  ? `aborted before the node ran it: command ${taken.commandId} cancelled before it was sent`
+                  : 'aborted before its update command was sent',
+            finishedAt: now.toISOString(),
+          });
+          cancelled.push(node.nodeId);
         }
-    ctx.emit({ type: 'rollout.aborted', subject, data: { ...at, skipped } });
+      }
+    ctx.emit({ type: 'rollout.aborted', subject, data: { ...at, skipped, cancelled } });
   }
   const updated = await db
     .updateTable('compute.rollouts')

@@ -6,7 +6,7 @@ type Timestamp = ColumnType<Date, Date | string, Date | string>;
 
 export interface RolloutNode {
   nodeId: string;
-  state: 'pending' | 'updating' | 'succeeded' | 'failed' | 'skipped';
+  state: 'pending' | 'updating' | 'succeeded' | 'failed' | 'skipped' | 'cancelled';
   workflowId: string | null;
   error: string | null;
   startedAt: string | null;

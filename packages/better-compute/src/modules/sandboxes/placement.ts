@@ -20,7 +20,8 @@ export async function nodesRunning(
     select n.id from compute.nodes n
       join compute.pools p on p.id = n.pool_id
       left join compute.node_sessions s on s.node_id = n.id
-    where n.pool_id = ${poolId} and n.state = 'ready'
+    -- A site agent (joined with a site token) holds its site's BMC passwords: it runs no sandboxes.
+    where n.pool_id = ${poolId} and n.state = 'ready' and n.role = 'worker'
       and (${runtime === null} or p.driver = 'sim' or coalesce(s.capabilities, '[]'::jsonb) ? ${`runtime.${runtime ?? ''}`})
     order by n.seq`.execute(db);
   return rows.rows.map((r) => r.id);
@@ -36,7 +37,7 @@ export async function poolRuns(
     select n.id from compute.nodes n
       join compute.pools p on p.id = n.pool_id
       left join compute.node_sessions s on s.node_id = n.id
-    where n.pool_id = ${poolId} and n.state <> 'retired'
+    where n.pool_id = ${poolId} and n.state <> 'retired' and n.role = 'worker'
       and (p.driver = 'sim' or coalesce(s.capabilities, '[]'::jsonb) ? ${`runtime.${runtime}`})
     limit 1`.execute(db);
   return rows.rows.length > 0;

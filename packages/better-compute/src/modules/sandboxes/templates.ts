@@ -122,13 +122,6 @@ async function checkFields(
         `Write it as secret://${ctx.tenantId}/sec_….`,
       );
   }
-  if (runtime === 'qemu' && fields.env.length > 0)
-    throw invalid(
-      'env',
-      'secrets reach bwrap sandboxes only for now; a qemu template takes no env',
-      'Leave --env out of a qemu template, or make the template with --runtime bwrap (docs/secrets.md).',
-      { reason: 'runtime', runtime },
-    );
   // Each reference must name a secret of the tenant that exists now (decided on the secret as
   // compute:secrets:use by attachChecks).
   await checkSecretReferences(ctx.db, ctx.tenantId, fields.env);

@@ -32,7 +32,8 @@ export async function roomOnNodes(db: VpsDb, poolId: string, onlyNode?: string):
       union all
       select node_id, vcpus, memory_mib from compute.sandboxes where state not in ('deleted', 'failed')
     ) i on i.node_id = n.id
-    where n.pool_id = ${poolId} and n.state = 'ready'
+    -- A site agent (joined with a site token) holds its site's BMC passwords: it runs no guests.
+    where n.pool_id = ${poolId} and n.state = 'ready' and n.role = 'worker'
       ${onlyNode ? sql`and n.id = ${onlyNode}` : sql``}
     group by n.id, n.seq
     order by free_vcpus, free_memory, n.seq`.execute(db);

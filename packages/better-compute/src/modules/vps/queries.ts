@@ -4,6 +4,7 @@
  * compute.instances (docs/architecture.md, "Who queries which table"), but placement's shared
  * kernel, which counts instances on a node.
  */
+import { ROOT_TENANT } from '@better-compute/core';
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
@@ -59,4 +60,23 @@ export async function tenantFlavors(db: Kysely<ComputeTables>, tenantId: string)
     .where('deleted_at', 'is', null)
     .orderBy('id')
     .execute();
+}
+
+/**
+ * The images a tenant can boot (its own and the platform's, ROOT_TENANT's) with an id or a name:
+ * what a provision profile names. At most two rows (a name is unique in its tenant), the tenant's
+ * own first.
+ */
+export async function visibleImages(
+  db: Kysely<ComputeTables>,
+  tenantId: string,
+  by: { imageId: string } | { name: string },
+): Promise<ImageRow[]> {
+  let query = vpsDb(db)
+    .selectFrom('compute.images')
+    .selectAll()
+    .where('tenant_id', 'in', [tenantId, ROOT_TENANT]);
+  query = 'imageId' in by ? query.where('id', '=', by.imageId) : query.where('name', '=', by.name);
+  const rows = await query.execute();
+  return rows.sort((a, b) => Number(b.tenant_id === tenantId) - Number(a.tenant_id === tenantId));
 }

@@ -19,12 +19,38 @@ import { WORKFLOW_JOB, workflowEvent } from './service.js';
 import { hooksOf } from './hooks.js';
 
 const RECHECK_MS = 500;
+/**
+ * A step waiting on its command is woken when the command ends (advanceCommand, commands.cancel
+ * queue a wake for its workflow), and one waiting for its node's daemon to come back
+ * (node.wait-version) when the daemon says hello (the gateway's wakeNodeWorkflows), so their own
+ * check is only a net for a lost wake. Checking every half second instead made each waiting
+ * workflow a transaction and a job twice a second: a wave of 20 updating nodes spent most of the
+ * control plane's CPU on it, and a node back between two checks waited for the next.
+ */
+const WOKEN_RECHECK_MS = 5_000;
+const isWoken = (step: WorkflowStep | undefined) =>
+  (step?.kind === 'command' && step.commandId !== null) || step?.kind === 'node.wait-version';
 
 type Outcome = { done: true } | { done: false } | { failed: string };
 
 export async function advanceWorkflowJob(context: JobContext): Promise<void> {
   const workflowId = String(context.payload.workflowId ?? '');
-  await context.db.transaction().execute(async (trx) => {
+  await context.db.transaction().execute((trx) => advanceWorkflow(trx, workflowId, context.now));
+}
+
+/**
+ * Advances one workflow in the caller's transaction: the job's body, and what a caller starting
+ * many workflows at once runs for each (startNodeWorkflow's `advance`), so every first command is
+ * queued in that one transaction rather than one job after another.
+ */
+export async function advanceWorkflow(
+  trx: Kysely<ComputeTables>,
+  workflowId: string,
+  clock: () => Date,
+  /** Where a caller advancing it in its own step wants the events, in order with its own. */
+  emit?: (event: EventDraft) => void,
+): Promise<void> {
+  {
     const events: EventDraft[] = [];
     const row = await workflowsDb(trx)
       .selectFrom('compute.workflows')
@@ -33,7 +59,7 @@ export async function advanceWorkflowJob(context: JobContext): Promise<void> {
       .forUpdate()
       .executeTakeFirst();
     if (!row || row.state !== 'running') return;
-    const now = context.now();
+    const now = clock();
     const steps = row.steps.map((s) => ({ ...s }));
     let index = row.current_step;
     let state: WorkflowRow['state'] = 'running';
@@ -87,11 +113,18 @@ export async function advanceWorkflowJob(context: JobContext): Promise<void> {
       })
       .where('id', '=', row.id)
       .execute();
-    await writeEvents(trx, events, { tenantId: row.tenant_id, actor: null, requestId: `workflow:${row.id}` });
+    if (emit) events.forEach(emit);
+    else
+      await writeEvents(trx, events, {
+        tenantId: row.tenant_id,
+        actor: null,
+        requestId: `workflow:${row.id}`,
+      });
     if (state === 'running') {
-      await enqueueAgain(trx, row.id, new Date(now.getTime() + RECHECK_MS));
+      const recheck = isWoken(steps[index]) ? WOKEN_RECHECK_MS : RECHECK_MS;
+      await enqueueAgain(trx, row.id, new Date(now.getTime() + recheck));
     }
-  });
+  }
 }
 
 async function enqueueAgain(db: Kysely<ComputeTables>, workflowId: string, runAt: Date) {

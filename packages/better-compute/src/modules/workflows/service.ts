@@ -7,12 +7,13 @@ import { ComputeError, newId } from '@better-compute/core';
 import type { CatalogEventDraft, EventData, EventType } from '@better-compute/events';
 import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
-import type { CallContext } from '../define-module.js';
+import { cursorRow, pageOf } from '../../db/pages.js';
+import type { CallContext, EventDraft } from '../define-module.js';
 
 type WorkflowEventName = EventType extends infer T ? (T extends `workflow.${infer S}` ? S : never) : never;
 import { enqueueJob } from '../../workers/jobs.js';
 import { hooksOf } from './hooks.js';
-import { cancelForWorkflow } from '../commands/queries.js';
+import { cancelForWorkflow, commandState } from '../commands/queries.js';
 import { findNode, nodeTenant } from '../fleet/queries.js';
 import {
   type WorkflowKind,
@@ -85,6 +86,19 @@ export async function startNodeWorkflow(
     input: Record<string, string>;
     reason: string;
   },
+  options: {
+    /**
+     * Runs the workflow's first steps now, in the caller's transaction, instead of in a job queued
+     * for them: a caller starting many workflows at once (a rollout's wave) then has every first
+     * command queued when it commits, not one job run after another on a busy worker loop.
+     */
+    advance?: (
+      db: Kysely<ComputeTables>,
+      workflowId: string,
+      now: () => Date,
+      emit: (event: EventDraft) => void,
+    ) => Promise<void>;
+  } = {},
 ): Promise<string> {
   const db = workflowsDb(ctx.db);
   const tenantId = await nodeTenant(ctx.db, workflow.nodeId);
@@ -107,12 +121,21 @@ export async function startNodeWorkflow(
     .returningAll()
     .executeTakeFirstOrThrow();
   ctx.emit(workflowEvent(row, 'started', { kind: workflow.kind }));
-  await enqueueJob(ctx.db, {
-    kind: WORKFLOW_JOB,
-    payload: { workflowId: row.id },
-    runAt: ctx.now,
-    wake: true,
-  });
+  if (options.advance)
+    // The workflow controller's events are the catalog's (workflowEvent, queueCommand's), typed wider.
+    await options.advance(
+      ctx.db,
+      row.id,
+      () => ctx.now,
+      (event) => ctx.emit(event as CatalogEventDraft),
+    );
+  else
+    await enqueueJob(ctx.db, {
+      kind: WORKFLOW_JOB,
+      payload: { workflowId: row.id },
+      runAt: ctx.now,
+      wake: true,
+    });
   return row.id;
 }
 
@@ -224,18 +247,16 @@ export async function listWorkflows(
     .orderBy('id', 'desc')
     .limit(ctx.input.limit + 1);
   if (ctx.input.state) query = query.where('state', '=', ctx.input.state);
-  if (ctx.input.cursor) {
-    const after = await db
+  const after = await cursorRow(ctx.input.cursor, 'workflow of this node', (id) =>
+    db
       .selectFrom('compute.workflows')
       .select(['created_at', 'id'])
-      .where('id', '=', ctx.input.cursor)
-      .executeTakeFirst();
-    if (!after) {
-      throw new ComputeError('INVALID_ARGUMENT', 'the cursor names no workflow', {
-        details: { field: 'cursor' },
-        hint: 'Pass the nextCursor of the previous page, or leave --cursor out.',
-      });
-    }
+      .where('id', '=', id)
+      .where('tenant_id', '=', ctx.tenantId)
+      .where('node_id', '=', ctx.input.nodeId)
+      .executeTakeFirst(),
+  );
+  if (after) {
     query = query.where((eb) =>
       eb.or([
         eb('created_at', '<', after.created_at),
@@ -243,12 +264,7 @@ export async function listWorkflows(
       ]),
     );
   }
-  const rows = await query.execute();
-  const page = rows.slice(0, ctx.input.limit);
-  return {
-    items: page.map(workflowView),
-    nextCursor: rows.length > ctx.input.limit ? page.at(-1)!.id : null,
-  };
+  return pageOf(await query.execute(), ctx.input.limit, workflowView);
 }
 
 export async function getWorkflow(ctx: CallContext<{ workflowId: string }>) {
@@ -268,6 +284,97 @@ const HINT: Record<'abort' | 'pause' | 'resume' | 'retry', string> = {
   retry: 'Only a failed workflow is retried (from its failed step).',
   abort: 'A workflow that succeeded or was aborted is finished.',
 };
+
+/**
+ * Aborts a workflow (locked by the caller): the command of its current step is cancelled as
+ * `commands.cancel` does (a queued one ends here, one the node holds is asked to drop it), the steps
+ * left are skipped, its kind's `failed` hook runs, and `workflow.aborted` is emitted.
+ */
+async function abortWorkflowRow(
+  ctx: { db: Kysely<ComputeTables>; emit: (event: CatalogEventDraft) => void; now: Date },
+  row: WorkflowRow,
+  why: string,
+): Promise<WorkflowRow> {
+  const steps = row.steps.map((s) => ({ ...s }));
+  const current = steps[row.current_step];
+  if (current?.commandId) await cancelForWorkflow(ctx.db, current.commandId, ctx.now);
+  for (const s of steps)
+    if (s.state === 'pending' || s.state === 'running')
+      Object.assign(s, { state: 'skipped', finishedAt: iso(ctx.now) });
+  const updated = await workflowsDb(ctx.db)
+    .updateTable('compute.workflows')
+    .set({ state: 'aborted', steps: JSON.stringify(steps), updated_at: ctx.now, finished_at: ctx.now })
+    .where('id', '=', row.id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  await hooksOf(row.kind).failed?.(
+    { db: ctx.db, workflow: updated, steps, now: ctx.now, emit: ctx.emit },
+    why,
+  );
+  ctx.emit(workflowEvent(row, 'aborted', { step: row.current_step }));
+  return updated;
+}
+
+/** A workflow's state, or null when there is none (the metal module asks whether one still runs). */
+export async function workflowStateOf(
+  db: Kysely<ComputeTables>,
+  workflowId: string,
+): Promise<WorkflowRow['state'] | null> {
+  const row = await workflowsDb(db)
+    .selectFrom('compute.workflows')
+    .select('state')
+    .where('id', '=', workflowId)
+    .executeTakeFirst();
+  return row?.state ?? null;
+}
+
+/**
+ * For another module (a bare-metal machine's abort): aborts the workflow while it runs or is
+ * paused, whatever its command is doing; the node is asked to drop a command it holds. Answers
+ * whether it aborted (false: the workflow had already ended).
+ */
+export async function abortWorkflowFor(
+  ctx: { db: Kysely<ComputeTables>; emit: (event: CatalogEventDraft) => void; now: Date },
+  workflowId: string,
+  why: string,
+): Promise<boolean> {
+  const row = await workflowsDb(ctx.db)
+    .selectFrom('compute.workflows')
+    .selectAll()
+    .where('id', '=', workflowId)
+    .forUpdate()
+    .executeTakeFirst();
+  if (!row || (row.state !== 'running' && row.state !== 'paused')) return false;
+  await abortWorkflowRow(ctx, row, why);
+  return true;
+}
+
+/**
+ * For another module (a rollout being aborted): aborts a node's workflow while none of its commands
+ * has started on the node: its current step's command not yet made, queued, or sent and not yet
+ * reported running (the node is asked to drop it, as `commands.cancel` does). Answers what it found,
+ * or null when it left the workflow alone: finished, or a command already running or run (the node
+ * finishes it).
+ */
+export async function abortWorkflowBeforeItRuns(
+  ctx: { db: Kysely<ComputeTables>; emit: (event: CatalogEventDraft) => void; now: Date },
+  workflowId: string,
+  why: string,
+): Promise<{ commandId: string | null; commandState: 'none' | 'queued' | 'sent' } | null> {
+  const row = await workflowsDb(ctx.db)
+    .selectFrom('compute.workflows')
+    .selectAll()
+    .where('id', '=', workflowId)
+    .forUpdate()
+    .executeTakeFirst();
+  if (!row || (row.state !== 'running' && row.state !== 'paused')) return null;
+  if (row.steps.slice(0, row.current_step).some((s) => s.commandId)) return null;
+  const commandId = row.steps[row.current_step]?.commandId ?? null;
+  const found = commandId ? await commandState(ctx.db, commandId) : 'none';
+  if (found !== 'none' && found !== 'queued' && found !== 'sent') return null;
+  await abortWorkflowRow(ctx, row, why);
+  return { commandId, commandState: found };
+}
 
 /** Pause, resume, abort or retry; one transaction, one event. */
 export async function steerWorkflow(
@@ -303,12 +410,12 @@ export async function steerWorkflow(
       });
   }
   if (action === 'abort') {
-    state = 'aborted';
-    finishedAt = now;
-    if (current?.commandId) await cancelForWorkflow(ctx.db, current.commandId, now);
-    for (const s of steps)
-      if (s.state === 'pending' || s.state === 'running')
-        Object.assign(s, { state: 'skipped', finishedAt: iso(now) });
+    const updated = await abortWorkflowRow(
+      { db: ctx.db, now, emit: (event) => ctx.emit(event) },
+      row,
+      `workflow ${row.id} was aborted`,
+    );
+    return workflowView(updated);
   }
   const updated = await db
     .updateTable('compute.workflows')
@@ -316,16 +423,26 @@ export async function steerWorkflow(
     .where('id', '=', row.id)
     .returningAll()
     .executeTakeFirstOrThrow();
-  if (action === 'abort') {
-    const hooks = hooksOf(row.kind);
-    await hooks.failed?.(
-      { db: ctx.db, workflow: updated, steps, now, emit: (event) => ctx.emit(event as CatalogEventDraft) },
-      `workflow ${row.id} was aborted`,
-    );
-  }
   const past = ({ abort: 'aborted', pause: 'paused', resume: 'resumed', retry: 'retried' } as const)[action];
   ctx.emit(workflowEvent(row, past, { step: row.current_step }));
   if (state === 'running')
     await enqueueJob(ctx.db, { kind: WORKFLOW_JOB, payload: { workflowId: row.id }, runAt: now, wake: true });
   return workflowView(updated);
+}
+
+/**
+ * A node's daemon said hello: its running workflows are woken, so one waiting for the daemon to
+ * come back (node.wait-version, after an update) goes on now rather than at its next check. Every
+ * running workflow of the node is woken, not only those at that step: one still finishing the step
+ * before it (its transaction began before the hello) checks again once that transaction ends.
+ */
+export async function wakeNodeWorkflows(db: Kysely<ComputeTables>, nodeId: string, now: Date): Promise<void> {
+  const running = await workflowsDb(db)
+    .selectFrom('compute.workflows')
+    .select('id')
+    .where('node_id', '=', nodeId)
+    .where('state', '=', 'running')
+    .execute();
+  for (const { id } of running)
+    await enqueueJob(db, { kind: WORKFLOW_JOB, payload: { workflowId: id }, runAt: now, wake: true });
 }

@@ -43,7 +43,11 @@ export type WorkflowKind =
   | 'volume.create'
   | 'volume.resize'
   | 'volume.delete'
-  | 'node.update';
+  | 'node.update'
+  /** A bare-metal machine's transitions, run on its site's agent (modules/metal). */
+  | 'metal.verify'
+  | 'metal.clean'
+  | 'metal.power';
 
 export interface WorkflowsTable {
   id: string;

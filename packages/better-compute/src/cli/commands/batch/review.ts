@@ -5,6 +5,7 @@
  * is not what `--expect` lists (SCOPE_UNEXPECTED).
  */
 import type { BatchStatement, ScopeLeaf } from '@better-compute/core/quorum';
+import { isRecord } from '@better-compute/core';
 import { CliError } from '../../errors.js';
 import type { ResolvedIO } from '../../define.js';
 import { readTextFile } from './files.js';
@@ -166,12 +167,8 @@ export function parseExpectation(
     }
     const ok =
       Array.isArray(list) &&
-      list.every(
-        (item) =>
-          typeof item === 'object' &&
-          item !== null &&
-          typeof item.subject === 'string' &&
-          typeof item.kind === 'string',
+      (list as unknown[]).every(
+        (item) => isRecord(item) && typeof item.subject === 'string' && typeof item.kind === 'string',
       );
     if (!ok)
       throw new CliError(

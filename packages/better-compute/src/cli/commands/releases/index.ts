@@ -3,6 +3,7 @@ import type { AnyCommand } from '../../define.js';
 import releasesGet from './get.js';
 import releasesList from './list.js';
 import releasesRegister from './register.js';
+import releasesRotatePins from './rotate-pins.js';
 import releasesUpload from './upload.js';
 
 export const releasesCommands: readonly AnyCommand[] = [
@@ -10,4 +11,5 @@ export const releasesCommands: readonly AnyCommand[] = [
   releasesUpload,
   releasesList,
   releasesGet,
+  releasesRotatePins,
 ] as readonly AnyCommand[];

@@ -1,6 +1,6 @@
 'use client';
 /**
- * One node: what it is, and the Break-glass SSH panel for platform administrators: a short-lived
+ * One node: what it is, its workflows and commands (node-operations.tsx), and the Break-glass SSH panel for platform administrators: a short-lived
  * OpenSSH certificate for your own public key (shown once), and who holds access to the node, with
  * Revoke after a confirmation. The certificate opens the node's sshd only; the API decides each call.
  */
@@ -9,12 +9,13 @@ import { useParams } from 'next/navigation';
 import Link from 'next/link';
 import type { CallOutput } from '@better-compute/client';
 import { isComputeClientError } from '@better-compute/client';
-import { describeAction, ListStore } from '@better-compute/console-kit';
+import { describeAction, isGone, ListStore } from '@better-compute/console-kit';
 import { useAction, useList, usePermission } from '@better-compute/console-kit/react';
 import { NODE_CONSOLE_ACTION } from '@better-compute/core/methods';
 import { useConsole } from '@/components/console-context';
 import { TunnelTerminal } from '@/components/tunnel-terminal';
 import { ConfirmButton, disabledReason, ErrorNote, PagedTable, when } from '@/components/ui';
+import { NodeOperations } from './node-operations';
 
 type Node = CallOutput<'nodes.get'>;
 type SshCert = CallOutput<'nodes.listSshCerts'>['items'][number];
@@ -56,18 +57,24 @@ export default function NodePage() {
       </p>
       <h1>{node?.name ?? 'Node'}</h1>
       <ErrorNote error={error} />
-      {node ? (
-        <p>
-          Pool <code>{node.poolId}</code>, {node.state}, {node.freeGpus} of {node.gpuCount} GPUs free, last
-          heartbeat {when(node.lastHeartbeatAt)}.
-        </p>
-      ) : null}
-      <NodeConsole
-        nodeId={nodeId}
-        nodeName={node?.name ?? nodeId}
-        online={node !== null && !['joining', 'offline', 'retired'].includes(node.state)}
-      />
-      <BreakGlass nodeId={nodeId} nodeName={node?.name ?? nodeId} />
+      {/* A node this person may not read (another tenant's, or gone) offers nothing to press. */}
+      {isGone(error) ? null : (
+        <>
+          {node ? (
+            <p>
+              Pool <code>{node.poolId}</code>, {node.state}, {node.freeGpus} of {node.gpuCount} GPUs free,
+              last heartbeat {when(node.lastHeartbeatAt)}.
+            </p>
+          ) : null}
+          <NodeConsole
+            nodeId={nodeId}
+            nodeName={node?.name ?? nodeId}
+            online={node !== null && !['joining', 'offline', 'retired'].includes(node.state)}
+          />
+          <NodeOperations nodeId={nodeId} />
+          <BreakGlass nodeId={nodeId} nodeName={node?.name ?? nodeId} />
+        </>
+      )}
     </>
   );
 }

@@ -7,7 +7,7 @@
  * sealed under the key, docs/decisions/join-token-retries.md).
  */
 import { defineCommand } from '../../../define.js';
-import { createOutFile, defined, keyFlag, withIdempotencyKey } from '../../shared.js';
+import { defined, keyFlag, mintToken, withIdempotencyKey } from '../../shared.js';
 
 export default defineCommand({
   name: 'join-tokens create',
@@ -63,19 +63,6 @@ export default defineCommand({
       withIdempotencyKey(context, flags.key, async (idempotencyKey) =>
         (await api()).call('joinTokens.create', { ...input, idempotencyKey }),
       );
-    if (flags.out === undefined) return create();
-
-    // Created first, exclusively: an existing file or a missing directory fails here, before a token
-    // is minted for nothing.
-    const file = await createOutFile(io.cwd, flags.out, 'a token is never written over a file');
-    let answer;
-    try {
-      answer = await create();
-    } catch (error) {
-      await file.discard();
-      throw error;
-    }
-    await file.write(`${answer.token}\n`);
-    return { joinToken: answer.joinToken, out: file.path };
+    return mintToken(io.cwd, flags.out, create, (answer) => ({ joinToken: answer.joinToken }));
   },
 });

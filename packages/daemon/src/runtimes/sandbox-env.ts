@@ -1,10 +1,12 @@
 /**
- * A bwrap sandbox's environment from secrets (docs/secrets.md). The control plane sends each value
- * once, inside the signed sandbox.create; the daemon keeps it where the sandbox cannot see it, in
- * the sandbox's own directory with mode 0600: `env.json` (its pid 1's environment, again after a
- * restart) and `ssh/env` (sourced by the forced command of every session before it enters the
- * sandbox). Neither is in a snapshot (the upper layer only), and both go with the sandbox. A value is
- * never in a process's arguments (world-readable in /proc) nor in the daemon's log.
+ * A sandbox's environment from secrets (docs/secrets.md). The control plane sends each value once,
+ * inside the signed sandbox.create. A bwrap sandbox's daemon keeps it where the sandbox cannot see
+ * it, in the sandbox's own directory with mode 0600: `env.json` (its pid 1's environment, again
+ * after a restart) and `ssh/env` (sourced by the forced command of every session before it enters
+ * the sandbox); neither is in a snapshot (the upper layer only), and both go with the sandbox. A
+ * qemu sandbox's guest gets the same `ssh/env` text through its agent and keeps it in memory only
+ * (`/run`), so a disk snapshot holds none. A value is never in a process's arguments
+ * (world-readable in /proc) nor in the daemon's log.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
@@ -35,14 +37,18 @@ export function resolvedEnv(entries: readonly SandboxEnvEntry[]): EnvVariable[] 
 }
 
 /** A word for sh, single-quoted: any byte but NUL stays as it is. */
-const shellWord = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;
+export const shellWord = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;
 
-/** Writes the sandbox's environment files (none when it has no variables). */
+/** The variables as a script for sh to source: one `export NAME='value'` line each. */
+export function envScript(env: readonly EnvVariable[]): string {
+  return env.map(({ name, value }) => `export ${name}=${shellWord(value)}\n`).join('');
+}
+
+/** Writes a bwrap sandbox's environment files (none when it has no variables). */
 export async function writeSandboxEnv(dir: string, env: readonly EnvVariable[]): Promise<void> {
   if (env.length === 0) return;
   await writeFile(join(dir, 'env.json'), JSON.stringify(env), { mode: 0o600 });
-  const lines = env.map(({ name, value }) => `export ${name}=${shellWord(value)}`);
-  await writeFile(join(dir, 'ssh', 'env'), `${lines.join('\n')}\n`, { mode: 0o600 });
+  await writeFile(join(dir, 'ssh', 'env'), envScript(env), { mode: 0o600 });
 }
 
 /** The variables a sandbox was created with, for its pid 1 after a restart. */

@@ -1,0 +1,151 @@
+/**
+ * The pure halves of the new pages' console-kit: a server refusal placed on the form's field (every
+ * shape the API answers one in), the usage sums a chart draws (equal to the rows', no rounding
+ * before the sum), the export's file name, and the node operations' state rules and questions.
+ */
+import { ComputeClientError } from '@better-compute/client';
+import { describe, expect, it } from 'vitest';
+import {
+  commandQuestion,
+  commandText,
+  fieldErrorsOf,
+  gpuHours,
+  isCommandCancellable,
+  isWorkflowActionAllowed,
+  usageExportName,
+  seriesGroups,
+  usageSeries,
+  workflowProgress,
+  type NodeCommand,
+  type UsageRow,
+} from '../src/index.js';
+
+const FIELDS = ['name', 'region'] as const;
+
+describe('fieldErrorsOf', () => {
+  it.each([
+    [
+      'an INVALID_ARGUMENT issue on a field of the form',
+      new ComputeClientError('INVALID_ARGUMENT', 'name: must be lowercase', {
+        details: { issues: [{ path: ['name'], code: 'invalid_format', message: 'must be lowercase' }] },
+      }),
+      { fields: { name: 'must be lowercase' }, rest: null },
+    ],
+    [
+      'a refusal naming its field in details.field',
+      new ComputeClientError('NOT_FOUND', 'tenant nope does not exist', { details: { field: 'region' } }),
+      { fields: { region: 'tenant nope does not exist' }, rest: null },
+    ],
+    [
+      'ALREADY_EXISTS, on the name',
+      new ComputeClientError('ALREADY_EXISTS', 'a site named a exists'),
+      { fields: { name: 'a site named a exists' }, rest: null },
+    ],
+  ])('places %s', (_what, error, expected) => {
+    expect(fieldErrorsOf(error, FIELDS, 'name')).toEqual(expected);
+  });
+
+  it('keeps for the whole form what no field can carry, beside what it placed', () => {
+    const error = new ComputeClientError('INVALID_ARGUMENT', 'labels: too many', {
+      details: {
+        issues: [
+          { path: ['labels'], message: 'too many' },
+          { path: ['name'], message: 'must be lowercase' },
+        ],
+      },
+    });
+    expect(fieldErrorsOf(error, FIELDS, 'name')).toEqual({
+      fields: { name: 'must be lowercase' },
+      rest: error,
+    });
+    const denied = new ComputeClientError('ACCESS_DENIED', 'no');
+    expect(fieldErrorsOf(denied, FIELDS, 'name')).toEqual({ fields: {}, rest: denied });
+    expect(fieldErrorsOf(null, FIELDS)).toEqual({ fields: {}, rest: null });
+  });
+});
+
+describe('usageSeries', () => {
+  const row = (windowStart: string, poolId: string, gpuSeconds: number, tenantId = 'root'): UsageRow => ({
+    windowStart,
+    windowEnd: new Date(Date.parse(windowStart) + 3_600_000).toISOString(),
+    tenantId,
+    poolId,
+    gpuModel: 'H100',
+    gpuSeconds,
+  });
+
+  it('sums GPU-seconds by pool and by window exactly as the rows say', () => {
+    const series = usageSeries([
+      row('2026-01-01T01:00:00.000Z', 'pool_b', 7),
+      row('2026-01-01T00:00:00.000Z', 'pool_a', 3600),
+      row('2026-01-01T00:00:00.000Z', 'pool_a', 1, 'acme'),
+      row('2026-01-01T01:00:00.000Z', 'pool_a', 1800),
+    ]);
+    expect(series.pools).toEqual([
+      { poolId: 'pool_a', gpuSeconds: 5401 },
+      { poolId: 'pool_b', gpuSeconds: 7 },
+    ]);
+    expect(series.windows.map((w) => [w.windowStart, w.byPool])).toEqual([
+      ['2026-01-01T00:00:00.000Z', { pool_a: 3601 }],
+      ['2026-01-01T01:00:00.000Z', { pool_b: 7, pool_a: 1800 }],
+    ]);
+    expect(series.tenants).toEqual([
+      { tenantId: 'root', gpuSeconds: 5407 },
+      { tenantId: 'acme', gpuSeconds: 1 },
+    ]);
+    expect(seriesGroups(series, 'tenant').windows.map((w) => [w.windowStart, w.byGroup])).toEqual([
+      ['2026-01-01T00:00:00.000Z', { root: 3600, acme: 1 }],
+      ['2026-01-01T01:00:00.000Z', { root: 1807 }],
+    ]);
+    expect(seriesGroups(series, 'pool').groups).toEqual([
+      { key: 'pool_a', gpuSeconds: 5401 },
+      { key: 'pool_b', gpuSeconds: 7 },
+    ]);
+    expect(series.totalGpuSeconds).toBe(5408);
+    expect(series).toMatchObject({ rows: 4, cutShort: false });
+    expect(gpuHours(5401)).toBe(1.5);
+  });
+
+  it('names the export file after its period', () => {
+    expect(usageExportName({ from: '2026-01-01T00:00:00.000Z', to: '2026-01-02T00:00:00Z' })).toBe(
+      'usage-2026-01-01T00-00Z-2026-01-02T00-00Z.csv',
+    );
+  });
+});
+
+describe('node operations', () => {
+  it('allows each workflow action only from the states the server allows it from', () => {
+    const allowed = (state: 'running' | 'paused' | 'failed' | 'succeeded' | 'aborted') =>
+      (['pause', 'resume', 'retry', 'abort'] as const).filter((action) =>
+        isWorkflowActionAllowed({ state }, action),
+      );
+    expect(allowed('running')).toEqual(['pause', 'abort']);
+    expect(allowed('paused')).toEqual(['resume', 'abort']);
+    expect(allowed('failed')).toEqual(['retry', 'abort']);
+    expect(allowed('succeeded')).toEqual([]);
+    expect(allowed('aborted')).toEqual([]);
+  });
+
+  it('offers Cancel on an unfinished command nobody asked to stop, and says what it does', () => {
+    expect(isCommandCancellable({ state: 'queued', cancelRequested: false })).toBe(true);
+    expect(isCommandCancellable({ state: 'running', cancelRequested: true })).toBe(false);
+    expect(isCommandCancellable({ state: 'succeeded', cancelRequested: false })).toBe(false);
+    const command = {
+      id: 'cmd_01',
+      kind: 'exec.script',
+      payload: { script: 'disk-check\u202e' },
+      state: 'queued',
+    } as unknown as NodeCommand;
+    expect(commandText(command)).not.toContain('\u202e');
+    expect(commandQuestion(command)).toMatch(
+      /^Cancel the command cmd_01 \(exec\.script disk-check.*\)\? It has not been delivered: it never runs\.$/,
+    );
+    expect(
+      workflowProgress({
+        state: 'running',
+        currentStep: 1,
+        steps: [{ name: 'drain' }, { name: 'script' }, { name: 'uncordon' }] as never,
+      }),
+    ).toBe('step 2 of 3: script');
+  });
+});
