@@ -33,6 +33,7 @@ const e2eSuites = [
   'packages/better-compute/test/cli-completion.test.ts',
   'packages/better-compute/test/pki-rotation.test.ts',
   'packages/better-compute/test/cli-remote-argv.test.ts',
+  'packages/better-compute/test/ssh-certificate.test.ts',
 ];
 
 const guestSuites = [
@@ -64,8 +65,10 @@ const everyTest = [
 const shared = {
   globalSetup: ['test/global-setup.ts'],
   pool: 'forks' as const,
-  testTimeout: 30_000,
-  hookTimeout: 60_000,
+  // Generous: a timeout catches a hang, not a slow host. Under load (CI, two cores shared with other
+  // work) a suite that spawns the CLI a dozen times takes several times its quiet duration.
+  testTimeout: 120_000,
+  hookTimeout: 180_000,
 };
 
 /** A project whose files wait for its background host set-up (test/project-ready.ts). */

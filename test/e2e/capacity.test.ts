@@ -29,7 +29,7 @@ beforeAll(async () => {
     startup,
   )![1]!;
   token = dev.acmeAdmin.apiKey;
-}, 60_000);
+}, 120_000);
 
 afterAll(async () => {
   await server?.stop();
@@ -180,7 +180,7 @@ describe('the Capacity flow through the real binary against dev --sim 4', () => 
     expect([...ids][0]).toMatch(/^rsv_/);
     const released = await compute(['release', [...ids][0]!, '--query', 'state']);
     expect(released.stdout).toBe('ended\n');
-  }, 45_000);
+  }, 120_000);
 
   it('SIGTERM stops the server with exit 0', async () => {
     expect(await server!.stop()).toBe(0);

@@ -130,7 +130,7 @@ beforeAll(async () => {
   member = dev.acmeMember;
   expect(member).toMatchObject({ tenantId: 'acme', email: 'member@acme.localhost' });
   secrets.push(member.password, member.apiKey);
-}, 110_000);
+}, 120_000);
 
 afterAll(async () => {
   await server?.stop();

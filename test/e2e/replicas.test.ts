@@ -90,7 +90,7 @@ describe.runIf(postgres)('three serve replicas on one PostgreSQL, killed twenty 
     await compute?.close();
     await database?.close();
     rmSync(cwd, { recursive: true, force: true });
-  }, 60_000);
+  }, 120_000);
 
   /**
    * One call as a client makes it: to a live API replica, again on another one when the connection

@@ -397,7 +397,7 @@ describe('warm pools and sandboxes', () => {
     expect(expired.deletedAt).not.toBeNull();
     const events = await json(['events', 'list', '--type', 'sandbox.expired']);
     expect(events.items.map((e: any) => e.subject.id)).toContain(expiringId);
-  }, 100_000);
+  }, 120_000);
 });
 
 describe('sandbox volumes', () => {

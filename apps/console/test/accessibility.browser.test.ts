@@ -79,7 +79,7 @@ describe('accessibility', () => {
   it('the sign-in page has no serious or critical axe violation', async () => {
     const found = await check('/login', (page) => page.getByLabel('Email').waitFor(), 'login');
     expect(found).toEqual([]);
-  }, 60_000);
+  }, 120_000);
 
   it('no page of the console has a serious or critical axe violation', async () => {
     await (await signIn(context, server.origin, server.adminEmail, server.adminPassword)).close();

@@ -407,7 +407,7 @@ describe('instances', () => {
     await deleteDialog.getByRole('button', { name: 'Delete instance' }).click();
     await row.locator('td[data-state="deleted"]').waitFor({ timeout: 20_000 });
     await page.close();
-  }, 90_000);
+  }, 120_000);
 });
 
 describe('images and flavors', () => {
@@ -436,7 +436,7 @@ describe('images and flavors', () => {
     await dialog.getByRole('button', { name: 'Delete flavor' }).click();
     await medium.waitFor({ state: 'detached' });
     await page.close();
-  }, 60_000);
+  }, 120_000);
 });
 
 describe('sandboxes and volumes', () => {
@@ -614,7 +614,7 @@ describe('break-glass SSH on a node’s page', () => {
     await row.locator('td[data-state="revoked"]').waitFor();
     await expect(row.textContent()).resolves.toContain('revoked from the console');
     await context.close();
-  }, 90_000);
+  }, 120_000);
 });
 
 describe('the session cookie on the APIs', () => {

@@ -295,5 +295,5 @@ describe('better-compute dev --no-console', () => {
 describe('stopping dev', () => {
   it('SIGINT ends dev and its console', async () => {
     expect(await dev.stop()).toBe(0);
-  }, 60_000);
+  }, 120_000);
 });

@@ -190,7 +190,7 @@ describe('the PXE discovery page', () => {
       page.locator('tr[data-kind="unknown"] button, tr[data-kind="enrolled"] button').count(),
     ).resolves.toBe(0);
     await shot(page, 'discovery-rows');
-  }, 60_000);
+  }, 120_000);
 
   it('Confirm asks first: dismissed binds nothing; accepted binds and the row becomes enrolled', async () => {
     const question = `Bind ${CANDIDATE_MAC} as the PXE MAC of ${waiting.id}? The machine will then boot from it.`;
@@ -211,14 +211,14 @@ describe('the PXE discovery page', () => {
     await page.locator(`[role="status"][data-bound="${waiting.id}"]`).waitFor();
     await expect(machine(waiting.id)).resolves.toMatchObject({ macs: [CANDIDATE_MAC] });
     await expect(page.locator('tr[data-mac] button').count()).resolves.toBe(0);
-  }, 60_000);
+  }, 120_000);
 
   it('Refresh shows what the agent saw since', async () => {
     await seen({ mac: '52:54:00:00:00:77' }, 0);
     await expect(page.locator('tr[data-mac="52:54:00:00:00:77"]').count()).resolves.toBe(0);
     await page.getByRole('button', { name: 'Refresh' }).click();
     await page.locator('tr[data-mac="52:54:00:00:00:77"][data-kind="unknown"]').waitFor();
-  }, 60_000);
+  }, 120_000);
 
   it('Bind a MAC by hand: disabled until both are well formed; a CONFLICT is shown in place', async () => {
     const form = page.getByRole('form', { name: 'Bind a MAC by hand' });
@@ -262,7 +262,7 @@ describe('the PXE discovery page', () => {
     await bind.click();
     await again;
     await expect.poll(() => refusal.textContent()).toContain('INVALID_STATE');
-  }, 60_000);
+  }, 120_000);
 
   it('fits 375 px', async () => {
     const phone = await browser.newContext({ viewport: { width: 375, height: 800 } });
@@ -277,5 +277,5 @@ describe('the PXE discovery page', () => {
     } finally {
       await phone.close();
     }
-  }, 60_000);
+  }, 120_000);
 });

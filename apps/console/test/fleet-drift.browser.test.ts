@@ -106,7 +106,7 @@ describe('the Fleet drift page', () => {
     );
     // The page applies nothing: no button acts on the fleet.
     await expect(page.locator('main button').count()).resolves.toBe(0);
-  }, 60_000);
+  }, 120_000);
 
   it('turns in sync on an apply, then shows a change made behind the document’s back once the job looks', async () => {
     const document = await compute<Record<string, unknown>>('fleet/export', {});
@@ -144,7 +144,7 @@ describe('the Fleet drift page', () => {
     ).resolves.toBe('fleet.drifted');
     await expect(overflows(page)).resolves.toBe(false);
     await shot(page, 'fleet-drift-1440');
-  }, 90_000);
+  }, 120_000);
 
   it('works at 375 px', async () => {
     await page.setViewportSize({ width: 375, height: 800 });
@@ -153,7 +153,7 @@ describe('the Fleet drift page', () => {
     await expect(overflows(page)).resolves.toBe(false);
     await shot(page, 'fleet-drift-375');
     await page.setViewportSize({ width: 1440, height: 900 });
-  }, 60_000);
+  }, 120_000);
 
   it('a member of the root tenant has no link to it and sees "platform operators only"; the API refuses them', async () => {
     const token = await person(rootMember, 'root');
@@ -170,7 +170,7 @@ describe('the Fleet drift page', () => {
     await expect(overflows(memberPage)).resolves.toBe(false);
     await shot(memberPage, 'fleet-drift-member-375');
     await context.close();
-  }, 60_000);
+  }, 120_000);
 
   it('a member of another tenant sees the same state, and nothing is asked of the API', async () => {
     await api(server.origin, '/api/iam/tenants/create', adminToken, { id: 'acme', name: 'Acme' });
@@ -189,5 +189,5 @@ describe('the Fleet drift page', () => {
     await memberPage.getByRole('heading', { name: 'Platform operators only' }).waitFor();
     expect(fleetCalls).toEqual([]);
     await context.close();
-  }, 60_000);
+  }, 120_000);
 });

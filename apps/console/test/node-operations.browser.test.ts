@@ -140,7 +140,7 @@ describe("a node's workflows and commands", () => {
       .toBe(true);
     await expect(overflows(page)).resolves.toBe(false);
     await shot(page, 'node-operations-1440');
-  }, 90_000);
+  }, 120_000);
 
   it('Pause and Resume ask first; a dismissed dialog changes nothing, and the page and the API agree', async () => {
     const row = page.locator(`tr[data-workflow="${workflow.id}"]`);
@@ -166,7 +166,7 @@ describe("a node's workflows and commands", () => {
     await page.getByRole('dialog').getByRole('button', { name: 'Resume workflow' }).click();
     await expect.poll(() => row.locator('td[data-state]').textContent()).toBe('running');
     await expect(workflowState(workflow.id)).resolves.toBe('running');
-  }, 60_000);
+  }, 120_000);
 
   it('Cancel of the queued command asks first; the workflow then fails, Retry runs it again and Abort ends it', async () => {
     const commandRow = page.locator(`tr[data-command="${commandId}"]`);
@@ -205,7 +205,7 @@ describe("a node's workflows and commands", () => {
     await expect
       .poll(() => page.locator('tr[data-command] td[data-state="cancelled"]').count(), { timeout: 30_000 })
       .toBe(2);
-  }, 90_000);
+  }, 120_000);
 
   it('a command sent to the node appears live, and the state filters read the lists again from the server', async () => {
     const command = await compute<Command>('commands/run', { nodeId, kind: 'inventory.refresh' });
@@ -226,7 +226,7 @@ describe("a node's workflows and commands", () => {
     await page.getByText('No running workflows on this node.').waitFor();
     await workflows.getByLabel('Show').selectOption('all');
     await page.locator(`tr[data-workflow="${workflow.id}"]`).waitFor();
-  }, 60_000);
+  }, 120_000);
 
   it('a viewer reads both lists at 375 px with every button disabled, and the API refuses the call too', async () => {
     const running = await compute<Workflow>('workflows/create', {
@@ -261,7 +261,7 @@ describe("a node's workflows and commands", () => {
       'ACCESS_DENIED',
     );
     await viewerPage.close();
-  }, 60_000);
+  }, 120_000);
 
   it("the API's refusal of an action is shown in place, and the row then shows what the workflow is now", async () => {
     // A page whose event stream is cut (it polls every 20 s instead): the workflow is aborted behind
@@ -281,7 +281,7 @@ describe("a node's workflows and commands", () => {
     await row.getByRole('alert').filter({ hasText: 'INVALID_STATE' }).waitFor();
     await expect.poll(() => row.locator('td[data-state]').textContent()).toBe('aborted');
     await cut.close();
-  }, 60_000);
+  }, 120_000);
 
   it("a tenant administrator of another tenant sees none of the root tenant's nodes and can press nothing on one", async () => {
     const acmeAdmin = { email: 'admin@acme.test', password: 'acme-admin-password-2026' };
@@ -307,5 +307,5 @@ describe("a node's workflows and commands", () => {
     await expect(overflows(acmePage)).resolves.toBe(false);
     await shot(acmePage, 'node-operations-tenant-admin-375');
     await context.close();
-  }, 60_000);
+  }, 120_000);
 });

@@ -94,7 +94,7 @@ describe('the Sites and projects page', () => {
     await row.waitFor();
     await expect(row.locator('[data-site-name]').textContent()).resolves.toBe('made-by-api');
     await expect(row.textContent()).resolves.toContain('eu-west');
-  }, 60_000);
+  }, 120_000);
 
   it("the server's refusal of a name is shown on the Name field", async () => {
     const form = page.getByRole('form', { name: 'New site' });
@@ -112,7 +112,7 @@ describe('the Sites and projects page', () => {
     await form.getByRole('button', { name: 'Create site' }).click();
     await expect.poll(() => nameError.textContent()).toBe('a site named made-by-api exists');
     await shot(page, 'sites-field-error');
-  }, 60_000);
+  }, 120_000);
 
   it('creates, edits and deletes a site through the forms; the API agrees at each step', async () => {
     const form = page.getByRole('form', { name: 'New site' });
@@ -148,7 +148,7 @@ describe('the Sites and projects page', () => {
     await dialog.getByRole('button', { name: 'Delete site' }).click();
     await row.waitFor({ state: 'detached' });
     await expect(codeOf('sites/get', { siteId: site.id }, adminToken)).resolves.toBe('NOT_FOUND');
-  }, 60_000);
+  }, 120_000);
 
   it('creates a project and archives it after a confirmation; the filter shows it archived', async () => {
     const form = page.getByRole('form', { name: 'New project' });
@@ -178,7 +178,7 @@ describe('the Sites and projects page', () => {
     const nameError = form.locator('[data-field-error="name"]');
     await nameError.waitFor();
     await expect(nameError.textContent()).resolves.toBe('a project named vision-research exists');
-  }, 60_000);
+  }, 120_000);
 
   it('a viewer reads both lists at 375 px with every button disabled, and the API refuses too', async () => {
     const site = await compute<Site>('sites/create', { name: 'viewer-sees-this' });
@@ -214,7 +214,7 @@ describe('the Sites and projects page', () => {
       'ACCESS_DENIED',
     );
     await viewerPage.close();
-  }, 60_000);
+  }, 120_000);
 
   it("a tenant administrator of acme sees only acme's sites and may create, edit and delete them", async () => {
     const acmeAdmin = { email: 'admin@acme.test', password: 'acme-admin-password-2026' };
@@ -262,5 +262,5 @@ describe('the Sites and projects page', () => {
     await expect(codeOf('sites/delete', { siteId: rootSite.id }, acmeToken)).resolves.not.toBe('OK');
     await shot(acmePage, 'sites-tenant-admin-1440');
     await context.close();
-  }, 90_000);
+  }, 120_000);
 });

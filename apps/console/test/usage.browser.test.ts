@@ -194,7 +194,7 @@ describe('the Usage and quotas page', () => {
     await shot(page, 'usage-by-tenant-1440');
     await page.getByRole('radio', { name: 'Pool' }).check();
     await page.locator('[data-usage-chart="pool"]').waitFor();
-  }, 60_000);
+  }, 120_000);
 
   it('Export CSV downloads exactly what usage.export answers for the period', async () => {
     const [download] = await Promise.all([
@@ -214,7 +214,7 @@ describe('the Usage and quotas page', () => {
       .getByRole('status')
       .filter({ hasText: `Exported ${exported.rows} row(s)` })
       .waitFor();
-  }, 60_000);
+  }, 120_000);
 
   it('a period that ends before it starts is refused by the server on the From field', async () => {
     const form = page.getByRole('form', { name: 'Usage period' });
@@ -226,7 +226,7 @@ describe('the Usage and quotas page', () => {
     await expect(error.textContent()).resolves.toBe('from must be before to');
     await expect(form.getByLabel('From (inclusive)').getAttribute('aria-invalid')).resolves.toBe('true');
     await shot(page, 'usage-field-error');
-  }, 30_000);
+  }, 120_000);
 
   it('sets and clears a quota; the server refuses a negative limit and an unknown tenant on their fields', async () => {
     const show = page.getByRole('form', { name: 'Show quotas' });
@@ -260,7 +260,7 @@ describe('the Usage and quotas page', () => {
     const tenantError = show.locator('[data-field-error="subjectTenantId"]');
     await tenantError.waitFor();
     await expect(tenantError.textContent()).resolves.toBe('tenant no-such-tenant does not exist');
-  }, 60_000);
+  }, 120_000);
 
   it('a viewer at 375 px sees the chart, Save disabled and Export as the API decides it', async () => {
     const viewerPage = await signIn(viewerContext, server.origin, viewer.email, viewer.password);
@@ -288,7 +288,7 @@ describe('the Usage and quotas page', () => {
     await expect(overflows(viewerPage)).resolves.toBe(false);
     await shot(viewerPage, 'usage-viewer-375');
     await viewerPage.close();
-  }, 60_000);
+  }, 120_000);
 
   it("acme's tenant administrator sees acme's own usage, no platform pages, and exports it", async () => {
     const context = await browser.newContext({
@@ -347,5 +347,5 @@ describe('the Usage and quotas page', () => {
     await expect(overflows(acmePage)).resolves.toBe(false);
     await shot(acmePage, 'usage-tenant-admin-375');
     await context.close();
-  }, 60_000);
+  }, 120_000);
 });

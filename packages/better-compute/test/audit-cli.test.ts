@@ -43,7 +43,7 @@ describe.runIf(kinds.includes('postgres'))('the audit commands (real binary, pos
     });
     pin = bundle.audit!.pin;
     await writeEntries(f.db, 'acme', 5);
-  }, 60_000);
+  }, 120_000);
   afterAll(async () => {
     await f?.close();
   });
@@ -95,7 +95,7 @@ describe.runIf(kinds.includes('postgres'))('the audit commands (real binary, pos
     expect(verified.stderr).toBe('');
     expect(verified.status).toBe(0);
     expect(JSON.parse(verified.stdout)).toMatchObject({ ok: true, entries: 5, problems: [], pin });
-  }, 60_000);
+  }, 120_000);
 
   it('prove writes a new file that check-proof accepts offline, and refuses any changed byte', async () => {
     const entry = await f.db
@@ -158,7 +158,7 @@ describe.runIf(kinds.includes('postgres'))('the audit commands (real binary, pos
       expect(refused.status).toBe(1);
       expect(refused.stderr).toMatch(/^INVALID_PROOF: /);
     }
-  }, 60_000);
+  }, 120_000);
 
   it('verify names a changed entry: AUDIT_TAMPERED, and --query problems prints them', async () => {
     const entry = await f.db
@@ -176,7 +176,7 @@ describe.runIf(kinds.includes('postgres'))('the audit commands (real binary, pos
     const problems = JSON.parse(tampered.stdout);
     expect(problems).toContainEqual(expect.objectContaining({ kind: 'entry_modified', entryId: entry.id }));
     expect(problems).toContainEqual(expect.objectContaining({ kind: 'root_mismatch' }));
-  }, 60_000);
+  }, 120_000);
 
   it('verify never passes a log with nothing to verify for a verified one (issue 31)', async () => {
     // Better IAM's tables, so the command can ask whether a tenant exists: root does, nobody does not.

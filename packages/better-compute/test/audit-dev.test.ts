@@ -51,7 +51,7 @@ describe.runIf(kinds.includes('postgres'))('dev seals the audit log as it runs (
     const startup = server.output();
     url = /better-compute dev: (http:\/\/127\.0\.0\.1:\d+)\/api\/compute\n/.exec(startup)![1]!;
     poolId = /in pool (pool_\w+)/.exec(startup)![1]!;
-  }, 60_000);
+  }, 120_000);
 
   afterAll(async () => {
     await server?.stop();
@@ -114,5 +114,5 @@ describe.runIf(kinds.includes('postgres'))('dev seals the audit log as it runs (
     const refused = cli(offline, ['audit', 'check-proof', 'bent.json', '--pin', pin], {});
     expect(refused.status).toBe(1);
     expect(refused.stderr).toMatch(/^INVALID_PROOF: the entry is not included/);
-  }, 90_000);
+  }, 120_000);
 });

@@ -141,7 +141,7 @@ describe.runIf(kinds.includes('postgres'))('kept checkpoints and witnesses (real
       tenant_id: 'acme',
     });
     expect(auditCheckpointSchema.strict().parse(five!.data)).toEqual(answer);
-  }, 60_000);
+  }, 120_000);
 
   it('verify --trusted passes an untouched log; a witness cosigns, and --min-witnesses counts only valid cosignatures', async () => {
     const first = cosign('state-1');

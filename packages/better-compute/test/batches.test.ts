@@ -184,7 +184,7 @@ describe.each(kinds)('destructive batches on %s', (kind) => {
     const { poolId } = await seedPool(d, `batches-${kind}`);
     for (const name of ['n1', 'n2', 'n3', 'n4', 'n5'])
       nodes.push((await addNode(d, poolId, `${kind}-${name}`, l40sx4())).nodeId);
-  }, 60_000);
+  }, 120_000);
   afterAll(async () => {
     await d?.close();
   });

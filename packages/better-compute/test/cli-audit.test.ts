@@ -297,7 +297,7 @@ describe('the CLI against a real deployment (faults 1 and 2)', () => {
   beforeAll(async () => {
     ({ poolId } = await seedPool(d));
     await addNode(d, poolId, 'h100-a', h100x8('nvl-a'), { zone: 'eu-1' });
-  }, 60_000);
+  }, 120_000);
 
   it('nodes list --format table --query reads the nodes, not the columns', async () => {
     expect(await run(['nodes', 'list', '--format', 'table', '--query', 'items[].poolId'])).toMatchObject({

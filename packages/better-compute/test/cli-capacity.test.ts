@@ -23,7 +23,7 @@ beforeAll(async () => {
   ({ poolId } = await seedPool(d));
   await addNode(d, poolId, 'h100-a', h100x8('nvl-a'));
   await addNode(d, poolId, 'a100-a', a100x8('nvl-b1', 'nvl-b2'));
-}, 60_000);
+}, 120_000);
 
 describe('pools, quotas and drivers', () => {
   it('pools list prints a table of the pools offered to the tenant', async () => {
@@ -654,5 +654,5 @@ describe('sim', () => {
     expect(report.stateHash).toMatch(/^[0-9a-f]{64}$/);
     const bad = await run(['sim', '--nodes', '0']);
     expect(bad.status).toBe(2);
-  }, 60_000);
+  }, 120_000);
 });

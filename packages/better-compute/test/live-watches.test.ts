@@ -43,7 +43,7 @@ describe.runIf(kinds.includes('postgres'))('notifications for watched tenants on
     listener = await connect();
     listener.on('notification', (message) => notified.push(message.payload ?? ''));
     await listener.query('listen better_compute_events');
-  }, 60_000);
+  }, 120_000);
   afterAll(async () => {
     await listener?.end();
     await d?.close();

@@ -83,7 +83,7 @@ beforeAll(async () => {
     },
   });
   await ready;
-}, 60_000);
+}, 120_000);
 
 afterAll(async () => {
   controller.abort();

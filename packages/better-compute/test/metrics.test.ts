@@ -86,7 +86,7 @@ describe.runIf(await isPostgresReachable())('metrics of a replica on PostgreSQL'
     api = await Promise.race([ready, running.then(() => '')]);
     const said = lines.find((line) => line.startsWith('better-compute metrics at '));
     metricsUrl = said!.slice('better-compute metrics at '.length);
-  }, 60_000);
+  }, 120_000);
 
   afterAll(async () => {
     stop.abort();

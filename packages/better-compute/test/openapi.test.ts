@@ -165,7 +165,7 @@ describe.each(kinds)('the document served by a deployment on %s', (kind) => {
   beforeAll(async () => {
     deployment = await createTestDeployment(kind, { rateLimit: { address: { perSecond: 0.01, burst: 2 } } });
     served = await get();
-  }, 60_000);
+  }, 120_000);
   afterAll(async () => {
     await deployment?.close();
   });

@@ -268,7 +268,7 @@ describe('through the handler: webhooks.create and a tenant’s images.register'
       { log: () => {} },
     );
     await compute.migrate();
-  }, 60_000);
+  }, 120_000);
 
   afterAll(async () => {
     await compute?.close();

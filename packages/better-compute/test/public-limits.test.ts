@@ -165,7 +165,7 @@ describe('per-address limits on public routes', () => {
       expect((await heartbeat(d, { 'x-forwarded-for': `192.0.2.99, ${client}` })).status).toBe(429);
       // Another client behind the same proxy has its own count.
       expect((await heartbeat(d, { 'x-forwarded-for': '203.0.113.41' })).status).toBe(401);
-    }, 60_000);
+    }, 120_000);
 
     it('answers malformed X-Forwarded-For without a 5xx', async () => {
       for (const value of [
@@ -182,13 +182,13 @@ describe('per-address limits on public routes', () => {
       }
       // A request that carries no address at all through a proxy is its proxy's: still answered.
       expect((await post(d.url, '/api/compute/system/version', {})).status).toBe(200);
-    }, 60_000);
+    }, 120_000);
 
     it('counts no sign-in that worked against its address', async () => {
       const from = { 'x-forwarded-for': '203.0.113.50' };
       for (let i = 0; i < 25; i++)
         expect((await signIn(d, d.member.email, d.member.password, from)).status).toBe(200);
-    }, 60_000);
+    }, 120_000);
   });
 
   describe('without a trusted proxy', () => {
@@ -206,7 +206,7 @@ describe('per-address limits on public routes', () => {
       for (let i = 0; i < 10; i++) answers.push(await heartbeat(d, { 'x-forwarded-for': `198.51.100.${i}` }));
       expect(firstLimited(answers).index).toBe(5);
       expect(answers[5]!.error?.details?.limit).toBe('address-failures');
-    }, 60_000);
+    }, 120_000);
 
     it("limits an address's public calls, refused or not, by their cost", async () => {
       // Through the handler a host calls with the address it found: system.version is a read, half
@@ -226,7 +226,7 @@ describe('per-address limits on public routes', () => {
         } else await response.body?.cancel();
       }
       expect(statuses.indexOf(429)).toBe(80);
-    }, 60_000);
+    }, 120_000);
 
     it('leaves calls with a credential to their identity’s budget, whatever their address did', async () => {
       // 127.0.0.1 has used up its refused credentials above; the member's key still works from it.
@@ -238,7 +238,7 @@ describe('per-address limits on public routes', () => {
         { authorization: `Bearer ${d.member.apiKey}` },
       );
       expect(whoami.status).toBe(200);
-    }, 60_000);
+    }, 120_000);
   });
 
   it('has no per-address limit in process, where there is no address', async () => {

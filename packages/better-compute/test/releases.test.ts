@@ -77,7 +77,7 @@ beforeAll(async () => {
   // 2 of 2, and one signed only by the first key.
   json(await run(['release', 'sign', '--key', 'first.pem', 'manifest.json', '--out', 'one.json']));
   json(await run(['release', 'cosign', '--key', 'second.pem', 'one.json', '--out', 'two.json']));
-}, 60_000);
+}, 120_000);
 
 const read = (name: string) => readFileSync(join(dir, name), 'utf8');
 

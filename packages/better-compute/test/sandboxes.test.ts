@@ -119,7 +119,7 @@ beforeAll(async () => {
     },
   ));
   workers = compute.startWorkers(['controllers']);
-}, 60_000);
+}, 120_000);
 
 afterAll(async () => {
   await workers?.stop();

@@ -54,7 +54,7 @@ function seen(result: RunResult) {
 
 beforeAll(async () => {
   ({ server, url, dev } = await startDev(work, []));
-}, 90_000);
+}, 120_000);
 
 afterAll(async () => {
   await server?.stop();

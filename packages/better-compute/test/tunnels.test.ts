@@ -402,7 +402,7 @@ describe('console, exec and forward', () => {
     expect(err.join('\n')).toContain('REMOTE_EXIT');
     expect(written.join('')).toMatch(/\b0\r?\n/);
     expect(raw).toEqual([true, false]);
-  }, 60_000);
+  }, 120_000);
 });
 
 describe('a console on the real node', () => {
@@ -503,5 +503,5 @@ describe('a console on the real node', () => {
     await new Promise((resolve) => ws.once('close', resolve));
     expect(zeros).toBe(32 * 1024 * 1024);
     expect(exit).toMatchObject({ t: 'exit', status: 0 });
-  }, 60_000);
+  }, 120_000);
 });

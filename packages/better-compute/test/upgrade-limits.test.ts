@@ -89,7 +89,7 @@ describe('per-address limits on upgrades', () => {
     // A malformed ticket counts too, and another address is answered on its merits.
     expect((await upgrade('/api/compute/tunnels/%00', from('203.0.113.8'))).status).toBe(401);
     expect((await upgrade('/api/compute/tunnels/ticket.guessed', from('203.0.113.9'))).status).toBe(401);
-  }, 60_000);
+  }, 120_000);
 
   it('closes node sessions opened with a guessed credential from one address with 4429', async () => {
     const from = (address: string) => ({
@@ -101,5 +101,5 @@ describe('per-address limits on upgrades', () => {
       codes.push((await upgrade('/api/compute/gateway/session', from('203.0.113.20'))).closeCode);
     expect(codes).toEqual([4401, 4401, 4401, 4429]);
     expect((await upgrade('/api/compute/gateway/session', from('203.0.113.21'))).closeCode).toBe(4401);
-  }, 60_000);
+  }, 120_000);
 });

@@ -260,7 +260,7 @@ describe('the usage and events commands', () => {
     for (const gpuModel of ['A100', 'H100'])
       await d.api('reservations.create', { poolId, gpus: 1, durationSeconds: 4 * HOUR, gpuModel }, ACME);
     d.clock.advance(2 * HOUR);
-  }, 60_000);
+  }, 120_000);
 
   it('usage list pages with the cursor each page ends with, and refuses one it did not give', async () => {
     const bounds = ['--from', at(hour), '--to', at(hour + 2 * HOUR * 1000)];

@@ -89,7 +89,7 @@ beforeAll(async () => {
     })
   ).id;
   workers = d.compute.startWorkers(['controllers']);
-}, 60_000);
+}, 120_000);
 
 afterAll(async () => {
   await workers?.stop();

@@ -93,7 +93,7 @@ describe('caps on open event streams', () => {
     const again = await opensAgain(keys.member);
     expect(again.status).toBe(200);
     await refusal(await watch(keys.member));
-  }, 60_000);
+  }, 120_000);
 
   it("refuses past the tenant's cap, and leaves other tenants alone", async () => {
     // acme holds 4 (3 of the member's, 1 of the admin's); the cap is 5.
@@ -103,7 +103,7 @@ describe('caps on open event streams', () => {
     // The root administrator's streams count against root, whichever tenant they watch.
     expect((await watch(keys.root, 'acme')).status).toBe(200);
     expect((await watch(keys.root, 'root')).status).toBe(200);
-  }, 60_000);
+  }, 120_000);
 
   it('frees the slot of a stream the server ended (its key revoked)', async () => {
     // The root administrator holds 2 streams; a second key of theirs takes the third place.
@@ -116,5 +116,5 @@ describe('caps on open event streams', () => {
     const frames = await ended.waitFor(1);
     expect(frames.at(-1)?.event).toBe('error');
     expect((await opensAgain(keys.root, 'root')).status).toBe(200);
-  }, 60_000);
+  }, 120_000);
 });

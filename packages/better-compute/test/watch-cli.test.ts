@@ -55,7 +55,7 @@ async function until(check: () => boolean, run: Running, ms = 10_000): Promise<v
   }
 }
 
-describe(`events watch, the binary against a running server on ${kind}`, { timeout: 60_000 }, () => {
+describe(`events watch, the binary against a running server on ${kind}`, { timeout: 120_000 }, () => {
   let d: LiveDeployment;
   let counter = 0;
   const site = async () => {
@@ -70,7 +70,7 @@ describe(`events watch, the binary against a running server on ${kind}`, { timeo
 
   beforeAll(async () => {
     d = await liveDeployment(kind);
-  }, 60_000);
+  }, 120_000);
   afterAll(async () => {
     await d?.close();
   });

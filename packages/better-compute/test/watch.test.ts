@@ -25,7 +25,7 @@ describe.each(kinds)('the event stream, on %s', (kind) => {
     d = await liveDeployment(kind, { heartbeatMs: 200 }, (text) => {
       if (text.includes('"settled"')) outboxReads++;
     });
-  }, 60_000);
+  }, 120_000);
   afterAll(async () => {
     await d?.close();
   });

@@ -32,7 +32,7 @@ function compute(args: string[], token = dev.acmeAdmin.apiKey): Promise<RunResul
 beforeAll(async () => {
   receiver = await startReceiver();
   ({ server, url, dev } = await startDev(work, []));
-}, 60_000);
+}, 120_000);
 
 afterAll(async () => {
   await server?.stop();

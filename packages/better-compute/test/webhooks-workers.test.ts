@@ -53,7 +53,7 @@ describe.skipIf(!(await isPostgresReachable()))('webhook deliveries across repli
       replicas.push(compute);
     }
     receiver = await startReceiver();
-  }, 60_000);
+  }, 120_000);
 
   afterAll(async () => {
     await Promise.all(loops.map((l) => l.stop()));
@@ -109,7 +109,7 @@ describe.skipIf(!(await isPostgresReachable()))('webhook deliveries across repli
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(receiver.received.filter((x) => x.path === '/hook/many')).toHaveLength(40);
     await stopLoops();
-  }, 60_000);
+  }, 120_000);
 
   it('a claim left by a dead replica lapses and is completed by another, once', async () => {
     await stopLoops();
@@ -148,7 +148,7 @@ describe.skipIf(!(await isPostgresReachable()))('webhook deliveries across repli
     expect(attempts.rows[0]).toMatchObject({ attempt: 2, success: true });
     expect(attempts.rows[0]!.runner).not.toBe('runner_dead');
     await stopLoops();
-  }, 30_000);
+  }, 120_000);
 
   it('an attempt longer than the lease keeps its claim while its replica lives: sent once', async () => {
     await stopLoops();
@@ -186,7 +186,7 @@ describe.skipIf(!(await isPostgresReachable()))('webhook deliveries across repli
       receiver.mode = 'ok';
       await stopLoops();
     }
-  }, 30_000);
+  }, 120_000);
 
   it('a dead fan-out leader’s lease is taken over within 15 seconds (its 8 s lease and a poll)', async () => {
     await stopLoops();
@@ -209,5 +209,5 @@ describe.skipIf(!(await isPostgresReachable()))('webhook deliveries across repli
     expect(tookOverMs).toBeLessThan(15_000);
     await api(replicas[0]!, 'webhooks.delete', { webhookId: webhook.id });
     await stopLoops();
-  }, 30_000);
+  }, 120_000);
 });

@@ -113,7 +113,7 @@ describe.each(kinds)('webhooks on %s', (kind) => {
     await compute.migrate();
     workers = compute.startWorkers(['sinks']);
     receiver = await startReceiver();
-  }, 60_000);
+  }, 120_000);
 
   afterAll(async () => {
     await workers?.stop();

@@ -13,7 +13,7 @@ import { startWorkerLoop } from '../src/workers/runner.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-describe('worker maintenance', { timeout: 90_000 }, () => {
+describe('worker maintenance', { timeout: 120_000 }, () => {
   it('forgets expired idempotency keys and vacuums a database without autovacuum', async () => {
     const database = await openDatabase({ pglite: {} });
     const db = database.db as Kysely<ComputeTables>;

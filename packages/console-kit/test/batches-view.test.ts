@@ -116,7 +116,7 @@ beforeAll(async () => {
     });
     nodes.push(joined.nodeId!);
   }
-}, 90_000);
+}, 120_000);
 
 afterAll(async () => {
   await stopServer?.();

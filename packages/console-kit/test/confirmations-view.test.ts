@@ -101,7 +101,7 @@ beforeAll(async () => {
     baseURL: url,
     token: (await iam.createApiKey(helper.id, { name: 'agent' })).key,
   });
-}, 90_000);
+}, 120_000);
 
 afterAll(async () => {
   await stopServer?.();

@@ -21,7 +21,7 @@ import { startKitServer, type KitServer } from './kit-server.js';
 let server: KitServer;
 beforeAll(async () => {
   server = await startKitServer();
-}, 60_000);
+}, 120_000);
 afterAll(async () => {
   await server?.stop();
 });

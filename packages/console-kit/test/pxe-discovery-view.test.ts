@@ -82,7 +82,7 @@ beforeAll(async () => {
     const outcome = await recordPxeDiscovery(db, agent.nodeId!, report, at(minutesAgo));
     expect(outcome).toEqual({ outcome: 'recorded', siteId: firstSite });
   }
-}, 90_000);
+}, 120_000);
 
 afterAll(async () => {
   await server?.stop();

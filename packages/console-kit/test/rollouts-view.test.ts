@@ -96,7 +96,7 @@ beforeAll(async () => {
     headers: auth,
   });
   await until(() => live.connection.get().status === 'open', 'the stream to open');
-}, 90_000);
+}, 120_000);
 
 afterAll(async () => {
   live?.stop();

@@ -69,5 +69,5 @@ describe('metal.bmc on a node', () => {
     } finally {
       socket.close();
     }
-  }, 40_000);
+  }, 120_000);
 });

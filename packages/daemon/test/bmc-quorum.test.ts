@@ -174,7 +174,7 @@ beforeAll(async () => {
     stopGraceMs: 1_000,
   });
   await until('the first welcome', async () => logs.some((l) => l.includes('session up')), 15_000);
-}, 60_000);
+}, 120_000);
 
 afterAll(async () => {
   controller.abort();
@@ -204,7 +204,7 @@ describe('BMC power off on a site agent that pins an approver set', () => {
     await until('the approver set to be pinned', async () =>
       logs.some((l) => l.includes('pinned the approver set of epoch 1')),
     );
-  }, 30_000);
+  }, 120_000);
 
   it('refuses an off with no approvals, and the BMC is not asked', async () => {
     backend.power = 'On';

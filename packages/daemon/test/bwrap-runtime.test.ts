@@ -117,7 +117,7 @@ describe.skipIf(!bwrapAvailable())('the bwrap runtime', () => {
     expect(login.status).toBe(127);
     expect(login.stderr).toContain('-oProxyCommand=touch: not found');
     expect(existsSync(marker)).toBe(false);
-  }, 60_000);
+  }, 120_000);
 
   it("a volume's data outlives its sandbox; a disk snapshot brings back the sandbox's files", async () => {
     await driver.createVolume('vol_bwraptest', 1);
@@ -170,7 +170,7 @@ describe.skipIf(!bwrapAvailable())('the bwrap runtime', () => {
       const login = await ssh(id, userKey(`net-${network}`, id), [`bash -c '${probe}'`]);
       expect(login.stdout.trim(), login.stderr).toBe(network === 'egress' ? 'pong' : 'unreachable');
     }
-  }, 60_000);
+  }, 120_000);
 
   it('delete leaves no mount and no process, and a second delete finds nothing', async () => {
     await create('sbx_bwrapgone');
@@ -181,7 +181,7 @@ describe.skipIf(!bwrapAvailable())('the bwrap runtime', () => {
     expect(mounted()).not.toContain('sbx_bwrapgone');
     expect(existsSync(`/proc/${pid}`)).toBe(false);
     expect((await driver.delete('sbx_bwrapgone')).removed).toBe(false);
-  }, 60_000);
+  }, 120_000);
 });
 
 // The guide's Sandboxes example on `dev --node`: dev's real bcd on this machine runs acme's template

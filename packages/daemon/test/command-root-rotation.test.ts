@@ -52,7 +52,7 @@ beforeAll(async () => {
   writeFileSync(gpuFile, JSON.stringify({ gpus: [] }));
   await createPkiBundle({ path: pkiPath, secret });
   await startServer();
-}, 90_000);
+}, 120_000);
 
 afterAll(async () => {
   daemon?.child.kill('SIGKILL');
@@ -92,7 +92,7 @@ describe('a command-root rotation, as a real daemon sees it', () => {
         .toString('base64'),
     );
     expect(await runCommand()).toMatchObject({ state: 'succeeded' });
-  }, 60_000);
+  }, 120_000);
 
   it('follows two signed rotations to the new root after the server restarts, and runs its commands', async () => {
     await stopServer!();
@@ -106,7 +106,7 @@ describe('a command-root rotation, as a real daemon sees it', () => {
     );
     expect(pinned().trim()).toBe(pem(bundle).trim());
     expect(await runCommand()).toMatchObject({ state: 'succeeded' });
-  }, 60_000);
+  }, 120_000);
 
   it('keeps its pin against a server with an unrelated bundle, whose commands it refuses', async () => {
     await stopServer!();
@@ -122,7 +122,7 @@ describe('a command-root rotation, as a real daemon sees it', () => {
     const refused = await runCommand();
     expect(refused.state).toBe('failed');
     expect(refused.error).toMatch(/signature/);
-  }, 60_000);
+  }, 120_000);
 });
 
 describe('decideCommandRoot', () => {

@@ -82,7 +82,7 @@ beforeAll(async () => {
     `echo flaky >> ${marks}\n[ "$(grep -c '^flaky$' ${marks})" -ge 2 ] || { echo 'not yet' >&2; exit 1; }\n`,
   );
   server = await startServer(env.database.url!, port, keyFile);
-}, 90_000);
+}, 120_000);
 
 afterAll(async () => {
   daemon?.child.kill('SIGKILL');
@@ -302,7 +302,7 @@ describe('bcd against a real server', () => {
     const done = await settled(slow.id, 'succeeded');
     expect(done.stdout).toBe('slept\n');
     expect(runs('slow')).toBe(2);
-  }, 60_000);
+  }, 120_000);
 
   it('cancel: a queued command never runs, a running one is stopped', async () => {
     const running = await env.call<any>('commands.run', {

@@ -81,7 +81,7 @@ beforeAll(async () => {
     });
     credentials.push({ nodeId: joined.nodeId, credential: joined.nodeCredential });
   }
-}, 60_000);
+}, 120_000);
 
 afterAll(async () => {
   controller.abort();

@@ -209,7 +209,7 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('a VM that dies un
     expect((await ssh(doomed.address!, 'true')).code).toBe(0);
     const probe = await ssh(quitter.address!, guestConnects([`${doomed.address!.split('/')[0]}:22`]));
     expect(probe.stdout.trim()).toBe(`${doomed.address!.split('/')[0]}:22 failed`);
-  }, 60_000);
+  }, 120_000);
 
   it('QEMU killed with SIGKILL: the instance becomes failed with the reason, once, with its event', async () => {
     process.kill(qemuPid(instanceId), 'SIGKILL');
@@ -250,7 +250,7 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('a VM that dies un
       new Date(),
     );
     expect(again).toEqual({ outcome: 'ignored' });
-  }, 60_000);
+  }, 120_000);
 
   it('a guest that powers itself off: the instance is stopped, with the reason', async () => {
     const running = await getInstance(quitterId);
@@ -271,7 +271,7 @@ describe.skipIf(tools.missing.includes('qemu-system-x86_64'))('a VM that dies un
       'instance.running',
       'instance.stopped',
     ]);
-  }, 60_000);
+  }, 120_000);
 
   it('a VM gone while the daemon was down is reported when it starts again', async () => {
     await env.call('instances.start', { instanceId: quitterId }, 'acme');

@@ -219,7 +219,7 @@ describe('a machine with an IPMI BMC on the provisioning network', () => {
     const took = await machine.waitFor('QEMU ends', () => processStart(pid!) === null, 5000);
     expect(took).toBeLessThan(5000);
     expect(await ipmi.power('status')).toBe('off');
-  }, 30_000);
+  }, 120_000);
 
   it('does the same through Redfish, against a Redfish BMC whose system is this machine', async () => {
     const issued = await serverCertificate(await certificateAuthority());
@@ -300,7 +300,7 @@ describe('refusals, each clear and bounded', () => {
         credentials: { username: 'nobody', password: BMC_PASSWORD },
       }).power('status'),
     ).rejects.toMatchObject({ failure: 'auth' });
-  }, 30_000);
+  }, 120_000);
 
   it('a BMC that does not answer: a timeout within the bound', async () => {
     const silent: Socket = createSocket('udp4');
@@ -327,7 +327,7 @@ describe('refusals, each clear and bounded', () => {
         credentials: { username: BMC_USER, password: BMC_PASSWORD },
       }).power('status'),
     ).rejects.toMatchObject({ code: 'UNAVAILABLE', failure: 'unreachable' });
-  }, 30_000);
+  }, 120_000);
 
   it('a malformed MAC or command line sets nothing', async () => {
     const nodes = () => readdirSync(join(serviceDir, 'http', 'nodes')).sort();
@@ -401,7 +401,7 @@ describe('teardown', () => {
     await second.stop();
     void first;
     expect(leftovers(dir, second.names)).toEqual({ links: [], namespaces: [], processes: [], files: false });
-  }, 60_000);
+  }, 120_000);
 
   it('stopping the lab service releases its uplink and removes the rest', async () => {
     const names = service.names;
@@ -410,5 +410,5 @@ describe('teardown', () => {
     // The machine's tap is the test's: still there, on no bridge.
     expect(existsSync(`/sys/class/net/${TAP}`)).toBe(true);
     expect(existsSync(`/sys/class/net/${TAP}/master`)).toBe(false);
-  }, 30_000);
+  }, 120_000);
 });

@@ -151,7 +151,7 @@ beforeAll(async () => {
     });
     nodes.push({ nodeId: joined.nodeId, credential: joined.nodeCredential });
   }
-}, 60_000);
+}, 120_000);
 
 afterAll(async () => {
   daemon?.child.kill('SIGKILL');
@@ -282,7 +282,7 @@ describe('the gateway with mutual TLS', () => {
     stream.write(Buffer.from('echo local; exit 5\n'));
     expect(await ended).toEqual({ exitStatus: 5 });
     expect(Buffer.concat(chunks).toString()).toContain('local');
-  }, 60_000);
+  }, 120_000);
 
   it('bcd join reaches an API served with a machine-CA certificate when given --ca-file', async () => {
     const { token } = await call(
@@ -318,5 +318,5 @@ describe('the gateway with mutual TLS', () => {
     expect(joined.stderr).not.toContain(token);
     expect(joined.status).toBe(0);
     expect(new StateDir(join(scratch, 'joined')).identity()?.nodeId).toMatch(/^node_/);
-  }, 90_000);
+  }, 120_000);
 });

@@ -142,7 +142,7 @@ describe('node streams across gateway replicas', () => {
     const status = bcd(['status', '--state-dir', stateDir]);
     expect(await status.exited).toBe(0);
     expect(JSON.parse(status.out.join('\n')).certificate.notAfter).toBe(held.notAfter);
-  }, 60_000);
+  }, 120_000);
 
   it('bcd run holds its session on the first gateway by its node certificate', async () => {
     const started = Date.now();
@@ -157,7 +157,7 @@ describe('node streams across gateway replicas', () => {
     expect(gateways[0]!.proc.err.join('\n')).toContain(
       `${nodeId} connected, authenticated by its node certificate`,
     );
-  }, 30_000);
+  }, 120_000);
 
   it('a stream opened on another replica reaches a node-console pty over the link: output, window size and exit status', async () => {
     const stream = await streams.open(nodeId, { kind: 'node-console', cols: 80, rows: 24 });
@@ -168,7 +168,7 @@ describe('node streams across gateway replicas', () => {
     expect(end).toEqual({ exitStatus: 3 });
     expect(seen.text()).toContain('43 132');
     expect(seen.text()).toMatch(/\bhi\r?\n/);
-  }, 30_000);
+  }, 120_000);
 
   it('refuses what the node cannot serve, and a node with no session, with the documented codes', async () => {
     const refused = await streams
@@ -252,7 +252,7 @@ describe('node streams across gateway replicas', () => {
     expect(gateways[1]!.proc.err.join('\n')).toContain(
       `${nodeId} connected, authenticated by its node certificate`,
     );
-  }, 60_000);
+  }, 120_000);
 
   it('a certificate the gateway refuses (from a CA no longer trusted) is set aside: the daemon gets a new one over its credential', async () => {
     daemon.child.kill('SIGKILL');
@@ -282,5 +282,5 @@ describe('node streams across gateway replicas', () => {
       JSON.parse(readFileSync(join(stateDir, 'certificate.json'), 'utf8')).certificatePem,
     );
     expect(renewed.verify(pki.bundle.machineCa.certificate.publicKey)).toBe(true);
-  }, 60_000);
+  }, 120_000);
 });

@@ -252,7 +252,7 @@ describe('the qemu runtime', () => {
     );
     const again = await run('image.fetch', { image });
     expect(again.result).toMatchObject({ cached: true, bytes, cacheBytes: bytes });
-  }, 60_000);
+  }, 120_000);
 
   it('a file whose digest or size differs is refused with the reason and discarded', async () => {
     const blob = randomBytes(8192);
@@ -269,7 +269,7 @@ describe('the qemu runtime', () => {
     expect(missing.error).toContain('is not a file on this node');
     // Nothing of them is left in the cache, not even a partial file.
     expect(readdirSync(join(stateDir, 'images')).sort()).toHaveLength(3);
-  }, 60_000);
+  }, 120_000);
 
   it('downloads an https file, following a redirect; a redirect to http and a 404 are refused', async () => {
     const sha256 = createHash('sha256').update(mirrorBlob).digest('hex');
@@ -288,7 +288,7 @@ describe('the qemu runtime', () => {
     expect(missing.error).toContain('answered HTTP 404');
     expect(existsSync(join(stateDir, 'images', other))).toBe(false);
     rmSync(join(stateDir, 'images', sha256), { force: true });
-  }, 60_000);
+  }, 120_000);
 
   it('refuses a malformed payload and commands for an instance it does not have', async () => {
     const malformed = await run('instance.start', {
@@ -304,7 +304,7 @@ describe('the qemu runtime', () => {
     const badKey = await run('instance.create', { ...createPayload(), instanceId: 'inst_badkey', sshKeys: ['ssh-ed25519 AAAA\nrunhcmd: [x]'] }); // prettier-ignore
     expect(badKey.error).toContain('SSH key 1 is not a one-line OpenSSH public key');
     expect(existsSync(join(stateDir, 'instances', 'inst_badkey'))).toBe(false);
-  }, 60_000);
+  }, 120_000);
 
   it('instance.create makes the overlay and the seed; a retry with the same payload succeeds, a different one is refused', async () => {
     const created = await run('instance.create', createPayload());
@@ -322,7 +322,7 @@ describe('the qemu runtime', () => {
     expect(retried.result).toEqual({ instanceId, diskBytes: 2 * GiB });
     const other = await run('instance.create', { ...createPayload(), hostname: 'another-name' });
     expect(other.error).toContain('exists on this node with a different definition');
-  }, 60_000);
+  }, 120_000);
 
   let bootMs = 0;
   let daemonPid = 0;
@@ -428,7 +428,7 @@ describe('the qemu runtime', () => {
     expect(grown.result).toEqual({ instanceId, diskGiB: 3 });
     const shrunk = await run('instance.resize', { instanceId, diskGiB: 2 });
     expect(shrunk.error).toBe('the disk is 3 GiB; it only grows, so 2 GiB is refused');
-  }, 60_000);
+  }, 120_000);
 
   it('starts again with the grown disk, without egress; resize is refused while it runs; a stop past its timeout is forced; delete stops a running VM and removes it', async () => {
     const started = await run(

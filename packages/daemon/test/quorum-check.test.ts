@@ -207,7 +207,7 @@ beforeAll(async () => {
     stopGraceMs: 1_000,
   });
   await until('the first welcome', async () => logs.some((l) => l.includes('session up')), 15_000);
-}, 60_000);
+}, 120_000);
 
 afterAll(async () => {
   controller.abort();

@@ -208,7 +208,7 @@ describe.runIf(root)('bcd sweep', () => {
       networks: 0,
     });
     spawnSync('kill', ['-9', String(bystander.pid)]);
-  }, 60_000);
+  }, 120_000);
 });
 
 /** Instance links of any daemon on this machine now. */

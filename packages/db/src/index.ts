@@ -21,4 +21,4 @@ export {
   type MigrationStatus,
   type MigrateResult,
 } from './migrator.js';
-export { listenOn, type ListenHandlers, type Listening } from './listen.js';
+export { listenAt, listenOn, type ListenHandlers, type Listening } from './listen.js';

@@ -1,9 +1,10 @@
 /**
  * LISTEN on a database, for components that must learn of commits in other transactions (the live
- * event stream). On PostgreSQL it is one dedicated connection outside the pool, reconnected after a
- * failure; on PGlite the engine's own notifications, with the LISTEN run on its one session between
- * transactions. `onConnected` runs after every (re)connection: whatever was sent while nobody
- * listened is lost, so the caller should catch up then.
+ * event stream, IAM's change feed). On PostgreSQL it is one dedicated connection outside the pool,
+ * reconnected after a failure; on PGlite the engine's own notifications, with the LISTEN run on its
+ * one session between transactions. `connected` runs after every (re)connection: whatever was sent
+ * while nobody listened is lost, so the caller should catch up then. This is the project's only
+ * LISTEN client.
  */
 import { sql } from 'kysely';
 import { type Database, pgliteClients } from './database.js';
@@ -12,6 +13,8 @@ export interface ListenHandlers {
   notification(channel: string, payload: string): void;
   /** After the LISTEN is in place, the first time and after every reconnection. */
   connected?(): void;
+  /** When the connection is lost (a reconnection is scheduled): notifications may be missed. */
+  disconnected?(): void;
 }
 
 export interface Listening {
@@ -55,7 +58,18 @@ export async function listenOn(
     };
   }
   if (!database.url) return { live: false, close: async () => {} };
-  const url = database.url;
+  return listenAt(database.url, channels, handlers, retryMs);
+}
+
+/** LISTEN on the PostgreSQL server at `url`, on a connection of its own (see above). */
+export async function listenAt(
+  url: string,
+  channels: readonly string[],
+  handlers: ListenHandlers,
+  retryMs = 1000,
+): Promise<Listening> {
+  for (const channel of channels) if (!CHANNEL.test(channel)) throw new Error(`bad channel ${channel}`);
+  const listens = channels.map((channel) => `listen ${channel}`).join('; ');
   let client: ListenClient | null = null;
   let live = false;
   let closed = false;
@@ -75,6 +89,7 @@ export async function listenOn(
     client = null;
     live = false;
     which.end().catch(() => {});
+    handlers.disconnected?.();
     schedule();
   };
   async function connect(): Promise<void> {

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { sql, type Kysely } from 'kysely';
-import type { DatabaseKind } from '@better-compute/db';
+import { type DatabaseKind, type Listening, listenAt } from '@better-compute/db';
 import {
   type AuthCache,
   CHANGE_CHANNEL,
@@ -18,14 +18,6 @@ import type { IamDatabase } from './schema.js';
 
 /** Caches sharing one database object in this process. */
 const peers = new WeakMap<object, Set<AuthCache>>();
-
-interface ListenClient {
-  on(event: 'notification', listener: (message: { channel: string; payload?: string }) => void): unknown;
-  on(event: 'error' | 'end', listener: () => void): unknown;
-  connect(): Promise<unknown>;
-  query(text: string): Promise<unknown>;
-  end(): Promise<void>;
-}
 
 export interface ChangeFeedOptions {
   kind: DatabaseKind;
@@ -40,11 +32,10 @@ export class ChangeFeed {
   readonly #origin = randomUUID();
   readonly #options: ChangeFeedOptions;
   readonly #waiters = new Map<string, () => void>();
-  #client: ListenClient | null = null;
+  #listening: Listening | null = null;
   #live = false;
   #closed = false;
   #starting: Promise<void> | null = null;
-  #retry: ReturnType<typeof setTimeout> | null = null;
 
   constructor(options: ChangeFeedOptions) {
     this.#options = options;
@@ -60,62 +51,38 @@ export class ChangeFeed {
 
   /** Starts listening (PostgreSQL with a URL); resolves once the LISTEN is in place or failed. */
   start(): Promise<void> {
-    if (this.#options.kind !== 'postgres' || !this.#options.listenUrl || this.#closed)
+    const url = this.#options.listenUrl;
+    if (this.#options.kind !== 'postgres' || !url || this.#closed || this.#listening)
       return Promise.resolve();
-    this.#starting ??= this.#connect().finally(() => (this.#starting = null));
+    this.#starting ??= listenAt(url, [CHANGE_CHANNEL], {
+      notification: (_channel, payload) => this.#received(payload),
+      connected: () => {
+        // Whatever changed while nobody listened is unknown: start from an empty cache.
+        this.#options.cache.apply({ type: 'all' });
+        this.#live = true;
+      },
+      disconnected: () => {
+        this.#live = false;
+        this.#options.cache.apply({ type: 'all' });
+      },
+    }).then(async (listening) => {
+      if (this.#closed) await listening.close();
+      else this.#listening = listening;
+    });
     return this.#starting;
   }
 
-  async #connect(): Promise<void> {
-    try {
-      const { default: pg } = await import('pg');
-      const client: ListenClient = new pg.Client({ connectionString: this.#options.listenUrl });
-      client.on('notification', (message) => {
-        if (message.channel !== CHANGE_CHANNEL) return;
-        const parsed = parseChangePayload(message.payload);
-        if (parsed === null) {
-          this.#apply([{ type: 'all' }]);
-          return;
-        }
-        if (parsed.origin === this.#origin) {
-          this.#waiters.get(parsed.nonce)?.();
-          return;
-        }
-        this.#apply(parsed.changes);
-      });
-      client.on('error', () => this.#down(client));
-      client.on('end', () => this.#down(client));
-      await client.connect();
-      await client.query(`listen ${CHANGE_CHANNEL}`);
-      if (this.#closed) {
-        await client.end();
-        return;
-      }
-      this.#client = client;
-      // Whatever changed while nobody listened is unknown: start from an empty cache.
-      this.#options.cache.apply({ type: 'all' });
-      this.#live = true;
-    } catch {
-      this.#scheduleRetry();
+  #received(payload: string): void {
+    const parsed = parseChangePayload(payload);
+    if (parsed === null) {
+      this.#apply([{ type: 'all' }]);
+      return;
     }
-  }
-
-  #down(client: ListenClient): void {
-    if (this.#client !== client) return;
-    this.#client = null;
-    this.#live = false;
-    this.#options.cache.apply({ type: 'all' });
-    client.end().catch(() => {});
-    this.#scheduleRetry();
-  }
-
-  #scheduleRetry(): void {
-    if (this.#closed || this.#retry) return;
-    this.#retry = setTimeout(() => {
-      this.#retry = null;
-      void this.start();
-    }, 1000);
-    this.#retry.unref?.();
+    if (parsed.origin === this.#origin) {
+      this.#waiters.get(parsed.nonce)?.();
+      return;
+    }
+    this.#apply(parsed.changes);
   }
 
   #apply(changes: IamChange[]): void {
@@ -139,7 +106,7 @@ export class ChangeFeed {
    */
   async committed(changes: IamChange[], nonce: string): Promise<void> {
     this.#apply(changes);
-    if (!this.#live || this.#client === null) return;
+    if (!this.#live) return;
     await new Promise<void>((resolve) => {
       const timer = setTimeout(done, 250);
       function done() {
@@ -152,12 +119,11 @@ export class ChangeFeed {
 
   async close(): Promise<void> {
     this.#closed = true;
-    if (this.#retry) clearTimeout(this.#retry);
     peers.get(this.#options.key)?.delete(this.#options.cache);
     await this.#starting;
-    const client = this.#client;
-    this.#client = null;
+    const listening = this.#listening;
+    this.#listening = null;
     this.#live = false;
-    await client?.end().catch(() => {});
+    await listening?.close();
   }
 }

@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { openDatabase } from '@better-compute/db';
 import { isPostgresReachable } from '@better-compute/db/testing';
@@ -48,6 +49,43 @@ describe.runIf(postgres)('two processes on one PostgreSQL', () => {
       await one.suspendTenant(tenantId);
       await within(2000, () => two.tenantState(tenantId), 'suspended');
 
+      await one.revokeApiKey(apiKey.id);
+      await within(2000, async () => (await two.authenticate(key)) === null, true);
+    } finally {
+      await one.close();
+      await two.close();
+      await second.close();
+      await database.close();
+    }
+  });
+
+  it('a replica whose LISTEN connection is cut reconnects, and hears the next change again', async () => {
+    const database = await migratedDatabase('postgres');
+    const second = await openDatabase({ url: database.url!, poolSize: 2 });
+    const one = createIam({ database });
+    const two = createIam({ database: second, listenUrl: database.url! });
+    const listeners = async () =>
+      (
+        await sql<{ pid: number }>`select pid from pg_stat_activity
+          where datname = current_database() and query like 'listen better_iam_changes%'`.execute(second.db)
+      ).rows.map((row) => row.pid);
+    try {
+      await Promise.all([one.ready(), two.ready()]);
+      const tenantId = uniqueTenant();
+      await one.createTenant({ id: tenantId, name: 'x' });
+      const person = await one.createPerson({ tenantId, email: `p@${tenantId}.test` });
+      await one.createBinding({ tenantId, role: 'member', principalId: person.id });
+      const { key, apiKey } = await one.createApiKey(person.id, { name: 'k' });
+      expect(await two.authenticate(key)).not.toBeNull();
+
+      // Both replicas listen; cut every LISTEN connection of this database, as a restart would.
+      const before = await listeners();
+      expect(before.length).toBeGreaterThanOrEqual(1);
+      await sql`select pg_terminate_backend(pid) from unnest(${before}::int[]) as pid`.execute(second.db);
+      await within(10_000, async () => (await listeners()).some((pid) => !before.includes(pid)), true);
+      await within(10_000, async () => (await listeners()).length >= before.length, true);
+
+      expect(await two.authenticate(key)).not.toBeNull();
       await one.revokeApiKey(apiKey.id);
       await within(2000, async () => (await two.authenticate(key)) === null, true);
     } finally {

@@ -5,16 +5,10 @@
  * never opens a node. The bundle is read and the key unsealed once, on first use; a failure is not
  * cached, so fixing the file or the secret needs no restart.
  */
-import { randomBytes, type KeyObject } from 'node:crypto';
+import type { KeyObject } from 'node:crypto';
 import { ComputeError } from '@better-compute/core';
+import { newSerial, parseUserPublicKey, signSshCertificate } from '../ssh-certs/certificate.js';
 import type { DeploymentKeySettings } from '../ssh-certs/keys.js';
-
-type Sshpk = typeof import('sshpk');
-
-async function sshpk(): Promise<Sshpk> {
-  const loaded = (await import('sshpk')) as Sshpk & { default?: Sshpk };
-  return loaded.default ?? loaded;
-}
 
 export interface SandboxCa {
   privateKey: KeyObject;
@@ -72,12 +66,8 @@ export function createSandboxCaLoader(settings: DeploymentKeySettings) {
 
 export type SandboxCaLoader = ReturnType<typeof createSandboxCaLoader>;
 
+// sshd gives no pty to a user certificate without permit-pty; forwarding stays off in the guest.
 const USER_EXTENSIONS = ['permit-pty', 'permit-user-rc'];
-
-interface OpensshSignature {
-  keyId?: string;
-  exts?: { name: string; critical: boolean; data: Buffer }[];
-}
 
 /**
  * Signs an OpenSSH certificate for `publicKey` naming one principal, the sandbox id: a host
@@ -92,40 +82,20 @@ export async function signSandboxCertificate(request: {
   validAfter: Date;
   validBefore: Date;
 }): Promise<string> {
-  const lib = await sshpk();
-  let subjectKey;
-  try {
-    subjectKey = lib.parseKey(request.publicKey.trim(), 'ssh');
-  } catch {
+  await parseUserPublicKey(request.publicKey).catch(() => {
     throw new ComputeError('INVALID_ARGUMENT', 'the key to certify is not an OpenSSH public key', {
       details: { field: 'publicKey' },
     });
-  }
-  const caKey = lib.parsePrivateKey(
-    request.ca.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
-    'pem',
-  );
-  const serial = randomBytes(8);
-  serial[0] = serial[0]! & 0x7f;
-  const subject =
-    request.kind === 'host' ? lib.identityForHost(request.principal) : lib.identityForUser(request.principal);
-  const certificate = lib.createCertificate(
-    subject,
-    subjectKey,
-    lib.identityForHost('sandbox-ssh-ca'),
-    caKey,
-    {
-      validFrom: request.validAfter,
-      validUntil: request.validBefore,
-      serial,
-    },
-  );
-  const openssh = (certificate as unknown as { signatures: { openssh: OpensshSignature } }).signatures
-    .openssh;
-  openssh.keyId = request.keyId;
-  // sshd gives no pty to a user certificate without permit-pty; forwarding stays off in the guest.
-  if (request.kind === 'user')
-    openssh.exts = USER_EXTENSIONS.map((name) => ({ name, critical: false, data: Buffer.alloc(0) }));
-  certificate.signWith(caKey);
-  return certificate.toString('openssh').trim();
+  });
+  return signSshCertificate({
+    publicKey: request.publicKey,
+    kind: request.kind,
+    principals: [request.principal],
+    keyId: request.keyId,
+    serial: newSerial(),
+    validAfter: request.validAfter,
+    validBefore: request.validBefore,
+    extensions: request.kind === 'user' ? USER_EXTENSIONS : [],
+    caPrivateKey: request.ca.privateKey,
+  });
 }
