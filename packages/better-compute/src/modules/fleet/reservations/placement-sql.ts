@@ -2,7 +2,7 @@
  * Placement in SQL: the best-fit rule of placement.ts (`place`) asked of the pool's GPU groups and
  * nodes, so a reserve reads the few rows that can hold it instead of the whole pool. The query picks
  * the node (or NVLink domain) with the fewest free GPUs that fit; `place` then allocates within it,
- * so both forms give the same answer (test/placement.test.ts and the reservation property test).
+ * so both forms give the same answer (test/best-fit.test.ts and the reservation property test).
  */
 import { type RawBuilder, sql } from 'kysely';
 import type { FleetDb } from '../tables.js';
@@ -19,6 +19,13 @@ export interface PlacementRequest {
   gpuProduct?: string | null | undefined;
   tolerations: readonly string[];
 }
+
+/**
+ * Best fit's order of whole nodes, in SQL (placement.ts's `place` in TypeScript): the fewest free
+ * GPUs that still fit first, then join order. The one definition both findPlacement and the fast
+ * reserve's single statement use; test/best-fit.test.ts holds all three forms to the same answers.
+ */
+export const bestFitNodeOrder = sql`n.free_gpus, n.seq`;
 
 const NUMERIC_OPS = new Set(['>=', '<=', '>', '<']);
 function termSql(term: SelectorTerm): RawBuilder<boolean> {
@@ -117,8 +124,7 @@ export async function findPlacement(
         .where('n.state', '=', 'ready')
         .where('n.free_gpus', '>=', gpus)
         .where(filterSql(terms, request.tolerations))
-        .orderBy('n.free_gpus')
-        .orderBy('n.seq')
+        .orderBy(bestFitNodeOrder)
         .limit(1)
         .executeTakeFirst();
       nodeId = row?.id;

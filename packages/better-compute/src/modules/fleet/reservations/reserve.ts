@@ -18,7 +18,7 @@ import {
   requestedColumns,
   writeBinding,
 } from './binding.js';
-import { type PlacementRequest, filterSql, groupsQuery, toFree } from './placement-sql.js';
+import { bestFitNodeOrder, type PlacementRequest, filterSql, groupsQuery, toFree } from './placement-sql.js';
 import { place } from './placement.js';
 import { activateQueue, quotaAllows } from './queue.js';
 import { type SelectorTerm, requestTerms } from './selector.js';
@@ -213,7 +213,7 @@ async function reserveFast(
                     select 1 from compute.pool_offers o where o.pool_id = p.id and o.tenant_id = ${ctx.tenantId})))`
             : sql``
         }
-      order by n.free_gpus, n.seq
+      order by ${bestFitNodeOrder}
       limit 1
       for update of n skip locked`;
   const endsAt = instanceId ? null : new Date(now.getTime() + input.durationSeconds * 1000);
