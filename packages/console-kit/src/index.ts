@@ -118,6 +118,16 @@ export {
 } from './rollouts.js';
 export { fieldErrorsOf, type FieldErrors } from './field-errors.js';
 export {
+  isMountPath,
+  VIRTIO_SERIAL_BYTES,
+  volumeDevicePath,
+  volumeSerial,
+  volumesWithAttached,
+  volumesWithDetached,
+  type TemplateVolume,
+  type TemplateVolumeInput,
+} from './sandbox-volumes.js';
+export {
   createFleetDriftView,
   describeDriftChange,
   describeFleetEvent,

@@ -15,6 +15,10 @@ import {
   usageExportName,
   seriesGroups,
   usageSeries,
+  volumeDevicePath,
+  volumeSerial,
+  volumesWithAttached,
+  volumesWithDetached,
   workflowProgress,
   type NodeCommand,
   type UsageRow,
@@ -61,6 +65,58 @@ describe('fieldErrorsOf', () => {
     const denied = new ComputeClientError('ACCESS_DENIED', 'no');
     expect(fieldErrorsOf(denied, FIELDS, 'name')).toEqual({ fields: {}, rest: denied });
     expect(fieldErrorsOf(null, FIELDS)).toEqual({ fields: {}, rest: null });
+  });
+});
+
+describe('fieldErrorsOf on a field inside a list', () => {
+  const fields = ['volumes.1.path', 'volumes.1'] as const;
+  it('places an issue at its longest named path, and a details.field naming the entry on the entry', () => {
+    const badPath = new ComputeClientError('INVALID_ARGUMENT', 'volumes.1.path: must not contain ..', {
+      details: { issues: [{ path: ['volumes', 1, 'path'], message: 'must not contain ..' }] },
+    });
+    expect(fieldErrorsOf(badPath, fields)).toEqual({
+      fields: { 'volumes.1.path': 'must not contain ..' },
+      rest: null,
+    });
+    const gone = new ComputeClientError('NOT_FOUND', 'sandbox volume vol_x does not exist', {
+      details: { field: 'volumes.1', id: 'vol_x' },
+    });
+    expect(fieldErrorsOf(gone, fields)).toEqual({
+      fields: { 'volumes.1': 'sandbox volume vol_x does not exist' },
+      rest: null,
+    });
+    // Another entry's refusal, or the list as a whole, is not this form's field.
+    const other = new ComputeClientError('INVALID_ARGUMENT', 'bad', { details: { field: 'volumes.0' } });
+    expect(fieldErrorsOf(other, fields)).toEqual({ fields: {}, rest: other });
+    const whole = new ComputeClientError('INVALID_ARGUMENT', 'two nodes', { details: { field: 'volumes' } });
+    expect(fieldErrorsOf(whole, fields)).toEqual({ fields: {}, rest: whole });
+  });
+});
+
+describe('sandbox volumes', () => {
+  const mounted = [
+    { volumeId: 'vol_a', name: 'notes', path: '/notes', readOnly: true },
+    { volumeId: 'vol_b', name: 'data', path: '/data', readOnly: false },
+  ];
+  it('gives the guest device path from the id, cut to the 20 bytes of a virtio serial', () => {
+    expect(volumeSerial('vol_01k5w9z3d8e4f5g6h7j8k9m0n1')).toBe('01k5w9z3d8e4f5g6h7j8');
+    expect(volumeDevicePath('vol_01k5w9z3d8e4f5g6h7j8k9m0n1')).toBe(
+      '/dev/disk/by-id/virtio-01k5w9z3d8e4f5g6h7j8',
+    );
+  });
+  it('attaches last and detaches one, sending every other volume as it was', () => {
+    expect(volumesWithAttached(mounted, { volumeId: 'vol_c', path: '/c', readOnly: false })).toEqual({
+      volumes: [
+        { volumeId: 'vol_a', path: '/notes', readOnly: true },
+        { volumeId: 'vol_b', path: '/data', readOnly: false },
+        { volumeId: 'vol_c', path: '/c', readOnly: false },
+      ],
+      index: 2,
+    });
+    expect(volumesWithDetached(mounted, 'vol_a')).toEqual([
+      { volumeId: 'vol_b', path: '/data', readOnly: false },
+    ]);
+    expect(volumesWithDetached(mounted, 'vol_zz')).toHaveLength(2);
   });
 });
 
