@@ -6,6 +6,7 @@
 import { ComputeClientError } from '@better-compute/client';
 import { describe, expect, it } from 'vitest';
 import {
+  capacityPoints,
   commandQuestion,
   commandText,
   fieldErrorsOf,
@@ -25,6 +26,15 @@ import {
 } from '../src/index.js';
 
 const FIELDS = ['name', 'region'] as const;
+
+const row = (windowStart: string, poolId: string, gpuSeconds: number, tenantId = 'root'): UsageRow => ({
+  windowStart,
+  windowEnd: new Date(Date.parse(windowStart) + 3_600_000).toISOString(),
+  tenantId,
+  poolId,
+  gpuModel: 'H100',
+  gpuSeconds,
+});
 
 describe('fieldErrorsOf', () => {
   it.each([
@@ -90,6 +100,51 @@ describe('fieldErrorsOf on a field inside a list', () => {
     expect(fieldErrorsOf(other, fields)).toEqual({ fields: {}, rest: other });
     const whole = new ComputeClientError('INVALID_ARGUMENT', 'two nodes', { details: { field: 'volumes' } });
     expect(fieldErrorsOf(whole, fields)).toEqual({ fields: {}, rest: whole });
+  });
+});
+
+describe('capacityPoints', () => {
+  const pool = { poolId: 'pool_a', name: 'a100s', total: 8, reserved: 0, unavailable: 2 };
+  it('gives every begun hour of the period its reserved GPU-seconds, reserved and free GPUs on average', () => {
+    const series = usageSeries([
+      row('2026-01-01T00:00:00.000Z', 'pool_a', 7200),
+      row('2026-01-01T00:00:00.000Z', 'pool_b', 99),
+      row('2026-01-01T02:00:00.000Z', 'pool_a', 900),
+    ]);
+    // Half past two: the third hour has had 1,800 seconds.
+    const now = Date.parse('2026-01-01T02:30:00.000Z');
+    const points = capacityPoints(series, pool, '2026-01-01T00:00:00.000Z', '2026-01-01T03:00:00.000Z', now);
+    expect(points).toEqual([
+      {
+        windowStart: '2026-01-01T00:00:00.000Z',
+        windowEnd: '2026-01-01T01:00:00.000Z',
+        seconds: 3600,
+        gpuSeconds: 7200,
+        reservedGpus: 2,
+        freeGpus: 4,
+      },
+      {
+        windowStart: '2026-01-01T01:00:00.000Z',
+        windowEnd: '2026-01-01T02:00:00.000Z',
+        seconds: 3600,
+        gpuSeconds: 0,
+        reservedGpus: 0,
+        freeGpus: 6,
+      },
+      {
+        windowStart: '2026-01-01T02:00:00.000Z',
+        windowEnd: '2026-01-01T03:00:00.000Z',
+        seconds: 1800,
+        gpuSeconds: 900,
+        reservedGpus: 0.5,
+        freeGpus: 5.5,
+      },
+    ]);
+    // Free never goes below 0 (today's pool may be smaller than yesterday's).
+    const busy = usageSeries([row('2026-01-01T00:00:00.000Z', 'pool_a', 36_000)]);
+    expect(
+      capacityPoints(busy, pool, '2026-01-01T00:00:00.000Z', '2026-01-01T01:00:00.000Z', now)[0],
+    ).toMatchObject({ reservedGpus: 10, freeGpus: 0 });
   });
 });
 
