@@ -33,7 +33,8 @@ function Capacity({ live }: { live: LiveConsole }) {
       <h2>GPUs</h2>
       <ErrorNote error={capacity.error} />
       {capacity.data ? (
-        <table>
+        // Focusable, as PagedTable's: it scrolls sideways on a narrow screen and holds no button.
+        <table tabIndex={0}>
           <caption className="skip">GPU capacity per pool</caption>
           <thead>
             <tr>
