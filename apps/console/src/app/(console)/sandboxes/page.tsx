@@ -342,14 +342,33 @@ function Templates({ store }: { store: ListStore<Template> }) {
         columns={['Template', 'Pool, flavor, image', 'Volumes', 'Lifetime', 'Warm pool', 'Actions']}
         empty="No templates."
         onMore={() => void store.loadMore()}
-        row={(template) => <TemplateRow key={template.id} template={template} store={store} />}
+        row={(template) => (
+          <TemplateRow
+            key={template.id}
+            template={template}
+            store={store}
+            poolName={choices.pools.find((pool) => pool.id === template.poolId)?.name}
+            imageName={choices.images.find((image) => image.id === template.imageId)?.name}
+          />
+        )}
       />
       <AttachVolume store={store} templates={state.items} />
     </section>
   );
 }
 
-function TemplateRow({ template, store }: { template: Template; store: ListStore<Template> }) {
+function TemplateRow({
+  template,
+  store,
+  poolName,
+  imageName,
+}: {
+  template: Template;
+  store: ListStore<Template>;
+  /** Names where the page knows them; the id otherwise. */
+  poolName: string | undefined;
+  imageName: string | undefined;
+}) {
   const { client } = useConsole();
   const warm = useAction(async (delta: number) => {
     const min = Math.max(0, Math.min(64, template.warm.min + delta));
@@ -388,8 +407,8 @@ function TemplateRow({ template, store }: { template: Template; store: ListStore
         <code>{template.id}</code>
       </td>
       <td>
-        <code>{template.poolId}</code>, <code>{template.flavorId}</code>, <code>{template.imageId}</code> (
-        {template.runtime})
+        {poolName ?? <code>{template.poolId}</code>}, <code>{template.flavorId}</code>,{' '}
+        {imageName ?? <code>{template.imageId}</code>} ({template.runtime})
       </td>
       <td>
         {hasVolumes ? (
