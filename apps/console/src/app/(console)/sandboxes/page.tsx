@@ -520,13 +520,18 @@ function AttachVolume({ store, templates }: { store: ListStore<Template>; templa
   const [readOnly, setReadOnly] = useState(false);
   const canUpdate = usePermission(
     permissions,
-    describeAction('sandboxTemplates', 'update', template?.id ?? 'sbxt_none'),
+    template ? describeAction('sandboxTemplates', 'update', template.id) : null,
   );
   // Naming a volume in a template is decided on the volume as compute:sandboxes:attach.
-  const canAttach = usePermission(permissions, {
-    action: 'compute:sandboxes:attach',
-    resource: describeAction('sandboxVolumes', 'get', volume?.id ?? 'vol_none').resource,
-  });
+  const canAttach = usePermission(
+    permissions,
+    volume
+      ? {
+          action: 'compute:sandboxes:attach',
+          resource: describeAction('sandboxVolumes', 'get', volume.id).resource,
+        }
+      : null,
+  );
   const index = template?.volumes.length ?? 0;
   const attach = useAction(async () => {
     if (!template || !volume) return null;
