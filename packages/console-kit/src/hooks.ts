@@ -15,6 +15,7 @@ import {
   type ListStore,
 } from './stores.js';
 import { Subscribable } from './subscribable.js';
+import { mountTerminal, type TerminalOptions, type TerminalStatus } from './terminal.js';
 
 /** The parts of React the hooks use. */
 export interface ReactLike {
@@ -148,4 +149,40 @@ export function useAction<I, T>(
   );
   const state = r.useSyncExternalStore(runner.subscribe, runner.get, runner.get);
   return { ...state, run: runner.run, reset: runner.reset };
+}
+
+const CONNECTING: TerminalStatus = { phase: 'connecting', text: 'Connecting…', error: null };
+
+/**
+ * console-kit's terminal (`mountTerminal`) in a React component: attach `host` to the element the
+ * terminal draws in; `status` follows it. A new `options.open` (keep it in `useCallback`) opens a
+ * new tunnel; unmounting detaches (the remote keeps running).
+ *
+ * @example
+ * import '@xterm/xterm/css/xterm.css';
+ * const open = useCallback(() => client.tunnels.open({ nodeId, op: 'console' }), [client, nodeId]);
+ * const { host, status } = useTerminal({ open, xterm: loadXterm });
+ * return <><p role="status">{status.text}</p><div ref={host} /></>;
+ */
+export function useTerminal(options: TerminalOptions): {
+  host: { current: HTMLDivElement | null };
+  status: TerminalStatus;
+} {
+  const r = react();
+  const host = r.useRef<HTMLDivElement | null>(null);
+  const latest = r.useRef(options);
+  latest.current = options;
+  const [status, setStatus] = r.useState<TerminalStatus>(CONNECTING);
+  r.useEffect(() => {
+    const element = host.current;
+    if (!element) return;
+    const terminal = mountTerminal(element, { ...latest.current, open: options.open });
+    setStatus(terminal.get());
+    const stop = terminal.subscribe(() => setStatus(terminal.get()));
+    return () => {
+      stop();
+      terminal.close();
+    };
+  }, [options.open]);
+  return { host, status };
 }

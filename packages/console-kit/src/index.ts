@@ -1,6 +1,6 @@
 /**
  * @better-compute/console-kit: the view models a console is built on, with no framework: resource
- * stores, the live event stream, permission-aware actions, the pages' views (`createBatchesView`, `createConfirmationsView`, `createRolloutsView`, `createNodeOperationsView`, `createFleetDriftView`),
+ * stores, the live event stream, permission-aware actions, a terminal over a tunnel (`mountTerminal`), the pages' views (`createBatchesView`, `createConfirmationsView`, `createRolloutsView`, `createNodeOperationsView`, `createFleetDriftView`),
  * and React hooks under `/react`. Every store has `subscribe(listener)` and `get()`.
  */
 export { Subscribable, ValueStore, type Listener, type Readable } from './subscribable.js';
@@ -117,6 +117,36 @@ export {
   type RolloutsViewOptions,
 } from './rollouts.js';
 export { fieldErrorsOf, type FieldErrors } from './field-errors.js';
+export {
+  endText,
+  mountTerminal,
+  TERMINAL_CONNECTED_TEXT,
+  type TerminalOptions,
+  type TerminalPart,
+  type TerminalPhase,
+  type TerminalStatus,
+  type Xterm,
+  type XtermFitAddon,
+  type XtermTerminal,
+} from './terminal.js';
+export {
+  CAPACITY_PERIODS,
+  capacityPoints,
+  loadCapacityHistory,
+  type CapacityHistory,
+  type CapacityNow,
+  type CapacityPoint,
+} from './capacity-history.js';
+export {
+  isMountPath,
+  VIRTIO_SERIAL_BYTES,
+  volumeDevicePath,
+  volumeSerial,
+  volumesWithAttached,
+  volumesWithDetached,
+  type TemplateVolume,
+  type TemplateVolumeInput,
+} from './sandbox-volumes.js';
 export {
   createFleetDriftView,
   describeDriftChange,

@@ -7,4 +7,12 @@ import { bindReact, type ReactLike } from './hooks.js';
 
 bindReact(React as unknown as ReactLike);
 
-export { useAction, useDetail, useList, usePermission, useStore, type UseActionResult } from './hooks.js';
+export {
+  useAction,
+  useDetail,
+  useList,
+  usePermission,
+  useStore,
+  useTerminal,
+  type UseActionResult,
+} from './hooks.js';

@@ -1,19 +1,25 @@
 'use client';
 /**
- * A terminal in the page over a tunnel: a node's root console or an instance's serial console.
- * `open` asks the API for a single-use ticket (tunnels.open); the WebSocket goes to this origin's
- * tunnel route, which the browser authenticates with the session cookie and its own Origin. Keys
- * go to the remote as bytes, the window size follows the panel, and the remote's end (its exit
+ * A terminal in the page over a tunnel: a node's root console or an instance's serial console,
+ * console-kit's terminal part (`useTerminal`, over `mountTerminal`) in a panel. `open` asks the API
+ * for a single-use ticket (tunnels.open); the WebSocket goes to this origin's tunnel route, which
+ * the browser authenticates with the session cookie and its own Origin. The remote's end (its exit
  * status, or the reason the tunnel closed) is said under the terminal. xterm.js is loaded only
- * here, in the browser.
+ * here, in the browser, when a terminal opens.
  */
-import { useEffect, useRef, useState } from 'react';
 import '@xterm/xterm/css/xterm.css';
+import type { Xterm } from '@better-compute/console-kit';
+import { useTerminal } from '@better-compute/console-kit/react';
 import { ErrorNote } from '@/components/ui';
 
-type Control =
-  | { t: 'exit'; status: number | null; error?: { code: string; message: string } }
-  | { t: 'error'; code: string; message: string };
+/** xterm.js and its fit add-on, loaded on the first terminal. */
+const loadXterm = async (): Promise<Xterm> => {
+  const [{ Terminal }, { FitAddon }] = await Promise.all([
+    import('@xterm/xterm'),
+    import('@xterm/addon-fit'),
+  ]);
+  return { Terminal, FitAddon } as unknown as Xterm;
+};
 
 export function TunnelTerminal({
   label,
@@ -25,96 +31,11 @@ export function TunnelTerminal({
   open: () => Promise<{ ticket: string }>;
   onClosed: () => void;
 }) {
-  const host = useRef<HTMLDivElement>(null);
-  const [status, setStatus] = useState('Connecting…');
-  const [error, setError] = useState<unknown>(null);
-
-  useEffect(() => {
-    let disposed = false;
-    let ws: WebSocket | undefined;
-    let cleanup = () => {};
-    void (async () => {
-      try {
-        const [{ Terminal }, { FitAddon }, { ticket }] = await Promise.all([
-          import('@xterm/xterm'),
-          import('@xterm/addon-fit'),
-          open(),
-        ]);
-        if (disposed || !host.current) return;
-        const terminal = new Terminal({ cursorBlink: true, fontSize: 14, lineHeight: 1.2, scrollback: 5000 });
-        const fit = new FitAddon();
-        terminal.loadAddon(fit);
-        terminal.open(host.current);
-        fit.fit();
-        const scheme = window.location.protocol === 'https:' ? 'wss:' : 'ws:';
-        ws = new WebSocket(
-          `${scheme}//${window.location.host}/api/compute/tunnels/${encodeURIComponent(ticket)}`,
-        );
-        ws.binaryType = 'arraybuffer';
-        const socket = ws;
-        const encoder = new TextEncoder();
-        const sendSize = () => {
-          if (socket.readyState === WebSocket.OPEN)
-            socket.send(JSON.stringify({ t: 'resize', cols: terminal.cols, rows: terminal.rows }));
-        };
-        socket.onopen = () => {
-          setStatus('Connected. Closing this panel detaches; the remote keeps running.');
-          sendSize();
-          terminal.focus();
-        };
-        socket.onmessage = (message) => {
-          if (message.data instanceof ArrayBuffer) {
-            terminal.write(new Uint8Array(message.data));
-            return;
-          }
-          let control: Control;
-          try {
-            control = JSON.parse(String(message.data)) as Control;
-          } catch {
-            return;
-          }
-          if (control.t === 'exit')
-            setStatus(
-              control.error
-                ? `Ended: ${control.error.message}`
-                : `The remote program exited${control.status === null ? '' : ` with status ${control.status}`}.`,
-            );
-          else if (control.t === 'error') setStatus(`Ended: ${control.message}`);
-        };
-        socket.onclose = () =>
-          setStatus((current) =>
-            current.startsWith('Connected') || current === 'Connecting…' ? 'The tunnel closed.' : current,
-          );
-        const typed = terminal.onData((data) => {
-          if (socket.readyState === WebSocket.OPEN) socket.send(encoder.encode(data));
-        });
-        const resized = terminal.onResize(sendSize);
-        const observer = new ResizeObserver(() => fit.fit());
-        observer.observe(host.current);
-        cleanup = () => {
-          observer.disconnect();
-          typed.dispose();
-          resized.dispose();
-          terminal.dispose();
-        };
-      } catch (failure) {
-        if (!disposed) {
-          setError(failure);
-          setStatus('Not connected.');
-        }
-      }
-    })();
-    return () => {
-      disposed = true;
-      ws?.close(1000);
-      cleanup();
-    };
-  }, [open]);
-
+  const { host, status } = useTerminal({ open, xterm: loadXterm });
   return (
     <section className="terminal-panel" aria-label={`Terminal: ${label}`}>
-      <p role="status">{status}</p>
-      <ErrorNote error={error} />
+      <p role="status">{status.text}</p>
+      <ErrorNote error={status.error} />
       <div ref={host} className="terminal" data-testid="terminal" />
       <button type="button" onClick={onClosed}>
         Close the terminal

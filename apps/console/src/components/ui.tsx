@@ -134,7 +134,9 @@ export function PagedTable<T>({
       {state.items.length === 0 ? (
         <p className="note">{empty}</p>
       ) : (
-        <table>
+        // Focusable: below 48rem a table scrolls sideways on its own, and a person on a keyboard must
+        // reach it even when it holds no button (every one disabled for a reader).
+        <table tabIndex={0}>
           <caption className="skip">{caption}</caption>
           <thead>
             <tr>

@@ -3,10 +3,12 @@
  * Volumes: persistent sandbox volumes, an agent's memory. Your volumes (or everyone's in the
  * tenant), live; create on a pool (a name and a size, checked before the button enables); Grow to a
  * larger size; Delete after a confirmation that says the data is wiped. The API decides every call.
+ * Each volume shows the guest's device path (`/dev/disk/by-id/virtio-<serial>`), its pool by name,
+ * and the templates that mount it by name with their mount paths.
  */
 import { useEffect, useState, type FormEvent } from 'react';
 import type { CallOutput } from '@better-compute/client';
-import { ListStore } from '@better-compute/console-kit';
+import { ListStore, volumeDevicePath } from '@better-compute/console-kit';
 import { useAction, useList } from '@better-compute/console-kit/react';
 import { useConsole } from '@/components/console-context';
 import { useVpsPools, VpsPoolField } from '@/components/vps-choices';
@@ -14,6 +16,13 @@ import { ConfirmButton, ErrorNote, PagedTable } from '@/components/ui';
 import { idempotencyKey } from '@/lib/api';
 
 type Volume = CallOutput<'sandboxVolumes.get'>;
+type Template = CallOutput<'sandboxTemplates.get'>;
+/** Where a template mounts a volume: the template's name, the path, read-only or not. */
+interface Mount {
+  template: string;
+  path: string;
+  readOnly: boolean;
+}
 
 const NAME = /^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$/;
 const MAX_GIB = 16_384;
@@ -26,6 +35,8 @@ export default function VolumesPage() {
   useEffect(() => live?.track('sandboxVolume', store), [live, store]);
   const state = useList(store);
   const { pools, poolId, setPoolId, error: poolsError } = useVpsPools();
+  const poolNames = new Map(pools.map((pool) => [pool.id, pool.name]));
+  const mounts = useMounts(state.items);
   const [name, setName] = useState('');
   const [size, setSize] = useState(10);
   const create = useAction(async () => {
@@ -90,7 +101,15 @@ export default function VolumesPage() {
         columns={['Volume', 'Pool and node', 'Size', 'State', 'Actions']}
         empty="No volumes."
         onMore={() => void store.loadMore()}
-        row={(volume) => <VolumeRow key={volume.id} volume={volume} store={store} />}
+        row={(volume) => (
+          <VolumeRow
+            key={volume.id}
+            volume={volume}
+            store={store}
+            poolName={poolNames.get(volume.poolId)}
+            mounts={mounts.get(volume.id) ?? []}
+          />
+        )}
       />
     </>
   );
@@ -103,7 +122,51 @@ function volumeStore(client: ReturnType<typeof useConsole>['client'], all: boole
   });
 }
 
-function VolumeRow({ volume, store }: { volume: Volume; store: ListStore<Volume> }) {
+/**
+ * Each listed volume's mounts, by template name: read from the tenant's templates, again whenever a
+ * volume's list of templates changes. Without the right to read templates, none are shown by name.
+ */
+function useMounts(volumes: readonly Volume[]): Map<string, Mount[]> {
+  const { client } = useConsole();
+  const [templates, setTemplates] = useState<Template[]>([]);
+  const mountedBy = volumes.map((volume) => `${volume.id}:${volume.templateIds.join(',')}`).join(' ');
+  const anyMounted = volumes.some((volume) => volume.templateIds.length > 0);
+  useEffect(() => {
+    if (!anyMounted) return;
+    let gone = false;
+    client.sandboxTemplates
+      .list({ limit: 100 })
+      .then((page) => {
+        if (!gone) setTemplates(page.items);
+      })
+      .catch(() => {
+        if (!gone) setTemplates([]);
+      });
+    return () => {
+      gone = true;
+    };
+  }, [client, mountedBy, anyMounted]);
+  const mounts = new Map<string, Mount[]>();
+  for (const template of templates)
+    for (const volume of template.volumes)
+      mounts.set(volume.volumeId, [
+        ...(mounts.get(volume.volumeId) ?? []),
+        { template: template.name, path: volume.path, readOnly: volume.readOnly },
+      ]);
+  return mounts;
+}
+
+function VolumeRow({
+  volume,
+  store,
+  poolName,
+  mounts,
+}: {
+  volume: Volume;
+  store: ListStore<Volume>;
+  poolName: string | undefined;
+  mounts: Mount[];
+}) {
   const { client } = useConsole();
   const [growTo, setGrowTo] = useState(volume.sizeGiB * 2);
   const changed = (next: Volume) => {
@@ -122,9 +185,19 @@ function VolumeRow({ volume, store }: { volume: Volume; store: ListStore<Volume>
         {volume.name}
         <br />
         <code>{volume.id}</code>
+        <br />
+        <span className="note">
+          Guest device: <code data-device-path>{volumeDevicePath(volume.id)}</code>
+        </span>
+        {mounts.map((mount) => (
+          <div key={mount.template} className="note" data-mount={mount.template}>
+            {mount.template} mounts it at <code>{mount.path}</code>
+            {mount.readOnly ? ' (read-only)' : ''}
+          </div>
+        ))}
       </td>
       <td>
-        <code>{volume.poolId}</code>
+        {poolName ?? <code>{volume.poolId}</code>}
         <br />
         {volume.nodeId ? <code>{volume.nodeId}</code> : <span className="note">not placed yet</span>}
       </td>
@@ -132,7 +205,7 @@ function VolumeRow({ volume, store }: { volume: Volume; store: ListStore<Volume>
       <td data-state={volume.state}>
         {volume.state}
         {volume.reason ? <span className="note">: {volume.reason}</span> : null}
-        {volume.templateIds.length ? (
+        {volume.templateIds.length && mounts.length === 0 ? (
           <span className="note"> (mounted by {volume.templateIds.length} template(s))</span>
         ) : null}
       </td>
