@@ -1,12 +1,13 @@
 /**
  * The typed client. Every call is `POST {endpoint}/{group}/{name}` with a JSON body and answers the
- * API's envelope. Types come from the method table; at run time the table is loaded on the first
- * call only (it brings zod), so importing the client stays cheap.
+ * API's envelope. Types come from the method table; at run time the client needs only each
+ * method's flags (method-flags.ts, generated from the table), so it never loads zod or the schemas.
  */
 import { isBearerToken, isRecord } from '@better-compute/core';
 import type { MethodInput, MethodOutput } from '@better-compute/core';
 import type { MethodName, MethodTable } from '@better-compute/core/methods';
 import { resolveEndpoint, methodRoute } from './endpoint.js';
+import { methodFlags } from './method-flags.js';
 import { ComputeClientError, INVALID_RESPONSE_HINT } from './errors.js';
 import {
   type WatchCallbackOptions,
@@ -83,15 +84,6 @@ export type ComputeClient = ComputeClientBase & ComputeClientGroups;
 
 /** The longest RATE_LIMITED wait the client sits out before its one retry. */
 export const MAX_RETRY_WAIT_MS = 2_000;
-
-type MethodMeta = { tenantScoped: boolean; idempotent?: boolean | undefined };
-let tablePromise: Promise<Record<string, MethodMeta>> | undefined;
-function methodTable(): Promise<Record<string, MethodMeta>> {
-  tablePromise ??= import('@better-compute/core/methods').then(
-    (module) => module.methods as Record<string, MethodMeta>,
-  );
-  return tablePromise;
-}
 
 /** A new request id, the same shape the server makes. */
 export function newRequestId(): string {
@@ -303,7 +295,7 @@ export function createComputeClient(options: ComputeClientOptions): ComputeClien
 
   async function prepared(method: string, input: unknown): Promise<unknown> {
     if (!isRecord(input)) return input;
-    const meta = (await methodTable())[method];
+    const meta = methodFlags[method];
     if (!meta) return input;
     let body = input;
     if (meta.tenantScoped && body.tenantId === undefined && options.tenant)

@@ -20,6 +20,7 @@ export {
   type ComputeClientErrorOptions,
 } from './errors.js';
 export { DEFAULT_BASE_PATH, isLoopbackHost, methodRoute, resolveEndpoint } from './endpoint.js';
+export { methodFlags, type MethodFlags } from './method-flags.js';
 export {
   runWatch,
   type WatchCallbackOptions,

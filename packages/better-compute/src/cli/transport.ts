@@ -8,6 +8,7 @@ import { ComputeError, safeText } from '@better-compute/core';
 import {
   createComputeClient,
   DEFAULT_BASE_PATH,
+  methodFlags,
   resolveEndpoint,
   type ComputeClient,
 } from '@better-compute/client';
@@ -24,10 +25,10 @@ export interface TransportOptions {
   token?: ResolvedCredential;
 }
 
-async function isPublic(method: string): Promise<boolean | undefined> {
-  const { methods } = await import('@better-compute/core/methods');
-  const definition = (methods as Record<string, { access: object } | undefined>)[method];
-  return definition ? 'public' in definition.access : undefined;
+/** Whether `method` needs no credential; undefined for a method this client does not know. */
+function isPublic(method: string): boolean | undefined {
+  const flags = methodFlags[method];
+  return flags ? flags.public === true : undefined;
 }
 
 export async function createCliApi(options: TransportOptions): Promise<CliApi> {
@@ -81,7 +82,7 @@ export async function createCliApi(options: TransportOptions): Promise<CliApi> {
   async function guard(method: string): Promise<void> {
     if (credential) return;
     // Public methods (system.version) need no token; plugin methods the table does not know are sent as they are.
-    if ((await isPublic(method)) !== false) return;
+    if (isPublic(method) !== false) return;
     const why = resolution.skipped.length ? ` (${resolution.skipped.join('; ')})` : '';
     throw new ComputeError(
       'MISSING_ENV',
