@@ -298,6 +298,7 @@ describe('the modules of the server', () => {
     tunnels: ['commands', 'fleet', 'ssh-certs', 'vps'],
     sandboxes: ['commands', 'fleet', 'secrets', 'ssh-certs', 'tunnels', 'vps', 'workflows'],
     'fleet-config': ['fleet', 'sandboxes', 'vps'],
+    'provider-accounts': ['fleet', 'secrets'],
   };
 
   it('every module has a line in the map, and the map is what the code does', () => {
