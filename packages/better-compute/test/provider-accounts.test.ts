@@ -312,7 +312,6 @@ describe.each(kinds)('provider accounts on %s', (kind) => {
     const ended = await eventually(
       async () => (await api('providerAccounts.get', { accountId })).bootstraps[0],
       (bootstrap: any) => bootstrap.state !== 'running',
-      30_000,
     );
     expect(ended).toMatchObject({
       id: started.id,

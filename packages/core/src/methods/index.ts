@@ -126,6 +126,7 @@ export {
   type FleetPool,
   type FleetFlavor,
   type FleetTemplate,
+  type FleetProviderAccount,
   type FleetChange,
   type FleetCall,
   type FleetPlan,

@@ -4,16 +4,17 @@
  * installer, which compute.ts hands it (modules do not reach into the command line).
  */
 import type { AuthorizationCheck } from '@better-compute/core';
-import { providerAccountsGroup, SECRETS_USE_ACTION } from '@better-compute/core/methods';
+import { providerAccountsGroup } from '@better-compute/core/methods';
 import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
 import { defineModule, implement, type MethodBinding } from '../define-module.js';
-import { createSecretSealer, parseSecretReference } from '../secrets/index.js';
+import { createSecretSealer } from '../secrets/index.js';
 import { bootstrapJob, type BootstrapDeps } from './bootstrap.js';
 import { providerAccountsMigrations } from './migrations.js';
 import {
   accountOffers,
   createAccount,
+  credentialChecks,
   deleteAccount,
   getAccount,
   listAccounts,
@@ -21,26 +22,6 @@ import {
   startBootstrap,
   updateAccount,
 } from './service.js';
-
-/**
- * Naming a secret as an account's credential hands it to the account's driver on every offers and
- * bootstrap, so it is decided on the secret (compute:secrets:use), as a profile's join token is.
- * Another tenant's reference is refused by the method itself.
- */
-async function credentialChecks(
-  _db: Kysely<ComputeTables>,
-  tenantId: string,
-  input: unknown,
-): Promise<AuthorizationCheck[]> {
-  const credentials =
-    (input as { config?: { credentials?: Record<string, string> } }).config?.credentials ?? {};
-  return Object.values(credentials).flatMap((reference) => {
-    const parsed = parseSecretReference(reference);
-    return parsed && parsed.tenantId === tenantId
-      ? [{ action: SECRETS_USE_ACTION, resource: { type: 'compute-secret', id: parsed.id, tenantId } }]
-      : [];
-  });
-}
 
 /** A bootstrap mints a join token for the pool per host: decided as joinTokens.create is. */
 async function bootstrapChecks(

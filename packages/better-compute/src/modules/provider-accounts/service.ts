@@ -5,8 +5,12 @@
  * against the tenant's secrets, and opened only where a driver uses them (offers, and the bootstrap
  * job). Each mutation is the caller's one transaction; a bootstrap's long work is a job.
  */
-import { ComputeError, newId } from '@better-compute/core';
-import { MAX_PROVIDER_ACCOUNTS_PER_TENANT, type ProviderAccountConfig } from '@better-compute/core/methods';
+import { type AuthorizationCheck, ComputeError, newId } from '@better-compute/core';
+import {
+  MAX_PROVIDER_ACCOUNTS_PER_TENANT,
+  type ProviderAccountConfig,
+  SECRETS_USE_ACTION,
+} from '@better-compute/core/methods';
 import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
 import { enqueueJob } from '../../workers/jobs.js';
@@ -15,7 +19,12 @@ import { checkVersion, iso, isoOrNull } from '../fleet/common.js';
 import { ownedPool } from '../fleet/pools.js';
 import { findNode } from '../fleet/queries.js';
 import { fleetDb } from '../fleet/tables.js';
-import { checkSecretReferences, openSecretEnv, type SecretSealer } from '../secrets/index.js';
+import {
+  checkSecretReferences,
+  openSecretEnv,
+  parseSecretReference,
+  type SecretSealer,
+} from '../secrets/index.js';
 import { type ProviderDriver, providerDrivers } from './driver.js';
 import {
   type BootstrapHost,
@@ -108,6 +117,42 @@ function nameTaken(name: string): ComputeError {
 
 const isUniqueViolation = (error: unknown) =>
   typeof error === 'object' && error !== null && (error as { code?: string }).code === '23505';
+
+/** Every account of the tenant, for fleet configuration's export and plan. */
+export async function tenantAccounts(db: Kysely<ComputeTables>, tenantId: string) {
+  const rows = await providerAccountsDb(db)
+    .selectFrom('compute.provider_accounts')
+    .selectAll()
+    .where('tenant_id', '=', tenantId)
+    .orderBy('id')
+    .execute();
+  return rows.map((row) => ({
+    id: row.id,
+    name: row.name,
+    version: row.version,
+    config: JSON.parse(row.config) as ProviderAccountConfig,
+  }));
+}
+
+/**
+ * Naming a secret as an account's credential hands it to the account's driver on every offers and
+ * bootstrap, so it is decided on the secret (compute:secrets:use), as a profile's join token is.
+ * Another tenant's reference is refused by the method itself.
+ */
+export async function credentialChecks(
+  _db: Kysely<ComputeTables>,
+  tenantId: string,
+  input: unknown,
+): Promise<AuthorizationCheck[]> {
+  const credentials =
+    (input as { config?: { credentials?: Record<string, string> } }).config?.credentials ?? {};
+  return Object.values(credentials).flatMap((reference) => {
+    const parsed = typeof reference === 'string' ? parseSecretReference(reference) : null;
+    return parsed && parsed.tenantId === tenantId
+      ? [{ action: SECRETS_USE_ACTION, resource: { type: 'compute-secret', id: parsed.id, tenantId } }]
+      : [];
+  });
+}
 
 export async function listAccounts(ctx: CallContext<{ limit: number; cursor?: string | undefined }>) {
   let query = providerAccountsDb(ctx.db)
