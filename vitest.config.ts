@@ -48,6 +48,7 @@ const guestSuites = [
   'packages/daemon/test/secrets-sandbox.test.ts',
   'packages/daemon/test/runtime-dir.test.ts',
   'packages/daemon/test/install-script.test.ts',
+  'packages/daemon/test/provider-bootstrap.test.ts',
   'packages/daemon/test/metal-lab.test.ts',
   'packages/better-compute/test/profiles-disk.test.ts',
   'packages/daemon/test/metal-site.test.ts',

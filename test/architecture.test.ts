@@ -297,7 +297,8 @@ describe('the modules of the server', () => {
     vps: ['commands', 'fleet', 'workflows'],
     tunnels: ['commands', 'fleet', 'ssh-certs', 'vps'],
     sandboxes: ['commands', 'fleet', 'secrets', 'ssh-certs', 'tunnels', 'vps', 'workflows'],
-    'fleet-config': ['fleet', 'sandboxes', 'vps'],
+    'fleet-config': ['fleet', 'provider-accounts', 'sandboxes', 'vps'],
+    'provider-accounts': ['fleet', 'secrets'],
   };
 
   it('every module has a line in the map, and the map is what the code does', () => {

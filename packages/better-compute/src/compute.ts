@@ -49,6 +49,7 @@ import { systemModule } from './modules/system/module.js';
 import { createWebhooksModule, webhooksModule } from './modules/webhooks/module.js';
 import { createSecretsModule, secretsModule } from './modules/secrets/module.js';
 import { profilesModule } from './modules/profiles/module.js';
+import { createProviderAccountsModule, providerAccountsModule } from './modules/provider-accounts/module.js';
 import { createMetalModule, metalModule } from './modules/metal/module.js';
 import { createSshCertsModule, sshCertsModule } from './modules/ssh-certs/module.js';
 import { createTunnelsModule, tunnelsModule } from './modules/tunnels/module.js';
@@ -73,6 +74,14 @@ import { createMcpEndpoint } from './mcp/index.js';
 
 export const DEFAULT_BASE_PATH = '/api/compute';
 
+/** `daemon install-script`'s installer joining `url`, loaded only when a bootstrap runs. */
+async function nodeInstaller(url: string): Promise<string> {
+  const { dirname } = await import('node:path');
+  const { bcdBin } = await import('./host/dev-node.js');
+  const { buildInstaller } = await import('./cli/commands/daemon/installer.js');
+  return buildInstaller({ daemonDir: dirname(dirname(bcdBin())), url, plugins: false });
+}
+
 /** Every built-in module, in migration order. */
 const builtins = [
   systemModule,
@@ -93,6 +102,7 @@ const builtins = [
   releasesModule,
   fleetConfigModule,
   rolloutsModule,
+  providerAccountsModule,
   auditModule,
 ] as const;
 export const builtinModules: readonly ComputeModule[] = builtins;
@@ -218,6 +228,12 @@ export async function betterCompute(
         quorumOn: quorumOn(config.pki),
         proposeBatch: batchProposer({ pki: config.pki }),
       }),
+    ],
+    // Provider accounts open their credentials under the deployment's secret and bootstrap hosts
+    // with the project's own installer, built from the daemon package this server runs beside.
+    [
+      providerAccountsModule,
+      createProviderAccountsModule({ secret: config.secret, installer: nodeInstaller }),
     ],
   ]);
   const modules = [...builtinModules.map((m) => configured.get(m) ?? m), ...(options.modules ?? [])];

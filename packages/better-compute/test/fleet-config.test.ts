@@ -56,7 +56,10 @@ describe.each(kinds)('fleet configuration on %s', (kind) => {
 
   beforeAll(async () => {
     database = await createTestDatabase(kind);
-    compute = await betterCompute({ database, trustedOrigins: [], rateLimit: false }, { log: () => {} });
+    compute = await betterCompute(
+      { database, trustedOrigins: [], rateLimit: false, secret: 'fleet-config-suite-deployment-secret-0123' },
+      { log: () => {} },
+    );
     await compute.migrate();
     const iam = compute.embeddedIam!;
     const dev = (await iam.bootstrapDev())!;
@@ -427,7 +430,7 @@ describe.each(kinds)('fleet configuration on %s', (kind) => {
     expect(validate(document)).toBe(false);
   });
 
-  it('an unknown field, another tenant’s document or provider accounts are refused clearly', async () => {
+  it('an unknown field or another tenant’s document is refused clearly', async () => {
     const document = (await exported()) as any;
     document.pools[ids.gpuPool].colour = 'blue';
     const unknown = await fails('fleet.plan', { document });
@@ -435,10 +438,67 @@ describe.each(kinds)('fleet configuration on %s', (kind) => {
     expect(unknown.message).toBe(`document.pools.${ids.gpuPool}: Unrecognized key: "colour"`);
     const other = { ...(await exported()), tenantId: 'acme' };
     expect((await fails('fleet.plan', { document: other })).code).toBe('INVALID_ARGUMENT');
-    const accounts = { ...(await exported()), providerAccounts: { pacct_x: {} } };
-    expect((await fails('fleet.plan', { document: accounts })).message).toContain(
-      'provider accounts are not in this release',
-    );
+  });
+
+  it('provider accounts are keyed by id with credentials as references: + ~ and, with --prune, -', async () => {
+    const privateKey =
+      '-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAAfleetconfigsuite\n-----END OPENSSH PRIVATE KEY-----\n';
+    const hostKey = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBr0S7JUZiD1ijqIdu2S5gMYFr2LSf4VfeZuYUyQmO7x';
+    const { reference } = await api('secrets.put', { name: 'rack-key', value: privateKey });
+    const account = await api('providerAccounts.create', {
+      config: {
+        name: 'rack-1',
+        driver: 'ssh',
+        settings: {
+          joinUrl: 'https://compute.example.com',
+          hosts: [{ address: 'root@10.0.0.5:22', hostKey }],
+        },
+        credentials: { privateKey: reference },
+      },
+    });
+    const document = copy(await exported()) as any;
+    expect(document.providerAccounts).toEqual({ [account.id]: account.config });
+    expect((await plan(document)).empty).toBe(true);
+    document.providerAccounts[account.id].name = 'rack-one';
+    document.providerAccounts[account.id].settings.hosts.push({ address: 'root@10.0.0.6:22', hostKey });
+    document.providerAccounts['rack-2'] = { ...copy(account.config), name: 'rack-2' };
+    const planned = await plan(document);
+    expect(
+      planned.changes
+        .filter((c) => c.kind === 'providerAccount')
+        .map((c) => [c.op, c.name, c.fields.map((f) => f.field), c.blocked]),
+    ).toEqual([
+      ['~', 'rack-one', ['name', 'settings'], null],
+      ['+', 'rack-2', [], null],
+    ]);
+    expect(
+      planned.calls.filter((c) => c.method.startsWith('providerAccounts.')).map((c) => c.method),
+    ).toEqual(['providerAccounts.update', 'providerAccounts.create']);
+    await apply(document, planned.planHash);
+    const after = copy(await exported()) as any;
+    expect(
+      Object.values(after.providerAccounts)
+        .map((a: any) => a.name)
+        .sort(),
+    ).toEqual(['rack-2', 'rack-one']);
+    expect((await plan(after)).empty).toBe(true);
+    // A key pasted into the document is refused, and never echoed.
+    const literal = copy(after);
+    (Object.values(literal.providerAccounts)[0] as any).credentials.privateKey = privateKey;
+    const refused = await fails('fleet.plan', { document: literal });
+    expect(refused.code).toBe('INVALID_ARGUMENT');
+    expect(refused.message).toContain('secret reference');
+    expect(JSON.stringify(refused)).not.toContain('fleetconfigsuite');
+    // Left out: nothing without --prune; deleted with it.
+    const second = Object.entries(after.providerAccounts).find(([, a]: any) => a.name === 'rack-2')![0];
+    delete after.providerAccounts[second];
+    expect((await plan(after)).empty).toBe(true);
+    const pruning = await plan(after, true);
+    expect(pruning.changes.map((c) => [c.op, c.kind, c.id])).toEqual([['-', 'providerAccount', second]]);
+    await apply(after, pruning.planHash, true);
+    expect((await api('providerAccounts.list', {})).items.map((a: any) => a.name)).toEqual(['rack-one']);
+    const events = await db().selectFrom('compute.events').select(['data']).execute();
+    expect(JSON.stringify(events)).not.toContain('fleetconfigsuite');
   });
 
   it('no fleet method answers a tenant other than root, and an agent plans but never applies', async () => {

@@ -69,6 +69,7 @@ const KIND_WORDS: Record<FleetDriftChange['kind'], string> = {
   pool: 'pool',
   flavor: 'flavor',
   sandboxTemplate: 'sandbox template',
+  providerAccount: 'provider account',
 };
 
 const shown = (value: unknown) =>

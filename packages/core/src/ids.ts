@@ -20,6 +20,7 @@ export const ID_PREFIXES = {
   joinToken: 'jtok',
   siteToken: 'stok',
   providerAccount: 'pacct',
+  providerBootstrap: 'pboot',
   workflow: 'wf',
   command: 'cmd',
   rollout: 'rollout',

@@ -17,6 +17,7 @@ import { fleetEventTypes } from './fleet-events.js';
 import { releaseEvents } from './release-events.js';
 import { sandboxVolumeEventTypes } from './sandbox-volume-events.js';
 import { profileEventTypes } from './profile-events.js';
+import { providerAccountEventTypes } from './provider-account-events.js';
 import { metalEventTypes } from './metal-events.js';
 import { secretEventTypes } from './secret-events.js';
 import type { EventTypeSpec, SubjectKind } from './subjects.js';
@@ -373,6 +374,7 @@ export const eventTypes = {
   ...fleetEventTypes,
   ...secretEventTypes,
   ...profileEventTypes,
+  ...providerAccountEventTypes,
   ...metalEventTypes,
   'workflow.started': {
     subject: 'workflow',

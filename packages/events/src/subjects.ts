@@ -21,6 +21,7 @@ export type SubjectKind =
   | 'fleet'
   | 'secret'
   | 'profile'
+  | 'providerAccount'
   | 'machine'
   | 'workflow'
   | 'image'

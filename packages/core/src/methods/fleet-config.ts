@@ -11,6 +11,7 @@ import { z } from 'zod';
 import { idOf, tenantId } from './common.js';
 import { flavorFields } from './flavors.js';
 import { poolClass } from './pools.js';
+import { providerAccountConfig } from './provider-accounts.js';
 import { sandboxRuntime, templateFields } from './sandbox-schemas.js';
 import { labels, resourceName } from './sites.js';
 
@@ -25,7 +26,7 @@ export const FLEET_DOCUMENT_MAX_BYTES = 4 * 1024 * 1024;
 export const FLEET_MAX_OBJECTS = 20_000;
 
 /** The kinds of object a document holds, in the order they are created. */
-export const fleetObjectKind = z.enum(['site', 'pool', 'flavor', 'sandboxTemplate']);
+export const fleetObjectKind = z.enum(['site', 'pool', 'flavor', 'sandboxTemplate', 'providerAccount']);
 export type FleetObjectKind = z.infer<typeof fleetObjectKind>;
 
 /** A key of the document: an object's id, or a key of the author's choosing for a new object. */
@@ -179,17 +180,9 @@ export const fleetConfigSchema = z
     version: z.literal(FLEET_CONFIG_VERSION).describe('The document format’s version: 1'),
     tenantId: tenantId.describe('The tenant whose platform objects the document holds (root)'),
     sites: objects(fleetSiteSpec, 'sites').describe('Sites, by id or by a key of your own for a new one'),
-    providerAccounts: z
-      .record(fleetKey, z.unknown())
-      .default({})
-      .refine((record) => Object.keys(record).length === 0, {
-        message:
-          'provider accounts are not in this release: leave providerAccounts empty ({}); they will be keyed by pacct_… ids',
-      })
-      .meta({ maxProperties: 0 })
-      .describe(
-        'Reserved for provider accounts (pacct_…), which are not in this release: must be empty ({})',
-      ),
+    providerAccounts: objects(providerAccountConfig, 'provider accounts').describe(
+      'Provider accounts (pacct_…), by id or by a key of your own for a new one; credentials as secret:// references only',
+    ),
     pools: objects(fleetPoolSpec, 'pools').describe('Pools, by id or by a key of your own for a new one'),
     flavors: objects(fleetFlavorSpec, 'flavors').describe(
       'VPS flavors, by id or by a key of your own for a new one',
@@ -199,7 +192,9 @@ export const fleetConfigSchema = z
     ),
   })
   .strict()
-  .describe('A FleetConfig document: a tenant’s sites, pools, flavors and sandbox templates');
+  .describe(
+    'A FleetConfig document: a tenant’s sites, provider accounts, pools, flavors and sandbox templates',
+  );
 
 export type FleetConfig = z.output<typeof fleetConfigSchema>;
 export type FleetConfigInput = z.input<typeof fleetConfigSchema>;
@@ -207,6 +202,7 @@ export type FleetSite = z.output<typeof fleetSiteSpec>;
 export type FleetPool = z.output<typeof fleetPoolSpec>;
 export type FleetFlavor = z.output<typeof fleetFlavorSpec>;
 export type FleetTemplate = z.output<typeof fleetTemplateSpec>;
+export type FleetProviderAccount = z.output<typeof providerAccountConfig>;
 
 /** One field of a change: what it is and what it becomes. */
 export const fleetFieldChangeSchema = z.object({ field: z.string(), from: z.unknown(), to: z.unknown() });

@@ -36,6 +36,7 @@ import { nodeSshCertsGroup } from './ssh-certs.js';
 import { tunnelsGroup } from './tunnels.js';
 import { secretsGroup } from './secrets.js';
 import { profilesGroup } from './profiles.js';
+import { providerAccountsGroup } from './provider-accounts.js';
 import { metalGroup } from './metal.js';
 import {
   sandboxesGroup,
@@ -78,6 +79,7 @@ export {
   tunnelsGroup,
   secretsGroup,
   profilesGroup,
+  providerAccountsGroup,
   metalGroup,
   sandboxTemplatesGroup,
   sandboxesGroup,
@@ -124,6 +126,7 @@ export {
   type FleetPool,
   type FleetFlavor,
   type FleetTemplate,
+  type FleetProviderAccount,
   type FleetChange,
   type FleetCall,
   type FleetPlan,
@@ -164,6 +167,18 @@ export {
   profileSchema,
   type ProfileDocument,
 } from './profiles.js';
+export {
+  MAX_PROVIDER_ACCOUNT_HOSTS,
+  MAX_PROVIDER_ACCOUNTS_PER_TENANT,
+  PROVIDER_ACCOUNTS_BOOTSTRAP_ACTION,
+  PROVIDER_ACCOUNTS_OFFERS_ACTION,
+  PROVIDER_ACCOUNTS_WRITE_ACTION,
+  PROVIDER_DRIVERS,
+  credentialReference,
+  providerAccountConfig,
+  providerAccountSchema,
+  type ProviderAccountConfig,
+} from './provider-accounts.js';
 export {
   COMMAND_KINDS,
   ROLLOUT_COMMAND_KINDS,
@@ -243,6 +258,7 @@ export const methods = {
   ...tableOf(tunnelsGroup),
   ...tableOf(secretsGroup),
   ...tableOf(profilesGroup),
+  ...tableOf(providerAccountsGroup),
   ...tableOf(metalGroup),
   ...tableOf(sandboxTemplatesGroup),
   ...tableOf(sandboxesGroup),

@@ -12,6 +12,7 @@ import { eventsCommands } from './events/index.js';
 import { webhooksCommands } from './webhooks/index.js';
 import { secretsCommands } from './secrets/index.js';
 import { profilesCommands } from './profiles/index.js';
+import { providerAccountsCommands } from './provider-accounts/index.js';
 import { metalCommands } from './metal/index.js';
 import { fleetCommands } from './fleet/index.js';
 import { releaseCommands } from './release/index.js';
@@ -83,6 +84,7 @@ export const builtinCommands: readonly AnyCommand[] = [
   forward,
   sshCert,
   ...fleetCommands,
+  ...providerAccountsCommands,
   ...releasesCommands,
   ...rolloutsCommands,
   ...releaseCommands,

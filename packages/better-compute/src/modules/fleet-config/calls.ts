@@ -28,6 +28,12 @@ import {
   updatePool,
   updateSite,
 } from '../fleet/index.js';
+import {
+  createProviderAccount,
+  credentialChecks,
+  deleteAccount,
+  updateProviderAccount,
+} from '../provider-accounts/index.js';
 import { attachChecks, createTemplate, deleteTemplate, updateTemplate } from '../sandboxes/index.js';
 import { createFlavor, deleteFlavor, updateFlavor } from '../vps/index.js';
 
@@ -50,6 +56,9 @@ const SERVICES = {
   'sandboxTemplates.create': createTemplate,
   'sandboxTemplates.update': updateTemplate,
   'sandboxTemplates.delete': deleteTemplate,
+  'providerAccounts.create': createProviderAccount,
+  'providerAccounts.update': updateProviderAccount,
+  'providerAccounts.delete': deleteAccount,
 } satisfies Record<string, Service>;
 
 type PlannedMethod = keyof typeof SERVICES;
@@ -58,6 +67,8 @@ type PlannedMethod = keyof typeof SERVICES;
 const MORE_CHECKS: Partial<Record<PlannedMethod, typeof attachChecks>> = {
   'sandboxTemplates.create': attachChecks,
   'sandboxTemplates.update': attachChecks,
+  'providerAccounts.create': credentialChecks,
+  'providerAccounts.update': credentialChecks,
 };
 
 function definitionOf(call: FleetCall) {

@@ -22,7 +22,7 @@ export const FLEET_DRIFT_JOB = 'fleet.drift';
 export const FLEET_DRIFT_EVERY_MS = 60_000;
 const HOLDER = `fleet_drift_${newId('job').slice(4)}`;
 
-const KINDS: readonly FleetObjectKind[] = ['site', 'pool', 'flavor', 'sandboxTemplate'];
+const KINDS: readonly FleetObjectKind[] = ['site', 'providerAccount', 'pool', 'flavor', 'sandboxTemplate'];
 
 /** A spec's fields as compared: a pool's quotas one by one (`quotas.acme.gpus`), the rest whole. */
 function flatFields(spec: Record<string, unknown>): Map<string, unknown> {
@@ -46,8 +46,9 @@ function flatFields(spec: Record<string, unknown>): Map<string, unknown> {
 export function diffDocuments(before: FleetConfig, after: FleetConfig): FleetChange[] {
   const changes: FleetChange[] = [];
   for (const kind of KINDS) {
-    const was = before[SECTION[kind]] as Record<string, Record<string, unknown> & { name: string }>;
-    const now = after[SECTION[kind]] as Record<string, Record<string, unknown> & { name: string }>;
+    // A document kept before provider accounts were in it may lack their section.
+    const was = (before[SECTION[kind]] ?? {}) as Record<string, Record<string, unknown> & { name: string }>;
+    const now = (after[SECTION[kind]] ?? {}) as Record<string, Record<string, unknown> & { name: string }>;
     const change = (op: FleetChange['op'], id: string, name: string, fields: FleetChange['fields'] = []) =>
       changes.push({ op, kind, key: id, id, name, fields, blocked: null });
     for (const [id, spec] of Object.entries(now)) if (!(id in was)) change('+', id, spec.name);

@@ -7,6 +7,7 @@
  * fleet itself today, so nothing else is (docs/decisions/fleet-config.md).
  */
 import {
+  type FleetProviderAccount,
   FLEET_CONFIG_KIND,
   FLEET_CONFIG_VERSION,
   type FleetConfig,
@@ -18,6 +19,7 @@ import {
 import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
 import { platformObjects, type PlatformPool, type PlatformSite } from '../fleet/index.js';
+import { tenantAccounts } from '../provider-accounts/index.js';
 import { tenantTemplates } from '../sandboxes/index.js';
 import { tenantFlavors } from '../vps/index.js';
 
@@ -39,9 +41,18 @@ export interface LiveTemplate extends Omit<FleetTemplate, 'pool' | 'flavor' | 'i
   version: number;
 }
 
+/** A provider account: its document, whose credentials are secret references only. */
+export interface LiveAccount {
+  id: string;
+  name: string;
+  version: number;
+  config: FleetProviderAccount;
+}
+
 export interface LiveFleet {
   tenantId: string;
   sites: LiveSite[];
+  accounts: LiveAccount[];
   /** Archived pools too: their names stay taken and their sites stay. */
   pools: LivePool[];
   flavors: LiveFlavor[];
@@ -84,7 +95,8 @@ export async function readLiveFleet(db: Kysely<ComputeTables>, tenantId: string)
     volumes: row.volumes.map((v) => ({ volumeId: v.volumeId, path: v.path, readOnly: v.readOnly })),
     version: row.version,
   }));
-  return { tenantId, sites, pools, flavors, templates };
+  const accounts = await tenantAccounts(db, tenantId);
+  return { tenantId, sites, accounts, pools, flavors, templates };
 }
 
 /** Whether a live pool is in the document's scope: active (an archived pool is never unarchived). */
@@ -147,7 +159,7 @@ export function exportDocument(live: LiveFleet): FleetConfig {
     version: FLEET_CONFIG_VERSION,
     tenantId: live.tenantId,
     sites: Object.fromEntries(live.sites.map((site) => [site.id, siteSpecOf(site)])),
-    providerAccounts: {},
+    providerAccounts: Object.fromEntries(live.accounts.map((account) => [account.id, account.config])),
     pools: Object.fromEntries([...active.values()].map((pool) => [pool.id, poolSpecOf(pool)])),
     flavors: Object.fromEntries(
       live.flavors.filter((f) => active.has(f.poolId)).map((flavor) => [flavor.id, flavorSpecOf(flavor)]),

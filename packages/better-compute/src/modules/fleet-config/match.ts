@@ -10,6 +10,7 @@ import { isId } from '@better-compute/core';
 import type { FleetConfig, FleetObjectKind } from '@better-compute/core/methods';
 import {
   inScope,
+  type LiveAccount,
   type LiveFleet,
   type LiveFlavor,
   type LivePool,
@@ -17,13 +18,14 @@ import {
   type LiveTemplate,
 } from './live.js';
 
-export type Section = 'sites' | 'pools' | 'flavors' | 'sandboxTemplates';
+export type Section = 'sites' | 'pools' | 'flavors' | 'sandboxTemplates' | 'providerAccounts';
 
 export const SECTION: Record<FleetObjectKind, Section> = {
   site: 'sites',
   pool: 'pools',
   flavor: 'flavors',
   sandboxTemplate: 'sandboxTemplates',
+  providerAccount: 'providerAccounts',
 };
 
 /** How each kind is named in messages. */
@@ -32,14 +34,22 @@ export const NOUN: Record<FleetObjectKind, string> = {
   pool: 'pool',
   flavor: 'flavor',
   sandboxTemplate: 'sandbox template',
+  providerAccount: 'provider account',
 };
 
-type LiveOf = { site: LiveSite; pool: LivePool; flavor: LiveFlavor; sandboxTemplate: LiveTemplate };
+type LiveOf = {
+  site: LiveSite;
+  pool: LivePool;
+  flavor: LiveFlavor;
+  sandboxTemplate: LiveTemplate;
+  providerAccount: LiveAccount;
+};
 type SpecOf = {
   site: FleetConfig['sites'][string];
   pool: FleetConfig['pools'][string];
   flavor: FleetConfig['flavors'][string];
   sandboxTemplate: FleetConfig['sandboxTemplates'][string];
+  providerAccount: FleetConfig['providerAccounts'][string];
 };
 
 /** One object of the document, and the live object it is (null: the plan creates it). */
@@ -60,8 +70,15 @@ export interface Matched {
   pools: Entry<'pool'>[];
   flavors: Entry<'flavor'>[];
   templates: Entry<'sandboxTemplate'>[];
+  accounts: Entry<'providerAccount'>[];
   /** The live objects in scope that no entry is, by kind: what --prune deletes. */
-  unmatched: { sites: LiveSite[]; pools: LivePool[]; flavors: LiveFlavor[]; templates: LiveTemplate[] };
+  unmatched: {
+    sites: LiveSite[];
+    pools: LivePool[];
+    flavors: LiveFlavor[];
+    templates: LiveTemplate[];
+    accounts: LiveAccount[];
+  };
   /** Resolves a reference of `kind` (a pool's `site`: 'site'), or says why it cannot be. */
   resolve(kind: FleetObjectKind, ref: string): Target | { problem: string };
 }
@@ -92,11 +109,14 @@ export function matchDocument(document: FleetConfig, live: LiveFleet, prune: boo
   const poolByName = firstBy(live.pools, (p) => p.name);
   const flavorByName = firstBy(live.flavors, (f) => `${f.poolId}/${f.name}`);
   const templateByName = firstBy(templatesById.values(), (t) => t.name);
+  const accountsById = byId(live.accounts);
+  const accountByName = firstBy(live.accounts, (a) => a.name);
   const entries = {
     sites: [] as Entry<'site'>[],
     pools: [] as Entry<'pool'>[],
     flavors: [] as Entry<'flavor'>[],
     templates: [] as Entry<'sandboxTemplate'>[],
+    accounts: [] as Entry<'providerAccount'>[],
   };
   const entryOf = new Map<string, Entry>();
   const claimed = new Set<string>();
@@ -189,7 +209,9 @@ export function matchDocument(document: FleetConfig, live: LiveFleet, prune: boo
           ? activePools.get(ref)
           : kind === 'flavor'
             ? flavorsById.get(ref)
-            : templatesById.get(ref);
+            : kind === 'sandboxTemplate'
+              ? templatesById.get(ref)
+              : accountsById.get(ref);
     if (found && isId(kind, ref)) {
       if (prune)
         return {
@@ -229,6 +251,17 @@ export function matchDocument(document: FleetConfig, live: LiveFleet, prune: boo
     adopt(entry, templateByName.get(entry.spec.name));
   }
 
+  // Provider accounts: named within the tenant.
+  for (const entry of claimIds(
+    'providerAccount',
+    entries.accounts,
+    document.providerAccounts,
+    (id) => accountsById.get(id),
+    () => undefined,
+  )) {
+    adopt(entry, accountByName.get(entry.spec.name));
+  }
+
   return {
     ...entries,
     unmatched: {
@@ -236,6 +269,7 @@ export function matchDocument(document: FleetConfig, live: LiveFleet, prune: boo
       pools: [...activePools.values()].filter((p) => !claimed.has(p.id)),
       flavors: [...flavorsById.values()].filter((f) => !claimed.has(f.id)),
       templates: [...templatesById.values()].filter((t) => !claimed.has(t.id)),
+      accounts: live.accounts.filter((a) => !claimed.has(a.id)),
     },
     resolve,
   };

@@ -28,10 +28,21 @@ export interface PlanOptions {
 
 type Field = FleetChange['fields'][number];
 type Stage =
-  'dropTemplates' | 'sites' | 'pools' | 'flavors' | 'templates' | 'dropFlavors' | 'dropPools' | 'dropSites';
+  | 'dropTemplates'
+  | 'dropAccounts'
+  | 'sites'
+  | 'accounts'
+  | 'pools'
+  | 'flavors'
+  | 'templates'
+  | 'dropFlavors'
+  | 'dropPools'
+  | 'dropSites';
 const STAGES: readonly Stage[] = [
   'dropTemplates',
+  'dropAccounts',
   'sites',
+  'accounts',
   'pools',
   'flavors',
   'templates',
@@ -247,6 +258,37 @@ export function planFleet(document: FleetConfig, live: LiveFleet, options: PlanO
     }
   }
 
+  // Provider accounts: the document is the account's whole config, replaced whole by an update.
+  for (const entry of matched.accounts) {
+    const want = entry.spec;
+    if (!entry.live) {
+      if (note(entry, '+', []))
+        call(
+          'accounts',
+          'providerAccounts.create',
+          { config: want },
+          { creates: `providerAccounts/${entry.key}` },
+        );
+      continue;
+    }
+    const account = entry.live;
+    depends[account.id] = account.version;
+    const fields = differences(
+      ['name', 'description', 'driver', 'settings', 'credentials'],
+      account.config as unknown as Record<string, unknown>,
+      want as unknown as Record<string, unknown>,
+    );
+    if (fields.some((f) => f.field === 'driver'))
+      entry.blocked.push('a provider account’s driver never changes in place: make a new account');
+    if (fields.length === 0 && entry.blocked.length === 0) continue;
+    if (note(entry, '~', fields))
+      call('accounts', 'providerAccounts.update', {
+        accountId: account.id,
+        ...ifVersion(account.id, account.version),
+        config: want,
+      });
+  }
+
   const flavorFields = ['vcpus', 'memoryMiB', 'diskGiB', 'gpus', 'gpuModel', 'description', 'image'];
   for (const entry of matched.flavors) {
     const want = entry.spec;
@@ -416,7 +458,9 @@ function findLive(live: LiveFleet, kind: FleetObjectKind, id: string): { version
         ? live.pools
         : kind === 'flavor'
           ? live.flavors
-          : live.templates;
+          : kind === 'sandboxTemplate'
+            ? live.templates
+            : live.accounts;
   return rows.find((row) => row.id === id);
 }
 
@@ -437,6 +481,7 @@ function checkNames(matched: Matched, live: LiveFleet): void {
       live.flavors.map((f) => ({ id: f.id, name: f.name, scope: f.poolId })),
     ],
     [matched.templates, () => '', live.templates.map((t) => ({ id: t.id, name: t.name, scope: '' }))],
+    [matched.accounts, () => '', live.accounts.map((a) => ({ id: a.id, name: a.name, scope: '' }))],
   ];
   for (const [entries, scopeOf, rows] of scopes) {
     const held = new Map<string, { id: string }[]>();
@@ -483,6 +528,9 @@ function prunePlan(
   for (const t of matched.unmatched.templates)
     if (drop('sandboxTemplate', t, null))
       call('dropTemplates', 'sandboxTemplates.delete', { templateId: t.id, ifVersion: t.version });
+  for (const a of matched.unmatched.accounts)
+    if (drop('providerAccount', a, null))
+      call('dropAccounts', 'providerAccounts.delete', { accountId: a.id, ifVersion: a.version });
   for (const f of matched.unmatched.flavors)
     if (drop('flavor', f, null))
       call('dropFlavors', 'flavors.delete', { flavorId: f.id, ifVersion: f.version });
