@@ -152,6 +152,14 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
   for (const endpoint of options.beside ?? [])
     for (const path of endpoint.paths) besidePaths.set(path, endpoint);
   const documentPath = `${basePath}${OPENAPI_PATH}`;
+  const isIamPath = (pathname: string) =>
+    options.iamHandler !== undefined && (pathname === IAM_BASE || pathname.startsWith(`${IAM_BASE}/`));
+  // The routes no earlier rule of `dispatch` takes, whose paths are plain (one reading only): a
+  // request for one of them exactly needs no other look at its path, so it is routed first.
+  const plainRoutes = new Map<string, BoundMethod>();
+  for (const [path, bound] of routeTable)
+    if (!isIamPath(path) && !besidePaths.has(path) && path !== documentPath && isPlainPath(path))
+      plainRoutes.set(path, bound);
   // Made on the first request for it: the methods a handler serves never change while it runs.
   let openapi: { body: string; etag: string } | undefined;
 
@@ -415,13 +423,16 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
     const { pathname } = request;
     const requestId = requestIdFrom(request.header('x-request-id'));
     try {
-      // Before routing, for IAM's paths too: a path with two readings is refused, not normalised.
-      checkedPath(pathname);
-      if (options.iamHandler && (pathname === IAM_BASE || pathname.startsWith(`${IAM_BASE}/`))) return null;
-      if (besidePaths.has(pathname)) return null;
-      if (pathname === documentPath) return serveDocument(request, requestId);
-      // 1. route
-      const bound = routeTable.get(pathname);
+      // 1. route: a plain route's own path first; anything else is looked at before routing.
+      let bound = plainRoutes.get(pathname);
+      if (!bound) {
+        // For IAM's paths too: a path with two readings is refused, not normalised.
+        checkedPath(pathname);
+        if (isIamPath(pathname)) return null;
+        if (besidePaths.has(pathname)) return null;
+        if (pathname === documentPath) return serveDocument(request, requestId);
+        bound = routeTable.get(pathname);
+      }
       if (!bound) {
         throw new ComputeError('NOT_FOUND', `no route ${request.method} ${pathname}`, {
           hint: 'Run better-compute api --list for the routes this deployment serves.',
@@ -462,6 +473,15 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
   }
 
   return { handler, dispatch };
+}
+
+/** Whether checkedPath lets a path through as it is. */
+function isPlainPath(pathname: string): boolean {
+  try {
+    return checkedPath(pathname) === pathname;
+  } catch {
+    return false;
+  }
 }
 
 /** Whether an `If-None-Match` header names `etag` (weak or strong), or is `*`. */
