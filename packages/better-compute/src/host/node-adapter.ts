@@ -100,6 +100,8 @@ function toRequest(incoming: IncomingMessage, body: Buffer, origin: string, sign
   return new Request(new URL(incoming.url ?? '/', origin), init);
 }
 
+const asText = (body: Buffer) => body.toString('utf8');
+
 /** What the access line of a request learns as the request goes (null: no access log). */
 type Seen = Pick<AccessEntry, 'requestId' | 'code' | 'tenant' | 'principalKind'> | null;
 
@@ -342,7 +344,7 @@ export function createNodeServer(
           pathname,
           origin,
           header: (name) => headerOf(incoming, name),
-          readBody: async (limit) => (await readOnce(limit)).toString('utf8'),
+          readBody: (limit) => readOnce(limit).then(asText),
           get clientAddress() {
             return addressOnce();
           },

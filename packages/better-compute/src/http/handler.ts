@@ -47,6 +47,7 @@ import {
   auditActorKind,
   type ConfirmationStore,
   type ConfirmationTicket,
+  confirmationApplies,
   confirmationFor,
 } from './confirmation.js';
 import { createGate, denied } from './gate.js';
@@ -200,9 +201,18 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
    * and a credential it refuses (a wrong join token, claim secret, node credential) counts against
    * that address (docs/rate-limits.md).
    */
-  async function call(request: ApiCall, bound: BoundMethod, requestId: string): Promise<Answer> {
+  function call(request: ApiCall, bound: BoundMethod, requestId: string): Promise<Answer> {
     const address = limiter && 'public' in bound.method.access ? request.clientAddress : null;
-    if (!address) return run(request, bound, requestId);
+    // Not an async function: most calls go straight to `run`, without another promise around it.
+    return address ? callFromAddress(request, bound, requestId, address) : run(request, bound, requestId);
+  }
+
+  async function callFromAddress(
+    request: ApiCall,
+    bound: BoundMethod,
+    requestId: string,
+    address: string,
+  ): Promise<Answer> {
     const refused = limiter!.admitAddress(
       address,
       limiter!.costOf(methodKey(bound.method), bound.method.kind),
@@ -236,7 +246,9 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
     const raw = checkedBody(parseJsonBody(await request.readBody(limit)));
     keyFromHeader(method, raw, request.header(IDEMPOTENCY_HEADER.toLowerCase()));
     // 3 + 4. credential (with the CSRF rule) and tenant
-    const identity = early !== undefined ? early : await authenticate(request);
+    // No await without a credential: `authenticate` answers null at once.
+    const pending = early !== undefined ? null : authenticate(request);
+    const identity = early !== undefined ? early : pending ? await pending : null;
     needsCredential(identity);
     let tenantId = identity?.tenantId ?? ROOT_TENANT;
     if (method.tenantScoped) {
@@ -344,15 +356,18 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
       routes: options.routes,
     });
     const confirmationCall = { identity, method, action, tenantId, resource, input, requestId };
+    const confirms = confirmationApplies(confirmationCall);
     if (method.kind === 'query') {
-      await confirmationFor(confirmationOptions, confirmationCall);
+      if (confirms) await confirmationFor(confirmationOptions, confirmationCall);
       return dataAnswer(await handler(context(db)), requestId);
     }
     // 8 + 9. idempotency, the change, its events and its audit entry: one transaction. One that
     // PostgreSQL aborted for meeting others (a deadlock's victim) kept nothing, and runs again.
     try {
       // An agent's call its delegation holds runs only with its person's approval (confirmation.ts).
-      const ticket: ConfirmationTicket | null = await confirmationFor(confirmationOptions, confirmationCall);
+      const ticket: ConfirmationTicket | null = confirms
+        ? await confirmationFor(confirmationOptions, confirmationCall)
+        : null;
       const result = await retryTransient(() =>
         db.transaction().execute(async (trx) => {
           events.length = 0;
