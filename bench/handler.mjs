@@ -3,7 +3,7 @@
 // against a bare node:http JSON endpoint, with the same load generator. Both servers run at once;
 // after a warm-up of each (10 s or 3,000 requests, whichever comes first) they are measured in
 // alternating slices, so a change in the host's speed falls on both. Goal (issue 42): ratio >= 0.6.
-// Run: npm run build && node bench/handler.mjs [seconds per slice=3] [rounds=3] [connections=32]
+// Run: npm run build && node bench/handler.mjs [seconds per slice=2] [rounds=8] [connections=32]
 // With --observe first, the two sides are instead the same server without and with what an
 // operator turns on in production (a JSON access line per request and metrics, issue 37): goal,
 // under 5 % fewer requests a second.
@@ -16,8 +16,8 @@ import { cpuSnapshot, load, startChild } from './lib/load.mjs';
 
 const observeMode = process.argv[2] === '--observe';
 const args = process.argv.slice(observeMode ? 3 : 2);
-const seconds = Number(args[0] ?? 3);
-const rounds = Number(args[1] ?? 3);
+const seconds = Number(args[0] ?? 2);
+const rounds = Number(args[1] ?? 8);
 const connections = Number(args[2] ?? 32);
 const WARMUP_S = Number(process.env.BENCH_WARMUP_S ?? 10);
 const here = (name) => fileURLToPath(new URL(name, import.meta.url));
