@@ -6,7 +6,9 @@ import { pathToFileURL } from 'node:url';
 const dist = process.env.BENCH_COMPUTE_DIST
   ? pathToFileURL(process.env.BENCH_COMPUTE_DIST).href
   : new URL('../../packages/better-compute/dist/index.js', import.meta.url).href;
-const { accessLogger, betterCompute, serve } = await import(dist);
+const built = await import(dist);
+const { accessLogger, betterCompute, serve } = built;
+const lineBatch = built.lineBatch;
 // Started with an IPC channel (bench/reserve.mjs): statements are captured on request.
 const { installCapture } = await import('./capture.mjs');
 installCapture(dist);
@@ -39,15 +41,22 @@ if (process.env.BENCH_PROFILE) {
   };
 }
 process.on('SIGTERM', () => controller.abort());
-// BENCH_OBSERVE=1: as an operator runs it in production, a JSON access line per request (written
-// to /dev/null, so the write costs what a log file's does) and metrics kept for /metrics;
-// BENCH_OBSERVE=log or =metrics: one of the two.
+// BENCH_OBSERVE=1: as an operator runs it in production, a JSON access line per request and
+// metrics kept for /metrics; BENCH_OBSERVE=log or =metrics: one of the two. The lines are written
+// as `serve` writes them to its standard output (cli/commands/operate/serve.ts): batched by the
+// build's lineBatch, each batch one blocking write to a descriptor, here /dev/null so the bench
+// measures the server's cost and not a reader's. A build without lineBatch (an older baseline)
+// writes each line on its own, as its `serve` did.
 let observe = {};
+let flushLines = () => {};
 const observed = process.env.BENCH_OBSERVE;
 if (observed === '1' || observed === 'log') {
-  const { createWriteStream } = await import('node:fs');
-  const sink = createWriteStream('/dev/null');
-  observe.accessLog = accessLogger('json', (line) => sink.write(`${line}\n`));
+  const { openSync, writeSync } = await import('node:fs');
+  const sink = openSync('/dev/null', 'w');
+  const writeText = (text) => void writeSync(sink, `${text}\n`);
+  const lines = lineBatch ? lineBatch(writeText) : { line: writeText, flush() {} };
+  flushLines = lines.flush;
+  observe.accessLog = accessLogger('json', lines.line);
 }
 if (observed === '1' || observed === 'metrics') observe.metrics = { token: 'bench-metrics-token-0123456789' };
 await serve({
@@ -63,5 +72,6 @@ await serve({
   },
   onListening: (url) => console.log(url),
 });
+flushLines();
 await stopProfile();
 process.exit(0);

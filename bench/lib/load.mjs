@@ -129,11 +129,15 @@ export async function startChild(script, args = [], env = {}, { ipc = false } = 
   });
   const url = await new Promise((resolve, reject) => {
     let buffered = '';
-    child.stdout.on('data', (chunk) => {
+    const onData = (chunk) => {
       buffered += chunk;
-      const line = buffered.split('\n')[0];
-      if (buffered.includes('\n')) resolve(line.trim());
-    });
+      if (!buffered.includes('\n')) return;
+      resolve(buffered.split('\n')[0].trim());
+      // Whatever the child writes after its first line is drained and dropped, not kept.
+      child.stdout.off('data', onData);
+      child.stdout.resume();
+    };
+    child.stdout.on('data', onData);
     child.once('exit', (code) => reject(new Error(`${script} exited with ${code}`)));
   });
   return {

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, isPostgresReachable, type TestDatabase } from '@better-compute/db/testing';
 import { betterCompute, serve } from '../src/index.js';
 import type { ComputeInstance } from '../src/types.js';
-import { accessLogger } from '../src/host/access-log.js';
+import { accessLogger, lineBatch } from '../src/host/access-log.js';
 
 const FIELDS = [
   'log',
@@ -159,6 +159,42 @@ describe.runIf(await isPostgresReachable())('the access log of serve', () => {
       expect(log, name).not.toContain(value.slice(-16));
     }
     expect(log).not.toMatch(/token=|password=|authorization|cookie/i);
+  });
+});
+
+describe('the lines of serve’s standard output (lineBatch)', () => {
+  const turn = () => new Promise((resolve) => setImmediate(resolve));
+
+  it('writes the lines of one turn of the event loop in one write, in their order', async () => {
+    const writes: string[] = [];
+    const batch = lineBatch((text) => writes.push(text));
+    batch.line('{"n":1}');
+    batch.line('{"n":2}');
+    batch.line('{"n":3}');
+    expect(writes).toEqual([]);
+    await turn();
+    expect(writes).toEqual(['{"n":1}\n{"n":2}\n{"n":3}']);
+    batch.line('{"n":4}');
+    await turn();
+    expect(writes).toEqual(['{"n":1}\n{"n":2}\n{"n":3}', '{"n":4}']);
+    await turn();
+    expect(writes).toHaveLength(2);
+  });
+
+  it('writes at once past 64 KiB, and what it holds when flushed', async () => {
+    const writes: string[] = [];
+    const batch = lineBatch((text) => writes.push(text));
+    const long = 'x'.repeat(40 * 1024);
+    batch.line(long);
+    expect(writes).toEqual([]);
+    batch.line(long);
+    expect(writes).toEqual([`${long}\n${long}`]);
+    batch.line('last');
+    batch.flush();
+    expect(writes).toEqual([`${long}\n${long}`, 'last']);
+    batch.flush();
+    await turn();
+    expect(writes).toHaveLength(2);
   });
 });
 

@@ -69,7 +69,67 @@ function textLine(entry: AccessEntry): string {
 
 /** An access log writing each entry as one line in the format, to `write`. */
 export function accessLogger(format: LogFormat, write: (line: string) => void): (entry: AccessEntry) => void {
+  // A literal of one fixed shape, in the documented order: V8 serialises it on its fast path,
+  // where spreading the entry into a new object first costs a copy per request.
   return format === 'json'
-    ? (entry) => write(JSON.stringify({ log: 'access', ...entry }))
+    ? (entry) =>
+        write(
+          JSON.stringify({
+            log: 'access',
+            time: entry.time,
+            requestId: entry.requestId,
+            httpMethod: entry.httpMethod,
+            path: entry.path,
+            method: entry.method,
+            tenant: entry.tenant,
+            principalKind: entry.principalKind,
+            status: entry.status,
+            code: entry.code,
+            durationMs: entry.durationMs,
+          }),
+        )
     : (entry) => write(textLine(entry));
+}
+
+/** Lines held at most before they are written at once, whatever the turn of the event loop. */
+const BATCH_BYTES = 64 * 1024;
+
+export interface LineBatch {
+  /** Holds one line (without its line end) for the next write. */
+  line(text: string): void;
+  /** Writes the lines held now, if any: before the process stops. */
+  flush(): void;
+}
+
+/**
+ * Lines gathered and handed to `write` together (joined by line ends, without the last one) once
+ * per turn of the event loop, or sooner past 64 KiB. A busy replica answers many requests a turn:
+ * one write for all their access lines instead of a system call each, which on a pipe or a file
+ * is most of what a line costs (docs/operations.md). The order of lines is kept; `flush` writes
+ * what is held when the server stops.
+ */
+export function lineBatch(write: (text: string) => void): LineBatch {
+  let held: string[] = [];
+  let bytes = 0;
+  let scheduled = false;
+  function flush(): void {
+    scheduled = false;
+    if (held.length === 0) return;
+    const lines = held;
+    held = [];
+    bytes = 0;
+    write(lines.join('\n'));
+  }
+  return {
+    line(text) {
+      held.push(text);
+      bytes += text.length;
+      if (bytes >= BATCH_BYTES) return flush();
+      if (!scheduled) {
+        scheduled = true;
+        setImmediate(flush);
+      }
+    },
+    flush,
+  };
 }

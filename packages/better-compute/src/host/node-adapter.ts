@@ -29,17 +29,60 @@ import { type ClientAddressOf, configuredClientAddress } from './client-address.
 import type { Probes } from './health.js';
 import { type Metrics, METRICS_PATH, metricsAnswer } from './metrics.js';
 
-async function readBody(incoming: IncomingMessage, limit: number): Promise<Buffer> {
+/**
+ * The body, up to `limit`. Read from the message's events rather than its async iterator: a small
+ * body is usually all there once the handler asks, and the iterator's machinery (a promise and
+ * stream bookkeeping per chunk) cost more than the rest of reading it. Past the limit the message
+ * is destroyed, as breaking out of the iterator did, so the rest is never read.
+ */
+function readBody(incoming: IncomingMessage, limit: number): Promise<Buffer> {
   const declared = incoming.headers['content-length'];
-  if (declared !== undefined && Number(declared) > limit) throw payloadTooLarge(limit);
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of incoming as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) throw payloadTooLarge(limit);
-    chunks.push(chunk);
-  }
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+  if (declared !== undefined && Number(declared) > limit) return Promise.reject(payloadTooLarge(limit));
+  // A client that left before the handler asked: no event will come any more.
+  if (incoming.destroyed && !incoming.readableEnded)
+    return Promise.reject(
+      Object.assign(new Error('the client closed the request before its body ended'), { code: 'ABORT_ERR' }),
+    );
+  return new Promise<Buffer>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const stop = () => {
+      incoming.off('data', onData);
+      incoming.off('end', onEnd);
+      incoming.off('error', onError);
+      incoming.off('close', onClose);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        stop();
+        incoming.destroy();
+        return reject(payloadTooLarge(limit));
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      stop();
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+    };
+    const onError = (error: Error) => {
+      stop();
+      reject(error);
+    };
+    // The client left before the body's end: what the iterator reported as a premature close.
+    const onClose = () => {
+      stop();
+      reject(
+        Object.assign(new Error('the client closed the request before its body ended'), {
+          code: 'ABORT_ERR',
+        }),
+      );
+    };
+    incoming.on('data', onData);
+    incoming.on('end', onEnd);
+    incoming.on('error', onError);
+    incoming.on('close', onClose);
+  });
 }
 
 function headerOf(incoming: IncomingMessage, name: string): string | null {
@@ -56,6 +99,8 @@ function toRequest(incoming: IncomingMessage, body: Buffer, origin: string, sign
   if (body.length > 0) init.body = new Uint8Array(body);
   return new Request(new URL(incoming.url ?? '/', origin), init);
 }
+
+const asText = (body: Buffer) => body.toString('utf8');
 
 /** What the access line of a request learns as the request goes (null: no access log). */
 type Seen = Pick<AccessEntry, 'requestId' | 'code' | 'tenant' | 'principalKind'> | null;
@@ -131,7 +176,7 @@ async function streamBody(
 }
 
 /** The origin a request was addressed to, or null for a Host header no URL can hold. */
-function originOf(host: string | undefined): string | null {
+function parsedOrigin(host: string | undefined): string | null {
   // A Host with a path, a user, a query or spaces in it is no host: `a/b`, `u@h`, `h?x`.
   if (host !== undefined && /[/?#@\\\s]/.test(host)) return null;
   try {
@@ -139,6 +184,23 @@ function originOf(host: string | undefined): string | null {
   } catch {
     return null;
   }
+}
+
+/**
+ * `parsedOrigin`, remembering its last answer: a replica's clients address it by one or a few
+ * names, and parsing a URL per request costs more than the rest of the routing.
+ */
+function originReader(): (host: string | undefined) => string | null {
+  let lastHost: string | undefined;
+  let lastOrigin: string | null = null;
+  let known = false;
+  return (host) => {
+    if (known && host === lastHost) return lastOrigin;
+    lastOrigin = parsedOrigin(host);
+    lastHost = host;
+    known = true;
+    return lastOrigin;
+  };
 }
 
 function badHost(requestId: string): Answer {
@@ -150,15 +212,26 @@ function badHost(requestId: string): Answer {
   );
 }
 
+/** What the access line says of one of compute's routes: its method, and its path as logged. */
+interface RoutedPath {
+  method: string;
+  path: string;
+}
+
 /**
- * The API method each of compute's paths routes to, for the access line; the table is fixed when
- * the deployment is made.
+ * The API method each of compute's paths routes to, with the path as the access line writes it
+ * (loggablePath), both made once: the table is fixed when the deployment is made.
  */
-function methodNames(
+function routedPaths(
   compute: { routes?: ComputeInstance['routes'] },
   basePath: string,
-): ReadonlyMap<string, string> {
-  return new Map((compute.routes?.() ?? []).map((route) => [`${basePath}${route.path}`, route.method]));
+): ReadonlyMap<string, RoutedPath> {
+  return new Map(
+    (compute.routes?.() ?? []).map((route) => {
+      const path = `${basePath}${route.path}`;
+      return [path, { method: route.method, path: loggablePath(path) }];
+    }),
+  );
 }
 
 /**
@@ -212,7 +285,8 @@ export function createNodeServer(
   const config = compute.config ?? { basePath: '' };
   // Read once, when the server is made: a trusted proxy that is no address stops it here.
   const clientAddressOf = options.clientAddress ?? configuredClientAddress(config);
-  const methodOf = accessLog ? methodNames(compute, config.basePath) : undefined;
+  const routed = accessLog ? routedPaths(compute, config.basePath) : undefined;
+  const originOf = originReader();
   const server = createServer((incoming, outgoing) => {
     const rawUrl = incoming.url ?? '/';
     const query = rawUrl.indexOf('?');
@@ -238,13 +312,14 @@ export function createNodeServer(
     if (seen) {
       const time = new Date().toISOString();
       const started = performance.now();
+      const route = routed!.get(pathname);
       outgoing.once('close', () =>
         accessLog!({
           time,
           requestId: seen.requestId,
           httpMethod: incoming.method ?? 'GET',
-          path: loggablePath(pathname),
-          method: methodOf!.get(pathname) ?? null,
+          path: route ? route.path : loggablePath(pathname),
+          method: route ? route.method : null,
           tenant: seen.tenant,
           principalKind: seen.principalKind,
           status: outgoing.headersSent ? outgoing.statusCode : 0,
@@ -258,7 +333,10 @@ export function createNodeServer(
       return writeAnswer(badHost(requestIdFrom(headerOf(incoming, 'x-request-id'))), outgoing, seen);
     let body: Promise<Buffer> | undefined;
     const readOnce = (limit: number) => (body ??= readBody(incoming, limit));
-    const clientAddress = clientAddressOf(incoming);
+    // Found when first asked (a public method under a rate limit, IAM's routes): most calls never do.
+    let clientAddress: string | null | undefined;
+    const addressOnce = () =>
+      clientAddress === undefined ? (clientAddress = clientAddressOf(incoming)) : clientAddress;
     void (async () => {
       try {
         const call: NotedCall = {
@@ -266,8 +344,10 @@ export function createNodeServer(
           pathname,
           origin,
           header: (name) => headerOf(incoming, name),
-          readBody: async (limit) => (await readOnce(limit)).toString('utf8'),
-          clientAddress,
+          readBody: (limit) => readOnce(limit).then(asText),
+          get clientAddress() {
+            return addressOnce();
+          },
         };
         if (seen)
           call.noteCaller = (caller) => {
@@ -279,7 +359,7 @@ export function createNodeServer(
         const left = new AbortController();
         outgoing.once('close', () => left.abort());
         const request = toRequest(incoming, await readOnce(BODY_LIMIT_BYTES * 16), origin, left.signal);
-        await writeResponse(await compute.handler(request, { clientAddress }), outgoing, seen);
+        await writeResponse(await compute.handler(request, { clientAddress: addressOnce() }), outgoing, seen);
       } catch (error) {
         const tooLarge = error instanceof Error && (error as { code?: string }).code === 'PAYLOAD_TOO_LARGE';
         if (outgoing.headersSent) return void outgoing.end();

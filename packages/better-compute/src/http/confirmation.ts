@@ -73,6 +73,20 @@ export function holdReason(
  * runs with. A call on confirmations themselves first ends those of delegations IAM no longer
  * counts (their agents' credentials stopped with them), so none is shown or approved as open.
  */
+/**
+ * Whether `confirmationFor` has anything to do for a call: the confirmations' own methods, and an
+ * agent's mutations that name an action. Asked first, so every other call skips an await.
+ */
+export function confirmationApplies(call: {
+  identity: Identity | null;
+  method: AnyMethod;
+  action: string | undefined;
+}): boolean {
+  const { identity, method, action } = call;
+  if (method.group === 'confirmations') return true;
+  return identity?.principalKind === 'agent' && method.kind === 'mutation' && Boolean(action);
+}
+
 export async function confirmationFor(
   options: ConfirmationOptions,
   call: {

@@ -17,8 +17,11 @@ export function denied(message: string, details: Record<string, unknown>, hint: 
 }
 
 export interface Gate {
-  /** The identity behind the request's credential (header, or cookie under the CSRF rule); null without one. */
-  authenticate(request: CredentialSource): Promise<Identity | null>;
+  /**
+   * The identity behind the request's credential (header, or cookie under the CSRF rule). Null at
+   * once, with no promise to wait for, when the request carries none: most public calls.
+   */
+  authenticate(request: CredentialSource): Promise<Identity> | null;
   /** The identity behind a credential already taken from a request; throws UNAUTHENTICATED when it no longer works. */
   identify(token: string): Promise<Identity>;
   /** Throws unless the identity may act in the tenant, and both tenants are active. */
@@ -37,7 +40,7 @@ export function createGate(iam: IamBridge, trustedOrigins: readonly string[] | u
   }
   return {
     identify,
-    async authenticate(request) {
+    authenticate(request) {
       const credential = requestCredential(request, trustedOrigins);
       return credential ? identify(credential.token) : null;
     },

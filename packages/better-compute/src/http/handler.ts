@@ -47,6 +47,7 @@ import {
   auditActorKind,
   type ConfirmationStore,
   type ConfirmationTicket,
+  confirmationApplies,
   confirmationFor,
 } from './confirmation.js';
 import { createGate, denied } from './gate.js';
@@ -152,6 +153,14 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
   for (const endpoint of options.beside ?? [])
     for (const path of endpoint.paths) besidePaths.set(path, endpoint);
   const documentPath = `${basePath}${OPENAPI_PATH}`;
+  const isIamPath = (pathname: string) =>
+    options.iamHandler !== undefined && (pathname === IAM_BASE || pathname.startsWith(`${IAM_BASE}/`));
+  // The routes no earlier rule of `dispatch` takes, whose paths are plain (one reading only): a
+  // request for one of them exactly needs no other look at its path, so it is routed first.
+  const plainRoutes = new Map<string, BoundMethod>();
+  for (const [path, bound] of routeTable)
+    if (!isIamPath(path) && !besidePaths.has(path) && path !== documentPath && isPlainPath(path))
+      plainRoutes.set(path, bound);
   // Made on the first request for it: the methods a handler serves never change while it runs.
   let openapi: { body: string; etag: string } | undefined;
 
@@ -192,9 +201,18 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
    * and a credential it refuses (a wrong join token, claim secret, node credential) counts against
    * that address (docs/rate-limits.md).
    */
-  async function call(request: ApiCall, bound: BoundMethod, requestId: string): Promise<Answer> {
+  function call(request: ApiCall, bound: BoundMethod, requestId: string): Promise<Answer> {
     const address = limiter && 'public' in bound.method.access ? request.clientAddress : null;
-    if (!address) return run(request, bound, requestId);
+    // Not an async function: most calls go straight to `run`, without another promise around it.
+    return address ? callFromAddress(request, bound, requestId, address) : run(request, bound, requestId);
+  }
+
+  async function callFromAddress(
+    request: ApiCall,
+    bound: BoundMethod,
+    requestId: string,
+    address: string,
+  ): Promise<Answer> {
     const refused = limiter!.admitAddress(
       address,
       limiter!.costOf(methodKey(bound.method), bound.method.kind),
@@ -228,7 +246,9 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
     const raw = checkedBody(parseJsonBody(await request.readBody(limit)));
     keyFromHeader(method, raw, request.header(IDEMPOTENCY_HEADER.toLowerCase()));
     // 3 + 4. credential (with the CSRF rule) and tenant
-    const identity = early !== undefined ? early : await authenticate(request);
+    // No await without a credential: `authenticate` answers null at once.
+    const pending = early !== undefined ? null : authenticate(request);
+    const identity = early !== undefined ? early : pending ? await pending : null;
     needsCredential(identity);
     let tenantId = identity?.tenantId ?? ROOT_TENANT;
     if (method.tenantScoped) {
@@ -336,15 +356,18 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
       routes: options.routes,
     });
     const confirmationCall = { identity, method, action, tenantId, resource, input, requestId };
+    const confirms = confirmationApplies(confirmationCall);
     if (method.kind === 'query') {
-      await confirmationFor(confirmationOptions, confirmationCall);
+      if (confirms) await confirmationFor(confirmationOptions, confirmationCall);
       return dataAnswer(await handler(context(db)), requestId);
     }
     // 8 + 9. idempotency, the change, its events and its audit entry: one transaction. One that
     // PostgreSQL aborted for meeting others (a deadlock's victim) kept nothing, and runs again.
     try {
       // An agent's call its delegation holds runs only with its person's approval (confirmation.ts).
-      const ticket: ConfirmationTicket | null = await confirmationFor(confirmationOptions, confirmationCall);
+      const ticket: ConfirmationTicket | null = confirms
+        ? await confirmationFor(confirmationOptions, confirmationCall)
+        : null;
       const result = await retryTransient(() =>
         db.transaction().execute(async (trx) => {
           events.length = 0;
@@ -415,13 +438,16 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
     const { pathname } = request;
     const requestId = requestIdFrom(request.header('x-request-id'));
     try {
-      // Before routing, for IAM's paths too: a path with two readings is refused, not normalised.
-      checkedPath(pathname);
-      if (options.iamHandler && (pathname === IAM_BASE || pathname.startsWith(`${IAM_BASE}/`))) return null;
-      if (besidePaths.has(pathname)) return null;
-      if (pathname === documentPath) return serveDocument(request, requestId);
-      // 1. route
-      const bound = routeTable.get(pathname);
+      // 1. route: a plain route's own path first; anything else is looked at before routing.
+      let bound = plainRoutes.get(pathname);
+      if (!bound) {
+        // For IAM's paths too: a path with two readings is refused, not normalised.
+        checkedPath(pathname);
+        if (isIamPath(pathname)) return null;
+        if (besidePaths.has(pathname)) return null;
+        if (pathname === documentPath) return serveDocument(request, requestId);
+        bound = routeTable.get(pathname);
+      }
       if (!bound) {
         throw new ComputeError('NOT_FOUND', `no route ${request.method} ${pathname}`, {
           hint: 'Run better-compute api --list for the routes this deployment serves.',
@@ -462,6 +488,15 @@ export function createHandler(options: HandlerOptions): ComputeHandler {
   }
 
   return { handler, dispatch };
+}
+
+/** Whether checkedPath lets a path through as it is. */
+function isPlainPath(pathname: string): boolean {
+  try {
+    return checkedPath(pathname) === pathname;
+  } catch {
+    return false;
+  }
 }
 
 /** Whether an `If-None-Match` header names `etag` (weak or strong), or is `*`. */

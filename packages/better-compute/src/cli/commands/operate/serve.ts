@@ -103,26 +103,32 @@ export default defineCommand({
         details: { field: 'BETTER_COMPUTE_METRICS_TOKEN' },
       });
     const { serve } = await import('../../../host/serve.js');
-    const { accessLogger } = await import('../../../host/access-log.js');
-    // Standard output is the process's own descriptor here: io.out writes to it (cli/io.ts).
+    const { accessLogger, lineBatch } = await import('../../../host/access-log.js');
+    // Standard output is the process's own descriptor here: io.out writes to it (cli/io.ts), one
+    // write per batch of lines rather than per request (access-log.ts's lineBatch).
     const format = flags.logFormat ?? (isatty(1) ? 'text' : 'json');
+    const accessLines = lineBatch((lines) => io.out(lines));
     const instance = await compute();
-    await serve({
-      compute: instance,
-      port: flags.port,
-      host: flags.host,
-      roles: flags.roles,
-      signal: io.signal ?? new AbortController().signal,
-      log,
-      env: io.env,
-      tls: flags.tlsCert && flags.tlsKey ? { certFile: flags.tlsCert, keyFile: flags.tlsKey } : undefined,
-      gatewayUrl: flags.gatewayUrl?.replace(/\/$/, ''),
-      accessLog: accessLogger(format, (line) => io.out(line)),
-      metrics:
-        flags.metricsPort !== undefined || token
-          ? { port: flags.metricsPort, host: flags.metricsHost, token }
-          : undefined,
-    });
+    try {
+      await serve({
+        compute: instance,
+        port: flags.port,
+        host: flags.host,
+        roles: flags.roles,
+        signal: io.signal ?? new AbortController().signal,
+        log,
+        env: io.env,
+        tls: flags.tlsCert && flags.tlsKey ? { certFile: flags.tlsCert, keyFile: flags.tlsKey } : undefined,
+        gatewayUrl: flags.gatewayUrl?.replace(/\/$/, ''),
+        accessLog: accessLogger(format, accessLines.line),
+        metrics:
+          flags.metricsPort !== undefined || token
+            ? { port: flags.metricsPort, host: flags.metricsHost, token }
+            : undefined,
+      });
+    } finally {
+      accessLines.flush();
+    }
     return undefined;
   },
 });
