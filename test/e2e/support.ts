@@ -116,7 +116,7 @@ export function runCompute(
   });
 }
 
-export interface DevAccount {
+interface DevAccount {
   email: string;
   password: string;
   apiKey: string;

@@ -13,7 +13,7 @@ import { createTestDatabase, type TestDatabase } from '@better-compute/db/testin
 
 export const appDir = join(import.meta.dirname, '..');
 export const screenshotsDir = join(appDir, 'test-results', 'screenshots');
-export const CHROMIUM = '/usr/bin/chromium';
+const CHROMIUM = '/usr/bin/chromium';
 
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

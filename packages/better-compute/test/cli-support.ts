@@ -54,7 +54,7 @@ export function scratchDirectory(prefix: string): string {
 }
 
 /** The real binary, as the test set-up built it. */
-export const BINARY = join(import.meta.dirname, '..', 'bin', 'better-compute.cjs');
+const BINARY = join(import.meta.dirname, '..', 'bin', 'better-compute.cjs');
 
 export interface BinaryRun {
   status: number | null;

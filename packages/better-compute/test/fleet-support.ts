@@ -17,7 +17,7 @@ export const GLOBEX = 't-globex-bob';
 /** The CLI's environment (see cliRunner) as the root tenant's operator. */
 export const OPERATOR_ENV = { BETTER_COMPUTE_TOKEN: OPS, BETTER_COMPUTE_TENANT: 'root' };
 
-export interface Clock {
+interface Clock {
   now(): Date;
   advance(seconds: number): void;
 }
@@ -37,7 +37,7 @@ export interface FleetDeployment {
 }
 
 /** The error envelope of a refused call. */
-export type Failure = { code: string; message: string; hint?: string; details?: Record<string, unknown> };
+type Failure = { code: string; message: string; hint?: string; details?: Record<string, unknown> };
 
 export class ApiFailure extends Error {
   constructor(

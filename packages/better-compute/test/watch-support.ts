@@ -10,7 +10,7 @@ import { betterCompute, type ComputeInstance } from '../src/index.js';
 import { createNodeServer } from '../src/host/node-adapter.js';
 import { closeServer, listen } from '../src/host/serve.js';
 
-export interface Frame {
+interface Frame {
   id?: string;
   event?: string;
   data?: string;

@@ -5,9 +5,9 @@
  */
 import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 
-export type ReceiverMode = 'ok' | 'fail' | 'redirect' | 'hang';
+type ReceiverMode = 'ok' | 'fail' | 'redirect' | 'hang';
 
-export interface Received {
+interface Received {
   headers: IncomingHttpHeaders;
   body: string;
   path: string;

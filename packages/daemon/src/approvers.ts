@@ -115,7 +115,7 @@ export function followWelcomeApprovers(
 }
 
 /** How many approved leaves may be open on one node at once; far past any real batch plan. */
-export const MAX_USED_LEAVES = 10_000;
+const MAX_USED_LEAVES = 10_000;
 /** The longest refusal reason kept in a command's result and the log. */
 const MAX_REASON = 500;
 

@@ -37,7 +37,7 @@ const KINDS = new Set<string>([
 ]);
 const SCRIPT = /^[a-z][a-z0-9-]{0,62}$/;
 /** The most output kept per stream; the end is kept, where errors usually are. */
-export const OUTPUT_LIMIT = 65_536;
+const OUTPUT_LIMIT = 65_536;
 
 /** Why a command is refused, or null when it may run. */
 export function refusal(

@@ -9,7 +9,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 
-export interface GpuInventory {
+interface GpuInventory {
   index: number;
   model: string;
   product: string;

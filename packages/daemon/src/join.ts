@@ -47,7 +47,7 @@ export interface JoinOptions {
 }
 
 /** An --approvers file: one approver set, checked as the daemon checks a pinned one. */
-export function readApproversFile(file: string): ApproverSet {
+function readApproversFile(file: string): ApproverSet {
   let parsed: unknown;
   try {
     parsed = JSON.parse(readFileSync(file, 'utf8'));
@@ -76,11 +76,7 @@ export function readCaFile(file: string): string {
  * Asks the gateway at `url` for this node's certificate over a short session. Answers why not
  * when it could not (no gateway there, no PKI, no answer in time).
  */
-export async function fetchCertificate(
-  state: StateDir,
-  url: string,
-  timeoutMs = 15_000,
-): Promise<string | null> {
+async function fetchCertificate(state: StateDir, url: string, timeoutMs = 15_000): Promise<string | null> {
   const identity = state.identity();
   if (!identity) return 'the node has not joined';
   const address = sessionUrl(url);

@@ -18,10 +18,7 @@ import { ApiError, safe } from './http.js';
 import type { PinnedReleaseKeys, StateDir } from './state.js';
 
 /** Reads `{ pins, threshold }` (a file or a welcome's field), checked as a deployment's are. */
-export function readReleasePinsDocument(
-  value: unknown,
-  where: string,
-): { pins: string[]; threshold: number } {
+function readReleasePinsDocument(value: unknown, where: string): { pins: string[]; threshold: number } {
   if (!value || typeof value !== 'object' || Array.isArray(value))
     throw new ApiError('INVALID_ARGUMENT', `${where} is not { "pins": [...], "threshold": N }`);
   const { pins, threshold, ...rest } = value as { pins?: unknown; threshold?: unknown };

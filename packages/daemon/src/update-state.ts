@@ -28,7 +28,7 @@ export interface UpdateRecord {
   reported: boolean;
 }
 
-export const UPDATE_FILE = 'update.json';
+const UPDATE_FILE = 'update.json';
 /** The exit status a daemon stops with to be started again at once (EX_TEMPFAIL). */
 export const RESTART_EXIT_CODE = 75;
 
@@ -59,7 +59,7 @@ export function writeFileDurably(path: string, content: string | Uint8Array, mod
   syncDirectory(dirname(path));
 }
 
-export function syncDirectory(dir: string): void {
+function syncDirectory(dir: string): void {
   try {
     const fd = openSync(dir, 'r');
     try {

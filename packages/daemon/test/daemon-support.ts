@@ -11,7 +11,7 @@ import { createTestDatabase, type TestDatabase } from '@better-compute/db/testin
 import { betterCompute, type ComputeInstance } from '../../better-compute/src/index.js';
 
 export const root = join(import.meta.dirname, '..', '..', '..');
-export const bcdBin = join(root, 'packages', 'daemon', 'bin', 'bcd.cjs');
+const bcdBin = join(root, 'packages', 'daemon', 'bin', 'bcd.cjs');
 const serverBin = join(root, 'packages', 'better-compute', 'bin', 'better-compute.cjs');
 
 export function freePort(): Promise<number> {

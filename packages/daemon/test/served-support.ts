@@ -9,7 +9,7 @@ import { expect } from 'vitest';
 import { betterCompute, serve } from '../../better-compute/src/index.js';
 import { freePort, root } from './daemon-support.js';
 
-export const cliBin = join(root, 'packages', 'better-compute', 'bin', 'better-compute.cjs');
+const cliBin = join(root, 'packages', 'better-compute', 'bin', 'better-compute.cjs');
 
 /**
  * `serve` with the api, controllers and gateway roles on loopback, in this process, for `config`

@@ -50,7 +50,7 @@ export const pgliteClients = new WeakMap<object, import('@electric-sql/pglite').
  * reserve-and-release pairs a second of the same server with ten, and cost PostgreSQL twice the CPU
  * per pair (docs/decisions/reserve-benchmark.md).
  */
-export const DEFAULT_POOL_SIZE = 10;
+const DEFAULT_POOL_SIZE = 10;
 
 const INT8 = 20;
 const NUMERIC = 1700;

@@ -125,7 +125,7 @@ function isPlatformBinding(principal: PrincipalSnapshot, binding: PolicyBinding)
  * One principal's decision on one check, from its own bindings only. `owners` is who counts as
  * "the caller" for `@own` patterns (the agent and the person it acts for, for an agent).
  */
-export function decideFor(
+function decideFor(
   principal: PrincipalSnapshot,
   check: AuthorizationCheck,
   tenantState: TenantStates,

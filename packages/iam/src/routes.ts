@@ -32,7 +32,7 @@ export interface Answer {
   headers?: Record<string, string>;
 }
 
-export type Input<K extends IamMethodName> = z.output<(typeof iamMethods)[K]['input']>;
+type Input<K extends IamMethodName> = z.output<(typeof iamMethods)[K]['input']>;
 
 export interface RouteBinding<K extends IamMethodName> {
   /** The resource the method's action is decided on (async: some need a lookup for the owner). */

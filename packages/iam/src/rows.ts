@@ -27,7 +27,7 @@ import type {
 export function iso(value: Date | string): string {
   return new Date(value).toISOString();
 }
-export function isoOrNull(value: Date | string | null): string | null {
+function isoOrNull(value: Date | string | null): string | null {
   return value === null ? null : iso(value);
 }
 
@@ -132,9 +132,7 @@ export function toRole(row: RoleRow): Role {
 
 /** A binding with its role's name, as the answers show it. */
 export type BindingRow = Selectable<BindingsTable> & { role_name: RolesTable['name'] };
-export function scopeOf(
-  row: Pick<BindingRow, 'scope_type' | 'scope_id' | 'scope_resource_type'>,
-): BindingScope {
+function scopeOf(row: Pick<BindingRow, 'scope_type' | 'scope_id' | 'scope_resource_type'>): BindingScope {
   if (row.scope_type === 'tenant') return { type: 'tenant' };
   if (row.scope_type === 'project') return { type: 'project', id: row.scope_id ?? '' };
   return { type: 'resource', resourceType: row.scope_resource_type ?? '', id: row.scope_id ?? '' };

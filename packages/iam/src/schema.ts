@@ -52,7 +52,7 @@ export interface TotpTable {
   created_at: CreatedAt;
 }
 
-export interface RecoveryCodesTable {
+interface RecoveryCodesTable {
   principal_id: string;
   code_hash: string;
   used_at: Date | string | null;
@@ -89,14 +89,14 @@ export interface RolesTable {
   deleted_at: NullableTimestamp;
 }
 
-export interface GroupsTable {
+interface GroupsTable {
   id: string;
   tenant_id: string;
   name: string;
   created_at: CreatedAt;
 }
 
-export interface GroupMembersTable {
+interface GroupMembersTable {
   group_id: string;
   principal_id: string;
 }
@@ -131,7 +131,7 @@ export interface DelegationsTable {
   revoked_at: NullableTimestamp;
 }
 
-export interface SigningKeysTable {
+interface SigningKeysTable {
   kid: string;
   alg: string;
   public_jwk: string;
@@ -140,7 +140,7 @@ export interface SigningKeysTable {
   retired_at: NullableTimestamp;
 }
 
-export interface ActionCatalogTable {
+interface ActionCatalogTable {
   action: string;
   summary: string;
   source: string;
@@ -166,7 +166,7 @@ export interface IamDatabase {
 }
 
 /** A billing meter (migration 0007): what a usage export's quantity is counted in. */
-export interface MetersTable {
+interface MetersTable {
   name: string;
   unit: string;
   aggregation: 'sum' | 'max';
@@ -175,7 +175,7 @@ export interface MetersTable {
   created_at: Generated<Date>;
 }
 
-export interface SignInAttemptsTable {
+interface SignInAttemptsTable {
   account_hash: string;
   failures: number;
   first_failed_at: Date;

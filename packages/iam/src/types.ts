@@ -1,6 +1,5 @@
 /** The shapes IAM answers with, in code and over HTTP. None of them ever carries a secret. */
 import type { PrincipalKind, TenantState } from '@better-compute/core';
-import type { ScopeType } from './schema.js';
 
 export interface Tenant {
   id: string;
@@ -104,5 +103,3 @@ export interface PageOptions {
   limit?: number;
   cursor?: string;
 }
-
-export type { ScopeType };

@@ -4,8 +4,8 @@
  */
 import { cookies } from 'next/headers';
 
-export const SESSION_COOKIE = 'better-iam.session';
-export const ROOT_TENANT = 'root';
+const SESSION_COOKIE = 'better-iam.session';
+const ROOT_TENANT = 'root';
 
 interface Identity {
   principalId: string;
@@ -58,7 +58,8 @@ export async function currentSession(): Promise<SessionView | null> {
       name: principal?.email ?? principal?.displayName ?? identity.principalId,
       mfa: identity.mfa,
       platform: identity.tenantId === ROOT_TENANT,
-      rollouts: identity.tenantId === ROOT_TENANT && (stack()?.compute?.config?.release?.pins?.length ?? 0) > 0,
+      rollouts:
+        identity.tenantId === ROOT_TENANT && (stack()?.compute?.config?.release?.pins?.length ?? 0) > 0,
     };
   } catch {
     return null;

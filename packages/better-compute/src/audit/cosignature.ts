@@ -35,7 +35,7 @@ export interface WitnessVerifier {
   keyId: string;
 }
 
-export function cosignatureKeyId(name: string, publicKey: KeyObject): Buffer {
+function cosignatureKeyId(name: string, publicKey: KeyObject): Buffer {
   return createHash('sha256')
     .update(Buffer.from(name, 'utf8'))
     .update(Buffer.from([0x0a, COSIGNATURE_V1]))
@@ -93,7 +93,7 @@ export function parseWitnessVerifier(text: string): WitnessVerifier | null {
 }
 
 /** The message a cosignature/v1 signature covers. */
-export function cosignedMessage(body: string, timestamp: bigint): Buffer {
+function cosignedMessage(body: string, timestamp: bigint): Buffer {
   return Buffer.from(`cosignature/v1\ntime ${timestamp.toString()}\n${body}`, 'utf8');
 }
 

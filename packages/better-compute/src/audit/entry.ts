@@ -42,7 +42,7 @@ const KEYS = [
 ] as const;
 const NULLABLE = new Set<string>(['actor', 'actorKind', 'resourceId', 'errorCode']);
 
-export function canonicalEntry(entry: AuditEntry): string {
+function canonicalEntry(entry: AuditEntry): string {
   const ordered: Record<string, unknown> = { v: 1 };
   for (const key of KEYS) ordered[key] = entry[key];
   return JSON.stringify(ordered);

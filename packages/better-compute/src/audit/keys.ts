@@ -44,7 +44,7 @@ export async function loadAuditSigner(options: {
 }
 
 /** Checks a pin's shape: `sha256/` and 44 characters of base64. */
-export function checkPin(pin: string, source: string): string {
+function checkPin(pin: string, source: string): string {
   if (!PIN.test(pin)) {
     throw new ComputeError('INVALID_ARGUMENT', `${source} is not a key pin`, {
       hint: 'A pin looks like sha256/ followed by 44 characters of base64; `better-compute pki show` prints it.',

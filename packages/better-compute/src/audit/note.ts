@@ -83,7 +83,7 @@ export function signNote(text: string, name: string, privateKey: KeyObject, publ
   return `${text}\n${DASH} ${name} ${blob}\n`;
 }
 
-export interface NoteSignature {
+interface NoteSignature {
   name: string;
   keyId: string;
   signature: Buffer;

@@ -27,9 +27,6 @@ export interface AuditSigningKey {
   publicKey: KeyObject;
 }
 
-/** Where a seal gets the audit key when it needs it (the PKI bundle and the deployment secret). */
-export type AuditKeySource = () => Promise<AuditSigningKey>;
-
 export interface SealOptions {
   key: AuditSigningKey;
   /** The deployment's name in checkpoint origins: `<name>/audit/<tenant>`. */
@@ -48,7 +45,6 @@ export interface SealedCheckpoint {
   rootHash: string;
 }
 
-export const DEFAULT_DEPLOYMENT_NAME = 'better-compute';
 const DEFAULT_BATCH = 10_000;
 
 /** Seals every tenant's new entries (or one tenant's); answers the checkpoints it signed. */

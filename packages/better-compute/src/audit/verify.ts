@@ -20,7 +20,7 @@ import {
 import { parseVerifierKey, publicKeyPinOf, verifyNote } from './note.js';
 import { notAncestor, openTrusted, type TrustedCheckpoint, type TrustedInput } from './trusted.js';
 
-export type AuditProblemKind =
+type AuditProblemKind =
   | 'entry_deleted'
   | 'entry_modified'
   | 'entry_moved'
@@ -36,7 +36,7 @@ export type AuditProblemKind =
   | 'inconsistent'
   | 'not_an_ancestor';
 
-export interface AuditProblem {
+interface AuditProblem {
   kind: AuditProblemKind;
   /** The tree size of the checkpoint concerned. */
   checkpoint?: number;

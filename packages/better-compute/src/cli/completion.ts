@@ -29,7 +29,7 @@ export function safeDescription(text: string): string {
 }
 
 /** What `--no-X` does, from X's description: "Check the token…" → "Do not check the token…". */
-export function negatedDescription(description: string): string {
+function negatedDescription(description: string): string {
   if (description === '') return '';
   // Lowercase a leading verb ("Check"), never an acronym ("IAM").
   const text = /^[A-Z][a-z]/.test(description)

@@ -18,7 +18,7 @@ import { CliError } from './errors.js';
 import { shownWord } from './shown.js';
 import type { CredentialInfo } from './transport-types.js';
 
-export interface SavedProfile {
+interface SavedProfile {
   /** The deployment it was saved for (`https://compute.example.com`); null when saved in process. */
   url: string | null;
   token: string;
@@ -45,7 +45,7 @@ export interface CredentialResolution {
 }
 
 /** Where a call goes: the origin of a remote server, or null in process. */
-export type CallTarget = { origin: string } | null;
+type CallTarget = { origin: string } | null;
 
 const PROFILE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
@@ -182,7 +182,7 @@ function originOf(url: string | null | undefined): string | null {
 }
 
 /** Whether a token saved for `savedUrl` may go where this call goes. */
-export function mayUse(savedUrl: string | null | undefined, target: CallTarget): boolean {
+function mayUse(savedUrl: string | null | undefined, target: CallTarget): boolean {
   if (target === null) return true;
   const saved = originOf(savedUrl);
   return saved !== null && saved === target.origin;

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { CliError } from './errors.js';
 
 /** The variables that may come from a file: the ones that hold a secret. */
-export const FILE_VARIABLES = [
+const FILE_VARIABLES = [
   'BETTER_COMPUTE_SECRET',
   'BETTER_COMPUTE_DATABASE_URL',
   'BETTER_COMPUTE_ADMIN_PASSWORD',

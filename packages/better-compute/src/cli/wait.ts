@@ -13,7 +13,7 @@ import { ComputeError, formatDuration } from '@better-compute/core';
 import type { CommandContext } from './define.js';
 
 /** The code of a resource that a command waited for and that ended failed. */
-export const RESOURCE_FAILED = 'RESOURCE_FAILED';
+const RESOURCE_FAILED = 'RESOURCE_FAILED';
 
 /** What a command waits for, and how to read it. */
 export interface WaitTarget<T> {

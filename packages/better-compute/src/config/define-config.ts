@@ -105,7 +105,7 @@ export interface ComputeConfig {
 }
 
 /** Where the client's address is read from (docs/rate-limits.md). */
-export interface RateLimitAddressing {
+interface RateLimitAddressing {
   /**
    * The proxies in front of the server (addresses or CIDR ranges: `'10.0.0.0/8'`, `'fd00::/8'`,
    * `'127.0.0.1'`). A request whose peer is one of them is counted under the rightmost address of

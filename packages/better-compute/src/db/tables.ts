@@ -3,7 +3,7 @@ import type { ColumnType, Generated } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 
-export interface EventsTable {
+interface EventsTable {
   id: string;
   tx_id: Generated<string>;
   tx_index: number;
@@ -17,7 +17,7 @@ export interface EventsTable {
   occurred_at: Timestamp;
 }
 
-export interface AuditEventsTable {
+interface AuditEventsTable {
   id: string;
   tenant_id: string;
   actor: string | null;
@@ -35,7 +35,7 @@ export interface AuditEventsTable {
 }
 
 /** A sealed entry's place in its tenant's Merkle tree; never updated. */
-export interface AuditLeavesTable {
+interface AuditLeavesTable {
   tenant_id: string;
   leaf_index: ColumnType<number, number, never>;
   entry_id: string;
@@ -43,7 +43,7 @@ export interface AuditLeavesTable {
 }
 
 /** A signed checkpoint of a tenant's audit log; never updated. */
-export interface AuditCheckpointsTable {
+interface AuditCheckpointsTable {
   tenant_id: string;
   tree_size: ColumnType<number, number, never>;
   root_hash: Uint8Array;
@@ -58,7 +58,7 @@ export interface AuditCheckpointsTable {
   created_at: Generated<Date>;
 }
 
-export interface IdempotencyKeysTable {
+interface IdempotencyKeysTable {
   scope_hash: Buffer;
   tenant_id: string;
   method: string;
@@ -69,7 +69,7 @@ export interface IdempotencyKeysTable {
   expires_at: Timestamp;
 }
 
-export interface JobsTable {
+interface JobsTable {
   id: string;
   kind: string;
   payload: ColumnType<Record<string, unknown>, string | undefined, string>;
@@ -84,7 +84,7 @@ export interface JobsTable {
   finished_at: Timestamp | null;
 }
 
-export interface LeasesTable {
+interface LeasesTable {
   name: string;
   holder: string;
   expires_at: Timestamp;

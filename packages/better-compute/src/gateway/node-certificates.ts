@@ -9,7 +9,7 @@ import type { PkiBundle } from '../pki/bundle.js';
 import { issueNodeCertificate } from '../pki/issue.js';
 
 /** Node certificates live 30 days; the daemon renews one after two thirds of its life. */
-export const NODE_CERTIFICATE_DAYS = 30;
+const NODE_CERTIFICATE_DAYS = 30;
 
 export interface GatewayPki {
   bundle: PkiBundle;
@@ -19,7 +19,7 @@ export interface GatewayPki {
 }
 
 /** The text a daemon signs to prove it holds the key it asks a certificate for. */
-export const proofText = (nodeId: string) => `better-compute node certificate request for ${nodeId}`;
+const proofText = (nodeId: string) => `better-compute node certificate request for ${nodeId}`;
 
 export async function answerCertificateRequest(
   pki: GatewayPki,

@@ -31,7 +31,7 @@ const hardware = z
 const capability = z.string().regex(/^[a-z][a-z0-9.-]{0,63}$/);
 const streamId = z.number().int().min(1).max(0xffffffff);
 
-export const daemonMessage = z.discriminatedUnion('t', [
+const daemonMessage = z.discriminatedUnion('t', [
   z
     .object({
       t: z.literal('hello'),

@@ -9,7 +9,7 @@ import { recordPxeDiscovery } from '../modules/metal/index.js';
 import type { DaemonMessage } from './protocol.js';
 
 /** The most reports one node has recorded a minute: the site agent's own cap (provisioning-network.ts). */
-export const DISCOVERIES_PER_MINUTE = 120;
+const DISCOVERIES_PER_MINUTE = 120;
 
 type DiscoveryMessage = Extract<DaemonMessage, { t: 'pxe.discovered' }>;
 

@@ -15,7 +15,7 @@ export interface SessionStreams {
   closeAll(code: string, message: string): void;
 }
 
-export type StreamMessage =
+type StreamMessage =
   | { t: 'stream.opened'; sid: number }
   | { t: 'stream.ack'; sid: number; bytes: number }
   | {

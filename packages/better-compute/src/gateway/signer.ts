@@ -4,7 +4,7 @@
  * node:crypto. Daemons pin `publicKeyPem` and refuse any command its key did not sign.
  */
 import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
-import { type CommandEnvelope, envelopeBytes } from '@better-compute/core';
+import { envelopeBytes } from '@better-compute/core';
 import type { RotationEntry } from '@better-compute/core/command-root';
 
 export interface CommandSigner {
@@ -35,4 +35,4 @@ export function generatedCommandSigner(): CommandSigner & { privateKeyPem: strin
   return { ...ed25519CommandSigner(privateKey), privateKeyPem };
 }
 
-export { type CommandEnvelope, envelopeBytes };
+export { envelopeBytes };

@@ -10,9 +10,9 @@ import { spawn, spawnSync } from 'node:child_process';
 import { createWriteStream, existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
-export const DEV_GUEST_IMAGE = 'debian-12-guest';
-export const DEV_FLAVOR = 'small';
-export const DEV_SANDBOX_TEMPLATE = 'shell';
+const DEV_GUEST_IMAGE = 'debian-12-guest';
+const DEV_FLAVOR = 'small';
+const DEV_SANDBOX_TEMPLATE = 'shell';
 
 type Api = <T = any>(method: string, body: Record<string, unknown>) => Promise<T>;
 

@@ -100,7 +100,7 @@ export interface DevOptions {
   onListening?: (url: string) => void;
 }
 
-export const DEV_DIR = '.better-compute';
+const DEV_DIR = '.better-compute';
 
 /** A JSON file this host wrote, or null when it is missing or unreadable. */
 async function readJsonFile<T>(path: string): Promise<T | null> {

@@ -11,9 +11,9 @@ import { type Answer, ComputeError, errorAnswer, hideSecrets, requestIdFrom } fr
 import type { ComputeInstance, WorkerRole } from '../types.js';
 
 /** How long the database has to answer a readiness query before the replica counts as not ready. */
-export const DATABASE_PROBE_TIMEOUT_MS = 1000;
+const DATABASE_PROBE_TIMEOUT_MS = 1000;
 /** How long a database answer is reused by the probes that follow it. */
-export const DATABASE_PROBE_CACHE_MS = 1000;
+const DATABASE_PROBE_CACHE_MS = 1000;
 /**
  * A query that never settles (a connection to a host that stopped answering) holds its place this
  * long; then a new one may go out, so readiness can come back without a restart.

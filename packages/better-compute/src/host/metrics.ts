@@ -14,7 +14,7 @@ export const METRICS_PATH = '/metrics';
 const PREFIX = 'better_compute_';
 /** Prometheus' default buckets, in seconds: API calls take milliseconds to a few seconds. */
 const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
-export const METRICS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
+const METRICS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 
 interface MethodSeries {
   /** Requests by code. */

@@ -64,7 +64,7 @@ export interface ServeOptions {
  * else `.better-compute/pki.json` against the working directory. A configured path must exist; the
  * default one is optional (a deployment without a bundle signs nothing and issues nothing).
  */
-export async function replicaPkiBundle(compute: ComputeInstance): Promise<PkiBundle | undefined> {
+async function replicaPkiBundle(compute: ComputeInstance): Promise<PkiBundle | undefined> {
   const { readPkiBundle, resolvePkiPath } = await import('../pki/bundle.js');
   const path = resolvePkiPath(process.cwd(), compute.config.pki);
   if (!compute.config.pki && !existsSync(path)) return undefined;
@@ -112,7 +112,7 @@ async function commandSignerFrom(
 }
 
 /** Refuses to run on a schema that is behind or was edited. */
-export async function assertSchemaCurrent(compute: ComputeInstance): Promise<void> {
+async function assertSchemaCurrent(compute: ComputeInstance): Promise<void> {
   const status = await compute.migrationStatus();
   const behind = status.filter((s) => s.state !== 'applied');
   if (behind.length) {

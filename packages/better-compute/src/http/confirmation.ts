@@ -21,9 +21,9 @@ import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
 import type { EventDraft } from '../modules/define-module.js';
 
-export type { ConfirmationCall, ConfirmationTicket };
+export type { ConfirmationTicket };
 
-export type DelegationState = 'active' | 'expired' | 'revoked' | null;
+type DelegationState = 'active' | 'expired' | 'revoked' | null;
 
 /** Where confirmations are kept: the confirmations module's index (`confirmationStore`). */
 export interface ConfirmationStore {
@@ -51,7 +51,7 @@ export interface ConfirmationOptions {
 }
 
 /** Why the delegation holds this call for its person, or null when it may run. */
-export function holdReason(
+function holdReason(
   delegation: NonNullable<Identity['delegation']>,
   key: string,
   action: string,

@@ -13,7 +13,7 @@ import { CompiledQuery, type Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
 import type { NewIdempotencyKey } from '../db/unit-of-work.js';
 
-export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
+const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 
 function sha256(text: string): Buffer {
   return createHash('sha256').update(text).digest();
@@ -36,8 +36,7 @@ const KEPT = `
     delete from compute.idempotency_keys where scope_hash = $1 and expires_at <= $2)
   select input_hash, answer from compute.idempotency_keys where scope_hash = $1 and expires_at > $2`;
 
-export type IdempotencyClaim =
-  { kind: 'new'; key: NewIdempotencyKey } | { kind: 'replay'; response: unknown };
+type IdempotencyClaim = { kind: 'new'; key: NewIdempotencyKey } | { kind: 'replay'; response: unknown };
 
 /** A claim whose key has been asked for: `settle()` reads the answer and decides. */
 export interface PendingClaim {

@@ -21,7 +21,7 @@ import { EVENTS_CHANNEL, type EventRecord, listEvents, markWatched } from '../mo
 import { SETTLED_HORIZON } from '../db/settled.js';
 
 /** IAM's change feed channel (better-iam's CHANGE_CHANNEL). */
-export const IAM_CHANGES_CHANNEL = 'better_iam_changes';
+const IAM_CHANGES_CHANNEL = 'better_iam_changes';
 
 /** One open stream, as the hub sees it. */
 export interface LiveStream {

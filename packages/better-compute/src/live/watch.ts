@@ -45,7 +45,7 @@ import { createGate, denied } from '../http/gate.js';
 import type { HandlerLog } from '../http/handler.js';
 import { SETTLED_HORIZON } from '../db/settled.js';
 
-export const MAX_WATCH_TYPES = 20;
+const MAX_WATCH_TYPES = 20;
 const MAX_QUERY_LENGTH = 4096;
 /** Bytes a slow reader may leave unread before its stream is ended (it resumes with Last-Event-ID). */
 const MAX_BACKLOG_BYTES = 8 * 1024 * 1024;

@@ -26,9 +26,9 @@ import type { ApiCall, BesideEndpoint, HandlerLog } from '../http/handler.js';
 import type { McpCall, McpCallError, McpCallResult } from './server.js';
 
 /** The largest MCP request body: a batch of calls, each of at most the API's 64 KiB. */
-export const MCP_BODY_LIMIT_BYTES = 1024 * 1024;
+const MCP_BODY_LIMIT_BYTES = 1024 * 1024;
 /** The endpoint's path under the API's base path. */
-export const MCP_PATH = '/mcp';
+const MCP_PATH = '/mcp';
 
 export interface McpEndpointOptions {
   basePath: string;
@@ -43,7 +43,7 @@ export interface McpEndpointOptions {
 }
 
 /** The kinds of principal the endpoint serves: MCP is for agents, never a person's own credential. */
-export const MCP_PRINCIPAL_KINDS: readonly string[] = ['agent', 'service-account'];
+const MCP_PRINCIPAL_KINDS: readonly string[] = ['agent', 'service-account'];
 
 /** Refuses a person's credential, with the way to an agent's own (both transports say this). */
 export function personRefused(): ComputeError {

@@ -4,14 +4,8 @@
  * loads the SDK stays behind `import()`, so a deployment or a command that never speaks MCP never
  * loads it.
  */
-export {
-  createMcpEndpoint,
-  MCP_BODY_LIMIT_BYTES,
-  MCP_PATH,
-  MCP_PRINCIPAL_KINDS,
-  personRefused,
-} from './http.js';
-export type { McpCall, McpCallError, McpCallResult, McpIdentity, McpServerOptions } from './server.js';
+export { createMcpEndpoint, personRefused } from './http.js';
+export type { McpCall } from './server.js';
 
 /** The server and the stdio transport, for `better-compute mcp`. */
 export async function loadStdioServer() {

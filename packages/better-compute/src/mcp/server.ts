@@ -45,7 +45,7 @@ export type McpCallResult = { data: unknown } | { error: McpCallError };
 export type McpCall = (method: string, input: Record<string, unknown>) => Promise<McpCallResult>;
 
 /** Who the server acts as (from the credential), named in its instructions. */
-export interface McpIdentity {
+interface McpIdentity {
   principalId: string;
   principalKind: string;
   tenantId: string;
@@ -69,7 +69,7 @@ export interface McpServerOptions {
 }
 
 /** The tools and resources of a method list, derived once per list. */
-export interface McpCatalog {
+interface McpCatalog {
   tools: ToolEntry[];
   byName: Map<string, ToolEntry>;
   resources: ResourceEntry[];
@@ -82,7 +82,7 @@ export interface McpCatalog {
 const catalogs = new WeakMap<readonly AnyMethod[], McpCatalog>();
 
 /** The catalog of `methods`, kept for as long as the list itself. */
-export function catalogOf(methods: readonly AnyMethod[]): McpCatalog {
+function catalogOf(methods: readonly AnyMethod[]): McpCatalog {
   let catalog = catalogs.get(methods);
   if (!catalog) {
     const tools = deriveTools(methods);
@@ -107,14 +107,14 @@ const RESOURCE_NOT_FOUND = -32002;
 const plainId = (value: string) => value.replace(/[^A-Za-z0-9_.:@-]/g, '').slice(0, 80);
 
 /** What a failure says to the model: `CODE: message`, then the hint. */
-export function failureText(error: McpCallError): string {
+function failureText(error: McpCallError): string {
   return error.hint
     ? `${error.code}: ${error.message}\nHint: ${error.hint}`
     : `${error.code}: ${error.message}`;
 }
 
 /** A tool's result from the API's answer: the data as structured content and as JSON text, or the failure. */
-export function toolResult(result: McpCallResult): CallToolResult {
+function toolResult(result: McpCallResult): CallToolResult {
   if ('error' in result) {
     return {
       isError: true,

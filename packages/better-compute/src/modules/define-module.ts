@@ -171,7 +171,7 @@ export interface LoopContext {
 }
 
 /** A loop a module runs on the replicas with `role` (the webhook fan-out and deliveries: `sinks`). */
-export interface ModuleLoop {
+interface ModuleLoop {
   role: 'controllers' | 'sinks';
   start(context: LoopContext): { stop(): Promise<void> };
 }

@@ -50,7 +50,7 @@ function setDifferences(signed: ApproverSet, intended: ApproverSet): string {
 }
 
 /** The current (newest) set of a bundle's chain, or null when the quorum is off. */
-export function currentApproverSet(bundle: PkiBundle): ApproverSet | null {
+function currentApproverSet(bundle: PkiBundle): ApproverSet | null {
   return bundle.approvers.at(-1)?.set ?? null;
 }
 

@@ -49,7 +49,7 @@ export interface PkiKey {
 }
 
 /** A machine CA: its key and self-signed certificate. */
-export interface PkiCertificateAuthority extends PkiKey {
+interface PkiCertificateAuthority extends PkiKey {
   readonly certificatePem: string;
   readonly certificate: X509Certificate;
   readonly serialNumber: string;
@@ -59,13 +59,13 @@ export interface PkiCertificateAuthority extends PkiKey {
 }
 
 /** An OpenSSH certificate authority. */
-export interface PkiSshCa extends PkiKey {
+interface PkiSshCa extends PkiKey {
   /** `ssh-ed25519 AAAA… comment`, for TrustedUserCAKeys or @cert-authority lines. */
   readonly sshPublicKey: string;
 }
 
 /** A command root rotated out: only its public half is kept. */
-export interface PkiRetiredKey {
+interface PkiRetiredKey {
   readonly pin: string;
   readonly publicKey: KeyObject;
   readonly algorithm: KeyAlgorithm;

@@ -21,13 +21,13 @@ import { sshPublicKeyLine } from './ssh-ca.js';
 export const DAY_MS = 24 * 60 * 60 * 1000;
 /** A machine CA lives ten years by default; renew-ca overlaps the next one with it. */
 export const CA_VALIDITY_DAYS = 3650;
-export const DEFAULT_TRUST_DOMAIN = 'better-compute.local';
+const DEFAULT_TRUST_DOMAIN = 'better-compute.local';
 
 export function newEd25519Key(): KeyObject {
   return generateKeyPairSync('ed25519').privateKey;
 }
 
-export function publicKeyPem(key: KeyObject): string {
+function publicKeyPem(key: KeyObject): string {
   return (key.type === 'public' ? key : createPublicKey(key))
     .export({ type: 'spki', format: 'pem' })
     .toString();
@@ -109,7 +109,7 @@ export interface CreatePkiOptions {
 }
 
 /** Makes every key of a new bundle and writes it; ALREADY_EXISTS unless `force`. */
-export async function createPkiDocument(options: CreatePkiOptions): Promise<PkiDocument> {
+async function createPkiDocument(options: CreatePkiOptions): Promise<PkiDocument> {
   const secret = requireSecret(options.secret);
   const trustDomain = checkTrustDomain(options.trustDomain ?? DEFAULT_TRUST_DOMAIN);
   const now = options.now ?? new Date();

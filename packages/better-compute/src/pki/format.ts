@@ -47,7 +47,7 @@ export interface SshCaEntry extends KeyEntry {
 }
 
 /** A command root that was rotated out: public half only, its private key is discarded. */
-export interface RetiredKeyEntry {
+interface RetiredKeyEntry {
   pin: string;
   algorithm: KeyAlgorithm;
   createdAt: string;
@@ -243,7 +243,7 @@ export function readApproverChain(value: unknown, trustDomain: string, path: str
 }
 
 /** The bundle as written: stable key order, two-space indent, a final newline. */
-export function serializeDocument(document: PkiDocument): string {
+function serializeDocument(document: PkiDocument): string {
   return `${JSON.stringify(document, null, 2)}\n`;
 }
 

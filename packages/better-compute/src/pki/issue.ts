@@ -10,7 +10,7 @@ import { DAY_MS } from './create.js';
 import { requireSecret } from './sealing.js';
 
 /** A gateway certificate lives 90 days by default, as public TLS certificates do. */
-export const GATEWAY_VALIDITY_DAYS = 90;
+const GATEWAY_VALIDITY_DAYS = 90;
 
 export interface IssuedCertificate {
   certificatePem: string;
@@ -22,7 +22,7 @@ export interface IssuedCertificate {
 }
 
 /** Issues a certificate from the bundle's current machine CA (opened with `secret`). */
-export async function issueFromBundle(
+async function issueFromBundle(
   bundle: PkiBundle,
   secret: string | undefined,
   options: {

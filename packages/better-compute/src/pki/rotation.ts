@@ -72,7 +72,7 @@ export async function renewMachineCa(
   return { bundle: next, previous: kept.map((ca) => ca.pin) };
 }
 
-export { followRotations, rotationStatementText, verifyRotationStatement };
+export { followRotations, verifyRotationStatement };
 
 /** A new command root, published with a statement signed by the old one; the old one is kept public only. */
 export async function rotateCommandRoot(

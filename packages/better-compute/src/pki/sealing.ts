@@ -8,7 +8,7 @@ import { createCipheriv, createDecipheriv, createHash, randomBytes, scrypt } fro
 import { ComputeError } from '@better-compute/core';
 
 /** The sealed-key format written today; `pki reseal` rewrites older ones in it. */
-export const SEAL_VERSION = 1;
+const SEAL_VERSION = 1;
 
 /** What each private key of the bundle is for; bound into its sealed form. */
 export type KeyPurpose =
@@ -44,7 +44,7 @@ export function newSealParams(): SealParams {
 }
 
 /** The code of a key that does not open: a wrong secret, a tampered blob, or a key in the wrong slot. */
-export const UNSEAL_FAILED = 'PKI_UNSEAL_FAILED';
+const UNSEAL_FAILED = 'PKI_UNSEAL_FAILED';
 
 /** Throws MISSING_ENV when there is no secret to seal or unseal with. */
 export function requireSecret(secret: string | undefined, variable = 'BETTER_COMPUTE_SECRET'): string {
@@ -67,7 +67,7 @@ export function requireSecret(secret: string | undefined, variable = 'BETTER_COM
  */
 const derived = new Map<string, Promise<Buffer>>();
 
-export function sealingKey(secret: string, params: SealParams): Promise<Buffer> {
+function sealingKey(secret: string, params: SealParams): Promise<Buffer> {
   const id = createHash('sha256')
     .update(JSON.stringify([params.kdf, params.N, params.r, params.p, params.salt]))
     .update('\0')
@@ -92,7 +92,7 @@ export function sealingKey(secret: string, params: SealParams): Promise<Buffer> 
 }
 
 /** The associated data of a sealed key: the format, its purpose and the pin of its public half. */
-export function sealAad(purpose: KeyPurpose, pin: string, version = SEAL_VERSION): Buffer {
+function sealAad(purpose: KeyPurpose, pin: string, version = SEAL_VERSION): Buffer {
   return Buffer.from(`better-compute.pki.sealed-key.v${version}\0${purpose}\0${pin}`, 'utf8');
 }
 

@@ -20,9 +20,3 @@ export async function sshPublicKeyLine(key: KeyObject, comment: string): Promise
   parsed.comment = comment.replace(/[^A-Za-z0-9@._:-]/g, '-');
   return parsed.toString('ssh');
 }
-
-/** The SHA256 fingerprint of an OpenSSH public key line, as `ssh-keygen -l` prints it. */
-export async function sshFingerprint(line: string): Promise<string> {
-  const lib = await sshpk();
-  return lib.parseKey(line, 'ssh').fingerprint('sha256').toString();
-}

@@ -7,7 +7,7 @@ import type { ApproverSet } from '@better-compute/core/quorum';
 import type { PkiBundle, PkiKey } from './bundle.js';
 import { EXPIRY_WARNING_DAYS } from './doctor.js';
 
-export interface PkiKeySummary {
+interface PkiKeySummary {
   key: string;
   algorithm: string;
   pin: string;

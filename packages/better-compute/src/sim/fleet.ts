@@ -3,7 +3,7 @@
  * two domains of 4), L40S nodes (4 GPUs, no NVLink) and GB200 racks (18 nodes of 4 GPUs sharing
  * one domain of 72), in a mix drawn from the seed.
  */
-export interface SimGpu {
+interface SimGpu {
   index: number;
   model: string;
   product: string;

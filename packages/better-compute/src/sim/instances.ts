@@ -20,7 +20,7 @@ export type SimApi = <T = Record<string, any>>(
 export const INSTANCE_REFUSALS = ['INVALID_STATE', 'UNAVAILABLE', 'QUOTA_EXCEEDED'];
 
 /** Instances a tenant may hold on the pool (a quota the invariants hold it to). */
-export const INSTANCE_QUOTA = 6;
+const INSTANCE_QUOTA = 6;
 
 export interface InstancePool {
   poolId: string;

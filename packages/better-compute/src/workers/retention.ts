@@ -9,7 +9,7 @@ import type { ComputeTables } from '../db/tables.js';
 import { SETTLED_HORIZON } from '../db/settled.js';
 
 /** The most events one pass deletes, so a first run on a large outbox never holds a long lock. */
-export const RETENTION_BATCH = 5_000;
+const RETENTION_BATCH = 5_000;
 
 /**
  * Deletes up to `batch` events that occurred before `before`, and only of transactions below the

@@ -24,7 +24,7 @@ const leafPayload = z
   .record(z.string().max(64), z.string().max(256))
   .describe('The operation’s payload as its kind declares it (docs/quorum.md); the leaf binds exactly it');
 
-export const scopeLeafInput = z
+const scopeLeafInput = z
   .object({
     subject: z.string().min(1).max(128).describe('What the command acts on: a node id'),
     kind: z.string().min(1).max(64).describe('A destructive command kind, such as metal.power'),
@@ -35,7 +35,7 @@ export const scopeLeafInput = z
   })
   .strict();
 
-export const batchApprovalSchema = z.object({
+const batchApprovalSchema = z.object({
   kid: z.string().describe('The approver key’s id (batch keygen prints it)'),
   /** Who submitted it: the principal that called commandBatches.approve. */
   approver: z.string(),

@@ -12,7 +12,7 @@ const counts = {
   unavailable: z.number().int(),
 };
 
-export const capacityPoolSchema = z.object({
+const capacityPoolSchema = z.object({
   poolId: z.string(),
   name: z.string(),
   class: z.string(),

@@ -11,7 +11,6 @@ import { idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 
 /** `ssh.trust` is queued by the control plane alone (break-glass SSH), never through commands.run. */
 export const COMMAND_KINDS = ['inventory.refresh', 'exec.script', 'ssh.trust'] as const;
-export const commandKind = z.enum(COMMAND_KINDS);
 /**
  * What a rollout's node workflow queues, never through commands.run: `bcd.update` (the daemon
  * installs a signed release, restarts and reports once the new version is healthy) and
@@ -30,7 +29,7 @@ export const METAL_COMMAND_KINDS = ['metal.bmc', 'metal.boot-entries'] as const;
  * destructive kinds a batch's members have (a metal.bmc-power leaf's member is a metal.bmc, so that
  * kind is never a row's).
  */
-export const anyCommandKind = z.enum([
+const anyCommandKind = z.enum([
   ...COMMAND_KINDS,
   ...ROLLOUT_COMMAND_KINDS,
   ...METAL_COMMAND_KINDS,
@@ -51,7 +50,7 @@ export const scriptName = z
     'power scripts run only as metal.power, through an approved batch (better-compute batch create)',
   );
 
-export const commandPayload = z.union([z.object({}).strict(), z.object({ script: scriptName }).strict()]);
+const commandPayload = z.union([z.object({}).strict(), z.object({ script: scriptName }).strict()]);
 
 export const commandSchema = z.object({
   id: z.string(),

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { defineGroup, method } from '../group.js';
 import { pageOf, tenantId } from './common.js';
 
-export const driverSchema = z.object({
+const driverSchema = z.object({
   name: z.string(),
   summary: z.string(),
   classes: z.array(z.enum(['gpu', 'vps', 'metal'])),

@@ -9,7 +9,7 @@ import { idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 import { imageChannel, imageOs } from './images.js';
 import { ifVersion } from './sites.js';
 
-export const MAX_FLAVOR_GPUS = 16;
+const MAX_FLAVOR_GPUS = 16;
 
 export const flavorSchema = z.object({
   id: z.string(),

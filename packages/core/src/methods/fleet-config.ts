@@ -30,7 +30,7 @@ export const fleetObjectKind = z.enum(['site', 'pool', 'flavor', 'sandboxTemplat
 export type FleetObjectKind = z.infer<typeof fleetObjectKind>;
 
 /** A key of the document: an object's id, or a key of the author's choosing for a new object. */
-export const fleetKey = z
+const fleetKey = z
   .string()
   .regex(
     /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/,
@@ -50,7 +50,7 @@ const quotaLimit = z
   .max(1_000_000)
   .describe('The most the tenant may hold (0 to 1,000,000); leave it out for no limit');
 
-export const fleetSiteSpec = z
+const fleetSiteSpec = z
   .object({
     name: resourceName,
     region: z
@@ -66,7 +66,7 @@ export const fleetSiteSpec = z
   .strict()
   .describe('A site: where machines live');
 
-export const fleetPoolSpec = z
+const fleetPoolSpec = z
   .object({
     site: reference('pool’s site', 'sites'),
     name: resourceName,
@@ -105,7 +105,7 @@ export const fleetPoolSpec = z
   .strict()
   .describe('A pool of machines at a site, with its offers and quotas');
 
-export const fleetFlavorSpec = z
+const fleetFlavorSpec = z
   .object({
     pool: reference('flavor’s VPS pool', 'pools'),
     name: flavorFields.flavorName,
@@ -126,7 +126,7 @@ export const fleetFlavorSpec = z
   .strict()
   .describe('A VPS flavor: the shape of an instance or sandbox; its pool and name never change in place');
 
-export const fleetTemplateSpec = z
+const fleetTemplateSpec = z
   .object({
     pool: reference('template’s VPS pool', 'pools'),
     name: resourceName,
@@ -205,7 +205,7 @@ export type FleetTemplate = z.output<typeof fleetTemplateSpec>;
 export type FleetProviderAccount = z.output<typeof providerAccountConfig>;
 
 /** One field of a change: what it is and what it becomes. */
-export const fleetFieldChangeSchema = z.object({ field: z.string(), from: z.unknown(), to: z.unknown() });
+const fleetFieldChangeSchema = z.object({ field: z.string(), from: z.unknown(), to: z.unknown() });
 
 /** One object a plan creates (+), updates (~) or deletes (-), or a change it cannot make (blocked). */
 export const fleetChangeSchema = z.object({

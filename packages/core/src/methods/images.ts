@@ -12,7 +12,7 @@ const sha256 = z.string().regex(/^[0-9a-f]{64}$/, 'must be a SHA-256 digest in l
 const NO_CONTROL = /^[^\u0000-\u001f\u007f]*$/;
 
 /** Where a node fetches a file: an absolute path on the node, or an https:// URL. */
-export const imageSource = z
+const imageSource = z
   .string()
   .min(2)
   .max(2048)
@@ -22,7 +22,7 @@ export const imageSource = z
     'must be an absolute path on the node (without ..) or an https:// URL',
   );
 
-export const imageFileInput = z
+const imageFileInput = z
   .object({
     source: imageSource,
     sha256,
@@ -41,10 +41,10 @@ export const imageOs = z
   .min(1)
   .max(64)
   .regex(/^[A-Za-z0-9][A-Za-z0-9 ._-]*$/, 'must be letters, digits, spaces and . _ -');
-export const diskFormat = z.enum(['qcow2', 'raw']);
-export const architecture = z.enum(['x86_64', 'aarch64']);
+const diskFormat = z.enum(['qcow2', 'raw']);
+const architecture = z.enum(['x86_64', 'aarch64']);
 
-export const imageBootInput = z
+const imageBootInput = z
   .object({
     kernel: imageFileInput,
     initrd: imageFileInput.nullable().default(null),

@@ -10,7 +10,7 @@ import { idempotencyKey, idOf, isoTime, pageInputById, pageOf, tenantId } from '
 import { ifVersion } from './sites.js';
 
 /** The most user data an instance takes, in characters. */
-export const MAX_USER_DATA = 32_768;
+const MAX_USER_DATA = 32_768;
 
 export const instanceState = z.enum([
   'provisioning',
@@ -59,7 +59,7 @@ export const instanceSchema = z.object({
 });
 
 /** A host name: what the guest calls itself (the NoCloud seed's hostname). */
-export const instanceName = z
+const instanceName = z
   .string()
   .regex(
     /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/,
@@ -71,7 +71,7 @@ export const instanceName = z
  * The same rule the node applies before it writes the key into the guest's NoCloud seed, so a key
  * the node would refuse is refused here, before anything is placed.
  */
-export const sshPublicKey = z
+const sshPublicKey = z
   .string()
   .max(8192)
   .regex(
@@ -79,9 +79,9 @@ export const sshPublicKey = z
     'must be one OpenSSH public key line (ssh-ed25519 AAAA… comment; the comment in letters, digits and @ . _ + = : -)',
   );
 
-export const instanceQuotaResource = z.enum(['instances', 'vcpus', 'memoryMiB']);
+const instanceQuotaResource = z.enum(['instances', 'vcpus', 'memoryMiB']);
 
-export const instanceQuotaSchema = z.object({
+const instanceQuotaSchema = z.object({
   tenantId: z.string(),
   poolId: z.string(),
   resource: instanceQuotaResource,

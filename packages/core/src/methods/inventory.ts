@@ -29,7 +29,7 @@ export const inventorySchema = z
   })
   .strict();
 
-export const inventoryRecordSchema = z.object({
+const inventoryRecordSchema = z.object({
   nodeId: z.string(),
   revision: z.number().int(),
   inventory: inventorySchema,
@@ -57,7 +57,7 @@ const inventoryHistory = method({
   output: pageOf(inventoryRecordSchema),
 });
 
-export const inventoryChangeSchema = z.object({
+const inventoryChangeSchema = z.object({
   /** `gpus[3]`, `gpus[3].vramGiB`, `cpuCores`, `memoryGiB`. */
   path: z.string(),
   kind: z.enum(['added', 'removed', 'changed']),

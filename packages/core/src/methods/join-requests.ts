@@ -5,7 +5,7 @@ import { idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 import { inventorySchema } from './inventory.js';
 import { labels } from './sites.js';
 
-export const joinRequestSchema = z.object({
+const joinRequestSchema = z.object({
   id: z.string(),
   tenantId: z.string(),
   poolId: z.string(),

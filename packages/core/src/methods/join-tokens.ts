@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { defineGroup, method } from '../group.js';
 import { idempotencyKey, idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 
-export const joinTokenSchema = z.object({
+const joinTokenSchema = z.object({
   id: z.string(),
   tenantId: z.string(),
   poolId: z.string(),

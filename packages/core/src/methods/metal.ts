@@ -14,7 +14,7 @@ import { idempotencyKey, idOf, isoTime, pageInputById, pageOf, tenantId } from '
 import { resourceName } from './sites.js';
 
 export const metalState = z.enum(METAL_STATES);
-export const bmcDriver = z.enum(['ipmi', 'redfish']);
+const bmcDriver = z.enum(['ipmi', 'redfish']);
 /** What `power` may be asked: change it, or read it. */
 export const metalPowerAction = z.enum(['on', 'off', 'reset', 'status']);
 /**

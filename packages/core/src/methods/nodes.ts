@@ -31,7 +31,7 @@ export const taintSchema = z
   })
   .strict();
 
-export const nodeGpuSchema = z.object({
+const nodeGpuSchema = z.object({
   index: z.number().int(),
   model: z.string(),
   product: z.string(),

@@ -8,7 +8,7 @@ import { defineGroup, method } from '../group.js';
 import { idOf, isoTime, pageOf, tenantId } from './common.js';
 import { poolClass } from './pools.js';
 
-export const offerSchema = z.object({
+const offerSchema = z.object({
   poolId: z.string(),
   poolName: z.string(),
   /** The tenant that owns the pool and made the offer. */

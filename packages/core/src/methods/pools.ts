@@ -6,7 +6,7 @@ import { ifVersion, labelKey, labels, resourceName } from './sites.js';
 
 export const poolClass = z.enum(['gpu', 'vps', 'metal']);
 
-export const poolSchema = z.object({
+const poolSchema = z.object({
   id: z.string(),
   /** The owner. */
   tenantId: z.string(),

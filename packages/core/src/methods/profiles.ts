@@ -249,7 +249,7 @@ export const profileSchema = z.object({
 });
 
 /** A profile as list shows it: without its document. */
-export const profileSummarySchema = z.object({
+const profileSummarySchema = z.object({
   id: z.string(),
   tenantId: z.string(),
   name: z.string(),
@@ -261,7 +261,7 @@ export const profileSummarySchema = z.object({
 });
 
 /** One file of a rendered profile: its path below the render's root, mode, size, digest and text. */
-export const renderedFileSchema = z.object({
+const renderedFileSchema = z.object({
   path: z.string(),
   /** Octal, such as 0644. */
   mode: z.string(),
@@ -270,7 +270,7 @@ export const renderedFileSchema = z.object({
   content: z.string(),
 });
 
-export const profileRenderSchema = z.object({
+const profileRenderSchema = z.object({
   profileId: z.string().nullable(),
   version: z.number().int().nullable(),
   documentSha256: z.string(),
@@ -279,7 +279,7 @@ export const profileRenderSchema = z.object({
   files: z.array(renderedFileSchema),
 });
 
-export const profileValidationSchema = z.object({
+const profileValidationSchema = z.object({
   valid: z.literal(true),
   name: z.string(),
   documentSha256: z.string(),

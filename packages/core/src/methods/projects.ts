@@ -4,7 +4,7 @@ import { defineGroup, method } from '../group.js';
 import { idempotencyKey, idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 import { ifVersion, resourceName } from './sites.js';
 
-export const projectSchema = z.object({
+const projectSchema = z.object({
   id: z.string(),
   tenantId: z.string(),
   name: z.string(),

@@ -42,7 +42,7 @@ export const credentialReference = z
  * A host of the ssh driver: `user@host:port`. The host is a DNS name or an IPv4 address (an IPv6
  * one in brackets), never something OpenSSH would read as an option.
  */
-export const sshHostAddress = z
+const sshHostAddress = z
   .string()
   .max(300)
   .regex(
@@ -55,7 +55,7 @@ export const sshHostAddress = z
   );
 
 /** A host key pin: one OpenSSH public key line (type and base64 key), as ssh-keyscan prints it. */
-export const sshHostKey = z
+const sshHostKey = z
   .string()
   .max(8192)
   .regex(
@@ -70,7 +70,7 @@ const sshHost = z
   })
   .strict();
 
-export const sshAccountConfig = z
+const sshAccountConfig = z
   .object({
     name: resourceName.describe('The account’s name: 1-63 lower-case letters, digits and dashes'),
     description: z.string().max(1000).optional().describe('What the account is, for people'),
@@ -122,7 +122,7 @@ export const providerAccountSchema = z.object({
   updatedAt: isoTime,
 });
 
-export const providerAccountSummarySchema = z.object({
+const providerAccountSummarySchema = z.object({
   id: z.string(),
   tenantId: z.string(),
   name: z.string(),
@@ -133,7 +133,7 @@ export const providerAccountSummarySchema = z.object({
 });
 
 /** What one host of an account can supply, as the driver found it. */
-export const providerOfferSchema = z.object({
+const providerOfferSchema = z.object({
   host: z.string(),
   reachable: z.boolean(),
   /** Why it could not be asked (unreachable, a host key that is not the pin, a key refused). */
@@ -146,14 +146,14 @@ export const providerOfferSchema = z.object({
   nodeId: z.string().nullable(),
 });
 
-export const providerBootstrapHostSchema = z.object({
+const providerBootstrapHostSchema = z.object({
   host: z.string(),
   state: z.enum(['pending', 'running', 'joined', 'already-node', 'failed']),
   nodeId: z.string().nullable(),
   error: z.string().nullable(),
 });
 
-export const providerBootstrapSchema = z.object({
+const providerBootstrapSchema = z.object({
   id: z.string(),
   tenantId: z.string(),
   accountId: z.string(),

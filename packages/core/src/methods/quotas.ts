@@ -5,9 +5,9 @@ import { idOf, isoTime, tenantId } from './common.js';
 import { ifVersion } from './sites.js';
 
 /** `gpus`: GPUs held at once (queued and active at reserve, active at activation); `reservations`: reservations held at once. */
-export const quotaResource = z.enum(['gpus', 'reservations']);
+const quotaResource = z.enum(['gpus', 'reservations']);
 
-export const quotaSchema = z.object({
+const quotaSchema = z.object({
   tenantId: z.string(),
   poolId: z.string(),
   resource: quotaResource,

@@ -18,11 +18,11 @@ export const MAX_ROLLOUT_WAVES = 20;
 export const DEFAULT_HEALTH_TIMEOUT_SECONDS = 300;
 
 export const rolloutState = z.enum(['running', 'paused', 'aborted', 'completed']);
-export const rolloutWaveState = z.enum(['pending', 'running', 'passed', 'failed']);
-export const rolloutNodeState = z.enum(['pending', 'updating', 'succeeded', 'failed', 'skipped', 'cancelled']);
+const rolloutWaveState = z.enum(['pending', 'running', 'passed', 'failed']);
+const rolloutNodeState = z.enum(['pending', 'updating', 'succeeded', 'failed', 'skipped', 'cancelled']);
 
 /** A wave's size: a count of nodes (`1`, `25`) or a share of the rollout's nodes (`10%`), cumulative. */
-export const waveSpec = z
+const waveSpec = z
   .string()
   .regex(
     /^(?:[1-9][0-9]{0,5}|[1-9][0-9]?%|100%)$/,

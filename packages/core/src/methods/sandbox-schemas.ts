@@ -9,17 +9,17 @@ import { resourceName } from './sites.js';
 /** What runs a sandbox: bubblewrap on the node (disk snapshots only) or a QEMU guest (memory too). */
 export const sandboxRuntime = z.enum(['bwrap', 'qemu']);
 /** egress: its own network namespace with outbound NAT; private: loopback and the node only; none: loopback only. */
-export const sandboxNetwork = z.enum(['egress', 'private', 'none']);
+const sandboxNetwork = z.enum(['egress', 'private', 'none']);
 export const sandboxState = z.enum(['starting', 'warm', 'running', 'deleting', 'deleted', 'failed']);
 
 /** The most sandboxes a template keeps warm. */
-export const MAX_WARM = 64;
+const MAX_WARM = 64;
 /** How long `sandboxes.create` may wait for a cold sandbox to be ready, in seconds. */
 export const MAX_CREATE_WAIT_SECONDS = 30;
 /** The longest lifetime a template may allow: seven days. */
 export const MAX_SANDBOX_TTL_SECONDS = 7 * 24 * 3600;
 /** The most user data a template takes, in characters. */
-export const MAX_SANDBOX_USER_DATA = 32_768;
+const MAX_SANDBOX_USER_DATA = 32_768;
 export const MIN_VOLUME_GIB = 1;
 export const MAX_VOLUME_GIB = 16_384;
 /** The OpenSSH certificate `sandboxes.exec` grants lives `minutes`, 1 to 15, 10 unless asked. */
@@ -33,14 +33,14 @@ export const SANDBOX_EXEC_ACTION = 'compute:sandboxes:exec';
 export const SANDBOX_ATTACH_ACTION = 'compute:sandboxes:attach';
 
 /** A secret reference, never a value: `secret://<tenant>/<sec_…>`. */
-export const secretReference = z
+const secretReference = z
   .string()
   .max(200)
   .regex(
     /^secret:\/\/[a-z0-9][a-z0-9-]{0,62}\/sec_[0-9a-z]{26}$/,
     'must be a secret reference secret://TENANT/sec_…',
   );
-export const envName = z
+const envName = z
   .string()
   .regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'must be an environment variable name (letters, digits, _)');
 export const ttlSeconds = z.number().int().min(60).max(MAX_SANDBOX_TTL_SECONDS);
@@ -51,7 +51,7 @@ const mountPath = z
   .refine((path) => !path.split('/').includes('..'), 'must not contain ..');
 
 /** A volume a template mounts: named by id or by name (resolved to its id when stored). */
-export const templateVolumeInput = z
+const templateVolumeInput = z
   .object({
     volumeId: idOf('volume').optional(),
     name: resourceName.optional(),

@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { defineGroup, method } from '../group.js';
 import { idempotencyKey, idOf, isoTime, tenantId } from './common.js';
 
-export const siteTokenSchema = z.object({
+const siteTokenSchema = z.object({
   id: z.string(),
   tenantId: z.string(),
   /** The site the agent serves: its pool's site. */

@@ -66,7 +66,7 @@ export const ifVersion = z
   .optional()
   .describe('Apply only while the resource is at this version (its version field), else CONFLICT');
 
-export const siteSchema = z.object({
+const siteSchema = z.object({
   id: z.string(),
   tenantId: z.string(),
   name: z.string(),

@@ -15,7 +15,7 @@ export const unixAccount = z.string().regex(UNIX_ACCOUNT, 'must be a Unix accoun
 export const SSH_CERT_MIN_MINUTES = 1;
 export const SSH_CERT_MAX_MINUTES = 60;
 
-export const sshCertState = z.enum(['active', 'expired', 'revoked']);
+const sshCertState = z.enum(['active', 'expired', 'revoked']);
 
 export const sshCertSchema = z.object({
   id: z.string(),

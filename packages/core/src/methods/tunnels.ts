@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { defineGroup, method } from '../group.js';
 import { idOf, isoTime, tenantId } from './common.js';
 
-export const tunnelOp = z.enum(['console', 'exec', 'tcp']);
+const tunnelOp = z.enum(['console', 'exec', 'tcp']);
 /** How long a ticket may wait before its WebSocket opens. */
 export const TUNNEL_TICKET_SECONDS = 60;
 export const NODE_CONSOLE_ACTION = 'compute:nodes:console';

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { defineGroup, method } from '../group.js';
 import { idOf, pageInput, pageOf, tenantId } from './common.js';
 
-export const usageRowSchema = z.object({
+const usageRowSchema = z.object({
   /** The window's start: its hour's, or `from` in the hour `from` falls in. */
   windowStart: z.string(),
   /** The window's end (exclusive): its hour's, or `to` in the hour `to` falls in. */

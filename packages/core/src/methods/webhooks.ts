@@ -9,7 +9,7 @@ import { idempotencyKey, idOf, isoTime, pageInputById, pageOf, tenantId } from '
 import { ifVersion } from './sites.js';
 
 /** The longest endpoint URL taken. */
-export const MAX_WEBHOOK_URL = 2048;
+const MAX_WEBHOOK_URL = 2048;
 /** How many event type patterns one webhook takes. */
 export const MAX_WEBHOOK_PATTERNS = 50;
 
@@ -27,7 +27,7 @@ export const webhookEventPattern = z
   );
 
 /** An endpoint URL as sent; what it may point at is the server's check (address-check.ts). */
-export const webhookUrl = z
+const webhookUrl = z
   .string()
   .min(1, 'must be the receiver’s URL, like https://hooks.example.com/compute')
   .max(MAX_WEBHOOK_URL, `must be at most ${MAX_WEBHOOK_URL} characters`);
@@ -58,7 +58,7 @@ export const webhookSchema = z.object({
 /** A webhook with its signing secret: the one answer that shows it. */
 const webhookWithSecret = z.object({ webhook: webhookSchema, secret: z.string() });
 
-export const webhookAttemptSchema = z.object({
+const webhookAttemptSchema = z.object({
   attempt: z.number().int(),
   at: isoTime,
   /** The HTTP status answered; null when none was (refused address, timeout, connection error). */

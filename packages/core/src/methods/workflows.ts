@@ -10,7 +10,7 @@ import { idOf, isoTime, pageInputById, pageOf, tenantId } from './common.js';
 import { scriptName } from './commands.js';
 
 /** Node maintenance (operators), and the instance workflows the instances methods start. */
-export const workflowKind = z.enum([
+const workflowKind = z.enum([
   'node.maintenance',
   'instance.create',
   'instance.start',
@@ -31,9 +31,9 @@ export const workflowKind = z.enum([
   'metal.power',
 ]);
 export const workflowState = z.enum(['running', 'paused', 'failed', 'succeeded', 'aborted']);
-export const workflowStepState = z.enum(['pending', 'running', 'succeeded', 'failed', 'skipped']);
+const workflowStepState = z.enum(['pending', 'running', 'succeeded', 'failed', 'skipped']);
 
-export const workflowStepSchema = z.object({
+const workflowStepSchema = z.object({
   name: z.string(),
   kind: z.enum([
     'node.drain',

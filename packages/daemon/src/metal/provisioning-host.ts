@@ -46,7 +46,7 @@ export interface ProvisioningRecord {
 export const privateDir = (dir: string) => join(dir, 'private');
 const recordPath = (dir: string) => join(privateDir(dir), 'record.json');
 
-export function readRecord(dir: string): ProvisioningRecord | null {
+function readRecord(dir: string): ProvisioningRecord | null {
   try {
     const record = JSON.parse(readFileSync(recordPath(dir), 'utf8')) as ProvisioningRecord;
     if (!record || typeof record !== 'object' || !Array.isArray(record.processes)) return null;
@@ -90,7 +90,7 @@ export function recordProcess(
 export const TOOL_PATH = `${process.env.PATH ?? ''}:/usr/sbin:/usr/bin:/sbin:/bin`.replace(/^:/, '');
 
 /** Runs `ip` (or another host tool) without a shell; fails with its stderr. */
-export function run(command: string, args: string[], timeoutMs = 15_000): Promise<string> {
+function run(command: string, args: string[], timeoutMs = 15_000): Promise<string> {
   return new Promise((resolvePromise, reject) => {
     execFile(
       command,

@@ -19,7 +19,7 @@ const VOLUME_ID = /^vol_[A-Za-z0-9]{1,64}$/;
 const GiB = 1024 ** 3;
 
 /** Mount points now, from the kernel's table (octal escapes decoded). */
-export function mountPoints(): Set<string> {
+function mountPoints(): Set<string> {
   const points = new Set<string>();
   for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
     const field = line.split(' ')[4];

@@ -6,7 +6,6 @@
 import {
   isRuntimeCommandKind,
   isSandboxCommandKind,
-  RUNTIME_COMMAND_KINDS,
   type RuntimeCommandKind,
   runtimeCommandPayloads,
   type SandboxCommandKind,
@@ -26,10 +25,10 @@ const EXIT_CHECK_MS = 1_000;
 /** An exit not acknowledged by then (the instance was still being booted, say) is told again. */
 const EXIT_RETELL_MS = 5_000;
 
-export { type RuntimeDriver, type SandboxDriver } from './driver.js';
-export { ImageCache, RuntimeError } from './image-cache.js';
+export { type SandboxDriver } from './driver.js';
+export { ImageCache } from './image-cache.js';
 export { QemuDriver, type VmExit } from './qemu.js';
-export { isRuntimeCommandKind, isSandboxCommandKind, RUNTIME_COMMAND_KINDS };
+export { isRuntimeCommandKind, isSandboxCommandKind };
 export { BwrapDriver, bwrapAvailable, QemuSandboxDriver };
 
 export interface RunningCommand {

@@ -19,7 +19,7 @@ export type Made =
   | { kind: 'network'; net: InstanceNetwork };
 
 /** One entry per thing: the same process, mount point, network or group is recorded once. */
-export function keyOf(entry: Made): string {
+function keyOf(entry: Made): string {
   switch (entry.kind) {
     case 'process':
       return `process:${entry.pid}:${entry.start}`;

@@ -76,7 +76,7 @@ const publicKeyPattern =
   /^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com) [A-Za-z0-9+/]+={0,3}( [A-Za-z0-9 @._+=:-]*)?$/;
 
 /** Why these keys cannot go into a seed, or null when they can. */
-export function keyProblem(keys: string[]): string | null {
+function keyProblem(keys: string[]): string | null {
   for (const [index, key] of keys.entries())
     if (!publicKeyPattern.test(key.trim()))
       return `SSH key ${index + 1} is not a one-line OpenSSH public key (type, base64, optional plain comment)`;

@@ -24,7 +24,7 @@ export const RUNTIME_DIR_SETTING = 'bcd run --runtime-dir DIR (or BCD_RUNTIME_DI
  * The longest socket path the runtime makes: sun_path holds 108 bytes with its NUL, and QEMU
  * keeps a few for itself on some builds.
  */
-export const SOCKET_PATH_LIMIT = 100;
+const SOCKET_PATH_LIMIT = 100;
 
 /** 16 hex digits of the SHA-256 of the state directory's absolute path. */
 export function stateDirKey(stateDir: string): string {

@@ -20,7 +20,7 @@ export interface EnvVariable {
 }
 
 /** The environment every sandbox process starts from, whatever the daemon's own is. */
-export const BASE_ENV: Readonly<Record<string, string>> = {
+const BASE_ENV: Readonly<Record<string, string>> = {
   PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
   HOME: '/root',
 };

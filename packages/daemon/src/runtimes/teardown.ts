@@ -208,7 +208,7 @@ function existsNet(name: string): boolean {
 }
 
 /** The report in words: `2 VMs, 1 sandbox, 3 mounts`; empty when nothing was swept. */
-export function describe(report: SweepReport): string {
+function describe(report: SweepReport): string {
   const counted: [number, string][] = [
     [report.vms, 'VM'],
     [report.sandboxes, 'sandbox'],

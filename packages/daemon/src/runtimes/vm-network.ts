@@ -70,7 +70,7 @@ export function networkOf(id: string, range: string, slot: number): InstanceNetw
 }
 
 /** The slot of `range` a guest address lies in, or null outside it. */
-export function slotOf(range: string, address: string): number | null {
+function slotOf(range: string, address: string): number | null {
   const { first, slots } = parseRange(range);
   const slot = Math.floor((toInt(address) - first) / SLOT_SIZE);
   return slot >= 0 && slot < slots ? slot : null;

@@ -54,7 +54,3 @@ export function registerStreamTarget(kind: string, factory: StreamTargetFactory)
 export function streamTargetFactory(kind: string): StreamTargetFactory | undefined {
   return targets.get(kind);
 }
-
-export function registeredStreamTargets(): string[] {
-  return [...targets.keys()].sort();
-}

@@ -22,7 +22,7 @@ import type { Delegation } from '../types.js';
 export const DEFAULT_CONFIRM: readonly string[] = DEFAULT_CONFIRM_PATTERNS;
 
 /** The most patterns one delegation holds. */
-export const MAX_CONFIRM_PATTERNS = 100;
+const MAX_CONFIRM_PATTERNS = 100;
 
 export interface DelegationInput {
   agentId: string;

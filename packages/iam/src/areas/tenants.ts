@@ -28,7 +28,7 @@ export async function tenantRow(
   return trx.selectFrom('iam.tenants').selectAll().where('id', '=', tenantId).executeTakeFirst();
 }
 
-export async function requireTenant(ctx: IamContext, tenantId: string, trx: Db = ctx.db): Promise<TenantRow> {
+async function requireTenant(ctx: IamContext, tenantId: string, trx: Db = ctx.db): Promise<TenantRow> {
   const row = isTenantId(tenantId) ? await tenantRow(ctx, tenantId, trx) : undefined;
   if (!row || row.state === 'deleted') throw notFound(`tenant ${tenantId}`);
   return row;

@@ -126,7 +126,7 @@ export function labelUpdate(
  * The idempotency key of a create: --key when given (checked like the server checks it), else a new
  * one. Either way it is logged before the call, so a run that never gets an answer still shows it.
  */
-export function idempotencyKeyFor(
+function idempotencyKeyFor(
   context: Pick<CommandContext, 'log' | 'commandName'>,
   key: string | undefined,
 ): string {

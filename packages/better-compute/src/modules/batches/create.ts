@@ -92,7 +92,7 @@ function checkLeaf(leaf: LeafInput, index: number): { scoped: ScopeLeaf; runs: L
 }
 
 /** Who proposed the batch, as approvers read it (the guide's `proposedBy`). */
-export function proposerOf(identity: Identity) {
+function proposerOf(identity: Identity) {
   if (identity.principalKind === 'agent' && identity.actingFor) {
     // The agent's delegation (IAM's dlg_…); an IAM without delegations names none.
     const delegationId = identity.delegation?.id ?? null;
@@ -111,7 +111,7 @@ export function proposerOf(identity: Identity) {
 }
 
 /** Each kind and how many leaves it has, by kind name. */
-export function kindCounts(leaves: readonly { kind: string }[]): KindCount[] {
+function kindCounts(leaves: readonly { kind: string }[]): KindCount[] {
   const counts = new Map<string, number>();
   for (const leaf of leaves) counts.set(leaf.kind, (counts.get(leaf.kind) ?? 0) + 1);
   return [...counts].sort(([a], [b]) => (a < b ? -1 : 1)).map(([kind, count]) => ({ kind, count }));

@@ -16,7 +16,7 @@ import { EXPIRED_MEMBER_ERROR } from './views.js';
 export const BATCH_EXPIRY_JOB = 'batch.expire';
 
 /** Writes a batch's expiry if it is pending and its window has closed at `now`; in its own transaction. */
-export async function expireBatch(
+async function expireBatch(
   db: Kysely<ComputeTables>,
   batchId: string,
   now: Date,

@@ -3,6 +3,6 @@
  * member command with its batch's approvals and leaf proof, and welcomes daemons with the approver
  * chain; the metal module's bulk makes its batch as commandBatches.create does.
  */
-export { createApproverLoader, type ApproverLoader, type Quorum } from './approvers.js';
+export { createApproverLoader } from './approvers.js';
 export { quorumAttachments } from './attachments.js';
 export { batchProposer } from './create.js';

@@ -8,7 +8,7 @@ type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefine
 export type BatchState = 'pending' | 'approved' | 'expired' | 'cancelled';
 export type KindCount = { kind: string; count: number };
 
-export interface CommandBatchesTable {
+interface CommandBatchesTable {
   id: string;
   seq: Generated<string>;
   tenant_id: string;
@@ -31,7 +31,7 @@ export interface CommandBatchesTable {
   ended_at: NullableTimestamp;
 }
 
-export interface CommandBatchLeavesTable {
+interface CommandBatchLeavesTable {
   batch_id: string;
   idx: number;
   subject: string;
@@ -40,7 +40,7 @@ export interface CommandBatchLeavesTable {
   payload: ColumnType<Record<string, string> | null, string | null, never>;
 }
 
-export interface CommandBatchApprovalsTable {
+interface CommandBatchApprovalsTable {
   batch_id: string;
   kid: string;
   signature: string;
@@ -51,7 +51,7 @@ export interface CommandBatchApprovalsTable {
   at: Timestamp;
 }
 
-export interface BatchTables extends ComputeTables {
+interface BatchTables extends ComputeTables {
   'compute.command_batches': CommandBatchesTable;
   'compute.command_batch_leaves': CommandBatchLeavesTable;
   'compute.command_batch_approvals': CommandBatchApprovalsTable;

@@ -48,8 +48,6 @@ export function batchView(row: BatchRow, approvals: readonly ApprovalRow[], now:
   };
 }
 
-export type BatchView = ReturnType<typeof batchView>;
-
 /** What approvers sign about the batch, from what the server holds (never from a caller). */
 export function statementOf(
   row: Pick<BatchRow, 'id' | 'trust_domain' | 'root' | 'size' | 'not_after'>,
@@ -77,7 +75,7 @@ export function memberView(row: CommandRow) {
   };
 }
 
-export function batchNotFound(id: string): ComputeError {
+function batchNotFound(id: string): ComputeError {
   return new ComputeError('NOT_FOUND', `batch ${id} does not exist`, {
     details: { id },
     hint: 'List the tenant’s batches with better-compute batch list.',

@@ -3,5 +3,5 @@
  * the commands it queues and records the node sessions it holds.
  */
 export { advanceCommand, COMMANDS_CHANNEL, markSent, openCommands } from './service.js';
-export { nodeSession, recordNodeSession, type SessionReport } from './sessions.js';
+export { nodeSession, recordNodeSession } from './sessions.js';
 export type { CommandRow } from './tables.js';

@@ -30,7 +30,7 @@ import { COMMANDS_CHANNEL, type CommandRow, commandsDb, type CommandsDb } from '
 
 export { COMMANDS_CHANNEL };
 
-export const DEFAULT_COMMAND_TTL_SECONDS = 900;
+const DEFAULT_COMMAND_TTL_SECONDS = 900;
 export type CommandKind =
   | (typeof COMMAND_KINDS)[number]
   | (typeof ROLLOUT_COMMAND_KINDS)[number]
@@ -54,7 +54,7 @@ export function registerCommandEndJob(kind: string, jobKind: string): void {
 const iso = (value: Date | string) => new Date(value).toISOString();
 const isoOrNull = (value: Date | string | null) => (value === null ? null : iso(value));
 
-export function commandView(row: CommandRow) {
+function commandView(row: CommandRow) {
   return {
     id: row.id,
     tenantId: row.tenant_id,
@@ -81,7 +81,7 @@ export function commandView(row: CommandRow) {
 export type CommandView = ReturnType<typeof commandView>;
 
 /** Output kept within the bound, cut at the end so the last lines (usually the error) survive. */
-export function boundOutput(text: string): string {
+function boundOutput(text: string): string {
   return text.length <= LIMIT ? text : `[…${text.length - LIMIT} characters cut]\n${text.slice(-LIMIT)}`;
 }
 

@@ -11,7 +11,7 @@ export const COMMANDS_CHANNEL = 'compute_commands';
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 type Json<T> = ColumnType<T, string, string>;
 
-export interface CommandsTable {
+interface CommandsTable {
   id: string;
   seq: Generated<string>;
   tenant_id: string;
@@ -40,7 +40,7 @@ export interface CommandsTable {
   held: ColumnType<boolean, boolean | undefined, boolean>;
 }
 
-export interface NodeSessionsTable {
+interface NodeSessionsTable {
   node_id: string;
   tenant_id: string;
   gateway_id: string;
@@ -51,7 +51,7 @@ export interface NodeSessionsTable {
   last_seen_at: Timestamp;
 }
 
-export interface CommandTables extends ComputeTables {
+interface CommandTables extends ComputeTables {
   'compute.commands': CommandsTable;
   'compute.node_sessions': NodeSessionsTable;
 }

@@ -39,7 +39,7 @@ function redacted(value: unknown): unknown {
  * The method and exactly the input it would run with, as canonical JSON; secret fields show only
  * that they were there, and the idempotency key (which opens sealed kept answers) is left out.
  */
-export function summaryOf(
+function summaryOf(
   method: string,
   input: Record<string, unknown>,
   secretInput: readonly string[] = [],
@@ -54,7 +54,7 @@ export function summaryOf(
  * exactly it. An input holding a secret (secretInput) is hashed keyed by its idempotency key when it
  * has one, so the table holds no bare hash of the secret to guess against.
  */
-export function inputDigest(input: Record<string, unknown>, secretInput: readonly string[] = []): string {
+function inputDigest(input: Record<string, unknown>, secretInput: readonly string[] = []): string {
   const text = canonicalJson(input);
   const key = input.idempotencyKey;
   if (secretInput.length > 0 && typeof key === 'string')

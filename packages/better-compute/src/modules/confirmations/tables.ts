@@ -7,7 +7,7 @@ type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefine
 
 export type ConfirmationState = 'pending' | 'approved' | 'declined' | 'expired' | 'consumed' | 'revoked';
 
-export interface ConfirmationsTable {
+interface ConfirmationsTable {
   id: string;
   seq: Generated<string>;
   tenant_id: string;
@@ -29,7 +29,7 @@ export interface ConfirmationsTable {
   consumed_at: NullableTimestamp;
 }
 
-export interface ConfirmationTables extends ComputeTables {
+interface ConfirmationTables extends ComputeTables {
   'compute.confirmations': ConfirmationsTable;
 }
 

@@ -19,7 +19,7 @@ import { fleetConfigDb } from './tables.js';
 
 export const FLEET_DRIFT_JOB = 'fleet.drift';
 /** How often the job looks. */
-export const FLEET_DRIFT_EVERY_MS = 60_000;
+const FLEET_DRIFT_EVERY_MS = 60_000;
 const HOLDER = `fleet_drift_${newId('job').slice(4)}`;
 
 const KINDS: readonly FleetObjectKind[] = ['site', 'providerAccount', 'pool', 'flavor', 'sandboxTemplate'];
@@ -43,7 +43,7 @@ function flatFields(spec: Record<string, unknown>): Map<string, unknown> {
  * What differs from `before` to `after`, both keyed by id: `+` an object added since, `-` one gone,
  * `~` one whose fields changed (from before's value to after's).
  */
-export function diffDocuments(before: FleetConfig, after: FleetConfig): FleetChange[] {
+function diffDocuments(before: FleetConfig, after: FleetConfig): FleetChange[] {
   const changes: FleetChange[] = [];
   for (const kind of KINDS) {
     // A document kept before provider accounts were in it may lack their section.

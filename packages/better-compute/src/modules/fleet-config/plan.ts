@@ -439,7 +439,7 @@ export function planFleet(document: FleetConfig, live: LiveFleet, options: PlanO
 }
 
 /** SHA-256 over what a plan would do and what it read: equal inputs, equal hashes, on any replica. */
-export function planHash(
+function planHash(
   tenantId: string,
   prune: boolean,
   calls: readonly FleetCall[],

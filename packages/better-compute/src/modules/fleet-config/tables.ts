@@ -1,19 +1,19 @@
 /** Kysely's view of fleet configuration's tables. */
 import type { FleetChange, FleetConfig } from '@better-compute/core/methods';
-import type { ColumnType, Generated, Kysely, Selectable } from 'kysely';
+import type { ColumnType, Generated, Kysely } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
 
 type Timestamp = ColumnType<Date, Date | string, Date | string>;
 type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 type Json<T> = ColumnType<T, string, string>;
 
-export interface FleetCounts {
+interface FleetCounts {
   create: number;
   update: number;
   delete: number;
 }
 
-export interface FleetAppliesTable {
+interface FleetAppliesTable {
   id: string;
   seq: Generated<string>;
   tenant_id: string;
@@ -28,7 +28,7 @@ export interface FleetAppliesTable {
   applied_at: Timestamp;
 }
 
-export interface FleetDriftTable {
+interface FleetDriftTable {
   tenant_id: string;
   apply_id: string;
   state: 'converged' | 'drifted';
@@ -37,12 +37,10 @@ export interface FleetDriftTable {
   since: NullableTimestamp;
 }
 
-export interface FleetConfigTables extends ComputeTables {
+interface FleetConfigTables extends ComputeTables {
   'compute.fleet_applies': FleetAppliesTable;
   'compute.fleet_drift': FleetDriftTable;
 }
 
-export type FleetApplyRow = Selectable<FleetAppliesTable>;
-export type FleetDriftRow = Selectable<FleetDriftTable>;
 export type FleetConfigDb = Kysely<FleetConfigTables>;
 export const fleetConfigDb = (db: Kysely<ComputeTables>): FleetConfigDb => db as unknown as FleetConfigDb;

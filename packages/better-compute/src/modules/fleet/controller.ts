@@ -21,7 +21,7 @@ import { reservationsOnNode } from './reservations/ending.js';
 export const CONTROLLER_JOB = 'fleet.controller';
 /** This process's name on the controller lease, so two replicas never run a pass at once. */
 const HOLDER = `ctl_${newId('job').slice(4)}`;
-export const CONTROLLER_EVERY_MS = 5_000;
+const CONTROLLER_EVERY_MS = 5_000;
 
 export interface ControllerReport {
   offline: number;

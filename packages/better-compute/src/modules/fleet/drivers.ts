@@ -10,7 +10,7 @@ export interface DriverInfo {
   simulated: boolean;
 }
 
-export const DRIVERS: readonly DriverInfo[] = [
+const DRIVERS: readonly DriverInfo[] = [
   {
     name: 'bcd',
     summary:

@@ -2,21 +2,12 @@
  * What the parts of the server outside modules/ (the package's entry, the simulator, the gateway,
  * the command line) and fleet configuration (modules/fleet-config) use of the fleet module.
  */
-export {
-  parseSelector,
-  requestTerms,
-  matchesSelector,
-  type SelectorTerm,
-  type SelectorOperator,
-} from './reservations/selector.js';
-export { place, earliestFit, type FreeGroup, type Allocation } from './reservations/placement.js';
-export { runFleetController, CONTROLLER_JOB, type ControllerReport } from './controller.js';
+export { parseSelector, requestTerms, matchesSelector } from './reservations/selector.js';
+export { runFleetController } from './controller.js';
 export {
   isSiteAgentOf,
   nodeTenant,
   platformObjects,
-  readySiteAgent,
-  tenantHasSite,
   type PlatformPool,
   type PlatformSite,
 } from './queries.js';

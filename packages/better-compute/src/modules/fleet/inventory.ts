@@ -62,7 +62,7 @@ export async function inventoryHistory(
 type Change = { path: string; kind: 'added' | 'removed' | 'changed'; before: unknown; after: unknown };
 
 /** The changes from one inventory to another, GPUs matched by index. */
-export function diffInventories(before: StoredInventory, after: StoredInventory): Change[] {
+function diffInventories(before: StoredInventory, after: StoredInventory): Change[] {
   const changes: Change[] = [];
   for (const key of ['cpuCores', 'memoryGiB'] as const) {
     if (before[key] !== after[key])

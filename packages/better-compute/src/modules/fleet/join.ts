@@ -41,8 +41,7 @@ export type TokenKind = 'joinToken' | 'siteToken';
 const TOKEN_PREFIX = { joinToken: 'jtok', siteToken: 'stok' } as const;
 const kindOfToken = (id: string): TokenKind => (id.startsWith('stok_') ? 'siteToken' : 'joinToken');
 /** The role of the node a token makes. */
-export const roleOfToken = (id: string): NodeRole =>
-  kindOfToken(id) === 'siteToken' ? 'site-agent' : 'worker';
+const roleOfToken = (id: string): NodeRole => (kindOfToken(id) === 'siteToken' ? 'site-agent' : 'worker');
 const tokenWords = { joinToken: 'join token', siteToken: 'site token' } as const;
 
 function tokenState(row: TokenRow, now: Date): 'active' | 'used' | 'expired' | 'revoked' {

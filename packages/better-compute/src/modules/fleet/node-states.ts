@@ -221,7 +221,7 @@ export async function settleInventory(db: FleetDb, nodeId: string, now: Date, em
 }
 
 /** GPUs grouped by product, VRAM and NVLink domain, in index order. */
-export function gpuGroupsOf(inventory: StoredInventory) {
+function gpuGroupsOf(inventory: StoredInventory) {
   const groups: {
     key: string;
     model: string;

@@ -61,7 +61,7 @@ interface GpuRow {
   reservation_id: string | null;
 }
 
-export function nodeView(row: NodeRow, gpus: GpuRow[]) {
+function nodeView(row: NodeRow, gpus: GpuRow[]) {
   return {
     id: row.id,
     tenantId: row.tenant_id,

@@ -7,7 +7,7 @@ import { type ProjectsTable, fleetDb } from './tables.js';
 
 type ProjectRow = Selectable<ProjectsTable>;
 
-export function projectView(row: ProjectRow) {
+function projectView(row: ProjectRow) {
   return {
     id: row.id,
     tenantId: row.tenant_id,

@@ -7,7 +7,7 @@ import { type SitesTable, fleetDb } from './tables.js';
 
 type SiteRow = Selectable<SitesTable>;
 
-export function siteView(row: SiteRow) {
+function siteView(row: SiteRow) {
   return {
     id: row.id,
     tenantId: row.tenant_id,

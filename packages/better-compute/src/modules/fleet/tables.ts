@@ -44,19 +44,19 @@ export interface PoolsTable {
   updated_at: Timestamp;
 }
 
-export interface PoolOffersTable {
+interface PoolOffersTable {
   pool_id: string;
   tenant_id: string;
   created_at: Timestamp;
 }
 
-export interface PendingOffersTable {
+interface PendingOffersTable {
   pool_id: string;
   tenant_id: string;
   offered_at: Timestamp;
 }
 
-export interface QuotasTable {
+interface QuotasTable {
   tenant_id: string;
   pool_id: string;
   resource: 'gpus' | 'reservations';
@@ -141,7 +141,7 @@ export interface NodesTable {
   updated_at: Timestamp;
 }
 
-export interface GpuGroupsTable {
+interface GpuGroupsTable {
   node_id: string;
   group_no: number;
   pool_id: string;
@@ -159,7 +159,7 @@ export interface GpuGroupsTable {
   node_state: Generated<string>;
 }
 
-export interface GpusTable {
+interface GpusTable {
   node_id: string;
   idx: number;
   group_no: number;
@@ -170,14 +170,14 @@ export interface GpusTable {
   nvlink_domain: string | null;
 }
 
-export interface NodeInventoriesTable {
+interface NodeInventoriesTable {
   node_id: string;
   revision: number;
   inventory: Json<StoredInventory>;
   recorded_at: Timestamp;
 }
 
-export type ReservationState = 'queued' | 'active' | 'ended';
+type ReservationState = 'queued' | 'active' | 'ended';
 export type EndReason = 'released' | 'expired' | 'cancelled' | 'node-retired';
 
 export interface ReservationsTable {
@@ -208,7 +208,7 @@ export interface ReservationsTable {
   instance_id: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
-export interface GpuBindingsTable {
+interface GpuBindingsTable {
   id: Generated<number>;
   reservation_id: string;
   tenant_id: string;

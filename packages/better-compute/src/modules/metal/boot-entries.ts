@@ -19,7 +19,7 @@ import { metalDb } from './tables.js';
 export const PXE_CAPABILITY = 'site.pxe';
 
 /** The site's bound MACs, each booting from its own disk for now (boot-entries.ts in core says why). */
-export async function siteBootEntries(
+async function siteBootEntries(
   db: Kysely<ComputeTables>,
   tenantId: string,
   siteId: string,

@@ -14,12 +14,12 @@ import { machineView } from './service.js';
 import { type MachineRow, metalDb } from './tables.js';
 
 /** How long a discovery is kept and shown: the console guide's 24 hours. */
-export const DISCOVERY_KEEP_MS = 24 * 60 * 60 * 1000;
+const DISCOVERY_KEEP_MS = 24 * 60 * 60 * 1000;
 /**
  * The most MACs one site keeps at a time. Anyone on the provisioning network can send DHCP with
  * made-up MACs; past this, a new MAC is dropped until older ones age out, and known ones still count.
  */
-export const MAX_DISCOVERIES_PER_SITE = 1024;
+const MAX_DISCOVERIES_PER_SITE = 1024;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 

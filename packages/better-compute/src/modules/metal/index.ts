@@ -2,9 +2,8 @@
  * What the rest of the server uses of the metal module: the gateway opens a machine's BMC password
  * into the signed metal.bmc command for the site's agent (gateway/command-secrets.ts).
  */
-export { createBmcSealer, type BmcSealer } from './sealing.js';
-export { type MachineRow } from './tables.js';
+export { createBmcSealer } from './sealing.js';
 export { machineForBmc } from './bmc-target.js';
 export { bmcPowerMember } from './service.js';
-export { recordPxeDiscovery, type DiscoveryOutcome, type PxeReport } from './discovery.js';
+export { recordPxeDiscovery } from './discovery.js';
 export { pushBootEntriesTo, PXE_CAPABILITY } from './boot-entries.js';

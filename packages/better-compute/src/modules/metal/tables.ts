@@ -5,7 +5,7 @@ import type { ComputeTables } from '../../db/tables.js';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 
-export interface MetalMachinesTable {
+interface MetalMachinesTable {
   id: string;
   tenant_id: string;
   site_id: string;
@@ -31,7 +31,7 @@ export interface MetalMachinesTable {
 }
 
 /** A MAC a site's agent saw PXE-booting without a boot entry (migration 0003). */
-export interface MetalPxeDiscoveriesTable {
+interface MetalPxeDiscoveriesTable {
   site_id: string;
   tenant_id: string;
   mac: string;
@@ -43,7 +43,7 @@ export interface MetalPxeDiscoveriesTable {
   times_seen: number;
 }
 
-export interface MetalTables extends ComputeTables {
+interface MetalTables extends ComputeTables {
   'compute.metal_machines': MetalMachinesTable;
   'compute.metal_pxe_discoveries': MetalPxeDiscoveriesTable;
 }

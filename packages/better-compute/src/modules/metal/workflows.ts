@@ -17,7 +17,7 @@ import type { EventDraft, JobContext } from '../define-module.js';
 import { registerWorkflowHooks, type WorkflowHookContext } from '../workflows/hooks.js';
 import { type MachineRow, metalDb } from './tables.js';
 
-export const METAL_WORKFLOW_KINDS = ['metal.verify', 'metal.clean', 'metal.power'] as const;
+const METAL_WORKFLOW_KINDS = ['metal.verify', 'metal.clean', 'metal.power'] as const;
 /** Queued when a workflow-less metal.bmc (a batch's member) ends: records its power answer. */
 export const METAL_MEMBER_ENDED_JOB = 'metal.bmc-member-ended';
 

@@ -3,5 +3,5 @@
  * profile to deploy with profileForDeploy, renders it with renderProfile, and fills the
  * ProfileInUse seam of createProfilesModule so a profile its machines use is not deleted.
  */
-export { profileForDeploy, type ProfileInUse } from './service.js';
-export { JOIN_TOKEN_FILE, renderProfile, type Rendered, type RenderedFile } from './render.js';
+export { profileForDeploy } from './service.js';
+export { renderProfile } from './render.js';

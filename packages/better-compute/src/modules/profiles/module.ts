@@ -38,7 +38,7 @@ async function secretChecks(
     : [];
 }
 
-export function createProfilesModule(options: { profileInUse?: ProfileInUse } = {}) {
+function createProfilesModule(options: { profileInUse?: ProfileInUse } = {}) {
   const profiles = implement(profilesGroup, {
     list: listProfiles,
     get: getProfile,

@@ -15,11 +15,11 @@ import type { ProfileDocument } from '@better-compute/core/methods';
 import type { ImageRow } from '../vps/tables.js';
 
 /** The format the manifest names, so a deploy agent knows what it reads. */
-export const RENDER_FORMAT = 'better-compute.profile-render/v1';
+const RENDER_FORMAT = 'better-compute.profile-render/v1';
 /** Where the deploy agent leaves the join token's value for bcd (the metal module fills it). */
-export const JOIN_TOKEN_FILE = '/etc/better-compute/join-token';
+const JOIN_TOKEN_FILE = '/etc/better-compute/join-token';
 
-export interface RenderedFile {
+interface RenderedFile {
   path: string;
   mode: string;
   bytes: number;

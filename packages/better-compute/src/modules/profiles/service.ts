@@ -55,7 +55,7 @@ function fieldError(code: string, field: string, message: string, hint: string):
 const imageLabel = (document: ProfileDocument) =>
   document.image.imageId ?? `${document.image.name}@${document.image.digest}`;
 
-export function profileView(row: ProfileRow) {
+function profileView(row: ProfileRow) {
   return {
     id: row.id,
     tenantId: row.tenant_id,
@@ -189,7 +189,7 @@ async function resolveSecret(db: Kysely<ComputeTables>, tenantId: string, refere
 }
 
 /** Checks what a document names against the tenant's pools, images and secrets. */
-export async function resolveDocument(
+async function resolveDocument(
   db: Kysely<ComputeTables>,
   tenantId: string,
   document: ProfileDocument,

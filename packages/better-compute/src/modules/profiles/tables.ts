@@ -4,7 +4,7 @@ import type { ComputeTables } from '../../db/tables.js';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 
-export interface ProfilesTable {
+interface ProfilesTable {
   id: string;
   tenant_id: string;
   name: string;
@@ -21,7 +21,7 @@ export interface ProfilesTable {
   updated_at: Timestamp;
 }
 
-export interface ProfileTables extends ComputeTables {
+interface ProfileTables extends ComputeTables {
   'compute.profiles': ProfilesTable;
 }
 

@@ -8,12 +8,12 @@ import type { ProviderAccountConfig } from '@better-compute/core/methods';
 import { oneLine, runSsh, SshError, type SshTarget } from './ssh.js';
 
 /** One machine an account holds, by the address the driver reaches it at. */
-export interface ProviderMachine {
+interface ProviderMachine {
   /** Stable within the account: the ssh driver's user@host:port. */
   address: string;
 }
 
-export interface ProviderOffer {
+interface ProviderOffer {
   host: string;
   reachable: boolean;
   error: string | null;
@@ -26,7 +26,7 @@ export interface ProviderOffer {
 }
 
 /** What bootstrapping one machine needs: the installer, and the join token for its stdin. */
-export interface BootstrapInput {
+interface BootstrapInput {
   machine: ProviderMachine;
   /** The project's own installer (`daemon install-script`), with the join URL baked in. */
   installer: string;
@@ -35,7 +35,7 @@ export interface BootstrapInput {
 }
 
 /** The credentials a driver is handed, opened, for one call. */
-export type OpenedCredentials = Record<string, string>;
+type OpenedCredentials = Record<string, string>;
 
 export interface ProviderDriver {
   name: string;
@@ -99,7 +99,7 @@ function nodeIdOf(json: string | undefined): string | null {
   }
 }
 
-export function parseProbe(host: string, stdout: string): ProviderOffer {
+function parseProbe(host: string, stdout: string): ProviderOffer {
   const facts = new Map<string, string[]>();
   for (const line of stdout.split('\n')) {
     const eq = line.indexOf('=');
@@ -136,7 +136,7 @@ function targetOf(config: ProviderAccountConfig, address: string): SshTarget {
   return host;
 }
 
-export const sshDriver: ProviderDriver = {
+const sshDriver: ProviderDriver = {
   name: 'ssh',
   listMachines: (config) => config.settings.hosts.map((host) => ({ address: host.address })),
   async offers(config, credentials, machines) {

@@ -6,7 +6,6 @@
 import { createSecretSealer } from '../secrets/index.js';
 import { createAccount, updateAccount } from './service.js';
 
-export type { ProviderDriver, ProviderMachine, ProviderOffer } from './driver.js';
 export { credentialChecks, deleteAccount, tenantAccounts } from './service.js';
 
 // Create and update open no credential (only offers and bootstrap do), so they need no secret.

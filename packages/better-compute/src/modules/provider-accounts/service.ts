@@ -63,7 +63,7 @@ export function driverOf(deps: ProviderAccountDeps, name: string): ProviderDrive
 
 const hostsOf = (config: ProviderAccountConfig) => config.settings.hosts.length;
 
-export function accountView(row: ProviderAccountRow) {
+function accountView(row: ProviderAccountRow) {
   return {
     id: row.id,
     tenantId: row.tenant_id,
@@ -76,7 +76,7 @@ export function accountView(row: ProviderAccountRow) {
   };
 }
 
-export function bootstrapView(row: ProviderBootstrapRow) {
+function bootstrapView(row: ProviderBootstrapRow) {
   return {
     id: row.id,
     tenantId: row.tenant_id,

@@ -27,7 +27,7 @@ export interface SshResult {
 /** Why a call to a host did not run: the host's words cleaned to one short line, never the key. */
 export class SshError extends Error {}
 
-export function parseAddress(address: string): { user: string; host: string; port: number } {
+function parseAddress(address: string): { user: string; host: string; port: number } {
   const at = address.indexOf('@');
   const colon = address.lastIndexOf(':');
   const host = address.slice(at + 1, colon);

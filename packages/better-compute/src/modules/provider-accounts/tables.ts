@@ -4,7 +4,7 @@ import type { ComputeTables } from '../../db/tables.js';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 
-export interface ProviderAccountsTable {
+interface ProviderAccountsTable {
   id: string;
   tenant_id: string;
   name: string;
@@ -17,7 +17,7 @@ export interface ProviderAccountsTable {
   updated_at: Timestamp;
 }
 
-export interface ProviderBootstrapsTable {
+interface ProviderBootstrapsTable {
   id: string;
   tenant_id: string;
   account_id: string;
@@ -37,7 +37,7 @@ export interface BootstrapHost {
   error: string | null;
 }
 
-export interface ProviderAccountTables extends ComputeTables {
+interface ProviderAccountTables extends ComputeTables {
   'compute.provider_accounts': ProviderAccountsTable;
   'compute.provider_bootstraps': ProviderBootstrapsTable;
 }

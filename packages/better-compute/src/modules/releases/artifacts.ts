@@ -14,7 +14,7 @@ import type { CallContext } from '../define-module.js';
 import { type ReleasesDb, releasesDb } from './tables.js';
 
 /** The most bytes one piece served to a node holds: its base64 fits the session's 1 MiB frames. */
-export const SERVED_PIECE_BYTES = 262_144;
+const SERVED_PIECE_BYTES = 262_144;
 
 const releaseByVersion = (db: ReleasesDb, version: string) =>
   db.selectFrom('compute.releases').selectAll().where('version', '=', version).executeTakeFirst();

@@ -3,5 +3,5 @@
  * stored build to a node's daemon over its session, and the release-pin statements each welcome
  * carries, so a daemon follows the keys' signed changes.
  */
-export { artifactPiece, SERVED_PIECE_BYTES } from './artifacts.js';
+export { artifactPiece } from './artifacts.js';
 export { releasePinStatements } from './releases.js';

@@ -76,7 +76,7 @@ export async function releasePinStatements(db: Kysely<ComputeTables>): Promise<R
  * statements it accepted, each verified again here. A chain that no longer follows from the
  * configuration (its pins were edited since) is INVALID_STATE: nothing verifies until it is mended.
  */
-export async function currentReleasePins(
+async function currentReleasePins(
   db: Kysely<ComputeTables>,
   trust: ReleaseTrust,
 ): Promise<{ held: HeldReleasePins; statements: ReleasePinStatement[] }> {

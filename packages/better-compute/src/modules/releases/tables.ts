@@ -3,7 +3,7 @@ import type { ColumnType, Generated, Kysely, Selectable } from 'kysely';
 import type { ReleasePinStatementBody, ReleaseSignature } from '@better-compute/core/release';
 import type { ComputeTables } from '../../db/tables.js';
 
-export interface ReleasesTable {
+interface ReleasesTable {
   id: string;
   seq: Generated<string>;
   version: string;
@@ -18,7 +18,7 @@ export interface ReleasesTable {
   registered_by: string;
 }
 
-export interface ReleaseArtifactsTable {
+interface ReleaseArtifactsTable {
   release_id: string;
   platform: string;
   size: ColumnType<string, number, never>;
@@ -28,14 +28,14 @@ export interface ReleaseArtifactsTable {
   complete: ColumnType<boolean, boolean | undefined, boolean>;
 }
 
-export interface ReleaseArtifactChunksTable {
+interface ReleaseArtifactChunksTable {
   release_id: string;
   platform: string;
   offset: ColumnType<string, number, never>;
   data: ColumnType<Uint8Array, Uint8Array, never>;
 }
 
-export interface ReleasePinStatementsTable {
+interface ReleasePinStatementsTable {
   epoch: number;
   statement: ColumnType<ReleasePinStatementBody, string, never>;
   signatures: ColumnType<ReleaseSignature[], string, never>;
@@ -44,7 +44,7 @@ export interface ReleasePinStatementsTable {
   registered_by: string;
 }
 
-export interface ReleaseTables extends ComputeTables {
+interface ReleaseTables extends ComputeTables {
   'compute.release_pin_statements': ReleasePinStatementsTable;
   'compute.releases': ReleasesTable;
   'compute.release_artifacts': ReleaseArtifactsTable;

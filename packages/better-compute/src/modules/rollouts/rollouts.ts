@@ -18,7 +18,7 @@ export const ROLLOUT_JOB = 'rollouts.advance';
 
 const iso = (value: Date | string) => new Date(value).toISOString();
 
-export function rolloutView(row: RolloutRow) {
+function rolloutView(row: RolloutRow) {
   return {
     id: row.id,
     releaseId: row.release_id,

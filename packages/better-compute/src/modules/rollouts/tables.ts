@@ -22,13 +22,13 @@ export interface RolloutWave {
   finishedAt: string | null;
 }
 
-export interface RolloutTarget {
+interface RolloutTarget {
   poolId: string | null;
   nodeIds: string[] | null;
   selector: string | null;
 }
 
-export interface RolloutsTable {
+interface RolloutsTable {
   id: string;
   seq: Generated<string>;
   release_id: string;
@@ -46,7 +46,7 @@ export interface RolloutsTable {
   finished_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 }
 
-export interface RolloutTables extends ComputeTables {
+interface RolloutTables extends ComputeTables {
   'compute.rollouts': RolloutsTable;
 }
 

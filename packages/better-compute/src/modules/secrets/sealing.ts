@@ -16,14 +16,14 @@ export interface SecretSealer {
   open(sealed: string, bound: SecretBinding): string;
 }
 
-export interface SecretBinding {
+interface SecretBinding {
   tenantId: string;
   id: string;
   version: number;
 }
 
 /** The associated data a value is sealed with: whose, which, and which version. */
-export const boundTo = (b: SecretBinding) => `better-compute secret ${b.tenantId}/${b.id}@${b.version}`;
+const boundTo = (b: SecretBinding) => `better-compute secret ${b.tenantId}/${b.id}@${b.version}`;
 
 export function noDeploymentSecret(): ComputeError {
   return new ComputeError(

@@ -11,7 +11,7 @@ import { type SecretRow, secretsDb, type SecretsDb } from './tables.js';
 
 const iso = (value: Date | string) => new Date(value).toISOString();
 
-export const secretReference = (tenantId: string, id: string) => `secret://${tenantId}/${id}`;
+const secretReference = (tenantId: string, id: string) => `secret://${tenantId}/${id}`;
 
 export function secretView(row: SecretRow) {
   return {

@@ -4,7 +4,7 @@ import type { ComputeTables } from '../../db/tables.js';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 
-export interface SecretsTable {
+interface SecretsTable {
   id: string;
   tenant_id: string;
   name: string;
@@ -18,7 +18,7 @@ export interface SecretsTable {
   updated_at: Timestamp;
 }
 
-export interface SecretTables extends ComputeTables {
+interface SecretTables extends ComputeTables {
   'compute.secrets': SecretsTable;
 }
 

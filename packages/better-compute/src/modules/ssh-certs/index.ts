@@ -1,2 +1,2 @@
 /** What the parts of the server outside modules/ use of the ssh-certs module: the deployment's keys. */
-export { createKeyLoader, type DeploymentKeySettings, type KeyLoader } from './keys.js';
+export { createKeyLoader } from './keys.js';

@@ -34,7 +34,7 @@ function stateOf(row: SshCertRow, now: Date): 'active' | 'expired' | 'revoked' {
   return new Date(row.valid_before).getTime() <= now.getTime() ? 'expired' : 'active';
 }
 
-export function sshCertView(row: SshCertRow, now: Date) {
+function sshCertView(row: SshCertRow, now: Date) {
   return {
     id: row.id,
     tenantId: row.tenant_id,
@@ -208,7 +208,7 @@ export async function revokeSshCert(
 }
 
 /** What the node's sshd must accept now: the daemon's `ssh.trust` payload. */
-export async function trustState(db: Kysely<ComputeTables>, nodeId: string, caPublicKey: string, now: Date) {
+async function trustState(db: Kysely<ComputeTables>, nodeId: string, caPublicKey: string, now: Date) {
   const live = await sshCertsDb(db)
     .selectFrom('compute.ssh_certs')
     .select(['account', 'serial', 'revoked_at'])

@@ -5,7 +5,7 @@ import type { ComputeTables } from '../../db/tables.js';
 type Timestamp = ColumnType<Date, Date | string, Date | string>;
 type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 
-export interface SshCertsTable {
+interface SshCertsTable {
   id: string;
   tenant_id: string;
   node_id: string;

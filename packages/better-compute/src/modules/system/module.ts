@@ -4,7 +4,7 @@ import { systemGroup } from '@better-compute/core/methods';
 import { defineModule, implement } from '../define-module.js';
 
 /** Bumped when a method changes incompatibly. */
-export const API_VERSION = 1;
+const API_VERSION = 1;
 
 export const systemModule = defineModule({
   name: 'system',

@@ -1,11 +1,11 @@
 /** Kysely's view of the tunnels table. */
-import type { ColumnType, Kysely, Selectable } from 'kysely';
+import type { ColumnType, Kysely } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
 
 type Timestamp = ColumnType<Date, Date | string, Date | string>;
 type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 
-export interface TunnelsTable {
+interface TunnelsTable {
   id: string;
   tenant_id: string;
   principal: string;
@@ -29,5 +29,4 @@ export interface TunnelTables extends ComputeTables {
   'compute.tunnels': TunnelsTable;
 }
 
-export type TunnelRow = Selectable<TunnelsTable>;
 export const tunnelsDb = (db: Kysely<ComputeTables>) => db as unknown as Kysely<TunnelTables>;

@@ -8,7 +8,7 @@ import { ComputeError } from '@better-compute/core';
 
 const PREFIX = 'bct1';
 /** Longer than any ticket this code writes; a longer path segment is refused unread. */
-export const MAX_TICKET_LENGTH = 2048;
+const MAX_TICKET_LENGTH = 2048;
 
 export interface TicketClaims {
   /** The tunnel's id (`tun_…`), the row the ticket is spent on. */

@@ -10,7 +10,7 @@ import { ownedPool, visiblePool } from '../fleet/pools.js';
 
 import { asFleet, type FlavorRow, type ImageChannel, vpsDb, type VpsDb } from './tables.js';
 
-export function flavorView(row: FlavorRow) {
+function flavorView(row: FlavorRow) {
   return {
     id: row.id,
     tenantId: row.tenant_id,

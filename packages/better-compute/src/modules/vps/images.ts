@@ -16,7 +16,7 @@ import type { CallContext } from '../define-module.js';
 import { checkVersion, iso } from '../fleet/common.js';
 import { type FlavorRow, type ImageRow, type StoredBoot, vpsDb, type VpsDb } from './tables.js';
 
-export function imageView(row: ImageRow) {
+function imageView(row: ImageRow) {
   return {
     id: row.id,
     tenantId: row.tenant_id,

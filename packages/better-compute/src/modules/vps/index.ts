@@ -3,7 +3,7 @@
  * exit its node reports, and the simulator runs the simulated runtime's job; fleet configuration
  * (modules/fleet-config) reads and changes flavors through the flavors' own services.
  */
-export { instanceExited, type InstanceExit } from './exits.js';
+export { instanceExited } from './exits.js';
 export { SIM_RUNTIME_JOB } from './sim-runtime.js';
 export { createFlavor, updateFlavor, deleteFlavor } from './flavors.js';
 export { tenantFlavors } from './queries.js';

@@ -41,7 +41,7 @@ export function instanceView(row: InstanceRow) {
   };
 }
 
-export function instanceNotFound(id: string) {
+function instanceNotFound(id: string) {
   return new ComputeError('NOT_FOUND', `instance ${id} does not exist`, {
     details: { id },
     hint: 'better-compute instances list shows your tenant’s instances.',

@@ -36,7 +36,7 @@ const isSimKind = (kind: string): kind is SimKind => isRuntimeCommandKind(kind) 
  * How long each kind takes on a simulated node: of the order of a small guest under KVM, and of a
  * bubblewrap sandbox for the sandbox kinds.
  */
-export const SIM_DELAYS_MS: Record<SimKind, number> = {
+const SIM_DELAYS_MS: Record<SimKind, number> = {
   'image.fetch': 400,
   'instance.create': 200,
   'instance.start': 900,

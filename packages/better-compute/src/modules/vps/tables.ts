@@ -7,7 +7,7 @@ type Timestamp = ColumnType<Date, Date | string, Date | string>;
 type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 type Json<T> = ColumnType<T, string, string>;
 
-export interface StoredImageFile {
+interface StoredImageFile {
   source: string;
   sha256: string;
   sizeBytes: number;
@@ -21,7 +21,7 @@ export interface StoredBoot {
 
 export type ImageChannel = 'testing' | 'stable' | 'deprecated';
 
-export interface ImagesTable {
+interface ImagesTable {
   id: string;
   tenant_id: string;
   name: string;
@@ -38,7 +38,7 @@ export interface ImagesTable {
   updated_at: Timestamp;
 }
 
-export interface FlavorsTable {
+interface FlavorsTable {
   id: string;
   tenant_id: string;
   pool_id: string;
@@ -62,7 +62,7 @@ export interface FlavorsTable {
 export type InstanceState =
   'provisioning' | 'running' | 'stopping' | 'stopped' | 'deleting' | 'deleted' | 'failed';
 
-export interface InstancesTable {
+interface InstancesTable {
   id: string;
   tenant_id: string;
   pool_id: string;
@@ -91,7 +91,7 @@ export interface InstancesTable {
   deleted_at: NullableTimestamp;
 }
 
-export interface InstanceQuotasTable {
+interface InstanceQuotasTable {
   tenant_id: string;
   pool_id: string;
   resource: 'instances' | 'vcpus' | 'memoryMiB';

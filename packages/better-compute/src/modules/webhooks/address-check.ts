@@ -18,7 +18,7 @@ import type { ResolvedAddress } from '../../config/define-config.js';
 import type { WebhookRuntime } from './settings.js';
 
 /** Whether the deployment lets a webhook reach an address of this kind. */
-export function kindAllowed(
+function kindAllowed(
   kind: AddressKind,
   runtime: Pick<WebhookRuntime, 'allowLoopback' | 'allowPrivateAddresses'>,
 ): boolean {

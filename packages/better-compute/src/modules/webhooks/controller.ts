@@ -174,7 +174,7 @@ export async function claimDeliveries(
 }
 
 /** Extends the claims `runner` still holds on these deliveries by a lease from now. */
-export async function renewClaims(
+async function renewClaims(
   context: LoopContext,
   runtime: WebhookRuntime,
   runner: string,

@@ -20,7 +20,7 @@ type DeliveryFields = Pick<
   'id' | 'webhook_id' | 'event_type' | 'state' | 'attempts' | 'next_attempt_at' | 'created_at' | 'finished_at'
 > & { event_id: string | null };
 
-export function deliveryView(row: DeliveryFields, attempts: readonly AttemptRow[]) {
+function deliveryView(row: DeliveryFields, attempts: readonly AttemptRow[]) {
   return {
     id: row.id,
     webhookId: row.webhook_id,

@@ -11,9 +11,9 @@ import type { LookupFunction } from 'node:net';
 import type { ResolvedAddress } from '../../config/define-config.js';
 
 /** How much of an answer is read at most. */
-export const RESPONSE_READ_LIMIT = 64 * 1024;
+const RESPONSE_READ_LIMIT = 64 * 1024;
 /** How much of it an attempt's record keeps. */
-export const RESPONSE_EXCERPT_LIMIT = 1024;
+const RESPONSE_EXCERPT_LIMIT = 1024;
 
 export interface AttemptOutcome {
   statusCode: number | null;
@@ -32,7 +32,7 @@ export interface AttemptRequest {
 }
 
 /** The first bytes of an answer, as an attempt's record keeps them: terminal-safe text. */
-export function responseExcerpt(bytes: Buffer): string | null {
+function responseExcerpt(bytes: Buffer): string | null {
   if (bytes.length === 0) return null;
   return safeText(bytes.subarray(0, RESPONSE_EXCERPT_LIMIT).toString('utf8'));
 }

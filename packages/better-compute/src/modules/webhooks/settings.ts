@@ -9,7 +9,7 @@ const MINUTE = 60 * SECOND;
 const HOUR = 60 * MINUTE;
 
 /** The published retry schedule: the wait before each retry after a failed attempt. */
-export const DEFAULT_RETRY_SCHEDULE = [
+const DEFAULT_RETRY_SCHEDULE = [
   5 * SECOND,
   5 * MINUTE,
   30 * MINUTE,

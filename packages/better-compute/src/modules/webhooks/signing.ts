@@ -5,7 +5,7 @@
  */
 import { createHmac, randomBytes } from 'node:crypto';
 
-export const SECRET_PREFIX = 'whsec_';
+const SECRET_PREFIX = 'whsec_';
 /** Random bytes in a new secret (the specification asks for 24 to 64). */
 const SECRET_BYTES = 32;
 
@@ -14,7 +14,7 @@ export function newWebhookSecret(): string {
 }
 
 /** The key bytes of a secret: base64 after the `whsec_` prefix. */
-export function secretKey(secret: string): Buffer {
+function secretKey(secret: string): Buffer {
   return Buffer.from(
     secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret,
     'base64',
@@ -28,12 +28,7 @@ export function signPayload(secret: string, id: string, timestamp: number, body:
 }
 
 /** The `webhook-signature` header: a signature under each secret given, newest first. */
-export function signatureHeader(
-  secrets: readonly string[],
-  id: string,
-  timestamp: number,
-  body: string,
-): string {
+function signatureHeader(secrets: readonly string[], id: string, timestamp: number, body: string): string {
   return secrets.map((secret) => signPayload(secret, id, timestamp, body)).join(' ');
 }
 

@@ -14,7 +14,7 @@ import { type WebhookRow, webhooksDb } from './tables.js';
 const iso = (value: Date | string) => new Date(value).toISOString();
 const isoOrNull = (value: Date | string | null) => (value === null ? null : iso(value));
 
-export function webhookView(row: WebhookRow) {
+function webhookView(row: WebhookRow) {
   return {
     id: row.id,
     tenantId: row.tenant_id,
@@ -32,7 +32,7 @@ export function webhookView(row: WebhookRow) {
 }
 
 /** NOT_FOUND for a webhook that does not exist or is another tenant's: the same words for both. */
-export function webhookNotFound(id: string): ComputeError {
+function webhookNotFound(id: string): ComputeError {
   return new ComputeError('NOT_FOUND', `webhook ${id} does not exist`, {
     details: { id },
     hint: 'List your webhooks with better-compute webhooks list.',
@@ -59,7 +59,7 @@ export async function loadWebhook(
  * The patterns as stored: each an event type of the catalog or a `prefix.*` that covers at least
  * one, duplicates dropped, in the order given.
  */
-export function checkPatterns(patterns: readonly string[]): string[] {
+function checkPatterns(patterns: readonly string[]): string[] {
   const unique = [...new Set(patterns)];
   for (const pattern of unique) {
     const known = pattern.endsWith('.*')

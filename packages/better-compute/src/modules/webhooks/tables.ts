@@ -5,7 +5,7 @@ import type { ComputeTables } from '../../db/tables.js';
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 
-export interface WebhooksTable {
+interface WebhooksTable {
   id: string;
   tenant_id: string;
   url: string;
@@ -22,7 +22,7 @@ export interface WebhooksTable {
   updated_at: Timestamp;
 }
 
-export interface WebhookDeliveriesTable {
+interface WebhookDeliveriesTable {
   id: string;
   tenant_id: string;
   webhook_id: string;
@@ -43,7 +43,7 @@ export interface WebhookDeliveriesTable {
   finished_at: NullableTimestamp;
 }
 
-export interface WebhookAttemptsTable {
+interface WebhookAttemptsTable {
   delivery_id: string;
   attempt: number;
   runner: string;
@@ -55,13 +55,13 @@ export interface WebhookAttemptsTable {
   response_excerpt: string | null;
 }
 
-export interface WebhookCursorTable {
+interface WebhookCursorTable {
   name: string;
   tx_id: string;
   tx_index: number;
 }
 
-export interface WebhookTables extends ComputeTables {
+interface WebhookTables extends ComputeTables {
   'compute.webhooks': WebhooksTable;
   'compute.webhook_deliveries': WebhookDeliveriesTable;
   'compute.webhook_attempts': WebhookAttemptsTable;

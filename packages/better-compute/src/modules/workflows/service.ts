@@ -27,7 +27,7 @@ export const WORKFLOW_JOB = 'workflows.advance';
 
 const iso = (value: Date | string) => new Date(value).toISOString();
 
-export function workflowView(row: WorkflowRow) {
+function workflowView(row: WorkflowRow) {
   return {
     id: row.id,
     tenantId: row.tenant_id,

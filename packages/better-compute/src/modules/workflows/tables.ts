@@ -49,7 +49,7 @@ export type WorkflowKind =
   | 'metal.clean'
   | 'metal.power';
 
-export interface WorkflowsTable {
+interface WorkflowsTable {
   id: string;
   tenant_id: string;
   node_id: string;
@@ -66,7 +66,7 @@ export interface WorkflowsTable {
   finished_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 }
 
-export interface WorkflowTables extends ComputeTables {
+interface WorkflowTables extends ComputeTables {
   'compute.workflows': WorkflowsTable;
 }
 

@@ -2,7 +2,7 @@
 import { defineCommand } from '../../define.js';
 import { defined, listResult, pageFlags, pageOf } from '../shared.js';
 
-export const BATCH_STATES = ['pending', 'approved', 'expired', 'cancelled'] as const;
+const BATCH_STATES = ['pending', 'approved', 'expired', 'cancelled'] as const;
 
 export default defineCommand({
   name: 'batch list',

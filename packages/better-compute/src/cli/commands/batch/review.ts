@@ -15,7 +15,7 @@ const SUBJECTS_SHOWN = 10;
 const MAX_EXPECT_BYTES = 16 * 1024 * 1024;
 
 /** How a leaf's operation reads: its kind and payload, or that any payload is admitted. */
-export function operationOf(leaf: ScopeLeaf): string {
+function operationOf(leaf: ScopeLeaf): string {
   if (leaf.payload === null) return `${leaf.kind} (any payload)`;
   const fields = Object.entries(leaf.payload).map(([name, value]) => `${name}=${value}`);
   return fields.length === 0 ? leaf.kind : `${leaf.kind} ${fields.join(' ')}`;
@@ -110,7 +110,7 @@ export async function checkReview(
  * INVALID_STATE when the window has closed, or stays open longer than `maxHours`, counted from the
  * batch's creation and from now (a creation time in the past cannot stretch it).
  */
-export function checkWindow(
+function checkWindow(
   statement: BatchStatement,
   createdAt: number | undefined,
   now: number,
@@ -153,7 +153,7 @@ export function checkUnbound(leaves: readonly ScopeLeaf[], allowUnbound: boolean
 }
 
 /** What `--expect FILE` holds: one subject per line, or a JSON list of `{ subject, kind }` commands. */
-export function parseExpectation(
+function parseExpectation(
   text: string,
   path: string,
 ): { keyOf: (leaf: ScopeLeaf) => string; expected: string[] } {
@@ -194,10 +194,7 @@ export function parseExpectation(
 }
 
 /** SCOPE_UNEXPECTED unless the batch holds exactly what `--expect` lists (as multisets); names the differences. */
-export function checkExpected(
-  leaves: readonly ScopeLeaf[],
-  expectation: ReturnType<typeof parseExpectation>,
-): void {
+function checkExpected(leaves: readonly ScopeLeaf[], expectation: ReturnType<typeof parseExpectation>): void {
   const remaining = new Map<string, number>();
   for (const key of expectation.expected) remaining.set(key, (remaining.get(key) ?? 0) + 1);
   const extra: string[] = [];

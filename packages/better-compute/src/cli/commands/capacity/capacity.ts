@@ -23,7 +23,7 @@ interface PoolCapacity extends Counts {
 }
 
 /** One row per pool (model `*`), then one per GPU model in it. */
-export function capacityRows(result: unknown): unknown[] | undefined {
+function capacityRows(result: unknown): unknown[] | undefined {
   if (typeof result !== 'object' || result === null || !Array.isArray((result as { items?: unknown }).items))
     return undefined;
   const rows: unknown[] = [];

@@ -45,7 +45,7 @@ const listed = (items: readonly string[]) =>
  * The ids of --nodes (comma-separated) or of --nodes-file (one a line; blank lines and text after
  * `#` ignored), each checked to be a node id, once each in the order first given.
  */
-export function machineIdsOf(
+function machineIdsOf(
   words: readonly string[],
   source: string,
   isNodeId: (value: string) => boolean,
@@ -67,7 +67,7 @@ export function machineIdsOf(
 }
 
 /** The words of a --nodes-file: one id a line, blank lines and `#` comments dropped. */
-export function fileWords(text: string): string[] {
+function fileWords(text: string): string[] {
   return text
     .split(/\r?\n/)
     .map((line) => line.replace(/#.*$/, '').trim())

@@ -2,15 +2,7 @@
 import { defineCommand } from '../../define.js';
 import { defined, gpuSummary, listResult, pageFlags, pageOf } from '../shared.js';
 
-export const NODE_STATES = [
-  'joining',
-  'ready',
-  'cordoned',
-  'draining',
-  'drained',
-  'offline',
-  'retired',
-] as const;
+const NODE_STATES = ['joining', 'ready', 'cordoned', 'draining', 'drained', 'offline', 'retired'] as const;
 
 export default defineCommand({
   name: 'nodes list',

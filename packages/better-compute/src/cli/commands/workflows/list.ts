@@ -2,7 +2,7 @@
 import { defineCommand } from '../../define.js';
 import { defined, listResult, pageFlags, pageOf } from '../shared.js';
 
-export const WORKFLOW_STATES = ['running', 'paused', 'failed', 'succeeded', 'aborted'] as const;
+const WORKFLOW_STATES = ['running', 'paused', 'failed', 'succeeded', 'aborted'] as const;
 
 export default defineCommand({
   name: 'workflows list',

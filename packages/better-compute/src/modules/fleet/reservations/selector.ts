@@ -9,8 +9,8 @@
  */
 import { ComputeError } from '@better-compute/core';
 
-export type SelectorOperator = '=' | '!=' | 'in' | 'notin' | '>=' | '<=' | '>' | '<';
-export type SelectorField = 'gpuModel' | 'gpuProduct' | 'vramGiB';
+type SelectorOperator = '=' | '!=' | 'in' | 'notin' | '>=' | '<=' | '>' | '<';
+type SelectorField = 'gpuModel' | 'gpuProduct' | 'vramGiB';
 
 export interface SelectorTerm {
   /** `gpuModel`, `gpuProduct`, `vramGiB`, or a node label key. */
