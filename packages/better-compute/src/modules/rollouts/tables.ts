@@ -22,7 +22,12 @@ export interface RolloutWave {
   finishedAt: string | null;
 }
 
-interface RolloutTarget {
+/**
+ * Exported because exported functions' inferred types name it (TS4058 otherwise), though no file
+ * imports it by name: knip.jsonc skips what is tagged so.
+ * @lintignore
+ */
+export interface RolloutTarget {
   poolId: string | null;
   nodeIds: string[] | null;
   selector: string | null;
