@@ -242,8 +242,8 @@ describe('sandbox volumes on templates', () => {
       ),
     ).resolves.toBe('ACCESS_DENIED');
 
-    // The member role cannot make volumes (compute:sandboxes:volumes); the tenant's show under
-    // Everyone's volumes, each with its device path.
+    // A member manages only its own volumes (compute:sandbox-volumes:*@own); the tenant's show
+    // under Everyone's volumes, each with its device path.
     await memberPage.goto(`${server.origin}/volumes`);
     await memberPage.getByLabel('Everyone’s volumes').check();
     const volumeRow = memberPage.locator(`tr[data-volume="${volume.id}"]`);

@@ -53,8 +53,13 @@ function expected(role: Role, action: string): boolean {
       return (
         verb === 'read' ||
         // Extend and release only its own (@own): these checks name no owner (reservation-owners.test.ts).
-        // Sandboxes likewise: a member creates them, and the rest only on its own.
-        ['compute:reservations:create', 'compute:sandboxes:create'].includes(action)
+        // Sandboxes and their volumes likewise: a member creates them, and the rest only on its own
+        // (sandbox-volume-owners.test.ts).
+        [
+          'compute:reservations:create',
+          'compute:sandboxes:create',
+          'compute:sandbox-volumes:create',
+        ].includes(action)
       );
     case 'viewer':
       return verb === 'read';

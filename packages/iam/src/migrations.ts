@@ -317,6 +317,46 @@ update iam.roles
    and not ('compute:rollouts:*' = any (actions));
 `,
     },
+    {
+      name: '0010_members_manage_their_own_volumes',
+      sql: `
+-- Sandbox volumes are decided on their group's own actions (compute:sandbox-volumes:create,
+-- resize, delete; docs/decisions/member-volumes.md), in place of compute:sandboxes:volumes for
+-- all three. A member makes volumes and resizes and deletes its own (decided with the volume's
+-- owner), in place of the compute:volumes:* patterns no method ever checked.
+update iam.roles
+   set actions = array_replace(array_replace(actions, 'compute:volumes:create', 'compute:sandbox-volumes:create'),
+                               'compute:volumes:*@own', 'compute:sandbox-volumes:*@own')
+ where id = 'role_00000000000000000000000004';
+
+-- A custom role that granted compute:sandboxes:volumes keeps what it let its holders do.
+update iam.roles
+   set actions = array_replace(actions, 'compute:sandboxes:volumes', 'compute:sandbox-volumes:*')
+ where 'compute:sandboxes:volumes' = any (actions);
+update iam.roles
+   set actions = array_replace(actions, 'compute:sandboxes:volumes@own', 'compute:sandbox-volumes:*@own')
+ where 'compute:sandboxes:volumes@own' = any (actions);
+
+-- compute:sandboxes:* covered the volumes too, and no longer does: it gets their pattern beside it.
+update iam.roles
+   set actions = array_append(actions, 'compute:sandbox-volumes:*')
+ where 'compute:sandboxes:*' = any (actions)
+   and not ('compute:sandbox-volumes:*' = any (actions));
+update iam.roles
+   set actions = array_append(actions, 'compute:sandbox-volumes:*@own')
+ where 'compute:sandboxes:*@own' = any (actions)
+   and not ('compute:sandbox-volumes:*@own' = any (actions));
+
+-- A delegation that held the volume calls back keeps holding them.
+update iam.delegations
+   set confirm = array_replace(confirm, 'compute:sandboxes:volumes', 'compute:sandbox-volumes:*')
+ where 'compute:sandboxes:volumes' = any (confirm);
+update iam.delegations
+   set confirm = array_append(confirm, 'compute:sandbox-volumes:*')
+ where 'compute:sandboxes:*' = any (confirm)
+   and not ('compute:sandbox-volumes:*' = any (confirm));
+`,
+    },
   ],
 };
 

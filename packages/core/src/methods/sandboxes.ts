@@ -374,6 +374,12 @@ export const sandboxSnapshotsGroup = defineGroup(
   },
 );
 
+/**
+ * Volumes are decided on their group's own actions (compute:sandbox-volumes:create, resize,
+ * delete), so a role can let someone make volumes and manage only their own
+ * (`compute:sandbox-volumes:*@own`, decided with the volume's owner) as members do; reading them
+ * is compute:sandboxes:read, as every sandbox read (docs/decisions/member-volumes.md).
+ */
 export const sandboxVolumesGroup = defineGroup(
   'sandboxVolumes',
   { module: 'sandboxes' },
@@ -406,7 +412,6 @@ export const sandboxVolumesGroup = defineGroup(
     create: method({
       kind: 'mutation',
       summary: 'Create a persistent volume on a node of a pool',
-      access: { action: 'compute:sandboxes:volumes' },
       tenantScoped: true,
       idempotent: true,
       input: z
@@ -428,7 +433,6 @@ export const sandboxVolumesGroup = defineGroup(
     resize: method({
       kind: 'mutation',
       summary: 'Grow a volume (it never shrinks)',
-      access: { action: 'compute:sandboxes:volumes' },
       tenantScoped: true,
       resource: volumeResource,
       input: z
@@ -449,7 +453,6 @@ export const sandboxVolumesGroup = defineGroup(
     delete: method({
       kind: 'mutation',
       summary: 'Delete a volume no template mounts, and wipe its data',
-      access: { action: 'compute:sandboxes:volumes' },
       tenantScoped: true,
       resource: volumeResource,
       input: z.object({ tenantId, volumeId: idOf('volume'), ifVersion }).strict(),

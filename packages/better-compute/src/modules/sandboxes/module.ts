@@ -39,7 +39,7 @@ import {
   listTemplates,
   updateTemplate,
 } from './templates.js';
-import { createVolume, deleteVolume, getVolume, listVolumes, resizeVolume } from './volumes.js';
+import { createVolume, deleteVolume, getVolume, listVolumes, resizeVolume, volumeOwner } from './volumes.js';
 
 export function createSandboxesModule(
   keySettings: DeploymentKeySettings = {},
@@ -99,13 +99,18 @@ export function createSandboxesModule(
       templates,
       sandboxes,
       implement(sandboxSnapshotsGroup, { list: listSnapshots, get: getSnapshot, delete: deleteSnapshot }),
-      implement(sandboxVolumesGroup, {
-        list: listVolumes,
-        get: getVolume,
-        create: createVolume,
-        resize: resizeVolume,
-        delete: deleteVolume,
-      }),
+      implement(
+        sandboxVolumesGroup,
+        {
+          list: listVolumes,
+          get: getVolume,
+          create: createVolume,
+          resize: resizeVolume,
+          delete: deleteVolume,
+        },
+        // Members resize and delete their own volumes, as their own sandboxes: the owner is read first.
+        { get: volumeOwner, resize: volumeOwner, delete: volumeOwner },
+      ),
     ],
     jobs: { [SANDBOX_CONTROLLER_JOB]: sandboxControllerJob(deps) },
   });

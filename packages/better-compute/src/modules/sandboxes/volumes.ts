@@ -4,7 +4,8 @@
  */
 import { ComputeError, newId, ownerOf } from '@better-compute/core';
 import type { CatalogEventDraft } from '@better-compute/events';
-import { sql } from 'kysely';
+import { sql, type Kysely } from 'kysely';
+import type { ComputeTables } from '../../db/tables.js';
 import type { CallContext } from '../define-module.js';
 import { checkVersion } from '../fleet/common.js';
 import { lockPool } from '../fleet/locks.js';
@@ -37,6 +38,21 @@ export function volumeEvent(
       ...(row.reason ? { reason: row.reason } : {}),
     },
   };
+}
+
+/**
+ * Who a volume belongs to (the person that made it, or the one its agent acted for), read before
+ * a call on it is decided so `@own` patterns apply: a member resizes and deletes its own volumes.
+ * Null for a volume that does not exist, or is not the tenant's, so no `@own` pattern matches it.
+ */
+export async function volumeOwner(db: Kysely<ComputeTables>, tenantId: string, input: { volumeId: string }) {
+  const row = await sandboxDb(db)
+    .selectFrom('compute.sandbox_volumes')
+    .select('owner_id')
+    .where('id', '=', input.volumeId)
+    .where('tenant_id', '=', tenantId)
+    .executeTakeFirst();
+  return row?.owner_id ?? null;
 }
 
 export async function createVolume(ctx: CallContext<{ poolId: string; name: string; sizeGiB: number }>) {
