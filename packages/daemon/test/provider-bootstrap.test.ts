@@ -311,6 +311,7 @@ describe('provider-accounts bootstrap over real OpenSSH', () => {
   it('the host’s bcd (the unit’s own command) comes up ready in the pool and runs a command', async () => {
     const unit = readFileSync(join(machine, 'etc', 'systemd', 'system', 'bcd.service'), 'utf8');
     const execStart = /^ExecStart=(.*)$/m.exec(unit)![1]!.trim().split(/\s+/);
+    const startedAt = Date.now();
     daemon = start('bwrap', inMachine(execStart), {}, true);
     const node = await until(
       'the bootstrapped node to be ready',
@@ -321,6 +322,16 @@ describe('provider-accounts bootstrap over real OpenSSH', () => {
       90_000,
     );
     expect(node.poolId).toBe(poolId);
+    // The node may read ready from the join's own report before this daemon has said hello: the
+    // command is sent once this daemon's session is up, as a command to a node that has one.
+    await until('this daemon’s session', async () => {
+      const found = await sql<{ connected_at: Date }>`
+        select connected_at from compute.node_sessions where node_id = ${nodeId}`.execute(
+        env.compute.database.db,
+      );
+      const row = found.rows[0];
+      return row && new Date(row.connected_at).getTime() >= startedAt - 1000 ? row : undefined;
+    });
     const queued = await env.call<any>('commands.run', { nodeId, kind: 'inventory.refresh' });
     const done = await until(
       'the command to finish',
@@ -330,7 +341,7 @@ describe('provider-accounts bootstrap over real OpenSSH', () => {
       },
       60_000,
     );
-    expect(done.state).toBe('succeeded');
+    expect(done.state, JSON.stringify(done)).toBe('succeeded');
   }, 180_000);
 
   it('a second bootstrap finds the host a node already and leaves it as it is', async () => {
