@@ -58,6 +58,16 @@ const runs = (name: string) =>
     }
   })();
 const command = (id: string) => env.call<any>('commands.get', { commandId: id });
+/** Waits until `script` has started on the node more than `before` times (its own mark, not a state seen between polls). */
+const startedOnNode = (id: string, script: string, before: number) =>
+  until(
+    `${script} to start on the node`,
+    async () => {
+      if (runs(script) > before) return true;
+      throw new Error(`${id} is ${(await command(id)).state}, ${script} ran ${runs(script)} times`);
+    },
+    60_000,
+  );
 const settled = (id: string, state = 'succeeded') =>
   until(`${id} to be ${state}`, async () => {
     const c = await command(id);
@@ -265,12 +275,13 @@ describe('bcd against a real server', () => {
   });
 
   it('a command queued while the daemon is down runs once it is back; one it was running when killed is never run again', async () => {
+    const before = runs('slow');
     const slow = await env.call<any>('commands.run', {
       nodeId,
       kind: 'exec.script',
       payload: { script: 'slow' },
     });
-    await until('slow to run', async () => (await command(slow.id)).state === 'running');
+    await startedOnNode(slow.id, 'slow', before);
     daemon!.child.kill('SIGKILL');
     await daemon!.exited;
     const queued = await env.call<any>('commands.run', {
@@ -288,12 +299,13 @@ describe('bcd against a real server', () => {
   });
 
   it('a command whose result was lost with a killed server is redelivered and not run twice', async () => {
+    const before = runs('slow');
     const slow = await env.call<any>('commands.run', {
       nodeId,
       kind: 'exec.script',
       payload: { script: 'slow' },
     });
-    await until('slow to run', async () => (await command(slow.id)).state === 'running');
+    await startedOnNode(slow.id, 'slow', before);
     server!.child.kill('SIGKILL');
     await server!.exited;
     // The daemon finishes while no gateway listens; its report has nowhere to go.
@@ -345,12 +357,13 @@ describe('bcd against a real server', () => {
   });
 
   it('SIGTERM lets the daemon finish what it runs, then it exits 0', async () => {
+    const before = runs('slow');
     const slow = await env.call<any>('commands.run', {
       nodeId,
       kind: 'exec.script',
       payload: { script: 'slow' },
     });
-    await until('slow to run', async () => (await command(slow.id)).state === 'running');
+    await startedOnNode(slow.id, 'slow', before);
     daemon!.child.kill('SIGTERM');
     expect(await daemon!.exited).toBe(0);
     expect((await command(slow.id)).state).toBe('succeeded');

@@ -103,16 +103,30 @@ async function cli(args: string[]): Promise<{ code: number | null; out: string; 
   return result;
 }
 
+/** `waiting`, its failure told with what the lab machine's scripts and BMC printed. */
+async function watched<T>(waiting: Promise<T>): Promise<T> {
+  try {
+    return await waiting;
+  } catch (error) {
+    const agent = daemon ? [...daemon.out, ...daemon.err].join('\n').slice(-1500) : '(not started)';
+    throw new Error(`${(error as Error).message}\n${machine?.diagnostics() ?? ''}\nthe agent:\n${agent}`, {
+      cause: error,
+    });
+  }
+}
+
 /** Waits until the machine's row satisfies `done`. */
 const settles = (what: string, done: (m: any) => boolean, timeoutMs = 30_000) =>
-  until(
-    what,
-    async () => {
-      const m = await api('metal.get', { machineId });
-      if (m.lastError && m.targetState === null && !done(m)) throw new Error(`${what}: ${m.lastError}`);
-      return done(m) ? m : undefined;
-    },
-    timeoutMs,
+  watched(
+    until(
+      what,
+      async () => {
+        const m = await api('metal.get', { machineId });
+        if (m.lastError && m.targetState === null && !done(m)) throw new Error(`${what}: ${m.lastError}`);
+        return done(m) ? m : undefined;
+      },
+      timeoutMs,
+    ),
   );
 
 beforeAll(async () => {
@@ -213,10 +227,12 @@ describe('a bare-metal machine through its site agent', () => {
     await ipmi.setBootDevice('pxe');
     await ipmi.power('on');
     try {
-      const row = await until(
-        'the machine in metal discovered',
-        async () => (await api('metal.discovered', { siteId })).items.find((r: any) => r.mac === MAC),
-        90_000,
+      const row = await watched(
+        until(
+          'the machine in metal discovered',
+          async () => (await api('metal.discovered', { siteId })).items.find((r: any) => r.mac === MAC),
+          90_000,
+        ),
       );
       expect(row).toMatchObject({ mac: MAC, uuid: UUID, kind: 'unknown', machineId: null });
       expect((await api('metal.list', {})).items).toEqual([]);

@@ -63,7 +63,7 @@ export class LabMachine {
   static async start(options: LabMachineOptions): Promise<LabMachine> {
     const dir = options.dir;
     mkdirSync(join(dir, 'state'), { recursive: true });
-    const [ipmiPort, vmPort, monitorPort] = [await freeUdpPort(), await freeTcpPort(), await freeTcpPort()];
+    const [ipmiPort, vmPort] = [await freeUdpPort(), await freeTcpPort()];
     writeFileSync(
       join(dir, 'lan.conf'),
       [
@@ -109,7 +109,8 @@ export class LabMachine {
       `-device e1000,netdev=net0,mac=${options.mac}$ROM`,
       '-boot $BOOT',
       `-chardev file,id=ser0,path=${join(dir, 'console.log')},append=on -serial chardev:ser0`,
-      `-monitor tcp:127.0.0.1:${monitorPort},server=on,wait=off`,
+      // A socket file, not a TCP port: a port picked now could be taken by the time the machine is powered on.
+      `-monitor unix:${join(dir, 'monitor.sock')},server=on,wait=off`,
       `-pidfile ${join(dir, 'qemu.pid')}`,
     ].join(' ');
     writeFileSync(
@@ -135,7 +136,7 @@ D=${dir}
 PIDF=$D/qemu.pid
 echo "$(date +%T.%N) chassis.sh $*" >> $D/chassis.log
 running() { [ -s $PIDF ] && [ "$(awk '{print $3}' /proc/$(cat $PIDF)/stat 2>/dev/null)" != Z ] && kill -0 "$(cat $PIDF)" 2>/dev/null; }
-monitor() { exec 3<>/dev/tcp/127.0.0.1/${monitorPort} || return 1; echo "$1" >&3; sleep 0.2; exec 3>&-; }
+monitor() { "${process.execPath}" -e 'const s = require("net").connect(process.argv[1], () => s.end(process.argv[2] + "\\n")); s.on("close", () => process.exit(0)).on("error", () => process.exit(1)); setTimeout(() => process.exit(0), 1000);' $D/monitor.sock "$1"; }
 op=$1; shift
 case $op in
 get)
@@ -219,6 +220,20 @@ exit 0
 
   bmcLog(): string {
     return this.bmcOutput();
+  }
+
+  /** What the machine's scripts and its BMC printed last: said with a failure, so a run on another host can be read. */
+  diagnostics(): string {
+    const tail = (file: string) =>
+      existsSync(join(this.options.dir, file))
+        ? readFileSync(join(this.options.dir, file), 'utf8').slice(-1500)
+        : '(none)';
+    return [
+      `chassis.log:\n${tail('chassis.log')}`,
+      `vm.log:\n${tail('vm.log')}`,
+      `bootdev: ${tail('bootdev').trim()}; tap ${this.options.tap}: ${existsSync(`/sys/class/net/${this.options.tap}`) ? 'present' : 'absent'}`,
+      `ipmi_sim (exit ${this.bmc.exitCode}):\n${this.bmcOutput().slice(-1500)}`,
+    ].join('\n');
   }
 
   /** Ends QEMU and the BMC. */
