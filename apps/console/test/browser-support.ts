@@ -179,6 +179,37 @@ export async function adminSessionToken(server: ConsoleProcess): Promise<string>
 }
 
 /**
+ * A person of `tenantId` (root by default) bound to `role` there, made through IAM's API as an
+ * administrator would; resolves to the person's id and session token.
+ */
+export async function personWithRole(
+  server: ConsoleProcess,
+  adminToken: string,
+  who: { email: string; password: string; displayName: string },
+  role: string,
+  tenantId = 'root',
+): Promise<{ id: string; token: string }> {
+  const person = await api<{ id: string }>(server.origin, '/api/iam/principals/create', adminToken, {
+    tenantId,
+    kind: 'person',
+    email: who.email,
+    password: who.password,
+    displayName: who.displayName,
+  });
+  await api(server.origin, '/api/iam/bindings/create', adminToken, {
+    tenantId,
+    role,
+    principalId: person.id,
+  });
+  const signedIn = await api<{ token: string }>(server.origin, '/api/iam/sessions/signIn', '', {
+    tenantId,
+    email: who.email,
+    password: who.password,
+  });
+  return { id: person.id, token: signedIn.token };
+}
+
+/**
  * A new tenant and its administrator (a person bound to tenant-admin there: every compute action
  * but compute:fleet:admin, in that tenant only); resolves to the person's session token.
  */
@@ -189,22 +220,23 @@ export async function tenantAdministrator(
   who: { email: string; password: string },
 ): Promise<string> {
   await api(server.origin, '/api/iam/tenants/create', adminToken, tenant);
-  const person = await api<{ id: string }>(server.origin, '/api/iam/principals/create', adminToken, {
-    tenantId: tenant.id,
-    kind: 'person',
-    email: who.email,
-    password: who.password,
-    displayName: `${tenant.name} administrator`,
-  });
-  await api(server.origin, '/api/iam/bindings/create', adminToken, {
-    tenantId: tenant.id,
-    role: 'tenant-admin',
-    principalId: person.id,
-  });
-  const signedIn = await api<{ token: string }>(server.origin, '/api/iam/sessions/signIn', '', {
-    tenantId: tenant.id,
-    email: who.email,
-    password: who.password,
-  });
-  return signedIn.token;
+  const administrator = { ...who, displayName: `${tenant.name} administrator` };
+  return (await personWithRole(server, adminToken, administrator, 'tenant-admin', tenant.id)).token;
+}
+
+/** The widths every page is tried at: a desktop and a phone. */
+export const VIEWPORTS = {
+  wide: { width: 1440, height: 900 },
+  narrow: { width: 375, height: 800 },
+} as const;
+
+/** A browser context at a width of VIEWPORTS, waiting up to 20 s for what a test looks for. */
+export async function consoleContext(
+  browser: Browser,
+  width: keyof typeof VIEWPORTS,
+  options: { acceptDownloads?: boolean } = {},
+): Promise<BrowserContext> {
+  const context = await browser.newContext({ viewport: VIEWPORTS[width], ...options });
+  context.setDefaultTimeout(20_000);
+  return context;
 }

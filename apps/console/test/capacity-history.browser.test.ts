@@ -19,6 +19,7 @@ import {
   screenshot,
   signIn,
   startConsole,
+  consoleContext,
 } from './browser-support.js';
 
 interface CapacityPool {
@@ -109,8 +110,7 @@ beforeAll(async () => {
   adminToken = await adminSessionToken(server);
   const capacity = await compute<{ items: CapacityPool[] }>('capacity/get', {});
   pool = capacity.items.find((item) => item.total > 0)!;
-  context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
-  context.setDefaultTimeout(20_000);
+  context = await consoleContext(browser, 'wide');
   page = await signIn(context, server.origin, server.adminEmail, server.adminPassword);
 }, 240_000);
 
@@ -184,8 +184,7 @@ describe('capacity over time', () => {
     expect(
       Object.fromEntries(drawn.filter((c) => c.gpuSeconds > 0).map((c) => [c.windowStart, c.gpuSeconds])),
     ).toEqual(expected);
-    const narrow = await browser.newContext({ viewport: { width: 375, height: 800 } });
-    narrow.setDefaultTimeout(20_000);
+    const narrow = await consoleContext(browser, 'narrow');
     const small = await signIn(narrow, server.origin, server.adminEmail, server.adminPassword);
     await small.goto(`${server.origin}/capacity`);
     await small.locator('[data-capacity-chart]').waitFor();

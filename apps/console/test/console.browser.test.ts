@@ -21,6 +21,7 @@ import {
   signIn,
   startConsole,
   type ConsoleProcess,
+  personWithRole,
 } from './browser-support.js';
 
 let server: ConsoleProcess;
@@ -33,16 +34,7 @@ const viewer = { email: 'viewer@console.local', password: 'viewer-password-2026'
 beforeAll(async () => {
   [server, browser] = await Promise.all([startConsole(3), launchBrowser()]);
   adminToken = await adminSessionToken(server);
-  const person = await api<{ id: string }>(server.origin, '/api/iam/principals/create', adminToken, {
-    kind: 'person',
-    email: viewer.email,
-    password: viewer.password,
-    displayName: 'Viewer',
-  });
-  await api(server.origin, '/api/iam/bindings/create', adminToken, {
-    role: 'viewer',
-    principalId: person.id,
-  });
+  await personWithRole(server, adminToken, { ...viewer, displayName: 'Viewer' }, 'viewer');
   adminContext = await browser.newContext();
   adminContext.setDefaultTimeout(10_000);
   adminPage = await signIn(adminContext, server.origin, server.adminEmail, server.adminPassword);

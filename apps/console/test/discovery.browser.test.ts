@@ -25,6 +25,7 @@ import {
   screenshotsDir,
   signIn,
   startConsole,
+  consoleContext,
 } from './browser-support.js';
 
 interface Machine {
@@ -158,8 +159,7 @@ beforeAll(async () => {
   ).token;
   globexSiteId = (await compute<{ id: string }>('sites/create', { name: 'globex-dc' }, globexToken)).id;
 
-  context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
-  context.setDefaultTimeout(20_000);
+  context = await consoleContext(browser, 'wide');
   page = await signIn(context, server.origin, server.adminEmail, server.adminPassword);
 }, 240_000);
 
@@ -265,8 +265,7 @@ describe('the PXE discovery page', () => {
   }, 120_000);
 
   it('fits 375 px', async () => {
-    const phone = await browser.newContext({ viewport: { width: 375, height: 800 } });
-    phone.setDefaultTimeout(20_000);
+    const phone = await consoleContext(browser, 'narrow');
     try {
       const small = await signIn(phone, server.origin, server.adminEmail, server.adminPassword);
       await openDiscovery(small);

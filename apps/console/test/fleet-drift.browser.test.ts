@@ -23,6 +23,8 @@ import {
   computeCodeOf,
   screenshot,
   overflowsSideways,
+  consoleContext,
+  personWithRole,
 } from './browser-support.js';
 
 interface FleetStatus {
@@ -55,26 +57,17 @@ const compute = <T>(path: string, input: Record<string, unknown>, token = adminT
 const codeOf = (path: string, input: Record<string, unknown>, token: string) =>
   computeCodeOf(server.origin, path, input, token);
 
-async function person(who: { email: string; password: string }, tenantId: string): Promise<string> {
-  const created = await api<{ id: string }>(server.origin, '/api/iam/principals/create', adminToken, {
-    tenantId,
-    kind: 'person',
-    email: who.email,
-    password: who.password,
-    displayName: `Member of ${tenantId}`,
-  });
-  await api(server.origin, '/api/iam/bindings/create', adminToken, {
-    tenantId,
-    role: 'member',
-    principalId: created.id,
-  });
-  const signedIn = await api<{ token: string }>(server.origin, '/api/iam/sessions/signIn', '', {
-    tenantId,
-    email: who.email,
-    password: who.password,
-  });
-  return signedIn.token;
-}
+/** A member of `tenantId`; their session token. */
+const person = async (who: { email: string; password: string }, tenantId: string) =>
+  (
+    await personWithRole(
+      server,
+      adminToken,
+      { ...who, displayName: `Member of ${tenantId}` },
+      'member',
+      tenantId,
+    )
+  ).token;
 
 const shot = screenshot;
 const overflows = overflowsSideways;
@@ -84,8 +77,7 @@ beforeAll(async () => {
   adminToken = await adminSessionToken(server);
   const pools = await compute<{ items: { id: string; name: string }[] }>('pools/list', {});
   poolId = pools.items.find((pool) => pool.name === 'sim-gpu')!.id;
-  adminContext = await browser.newContext({ viewport: { width: 1440, height: 900 } });
-  adminContext.setDefaultTimeout(20_000);
+  adminContext = await consoleContext(browser, 'wide');
   page = await signIn(adminContext, server.origin, server.adminEmail, server.adminPassword);
 }, 240_000);
 
@@ -158,8 +150,7 @@ describe('the Fleet drift page', () => {
   it('a member of the root tenant has no link to it and sees "platform operators only"; the API refuses them', async () => {
     const token = await person(rootMember, 'root');
     await expect(codeOf('fleet/status', {}, token)).resolves.toBe('ACCESS_DENIED');
-    const context = await browser.newContext({ viewport: { width: 375, height: 800 } });
-    context.setDefaultTimeout(20_000);
+    const context = await consoleContext(browser, 'narrow');
     const memberPage = await signIn(context, server.origin, rootMember.email, rootMember.password);
     await memberPage.getByRole('heading', { name: 'Platform' }).waitFor();
     await expect(memberPage.getByRole('link', { name: 'Fleet drift' }).count()).resolves.toBe(0);

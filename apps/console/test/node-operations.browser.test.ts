@@ -25,6 +25,8 @@ import {
   computeCodeOf,
   screenshot,
   overflowsSideways,
+  consoleContext,
+  personWithRole,
 } from './browser-support.js';
 
 interface Workflow {
@@ -47,6 +49,7 @@ let adminContext: BrowserContext;
 let viewerContext: BrowserContext;
 let page: Page;
 let adminToken: string;
+let viewerToken: string;
 let nodeId: string;
 let otherNodeId: string;
 let workflow: Workflow;
@@ -69,20 +72,11 @@ beforeAll(async () => {
   const nodes = (await compute<{ items: { id: string }[] }>('nodes/list', { limit: 10 })).items;
   nodeId = nodes[0]!.id;
   otherNodeId = nodes[1]!.id;
-  const person = await api<{ id: string }>(server.origin, '/api/iam/principals/create', adminToken, {
-    kind: 'person',
-    email: viewer.email,
-    password: viewer.password,
-    displayName: 'Node viewer',
-  });
-  await api(server.origin, '/api/iam/bindings/create', adminToken, {
-    role: 'viewer',
-    principalId: person.id,
-  });
-  adminContext = await browser.newContext({ viewport: { width: 1440, height: 900 } });
-  adminContext.setDefaultTimeout(20_000);
-  viewerContext = await browser.newContext({ viewport: { width: 375, height: 800 } });
-  viewerContext.setDefaultTimeout(20_000);
+  viewerToken = (
+    await personWithRole(server, adminToken, { ...viewer, displayName: 'Node viewer' }, 'viewer')
+  ).token;
+  adminContext = await consoleContext(browser, 'wide');
+  viewerContext = await consoleContext(browser, 'narrow');
   page = await signIn(adminContext, server.origin, server.adminEmail, server.adminPassword);
 }, 240_000);
 
@@ -250,13 +244,6 @@ describe("a node's workflows and commands", () => {
     await expect(cancel.isDisabled()).resolves.toBe(true);
     await expect(overflows(viewerPage)).resolves.toBe(false);
     await shot(viewerPage, 'node-operations-viewer-375');
-    const viewerToken = (
-      await api<{ token: string }>(server.origin, '/api/iam/sessions/signIn', '', {
-        tenantId: 'root',
-        email: viewer.email,
-        password: viewer.password,
-      })
-    ).token;
     await expect(codeOf('workflows/abort', { workflowId: running.id }, viewerToken)).resolves.toBe(
       'ACCESS_DENIED',
     );
@@ -291,8 +278,7 @@ describe("a node's workflows and commands", () => {
     await expect(
       codeOf('workflows/create', { nodeId: otherNodeId, script: 'disk-check' }, acmeToken),
     ).resolves.not.toBe('OK');
-    const context = await browser.newContext({ viewport: { width: 375, height: 800 } });
-    context.setDefaultTimeout(20_000);
+    const context = await consoleContext(browser, 'narrow');
     const acmePage = await signIn(context, server.origin, acmeAdmin.email, acmeAdmin.password, 'acme');
     await acmePage.getByRole('link', { name: 'Nodes' }).click();
     await acmePage.waitForURL(`${server.origin}/nodes`);

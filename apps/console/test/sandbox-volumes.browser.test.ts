@@ -22,6 +22,8 @@ import {
   screenshot,
   signIn,
   startConsole,
+  consoleContext,
+  personWithRole,
 } from './browser-support.js';
 
 interface TemplateVolume {
@@ -93,23 +95,13 @@ async function violations(target: Page): Promise<string[]> {
 beforeAll(async () => {
   [server, browser] = await Promise.all([startConsole(1), launchBrowser()]);
   adminToken = await adminSessionToken(server);
-  const person = await api<{ id: string }>(server.origin, '/api/iam/principals/create', adminToken, {
-    kind: 'person',
-    email: member.email,
-    password: member.password,
-    displayName: 'Volumes member',
-  });
-  await api(server.origin, '/api/iam/bindings/create', adminToken, {
-    role: 'member',
-    principalId: person.id,
-  });
-  memberToken = (
-    await api<{ token: string }>(server.origin, '/api/iam/sessions/signIn', '', {
-      tenantId: 'root',
-      email: member.email,
-      password: member.password,
-    })
-  ).token;
+  const person = await personWithRole(
+    server,
+    adminToken,
+    { ...member, displayName: 'Volumes member' },
+    'member',
+  );
+  memberToken = person.token;
   const pools = await compute<{ items: { id: string; name: string }[] }>('pools/list', { class: 'vps' });
   const poolId = pools.items.find((pool) => pool.name === 'sim-vps')!.id;
   const flavor = await compute<{ id: string }>('flavors/create', {
@@ -137,10 +129,8 @@ beforeAll(async () => {
     warmMax: 2,
   });
   volume = await readyVolume('agent-notes', poolId);
-  adminContext = await browser.newContext({ viewport: { width: 1440, height: 900 } });
-  adminContext.setDefaultTimeout(20_000);
-  memberContext = await browser.newContext({ viewport: { width: 375, height: 800 } });
-  memberContext.setDefaultTimeout(20_000);
+  adminContext = await consoleContext(browser, 'wide');
+  memberContext = await consoleContext(browser, 'narrow');
   page = await signIn(adminContext, server.origin, server.adminEmail, server.adminPassword);
 }, 240_000);
 

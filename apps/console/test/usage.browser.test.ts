@@ -28,6 +28,8 @@ import {
   computeCodeOf,
   screenshot,
   overflowsSideways,
+  consoleContext,
+  personWithRole,
 } from './browser-support.js';
 
 interface UsageRow {
@@ -114,31 +116,19 @@ beforeAll(async () => {
   adminToken = await adminSessionToken(server);
   const pools = await compute<{ items: { id: string; name: string }[] }>('pools/list', {});
   poolId = pools.items.find((pool) => pool.name === 'sim-gpu')!.id;
-  const person = await api<{ id: string }>(server.origin, '/api/iam/principals/create', adminToken, {
-    kind: 'person',
-    email: viewer.email,
-    password: viewer.password,
-    displayName: 'Usage viewer',
-  });
-  await api(server.origin, '/api/iam/bindings/create', adminToken, {
-    role: 'viewer',
-    principalId: person.id,
-  });
-  viewerToken = (
-    await api<{ token: string }>(server.origin, '/api/iam/sessions/signIn', '', {
-      tenantId: 'root',
-      email: viewer.email,
-      password: viewer.password,
-    })
-  ).token;
+  const person = await personWithRole(
+    server,
+    adminToken,
+    { ...viewer, displayName: 'Usage viewer' },
+    'viewer',
+  );
+  viewerToken = person.token;
   // Acme uses the root tenant's pool too: the pool is offered to it, and its administrator accepts.
   acmeToken = await tenantAdministrator(server, adminToken, { id: 'acme', name: 'Acme' }, acmeAdmin);
   await compute('pools/offer', { poolId, offerTenantId: 'acme' });
   await compute('offers/accept', { poolId }, acmeToken);
-  adminContext = await browser.newContext({ viewport: { width: 1440, height: 900 }, acceptDownloads: true });
-  adminContext.setDefaultTimeout(20_000);
-  viewerContext = await browser.newContext({ viewport: { width: 375, height: 800 } });
-  viewerContext.setDefaultTimeout(20_000);
+  adminContext = await consoleContext(browser, 'wide', { acceptDownloads: true });
+  viewerContext = await consoleContext(browser, 'narrow');
   page = await signIn(adminContext, server.origin, server.adminEmail, server.adminPassword);
 }, 240_000);
 

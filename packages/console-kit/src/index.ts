@@ -1,7 +1,10 @@
 /**
  * @better-compute/console-kit: the view models a console is built on, with no framework: resource
- * stores, the live event stream, permission-aware actions, a terminal over a tunnel (`mountTerminal`), the pages' views (`createBatchesView`, `createConfirmationsView`, `createRolloutsView`, `createNodeOperationsView`, `createFleetDriftView`),
- * and React hooks under `/react`. Every store has `subscribe(listener)` and `get()`.
+ * stores, the live event stream, permission-aware actions, forms drawn from the API's own schema
+ * (`createForm`), a terminal over a tunnel (`mountTerminal`), the pages' views
+ * (`createSandboxesView`, `createPxeDiscoveryView`, `createBatchesView`, `createConfirmationsView`,
+ * `createRolloutsView`, `createNodeOperationsView`, `createFleetDriftView`), and React hooks under
+ * `/react`. Every store has `subscribe(listener)` and `get()`.
  */
 export { Subscribable, ValueStore, type Listener, type Readable } from './subscribable.js';
 export {
@@ -118,6 +121,20 @@ export {
 } from './rollouts.js';
 export { fieldErrorsOf, type FieldErrors } from './field-errors.js';
 export {
+  createForm,
+  FormStore,
+  formFieldsOf,
+  initialValues,
+  inputOf,
+  type ApiDocument,
+  type FieldKind,
+  type FormField,
+  type FormFieldsOptions,
+  type FormOptions,
+  type FormState,
+  type FormValue,
+} from './forms.js';
+export {
   endText,
   mountTerminal,
   TERMINAL_CONNECTED_TEXT,
@@ -230,3 +247,18 @@ export {
   type PxeDiscoveryViewOptions,
   type PxeSite,
 } from './pxe-discovery.js';
+export {
+  createSandboxesView,
+  SANDBOX_CREATE_WAIT_SECONDS,
+  SANDBOX_EXTEND_SECONDS,
+  sandboxCountdown,
+  sandboxRow,
+  sandboxSecondsLeft,
+  type Sandbox,
+  type SandboxRow,
+  type SandboxScope,
+  type SandboxSnapshot,
+  type SandboxTemplate,
+  type SandboxesView,
+  type SandboxesViewOptions,
+} from './sandboxes.js';

@@ -14,13 +14,22 @@ export interface KitServer {
   stop(): Promise<void>;
 }
 
-/** `config` adds to the deployment's configuration (the rollouts view passes `release` pins). */
-export async function startKitServer(config: Record<string, unknown> = {}): Promise<KitServer> {
+/** The deployment's secret (what a PKI bundle for it is sealed with). */
+export const KIT_SECRET = 'console-kit-test-secret-0123456789abcdef';
+
+/**
+ * `config` adds to the deployment's configuration (the rollouts view passes `release` pins);
+ * `roles` are the replica's (the controllers run jobs, such as a simulated machine's sandboxes).
+ */
+export async function startKitServer(
+  config: Record<string, unknown> = {},
+  roles: Array<'api' | 'controllers'> = ['api'],
+): Promise<KitServer> {
   const database: TestDatabase = await createTestDatabase('postgres');
   const compute = await betterCompute(
     {
       database,
-      secret: 'console-kit-test-secret-0123456789abcdef',
+      secret: KIT_SECRET,
       live: { retryMs: 300, heartbeatMs: 1000 },
       ...config,
     },
@@ -35,7 +44,7 @@ export async function startKitServer(config: Record<string, unknown> = {}): Prom
   const running = serve({
     compute,
     port: 0,
-    roles: ['api'],
+    roles,
     signal: stopper.signal,
     log: () => {},
     env: { BETTER_COMPUTE_ADMIN_EMAIL: email, BETTER_COMPUTE_ADMIN_PASSWORD: password },

@@ -1,6 +1,7 @@
 'use client';
 /**
- * Sites and projects of the session's tenant. Sites (where machines live): the list, a create form,
+ * Sites and projects of the session's tenant. Sites (where machines live): the list, a create form
+ * drawn from the API's own schema (name, region, description, labels),
  * Edit (name, region, description; sent with the version shown, so a change made meanwhile is
  * refused as CONFLICT instead of overwritten) and Delete after a confirmation (the API refuses a site
  * that ever had a pool). Projects: active or archived, a create form, and Archive after a
@@ -9,7 +10,7 @@
  * (console-kit's fieldErrorsOf); buttons are enabled only when Better IAM says the person may, and
  * the API decides every call.
  */
-import { useEffect, useState, type FormEvent } from 'react';
+import { useEffect, useState } from 'react';
 import type { CallOutput } from '@better-compute/client';
 import { describeAction, fieldErrorsOf, ListStore, stateList } from '@better-compute/console-kit';
 import { useAction, useList, usePermission, useStore } from '@better-compute/console-kit/react';
@@ -25,6 +26,7 @@ import {
   when,
 } from '@/components/ui';
 import { idempotencyKey } from '@/lib/api';
+import { SchemaForm, useSchemaForm } from '@/components/schema-form';
 
 type Site = CallOutput<'sites.get'>;
 type Project = CallOutput<'projects.get'>;
@@ -62,69 +64,35 @@ function Sites() {
   useEffect(() => live?.track('site', store), [live, store]);
   const state = useList(store);
   const canCreate = usePermission(permissions, describeAction('sites', 'create'));
-  const [name, setName] = useState('');
-  const [region, setRegion] = useState('');
-  const [description, setDescription] = useState('');
-  const create = useAction(async () => {
-    const site = await client.sites.create({
-      name: name.trim(),
-      ...(region.trim() ? { region: region.trim() } : {}),
-      ...(description.trim() ? { description: description.trim() } : {}),
-      idempotencyKey: idempotencyKey(),
-    });
-    store.upsert(site);
-    setName('');
-    setRegion('');
-    setDescription('');
-    return site;
+  // Drawn from the API's own schema of sites.create: its fields' kinds and help are the server's.
+  const create = useSchemaForm<Site>('sites.create', {
+    only: ['name', 'region', 'description', 'labels'],
+    nameField: 'name',
+    clearOnSuccess: true,
+    submit: async (input) => {
+      const site = await client.sites.create({
+        ...(input as { name: string }),
+        idempotencyKey: idempotencyKey(),
+      });
+      store.upsert(site);
+      return site;
+    },
   });
-  const { fields, rest } = fieldErrorsOf(create.error, ['name', 'region', 'description'], 'name');
-  function submit(event: FormEvent) {
-    event.preventDefault();
-    void create.run(undefined);
-  }
   return (
     <section aria-labelledby="sites">
       <h2 id="sites">Sites</h2>
       <p className="note">
         Where machines live: a data centre, a rack row, a cloud region. Pools belong to a site.
       </p>
-      <form className="inline" onSubmit={submit} aria-label="New site" noValidate>
-        <Field
-          form="new-site"
-          name="name"
-          label="Name"
-          value={name}
-          onChange={setName}
-          error={fields.name}
-          required
-        />
-        <Field
-          form="new-site"
-          name="region"
-          label="Region"
-          value={region}
-          onChange={setRegion}
-          error={fields.region}
-        />
-        <Field
-          form="new-site"
-          name="description"
-          label="Description"
-          value={description}
-          onChange={setDescription}
-          error={fields.description}
-          size={32}
-        />
-        <button
-          type="submit"
-          disabled={!name.trim() || canCreate !== true || create.pending}
-          title={disabledReason(true, '', canCreate)}
-        >
-          Create site
-        </button>
-      </form>
-      <ErrorNote error={rest} />
+      <SchemaForm
+        id="new-site"
+        form={create.form}
+        loadError={create.error}
+        label="New site"
+        submitLabel="Create site"
+        disabled={canCreate !== true}
+        disabledTitle={disabledReason(true, '', canCreate)}
+      />
       <PagedTable
         state={state}
         caption="Sites"
@@ -258,60 +226,31 @@ function Projects() {
   const filter = useStore(projects.filter);
   const state = useList(projects.list);
   const canCreate = usePermission(permissions, describeAction('projects', 'create'));
-  const [name, setName] = useState('');
-  const [description, setDescription] = useState('');
-  const create = useAction(async () => {
-    const project = await client.projects.create({
-      name: name.trim(),
-      ...(description.trim() ? { description: description.trim() } : {}),
-      idempotencyKey: idempotencyKey(),
-    });
-    projects.place(project);
-    setName('');
-    setDescription('');
-    return project;
+  const create = useSchemaForm<Project>('projects.create', {
+    nameField: 'name',
+    clearOnSuccess: true,
+    submit: async (input) => {
+      const project = await client.projects.create({
+        ...(input as { name: string }),
+        idempotencyKey: idempotencyKey(),
+      });
+      projects.place(project);
+      return project;
+    },
   });
-  const { fields, rest } = fieldErrorsOf(create.error, ['name', 'description'], 'name');
   return (
     <section aria-labelledby="projects">
       <h2 id="projects">Projects</h2>
       <p className="note">Projects group a tenant&apos;s work, and scope who may do what to it.</p>
-      <form
-        className="inline"
-        aria-label="New project"
-        noValidate
-        onSubmit={(event) => {
-          event.preventDefault();
-          void create.run(undefined);
-        }}
-      >
-        <Field
-          form="new-project"
-          name="name"
-          label="Name"
-          value={name}
-          onChange={setName}
-          error={fields.name}
-          required
-        />
-        <Field
-          form="new-project"
-          name="description"
-          label="Description"
-          value={description}
-          onChange={setDescription}
-          error={fields.description}
-          size={32}
-        />
-        <button
-          type="submit"
-          disabled={!name.trim() || canCreate !== true || create.pending}
-          title={disabledReason(true, '', canCreate)}
-        >
-          Create project
-        </button>
-      </form>
-      <ErrorNote error={rest} />
+      <SchemaForm
+        id="new-project"
+        form={create.form}
+        loadError={create.error}
+        label="New project"
+        submitLabel="Create project"
+        disabled={canCreate !== true}
+        disabledTitle={disabledReason(true, '', canCreate)}
+      />
       <StateFilter
         label="Filter projects"
         value={filter}
