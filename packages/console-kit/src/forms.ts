@@ -95,6 +95,8 @@ export interface FormFieldsOptions {
   omit?: readonly string[];
   /** Labels to use instead of the ones made from the property names. */
   labels?: Readonly<Record<string, string>>;
+  /** Kinds to use instead of the schema's (a URL of up to 2,048 characters is still one line). */
+  kinds?: Readonly<Record<string, FieldKind>>;
 }
 
 /**
@@ -132,7 +134,10 @@ export function formFieldsOf(
       if (real.length === 1)
         schema = { ...real[0], description: schema.description, default: schema.default };
     }
-    const { kind, choices } = kindOf(schema);
+    const drawn = kindOf(schema);
+    const kind = options.kinds?.[name] ?? drawn.kind;
+    if (kind === 'choice' && !drawn.choices) throw new Error(`${method}'s ${name} has no choices to offer`);
+    const choices = kind === 'choice' ? drawn.choices : undefined;
     const field: FormField = {
       name,
       label: options.labels?.[name] ?? labelOf(name),

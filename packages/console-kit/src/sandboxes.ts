@@ -10,6 +10,7 @@
  */
 import { isComputeClientError, type CallOutput, type ComputeClient } from '@better-compute/client';
 import { safeCell } from '@better-compute/core';
+import { countdownText } from './batches.js';
 import type { LiveConsole, TrackedStore } from './live.js';
 import { ListStore } from './stores.js';
 import { ValueStore } from './subscribable.js';
@@ -89,11 +90,7 @@ export function sandboxSecondsLeft(expiresAt: string | null, now: number): numbe
  * @example sandboxCountdown(3725); // '1 h 2 min 05 s left'
  */
 export function sandboxCountdown(seconds: number): string {
-  if (seconds <= 0) return 'expired';
-  const h = Math.floor(seconds / 3600);
-  const m = Math.floor((seconds % 3600) / 60);
-  const s = seconds % 60;
-  return `${h > 0 ? `${h} h ` : ''}${m} min ${String(s).padStart(2, '0')} s left`;
+  return seconds <= 0 ? 'expired' : countdownText(seconds);
 }
 
 export interface SandboxesViewOptions {

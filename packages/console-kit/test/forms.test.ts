@@ -45,6 +45,16 @@ describe('formFieldsOf', () => {
     ]);
   });
 
+  it('takes a page’s kind for a field, and refuses a choice the schema does not offer', () => {
+    const webhook = formFieldsOf(document, 'webhooks.create', { only: ['url', 'events'] });
+    expect(webhook.map((f) => f.kind)).toEqual(['textarea', 'list']);
+    const oneLine = formFieldsOf(document, 'webhooks.create', { only: ['url'], kinds: { url: 'text' } });
+    expect(oneLine[0]!.kind).toBe('text');
+    expect(() =>
+      formFieldsOf(document, 'webhooks.create', { only: ['url'], kinds: { url: 'choice' } }),
+    ).toThrow("webhooks.create's url has no choices to offer");
+  });
+
   it('says which method it cannot find', () => {
     expect(() => formFieldsOf(document, 'sites.explode')).toThrow(
       'the API document has no method sites.explode (no POST /api/compute/sites/explode)',

@@ -15,7 +15,7 @@ import {
   type FormStore,
 } from '@better-compute/console-kit';
 import { useStore } from '@better-compute/console-kit/react';
-import { ErrorNote } from '@/components/ui';
+import { ErrorNote, FieldError } from '@/components/ui';
 
 let documentLoad: Promise<ApiDocument> | undefined;
 
@@ -223,11 +223,7 @@ function SchemaFormFields<T>({
                 error={error}
                 onChange={(value) => form.change(field.name, value)}
               />
-              {error ? (
-                <span id={`${fieldId}-error`} className="field-error" data-field-error={field.name}>
-                  {error}
-                </span>
-              ) : null}
+              <FieldError id={`${fieldId}-error`} name={field.name} error={error} />
             </label>
           );
         })}

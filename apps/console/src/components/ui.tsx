@@ -292,11 +292,16 @@ export function Field({
         aria-describedby={error ? errorId : undefined}
         onChange={(e) => onChange(e.target.value)}
       />
-      {error ? (
-        <span id={errorId} className="field-error" data-field-error={name}>
-          {error}
-        </span>
-      ) : null}
+      <FieldError id={errorId} name={name} error={error} />
     </label>
   );
+}
+
+/** The message placed on a field (its input names `id` in aria-describedby); nothing without one. */
+export function FieldError({ id, name, error }: { id: string; name: string; error: string | undefined }) {
+  return error ? (
+    <span id={id} className="field-error" data-field-error={name}>
+      {error}
+    </span>
+  ) : null;
 }

@@ -19,7 +19,14 @@ import {
 import { useAction, useList, usePermission } from '@better-compute/console-kit/react';
 import { useConsole } from '@/components/console-context';
 import { useVpsChoices, VpsChoiceFields } from '@/components/vps-choices';
-import { ChoiceField, ConfirmButton, disabledReason, ErrorNote, PagedTable } from '@/components/ui';
+import {
+  ChoiceField,
+  ConfirmButton,
+  disabledReason,
+  ErrorNote,
+  FieldError,
+  PagedTable,
+} from '@/components/ui';
 import { idempotencyKey } from '@/lib/api';
 
 type Template = CallOutput<'sandboxTemplates.get'>;
@@ -362,11 +369,7 @@ function AttachVolume({ store, templates }: { store: ListStore<Template>; templa
               </option>
             ))}
           </select>
-          {volumeError ? (
-            <span id="attach-volume-error" className="field-error" data-field-error="volume">
-              {volumeError}
-            </span>
-          ) : null}
+          <FieldError id="attach-volume-error" name="volume" error={volumeError} />
         </label>
         <label>
           Mount path
@@ -378,11 +381,7 @@ function AttachVolume({ store, templates }: { store: ListStore<Template>; templa
             aria-invalid={pathError ? true : undefined}
             aria-describedby={pathError ? 'attach-path-error' : undefined}
           />
-          {pathError ? (
-            <span id="attach-path-error" className="field-error" data-field-error="path">
-              {pathError}
-            </span>
-          ) : null}
+          <FieldError id="attach-path-error" name="path" error={pathError} />
         </label>
         <label>
           <input type="checkbox" checked={readOnly} onChange={(e) => setReadOnly(e.target.checked)} />{' '}

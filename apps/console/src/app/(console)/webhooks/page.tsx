@@ -1,12 +1,16 @@
 'use client';
-/** Webhooks: the tenant's endpoints, a create form (the signing secret is shown once), ping and delete. */
-import { useEffect, useState, type FormEvent } from 'react';
+/**
+ * Webhooks: the tenant's endpoints, a create form drawn from webhooks.create's schema (the signing
+ * secret is shown once), ping and delete.
+ */
+import { useEffect, useState } from 'react';
 import type { CallOutput } from '@better-compute/client';
 import { describeAction, ListStore } from '@better-compute/console-kit';
 import { useAction, useList, usePermission } from '@better-compute/console-kit/react';
 import { useConsole } from '@/components/console-context';
 import { ConfirmButton, disabledReason, ErrorNote, PagedTable, when } from '@/components/ui';
 import { idempotencyKey } from '@/lib/api';
+import { SchemaForm, useSchemaForm } from '@/components/schema-form';
 
 type Webhook = CallOutput<'webhooks.get'>;
 
@@ -23,61 +27,45 @@ export default function WebhooksPage() {
   useEffect(() => live?.track('webhook', store), [live, store]);
   const state = useList(store);
   const canCreate = usePermission(permissions, describeAction('webhooks', 'create'));
-  const [url, setUrl] = useState('');
-  const [events, setEvents] = useState('reservation.*');
-  const create = useAction((input: { url: string; events: string[] }) =>
-    client.webhooks.create({ ...input, idempotencyKey: idempotencyKey() }),
-  );
-  const patterns = events
-    .split(/[\s,]+/)
-    .map((pattern) => pattern.trim())
-    .filter(Boolean);
-
-  function submit(event: FormEvent) {
-    event.preventDefault();
-    void create.run({ url: url.trim(), events: patterns }).then((made) => {
-      if (!made) return;
+  // Drawn from webhooks.create's schema; the signing secret of the one just made is shown once.
+  const [created, setCreated] = useState<CallOutput<'webhooks.create'>>();
+  const create = useSchemaForm('webhooks.create', {
+    only: ['url', 'events', 'description'],
+    labels: { url: 'Endpoint URL', events: 'Event types' },
+    kinds: { url: 'text' },
+    values: { events: 'reservation.*' },
+    clearOnSuccess: true,
+    submit: async (input) => {
+      const made = await client.webhooks.create({
+        ...(input as { url: string; events: string[] }),
+        idempotencyKey: idempotencyKey(),
+      });
       store.upsert(made.webhook);
-      setUrl('');
-    });
-  }
+      setCreated(made);
+      return made;
+    },
+  });
 
   return (
     <>
       <h1>Webhooks</h1>
-      <form className="inline" onSubmit={submit} aria-label="New webhook">
-        <label>
-          Endpoint URL
-          <input
-            name="url"
-            type="url"
-            required
-            value={url}
-            onChange={(e) => setUrl(e.target.value)}
-            size={40}
-          />
-        </label>
-        <label>
-          Event types (comma-separated)
-          <input name="events" required value={events} onChange={(e) => setEvents(e.target.value)} />
-        </label>
-        <button
-          type="submit"
-          disabled={!url || patterns.length === 0 || canCreate !== true || create.pending}
-          title={disabledReason(true, '', canCreate)}
-        >
-          Add webhook
-        </button>
-      </form>
-      <ErrorNote error={create.error} />
-      {create.result ? (
+      <SchemaForm
+        id="new-webhook"
+        form={create.form}
+        loadError={create.error}
+        label="New webhook"
+        submitLabel="Add webhook"
+        disabled={canCreate !== true}
+        disabledTitle={disabledReason(true, '', canCreate)}
+      />
+      {created ? (
         <div className="once" role="status">
-          Signing secret for {create.result.webhook.id}, shown this once: <code>{create.result.secret}</code>
+          Signing secret for {created.webhook.id}, shown this once: <code>{created.secret}</code>
           <br />
           <button
             type="button"
             className="secondary"
-            onClick={() => void navigator.clipboard?.writeText(create.result!.secret)}
+            onClick={() => void navigator.clipboard?.writeText(created.secret)}
           >
             Copy
           </button>
