@@ -63,7 +63,9 @@ for (let i = 0; i < rounds; i++) {
 }
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 const baseline = median(samples['bare RFC 6962 root']);
-console.log(`Scope review of ${leavesWanted} leaves (${(text.length / 1e6).toFixed(1)} MB of JSON), median of ${rounds} (node ${process.version})`);
+console.log(
+  `Scope review of ${leavesWanted} leaves (${(text.length / 1e6).toFixed(1)} MB of JSON), median of ${rounds} (node ${process.version})`,
+);
 for (const name of Object.keys(cases)) {
   const m = median(samples[name]);
   const goal = name === 'batch sign review' ? ' (goal < 1000 ms)' : '';

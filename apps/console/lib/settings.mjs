@@ -114,7 +114,9 @@ export function releaseSettings(env) {
     .filter(Boolean);
   if (pins.length === 0) {
     if (env.CONSOLE_RELEASE_THRESHOLD)
-      throw new StartError('CONSOLE_RELEASE_THRESHOLD is set without CONSOLE_RELEASE_PINS; name the release keys it counts');
+      throw new StartError(
+        'CONSOLE_RELEASE_THRESHOLD is set without CONSOLE_RELEASE_PINS; name the release keys it counts',
+      );
     return null;
   }
   if (env.CONSOLE_RELEASE_THRESHOLD === undefined || env.CONSOLE_RELEASE_THRESHOLD === '') return { pins };

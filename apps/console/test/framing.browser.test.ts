@@ -9,7 +9,13 @@ import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import type { Browser, BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { launchBrowser, screenshotsDir, signIn, startConsole, type ConsoleProcess } from './browser-support.js';
+import {
+  launchBrowser,
+  screenshotsDir,
+  signIn,
+  startConsole,
+  type ConsoleProcess,
+} from './browser-support.js';
 
 let server: ConsoleProcess;
 let browser: Browser;
@@ -50,7 +56,10 @@ interface Violation {
 async function watchPolicy(context: BrowserContext): Promise<{ violations: Violation[]; errors: string[] }> {
   const violations: Violation[] = [];
   const errors: string[] = [];
-  await context.exposeFunction('__reportViolation', (violation: Violation) => void violations.push(violation));
+  await context.exposeFunction(
+    '__reportViolation',
+    (violation: Violation) => void violations.push(violation),
+  );
   await context.addInitScript(() => {
     document.addEventListener(
       'securitypolicyviolation',
@@ -133,7 +142,9 @@ describe('the pages’ Content-Security-Policy', () => {
     const nonce = nonceOf(response!.headers()['content-security-policy'] ?? null);
     // The parser-inserted scripts ran with the response's nonce (Chromium hides it from the attribute).
     const documentNonces = await login.evaluate(() =>
-      [...document.querySelectorAll('script')].filter((script) => !script.src || script.nonce).map((script) => script.nonce),
+      [...document.querySelectorAll('script')]
+        .filter((script) => !script.src || script.nonce)
+        .map((script) => script.nonce),
     );
     expect(documentNonces.length).toBeGreaterThan(0);
     expect(new Set(documentNonces)).toEqual(new Set([nonce]));
@@ -175,7 +186,9 @@ describe('the pages’ Content-Security-Policy', () => {
       document.body.append(image);
     });
     await expect.poll(() => violations.map((violation) => violation.directive)).toContain('script-src-attr');
-    expect(await page.evaluate(() => (window as unknown as { __injected?: boolean }).__injected)).toBeUndefined();
+    expect(
+      await page.evaluate(() => (window as unknown as { __injected?: boolean }).__injected),
+    ).toBeUndefined();
     await context.close();
   });
 
@@ -219,7 +232,9 @@ describe('the pages’ Content-Security-Policy', () => {
   it('a page on another origin cannot frame the console, signed in or not', async () => {
     const context = await browser.newContext();
     context.setDefaultTimeout(15_000);
-    await signIn(context, server.origin, server.adminEmail, server.adminPassword).then((page) => page.close());
+    await signIn(context, server.origin, server.adminEmail, server.adminPassword).then((page) =>
+      page.close(),
+    );
     for (const [path, console_element] of [
       ['/login', 'input[type="password"]'],
       // The clickjacking target: a signed-in page of destructive buttons (the session cookie is

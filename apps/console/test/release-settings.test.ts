@@ -40,7 +40,10 @@ describe('release pins for server.mjs', () => {
   it('refuses a threshold it cannot meet, or one without pins, naming the variable', () => {
     for (const threshold of ['0', '3', '1.5', 'two'])
       expect(() =>
-        settings.releaseSettings({ CONSOLE_RELEASE_PINS: `${PIN_A},${PIN_B}`, CONSOLE_RELEASE_THRESHOLD: threshold }),
+        settings.releaseSettings({
+          CONSOLE_RELEASE_PINS: `${PIN_A},${PIN_B}`,
+          CONSOLE_RELEASE_THRESHOLD: threshold,
+        }),
       ).toThrow('CONSOLE_RELEASE_THRESHOLD must be a whole number from 1 to the 2 pinned release key(s)');
     expect(() => settings.releaseSettings({ CONSOLE_RELEASE_THRESHOLD: '1' })).toThrow(
       'CONSOLE_RELEASE_THRESHOLD is set without CONSOLE_RELEASE_PINS',

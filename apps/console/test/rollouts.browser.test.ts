@@ -124,7 +124,10 @@ beforeAll(async () => {
     password: viewer.password,
     displayName: 'Rollout viewer',
   });
-  await api(server.origin, '/api/iam/bindings/create', adminToken, { role: 'viewer', principalId: person.id });
+  await api(server.origin, '/api/iam/bindings/create', adminToken, {
+    role: 'viewer',
+    principalId: person.id,
+  });
   context = await browser.newContext();
   context.setDefaultTimeout(20_000);
   page = await signIn(context, server.origin, 'admin@console.local', server.password);
@@ -184,14 +187,19 @@ async function steer(target: Page, rollout: Rollout, label: 'Pause' | 'Resume' |
   await expect.poll(() => dialog.textContent()).toContain(question);
   await dialog.getByRole('button', { name: `${label} rollout` }).click();
   const past = { Pause: 'Paused', Resume: 'Resumed', Abort: 'Aborted' }[label];
-  await target.getByRole('status').filter({ hasText: `${past} ${rollout.id}` }).waitFor();
+  await target
+    .getByRole('status')
+    .filter({ hasText: `${past} ${rollout.id}` })
+    .waitFor();
 }
 
 describe('the Rollouts page', () => {
   let rollout: Rollout;
 
   it('shows a rollout created through the API live, with its waves and nodes', async () => {
-    await expect(page.getByRole('navigation').getByRole('link', { name: 'Rollouts' }).count()).resolves.toBe(1);
+    await expect(page.getByRole('navigation').getByRole('link', { name: 'Rollouts' }).count()).resolves.toBe(
+      1,
+    );
     await openRollouts(page);
     await page.locator('[data-live="open"]').waitFor();
     rollout = await compute<Rollout>('rollouts/create', {
@@ -210,13 +218,16 @@ describe('the Rollouts page', () => {
     // The controller starts the first wave: its node is updating, with its workflow and a timer.
     await details.locator(`tr[data-node="${first}"] td[data-node-state="updating"]`).waitFor();
     await expect(details.locator('[data-wave="0"] [data-wave-state]').textContent()).resolves.toBe('running');
-    await expect(
-      details.locator('[data-wave="1"] td[data-node-state]').allTextContents(),
-    ).resolves.toEqual(['pending', 'pending']);
+    await expect(details.locator('[data-wave="1"] td[data-node-state]').allTextContents()).resolves.toEqual([
+      'pending',
+      'pending',
+    ]);
     const took = details.locator(`tr[data-node="${first}"] td[data-took]`);
     await expect.poll(() => took.textContent()).toMatch(/^\d+ (ms|s)$/);
     await expect(row.locator('[data-progress]').textContent()).resolves.toBe('wave 1 of 2');
-    await expect(row.locator('[data-nodes]').textContent()).resolves.toBe('0 of 3 node(s) updated, 1 updating');
+    await expect(row.locator('[data-nodes]').textContent()).resolves.toBe(
+      '0 of 3 node(s) updated, 1 updating',
+    );
     // A running rollout offers Pause and Abort, not Resume.
     await expect(row.getByRole('button', { name: `Pause ${rollout.id}` }).count()).resolves.toBe(1);
     await expect(row.getByRole('button', { name: `Abort ${rollout.id}` }).count()).resolves.toBe(1);
@@ -262,7 +273,12 @@ describe('the Rollouts page', () => {
       .toEqual(['updating', 'updating']);
     await shot(page, 'rollouts-second-wave');
 
-    await steer(page, rollout, 'Pause', `Pause the rollout ${rollout.id} of bcd ${manifest.version}? No further wave starts`);
+    await steer(
+      page,
+      rollout,
+      'Pause',
+      `Pause the rollout ${rollout.id} of bcd ${manifest.version}? No further wave starts`,
+    );
     await row.locator('[data-state="paused"]').waitFor();
     await expect(getRollout(rollout.id)).resolves.toMatchObject({
       state: 'paused',
@@ -278,7 +294,12 @@ describe('the Rollouts page', () => {
     await shot(page, 'rollouts-abort-confirmation');
     await page.getByRole('dialog').getByRole('button', { name: 'Cancel', exact: true }).click();
     await expect(getRollout(rollout.id)).resolves.toMatchObject({ state: 'running' });
-    await steer(page, rollout, 'Abort', 'updates not yet run on their node are cancelled. This cannot be undone.');
+    await steer(
+      page,
+      rollout,
+      'Abort',
+      'updates not yet run on their node are cancelled. This cannot be undone.',
+    );
     await row.locator('[data-state="aborted"]').waitFor();
     const details = page.locator(`section[data-details="${rollout.id}"]`);
     await expect

@@ -45,7 +45,12 @@ describe('the pages’ policy', () => {
     const build = directives(mount.pageHeaders({ nonce })['content-security-policy']!);
     expect(build.get('script-src')).toEqual(["'self'", `'nonce-${nonce}'`, "'strict-dynamic'"]);
     const dev = directives(mount.contentSecurityPolicy({ nonce, dev: true }));
-    expect(dev.get('script-src')).toEqual(["'self'", `'nonce-${nonce}'`, "'strict-dynamic'", "'unsafe-eval'"]);
+    expect(dev.get('script-src')).toEqual([
+      "'self'",
+      `'nonce-${nonce}'`,
+      "'strict-dynamic'",
+      "'unsafe-eval'",
+    ]);
     for (const policy of [build, dev]) {
       expect(policy.get('object-src')).toEqual(["'none'"]);
       expect(policy.get('base-uri')).toEqual(["'none'"]);

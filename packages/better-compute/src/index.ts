@@ -31,7 +31,13 @@ export { enqueueJob, claimJobs, completeJob, failJob } from './workers/jobs.js';
 export { acquireLease, releaseLease } from './workers/leases.js';
 export { ComputeError } from '@better-compute/core';
 export { serve, type ServeOptions } from './host/serve.js';
-export { accessLogger, lineBatch, type AccessEntry, type LineBatch, type LogFormat } from './host/access-log.js';
+export {
+  accessLogger,
+  lineBatch,
+  type AccessEntry,
+  type LineBatch,
+  type LogFormat,
+} from './host/access-log.js';
 export { attachNodeRoutes, type NodeRoutes, type NodeRoutesOptions } from './host/node-routes.js';
 export { type ClientAddressOf, configuredClientAddress } from './host/client-address.js';
 export { parseSelector, requestTerms, matchesSelector, runFleetController } from './modules/fleet/index.js';

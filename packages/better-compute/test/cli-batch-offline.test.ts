@@ -61,7 +61,11 @@ function scopeFile(leaves: ScopeLeaf[], over: Record<string, unknown> = {}): str
   writeFileSync(join(dir, path), JSON.stringify(document));
   return path;
 }
-const rack: ScopeLeaf[] = [1, 2, 3].map((n) => ({ subject: node(n), kind: 'metal.power', payload: { action: 'off' } }));
+const rack: ScopeLeaf[] = [1, 2, 3].map((n) => ({
+  subject: node(n),
+  kind: 'metal.power',
+  payload: { action: 'off' },
+}));
 
 describe('batch keygen (real binary)', () => {
   it('writes a 0600 key and PATH.pub, prints the kid, and never writes over either', () => {
@@ -91,11 +95,15 @@ describe('batch keygen (real binary)', () => {
     const scope = scopeFile(rack);
     const without = run(['batch', 'sign', '--key', 'locked.pem', '--scope', scope]);
     expect(codeOf(without)).toBe('MISSING_ENV');
-    const wrong = run(['batch', 'sign', '--key', 'locked.pem', '--scope', scope], { BETTER_COMPUTE_APPROVER_PASSPHRASE: 'zq9-not-the-passphrase' });
+    const wrong = run(['batch', 'sign', '--key', 'locked.pem', '--scope', scope], {
+      BETTER_COMPUTE_APPROVER_PASSPHRASE: 'zq9-not-the-passphrase',
+    });
     expect(codeOf(wrong)).toBe('INVALID_ARGUMENT');
     expect(wrong.stderr).toMatch(/passphrase is wrong/);
     expect(wrong.stderr).not.toContain('zq9-not-the-passphrase');
-    const signed = run(['batch', 'sign', '--key', 'locked.pem', '--scope', scope], { BETTER_COMPUTE_APPROVER_PASSPHRASE: PASSPHRASE });
+    const signed = run(['batch', 'sign', '--key', 'locked.pem', '--scope', scope], {
+      BETTER_COMPUTE_APPROVER_PASSPHRASE: PASSPHRASE,
+    });
     expect(signed.status, signed.stderr).toBe(0);
     expect(JSON.parse(signed.stdout).kid).toBe(made.kid);
     expect(signed.stdout + signed.stderr).not.toContain(PASSPHRASE);
@@ -110,20 +118,31 @@ describe('batch sign (real binary)', () => {
     trustDomain: 'compute.example.com',
     epoch: 1,
     threshold: 2,
-    approvers: ['a.pem.pub', 'b.pem.pub', 'c.pem.pub'].map((pub) => ({ publicKey: readFileSync(join(dir, pub), 'utf8') })),
+    approvers: ['a.pem.pub', 'b.pem.pub', 'c.pem.pub'].map((pub) => ({
+      publicKey: readFileSync(join(dir, pub), 'utf8'),
+    })),
   });
 
   it('prints the review and an approval that, with a second approver’s, meets the quorum', () => {
     const scope = scopeFile(rack);
     const first = run(['batch', 'sign', '--key', 'a.pem', '--scope', scope]);
     expect(first.status, first.stderr).toBe(0);
-    expect(first.stderr).toContain('Batch batch_01k5w00000000000000000000a: power off rack 12 after the firmware recall');
+    expect(first.stderr).toContain(
+      'Batch batch_01k5w00000000000000000000a: power off rack 12 after the firmware recall',
+    );
     expect(first.stderr).toContain('3 command(s) on 3 subject(s): metal.power action=off ×3:');
     expect(first.stderr).toContain(`  metal.power action=off: ${node(1)}, ${node(2)}, ${node(3)}`);
     expect(first.stderr).toContain(`Signed as ${a.kid}.`);
     const approval = JSON.parse(first.stdout);
-    expect(approval).toMatchObject({ format: 'better-compute.batch-approval/v1', kid: a.kid, size: 3, root: toHex(scopeTree(rack).root) });
-    const second = JSON.parse(run(['batch', 'sign', '--key', 'c.pem', '--scope', scope, '--out', 'approval-c.json']).stdout);
+    expect(approval).toMatchObject({
+      format: 'better-compute.batch-approval/v1',
+      kid: a.kid,
+      size: 3,
+      root: toHex(scopeTree(rack).root),
+    });
+    const second = JSON.parse(
+      run(['batch', 'sign', '--key', 'c.pem', '--scope', scope, '--out', 'approval-c.json']).stdout,
+    );
     expect(second.out).toBe(join(dir, 'approval-c.json'));
     const fromFile = JSON.parse(readFileSync(join(dir, 'approval-c.json'), 'utf8'));
     const statement = {
@@ -134,21 +153,42 @@ describe('batch sign (real binary)', () => {
       notAfter: Date.parse(approval.notAfter),
     };
     expect(verifyApprovals(set, statement, [approval], Date.now()).ok).toBe(false);
-    expect(verifyApprovals(set, statement, [approval, fromFile], Date.now())).toMatchObject({ ok: true, approvedBy: [a.kid, c.kid] });
-    expect(codeOf(run(['batch', 'sign', '--key', 'c.pem', '--scope', scope, '--out', 'approval-c.json']))).toBe('ALREADY_EXISTS');
+    expect(verifyApprovals(set, statement, [approval, fromFile], Date.now())).toMatchObject({
+      ok: true,
+      approvedBy: [a.kid, c.kid],
+    });
+    expect(
+      codeOf(run(['batch', 'sign', '--key', 'c.pem', '--scope', scope, '--out', 'approval-c.json'])),
+    ).toBe('ALREADY_EXISTS');
   });
 
   it('is SCOPE_MISMATCH when the leaves do not give the root the file claims', () => {
     const honest = scopeTree(rack);
     const changed = [{ ...rack[0]!, payload: { action: 'cycle' } }, rack[1]!, rack[2]!];
-    const result = run(['batch', 'sign', '--key', 'a.pem', '--scope', scopeFile(changed, { root: toHex(honest.root) })]);
+    const result = run([
+      'batch',
+      'sign',
+      '--key',
+      'a.pem',
+      '--scope',
+      scopeFile(changed, { root: toHex(honest.root) }),
+    ]);
     expect(result.status).toBe(1);
     expect(codeOf(result)).toBe('SCOPE_MISMATCH');
     expect(result.stdout).toBe('');
   });
 
   it('is SCOPE_CHANGED when --root is not the scope’s', () => {
-    const result = run(['batch', 'sign', '--key', 'a.pem', '--scope', scopeFile(rack), '--root', 'ab'.repeat(32)]);
+    const result = run([
+      'batch',
+      'sign',
+      '--key',
+      'a.pem',
+      '--scope',
+      scopeFile(rack),
+      '--root',
+      'ab'.repeat(32),
+    ]);
     expect(codeOf(result)).toBe('SCOPE_CHANGED');
   });
 
@@ -164,7 +204,10 @@ describe('batch sign (real binary)', () => {
 
   it('refuses a closed window, or one longer than --max-hours (INVALID_STATE)', () => {
     const now = Date.now();
-    const expired = scopeFile(rack, { createdAt: new Date(now - 10 * hour).toISOString(), notAfter: new Date(now - hour).toISOString() });
+    const expired = scopeFile(rack, {
+      createdAt: new Date(now - 10 * hour).toISOString(),
+      notAfter: new Date(now - hour).toISOString(),
+    });
     expect(codeOf(run(['batch', 'sign', '--key', 'a.pem', '--scope', expired]))).toBe('INVALID_STATE');
     const long = scopeFile(rack, { notAfter: new Date(now + 100 * hour).toISOString() });
     const refused = run(['batch', 'sign', '--key', 'a.pem', '--scope', long]);
@@ -172,20 +215,38 @@ describe('batch sign (real binary)', () => {
     expect(refused.stderr).toMatch(/longer than --max-hours 72/);
     expect(run(['batch', 'sign', '--key', 'a.pem', '--scope', long, '--max-hours', '120']).status).toBe(0);
     const short = scopeFile(rack);
-    expect(codeOf(run(['batch', 'sign', '--key', 'a.pem', '--scope', short, '--max-hours', '4']))).toBe('INVALID_STATE');
+    expect(codeOf(run(['batch', 'sign', '--key', 'a.pem', '--scope', short, '--max-hours', '4']))).toBe(
+      'INVALID_STATE',
+    );
   });
 
   it('signs only what --expect lists (SCOPE_UNEXPECTED names the differences)', () => {
     const scope = scopeFile(rack);
     writeFileSync(join(dir, 'rack12.txt'), `# rack 12\n${node(1)}\n${node(2)}\n${node(3)}\n`);
-    expect(run(['batch', 'sign', '--key', 'a.pem', '--scope', scope, '--expect', 'rack12.txt']).status).toBe(0);
+    expect(run(['batch', 'sign', '--key', 'a.pem', '--scope', scope, '--expect', 'rack12.txt']).status).toBe(
+      0,
+    );
     writeFileSync(join(dir, 'rack12-short.txt'), `${node(1)}\n${node(2)}\n${node(9)}\n`);
-    const refused = run(['batch', 'sign', '--key', 'a.pem', '--scope', scope, '--expect', 'rack12-short.txt']);
+    const refused = run([
+      'batch',
+      'sign',
+      '--key',
+      'a.pem',
+      '--scope',
+      scope,
+      '--expect',
+      'rack12-short.txt',
+    ]);
     expect(codeOf(refused)).toBe('SCOPE_UNEXPECTED');
     expect(refused.stderr).toContain(`not expected: ${node(3)}`);
     expect(refused.stderr).toContain(`expected but absent: ${node(9)}`);
-    writeFileSync(join(dir, 'rack12.json'), JSON.stringify(rack.map(({ subject }) => ({ subject, kind: 'node.delete' }))));
-    expect(codeOf(run(['batch', 'sign', '--key', 'a.pem', '--scope', scope, '--expect', 'rack12.json']))).toBe('SCOPE_UNEXPECTED');
+    writeFileSync(
+      join(dir, 'rack12.json'),
+      JSON.stringify(rack.map(({ subject }) => ({ subject, kind: 'node.delete' }))),
+    );
+    expect(
+      codeOf(run(['batch', 'sign', '--key', 'a.pem', '--scope', scope, '--expect', 'rack12.json'])),
+    ).toBe('SCOPE_UNEXPECTED');
   });
 
   it('refuses a key file others can read (INVALID_STATE), as ssh does', () => {
@@ -201,13 +262,26 @@ describe('batch sign (real binary)', () => {
     const notAfter = new Date(Date.now() + 2 * hour).toISOString();
     const bare = ['batch', 'sign', '--key', 'b.pem', '--root', root, '--size', '3'];
     expect(codeOf(run(bare))).toBe('INVALID_ARGUMENT');
-    const fields = ['--batch', 'batch_01k5w00000000000000000000a', '--trust-domain', 'compute.example.com', '--not-after', notAfter];
+    const fields = [
+      '--batch',
+      'batch_01k5w00000000000000000000a',
+      '--trust-domain',
+      'compute.example.com',
+      '--not-after',
+      notAfter,
+    ];
     expect(run([...bare, ...fields]).status).toBe(2);
     const unchecked = run([...bare, ...fields, '--unchecked']);
     expect(unchecked.status, unchecked.stderr).toBe(0);
     expect(unchecked.stderr).toContain('signing the root alone (--unchecked)');
     const approval = JSON.parse(unchecked.stdout);
-    const statement = { batchId: approval.batchId, trustDomain: approval.trustDomain, root: scopeTree(rack).root, size: 3, notAfter: Date.parse(notAfter) };
+    const statement = {
+      batchId: approval.batchId,
+      trustDomain: approval.trustDomain,
+      root: scopeTree(rack).root,
+      size: 3,
+      notAfter: Date.parse(notAfter),
+    };
     expect(verifyApprovals(set, statement, [approval], Date.now()).approvedBy).toEqual([b.kid]);
   });
 });
@@ -216,11 +290,32 @@ describe('batch sign-approvers (real binary)', () => {
   it('makes signatures a change at the next epoch accepts with a threshold of the current set', () => {
     const keys = ['s1', 's2', 's3', 's4'].map((name) => ({ name, ...keygen(`${name}.pem`) }));
     const pubOf = (name: string) => ({ publicKey: readFileSync(join(dir, `${name}.pem.pub`), 'utf8') });
-    const current = { trustDomain: 'compute.example.com', epoch: 3, threshold: 2, approvers: ['s1', 's2', 's3'].map(pubOf) };
+    const current = {
+      trustDomain: 'compute.example.com',
+      epoch: 3,
+      threshold: 2,
+      approvers: ['s1', 's2', 's3'].map(pubOf),
+    };
     writeFileSync(join(dir, 'current.json'), JSON.stringify(current));
-    writeFileSync(join(dir, 'next.json'), JSON.stringify({ trustDomain: 'compute.example.com', approvers: ['s1', 's2', 's4'].map(pubOf) }));
+    writeFileSync(
+      join(dir, 'next.json'),
+      JSON.stringify({ trustDomain: 'compute.example.com', approvers: ['s1', 's2', 's4'].map(pubOf) }),
+    );
     const signs = ['s1', 's3'].map((name) => {
-      const result = run(['batch', 'sign-approvers', '--key', `${name}.pem`, '--epoch', '4', '--approvers', 'next.json', '--threshold', '2', '--current', 'current.json']);
+      const result = run([
+        'batch',
+        'sign-approvers',
+        '--key',
+        `${name}.pem`,
+        '--epoch',
+        '4',
+        '--approvers',
+        'next.json',
+        '--threshold',
+        '2',
+        '--current',
+        'current.json',
+      ]);
       expect(result.status, result.stderr).toBe(0);
       expect(result.stderr).toContain('at epoch 4: 2 of 3 must sign a batch');
       return JSON.parse(result.stdout);
@@ -231,12 +326,70 @@ describe('batch sign-approvers (real binary)', () => {
     expect(verifyApproverSetChange(published, next, [signs[0]]).ok).toBe(false);
     expect(verifyApproverSetChange(published, next, signs)).toMatchObject({ ok: true });
     // The incoming key cannot vouch for its own set.
-    const self = run(['batch', 'sign-approvers', '--key', 's4.pem', '--epoch', '4', '--approvers', 'next.json', '--threshold', '2']);
+    const self = run([
+      'batch',
+      'sign-approvers',
+      '--key',
+      's4.pem',
+      '--epoch',
+      '4',
+      '--approvers',
+      'next.json',
+      '--threshold',
+      '2',
+    ]);
     expect(verifyApproverSetChange(published, next, [signs[0], JSON.parse(self.stdout)]).ok).toBe(false);
-    expect(codeOf(run(['batch', 'sign-approvers', '--key', 's4.pem', '--epoch', '4', '--approvers', 'next.json', '--threshold', '2', '--current', 'current.json']))).toBe('INVALID_STATE');
-    const skip = run(['batch', 'sign-approvers', '--key', 's1.pem', '--epoch', '5', '--approvers', 'next.json', '--threshold', '2', '--current', 'current.json']);
+    expect(
+      codeOf(
+        run([
+          'batch',
+          'sign-approvers',
+          '--key',
+          's4.pem',
+          '--epoch',
+          '4',
+          '--approvers',
+          'next.json',
+          '--threshold',
+          '2',
+          '--current',
+          'current.json',
+        ]),
+      ),
+    ).toBe('INVALID_STATE');
+    const skip = run([
+      'batch',
+      'sign-approvers',
+      '--key',
+      's1.pem',
+      '--epoch',
+      '5',
+      '--approvers',
+      'next.json',
+      '--threshold',
+      '2',
+      '--current',
+      'current.json',
+    ]);
     expect(codeOf(skip)).toBe('INVALID_STATE');
-    expect(codeOf(run(['batch', 'sign-approvers', '--key', 's1.pem', '--epoch', '4', '--approvers', 'next.json']))).toBe('INVALID_ARGUMENT');
-    expect(codeOf(run(['batch', 'sign-approvers', '--key', 's1.pem', '--epoch', '4', '--approvers', 'next.json', '--threshold', '4']))).toBe('INVALID_ARGUMENT');
+    expect(
+      codeOf(run(['batch', 'sign-approvers', '--key', 's1.pem', '--epoch', '4', '--approvers', 'next.json'])),
+    ).toBe('INVALID_ARGUMENT');
+    expect(
+      codeOf(
+        run([
+          'batch',
+          'sign-approvers',
+          '--key',
+          's1.pem',
+          '--epoch',
+          '4',
+          '--approvers',
+          'next.json',
+          '--threshold',
+          '4',
+        ]),
+      ),
+    ).toBe('INVALID_ARGUMENT');
   });
 });

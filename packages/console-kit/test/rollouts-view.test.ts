@@ -150,7 +150,10 @@ describe('createRolloutsView', () => {
       // The controller starts wave 1: rollout.wave-started re-reads both.
       await runJobs();
       const row = () => view.list.get().items.find((r) => r.id === rollout.id)!;
-      await until(() => row().waves[0]!.nodes[0]!.state === 'updating', 'the first node updating in the list');
+      await until(
+        () => row().waves[0]!.nodes[0]!.state === 'updating',
+        'the first node updating in the list',
+      );
       await until(
         () => details.get().data?.waves[0]!.nodes[0]!.state === 'updating',
         'the first node updating in the details',
@@ -245,15 +248,18 @@ describe('createRolloutsView', () => {
     for (const action of ['pause', 'resume', 'abort'] as const)
       await expect(viewer.can(view.actionOf(rollout.id, action))).resolves.toBe(false);
     const { createComputeClient } = await import('@better-compute/client');
-    const viewerView = createRolloutsView(createComputeClient({ baseURL: server.url, token: session.token }), {
-      tenantId: 'root',
-    });
+    const viewerView = createRolloutsView(
+      createComputeClient({ baseURL: server.url, token: session.token }),
+      {
+        tenantId: 'root',
+      },
+    );
     await viewerView.list.refresh();
     expect(viewerView.list.get().items.some((r) => r.id === rollout.id)).toBe(true);
     await expect(viewerView.steer(rollout.id, 'abort')).rejects.toMatchObject({ code: 'ACCESS_DENIED' });
-    expect((await server.client.call('rollouts.get', { tenantId: 'root', rolloutId: rollout.id })).state).toBe(
-      'running',
-    );
+    expect(
+      (await server.client.call('rollouts.get', { tenantId: 'root', rolloutId: rollout.id })).state,
+    ).toBe('running');
     await server.client.call('rollouts.abort', { tenantId: 'root', rolloutId: rollout.id });
   });
 

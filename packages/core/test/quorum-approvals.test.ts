@@ -91,7 +91,10 @@ describe('the quorum check', () => {
     expect(verifyApprovals(set, foreign, signed, before).reason).toMatch(/trust domain/);
     const good = [sign(keys[0]!), sign(keys[1]!)];
     expect(verifyApprovals(set, batch, good, batch.notAfter - 1).ok).toBe(true);
-    expect(verifyApprovals(set, batch, good, batch.notAfter)).toMatchObject({ ok: false, reason: expect.stringMatching(/window closed/) });
+    expect(verifyApprovals(set, batch, good, batch.notAfter)).toMatchObject({
+      ok: false,
+      reason: expect.stringMatching(/window closed/),
+    });
   });
 
   it('refuses keys outside the set, a kid that is not the signer’s, and malformed signatures', () => {
@@ -131,7 +134,9 @@ describe('the approval file', () => {
     expect(codeOf(file, { ...batch, root: new Uint8Array(32) })).toBe('SCOPE_MISMATCH');
     expect(codeOf(file, { ...batch, trustDomain: 'other.example.com' })).toBe('SCOPE_MISMATCH');
     expect(codeOf(file, { ...batch, notAfter: batch.notAfter + 1000 })).toBe('SCOPE_MISMATCH');
-    expect(codeOf({ ...file, signature: sign(keys[0]!, { ...batch, size: 9 }).signature })).toBe('SCOPE_MISMATCH');
+    expect(codeOf({ ...file, signature: sign(keys[0]!, { ...batch, size: 9 }).signature })).toBe(
+      'SCOPE_MISMATCH',
+    );
     expect(codeOf({ ...file, format: 'x' })).toBe('INVALID_ARGUMENT');
   });
 });

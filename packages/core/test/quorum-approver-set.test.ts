@@ -20,17 +20,33 @@ const incoming = [newKey(), newKey()];
 const pub = (key: KeyObject) => encodePublicKey(createPublicKey(key));
 const kidOf = (key: KeyObject) => keyId(createPublicKey(key));
 
-const setOf = (epoch: number, members: KeyObject[], threshold: number, trustDomain = 'compute.example.com'): ApproverSet =>
-  readApproverSet({ trustDomain, epoch, threshold, approvers: members.map((key) => ({ publicKey: pub(key) })) });
+const setOf = (
+  epoch: number,
+  members: KeyObject[],
+  threshold: number,
+  trustDomain = 'compute.example.com',
+): ApproverSet =>
+  readApproverSet({
+    trustDomain,
+    epoch,
+    threshold,
+    approvers: members.map((key) => ({ publicKey: pub(key) })),
+  });
 
 const published = setOf(4, current, 2);
 const next = setOf(5, [current[0]!, ...incoming], 2);
-const signBy = (keys: KeyObject[], set: ApproverSet) => keys.map((key) => signApproverSet(key, kidOf(key), set));
+const signBy = (keys: KeyObject[], set: ApproverSet) =>
+  keys.map((key) => signApproverSet(key, kidOf(key), set));
 
 describe('reading an approver set', () => {
   it('fills in kids, sorts by kid and takes PEM keys as the .pub file has them', () => {
     const pem = createPublicKey(current[0]!).export({ type: 'spki', format: 'pem' }) as string;
-    const set = readApproverSet({ trustDomain: 'compute.example.com', epoch: 1, threshold: 1, approvers: [{ publicKey: pem }] });
+    const set = readApproverSet({
+      trustDomain: 'compute.example.com',
+      epoch: 1,
+      threshold: 1,
+      approvers: [{ publicKey: pem }],
+    });
     expect(set.approvers).toEqual([{ kid: kidOf(current[0]!), publicKey: pub(current[0]!) }]);
     const kids = published.approvers.map((a) => a.kid);
     expect(kids).toEqual([...kids].sort());
@@ -38,11 +54,21 @@ describe('reading an approver set', () => {
 
   it('refuses a wrong kid, a key twice, a threshold that does not fit, another curve', () => {
     const base = { trustDomain: 'compute.example.com', epoch: 1, threshold: 1 };
-    const ed = generateKeyPairSync('ed25519').publicKey.export({ type: 'spki', format: 'der' }).toString('base64url');
-    const p384 = generateKeyPairSync('ec', { namedCurve: 'secp384r1' }).publicKey.export({ type: 'spki', format: 'der' }).toString('base64url');
+    const ed = generateKeyPairSync('ed25519')
+      .publicKey.export({ type: 'spki', format: 'der' })
+      .toString('base64url');
+    const p384 = generateKeyPairSync('ec', { namedCurve: 'secp384r1' })
+      .publicKey.export({ type: 'spki', format: 'der' })
+      .toString('base64url');
     const cases: [unknown, RegExp][] = [
-      [{ ...base, approvers: [{ kid: kidOf(current[1]!), publicKey: pub(current[0]!) }] }, /kid is not its key's/],
-      [{ ...base, approvers: [{ publicKey: pub(current[0]!) }, { publicKey: pub(current[0]!) }] }, /listed twice/],
+      [
+        { ...base, approvers: [{ kid: kidOf(current[1]!), publicKey: pub(current[0]!) }] },
+        /kid is not its key's/,
+      ],
+      [
+        { ...base, approvers: [{ publicKey: pub(current[0]!) }, { publicKey: pub(current[0]!) }] },
+        /listed twice/,
+      ],
       [{ ...base, threshold: 2, approvers: [{ publicKey: pub(current[0]!) }] }, /"threshold"/],
       [{ ...base, threshold: 0, approvers: [{ publicKey: pub(current[0]!) }] }, /"threshold"/],
       [{ ...base, epoch: 0, approvers: [{ publicKey: pub(current[0]!) }] }, /"epoch"/],
@@ -72,12 +98,17 @@ describe('changing the approver set', () => {
     const twice = signBy([current[1]!, current[1]!], next);
     expect(verifyApproverSetChange(published, next, twice).ok).toBe(false);
     const otherThreshold = setOf(5, [current[0]!, ...incoming], 1);
-    expect(verifyApproverSetChange(published, next, signBy([current[0]!, current[1]!], otherThreshold)).ok).toBe(false);
+    expect(
+      verifyApproverSetChange(published, next, signBy([current[0]!, current[1]!], otherThreshold)).ok,
+    ).toBe(false);
   });
 
   it('is refused at epoch N+2, at the same epoch, and for another trust domain, however many signed', () => {
     const skip = setOf(6, [current[0]!, ...incoming], 2);
-    expect(verifyApproverSetChange(published, skip, signBy(current, skip))).toMatchObject({ ok: false, reason: expect.stringMatching(/epoch is 6/) });
+    expect(verifyApproverSetChange(published, skip, signBy(current, skip))).toMatchObject({
+      ok: false,
+      reason: expect.stringMatching(/epoch is 6/),
+    });
     const same = setOf(4, [current[0]!, ...incoming], 2);
     expect(verifyApproverSetChange(published, same, signBy(current, same)).ok).toBe(false);
     const foreign = setOf(5, [current[0]!, ...incoming], 2, 'other.example.com');

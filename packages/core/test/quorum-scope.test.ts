@@ -40,11 +40,24 @@ describe('scope leaves', () => {
     );
     // An optional field absent is encoded as absent, not as an empty string.
     expect(Buffer.from(leafBytes(deploy)).toString('hex')).toBe(
-      '01' + text(node(2)) + text('metal.deploy') + '01' + u32(2) + text('image') + '01' + text('img_ubuntu-24.04') + text('profile') + '00',
+      '01' +
+        text(node(2)) +
+        text('metal.deploy') +
+        '01' +
+        u32(2) +
+        text('image') +
+        '01' +
+        text('img_ubuntu-24.04') +
+        text('profile') +
+        '00',
     );
-    expect(leafBytes({ ...deploy, payload: { image: 'img_ubuntu-24.04', profile: '' } })).not.toEqual(leafBytes(deploy));
+    expect(leafBytes({ ...deploy, payload: { image: 'img_ubuntu-24.04', profile: '' } })).not.toEqual(
+      leafBytes(deploy),
+    );
     // Unbound: any payload of the kind.
-    expect(Buffer.from(leafBytes({ ...power, payload: null })).toString('hex')).toBe('01' + text(node(1)) + text('metal.power') + '00');
+    expect(Buffer.from(leafBytes({ ...power, payload: null })).toString('hex')).toBe(
+      '01' + text(node(1)) + text('metal.power') + '00',
+    );
   });
 
   it('do not depend on the payload object’s key order', () => {
@@ -59,14 +72,20 @@ describe('scope leaves', () => {
     expect(leafProblem({ ...power, kind: 'metal.power-on' })).toMatch(/not a destructive command kind/);
     expect(leafProblem({ ...power, subject: 'inst_01k5w0000000000000000001' })).toMatch(/must be a node id/);
     expect(leafProblem({ ...power, payload: { action: 'on' } })).toMatch(/one of off, reset, cycle/);
-    expect(leafProblem({ ...power, payload: { action: 'off', force: 'yes' } })).toMatch(/no payload field "force"/);
+    expect(leafProblem({ ...power, payload: { action: 'off', force: 'yes' } })).toMatch(
+      /no payload field "force"/,
+    );
     expect(leafProblem({ ...deploy, payload: {} })).toMatch(/needs the payload field "image"/);
-    expect(leafProblem({ ...deploy, payload: { image: 'img\u0000x' } })).toMatch(/without control characters/);
+    expect(leafProblem({ ...deploy, payload: { image: 'img\u0000x' } })).toMatch(
+      /without control characters/,
+    );
     // A lone surrogate would encode as U+FFFD, like another string: refused.
     expect(leafProblem({ ...deploy, payload: { image: 'img_\ud800' } })).toMatch(/"image"/);
     expect(leafProblem({ subject: node(1), kind: 'metal.power' })).toMatch(/needs a payload/);
     expect(leafProblem({ ...power, extra: 1 })).toMatch(/no field "extra"/);
-    expect(() => parseLeaves([power, { ...power, payload: { action: 'on' } }])).toThrow(/leaf 1 of the scope/);
+    expect(() => parseLeaves([power, { ...power, payload: { action: 'on' } }])).toThrow(
+      /leaf 1 of the scope/,
+    );
     expect(() => parseLeaves([])).toThrow(/no leaves/);
   });
 });
@@ -81,7 +100,9 @@ describe('the scope root', () => {
     expect(toHex(scopeTree([power]).root)).toBe(toHex(h0));
     const five = [power, deploy, remove, { ...power, subject: node(4) }, { ...power, subject: node(5) }];
     const h = five.map(leafHashOf);
-    expect(toHex(scopeTree(five).root)).toBe(toHex(inner(inner(inner(h[0]!, h[1]!), inner(h[2]!, h[3]!)), h[4]!)));
+    expect(toHex(scopeTree(five).root)).toBe(
+      toHex(inner(inner(inner(h[0]!, h[1]!), inner(h[2]!, h[3]!)), h[4]!)),
+    );
   });
 
   it('changes with any leaf, payload or the order', () => {
@@ -129,7 +150,9 @@ describe('the scope file', () => {
         return (error as ComputeError).code;
       }
     };
-    expect(code({ ...file, leaves: [{ ...power, payload: { action: 'cycle' } }, deploy, remove] })).toBe('SCOPE_MISMATCH');
+    expect(code({ ...file, leaves: [{ ...power, payload: { action: 'cycle' } }, deploy, remove] })).toBe(
+      'SCOPE_MISMATCH',
+    );
     expect(code({ ...file, leaves: [deploy, power, remove] })).toBe('SCOPE_MISMATCH');
     expect(code({ ...file, size: 4 })).toBe('SCOPE_MISMATCH');
     expect(code({ ...file, root: 'ab'.repeat(32) })).toBe('SCOPE_MISMATCH');

@@ -43,7 +43,8 @@ describe('Wycheproof ECDSA P-256 SHA-256 (P1363) through the approval verifier',
       const key = publicKeyFromSpki(hex(group.publicKeyDer));
       expect(key, `the group key of tcId ${test.tcId}`).not.toBeNull();
       const accepted = verifyP256(key!, hex(test.msg), hex(test.sig));
-      if (accepted !== (test.result === 'valid')) wrong.push(`${test.tcId} (${test.comment}): ${test.result} but ${accepted ? 'accepted' : 'refused'}`);
+      if (accepted !== (test.result === 'valid'))
+        wrong.push(`${test.tcId} (${test.comment}): ${test.result} but ${accepted ? 'accepted' : 'refused'}`);
     }
     expect(wrong).toEqual([]);
     expect(vectors.filter(({ test }) => test.result === 'valid').length).toBeGreaterThan(150);
@@ -53,7 +54,9 @@ describe('Wycheproof ECDSA P-256 SHA-256 (P1363) through the approval verifier',
   it('carries signatures as one base64url spelling, so the wire form changes nothing', () => {
     const { group, test } = vectors.find(({ test }) => test.result === 'valid' && test.sig.length === 128)!;
     const text = toBase64url(hex(test.sig));
-    expect(verifyP256(publicKeyFromSpki(hex(group.publicKeyDer))!, hex(test.msg), fromBase64url(text, 64)!)).toBe(true);
+    expect(
+      verifyP256(publicKeyFromSpki(hex(group.publicKeyDer))!, hex(test.msg), fromBase64url(text, 64)!),
+    ).toBe(true);
     expect(fromBase64url(`${text}=`, 64)).toBeNull();
   });
 });

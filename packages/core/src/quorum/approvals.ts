@@ -73,7 +73,10 @@ export function verifyApprovals(
 ): QuorumResult {
   const result: QuorumResult = { ok: false, needed: set.threshold, approvedBy: [], refused: [] };
   if (batch.trustDomain !== set.trustDomain)
-    return { ...result, reason: `the batch is for trust domain ${batch.trustDomain}, the approver set for ${set.trustDomain}` };
+    return {
+      ...result,
+      reason: `the batch is for trust domain ${batch.trustDomain}, the approver set for ${set.trustDomain}`,
+    };
   if (!(now < batch.notAfter))
     return { ...result, reason: `the batch's window closed at ${new Date(batch.notAfter).toISOString()}` };
   const keys = approverKeys(set);
@@ -84,7 +87,10 @@ export function verifyApprovals(
     if (!key) result.refused.push({ kid, reason: 'the key is not in the approver set' });
     else if (counted.has(kid)) result.refused.push({ kid, reason: 'a second approval by the same key' });
     else if (!verifyApproval(key, batch, approval.signature))
-      result.refused.push({ kid, reason: 'the signature is not over this batch, root, size, window and trust domain' });
+      result.refused.push({
+        kid,
+        reason: 'the signature is not over this batch, root, size, window and trust domain',
+      });
     else {
       counted.add(kid);
       result.approvedBy.push(kid);
@@ -124,23 +130,34 @@ export function approvalFile(batch: BatchStatement, approval: ApprovalSignature)
  * Reads an approval file for `batch`: SCOPE_MISMATCH when it names another batch, root, size,
  * window or trust domain, or its signature is not over this batch by the key it names.
  */
-export function readApprovalFile(document: unknown, batch: BatchStatement, publicKeyOf: (kid: string) => KeyObject | undefined): ApprovalSignature {
+export function readApprovalFile(
+  document: unknown,
+  batch: BatchStatement,
+  publicKeyOf: (kid: string) => KeyObject | undefined,
+): ApprovalSignature {
   const invalid = (message: string) =>
-    new ComputeError('INVALID_ARGUMENT', message, { hint: 'Give the file "better-compute batch sign" wrote, unchanged.' });
-  if (typeof document !== 'object' || document === null || Array.isArray(document)) throw invalid('the approval file is not a JSON object');
+    new ComputeError('INVALID_ARGUMENT', message, {
+      hint: 'Give the file "better-compute batch sign" wrote, unchanged.',
+    });
+  if (typeof document !== 'object' || document === null || Array.isArray(document))
+    throw invalid('the approval file is not a JSON object');
   const value = document as Record<string, unknown>;
   if (value.format !== APPROVAL_FORMAT) throw invalid(`the approval file is not ${APPROVAL_FORMAT}`);
   const signed = parseStatementFields(value);
-  if (typeof value.kid !== 'string' || typeof value.signature !== 'string') throw invalid('the approval file has no kid and signature');
+  if (typeof value.kid !== 'string' || typeof value.signature !== 'string')
+    throw invalid('the approval file has no kid and signature');
   const mismatch = (what: string) =>
     new ComputeError('SCOPE_MISMATCH', `the approval signs ${what}`, {
       hint: 'Sign this batch: write its scope with "batch show --scope-out" and run "batch sign" on it.',
     });
   if (signed.batchId !== batch.batchId) throw mismatch(`batch ${signed.batchId}, not ${batch.batchId}`);
-  if (signed.trustDomain !== batch.trustDomain) throw mismatch(`trust domain ${signed.trustDomain}, not ${batch.trustDomain}`);
-  if (!sameHash(signed.root, batch.root) || signed.size !== batch.size) throw mismatch('another root or size than the batch has');
+  if (signed.trustDomain !== batch.trustDomain)
+    throw mismatch(`trust domain ${signed.trustDomain}, not ${batch.trustDomain}`);
+  if (!sameHash(signed.root, batch.root) || signed.size !== batch.size)
+    throw mismatch('another root or size than the batch has');
   if (signed.notAfter !== batch.notAfter) throw mismatch('another window than the batch has');
   const key = publicKeyOf(value.kid);
-  if (key && !verifyApproval(key, batch, value.signature)) throw mismatch('nothing: its signature does not verify under its key');
+  if (key && !verifyApproval(key, batch, value.signature))
+    throw mismatch('nothing: its signature does not verify under its key');
   return { kid: value.kid, signature: value.signature };
 }

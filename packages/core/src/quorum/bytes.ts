@@ -22,7 +22,8 @@ export class ByteWriter {
   }
 
   u32(value: number): this {
-    if (!Number.isInteger(value) || value < 0 || value > 0xffff_ffff) throw new RangeError(`${value} is not a u32`);
+    if (!Number.isInteger(value) || value < 0 || value > 0xffff_ffff)
+      throw new RangeError(`${value} is not a u32`);
     const part = new Uint8Array(4);
     new DataView(part.buffer).setUint32(0, value);
     return this.push(part);
@@ -94,7 +95,8 @@ export function toBase64url(bytes: Uint8Array): string {
 
 /** Unpadded base64url that decodes and re-encodes to itself (one spelling per value), else null. */
 export function fromBase64url(text: unknown, maxBytes: number): Uint8Array | null {
-  if (typeof text !== 'string' || text.length > Math.ceil((maxBytes * 4) / 3) || !B64URL.test(text)) return null;
+  if (typeof text !== 'string' || text.length > Math.ceil((maxBytes * 4) / 3) || !B64URL.test(text))
+    return null;
   const bytes = Buffer.from(text, 'base64url');
   return bytes.toString('base64url') === text ? new Uint8Array(bytes) : null;
 }

@@ -4,7 +4,15 @@
  * both low and high S verify (Wycheproof's valid vectors include the malleated twin; an approval is
  * counted once per key id, so a second spelling of one signature gains nothing).
  */
-import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject, sign, verify } from 'node:crypto';
+import {
+  createHash,
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPairSync,
+  type KeyObject,
+  sign,
+  verify,
+} from 'node:crypto';
 import { ComputeError } from '../errors.js';
 import { fromBase64url, toBase64url } from './bytes.js';
 
@@ -24,7 +32,8 @@ export function keyId(publicKey: KeyObject): string {
   return toBase64url(createHash('sha256').update(der).digest().subarray(0, 16));
 }
 
-const isP256 = (key: KeyObject) => key.asymmetricKeyType === 'ec' && key.asymmetricKeyDetails?.namedCurve === 'prime256v1';
+const isP256 = (key: KeyObject) =>
+  key.asymmetricKeyType === 'ec' && key.asymmetricKeyDetails?.namedCurve === 'prime256v1';
 
 /** A P-256 public key from its SPKI DER, or null when it is anything else. */
 export function publicKeyFromSpki(der: Uint8Array): KeyObject | null {
@@ -94,28 +103,43 @@ export function generateApproverKey(passphrase?: string): ApproverKeyFiles {
   };
 }
 
-export const isEncryptedKeyPem = (pem: string): boolean => pem.includes('-----BEGIN ENCRYPTED PRIVATE KEY-----');
+export const isEncryptedKeyPem = (pem: string): boolean =>
+  pem.includes('-----BEGIN ENCRYPTED PRIVATE KEY-----');
 
 /**
  * An approver's private key from its PEM. An encrypted one needs the passphrase (MISSING_ENV
  * without it); a wrong passphrase or anything but a P-256 key is INVALID_ARGUMENT. `name` is how
  * messages refer to the file; the passphrase never appears in one.
  */
-export function readApproverKey(pem: string, name: string, passphrase?: string): { privateKey: KeyObject; kid: string } {
+export function readApproverKey(
+  pem: string,
+  name: string,
+  passphrase?: string,
+): { privateKey: KeyObject; kid: string } {
   const encrypted = isEncryptedKeyPem(pem);
   if (encrypted && !passphrase)
-    throw new ComputeError('MISSING_ENV', `${name} is encrypted and BETTER_COMPUTE_APPROVER_PASSPHRASE is not set`, {
-      hint: 'Set BETTER_COMPUTE_APPROVER_PASSPHRASE to the passphrase the key was made with.',
-    });
+    throw new ComputeError(
+      'MISSING_ENV',
+      `${name} is encrypted and BETTER_COMPUTE_APPROVER_PASSPHRASE is not set`,
+      {
+        hint: 'Set BETTER_COMPUTE_APPROVER_PASSPHRASE to the passphrase the key was made with.',
+      },
+    );
   let privateKey: KeyObject;
   try {
-    privateKey = createPrivateKey(encrypted ? { key: pem, format: 'pem', passphrase: passphrase! } : { key: pem, format: 'pem' });
+    privateKey = createPrivateKey(
+      encrypted ? { key: pem, format: 'pem', passphrase: passphrase! } : { key: pem, format: 'pem' },
+    );
   } catch {
-    throw new ComputeError('INVALID_ARGUMENT', `${name} is not an approver key${encrypted ? ', or the passphrase is wrong' : ''}`, {
-      hint: encrypted
-        ? 'Check BETTER_COMPUTE_APPROVER_PASSPHRASE, and give the file "better-compute batch keygen" wrote.'
-        : 'Give the file "better-compute batch keygen" wrote.',
-    });
+    throw new ComputeError(
+      'INVALID_ARGUMENT',
+      `${name} is not an approver key${encrypted ? ', or the passphrase is wrong' : ''}`,
+      {
+        hint: encrypted
+          ? 'Check BETTER_COMPUTE_APPROVER_PASSPHRASE, and give the file "better-compute batch keygen" wrote.'
+          : 'Give the file "better-compute batch keygen" wrote.',
+      },
+    );
   }
   if (!isP256(privateKey))
     throw new ComputeError('INVALID_ARGUMENT', `${name} is not a P-256 key`, {

@@ -111,17 +111,28 @@ export function parseStatementFields(value: Record<string, unknown>): BatchState
   if (!isTrustDomain(value.trustDomain)) throw invalid('"trustDomain" is not a DNS-style name');
   const root = fromHex(value.root, HASH_SIZE);
   if (!root) throw invalid('"root" is not 64 lowercase hex digits');
-  if (!Number.isSafeInteger(value.size) || (value.size as number) < 1) throw invalid('"size" is not a positive whole number');
+  if (!Number.isSafeInteger(value.size) || (value.size as number) < 1)
+    throw invalid('"size" is not a positive whole number');
   const notAfter = parseInstant(value.notAfter);
   if (notAfter === null) throw invalid('"notAfter" is not an instant such as 2026-09-25T18:00:00.000Z');
-  return { batchId: value.batchId, trustDomain: value.trustDomain, root, size: value.size as number, notAfter };
+  return {
+    batchId: value.batchId,
+    trustDomain: value.trustDomain,
+    root,
+    size: value.size as number,
+    notAfter,
+  };
 }
 
 /**
  * Reads a scope file and recomputes its root from its leaves: SCOPE_MISMATCH when the root or size
  * the file claims is not what its leaves give, so nobody signs a root they did not see the leaves of.
  */
-export function readScopeFile(document: unknown): { file: ScopeFile; statement: BatchStatement; createdAt: number } {
+export function readScopeFile(document: unknown): {
+  file: ScopeFile;
+  statement: BatchStatement;
+  createdAt: number;
+} {
   if (typeof document !== 'object' || document === null || Array.isArray(document))
     throw invalid('the scope file is not a JSON object');
   const value = document as Record<string, unknown>;
@@ -138,7 +149,9 @@ export function readScopeFile(document: unknown): { file: ScopeFile; statement: 
     throw new ComputeError(
       'SCOPE_MISMATCH',
       `the scope's ${tree.size} leaves give root ${toHex(tree.root)}, not the ${statement.size}-leaf root ${String(value.root)} it claims`,
-      { hint: 'Do not sign it. Fetch the scope again with "better-compute batch show --scope-out" and report the batch if it still differs.' },
+      {
+        hint: 'Do not sign it. Fetch the scope again with "better-compute batch show --scope-out" and report the batch if it still differs.',
+      },
     );
   }
   const file: ScopeFile = {

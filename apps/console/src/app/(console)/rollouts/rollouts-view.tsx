@@ -52,9 +52,9 @@ export function RolloutsView() {
     <>
       <h1>Rollouts</h1>
       <p className="note">
-        Signed bcd releases reaching the fleet in waves. A wave whose failed nodes pass the failure budget pauses
-        the rollout before the next wave starts; a node that does not come back healthy returns to its old
-        version by itself.
+        Signed bcd releases reaching the fleet in waves. A wave whose failed nodes pass the failure budget
+        pauses the rollout before the next wave starts; a node that does not come back healthy returns to its
+        old version by itself.
       </p>
       <StateFilter
         label="Filter rollouts"
@@ -132,7 +132,9 @@ function RolloutRow({
       </td>
       <td>
         {when(rollout.createdAt)}
-        {took ? <span className="note">{took.running ? `, running ${took.text}` : `, took ${took.text}`}</span> : null}
+        {took ? (
+          <span className="note">{took.running ? `, running ${took.text}` : `, took ${took.text}`}</span>
+        ) : null}
       </td>
       <td>
         <div className="row">
@@ -156,12 +158,29 @@ function RolloutRow({
  * Pause, Resume and Abort: a button only where the state allows the action and Better IAM says yes.
  * While IAM has not answered, nothing shows; a person whose roles do not allow it sees a note instead.
  */
-function Steering({ view, rollout, onDone }: { view: View; rollout: Rollout; onDone: (text: string) => void }) {
+function Steering({
+  view,
+  rollout,
+  onDone,
+}: {
+  view: View;
+  rollout: Rollout;
+  onDone: (text: string) => void;
+}) {
   const { permissions } = useConsole();
   const allowed = ROLLOUT_ACTIONS.filter((action) => isRolloutActionAllowed(rollout, action));
-  const pause = usePermission(permissions, allowed.includes('pause') ? view.actionOf(rollout.id, 'pause') : null);
-  const resume = usePermission(permissions, allowed.includes('resume') ? view.actionOf(rollout.id, 'resume') : null);
-  const abort = usePermission(permissions, allowed.includes('abort') ? view.actionOf(rollout.id, 'abort') : null);
+  const pause = usePermission(
+    permissions,
+    allowed.includes('pause') ? view.actionOf(rollout.id, 'pause') : null,
+  );
+  const resume = usePermission(
+    permissions,
+    allowed.includes('resume') ? view.actionOf(rollout.id, 'resume') : null,
+  );
+  const abort = usePermission(
+    permissions,
+    allowed.includes('abort') ? view.actionOf(rollout.id, 'abort') : null,
+  );
   const may: Record<RolloutAction, boolean | undefined> = { pause, resume, abort };
   const steer = useAction(async (action: RolloutAction) => {
     const answer = await view.steer(rollout.id, action);
@@ -229,8 +248,8 @@ function DetailsBody({
             <dd data-detail-state={rollout.state}>{rollout.state}</dd>
             <dt>Gate</dt>
             <dd>
-              up to {rollout.failureBudget} failed node(s) per wave; each node has {rollout.healthTimeoutSeconds} s to
-              come back healthy
+              up to {rollout.failureBudget} failed node(s) per wave; each node has{' '}
+              {rollout.healthTimeoutSeconds} s to come back healthy
             </dd>
           </dl>
           {rollout.waves.map((wave) => {
@@ -239,7 +258,12 @@ function DetailsBody({
               <section key={wave.index} data-wave={wave.index} aria-label={`Wave ${wave.index + 1}`}>
                 <h3>
                   Wave {wave.index + 1} ({wave.size}): <span data-wave-state={wave.state}>{wave.state}</span>
-                  {took ? <span className="note"> {took.running ? `running ${took.text}` : `took ${took.text}`}</span> : null}
+                  {took ? (
+                    <span className="note">
+                      {' '}
+                      {took.running ? `running ${took.text}` : `took ${took.text}`}
+                    </span>
+                  ) : null}
                 </h3>
                 <table>
                   <caption className="skip">Nodes of wave {wave.index + 1}</caption>
