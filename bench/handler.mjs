@@ -10,7 +10,8 @@
 // Env: BENCH_WARMUP_S (10), BENCH_COMPUTE_DIST (the built better-compute index.js to run),
 // BENCH_BASELINE_DIST (another build's index.js: its servers run too, in the same alternation, and
 // its ratio and CPU per request are printed beside this build's), BENCH_OBSERVE (log or metrics:
-// --observe with one of the two only).
+// --observe with one of the two only), BENCH_CPUS (0:1: the load generator on CPU 0 and the servers
+// on CPU 1, so the two sides always share the host the same way; see lib/load.mjs).
 import { fileURLToPath } from 'node:url';
 import { cpuSnapshot, load, startChild } from './lib/load.mjs';
 
@@ -108,6 +109,7 @@ try {
       );
   };
   report(pair, 'this build');
+  if (observeMode) await observationInProcess(pair[0].total);
   if (baselinePair) {
     report(baselinePair, 'baseline');
     const ours = pair.at(-1).total;
@@ -120,5 +122,53 @@ try {
   console.log(`${rounds} rounds of ${seconds} s slices, alternating; goal: ${GOAL.text}`);
 } finally {
   for (const side of sides) await side.server?.stop();
+}
+
+/**
+ * What observation adds to one request, measured in this process without the network: an access
+ * note made and ended, its JSON line built and batched (written to /dev/null as serve writes), and
+ * the metrics counting it, as the server does per request; garbage collection included. Set beside
+ * the plain server's CPU per request from the rounds above, it is the overhead without the host's
+ * noise, which on a shared 2-core host moves the throughput ratio by ±10 % between runs.
+ */
+async function observationInProcess(plain) {
+  const { openSync, writeSync } = await import('node:fs');
+  const built = await import(
+    process.env.BENCH_COMPUTE_DIST ??
+      new URL('../packages/better-compute/dist/index.js', import.meta.url).href
+  );
+  if (!built.AccessNote) return console.log('in process: this build has no AccessNote; not measured');
+  const sink = openSync('/dev/null', 'w');
+  const lines = built.lineBatch((text) => void writeSync(sink, `${text}\n`));
+  const logLine = built.accessLogger('json', lines.line);
+  const metrics = built.createMetrics(async () => []);
+  const log = (entry) => {
+    logLine(entry);
+    metrics.observe(entry);
+  };
+  const once = () => {
+    const note = new built.AccessNote(log, 'GET', '/api/compute/system/version', 'system.version');
+    note.requestId = `req_${'0'.repeat(28)}`;
+    note.code = 'OK';
+    note.end(200);
+  };
+  const perSlice = 100_000;
+  for (let i = 0; i < perSlice; i++) once(); // warm-up
+  const slices = [];
+  for (let slice = 0; slice < 8; slice++) {
+    const cpu = process.cpuUsage();
+    for (let i = 0; i < perSlice; i++) once();
+    const used = process.cpuUsage(cpu);
+    slices.push((used.user + used.system) / perSlice);
+  }
+  lines.flush();
+  slices.sort((a, b) => a - b);
+  const median = (slices[3] + slices[4]) / 2;
+  const plainCpu = (plain.server * 1e6) / plain.requests;
+  console.log(
+    `in process: observation costs ${median.toFixed(2)} µs of CPU per request (8 slices of ${perSlice}, median; ` +
+      `${slices[0].toFixed(2)}–${slices[7].toFixed(2)}), ${((median / plainCpu) * 100).toFixed(1)} % of the plain ` +
+      `server's ${plainCpu.toFixed(0)} µs (goal under 5 %) ${median / plainCpu < 0.05 ? 'met' : 'NOT met'}`,
+  );
 }
 process.exit(0);

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 // A small closed-loop HTTP load generator: `connections` keep-alive clients, each sending its next
 // request as soon as the previous answer arrives, for `seconds`. Returns requests per second and
 // latency percentiles. It runs in the benchmark's own process; servers run in child processes.
@@ -115,13 +116,31 @@ export async function load({ url, body = '{}', connections = 32, seconds = 5, he
 }
 
 /** Starts `node script` and resolves with the URL the child prints on its first line. */
+/** BENCH_CPUS read once; this process moves to its CPUs the first time it is asked. */
+let cpuSplitRead;
+function cpuSplit() {
+  if (cpuSplitRead !== undefined) return cpuSplitRead;
+  const match = /^([\d,-]+):([\d,-]+)$/.exec(process.env.BENCH_CPUS ?? '');
+  cpuSplitRead = match ? { generator: match[1], servers: match[2] } : null;
+  if (cpuSplitRead)
+    execFileSync('taskset', ['-a', '-p', '-c', cpuSplitRead.generator, String(process.pid)], {
+      stdio: 'ignore',
+    });
+  return cpuSplitRead;
+}
+
 export async function startChild(script, args = [], env = {}, { ipc = false } = {}) {
   const { spawn } = await import('node:child_process');
   // BENCH_PROFILE_DIR=<dir>: the child writes a CPU profile there when it exits (open it in Chrome's DevTools).
   const profile = process.env.BENCH_PROFILE_DIR
     ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`]
     : [];
-  const child = spawn(process.execPath, [...profile, script, ...args], {
+  // BENCH_CPUS=<generator>:<servers> (for example 0:1): the load generator (this process) and the
+  // servers each keep to their own CPUs, so the scheduler cannot put them on one core in one slice
+  // and on two in the next; on a 2-core host that move alone shifts a ratio by 10 %.
+  const pinned = cpuSplit();
+  const command = pinned ? ['taskset', '-c', pinned.servers, process.execPath] : [process.execPath];
+  const child = spawn(command[0], [...command.slice(1), ...profile, script, ...args], {
     stdio: ['ignore', 'pipe', 'inherit', ...(ipc ? ['ipc'] : [])],
     // Advanced serialization carries Dates and arrays of parameters as they are.
     ...(ipc ? { serialization: 'advanced' } : {}),

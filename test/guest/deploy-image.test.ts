@@ -274,16 +274,19 @@ describe.runIf(postgres)('the server image', () => {
       credentialKind: 'session',
     });
     // serve's access line for it (JSON: standard output is not a terminal), and no token in the log.
-    const logs = podman(['logs', container]);
-    const lines = logs.stdout.split('\n').filter((line) => line.startsWith('{'));
-    expect(lines.map((line) => JSON.parse(line))).toContainEqual(
-      expect.objectContaining({
-        log: 'access',
-        method: 'system.whoami',
-        principalKind: 'person',
-        status: 200,
-      }),
-    );
+    // Lines are written in batches at most 100 ms apart (host/access-log.ts): read until it is there.
+    const accessLineOf = (stdout: string) =>
+      stdout
+        .split('\n')
+        .filter((line) => line.startsWith('{'))
+        .map((line) => JSON.parse(line) as Record<string, unknown>)
+        .find((line) => line.log === 'access' && line.method === 'system.whoami');
+    let logs = podman(['logs', container]);
+    for (let tries = 0; tries < 50 && !accessLineOf(logs.stdout); tries++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      logs = podman(['logs', container]);
+    }
+    expect(accessLineOf(logs.stdout)).toMatchObject({ principalKind: 'person', status: 200 });
     expect(logs.stdout + logs.stderr).not.toContain(token);
   });
 

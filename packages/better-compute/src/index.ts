@@ -31,7 +31,9 @@ export { enqueueJob, claimJobs, completeJob, failJob } from './workers/jobs.js';
 export { acquireLease, releaseLease } from './workers/leases.js';
 export { ComputeError } from '@better-compute/core';
 export { serve, type ServeOptions } from './host/serve.js';
+export { createMetrics, type Metrics } from './host/metrics.js';
 export {
+  AccessNote,
   accessLogger,
   lineBatch,
   type AccessEntry,

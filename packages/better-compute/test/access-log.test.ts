@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 /**
  * The access log of `serve` (host/access-log.ts, docs/operations.md): one JSON line per request
  * with its request id, API method, tenant, principal kind, status, code and duration, and never a
@@ -164,21 +165,35 @@ describe.runIf(await isPostgresReachable())('the access log of serve', () => {
 
 describe('the lines of serve’s standard output (lineBatch)', () => {
   const turn = () => new Promise((resolve) => setImmediate(resolve));
+  // Past the batch's 100 ms wait, by a margin a loaded host's timers need.
+  const waited = () => new Promise((resolve) => setTimeout(resolve, 250));
 
-  it('writes the lines of one turn of the event loop in one write, in their order', async () => {
+  it('writes the lines held within its wait in one write, in their order, and no sooner', async () => {
     const writes: string[] = [];
     const batch = lineBatch((text) => writes.push(text));
     batch.line('{"n":1}');
     batch.line('{"n":2}');
+    await turn();
     batch.line('{"n":3}');
     expect(writes).toEqual([]);
-    await turn();
+    await waited();
     expect(writes).toEqual(['{"n":1}\n{"n":2}\n{"n":3}']);
     batch.line('{"n":4}');
-    await turn();
+    await waited();
     expect(writes).toEqual(['{"n":1}\n{"n":2}\n{"n":3}', '{"n":4}']);
-    await turn();
+    await waited();
     expect(writes).toHaveLength(2);
+  });
+
+  it('writes what it holds when the process exits', () => {
+    const script = [
+      `import { lineBatch } from ${JSON.stringify(new URL('../dist/index.js', import.meta.url).href)};`,
+      `const batch = lineBatch((text) => process.stdout.write(text + '\\n'));`,
+      `batch.line('held until exit');`,
+      `process.exit(0);`,
+    ].join('\n');
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+    expect(out).toBe('held until exit\n');
   });
 
   it('writes at once past 64 KiB, and what it holds when flushed', async () => {

@@ -24,7 +24,7 @@ import {
   requestIdFrom,
 } from '@better-compute/core';
 import type { ComputeInstance } from '../types.js';
-import { type AccessEntry, envelopeCode, loggablePath } from './access-log.js';
+import { type AccessEntry, AccessNote, envelopeCode, loggablePath } from './access-log.js';
 import { type ClientAddressOf, configuredClientAddress } from './client-address.js';
 import type { Probes } from './health.js';
 import { type Metrics, METRICS_PATH, metricsAnswer } from './metrics.js';
@@ -103,15 +103,18 @@ function toRequest(incoming: IncomingMessage, body: Buffer, origin: string, sign
 const asText = (body: Buffer) => body.toString('utf8');
 
 /** What the access line of a request learns as the request goes (null: no access log). */
-type Seen = Pick<AccessEntry, 'requestId' | 'code' | 'tenant' | 'principalKind'> | null;
+type Seen = AccessNote | null;
 
+/** Writes an answer whole; its access line ends with it (a client already gone is CLIENT_CLOSED). */
 function writeAnswer(answer: Answer, outgoing: ServerResponse, seen: Seen = null): void {
+  const gone = outgoing.destroyed;
+  outgoing.writeHead(answer.status, { ...answer.headers, 'content-length': Buffer.byteLength(answer.body) });
+  outgoing.end(answer.body);
   if (seen) {
     seen.requestId = answer.headers['x-request-id'] ?? null;
     seen.code = envelopeCode(answer.status, answer.body);
+    seen.end(gone ? null : answer.status);
   }
-  outgoing.writeHead(answer.status, { ...answer.headers, 'content-length': Buffer.byteLength(answer.body) });
-  outgoing.end(answer.body);
 }
 
 async function writeResponse(response: Response, outgoing: ServerResponse, seen: Seen): Promise<void> {
@@ -308,25 +311,12 @@ export function createNodeServer(
       const page = pages.route(pathname);
       if (page) return void page(incoming, outgoing);
     }
-    const seen: Seen = accessLog ? { requestId: null, code: null, tenant: null, principalKind: null } : null;
-    if (seen) {
-      const time = new Date().toISOString();
-      const started = performance.now();
+    let seen: Seen = null;
+    if (accessLog) {
       const route = routed!.get(pathname);
-      outgoing.once('close', () =>
-        accessLog!({
-          time,
-          requestId: seen.requestId,
-          httpMethod: incoming.method ?? 'GET',
-          path: route ? route.path : loggablePath(pathname),
-          method: route ? route.method : null,
-          tenant: seen.tenant,
-          principalKind: seen.principalKind,
-          status: outgoing.headersSent ? outgoing.statusCode : 0,
-          code: outgoing.headersSent ? seen.code : 'CLIENT_CLOSED',
-          durationMs: Math.round((performance.now() - started) * 10) / 10,
-        }),
-      );
+      seen = route
+        ? new AccessNote(accessLog, incoming.method ?? 'GET', route.path, route.method)
+        : new AccessNote(accessLog, incoming.method ?? 'GET', loggablePath(pathname), null);
     }
     const origin = originOf(incoming.headers.host);
     if (origin === null)
@@ -349,15 +339,21 @@ export function createNodeServer(
             return addressOnce();
           },
         };
-        if (seen)
+        if (seen) {
+          const note = seen;
           call.noteCaller = (caller) => {
-            seen.tenant = caller.tenantId;
-            seen.principalKind = caller.principalKind;
+            note.tenant = caller.tenantId;
+            note.principalKind = caller.principalKind;
           };
+        }
         const answer = await compute.dispatch(call);
         if (answer) return writeAnswer(answer, outgoing, seen);
         const left = new AbortController();
-        outgoing.once('close', () => left.abort());
+        // The handler's answer may be a stream: its access line ends when the connection does.
+        outgoing.once('close', () => {
+          left.abort();
+          seen?.end(outgoing.headersSent ? outgoing.statusCode : null);
+        });
         const request = toRequest(incoming, await readOnce(BODY_LIMIT_BYTES * 16), origin, left.signal);
         await writeResponse(await compute.handler(request, { clientAddress: addressOnce() }), outgoing, seen);
       } catch (error) {
@@ -366,6 +362,7 @@ export function createNodeServer(
         const requestId = requestIdFrom(headerOf(incoming, 'x-request-id'));
         const code = tooLarge ? 'PAYLOAD_TOO_LARGE' : 'INTERNAL';
         if (seen) Object.assign(seen, { requestId, code });
+        const gone = outgoing.destroyed;
         outgoing.writeHead(tooLarge ? 413 : 500, {
           'content-type': 'application/json; charset=utf-8',
           'x-request-id': requestId,
@@ -380,6 +377,7 @@ export function createNodeServer(
             },
           }),
         );
+        seen?.end(gone ? null : tooLarge ? 413 : 500);
       }
     })();
   });
