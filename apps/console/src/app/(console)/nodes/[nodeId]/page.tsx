@@ -57,22 +57,27 @@ export default function NodePage() {
       </p>
       <h1>{node?.name ?? 'Node'}</h1>
       <ErrorNote error={error} />
-      {/* A node this person may not read (another tenant's, or gone) offers nothing to press. */}
-      {isGone(error) ? null : (
+      {/* A node this person may not read (another tenant's, or gone) offers nothing to press, and
+          nothing is offered before the node is read: no button shows for a node the API refuses. */}
+      {isGone(error) ? null : node === null ? (
+        error ? null : (
+          <p aria-busy="true" className="note">
+            Reading the node…
+          </p>
+        )
+      ) : (
         <>
-          {node ? (
-            <p>
-              Pool <code>{node.poolId}</code>, {node.state}, {node.freeGpus} of {node.gpuCount} GPUs free,
-              last heartbeat {when(node.lastHeartbeatAt)}.
-            </p>
-          ) : null}
+          <p>
+            Pool <code>{node.poolId}</code>, {node.state}, {node.freeGpus} of {node.gpuCount} GPUs free, last
+            heartbeat {when(node.lastHeartbeatAt)}.
+          </p>
           <NodeConsole
             nodeId={nodeId}
-            nodeName={node?.name ?? nodeId}
-            online={node !== null && !['joining', 'offline', 'retired'].includes(node.state)}
+            nodeName={node.name ?? nodeId}
+            online={!['joining', 'offline', 'retired'].includes(node.state)}
           />
           <NodeOperations nodeId={nodeId} />
-          <BreakGlass nodeId={nodeId} nodeName={node?.name ?? nodeId} />
+          <BreakGlass nodeId={nodeId} nodeName={node.name ?? nodeId} />
         </>
       )}
     </>
