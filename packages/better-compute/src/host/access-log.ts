@@ -155,6 +155,10 @@ export interface LineBatch {
   flush(): void;
 }
 
+/** Every batch's flush, called once when the process exits however it ends. */
+const flushAtExit = new Set<() => void>();
+let exitHooked = false;
+
 /**
  * Lines gathered and handed to `write` together (joined by line ends, without the last one) at
  * most 100 ms after the first of them, or sooner past 64 KiB. A busy replica answers hundreds of
@@ -163,10 +167,6 @@ export interface LineBatch {
  * is kept; `flush` writes what is held when the server stops, and the process's exit writes what
  * is left if it ends another way. The timer holds no process open.
  */
-/** Every batch's flush, called once when the process exits however it ends. */
-const flushAtExit = new Set<() => void>();
-let exitHooked = false;
-
 export function lineBatch(write: (text: string) => void): LineBatch {
   let held: string[] = [];
   let bytes = 0;

@@ -311,13 +311,15 @@ export function createNodeServer(
       const page = pages.route(pathname);
       if (page) return void page(incoming, outgoing);
     }
-    let seen: Seen = null;
-    if (accessLog) {
-      const route = routed!.get(pathname);
-      seen = route
-        ? new AccessNote(accessLog, incoming.method ?? 'GET', route.path, route.method)
-        : new AccessNote(accessLog, incoming.method ?? 'GET', loggablePath(pathname), null);
-    }
+    const route = accessLog ? routed!.get(pathname) : undefined;
+    const seen: Seen = accessLog
+      ? new AccessNote(
+          accessLog,
+          incoming.method ?? 'GET',
+          route ? route.path : loggablePath(pathname),
+          route ? route.method : null,
+        )
+      : null;
     const origin = originOf(incoming.headers.host);
     if (origin === null)
       return writeAnswer(badHost(requestIdFrom(headerOf(incoming, 'x-request-id'))), outgoing, seen);
@@ -339,13 +341,11 @@ export function createNodeServer(
             return addressOnce();
           },
         };
-        if (seen) {
-          const note = seen;
+        if (seen)
           call.noteCaller = (caller) => {
-            note.tenant = caller.tenantId;
-            note.principalKind = caller.principalKind;
+            seen.tenant = caller.tenantId;
+            seen.principalKind = caller.principalKind;
           };
-        }
         const answer = await compute.dispatch(call);
         if (answer) return writeAnswer(answer, outgoing, seen);
         const left = new AbortController();
