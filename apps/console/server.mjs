@@ -37,6 +37,12 @@ async function main() {
     : join(consoleDir, 'console.config.mjs');
   const { default: createStack } = await import(pathToFileURL(configPath).href);
   if (settings.dev && settings.pki && !existsSync(settings.pki)) await createDevPki(settings);
+  // Read and checked before anything starts. With a gateway certificate, a terminal whose node
+  // another replica holds goes over the gateways' mutual-TLS link to that replica; without one,
+  // only the nodes whose sessions this process holds are reached.
+  const { gatewayTlsFromFiles, readPkiBundle } = await import('better-compute');
+  const bundle = settings.pki ? await readPkiBundle(settings.pki) : undefined;
+  const tls = bundle && settings.gatewayTls ? gatewayTlsFromFiles(bundle, settings.gatewayTls) : undefined;
   const { compute, iam } = await createStack(settings);
   const stopping = [];
   try {
@@ -98,14 +104,15 @@ async function main() {
   // console's origin) and the tunnel route the browser's terminals open, with the session cookie,
   // from this origin only. Without a PKI bundle there are no tickets, so every upgrade is refused.
   let nodeRoutes;
-  if (settings.pki) {
-    const { attachNodeRoutes, readPkiBundle } = await import('better-compute');
+  if (bundle) {
+    const { attachNodeRoutes } = await import('better-compute');
     nodeRoutes = await attachNodeRoutes(server, {
       compute,
       api: true,
       pages,
       gateway: { url: settings.origin },
-      bundle: await readPkiBundle(settings.pki),
+      bundle,
+      tls,
       log,
     });
     stopping.push(() => nodeRoutes.close());
@@ -210,7 +217,8 @@ async function startSimulation(compute, iam, settings, count) {
 }
 
 main().catch((error) => {
-  if (error instanceof StartError || error?.code === 'INVALID_CONFIG' || error?.code === 'MISSING_ENV') {
+  const refusals = ['INVALID_CONFIG', 'MISSING_ENV', 'INVALID_ARGUMENT', 'PKI_NOT_FOUND'];
+  if (error instanceof StartError || refusals.includes(error?.code)) {
     process.stderr.write(`console: ${error.message}\n${error.hint ? `hint: ${error.hint}\n` : ''}`);
     process.exit(2);
   }

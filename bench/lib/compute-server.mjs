@@ -53,8 +53,9 @@ const observed = process.env.BENCH_OBSERVE;
 if (observed === '1' || observed === 'log') {
   const { openSync, writeSync } = await import('node:fs');
   const sink = openSync('/dev/null', 'w');
-  const writeText = (text) => void writeSync(sink, `${text}\n`);
-  const lines = lineBatch ? lineBatch(writeText) : { line: writeText, flush() {} };
+  // This build's lineBatch hands over bytes with their line ends; an older one text without the last.
+  const writeBatch = (batch) => void writeSync(sink, typeof batch === 'string' ? `${batch}\n` : batch);
+  const lines = lineBatch ? lineBatch(writeBatch) : { line: writeBatch, flush() {} };
   flushLines = lines.flush;
   observe.accessLog = accessLogger('json', lines.line);
 }

@@ -129,8 +129,30 @@ export function releaseSettings(env) {
 }
 
 /**
+ * The console's gateway certificate (`better-compute pki issue-gateway`), from CONSOLE_GATEWAY_CERT
+ * and CONSOLE_GATEWAY_KEY (files, both or neither): with it the console joins the gateways'
+ * mutual-TLS link, so a terminal reaches a node whose session another replica holds. It is the
+ * bundle's machine CA that must have signed it, so it needs the PKI bundle; null without it.
+ */
+export function gatewayTlsSettings(env, cwd, pki) {
+  const certFile = env.CONSOLE_GATEWAY_CERT || '';
+  const keyFile = env.CONSOLE_GATEWAY_KEY || '';
+  if (!certFile && !keyFile) return null;
+  if (!certFile || !keyFile)
+    throw new StartError(
+      `${certFile ? 'CONSOLE_GATEWAY_KEY' : 'CONSOLE_GATEWAY_CERT'} is not set: the gateway certificate needs both files (better-compute pki issue-gateway --out-cert … --out-key …)`,
+    );
+  if (!pki)
+    throw new StartError(
+      'CONSOLE_GATEWAY_CERT needs the PKI bundle whose machine CA signed it; set CONSOLE_PKI',
+    );
+  return { certFile: resolve(cwd, certFile), keyFile: resolve(cwd, keyFile) };
+}
+
+/**
  * The settings of a run: { dev, port, host, origin, trustedOrigins, secret, databaseUrl,
- * adminEmail, adminPassword (prod only), dataDir, pki, release }. `release` is releaseSettings'. `pki` is the deployment's PKI bundle (the
+ * adminEmail, adminPassword (prod only), dataDir, pki, gatewayTls, release }. `gatewayTls` is
+ * gatewayTlsSettings'. `release` is releaseSettings'. `pki` is the deployment's PKI bundle (the
  * break-glass and sandbox SSH CAs, the exec ticket key, the audit key): CONSOLE_PKI in production,
  * where it is optional and the capabilities needing it answer INVALID_CONFIG without it; in dev, a
  * bundle of its own under the data directory, made on the first start.
@@ -155,6 +177,7 @@ export function resolveSettings(args, env, cwd) {
         'CONSOLE_IAM_DATABASE_URL must name the same database as BETTER_COMPUTE_DATABASE_URL: the embedded Better IAM shares compute’s database, so its changes reach open streams at once (docs/decisions/console-one-database.md)',
       );
     const origin = originOf(env.CONSOLE_ORIGIN, 'CONSOLE_ORIGIN');
+    const pki = env.CONSOLE_PKI ? resolve(cwd, env.CONSOLE_PKI) : null;
     return {
       dev,
       port,
@@ -166,7 +189,8 @@ export function resolveSettings(args, env, cwd) {
       adminEmail,
       adminPassword: env.CONSOLE_ADMIN_PASSWORD,
       dataDir: null,
-      pki: env.CONSOLE_PKI ? resolve(cwd, env.CONSOLE_PKI) : null,
+      pki,
+      gatewayTls: gatewayTlsSettings(env, cwd, pki),
       release: releaseSettings(env),
     };
   }
@@ -177,6 +201,7 @@ export function resolveSettings(args, env, cwd) {
     : `http://localhost:${port}`;
   // The page may be opened by name or by address; both are this console's own origin.
   const trustedOrigins = [...new Set([origin, `http://localhost:${port}`, `http://127.0.0.1:${port}`])];
+  const pki = env.CONSOLE_PKI ? resolve(cwd, env.CONSOLE_PKI) : join(dataDir, 'pki.json');
   return {
     dev,
     port,
@@ -188,7 +213,8 @@ export function resolveSettings(args, env, cwd) {
     adminEmail,
     adminPassword: undefined,
     dataDir,
-    pki: env.CONSOLE_PKI ? resolve(cwd, env.CONSOLE_PKI) : join(dataDir, 'pki.json'),
+    pki,
+    gatewayTls: gatewayTlsSettings(env, cwd, pki),
     release: releaseSettings(env),
   };
 }

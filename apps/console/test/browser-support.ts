@@ -69,13 +69,16 @@ export function runServer(
 }
 
 /** The console in dev mode on a fresh database, with `machines` simulated machines. */
-export async function startConsole(machines: number): Promise<ConsoleProcess & { database: TestDatabase }> {
+export async function startConsole(
+  machines: number,
+  env: Record<string, string> = {},
+): Promise<ConsoleProcess & { database: TestDatabase }> {
   const database = await createTestDatabase('postgres');
   const port = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), 'console-data-'));
   const { child, output } = await runServer(
     ['--dev', '--built', '--port', String(port), '--sim', String(machines)],
-    { BETTER_COMPUTE_DATABASE_URL: database.url!, CONSOLE_DATA_DIR: dataDir },
+    { BETTER_COMPUTE_DATABASE_URL: database.url!, CONSOLE_DATA_DIR: dataDir, ...env },
     /simulated machine\(s\) in pool/,
   );
   const password = /its password, shown this once: (\S+)/.exec(output())?.[1];

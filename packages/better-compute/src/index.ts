@@ -50,3 +50,4 @@ export type { NodeStream, NodeStreamEnd, NodeStreams, NodeStreamTarget } from '.
 export { type CommandSigner, ed25519CommandSigner, generatedCommandSigner } from './gateway/signer.js';
 export { createPkiBundle, type CreatePkiOptions } from './pki/create.js';
 export { readPkiBundle, type PkiBundle } from './pki/bundle.js';
+export { gatewayTlsFromFiles, type GatewayTls } from './gateway/tls.js';

@@ -10,9 +10,11 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, isPostgresReachable, type TestDatabase } from '@better-compute/db/testing';
+import type { AddressInfo } from 'node:net';
 import { betterCompute, serve } from '../src/index.js';
+import { createNodeServer } from '../src/host/node-adapter.js';
 import type { ComputeInstance } from '../src/types.js';
-import { accessLogger, lineBatch } from '../src/host/access-log.js';
+import { type AccessEntry, accessLogger, lineBatch } from '../src/host/access-log.js';
 
 const FIELDS = [
   'log',
@@ -167,20 +169,24 @@ describe('the lines of serve’s standard output (lineBatch)', () => {
   const turn = () => new Promise((resolve) => setImmediate(resolve));
   // Past the batch's 100 ms wait, by a margin a loaded host's timers need.
   const waited = () => new Promise((resolve) => setTimeout(resolve, 250));
+  /** A batch whose writes are kept as text (copied: the batch reuses its buffer). */
+  const textBatch = () => {
+    const writes: string[] = [];
+    return { writes, batch: lineBatch((bytes) => writes.push(Buffer.from(bytes).toString('utf8'))) };
+  };
 
   it('writes the lines held within its wait in one write, in their order, and no sooner', async () => {
-    const writes: string[] = [];
-    const batch = lineBatch((text) => writes.push(text));
+    const { writes, batch } = textBatch();
     batch.line('{"n":1}');
     batch.line('{"n":2}');
     await turn();
     batch.line('{"n":3}');
     expect(writes).toEqual([]);
     await waited();
-    expect(writes).toEqual(['{"n":1}\n{"n":2}\n{"n":3}']);
+    expect(writes).toEqual(['{"n":1}\n{"n":2}\n{"n":3}\n']);
     batch.line('{"n":4}');
     await waited();
-    expect(writes).toEqual(['{"n":1}\n{"n":2}\n{"n":3}', '{"n":4}']);
+    expect(writes).toEqual(['{"n":1}\n{"n":2}\n{"n":3}\n', '{"n":4}\n']);
     await waited();
     expect(writes).toHaveLength(2);
   });
@@ -188,7 +194,7 @@ describe('the lines of serve’s standard output (lineBatch)', () => {
   it('writes what it holds when the process exits', () => {
     const script = [
       `import { lineBatch } from ${JSON.stringify(new URL('../dist/index.js', import.meta.url).href)};`,
-      `const batch = lineBatch((text) => process.stdout.write(text + '\\n'));`,
+      `const batch = lineBatch((bytes) => process.stdout.write(Buffer.from(bytes)));`,
       `batch.line('held until exit');`,
       `process.exit(0);`,
     ].join('\n');
@@ -196,20 +202,26 @@ describe('the lines of serve’s standard output (lineBatch)', () => {
     expect(out).toBe('held until exit\n');
   });
 
-  it('writes at once past 64 KiB, and what it holds when flushed', async () => {
-    const writes: string[] = [];
-    const batch = lineBatch((text) => writes.push(text));
-    const long = 'x'.repeat(40 * 1024);
-    batch.line(long);
-    expect(writes).toEqual([]);
-    batch.line(long);
-    expect(writes).toEqual([`${long}\n${long}`]);
-    batch.line('last');
+  it('writes before 64 KiB would be passed, keeps every line whole and in order, and flushes on demand', async () => {
+    const { writes, batch } = textBatch();
+    const lines = Array.from({ length: 400 }, (_, i) => `{"n":${i},"path":"/é/${'x'.repeat(240)}/😀"}`);
+    for (const line of lines) batch.line(line);
+    expect(writes.length).toBeGreaterThan(0);
+    for (const write of writes) expect(Buffer.byteLength(write)).toBeLessThanOrEqual(64 * 1024);
     batch.flush();
-    expect(writes).toEqual([`${long}\n${long}`, 'last']);
+    expect(writes.join('')).toBe(lines.map((line) => `${line}\n`).join(''));
+    // A line longer than the batch goes alone, after what was held.
+    batch.line('held');
+    const long = 'x'.repeat(30 * 1024);
+    batch.line(long);
+    expect(writes.slice(-2)).toEqual(['held\n', `${long}\n`]);
+    batch.line('last');
+    batch.close();
+    expect(writes.at(-1)).toBe('last\n');
+    const count = writes.length;
     batch.flush();
     await turn();
-    expect(writes).toHaveLength(2);
+    expect(writes).toHaveLength(count);
   });
 });
 
@@ -227,5 +239,56 @@ describe('serve --log-format', () => {
     const refused = run(['serve', '--log-format', 'xml']);
     expect(refused.status).not.toBe(0);
     expect(refused.stderr).toMatch(/log-format/);
+  });
+});
+
+describe('a request its handler never answers', () => {
+  it('is written as CLIENT_CLOSED within a second or two of its client leaving', async () => {
+    const compute = await betterCompute(
+      { database: 'pglite:memory', secret: randomBytes(32).toString('base64url'), rateLimit: false },
+      { log: () => {} },
+    );
+    await compute.migrate();
+    const entries: AccessEntry[] = [];
+    // The real pipeline, but system.version held forever: the hung handler this case is about.
+    const hung: ComputeInstance = {
+      ...compute,
+      dispatch: (call) =>
+        call.pathname.endsWith('/system/version') ? new Promise(() => {}) : compute.dispatch(call),
+    };
+    const server = createNodeServer(hung, { accessLog: (entry) => entries.push({ ...entry }) });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    try {
+      const left = new AbortController();
+      const asked = fetch(`http://127.0.0.1:${port}/api/compute/system/version`, {
+        method: 'POST',
+        body: '{}',
+        signal: left.signal,
+      }).catch((error: unknown) => error);
+      const answered = await fetch(`http://127.0.0.1:${port}/api/compute/system/whoami`, {
+        method: 'POST',
+        body: '{}',
+      });
+      expect(answered.status).toBe(401);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      // Open, and not written while the client waits.
+      expect(entries.map((entry) => entry.method)).toEqual(['system.whoami']);
+      left.abort();
+      await asked;
+      const started = Date.now();
+      while (entries.length < 2 && Date.now() - started < 10_000)
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(entries[1]).toMatchObject({
+        method: 'system.version',
+        status: 0,
+        code: 'CLIENT_CLOSED',
+        path: '/api/compute/system/version',
+      });
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+      server.closeAllConnections();
+      await compute.close();
+    }
   });
 });

@@ -19,6 +19,8 @@ export interface CliTerminal {
 export interface CliIO {
   /** A result, on stdout. */
   out(message: string): void;
+  /** Bytes on stdout as they are, line ends included (serve's access lines); absent, out() is used. */
+  outBytes?(data: Uint8Array): void;
   /** Progress and failures, on stderr. */
   err?(message: string): void;
   /**
@@ -48,12 +50,18 @@ export interface CliIO {
  * blocking write to the descriptor needs none. A descriptor that would block falls back to console.
  */
 function writeLine(fd: 1 | 2, message: string): void {
-  const data = Buffer.from(`${message}\n`, 'utf8');
+  writeBytes(fd, Buffer.from(`${message}\n`, 'utf8'));
+}
+
+/** `data` to the descriptor whole; a descriptor that would block gets the rest through console. */
+function writeBytes(fd: 1 | 2, data: Uint8Array): void {
   let offset = 0;
   try {
     while (offset < data.length) offset += writeSync(fd, data, offset);
   } catch {
-    const rest = data.subarray(offset).toString('utf8').replace(/\n$/, '');
+    const rest = Buffer.from(data.buffer, data.byteOffset + offset, data.length - offset)
+      .toString('utf8')
+      .replace(/\n$/, '');
     if (fd === 1) console.log(rest);
     else console.error(rest);
   }
@@ -86,6 +94,10 @@ export function processIO(): CliIO {
     out: (message) => {
       clear();
       writeLine(1, message);
+    },
+    outBytes: (data) => {
+      clear();
+      writeBytes(1, data);
     },
     err: (message) => {
       clear();

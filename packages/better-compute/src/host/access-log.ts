@@ -91,6 +91,11 @@ export function accessLogger(format: LogFormat, write: (line: string) => void): 
     : (entry) => write(textLine(entry));
 }
 
+/** What an open note needs of its answer: whether its client is gone. */
+interface Connection {
+  readonly destroyed: boolean;
+}
+
 let lastMillisecond = -1;
 let lastIsoTime = '';
 /** An instant as ISO 8601 to the millisecond; requests arriving in the same millisecond share one string. */
@@ -116,6 +121,8 @@ export class AccessNote implements AccessEntry {
   status = 0;
   durationMs = 0;
   private ended = false;
+  /** The server's notes still open (OpenNotes), which this one leaves as it ends. */
+  private openNotes: Map<AccessNote, Connection> | null = null;
   // The wall clock for the line's time (it follows the host's clock as it is set); the monotonic
   // one for the duration.
   private readonly arrived = Date.now();
@@ -128,6 +135,12 @@ export class AccessNote implements AccessEntry {
     readonly method: string | null,
   ) {}
 
+  /** Lists the note in a server's open notes until it ends (OpenNotes.track). */
+  listIn(openNotes: Map<AccessNote, Connection>, connection: Connection): void {
+    openNotes.set(this, connection);
+    this.openNotes = openNotes;
+  }
+
   /**
    * The answer's status, or null when the client left before one was sent (`CLIENT_CLOSED`). The
    * note itself is the entry handed to the log: one object per request, not two.
@@ -135,6 +148,7 @@ export class AccessNote implements AccessEntry {
   end(status: number | null): void {
     if (this.ended) return;
     this.ended = true;
+    this.openNotes?.delete(this);
     this.time = isoTime(this.arrived);
     this.durationMs = Math.round((performance.now() - this.started) * 10) / 10;
     if (status === null) this.code = 'CLIENT_CLOSED';
@@ -143,7 +157,43 @@ export class AccessNote implements AccessEntry {
   }
 }
 
-/** Lines held at most before they are written at once, whatever the time. */
+/**
+ * The access notes of one server's requests not answered yet, looked at once a second: a client
+ * that left a request its handler never answers (a hung call, a stream that never started) gets its
+ * `CLIENT_CLOSED` line within the second, with one timer per server instead of a `close` listener
+ * per request (docs/decisions/access-log-writes.md).
+ */
+export class OpenNotes {
+  private readonly open = new Map<AccessNote, Connection>();
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(everyMs = 1000) {
+    this.timer = setInterval(() => this.sweep(), everyMs).unref();
+  }
+
+  /** Watches `note` until it ends; `connection` is its answer's (`destroyed` once the client left). */
+  track(note: AccessNote, connection: Connection): void {
+    note.listIn(this.open, connection);
+  }
+
+  /** Ends the notes whose client left (each leaves the set as it ends). */
+  sweep(): void {
+    for (const [note, connection] of this.open) if (connection.destroyed) note.end(null);
+  }
+
+  /** The number of requests still open: for tests and the server's own shutdown. */
+  get size(): number {
+    return this.open.size;
+  }
+
+  /** Stops the timer, after a last look: the server is closing. */
+  close(): void {
+    this.sweep();
+    clearInterval(this.timer);
+  }
+}
+
+/** Bytes of lines held at most before they are written at once, whatever the time. */
 const BATCH_BYTES = 64 * 1024;
 /** How long a line may wait for others before it is written (nginx's `access_log … flush=`). */
 const BATCH_WAIT_MS = 100;
@@ -151,8 +201,10 @@ const BATCH_WAIT_MS = 100;
 export interface LineBatch {
   /** Holds one line (without its line end) for the next write. */
   line(text: string): void;
-  /** Writes the lines held now, if any: before the process stops. */
+  /** Writes the lines held now, if any. */
   flush(): void;
+  /** Writes what is held and lets the batch go: the process's exit no longer holds it. */
+  close(): void;
 }
 
 /** Every batch's flush, called once when the process exits however it ends. */
@@ -160,25 +212,27 @@ const flushAtExit = new Set<() => void>();
 let exitHooked = false;
 
 /**
- * Lines gathered and handed to `write` together (joined by line ends, without the last one) at
- * most 100 ms after the first of them, or sooner past 64 KiB. A busy replica answers hundreds of
+ * Lines gathered and handed to `write` together, as UTF-8 with a line end after each, at most
+ * 100 ms after the first of them, or sooner past 64 KiB. A busy replica answers hundreds of
  * requests in that time: one write for all their access lines instead of a system call each,
- * which on a pipe or a file is most of what a line costs (docs/operations.md). The order of lines
- * is kept; `flush` writes what is held when the server stops, and the process's exit writes what
- * is left if it ends another way. The timer holds no process open.
+ * which on a pipe or a file is most of what a line costs (docs/operations.md). Each line is
+ * encoded into the batch's buffer as it comes, so no line's text outlives its request (held
+ * strings would survive the garbage collector's young generation and be copied by it). `write`
+ * must be done with the bytes when it returns: the buffer is reused. The order of lines is kept;
+ * `close` writes what is held when the server stops, and the process's exit writes what is left
+ * if it ends another way. The timer holds no process open.
  */
-export function lineBatch(write: (text: string) => void): LineBatch {
-  let held: string[] = [];
-  let bytes = 0;
+export function lineBatch(write: (bytes: Uint8Array) => void): LineBatch {
+  const buffer = Buffer.allocUnsafe(BATCH_BYTES);
+  let used = 0;
   let timer: NodeJS.Timeout | null = null;
   function flush(): void {
     if (timer) clearTimeout(timer);
     timer = null;
-    if (held.length === 0) return;
-    const lines = held;
-    held = [];
-    bytes = 0;
-    write(lines.join('\n'));
+    if (used === 0) return;
+    const bytes = buffer.subarray(0, used);
+    used = 0;
+    write(bytes);
   }
   flushAtExit.add(flush);
   if (!exitHooked) {
@@ -187,11 +241,18 @@ export function lineBatch(write: (text: string) => void): LineBatch {
   }
   return {
     line(text) {
-      held.push(text);
-      bytes += text.length;
-      if (bytes >= BATCH_BYTES) return flush();
+      // A UTF-16 unit takes at most 3 bytes in UTF-8: room for that, and the line end.
+      const most = text.length * 3 + 1;
+      if (used + most > BATCH_BYTES) flush();
+      if (most > BATCH_BYTES) return write(Buffer.from(`${text}\n`, 'utf8'));
+      used += buffer.write(text, used, 'utf8');
+      buffer[used++] = 0x0a;
       if (!timer) timer = setTimeout(flush, BATCH_WAIT_MS).unref();
     },
     flush,
+    close() {
+      flush();
+      flushAtExit.delete(flush);
+    },
   };
 }

@@ -24,7 +24,7 @@ import {
   requestIdFrom,
 } from '@better-compute/core';
 import type { ComputeInstance } from '../types.js';
-import { type AccessEntry, AccessNote, envelopeCode, loggablePath } from './access-log.js';
+import { type AccessEntry, AccessNote, envelopeCode, loggablePath, OpenNotes } from './access-log.js';
 import { type ClientAddressOf, configuredClientAddress } from './client-address.js';
 import type { Probes } from './health.js';
 import { type Metrics, METRICS_PATH, metricsAnswer } from './metrics.js';
@@ -289,6 +289,7 @@ export function createNodeServer(
   // Read once, when the server is made: a trusted proxy that is no address stops it here.
   const clientAddressOf = options.clientAddress ?? configuredClientAddress(config);
   const routed = accessLog ? routedPaths(compute, config.basePath) : undefined;
+  const openNotes = accessLog ? new OpenNotes() : null;
   const originOf = originReader();
   const server = createServer((incoming, outgoing) => {
     const rawUrl = incoming.url ?? '/';
@@ -320,6 +321,7 @@ export function createNodeServer(
           route ? route.method : null,
         )
       : null;
+    if (seen) openNotes!.track(seen, outgoing);
     const origin = originOf(incoming.headers.host);
     if (origin === null)
       return writeAnswer(badHost(requestIdFrom(headerOf(incoming, 'x-request-id'))), outgoing, seen);
@@ -386,6 +388,7 @@ export function createNodeServer(
   const close = server.close.bind(server);
   server.close = ((callback?: (error?: Error) => void) => {
     void compute.live?.close();
+    openNotes?.close();
     return close(callback);
   }) as Server['close'];
   return server;

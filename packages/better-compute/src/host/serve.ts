@@ -71,18 +71,6 @@ async function replicaPkiBundle(compute: ComputeInstance): Promise<PkiBundle | u
   return readPkiBundle(path);
 }
 
-function readPem(file: string, what: string): string {
-  try {
-    return readFileSync(file, 'utf8');
-  } catch (error) {
-    throw new ComputeError('INVALID_ARGUMENT', `the ${what} ${file} cannot be read`, {
-      hint: 'Pass the files better-compute pki issue-gateway wrote (--out-cert, --out-key).',
-      details: { field: what === 'certificate' ? 'tls-cert' : 'tls-key' },
-      cause: error,
-    });
-  }
-}
-
 async function commandSignerFrom(
   options: ServeOptions,
   bundle: PkiBundle | undefined,
@@ -256,12 +244,8 @@ export async function serve(options: ServeOptions): Promise<void> {
             hint: 'Set pki in the configuration or keep the bundle at .better-compute/pki.json.',
           },
         );
-      const { gatewayTlsFrom } = await import('../gateway/tls.js');
-      tls = gatewayTlsFrom(
-        bundle,
-        readPem(options.tls.certFile, 'certificate'),
-        readPem(options.tls.keyFile, 'private key'),
-      );
+      const { gatewayTlsFromFiles } = await import('../gateway/tls.js');
+      tls = gatewayTlsFromFiles(bundle, options.tls);
     }
     const commandSigner = options.roles.includes('gateway')
       ? await commandSignerFrom(options, bundle)

@@ -104,10 +104,14 @@ export default defineCommand({
       });
     const { serve } = await import('../../../host/serve.js');
     const { accessLogger, lineBatch } = await import('../../../host/access-log.js');
-    // Standard output is the process's own descriptor here: io.out writes to it (cli/io.ts), one
+    // Standard output is the process's own descriptor here: io.outBytes writes to it (cli/io.ts), one
     // write per batch of lines rather than per request (access-log.ts's lineBatch).
     const format = flags.logFormat ?? (isatty(1) ? 'text' : 'json');
-    const accessLines = lineBatch((lines) => io.out(lines));
+    const accessLines = lineBatch(
+      io.outBytes
+        ? (bytes) => io.outBytes!(bytes)
+        : (bytes) => io.out(Buffer.from(bytes).toString('utf8').replace(/\n$/, '')),
+    );
     const instance = await compute();
     try {
       await serve({
@@ -127,7 +131,7 @@ export default defineCommand({
             : undefined,
       });
     } finally {
-      accessLines.flush();
+      accessLines.close();
     }
     return undefined;
   },
