@@ -172,6 +172,24 @@ describe('pages over live data', () => {
     await shot(adminPage, 'nodes');
   });
 
+  it('names pools by name and ids by their short form, the full id one press away', async () => {
+    const row = adminPage.locator('tr[data-node]').first();
+    const nodeId = (await row.getAttribute('data-node'))!;
+    const pool = row.locator('td').nth(1).locator('.id-ref');
+    const poolId = (await pool.getAttribute('data-id'))!;
+    // The simulated machines' pools are sim-gpu and sim-vps.
+    await expect.poll(() => pool.locator('.id-name').textContent()).toMatch(/^sim-(gpu|vps)$/);
+    const short = `${poolId.slice(0, poolId.indexOf('_') + 1)}…${poolId.slice(-6)}`;
+    await expect(pool.locator('code').textContent()).resolves.toBe(short);
+    const nodeRef = row.locator(`.id-ref[data-id="${nodeId}"]`);
+    await expect(nodeRef.locator('code').textContent()).resolves.not.toBe(nodeId);
+    await nodeRef.getByRole('button').click();
+    await expect(nodeRef.locator('code').textContent()).resolves.toBe(nodeId);
+    await expect(nodeRef.getByRole('button').getAttribute('aria-expanded')).resolves.toBe('true');
+    await nodeRef.getByRole('button').click();
+    await expect(nodeRef.locator('code').textContent()).resolves.not.toBe(nodeId);
+  });
+
   it('capacity, events, webhooks, people and tenants render', async () => {
     for (const [path, heading] of [
       ['/capacity', 'Capacity and pools'],

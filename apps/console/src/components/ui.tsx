@@ -1,8 +1,9 @@
 'use client';
 /** The few building blocks every page shares: errors in plain words, confirmations, paged tables. */
-import { useEffect, useRef, useState, type ReactNode } from 'react';
+import { useEffect, useMemo, useRef, useState, type ReactNode } from 'react';
 import { isComputeClientError } from '@better-compute/client';
-import type { ListState } from '@better-compute/console-kit';
+import type { ListState, LiveConsole } from '@better-compute/console-kit';
+import { useList } from '@better-compute/console-kit/react';
 
 /**
  * An error as the server said it, with its hint; nothing when there is none. A delegated call held
@@ -169,6 +170,51 @@ export function disabledReason(
   if (allowed === undefined) return 'Checking whether you may…';
   if (!allowed) return 'Your roles do not allow this';
   return undefined;
+}
+
+/**
+ * An id as people read it: `res_…7Q2ZKD`, the prefix and the last six characters, which tell the
+ * rows of one table apart. Ids too short to gain from it are shown whole.
+ */
+export function shortId(id: string): string {
+  const cut = id.indexOf('_');
+  const body = cut === -1 ? id : id.slice(cut + 1);
+  return body.length <= 10 ? id : `${id.slice(0, cut + 1)}…${body.slice(-6)}`;
+}
+
+/**
+ * A thing named for people: its name when it has one, and its short id, which a press turns into
+ * the full id (selectable, to copy) and back. The full id is also the short one's title.
+ */
+export function IdRef({ id, name }: { id: string; name?: string | null | undefined }) {
+  const [full, setFull] = useState(false);
+  const short = shortId(id);
+  return (
+    <span className="id-ref" data-id={id}>
+      {name ? <span className="id-name">{name}</span> : null}
+      {short === id ? (
+        <code>{id}</code>
+      ) : (
+        <button
+          type="button"
+          className="id"
+          aria-expanded={full}
+          // The name read aloud starts with the text shown, as the short id's reader expects.
+          aria-label={`${full ? id : short}: ${full ? 'hide' : 'show'} the full id${name ? ` of ${name}` : ''}`}
+          title={id}
+          onClick={() => setFull((shown) => !shown)}
+        >
+          <code>{full ? id : short}</code>
+        </button>
+      )}
+    </span>
+  );
+}
+
+/** The names of the pools the tenant sees (the live pools store), by id, for IdRef. */
+export function usePoolNames(live: LiveConsole): ReadonlyMap<string, string> {
+  const pools = useList(live.pools);
+  return useMemo(() => new Map(pools.items.map((pool) => [pool.id, pool.name])), [pools.items]);
 }
 
 export function when(value: string | null | undefined): string {

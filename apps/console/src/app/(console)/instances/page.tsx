@@ -13,7 +13,7 @@ import { INSTANCE_EXEC_ACTION } from '@better-compute/core/methods';
 import { useConsole } from '@/components/console-context';
 import { TunnelTerminal } from '@/components/tunnel-terminal';
 import { useVpsChoices, VpsChoiceFields } from '@/components/vps-choices';
-import { ConfirmButton, disabledReason, ErrorNote, PagedTable, when } from '@/components/ui';
+import { ConfirmButton, disabledReason, ErrorNote, IdRef, PagedTable, when } from '@/components/ui';
 import { idempotencyKey } from '@/lib/api';
 
 type Instance = CallOutput<'instances.get'>;
@@ -177,9 +177,9 @@ function InstanceRow({
   return (
     <tr data-instance={instance.id}>
       <td>
-        <code>{instance.id}</code>
+        <IdRef id={instance.id} name={instance.name} />
         <br />
-        {instance.name} <span className="note">created {when(instance.createdAt)}</span>
+        <span className="note">created {when(instance.createdAt)}</span>
       </td>
       <td>
         {instance.vcpus} vCPU, {instance.memoryMiB} MiB, {instance.diskGiB} GiB

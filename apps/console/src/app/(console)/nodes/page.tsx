@@ -5,7 +5,15 @@ import Link from 'next/link';
 import { describeAction, type ComputeNode, type LiveConsole } from '@better-compute/console-kit';
 import { useAction, useList, usePermission } from '@better-compute/console-kit/react';
 import { useConsole } from '@/components/console-context';
-import { ConfirmButton, disabledReason, ErrorNote, PagedTable, when } from '@/components/ui';
+import {
+  ConfirmButton,
+  disabledReason,
+  ErrorNote,
+  IdRef,
+  PagedTable,
+  usePoolNames,
+  when,
+} from '@/components/ui';
 
 export default function NodesPage() {
   const { live } = useConsole();
@@ -19,6 +27,7 @@ export default function NodesPage() {
 
 function Nodes({ live }: { live: LiveConsole }) {
   const state = useList(live.nodes);
+  const poolNames = usePoolNames(live);
   return (
     <PagedTable
       state={state}
@@ -26,14 +35,22 @@ function Nodes({ live }: { live: LiveConsole }) {
       columns={['Node', 'Pool', 'State', 'GPUs free', 'Labels', 'Last heartbeat', 'Actions']}
       empty="No nodes in your tenant’s pools yet."
       onMore={() => void live.nodes.loadMore()}
-      row={(node) => <NodeRow key={node.id} live={live} node={node} />}
+      row={(node) => <NodeRow key={node.id} live={live} node={node} poolName={poolNames.get(node.poolId)} />}
     />
   );
 }
 
 const SCHEDULABLE = new Set(['ready', 'offline']);
 
-function NodeRow({ live, node }: { live: LiveConsole; node: ComputeNode }) {
+function NodeRow({
+  live,
+  node,
+  poolName,
+}: {
+  live: LiveConsole;
+  node: ComputeNode;
+  poolName: string | undefined;
+}) {
   const { client, permissions } = useConsole();
   const cordoned = node.state === 'cordoned';
   const canCordon = usePermission(
@@ -70,9 +87,11 @@ function NodeRow({ live, node }: { live: LiveConsole; node: ComputeNode }) {
           <strong>{node.name}</strong>
         </Link>
         <br />
-        <code>{node.id}</code>
+        <IdRef id={node.id} />
       </td>
-      <td>{node.poolId}</td>
+      <td>
+        <IdRef id={node.poolId} name={poolName} />
+      </td>
       <td data-state={node.state}>{node.state}</td>
       <td>
         {node.freeGpus} / {node.gpuCount}

@@ -8,7 +8,15 @@ import type { CallOutput } from '@better-compute/client';
 import { describeAction, type LiveConsole, type Reservation } from '@better-compute/console-kit';
 import { useAction, useList, usePermission } from '@better-compute/console-kit/react';
 import { useConsole } from '@/components/console-context';
-import { ConfirmButton, disabledReason, ErrorNote, PagedTable, when } from '@/components/ui';
+import {
+  ConfirmButton,
+  disabledReason,
+  ErrorNote,
+  IdRef,
+  PagedTable,
+  usePoolNames,
+  when,
+} from '@/components/ui';
 import { idempotencyKey } from '@/lib/api';
 
 export default function ReservationsPage() {
@@ -23,6 +31,7 @@ export default function ReservationsPage() {
 
 function Reservations({ live }: { live: LiveConsole }) {
   const state = useList(live.reservations);
+  const poolNames = usePoolNames(live);
   return (
     <>
       <ReserveForm live={live} />
@@ -33,7 +42,14 @@ function Reservations({ live }: { live: LiveConsole }) {
         columns={['Reservation', 'Pool', 'State', 'GPUs', 'Ends', 'Actions']}
         empty="No reservations yet."
         onMore={() => void live.reservations.loadMore()}
-        row={(reservation) => <ReservationRow key={reservation.id} live={live} reservation={reservation} />}
+        row={(reservation) => (
+          <ReservationRow
+            key={reservation.id}
+            live={live}
+            reservation={reservation}
+            poolName={poolNames.get(reservation.poolId)}
+          />
+        )}
       />
     </>
   );
@@ -156,7 +172,15 @@ function ReserveForm({ live }: { live: LiveConsole }) {
   );
 }
 
-function ReservationRow({ live, reservation }: { live: LiveConsole; reservation: Reservation }) {
+function ReservationRow({
+  live,
+  reservation,
+  poolName,
+}: {
+  live: LiveConsole;
+  reservation: Reservation;
+  poolName: string | undefined;
+}) {
   const { client, permissions } = useConsole();
   const open = reservation.state !== 'ended';
   const canRelease = usePermission(
@@ -178,14 +202,16 @@ function ReservationRow({ live, reservation }: { live: LiveConsole; reservation:
   const why = 'This reservation has ended';
   const question =
     reservation.state === 'queued'
-      ? `Cancel the queued reservation ${reservation.id}? It leaves the queue of ${reservation.poolId} and will not start.`
-      : `Release reservation ${reservation.id} now? Its ${reservation.gpus} GPU(s) go back to ${reservation.poolId}, and whatever runs on them loses them.`;
+      ? `Cancel the queued reservation ${reservation.id}? It leaves the queue of ${poolName ?? reservation.poolId} and will not start.`
+      : `Release reservation ${reservation.id} now? Its ${reservation.gpus} GPU(s) go back to ${poolName ?? reservation.poolId}, and whatever runs on them loses them.`;
   return (
     <tr data-reservation={reservation.id}>
       <td>
-        <code>{reservation.id}</code>
+        <IdRef id={reservation.id} />
       </td>
-      <td>{reservation.poolId}</td>
+      <td>
+        <IdRef id={reservation.poolId} name={poolName} />
+      </td>
       <td data-state={reservation.state}>
         {reservation.state}
         {reservation.state === 'queued' && reservation.queuePosition
