@@ -172,7 +172,7 @@ const FOLDER_RULES: Record<string, Record<string, readonly string[]>> = {
     gateway: ['db', 'modules', 'pki'],
     tunnels: ['gateway', 'http', 'live', 'modules'],
     sim: ['compute.ts', 'db', 'modules'],
-    host: ['compute.ts', 'config', 'gateway', 'pki', 'sim', 'tunnels'],
+    host: ['compute.ts', 'config', 'gateway', 'live', 'pki', 'sim', 'tunnels'],
     mcp: ['http'],
     cli: ['audit', 'config', 'host', 'mcp', 'modules', 'pki', 'sim'],
   },

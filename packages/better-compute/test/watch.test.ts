@@ -55,6 +55,30 @@ describe.each(kinds)('the event stream, on %s', (kind) => {
     expect(records).toEqual(tail);
   });
 
+  it('reads the same through the web handler, a host that does not take the stream over', async () => {
+    const openBefore = d.compute.live.size;
+    const response = await d.compute.handler(new Request(watchUrl(), { headers: bearer(d.keys.root) }));
+    expect(response.status).toBe(200);
+    // What the stream wrote before its reader came (the retry line) is held for it, not lost.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const reader = response.body!.getReader();
+    const created = await site();
+    const decoder = new TextDecoder();
+    let text = '';
+    const deadline = Date.now() + 5000;
+    while (!text.includes(created.id) && Date.now() < deadline) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+    }
+    expect(text.startsWith('retry: 2000\n')).toBe(true);
+    expect(text).toMatch(new RegExp(`event: site\\.created\ndata: \\{.*"${created.id}"`));
+    expect(d.compute.live.size).toBe(openBefore + 1);
+    // The reader going away closes the stream.
+    await reader.cancel();
+    expect(d.compute.live.size).toBe(openBefore);
+  });
+
   it('fans one read out to every watcher of a tenant: 50 watchers, a handful of queries per event', async () => {
     const streams = await Promise.all(
       Array.from({ length: 50 }, () => openStream(watchUrl(), bearer(d.keys.root))),

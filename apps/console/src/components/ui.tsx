@@ -176,7 +176,7 @@ export function disabledReason(
  * An id as people read it: `res_…7Q2ZKD`, the prefix and the last six characters, which tell the
  * rows of one table apart. Ids too short to gain from it are shown whole.
  */
-export function shortId(id: string): string {
+function shortId(id: string): string {
   const cut = id.indexOf('_');
   const body = cut === -1 ? id : id.slice(cut + 1);
   return body.length <= 10 ? id : `${id.slice(0, cut + 1)}…${body.slice(-6)}`;

@@ -28,6 +28,7 @@ import { type AccessEntry, AccessNote, envelopeCode, loggablePath, OpenNotes } f
 import { type ClientAddressOf, configuredClientAddress } from './client-address.js';
 import type { Probes } from './health.js';
 import { type Metrics, METRICS_PATH, metricsAnswer } from './metrics.js';
+import { directOf, type DirectStream } from '../live/direct.js';
 
 /**
  * The body, up to `limit`. Read from the message's events rather than its async iterator: a small
@@ -128,12 +129,43 @@ async function writeResponse(response: Response, outgoing: ServerResponse, seen:
   });
   const cookies = response.headers.getSetCookie();
   if (cookies.length) headers['set-cookie'] = cookies;
+  const direct = directOf(response.body);
+  if (direct) return streamDirect(response.status, headers, direct, outgoing);
   if (response.body && headers['content-type']?.toString().startsWith('text/event-stream'))
     return streamBody(response.status, headers, response.body, outgoing);
   const body = Buffer.from(await response.arrayBuffer());
   if (seen && response.status >= 400) seen.code = envelopeCode(response.status, body);
   outgoing.writeHead(response.status, { ...headers, 'content-length': body.length });
   outgoing.end(body);
+}
+
+/**
+ * A stream the handler lets a host take over (live/direct.ts): its bytes are written to the
+ * connection as they are produced, with no web stream between. Flow control is the stream's own:
+ * it reads the connection's backlog and ends itself when the client falls too far behind.
+ */
+function streamDirect(
+  status: number,
+  headers: Record<string, string | string[]>,
+  direct: DirectStream,
+  outgoing: ServerResponse,
+): void {
+  outgoing.socket?.setNoDelay(true);
+  // As streamBody: the connection closes with the stream, never left as an idle keep-alive one.
+  outgoing.writeHead(status, { ...headers, connection: 'close' });
+  outgoing.flushHeaders();
+  outgoing.once('close', () => direct.cancel());
+  direct.attach({
+    write(chunk) {
+      if (!outgoing.destroyed) outgoing.write(chunk);
+    },
+    get backlog() {
+      return outgoing.writableLength;
+    },
+    end() {
+      if (!outgoing.destroyed) outgoing.end();
+    },
+  });
 }
 
 /**

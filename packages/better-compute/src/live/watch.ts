@@ -40,6 +40,7 @@ import { methods } from '@better-compute/core/methods';
 import { sql, type Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
 import type { LiveHub, LiveStream } from './hub.js';
+import { type DirectSink, offerDirect } from './direct.js';
 import { type EventRecord, typeMatcher } from '../modules/events/index.js';
 import { createGate, denied } from '../http/gate.js';
 import type { HandlerLog } from '../http/handler.js';
@@ -300,18 +301,40 @@ export function createWatch(options: WatchOptions): (request: Request) => Promis
     const wanted = (type: string) => !matchers || matchers.some((match) => match(type));
     const hub = options.hub;
     let controller!: ReadableStreamDefaultController<Uint8Array>;
+    // Where the bytes go: held until a consumer shows itself, then to the host's connection (a
+    // takeover, live/direct.ts) or into the web stream (its reader's first pull).
+    let sink: DirectSink | null = null;
+    let held: Uint8Array[] | null = [];
+    let heldBytes = 0;
     let closed = false;
     let heartbeat: ReturnType<typeof setInterval> | undefined;
     let rechecking = false;
     // Events committed before the stream opened that the hub will still read past its start.
     let before = new Set<string>();
 
+    const emit = (chunk: Uint8Array) => {
+      if (sink) sink.write(chunk);
+      else if (held) {
+        held.push(chunk);
+        heldBytes += chunk.byteLength;
+      } else controller.enqueue(chunk);
+    };
+    const backlog = () => (sink ? sink.backlog : held ? heldBytes : -(controller.desiredSize ?? 0));
+    /** The held bytes into the web stream, which its reader now reads. */
+    const toWebStream = () => {
+      if (!held) return;
+      for (const chunk of held) controller.enqueue(chunk);
+      held = null;
+      if (closed) controller.close();
+    };
     const close = () => {
       if (closed) return;
       closed = true;
       slot?.release();
       if (heartbeat) clearInterval(heartbeat);
       hub.remove(stream);
+      if (sink) return sink.end();
+      if (held) return; // given to whichever consumer comes (or dropped with the body)
       try {
         controller.close();
       } catch {
@@ -320,8 +343,8 @@ export function createWatch(options: WatchOptions): (request: Request) => Promis
     };
     const write = (chunk: string | Uint8Array) => {
       if (closed) return;
-      controller.enqueue(typeof chunk === 'string' ? encoder.encode(chunk) : chunk);
-      if ((controller.desiredSize ?? 0) < -MAX_BACKLOG_BYTES) {
+      emit(typeof chunk === 'string' ? encoder.encode(chunk) : chunk);
+      if (backlog() > MAX_BACKLOG_BYTES) {
         refuse(new ComputeError('UNAVAILABLE', 'the reader fell too far behind; resume with Last-Event-ID'));
       }
     };
@@ -330,7 +353,7 @@ export function createWatch(options: WatchOptions): (request: Request) => Promis
       const body = {
         error: { code: error.code, message: error.message, ...(error.hint ? { hint: error.hint } : {}) },
       };
-      controller.enqueue(encoder.encode(`event: error\ndata: ${JSON.stringify(body)}\n\n`));
+      emit(encoder.encode(`event: error\ndata: ${JSON.stringify(body)}\n\n`));
       close();
     };
 
@@ -359,17 +382,33 @@ export function createWatch(options: WatchOptions): (request: Request) => Promis
       end: close,
     };
 
+    // No high-water mark: the stream asks for bytes (pull) only once a reader reads, which is how
+    // the held bytes learn that the web stream, not a takeover, is their consumer.
     const body = new ReadableStream<Uint8Array>(
       {
         start(c) {
           controller = c;
         },
+        pull() {
+          toWebStream();
+        },
         cancel() {
+          held = null;
           close();
         },
       },
-      { highWaterMark: 64 * 1024, size: (chunk) => chunk.byteLength },
+      { highWaterMark: 0, size: (chunk) => chunk.byteLength },
     );
+    offerDirect(body, {
+      attach(taking) {
+        if (sink || !held) return;
+        for (const chunk of held) taking.write(chunk);
+        held = null;
+        sink = taking;
+        if (closed) taking.end();
+      },
+      cancel: close,
+    });
     request.signal?.addEventListener('abort', close, { once: true });
     write(`retry: ${retryMs}\n: stream of ${tenantId}\n\n`);
     heartbeat = setInterval(() => write(': keep-alive\n\n'), heartbeatMs);
