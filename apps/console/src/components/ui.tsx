@@ -200,7 +200,7 @@ export function IdRef({ id, name }: { id: string; name?: string | null | undefin
           className="id"
           aria-expanded={full}
           // The name read aloud starts with the text shown, as the short id's reader expects.
-          aria-label={`${full ? id : short}: ${full ? 'hide' : 'show'} the full id${name ? ` of ${name}` : ''}`}
+          aria-label={`${full ? id : short}${name ? ` (${name})` : ''}: ${full ? 'press for the short id' : 'press for the full id'}`}
           title={id}
           onClick={() => setFull((shown) => !shown)}
         >

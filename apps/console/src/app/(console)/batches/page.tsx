@@ -27,6 +27,7 @@ import {
   ConfirmButton,
   disabledReason,
   ErrorNote,
+  IdRef,
   PagedTable,
   StateFilter,
   useNow,
@@ -127,7 +128,7 @@ function BatchRow({
   return (
     <tr data-batch={batch.id}>
       <td>
-        <code>{batch.id}</code>
+        <IdRef id={batch.id} />
         <br />
         <span className="note">
           {batch.size} command(s): {text.kinds}

@@ -12,7 +12,7 @@ import { describeAction, ListStore } from '@better-compute/console-kit';
 import { useAction, useList, usePermission } from '@better-compute/console-kit/react';
 import { useConsole } from '@/components/console-context';
 import { useVpsPools, VpsPoolField } from '@/components/vps-choices';
-import { ConfirmButton, disabledReason, ErrorNote, PagedTable, when } from '@/components/ui';
+import { ConfirmButton, disabledReason, ErrorNote, IdRef, PagedTable, when } from '@/components/ui';
 
 type Image = CallOutput<'images.get'>;
 type Flavor = CallOutput<'flavors.list'>['items'][number];
@@ -74,7 +74,7 @@ function ImageRow({ image, store }: { image: Image; store: ListStore<Image> }) {
   return (
     <tr data-image={image.id}>
       <td>
-        <code>{image.id}</code>
+        <IdRef id={image.id} />
         <br />
         {image.name}{' '}
         <span className="note">
@@ -219,7 +219,7 @@ function FlavorRow({ flavor, store }: { flavor: Flavor; store: ListStore<Flavor>
   return (
     <tr data-flavor={flavor.id}>
       <td>
-        <code>{flavor.id}</code>
+        <IdRef id={flavor.id} />
         <br />
         {flavor.name}
       </td>

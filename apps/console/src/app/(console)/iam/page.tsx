@@ -7,7 +7,7 @@ import { useState, type FormEvent } from 'react';
 import { ListStore, type Page } from '@better-compute/console-kit';
 import { useAction, useList } from '@better-compute/console-kit/react';
 import { useConsole } from '@/components/console-context';
-import { ConfirmButton, ErrorNote, PagedTable, when } from '@/components/ui';
+import { ConfirmButton, ErrorNote, IdRef, PagedTable, when } from '@/components/ui';
 import { iamCall } from '@/lib/api';
 
 interface Principal {
@@ -91,7 +91,7 @@ export default function IamPage() {
         row={(principal) => (
           <tr key={principal.id}>
             <td>
-              {principal.displayName} <code>{principal.id}</code>
+              <IdRef id={principal.id} name={principal.displayName} />
             </td>
             <td>{principal.kind}</td>
             <td>{principal.email ?? '—'}</td>
@@ -131,7 +131,7 @@ export default function IamPage() {
         row={(key) => (
           <tr key={key.id}>
             <td>
-              {key.name} <code>{key.id}</code>
+              <IdRef id={key.id} name={key.name} />
             </td>
             <td>{when(key.createdAt)}</td>
             <td>{when(key.lastUsedAt)}</td>

@@ -8,7 +8,15 @@ import type { CallOutput } from '@better-compute/client';
 import { describeAction, ListStore, type LiveConsole } from '@better-compute/console-kit';
 import { useAction, useList, usePermission } from '@better-compute/console-kit/react';
 import { useConsole } from '@/components/console-context';
-import { ConfirmButton, disabledReason, ErrorNote, PagedTable, when } from '@/components/ui';
+import {
+  ConfirmButton,
+  disabledReason,
+  ErrorNote,
+  IdRef,
+  PagedTable,
+  usePoolNames,
+  when,
+} from '@/components/ui';
 import { idempotencyKey } from '@/lib/api';
 
 type JoinToken = CallOutput<'joinTokens.list'>['items'][number];
@@ -43,6 +51,7 @@ function Joining({ live }: { live: LiveConsole }) {
   useEffect(() => live.track('joinRequest', requests), [live, requests]);
   const tokensState = useList(tokens);
   const requestsState = useList(requests);
+  const poolNames = usePoolNames(live);
   return (
     <>
       <NewToken live={live} tokens={tokens} />
@@ -53,7 +62,7 @@ function Joining({ live }: { live: LiveConsole }) {
         columns={['Token', 'Pool', 'Uses left', 'Pre-approved', 'State', 'Expires', 'Actions']}
         empty="No join tokens."
         onMore={() => void tokens.loadMore()}
-        row={(token) => <TokenRow key={token.id} token={token} tokens={tokens} />}
+        row={(token) => <TokenRow key={token.id} token={token} tokens={tokens} poolNames={poolNames} />}
       />
       <h2>Join requests</h2>
       <PagedTable
@@ -62,7 +71,9 @@ function Joining({ live }: { live: LiveConsole }) {
         columns={['Machine', 'Pool', 'State', 'Asked', 'Actions']}
         empty="No machine has asked to join."
         onMore={() => void requests.loadMore()}
-        row={(request) => <RequestRow key={request.id} request={request} requests={requests} />}
+        row={(request) => (
+          <RequestRow key={request.id} request={request} requests={requests} poolNames={poolNames} />
+        )}
       />
     </>
   );
@@ -160,7 +171,15 @@ function NewToken({ live, tokens }: { live: LiveConsole; tokens: ListStore<JoinT
   );
 }
 
-function TokenRow({ token, tokens }: { token: JoinToken; tokens: ListStore<JoinToken> }) {
+function TokenRow({
+  token,
+  tokens,
+  poolNames,
+}: {
+  token: JoinToken;
+  tokens: ListStore<JoinToken>;
+  poolNames: ReadonlyMap<string, string>;
+}) {
   const { client, permissions } = useConsole();
   const active = token.state === 'active';
   const allowed = usePermission(
@@ -171,11 +190,13 @@ function TokenRow({ token, tokens }: { token: JoinToken; tokens: ListStore<JoinT
   return (
     <tr>
       <td>
-        <code>{token.id}</code>
+        <IdRef id={token.id} />
         <br />
         <span className="note">{token.description}</span>
       </td>
-      <td>{token.poolId}</td>
+      <td>
+        <IdRef id={token.poolId} name={poolNames.get(token.poolId)} />
+      </td>
       <td>
         {token.usesLeft} / {token.usesAllowed}
       </td>
@@ -198,7 +219,15 @@ function TokenRow({ token, tokens }: { token: JoinToken; tokens: ListStore<JoinT
   );
 }
 
-function RequestRow({ request, requests }: { request: JoinRequest; requests: ListStore<JoinRequest> }) {
+function RequestRow({
+  request,
+  requests,
+  poolNames,
+}: {
+  request: JoinRequest;
+  requests: ListStore<JoinRequest>;
+  poolNames: ReadonlyMap<string, string>;
+}) {
   const { client, permissions } = useConsole();
   const pending = request.state === 'pending';
   const canApprove = usePermission(
@@ -217,9 +246,11 @@ function RequestRow({ request, requests }: { request: JoinRequest; requests: Lis
   return (
     <tr>
       <td>
-        <strong>{request.hostname}</strong> <code>{request.id}</code>
+        <IdRef id={request.id} name={request.hostname} />
       </td>
-      <td>{request.poolId}</td>
+      <td>
+        <IdRef id={request.poolId} name={poolNames.get(request.poolId)} />
+      </td>
       <td>
         {request.state}
         {request.nodeId ? ` as ${request.nodeId}` : ''}

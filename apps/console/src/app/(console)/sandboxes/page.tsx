@@ -16,7 +16,7 @@ import {
 } from '@better-compute/console-kit';
 import { useAction, useList, useStore } from '@better-compute/console-kit/react';
 import { useConsole } from '@/components/console-context';
-import { ChoiceField, ConfirmButton, ErrorNote, PagedTable } from '@/components/ui';
+import { ChoiceField, ConfirmButton, ErrorNote, IdRef, PagedTable } from '@/components/ui';
 import { idempotencyKey } from '@/lib/api';
 import { Templates } from './templates';
 
@@ -108,7 +108,7 @@ function SandboxLine({ row, view }: { row: SandboxRow; view: SandboxesView }) {
   return (
     <tr data-sandbox={row.id}>
       <td>
-        <code>{row.id}</code>
+        <IdRef id={row.id} />
         <br />
         <span className="note">
           {row.warm ? 'from the warm pool' : 'started cold'}

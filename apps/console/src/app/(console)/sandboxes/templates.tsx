@@ -25,6 +25,7 @@ import {
   disabledReason,
   ErrorNote,
   FieldError,
+  IdRef,
   PagedTable,
 } from '@/components/ui';
 import { idempotencyKey } from '@/lib/api';
@@ -174,11 +175,11 @@ function TemplateRow({
       <td>
         {template.name}
         <br />
-        <code>{template.id}</code>
+        <IdRef id={template.id} />
       </td>
       <td>
-        {poolName ?? <code>{template.poolId}</code>}, <code>{template.flavorId}</code>,{' '}
-        {imageName ?? <code>{template.imageId}</code>} ({template.runtime})
+        <IdRef id={template.poolId} name={poolName} />, <IdRef id={template.flavorId} />,{' '}
+        <IdRef id={template.imageId} name={imageName} /> ({template.runtime})
       </td>
       <td>
         {hasVolumes ? (

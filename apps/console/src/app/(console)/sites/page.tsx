@@ -21,6 +21,7 @@ import {
   disabledReason,
   ErrorNote,
   Field,
+  IdRef,
   PagedTable,
   StateFilter,
   when,
@@ -121,7 +122,7 @@ function SiteRow({ site, store }: { site: Site; store: ListStore<Site> }) {
       <td>
         <strong data-site-name="">{safeCell(site.name)}</strong>
         <br />
-        <code>{site.id}</code>
+        <IdRef id={site.id} />
       </td>
       <td>{site.region ? safeCell(site.region) : '—'}</td>
       <td>{site.description ? safeCell(site.description) : ''}</td>
@@ -286,7 +287,7 @@ function ProjectRow({ project, place }: { project: Project; place: (project: Pro
       <td>
         <strong data-project-name="">{safeCell(project.name)}</strong>
         <br />
-        <code>{project.id}</code>
+        <IdRef id={project.id} />
       </td>
       <td>{project.description ? safeCell(project.description) : ''}</td>
       <td data-state={project.state}>

@@ -12,7 +12,7 @@ import { ListStore, volumeDevicePath } from '@better-compute/console-kit';
 import { useAction, useList } from '@better-compute/console-kit/react';
 import { useConsole } from '@/components/console-context';
 import { useVpsPools, VpsPoolField } from '@/components/vps-choices';
-import { ConfirmButton, ErrorNote, PagedTable } from '@/components/ui';
+import { ConfirmButton, ErrorNote, IdRef, PagedTable } from '@/components/ui';
 import { idempotencyKey } from '@/lib/api';
 
 type Volume = CallOutput<'sandboxVolumes.get'>;
@@ -184,7 +184,7 @@ function VolumeRow({
       <td>
         {volume.name}
         <br />
-        <code>{volume.id}</code>
+        <IdRef id={volume.id} />
         <br />
         <span className="note">
           Guest device: <code data-device-path>{volumeDevicePath(volume.id)}</code>
@@ -197,9 +197,9 @@ function VolumeRow({
         ))}
       </td>
       <td>
-        {poolName ?? <code>{volume.poolId}</code>}
+        <IdRef id={volume.poolId} name={poolName} />
         <br />
-        {volume.nodeId ? <code>{volume.nodeId}</code> : <span className="note">not placed yet</span>}
+        {volume.nodeId ? <IdRef id={volume.nodeId} /> : <span className="note">not placed yet</span>}
       </td>
       <td>{volume.sizeGiB} GiB</td>
       <td data-state={volume.state}>

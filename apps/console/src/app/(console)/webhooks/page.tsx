@@ -8,7 +8,7 @@ import type { CallOutput } from '@better-compute/client';
 import { describeAction, ListStore } from '@better-compute/console-kit';
 import { useAction, useList, usePermission } from '@better-compute/console-kit/react';
 import { useConsole } from '@/components/console-context';
-import { ConfirmButton, disabledReason, ErrorNote, PagedTable, when } from '@/components/ui';
+import { ConfirmButton, disabledReason, ErrorNote, IdRef, PagedTable, when } from '@/components/ui';
 import { idempotencyKey } from '@/lib/api';
 import { SchemaForm, useSchemaForm } from '@/components/schema-form';
 
@@ -96,7 +96,7 @@ function WebhookRow({ webhook, store }: { webhook: Webhook; store: ListStore<Web
   return (
     <tr>
       <td>
-        <code>{webhook.id}</code>
+        <IdRef id={webhook.id} />
         <br />
         <span className="note">{webhook.description}</span>
       </td>
