@@ -8,14 +8,20 @@
  * and is read back from the page. A console started with a certificate its bundle did not sign, or
  * with the key of another, refuses to start and names the file.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestDatabase } from '@better-compute/db/testing';
 import { sql } from 'kysely';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bcd, bcdJoin, freePort, type Proc, until } from '../../../packages/daemon/test/daemon-support.js';
+import {
+  bcd,
+  bcdJoin,
+  daemonConnected,
+  freePort,
+  type Proc,
+} from '../../../packages/daemon/test/daemon-support.js';
 import { type Pki, replica, scratchPki, SECRET } from '../../../packages/daemon/test/replicas-support.js';
 import {
   adminSessionToken,
@@ -76,13 +82,7 @@ beforeAll(async () => {
   const joined = await bcdJoin(server.origin, joinToken.token, scratch, stateDir);
   nodeId = JSON.parse(joined.out[0]!).nodeId;
   daemon = bcd(['run', '--state-dir', stateDir, '--url', gatewayUrl]);
-  await until(
-    'the daemon’s session with the gateway replica',
-    async () =>
-      existsSync(join(stateDir, 'status.json')) &&
-      JSON.parse(readFileSync(join(stateDir, 'status.json'), 'utf8')).connected === true,
-    60_000,
-  );
+  await daemonConnected(stateDir);
 }, 300_000);
 
 afterAll(async () => {
