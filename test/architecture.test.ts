@@ -192,12 +192,12 @@ const FOLDER_RULES: Record<string, Record<string, readonly string[]>> = {
   core: {
     // The method table is written in the core's own terms (groups, ids, the contract).
     methods: ['*'],
-    // The quorum is pure functions over bytes: the error type, ids, the shared RFC 6962 tree, and
-    // the command envelope a batch's command is checked against.
-    quorum: ['command-envelope.ts', 'errors.ts', 'ids.ts', 'merkle.ts'],
-    // Release manifests are pure functions too: the error type, and the project's pin form for
-    // key ids (command-root.ts's publicKeyPin).
-    release: ['command-root.ts', 'errors.ts'],
+    // The quorum is pure functions over bytes: the error type, ids, the shared RFC 6962 tree, the
+    // command envelope a batch's command is checked against, and the strict SPKI key reader.
+    quorum: ['command-envelope.ts', 'errors.ts', 'ids.ts', 'merkle.ts', 'spki.ts'],
+    // Release manifests are pure functions too: the error type, the project's pin form for key ids
+    // (command-root.ts's publicKeyPin), and the strict SPKI key reader.
+    release: ['command-root.ts', 'errors.ts', 'spki.ts'],
   },
 };
 

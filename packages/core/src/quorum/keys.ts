@@ -14,6 +14,7 @@ import {
   verify,
 } from 'node:crypto';
 import { ComputeError } from '../errors.js';
+import { spkiDerOfPem, strictSpkiKey } from '../spki.js';
 import { fromBase64url, toBase64url } from './bytes.js';
 
 /** The length of an approval signature: r and s, 32 bytes each. */
@@ -37,14 +38,7 @@ const isP256 = (key: KeyObject) =>
 
 /** A P-256 public key from its SPKI DER, or null when it is anything else. */
 export function publicKeyFromSpki(der: Uint8Array): KeyObject | null {
-  if (der.length === 0 || der.length > MAX_SPKI_BYTES) return null;
-  try {
-    const key = createPublicKey({ key: Buffer.from(der), format: 'der', type: 'spki' });
-    // Re-exporting must give the same bytes: one encoding per key, so one kid per key.
-    return isP256(key) && Buffer.from(der).equals(key.export({ type: 'spki', format: 'der' })) ? key : null;
-  } catch {
-    return null;
-  }
+  return strictSpkiKey(der, MAX_SPKI_BYTES, isP256);
 }
 
 /** The unpadded base64url of a key's SPKI DER: how approver sets carry keys. */
@@ -54,8 +48,8 @@ export const encodePublicKey = (key: KeyObject): string =>
 /** A P-256 public key from base64url SPKI DER or an SPKI PEM (a `PATH.pub` file), else null. */
 export function decodePublicKey(text: unknown): KeyObject | null {
   if (typeof text !== 'string') return null;
-  const pem = /^-----BEGIN PUBLIC KEY-----\r?\n([A-Za-z0-9+/=\r\n]+)-----END PUBLIC KEY-----\s*$/.exec(text);
-  if (pem) return publicKeyFromSpki(new Uint8Array(Buffer.from(pem[1]!.replace(/\s/g, ''), 'base64')));
+  const pem = spkiDerOfPem(text);
+  if (pem) return publicKeyFromSpki(pem);
   const der = fromBase64url(text, MAX_SPKI_BYTES);
   return der ? publicKeyFromSpki(der) : null;
 }

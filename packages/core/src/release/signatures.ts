@@ -16,6 +16,7 @@ import {
 } from 'node:crypto';
 import { publicKeyPin } from '../command-root.js';
 import { ComputeError } from '../errors.js';
+import { spkiDerOfPem, strictSpkiKey } from '../spki.js';
 import { canonicalBytes } from './canonical.js';
 import {
   RELEASE_KEY_ID,
@@ -52,18 +53,8 @@ function fromBase64(text: string, maxBytes: number): Buffer | null {
 /** An Ed25519 public key from base64 SPKI DER or an SPKI PEM (a `PATH.pub` file), else null. */
 export function decodeReleasePublicKey(text: unknown): KeyObject | null {
   if (typeof text !== 'string') return null;
-  const pem = /^-----BEGIN PUBLIC KEY-----\r?\n([A-Za-z0-9+/=\r\n]+)-----END PUBLIC KEY-----\s*$/.exec(text);
-  const der = pem
-    ? Buffer.from(pem[1]!.replace(/\s/g, ''), 'base64')
-    : fromBase64(text.trim(), MAX_SPKI_BYTES);
-  if (!der || der.length === 0 || der.length > MAX_SPKI_BYTES) return null;
-  try {
-    const key = createPublicKey({ key: der, format: 'der', type: 'spki' });
-    // Re-exporting must give the same bytes: one encoding per key, so one id per key.
-    return isEd25519(key) && der.equals(key.export({ type: 'spki', format: 'der' })) ? key : null;
-  } catch {
-    return null;
-  }
+  const der = spkiDerOfPem(text) ?? fromBase64(text.trim(), MAX_SPKI_BYTES);
+  return der ? strictSpkiKey(der, MAX_SPKI_BYTES, isEd25519) : null;
 }
 
 export interface ReleaseKeyFiles {
