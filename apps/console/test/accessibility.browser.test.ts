@@ -2,6 +2,8 @@
  * Every page of the console checked by axe-core in a real Chromium, signed in as the root
  * administrator over simulated machines (and /login signed out): no violation of serious or critical
  * impact (missing labels, names, contrast, landmarks, ARIA misuse). A screenshot of each page is saved.
+ * Every page is then opened at 375 px and at 1,440 px: none scrolls sideways, and a screenshot of
+ * each at both widths is kept (test-results/screenshots/page-<name>-<width>.png).
  */
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
@@ -11,10 +13,14 @@ import {
   adminSessionToken,
   api,
   type ConsoleProcess,
+  consoleContext,
   launchBrowser,
+  overflowsSideways,
+  screenshot,
   screenshotsDir,
   signIn,
   startConsole,
+  VIEWPORTS,
 } from './browser-support.js';
 
 const axeSource = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
@@ -75,6 +81,44 @@ async function check(path: string, ready: (page: Page) => Promise<unknown>, name
   return found;
 }
 
+/** Every page of the console: its path, what shows once it is ready, and its name for screenshots. */
+function consolePages(): [string, (page: Page) => Promise<unknown>, string][] {
+  const heading = (text: string | RegExp) => (page: Page) =>
+    page.getByRole('heading', { level: 1, name: text }).waitFor();
+  return [
+    ['/reservations', heading('Reservations'), 'reservations'],
+    ['/capacity', heading(/Capacity/), 'capacity'],
+    ['/nodes', (page) => page.locator('tr').nth(1).waitFor(), 'nodes'],
+    [`/nodes/${nodeId}`, (page) => page.getByRole('heading', { name: 'Break-glass SSH' }).waitFor(), 'node'],
+    [
+      `/nodes/${nodeId}`,
+      // The node's workflows and commands once their lists have loaded (an empty list says so).
+      (page) =>
+        page.getByText('No commands on this node.').or(page.locator('tr[data-command]').first()).waitFor(),
+      'node-operations',
+    ],
+    ['/sites', (page) => page.getByRole('heading', { name: 'Projects', exact: true }).waitFor(), 'sites'],
+    ['/usage', (page) => page.locator('[data-usage-chart]').waitFor(), 'usage'],
+    ['/instances', heading('Instances'), 'instances'],
+    ['/catalog', heading('Images and flavors'), 'catalog'],
+    ['/sandboxes', heading('Sandboxes'), 'sandboxes'],
+    ['/volumes', heading(/Volumes/), 'volumes'],
+    ['/joining', heading(/Joining/), 'joining'],
+    [
+      '/discovery',
+      // Once the first site's discoveries have loaded (none yet says so).
+      (page) => page.getByText('Nothing seen PXE-booting').or(page.locator('tr[data-mac]').first()).waitFor(),
+      'discovery',
+    ],
+    ['/approvals', heading('Agents awaiting approval'), 'approvals'],
+    ['/events', heading('Events'), 'events'],
+    ['/webhooks', heading('Webhooks'), 'webhooks'],
+    ['/iam', heading(/People/), 'iam'],
+    ['/platform/tenants', heading('Tenants'), 'tenants'],
+    ['/fleet', (page) => page.locator('[data-drift-state]').waitFor(), 'fleet-drift'],
+  ];
+}
+
 describe('accessibility', () => {
   it('the sign-in page has no serious or critical axe violation', async () => {
     const found = await check('/login', (page) => page.getByLabel('Email').waitFor(), 'login');
@@ -83,48 +127,32 @@ describe('accessibility', () => {
 
   it('no page of the console has a serious or critical axe violation', async () => {
     await (await signIn(context, server.origin, server.adminEmail, server.adminPassword)).close();
-    const heading = (text: string | RegExp) => (page: Page) =>
-      page.getByRole('heading', { level: 1, name: text }).waitFor();
-    const pages: [string, (page: Page) => Promise<unknown>, string][] = [
-      ['/reservations', heading('Reservations'), 'reservations'],
-      ['/capacity', heading(/Capacity/), 'capacity'],
-      ['/nodes', (page) => page.locator('tr').nth(1).waitFor(), 'nodes'],
-      [
-        `/nodes/${nodeId}`,
-        (page) => page.getByRole('heading', { name: 'Break-glass SSH' }).waitFor(),
-        'node',
-      ],
-      [
-        `/nodes/${nodeId}`,
-        // The node's workflows and commands once their lists have loaded (an empty list says so).
-        (page) =>
-          page.getByText('No commands on this node.').or(page.locator('tr[data-command]').first()).waitFor(),
-        'node-operations',
-      ],
-      ['/sites', (page) => page.getByRole('heading', { name: 'Projects', exact: true }).waitFor(), 'sites'],
-      ['/usage', (page) => page.locator('[data-usage-chart]').waitFor(), 'usage'],
-      ['/instances', heading('Instances'), 'instances'],
-      ['/catalog', heading('Images and flavors'), 'catalog'],
-      ['/sandboxes', heading('Sandboxes'), 'sandboxes'],
-      ['/volumes', heading(/Volumes/), 'volumes'],
-      ['/joining', heading(/Joining/), 'joining'],
-      [
-        '/discovery',
-        // Once the first site's discoveries have loaded (none yet says so).
-        (page) =>
-          page.getByText('Nothing seen PXE-booting').or(page.locator('tr[data-mac]').first()).waitFor(),
-        'discovery',
-      ],
-      ['/approvals', heading('Agents awaiting approval'), 'approvals'],
-      ['/events', heading('Events'), 'events'],
-      ['/webhooks', heading('Webhooks'), 'webhooks'],
-      ['/iam', heading(/People/), 'iam'],
-      ['/platform/tenants', heading('Tenants'), 'tenants'],
-      ['/fleet', (page) => page.locator('[data-drift-state]').waitFor(), 'fleet-drift'],
-    ];
+    const pages = consolePages();
     const found: string[] = [];
     for (const [path, ready, name] of pages)
       for (const violation of await check(path, ready, name)) found.push(`${path}: ${violation}`);
     expect(found).toEqual([]);
   }, 180_000);
+
+  it('every page fits 375 px and 1,440 px, with a screenshot of each at both', async () => {
+    const refused: string[] = [];
+    for (const width of ['narrow', 'wide'] as const) {
+      const sized = await consoleContext(browser, width);
+      try {
+        await (await signIn(sized, server.origin, server.adminEmail, server.adminPassword)).close();
+        for (const [path, ready, name] of consolePages()) {
+          const tab = await sized.newPage();
+          await tab.goto(`${server.origin}${path}`);
+          await ready(tab);
+          await screenshot(tab, `page-${name}-${VIEWPORTS[width].width}`);
+          if (await overflowsSideways(tab))
+            refused.push(`${path} scrolls sideways at ${VIEWPORTS[width].width} px`);
+          await tab.close();
+        }
+      } finally {
+        await sized.close();
+      }
+    }
+    expect(refused).toEqual([]);
+  }, 300_000);
 });
