@@ -110,6 +110,7 @@ function consolePages(): [string, (page: Page) => Promise<unknown>, string][] {
       (page) => page.getByText('Nothing seen PXE-booting').or(page.locator('tr[data-mac]').first()).waitFor(),
       'discovery',
     ],
+    ['/batches', heading('Destructive batches'), 'batches'],
     ['/approvals', heading('Agents awaiting approval'), 'approvals'],
     ['/events', heading('Events'), 'events'],
     ['/webhooks', heading('Webhooks'), 'webhooks'],
