@@ -167,6 +167,13 @@ export async function computeCodeOf(
 export const screenshot = (page: Page, name: string) =>
   page.screenshot({ path: join(screenshotsDir, `${name}.png`), fullPage: true });
 
+/** What the terminal panel says of its tunnel (Connected, or how it ended). */
+export const panelStatus = (page: Page) =>
+  page.getByRole('region', { name: /^Terminal:/ }).getByRole('status');
+
+/** The terminal's text as xterm.js renders it into the page. */
+export const screenText = (page: Page) => page.locator('.xterm-rows').innerText();
+
 /** Whether the page scrolls sideways (what a page must not do at 375 px). */
 export const overflowsSideways = (page: Page) =>
   page.evaluate(() => document.documentElement.scrollWidth > document.documentElement.clientWidth);

@@ -9,7 +9,7 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   ensureGuestImage,
@@ -22,6 +22,8 @@ import {
   api,
   type ConsoleProcess,
   launchBrowser,
+  panelStatus,
+  screenText,
   screenshotsDir,
   signIn,
   startConsole,
@@ -92,12 +94,6 @@ afterAll(async () => {
   await server?.stop();
   rmSync(scratch, { recursive: true, force: true });
 });
-
-/** What the terminal panel says of its tunnel. */
-const panelStatus = (page: Page) => page.getByRole('region', { name: /^Terminal:/ }).getByRole('status');
-
-/** The terminal's text as xterm.js renders it into the page. */
-const screenText = (page: Page) => page.locator('.xterm-rows').innerText();
 
 describe('a node’s root console in the browser', () => {
   it('opens over the tunnel, runs what is typed in a real shell, and says the exit status', async () => {

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestDatabase } from '@better-compute/db/testing';
 import { sql } from 'kysely';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   bcd,
@@ -28,6 +28,8 @@ import {
   api,
   type ConsoleProcess,
   launchBrowser,
+  panelStatus,
+  screenText,
   runServer,
   screenshotsDir,
   signIn,
@@ -92,10 +94,6 @@ afterAll(async () => {
   await server?.stop();
   rmSync(scratch, { recursive: true, force: true });
 });
-
-/** What the terminal panel says of its tunnel. */
-const panelStatus = (page: Page) => page.getByRole('region', { name: /^Terminal:/ }).getByRole('status');
-const screenText = (page: Page) => page.locator('.xterm-rows').innerText();
 
 describe('a terminal for a node another replica holds', () => {
   it('the node’s session is the gateway replica’s, not the console’s', async () => {
