@@ -23,8 +23,9 @@ import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { betterCompute, type ComputeInstance } from '../src/index.js';
 import { quorumAttachments } from '../src/modules/batches/index.js';
-import { advanceCommand, openCommands } from '../src/modules/commands/index.js';
-import { createBmcSealer } from '../src/modules/metal/index.js';
+import { advanceCommand, openCommands, recordNodeSession } from '../src/modules/commands/index.js';
+import { createBmcSealer, recordInspection } from '../src/modules/metal/index.js';
+import { WORKFLOW_JOB } from '../src/modules/workflows/index.js';
 import { createCommandSecrets } from '../src/gateway/command-secrets.js';
 import { createPkiBundle } from '../src/pki/create.js';
 import type { ComputeTables } from '../src/db/tables.js';
@@ -47,6 +48,8 @@ describe.each(kinds)('bare-metal machines on %s', (kind) => {
   let globexSite: string;
   let agent: { nodeId: string; credential: string };
   let machineId: string;
+  /** How far the deployment's clock runs ahead of the machine's (a timeout's test moves it). */
+  let skewMs = 0;
 
   async function api(method: string, body: Record<string, unknown>, token: string | null = ACME) {
     const { body: answer } = await call(compute, method, body, token ? { token } : {});
@@ -115,7 +118,7 @@ describe.each(kinds)('bare-metal machines on %s', (kind) => {
     db = database.db as Kysely<ComputeTables>;
     compute = await betterCompute(
       { database, iam: new TestBridge(), trustedOrigins: [], rateLimit: false, secret: SECRET },
-      { log: () => {} },
+      { log: () => {}, now: () => new Date(Date.now() + skewMs) },
     );
     await compute.migrate();
     siteId = (await api('sites.create', { name: 'dc-1' })).id;
@@ -308,6 +311,141 @@ describe.each(kinds)('bare-metal machines on %s', (kind) => {
     });
   });
 
+  it('inspect boots the ramdisk through the agent that runs the network; its report lands the inventory', async () => {
+    const MAC = '52:54:00:aa:bb:01';
+    const found = {
+      systemUuid: '4c4c4544-0042-3510-8052-b4c04f4a4e31',
+      cpu: { count: 64, model: 'AMD EPYC 7543 32-Core Processor' },
+      memory: { physicalMiB: 524288, totalKiB: 527000000 },
+      disks: [
+        {
+          name: 'nvme0n1',
+          sizeBytes: 3840755982336,
+          model: 'SAMSUNG MZQL23T8',
+          serial: 'S64H',
+          rotational: false,
+        },
+      ],
+      nics: [{ name: 'eno1', mac: MAC }],
+    };
+    /** The newest metal.boot-entries command queued for the agent. */
+    const entries = async () =>
+      (
+        await sql<{ id: string; payload: any; state: string }>`
+          select id, payload, state from compute.commands
+          where node_id = ${agent.nodeId} and kind = 'metal.boot-entries' order by seq desc limit 1`.execute(
+          db,
+        )
+      ).rows[0];
+    // No agent of the site runs the provisioning network: refused, and nothing changed.
+    const before = await snapshot();
+    const refused = await fails('metal.inspect', { machineId });
+    expect(refused.code).toBe('INVALID_STATE');
+    expect(refused.message).toContain('runs the provisioning network');
+    expect(await snapshot()).toBe(before);
+    await recordNodeSession(db, {
+      nodeId: agent.nodeId,
+      tenantId: 'acme',
+      gatewayId: 'gw_test',
+      at: new Date(),
+      hello: { version: '0.1.0', capabilities: ['site.agent', 'site.pxe'] },
+    });
+    expect((await fails('metal.inspect', { machineId }, GLOBEX)).code).toBe('NOT_FOUND');
+    const inspecting = await api('metal.inspect', { machineId, reason: 'inventory' });
+    expect(inspecting).toMatchObject({
+      provisionState: 'inspecting',
+      targetState: 'manageable',
+      allowed: ['abort'],
+    });
+    // The agent is told to boot the ramdisk on the machine's MAC; the workflow waits until it did.
+    const ramdisk = (await entries())!;
+    expect(ramdisk.payload).toEqual({ entries: [{ mac: MAC, boot: 'ramdisk', purpose: 'inspect' }] });
+    await compute.runDueJobs();
+    expect(
+      (
+        await sql<{ n: number }>`select count(*)::int as n from compute.commands
+        where node_id = ${agent.nodeId} and kind = 'metal.bmc' and state = 'queued'`.execute(db)
+      ).rows[0]!.n,
+    ).toBe(0);
+    await report(ramdisk.id, { entries: 1, ramdisks: 1, removed: 0 });
+    // Then off, and on from the network.
+    const off = await bmcCommand();
+    expect(off.payload.action).toBe('off');
+    await report(off.id, { powerState: 'off' });
+    const on = await bmcCommand();
+    expect(on.payload).toMatchObject({ action: 'on', bootDevice: 'pxe' });
+    await report(on.id, { powerState: 'on' });
+    // Reports that are not this machine's record nothing.
+    const at = new Date();
+    const foreign = { ...found, systemUuid: '11111111-2222-3333-4444-555555555555' };
+    expect(await recordInspection(db, agent.nodeId, { mac: MAC, inventory: foreign }, at)).toEqual({
+      outcome: 'refused',
+      reason: `the machine on MAC ${MAC} reports system UUID ${foreign.systemUuid}, and machine ${machineId} was enrolled with ${found.systemUuid}`,
+    });
+    expect(
+      await recordInspection(db, agent.nodeId, { mac: '52:54:00:aa:bb:99', inventory: found }, at),
+    ).toEqual({
+      outcome: 'refused',
+      reason: 'no machine of the agent’s site has the MAC 52:54:00:aa:bb:99',
+    });
+    expect(
+      (await recordInspection(db, 'node_01m00000000000000000000000', { mac: MAC, inventory: found }, at))
+        .outcome,
+    ).toBe('refused');
+    expect((await machine()).inventory).toBeNull();
+    expect(
+      await recordInspection(db, agent.nodeId, { mac: MAC.toUpperCase(), inventory: found }, at),
+    ).toEqual({
+      outcome: 'recorded',
+      machineId,
+    });
+    // The report wakes the workflow: off again, and the machine is manageable with what was found.
+    const last = await bmcCommand();
+    expect(last.payload.action).toBe('off');
+    await report(last.id, { powerState: 'off' });
+    expect(await machine()).toMatchObject({
+      provisionState: 'manageable',
+      inventory: found,
+      inspectedAt: at.toISOString(),
+      lastError: null,
+    });
+    expect((await entries())!.payload).toEqual({ entries: [{ mac: MAC, boot: 'local-disk' }] });
+    expect((await recordInspection(db, agent.nodeId, { mac: MAC, inventory: found }, at)).outcome).toBe(
+      'refused',
+    );
+    const events = await api('events.list', { type: 'metal.inspected' });
+    expect(events.items.map((e: any) => e.data)).toEqual([
+      { workflowId: inspecting.workflowId, mac: MAC, cpus: 64, memoryMiB: 524288, disks: 1, nics: 1 },
+    ]);
+    // Aborted while it waits, it lands in inspect failed and boots from its disk again.
+    await api('metal.inspect', { machineId });
+    expect((await api('metal.abort', { machineId, reason: 'wrong rack' })).provisionState).toBe(
+      'inspect failed',
+    );
+    expect((await entries())!.payload).toEqual({ entries: [{ mac: MAC, boot: 'local-disk' }] });
+    expect((await api('metal.recover', { machineId })).provisionState).toBe('manageable');
+  });
+
+  it('a BMC call nobody answers fails its step after its timeout, and the agent is told to drop it', async () => {
+    await api('metal.power', { machineId, action: 'status' });
+    const status = await bmcCommand();
+    await advanceCommand(db, agent.nodeId, status.id, { state: 'sent', at: new Date() });
+    skewMs = 121_000;
+    try {
+      // The workflows' jobs alone: the fleet's controller, 121 s on, would find the agent silent.
+      for (let i = 0; i < 3; i++) await compute.runDueJobs([WORKFLOW_JOB]);
+      expect(await machine()).toMatchObject({
+        provisionState: 'manageable',
+        lastError: `command ${status.id} (metal.bmc) did not answer within 120 s`,
+      });
+      const { rows } = await sql<{ cancel_requested: boolean }>`
+        select cancel_requested from compute.commands where id = ${status.id}`.execute(db);
+      expect(rows[0]!.cancel_requested).toBe(true);
+    } finally {
+      skewMs = 0;
+    }
+  });
+
   it('provide cleans and makes the machine available; abort while cleaning lands in clean failed', async () => {
     expect((await api('metal.provide', { machineId })).provisionState).toBe('cleaning');
     const cleaning = await bmcCommand();
@@ -339,9 +477,11 @@ describe.each(kinds)('bare-metal machines on %s', (kind) => {
     });
     const events = await eventually(
       () => api('events.list', { type: 'metal.powered' }),
-      (page) => page.items.length >= 2,
+      (page) => page.items.length >= 3,
     );
+    // The status call that timed out (the test before) kept the power state it had.
     expect(events.items.map((e: any) => [e.data.action, e.data.powerState])).toEqual([
+      ['status', 'off'],
       ['on', 'on'],
       ['off', 'on'],
     ]);
@@ -367,6 +507,11 @@ describe.each(kinds)('bare-metal machines on %s', (kind) => {
       'enroll failed>enroll',
       'enroll>verifying',
       'verifying>manageable',
+      'manageable>inspecting',
+      'inspecting>manageable',
+      'manageable>inspecting',
+      'inspecting>inspect failed',
+      'inspect failed>manageable',
       'manageable>cleaning',
       'cleaning>clean failed',
       'clean failed>manageable',

@@ -69,6 +69,7 @@ export const methodFlags: Readonly<Record<string, MethodFlags>> = {
   'metal.discovered': { tenantScoped: true },
   'metal.enroll': { tenantScoped: true, idempotent: true },
   'metal.get': { tenantScoped: true },
+  'metal.inspect': { tenantScoped: true },
   'metal.list': { tenantScoped: true },
   'metal.manage': { tenantScoped: true },
   'metal.power': { tenantScoped: true },

@@ -82,7 +82,7 @@ export const TRANSITIONS: readonly MetalTransition[] = [
     to: 'manageable',
     failed: 'inspect failed',
     abortable: true,
-    slice: false,
+    slice: true,
   },
   // Cleaning runs the clean steps; the machine is available only once they passed.
   {
@@ -198,14 +198,20 @@ export function allowedVerbs(state: MetalState): Array<MetalVerb | 'abort' | 'po
 
 /**
  * Whether a payload is a metal.bmc command's as it is stored and queued: the machine, the action
- * and the BMC named without its password (the gateway adds `bmc.password` only as it signs). The
+ * (with, for power on, the boot device to set first) and the BMC named without its password (the gateway adds `bmc.password` only as it signs). The
  * commands module queues nothing else under the kind, so no row ever holds a password.
  */
 export function isStoredBmcPayload(payload: Record<string, unknown>): boolean {
   const keys = (value: object) => Object.keys(value).sort().join(',');
   const bmc = payload.bmc as Record<string, unknown> | null | undefined;
+  // Power on may name the device to boot from first (the deploy ramdisk boots from the network).
+  const bootDevice = payload.bootDevice;
+  const withBoot =
+    keys(payload) === 'action,bmc,bootDevice,machineId' &&
+    payload.action === 'on' &&
+    (bootDevice === 'pxe' || bootDevice === 'disk');
   return (
-    keys(payload) === 'action,bmc,machineId' &&
+    (keys(payload) === 'action,bmc,machineId' || withBoot) &&
     typeof payload.machineId === 'string' &&
     ['on', 'off', 'reset', 'status'].includes(payload.action as string) &&
     typeof bmc === 'object' &&

@@ -43,12 +43,11 @@ export async function runBmcCommand(
   const bmc = payload.bmc as Record<string, unknown> | undefined;
   if (!ACTIONS.includes(action) || !bmc || typeof bmc !== 'object')
     return outcomeOf('failed', null, 'metal.bmc needs an action of on, off, reset, status and a bmc');
-  if (options.quorumPinned && !options.approved && (action === 'off' || action === 'reset'))
-    return outcomeOf(
-      'failed',
-      null,
-      `refused by the node: power ${action} through a BMC needs a batch's approvals while this node pins an approver set`,
-    );
+  // Power on may first set the device the machine boots from (the network, for the deploy ramdisk).
+  const bootDevice = payload.bootDevice;
+  if (bootDevice !== undefined && (action !== 'on' || (bootDevice !== 'pxe' && bootDevice !== 'disk')))
+    return outcomeOf('failed', null, 'metal.bmc takes a bootDevice of pxe or disk with power on only');
+  const held = options.quorumPinned && !options.approved && (action === 'off' || action === 'reset');
   const password = typeof bmc.password === 'string' ? bmc.password : '';
   if (!password)
     return outcomeOf('failed', null, 'metal.bmc came without the BMC password; the gateway did not open it');
@@ -75,6 +74,18 @@ export async function runBmcCommand(
   try {
     const driver = createBmcDriver(target);
     if (action === 'status') return outcomeOf('succeeded', { powerState: await driver.power('status') });
+    if (held) {
+      // Powering off a machine that is off stops nothing: a workflow's first step (inspection's)
+      // may ask it without a batch. Anything else waits for the approvers.
+      if (action === 'off' && (await driver.power('status')) === 'off')
+        return outcomeOf('succeeded', { powerState: 'off' });
+      return outcomeOf(
+        'failed',
+        null,
+        `refused by the node: power ${action} through a BMC needs a batch's approvals while this node pins an approver set`,
+      );
+    }
+    if (bootDevice === 'pxe' || bootDevice === 'disk') await driver.setBootDevice(bootDevice);
     await driver.power(action);
     // Reset leaves a machine on; on and off are waited for until the BMC reports them.
     const want = action === 'off' ? 'off' : 'on';

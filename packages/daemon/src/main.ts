@@ -3,9 +3,10 @@
  * argv: the join token is read from a file or standard input, and the node credential lives in the
  * state directory only.
  */
-import { fstatSync, readFileSync } from 'node:fs';
+import { existsSync, fstatSync, readFileSync } from 'node:fs';
 import { join as joinPath, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { ComputeError } from '@better-compute/core';
 import { DAEMON_VERSION, gatewayUrls, runAgent } from './agent.js';
 import { join, readCaFile } from './join.js';
 import { safe } from './http.js';
@@ -33,6 +34,20 @@ const USAGE = `usage:
   bcd status [--state-dir DIR]
   bcd inventory [--gpu-inventory FILE]
   bcd version`;
+
+/**
+ * The deploy ramdisk's files in `--ramdisk-dir` (scripts/build-deploy-ramdisk.sh's output): both
+ * must be there, or bcd stops before it starts, naming the one that is not.
+ */
+function ramdiskFiles(dir: string): { kernel: string; initrd: string } {
+  const files = { kernel: joinPath(dir, 'vmlinuz'), initrd: joinPath(dir, 'initrd.gz') };
+  for (const path of Object.values(files))
+    if (!existsSync(path))
+      throw new ComputeError('INVALID_ARGUMENT', `--ramdisk-dir: ${path} does not exist`, {
+        hint: 'Point it at the directory scripts/build-deploy-ramdisk.sh printed.',
+      });
+  return files;
+}
 
 /** Where the shipped maintenance scripts are: beside the bundle, in ../scripts. */
 function defaultScriptsDir(): string {
@@ -76,6 +91,7 @@ export async function main(
         'pxe-dir': { type: 'string' },
         'pxe-subnet': { type: 'string' },
         'pxe-uplink': { type: 'string', multiple: true },
+        'ramdisk-dir': { type: 'string' },
       },
     });
   } catch (error) {
@@ -206,7 +222,12 @@ export async function main(
           ephemeral: flags.ephemeral,
           // A site agent's provisioning network: the site's PXE, its discovery reported (docs/metal-drivers.md).
           provisioning: flags['pxe-dir']
-            ? { dir: resolve(flags['pxe-dir']), subnet: flags['pxe-subnet'], uplinks: flags['pxe-uplink'] }
+            ? {
+                dir: resolve(flags['pxe-dir']),
+                subnet: flags['pxe-subnet'],
+                uplinks: flags['pxe-uplink'],
+                ramdisk: flags['ramdisk-dir'] ? ramdiskFiles(resolve(flags['ramdisk-dir'])) : undefined,
+              }
             : undefined,
         });
         if (flags.ephemeral) process.stdin.destroy();

@@ -72,6 +72,7 @@ let machine: LabMachine | undefined;
 let url: string;
 let machineId: string;
 let siteId: string;
+let ramdiskDir: string;
 /** Every answer the suite was given, to look for the password in. */
 const answers: unknown[] = [];
 
@@ -158,7 +159,13 @@ beforeAll(async () => {
     uuid: UUID,
     bmcUser: BMC_USER,
     bmcPassword: BMC_PASSWORD,
+    cpus: 2,
+    memoryMiB: 512,
   });
+  // The deploy ramdisk the agent boots machines into (cached outside the repository).
+  const built = spawnSync(join(root, 'scripts', 'build-deploy-ramdisk.sh'), [], { encoding: 'utf8' });
+  if (built.status !== 0) throw new Error(`build-deploy-ramdisk.sh failed:\n${built.stderr}`);
+  ramdiskDir = built.stdout.trim().split('\n').pop()!;
 }, 120_000);
 
 afterAll(async () => {
@@ -206,6 +213,8 @@ describe('a bare-metal machine through its site agent', () => {
       PXE_DIR,
       '--pxe-uplink',
       TAP,
+      '--ramdisk-dir',
+      ramdiskDir,
     ]);
     await daemonConnected(stateDir);
     const nodeId = JSON.parse(readFileSync(join(stateDir, 'node.json'), 'utf8')).nodeId;
@@ -294,16 +303,70 @@ describe('a bare-metal machine through its site agent', () => {
     expect(readFileSync(script, 'utf8')).toContain('sanboot --no-describe --drive 0x80');
   });
 
-  it('manage asks the real BMC through the agent; provide makes it available', async () => {
+  it('manage asks the real BMC through the agent', async () => {
     const verifying = await cli(['metal', 'manage', machineId, '--reason', 'lab bring-up']);
     expect(verifying.code).toBe(0);
     expect(JSON.parse(verifying.out).provisionState).toBe('verifying');
     const managed = await settles('manageable', (m) => m.provisionState === 'manageable');
     expect(managed.powerState).toBe('off');
     expect(machine!.qemuPid()).toBeNull();
+  });
+
+  it('inspect boots the deploy ramdisk, which reports the real hardware; provide makes it available', async () => {
+    const script = join(PXE_DIR, 'http', 'nodes', `${MAC.replaceAll(':', '-')}.ipxe`);
+    const inspecting = await cli(['metal', 'inspect', machineId, '--reason', 'lab inventory']);
+    expect(inspecting.code).toBe(0);
+    expect(JSON.parse(inspecting.out)).toMatchObject({
+      provisionState: 'inspecting',
+      targetState: 'manageable',
+    });
+    // The agent's entry for the MAC boots its ramdisk, with a report token of the agent's own.
+    const entry = await until(
+      'the agent to boot the ramdisk for the MAC',
+      async () => {
+        const text = existsSync(script) ? readFileSync(script, 'utf8') : '';
+        return text.includes('bc.purpose=inspect') ? text : undefined;
+      },
+      30_000,
+    );
+    const token = /bc\.token=([0-9a-f]{32})/.exec(entry)?.[1];
+    expect(token).toBeDefined();
+    const inspected = await settles(
+      'inspected and manageable again',
+      (m) => m.provisionState === 'manageable' && m.inspectedAt !== null,
+      240_000,
+    );
+    // What QEMU was started with (-smp 2 -m 512 -uuid UUID, one e1000 on the MAC), as the ramdisk found it.
+    expect(inspected.inventory).toMatchObject({
+      systemUuid: UUID,
+      cpu: { count: 2 },
+      memory: { physicalMiB: 512 },
+      nics: [{ mac: MAC }],
+    });
+    expect(inspected.powerState).toBe('off');
+    await machine!.waitFor('QEMU ends', () => machine!.qemuPid() === null, 10_000);
+    expect(readFileSync(machine!.consolePath, 'utf8')).toContain('bc-agent: inspection reported');
+    const events = await api('events.list', { type: 'metal.inspected', limit: 100 });
+    expect(events.items.find((e: any) => e.subject?.id === machineId)?.data).toMatchObject({
+      cpus: 2,
+      memoryMiB: 512,
+      mac: MAC,
+    });
+    // Out of inspection its MAC boots from the disk again, and the token is nowhere on the control plane.
+    await until(
+      'the entry back to the disk',
+      async () => readFileSync(script, 'utf8').includes('sanboot') || undefined,
+      30_000,
+    );
+    const holders = await sql<{ n: number }>`
+      select (select count(*) from compute.commands where payload::text like ${`%${token}%`})
+           + (select count(*) from compute.events where data::text like ${`%${token}%`}) as n`.execute(
+      database.db as never,
+    );
+    expect(Number(holders.rows[0]!.n)).toBe(0);
     await api('metal.provide', { machineId });
     await settles('available', (m) => m.provisionState === 'available');
-  });
+  }, 300_000);
 
   it('power on starts the machine, status reads it, power off ends it', async () => {
     await api('metal.power', { machineId, action: 'on' });

@@ -3,7 +3,9 @@
  * becomes `pxe.discovered { mac, uuid? }` on the session, one report per MAC waits while the session
  * is down (at most MAX_PENDING) and goes once it is back, stop stops the network, and a node that is
  * not a site agent is refused before anything starts; metal.boot-entries sets exactly the MACs it
- * lists and removes the rest, and refuses a malformed list. The network itself is metal-lab.test.ts's.
+ * lists and removes the rest, and refuses a malformed list; a ramdisk entry boots the agent's
+ * ramdisk with a one-time token, and only a report carrying it is sent as metal.report. The network
+ * itself is metal-lab.test.ts's and metal-site.test.ts's.
  */
 import { describe, expect, it } from 'vitest';
 import type { DiscoveryEvent, ProvisioningNetwork, ProvisioningNetworkOptions } from '../src/metal/index.js';
@@ -21,6 +23,7 @@ function fakeStart() {
   const start = async (options: ProvisioningNetworkOptions) => {
     seen.options = options;
     return {
+      serverAddress: '10.77.0.1',
       stop: async () => {
         seen.stops += 1;
       },
@@ -119,6 +122,8 @@ describe('a site agent’s provisioning network under bcd run', () => {
       { entries: [{ mac: '52:54:00:12:34:56', boot: 'network' }] },
       { entries: [{ mac: '52:54:00:12:34:56', boot: 'local-disk', kernel: '/etc/shadow' }] },
       { entries: [{ mac: '52:54:00:12:34:56', boot: 'local-disk' }], more: 1 },
+      { entries: [{ mac: '52:54:00:12:34:56', boot: 'ramdisk', purpose: 'shell' }] },
+      { entries: [{ mac: '52:54:00:12:34:56', boot: 'ramdisk' }] },
       { entries: Array.from({ length: 2 }, () => ({ mac: '52:54:00:12:34:56', boot: 'local-disk' })) },
       null,
     ])
@@ -127,5 +132,66 @@ describe('a site agent’s provisioning network under bcd run', () => {
         error: 'the boot entries are malformed',
       });
     expect(seen.entries.size).toBe(2);
+  });
+
+  it('a ramdisk entry boots the agent’s ramdisk with a token of its own; only a report with it is sent', async () => {
+    const MAC = '52:54:00:12:34:56';
+    const { seen, start } = fakeStart();
+    const sent: Record<string, unknown>[] = [];
+    const logged: string[] = [];
+    const io = {
+      siteAgent: true,
+      send: (m: Record<string, unknown>) => (sent.push(m), true),
+      log: (l: string) => logged.push(l),
+    };
+    const bare = (await startSiteProvisioning({ dir: '/var/lib/bc-pxe' }, io, start))!;
+    const inspect = { entries: [{ mac: MAC, boot: 'ramdisk', purpose: 'inspect' }] };
+    // Without --ramdisk-dir the entry is refused, naming what to run.
+    expect((await applyBootEntries(bare, inspect)).error).toContain(
+      'this agent has none: run bcd with --ramdisk-dir DIR',
+    );
+    const pxe = (await startSiteProvisioning(
+      { dir: '/var/lib/bc-pxe', ramdisk: { kernel: '/rd/vmlinuz', initrd: '/rd/initrd.gz' } },
+      io,
+      start,
+    ))!;
+    expect(await applyBootEntries(pxe, inspect)).toMatchObject({
+      state: 'succeeded',
+      result: { entries: 1, ramdisks: 1, removed: 0 },
+    });
+    const entry = seen.entries.get(MAC) as { kernel: string; initrd: string; cmdline: string };
+    expect(entry).toMatchObject({ kernel: '/rd/vmlinuz', initrd: '/rd/initrd.gz' });
+    expect(entry.cmdline).toMatch(
+      /^console=tty0 console=ttyS0 bc\.purpose=inspect bc\.report=http:\/\/10\.77\.0\.1\/cgi-bin\/report bc\.token=[0-9a-f]{32}$/,
+    );
+    const token = /bc\.token=([0-9a-f]{32})/.exec(entry.cmdline)![1]!;
+    // The same command again keeps the token: a ramdisk already booting is not stranded.
+    await applyBootEntries(pxe, inspect);
+    expect((seen.entries.get(MAC) as { cmdline: string }).cmdline).toContain(token);
+    const inventory = { cpu: { count: 2 } };
+    const post = seen.options!.onReport!;
+    // A wrong token, another MAC, another purpose, garbage: dropped, nothing sent.
+    post(
+      JSON.stringify({
+        mac: MAC,
+        token: token.replace(/^./, (c) => (c === 'a' ? 'b' : 'a')),
+        purpose: 'inspect',
+        inventory,
+      }),
+    );
+    post(JSON.stringify({ mac: '52:54:00:00:00:02', token, purpose: 'inspect', inventory }));
+    post('{"mac":');
+    post(JSON.stringify({ mac: MAC, token, purpose: 'inspect', inventory: [] }));
+    expect(sent).toEqual([]);
+    expect(logged.filter((l) => l.includes('without a valid token'))).toHaveLength(4);
+    // The right one, with the MAC as the ramdisk spells it, is sent once; its token is then spent.
+    post(JSON.stringify({ mac: MAC.toUpperCase(), token, purpose: 'inspect', inventory }));
+    post(JSON.stringify({ mac: MAC, token, purpose: 'inspect', inventory }));
+    expect(sent).toEqual([{ t: 'metal.report', mac: MAC, purpose: 'inspect', inventory }]);
+    // Back to the disk: the entry changes, and a new inspection gets a new token.
+    await applyBootEntries(pxe, { entries: [{ mac: MAC, boot: 'local-disk' }] });
+    expect(seen.entries.get(MAC)).toBe('local-disk');
+    await applyBootEntries(pxe, inspect);
+    expect((seen.entries.get(MAC) as { cmdline: string }).cmdline).not.toContain(token);
   });
 });

@@ -49,6 +49,20 @@ export const metalEventTypes = {
       .strict(),
     summary: 'A power call to a bare-metal machine’s BMC was answered (or failed)',
   },
+  'metal.inspected': {
+    subject: 'machine' as const,
+    data: z
+      .object({
+        workflowId: z.string(),
+        mac: z.string(),
+        cpus: z.number().int(),
+        memoryMiB: z.number().int(),
+        disks: z.number().int(),
+        nics: z.number().int(),
+      })
+      .strict(),
+    summary: 'The deploy ramdisk reported a bare-metal machine’s hardware (metal inspect)',
+  },
   'node.pxe-mac.confirmed': {
     subject: 'machine' as const,
     data: z.object({ siteId: z.string(), mac: z.string(), productUuid: z.string() }).strict(),

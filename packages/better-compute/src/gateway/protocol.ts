@@ -2,7 +2,8 @@
  * The messages a daemon sends on its session, checked before anything reads them: a daemon is
  * authenticated, but its messages are still input.
  */
-import { COMMAND_OUTPUT_LIMIT, inventorySchema } from '@better-compute/core/methods';
+import { RAMDISK_PURPOSES } from '@better-compute/core';
+import { COMMAND_OUTPUT_LIMIT, inventorySchema, metalInventorySchema } from '@better-compute/core/methods';
 import { z } from 'zod';
 
 const commandId = z.string().regex(/^cmd_[A-Za-z0-9]{1,64}$/);
@@ -132,6 +133,20 @@ const daemonMessage = z.discriminatedUnion('t', [
         .string()
         .regex(/^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$/)
         .optional(),
+    })
+    .strict(),
+  z
+    .object({
+      /**
+       * The deploy ramdisk booted on a site's provisioning network reported what it was booted for
+       * (inspect: the machine's hardware). The site agent took it with the one-time token it put on
+       * that MAC's kernel command line; the gateway records it for a machine of the agent's own
+       * site only (modules/metal/inspection.ts).
+       */
+      t: z.literal('metal.report'),
+      mac: z.string().max(32),
+      purpose: z.enum(RAMDISK_PURPOSES),
+      inventory: metalInventorySchema,
     })
     .strict(),
 ]);

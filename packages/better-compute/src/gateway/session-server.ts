@@ -33,7 +33,7 @@ import { artifactPiece, releasePinStatements } from '../modules/releases/index.j
 import { wakeNodeWorkflows } from '../modules/workflows/index.js';
 import { type CommandSigner, envelopeBytes } from './signer.js';
 import { createCommandSecrets } from './command-secrets.js';
-import { createDiscoveryIntake } from './pxe-discovery.js';
+import { createSiteReportIntake } from './site-reports.js';
 import { pushBootEntriesTo, PXE_CAPABILITY } from '../modules/metal/index.js';
 import { type DaemonMessage, parseDaemonMessage } from './protocol.js';
 import type { StreamSink, StreamTransport } from './flow-stream.js';
@@ -107,7 +107,7 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES });
   const sessions = new Map<string, Session>();
   const secrets = createCommandSecrets(compute.config.secret);
-  const takeDiscovery = createDiscoveryIntake(db, log);
+  const takeSiteReport = createSiteReportIntake(db, log);
   let closing = false;
   // The approver chain daemons follow, read from the deployment's bundle as the batches module does.
   const approvers = createApproverLoader({ pki: compute.config.pki });
@@ -415,8 +415,9 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
         if (outcome !== 'later') send(session, { t: 'instance.exited.ack', instanceId: message.instanceId });
         return;
       }
-      case 'pxe.discovered': {
-        const refusal = await takeDiscovery(session.nodeId, message, at);
+      case 'pxe.discovered':
+      case 'metal.report': {
+        const refusal = await takeSiteReport(session.nodeId, message, at);
         if (refusal) send(session, refusal);
         return;
       }

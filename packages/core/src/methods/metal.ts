@@ -33,6 +33,56 @@ const macAddress = z
       'must be a MAC address of a network card: six hex pairs separated by : or -, like 52:54:00:12:34:56',
   });
 
+const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/**
+ * The hardware the deploy ramdisk found on a machine (metal inspect), as its agent reports it: the
+ * SMBIOS system UUID, the processors, the memory the firmware's memory devices hold (physicalMiB)
+ * beside what the kernel sees (totalKiB), and the disks and network cards. Every field is bounded,
+ * since the report comes from the machine, not from a person.
+ */
+export const metalInventorySchema = z
+  .object({
+    systemUuid: z.string().regex(UUID_PATTERN).nullable(),
+    cpu: z.object({ count: z.number().int().min(1).max(8192), model: z.string().max(200) }).strict(),
+    memory: z
+      .object({
+        physicalMiB: z
+          .number()
+          .int()
+          .min(0)
+          .max(2 ** 40),
+        totalKiB: z
+          .number()
+          .int()
+          .min(0)
+          .max(2 ** 50),
+      })
+      .strict(),
+    disks: z
+      .array(
+        z
+          .object({
+            name: z.string().regex(/^[a-z0-9]{1,32}$/),
+            sizeBytes: z
+              .number()
+              .int()
+              .min(0)
+              .max(2 ** 62),
+            model: z.string().max(100),
+            serial: z.string().max(100),
+            rotational: z.boolean(),
+          })
+          .strict(),
+      )
+      .max(64),
+    nics: z
+      .array(z.object({ name: z.string().regex(/^[A-Za-z0-9._-]{1,15}$/), mac: z.string().max(32) }).strict())
+      .max(64),
+  })
+  .strict();
+export type MetalInventory = z.infer<typeof metalInventorySchema>;
+
 export const metalMachineSchema = z.object({
   id: z.string(),
   tenantId: z.string(),
@@ -55,6 +105,9 @@ export const metalMachineSchema = z.object({
   }),
   productUuid: z.string(),
   macs: z.array(z.string()),
+  /** What the last inspection found (metal inspect); null until one reported. */
+  inventory: metalInventorySchema.nullable(),
+  inspectedAt: isoTime.nullable(),
   /** The workflow of the transition that runs now, or ran last. */
   workflowId: z.string().nullable(),
   lastError: z.string().nullable(),
@@ -213,6 +266,7 @@ const metalPower = method({
  */
 export const METAL_BULK_VERBS = [
   'manage',
+  'inspect',
   'provide',
   'retire',
   'recover',
@@ -336,6 +390,9 @@ export const metalGroup = defineGroup(
     get: metalGet,
     manage: verb(
       'Verify the BMC (the site agent asks it for the power state); the machine becomes manageable',
+    ),
+    inspect: verb(
+      'Boot the deploy ramdisk on a manageable machine; it reports the real hardware, and the machine is manageable again with its inventory',
     ),
     provide: verb('Clean a manageable machine and make it available'),
     retire: verb('Retire a machine that holds nothing; it is never provided again'),

@@ -27,6 +27,7 @@ const workflowKind = z.enum([
   'volume.delete',
   'node.update',
   'metal.verify',
+  'metal.inspect',
   'metal.clean',
   'metal.power',
 ]);
@@ -42,6 +43,7 @@ const workflowStepSchema = z.object({
     'node.uncordon',
     'node.wait-version',
     'node.no-failed-commands',
+    'wait',
   ]),
   state: workflowStepState,
   attempt: z.number().int(),

@@ -235,7 +235,7 @@ export async function sweepProvisioningNetwork(dir: string): Promise<Provisionin
   report.links = await removeLinks(namesOf(absolute));
   if (record?.names && record.names.namespace !== namesOf(absolute).namespace)
     report.links += await removeLinks(record.names);
-  for (const part of ['tftp', 'http', 'private']) {
+  for (const part of ['tftp', 'http', 'reports', 'private']) {
     try {
       readdirSync(join(absolute, part));
       rmSync(join(absolute, part), { recursive: true, force: true });

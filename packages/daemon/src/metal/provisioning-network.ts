@@ -8,7 +8,8 @@
  *                      veth bcpn-<key> in namespace bcp-<key>: the subnet's first address
  *                           dnsmasq   DHCP (leases from the upper half of the subnet), TFTP boot.ipxe,
  *                                     router advertisements so iPXE does not wait for IPv6
- *                           busybox httpd  port 80: boot.ipxe, discover.ipxe, nodes/<mac>.ipxe, files/<sha256>
+ *                           busybox httpd  port 80: boot.ipxe, discover.ipxe, nodes/<mac>.ipxe, files/<sha256>,
+ *                                     and POST cgi-bin/report, a deploy ramdisk's report, into reports/
  *
  * The caller decides every machine's boot: `setBootEntry(mac, entry)` writes the MAC's script (and
  * serves its kernel and initramfs), `null` removes it. A machine whose MAC has no entry gets a lease
@@ -51,6 +52,7 @@ import {
   type NetworkBoot,
 } from './boot-entries.js';
 import { DhcpCapture, pcapHeader, type DhcpRequest } from './dhcp-capture.js';
+import { openReportSpool, type ReportSpool } from './report-spool.js';
 import {
   endProcess,
   makeLinks,
@@ -87,9 +89,13 @@ export interface ProvisioningNetworkOptions {
   /** What machines without an entry boot (an inspection ramdisk); without one they return to their firmware. */
   discoveryImage?: NetworkBoot | null;
   onDiscovery: (event: DiscoveryEvent) => void;
+  /**
+   * Takes what a deploy ramdisk POSTs to `/cgi-bin/report` (its body, report-spool.ts's limit),
+   * unchecked: the caller holds the tokens that say whether it is one. Without it there is no CGI.
+   */
+  onReport?: (body: string) => void;
   log?: (line: string) => void;
 }
-
 const LEASE_TIME = '1h';
 /** The most discovery reports a minute (docs/decisions/metal-drivers.md). */
 const DISCOVERY_PER_MINUTE = 120;
@@ -163,6 +169,7 @@ export class ProvisioningNetwork {
   readonly #children = new Set<ChildProcess>();
   readonly #recent: string[] = [];
   #capture: DhcpCapture | null = null;
+  #reports: ReportSpool | null = null;
   #discoveryFiles: string[] = [];
   #changes: Promise<unknown> = Promise.resolve();
   #stopped = false;
@@ -236,6 +243,12 @@ export class ProvisioningNetwork {
       await mkdir(join(dir, part), { mode: 0o755 });
     await mkdir(privateDir(dir), { mode: 0o700 });
     writeRecord(dir, this.#record);
+    if (options.onReport)
+      this.#reports = await openReportSpool(this.dir, options.onReport, {
+        owner: await unprivileged(),
+        publish: (relative, content) => this.#publish(relative, content, 0o755),
+        log: (line) => this.#log(line),
+      });
 
     const base = `http://${subnet.server}`;
     await this.#publish('tftp/boot.ipxe', bootScript(base));
@@ -469,12 +482,12 @@ export class ProvisioningNetwork {
         await unlink(join(this.dir, 'http', 'files', name)).catch(() => undefined);
   }
 
-  /** Writes a served file whole (beside, then renamed), world-readable. */
-  async #publish(relative: string, content: string): Promise<void> {
+  /** Writes a served file whole (beside, then renamed), world-readable (and executable for a CGI). */
+  async #publish(relative: string, content: string, mode = 0o644): Promise<void> {
     const path = join(this.dir, relative);
     const temporary = `${path}.${randomBytes(4).toString('hex')}.tmp`;
-    await writeFile(temporary, content, { mode: 0o644 });
-    await chmod(temporary, 0o644);
+    await writeFile(temporary, content, { mode });
+    await chmod(temporary, mode);
     await rename(temporary, path);
   }
 
@@ -529,6 +542,7 @@ export class ProvisioningNetwork {
   /** Stops the processes, removes the links, the namespace and the files; safe to call twice. */
   async stop(): Promise<void> {
     this.#stopped = true;
+    this.#reports?.stop();
     await this.#changes.catch(() => undefined);
     await this.#capture?.stop().catch(() => undefined);
     this.#capture = null;

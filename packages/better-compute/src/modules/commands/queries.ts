@@ -298,3 +298,26 @@ export async function failedCommandsSince(
     .limit(5)
     .execute();
 }
+
+/**
+ * The latest commands of `kind` queued since `since` on any of `nodeIds`, newest first by each
+ * node's sequence (a few): how
+ * the metal module learns whether a site agent has applied the boot entries a workflow waits for.
+ */
+export async function recentCommandsOfKind(
+  db: Kysely<ComputeTables>,
+  nodeIds: readonly string[],
+  kind: string,
+  since: Date,
+): Promise<Pick<CommandRow, 'id' | 'node_id' | 'state' | 'payload' | 'error'>[]> {
+  if (nodeIds.length === 0) return [];
+  return commandsDb(db)
+    .selectFrom('compute.commands')
+    .select(['id', 'node_id', 'state', 'payload', 'error'])
+    .where('node_id', 'in', [...nodeIds])
+    .where('kind', '=', kind)
+    .where('created_at', '>=', since)
+    .orderBy('seq', 'desc')
+    .limit(8)
+    .execute();
+}

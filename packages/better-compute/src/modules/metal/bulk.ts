@@ -26,6 +26,7 @@ import {
   powerRefusal,
   runningWorkflowRefusal,
   verbOn,
+  type WorkflowVerb,
   verbRefusal,
 } from './service.js';
 import { type MachineRow, metalDb } from './tables.js';
@@ -102,7 +103,8 @@ async function agentsOf(db: Kysely<ComputeTables>, tenantId: string, rows: reado
 }
 
 /** Verbs that reach the BMC through the site agent; retire, recover and abort do not. */
-const needsAgent = (verb: BulkVerb) => verb === 'manage' || verb === 'provide' || verb.startsWith('power-');
+const needsAgent = (verb: BulkVerb) =>
+  verb === 'manage' || verb === 'inspect' || verb === 'provide' || verb.startsWith('power-');
 
 export function bulkMachines(quorumOn: () => Promise<boolean>, proposeBatch: ProposeBatch | undefined) {
   return async (ctx: CallContext<BulkInput & { idempotencyKey?: string | undefined }>) => {
@@ -180,8 +182,7 @@ export function bulkMachines(quorumOn: () => Promise<boolean>, proposeBatch: Pro
       const action = powerActionOf(verb);
       if (action) machines.push(await powerOn(one, row, action, quorumOn));
       else if (verb === 'abort') machines.push(await abortOn(one, row));
-      else if (verb === 'retire' || verb === 'recover' || verb === 'manage' || verb === 'provide')
-        machines.push(await verbOn(one, row, verb));
+      else machines.push(await verbOn(one, row, verb as WorkflowVerb));
     }
     return { verb, mode: 'direct' as const, machineIds, batch: null, machines };
   };

@@ -70,4 +70,14 @@ create table compute.metal_pxe_discoveries (
 create index metal_pxe_discoveries_seen on compute.metal_pxe_discoveries (site_id, last_seen_at);
 `,
   },
+  {
+    name: '0004_inventory',
+    sql: `
+-- What the deploy ramdisk reported the last time the machine was inspected (metal inspect), checked
+-- against core's metalInventorySchema by the gateway before it is stored, and when.
+alter table compute.metal_machines
+  add column inventory jsonb,
+  add column inspected_at timestamptz;
+`,
+  },
 ];

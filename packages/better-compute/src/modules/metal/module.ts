@@ -11,6 +11,7 @@ import { confirmMac, listDiscovered } from './discovery.js';
 import { metalMigrations } from './migrations.js';
 import { createBmcSealer } from './sealing.js';
 import { abortMachine, enrollMachine, getMachine, listMachines, powerMachine, runVerb } from './service.js';
+import { BOOT_ENTRIES_ENDED_JOB, bootEntriesEnded } from './inspection.js';
 import { memberEnded, METAL_MEMBER_ENDED_JOB } from './workflows.js';
 
 /**
@@ -47,6 +48,7 @@ export function createMetalModule(
     list: listMachines,
     get: getMachine,
     manage: runVerb('manage'),
+    inspect: runVerb('inspect'),
     provide: runVerb('provide'),
     retire: runVerb('retire'),
     recover: runVerb('recover'),
@@ -62,7 +64,7 @@ export function createMetalModule(
     name: 'metal',
     migrations: metalMigrations,
     methods: [metal],
-    jobs: { [METAL_MEMBER_ENDED_JOB]: memberEnded },
+    jobs: { [METAL_MEMBER_ENDED_JOB]: memberEnded, [BOOT_ENTRIES_ENDED_JOB]: bootEntriesEnded },
   });
 }
 

@@ -23,8 +23,14 @@ import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
 import type { CallContext } from '../define-module.js';
 import { isSiteAgentOf, readySiteAgent, tenantHasSite } from '../fleet/queries.js';
-import { abortWorkflowFor, commandStep, startNodeWorkflow, workflowStateOf } from '../workflows/service.js';
-import { pushBootEntries } from './boot-entries.js';
+import {
+  abortWorkflowFor,
+  commandStep,
+  startNodeWorkflow,
+  waitStep,
+  workflowStateOf,
+} from '../workflows/service.js';
+import { pushBootEntries, siteRunsProvisioningNetwork } from './boot-entries.js';
 import type { BmcSealer } from './sealing.js';
 import { type MachineRow, metalDb } from './tables.js';
 
@@ -49,6 +55,8 @@ export function machineView(row: MachineRow) {
     },
     productUuid: row.product_uuid,
     macs: row.macs,
+    inventory: row.inventory,
+    inspectedAt: row.inspected_at === null ? null : iso(row.inspected_at),
     workflowId: row.workflow_id,
     lastError: row.last_error,
     allowed: allowedVerbs(row.provision_state),
@@ -366,19 +374,61 @@ async function moveTo(
   return machineView(updated);
 }
 
+/**
+ * How long a BMC call may go unanswered before its step fails: the agent's own bound is the
+ * driver's timeouts plus 20 s for a power change to show (the daemon's bmc-command.ts).
+ */
+const BMC_STEP = { timeoutMs: 120_000 };
+
+/** How long inspection waits for the ramdisk's report once the machine was powered on. */
+const INSPECT_REPORT_TIMEOUT_MS = 15 * 60_000;
+/**
+ * How long inspection waits for the ramdisk's boot entry to be in place: a machine enrolled by its
+ * product UUID waits here until a person confirms its PXE MAC (metal confirm-mac).
+ */
+const ENSURE_RAMDISK_TIMEOUT_MS = 24 * 3_600_000;
+
 /** The workflow kind and steps of a verb that runs one on the site's agent. */
 function workflowFor(verb: MetalVerb, row: MachineRow) {
+  if (verb === 'inspect')
+    // Ironic's inspection: the machine boots the deploy ramdisk from the network, whose agent
+    // reports the hardware; then it is powered off. Each wait is woken by what it waits for.
+    return {
+      kind: 'metal.inspect' as const,
+      steps: [
+        waitStep('metal.ensureRamdisk: the site agent boots the deploy ramdisk for its MAC', {
+          check: 'ramdisk-entry',
+          timeoutMs: ENSURE_RAMDISK_TIMEOUT_MS,
+          recheckMs: 5_000,
+        }),
+        commandStep('power off', 'metal.bmc', bmcPayload(row, 'off'), BMC_STEP),
+        commandStep(
+          'power on from the network',
+          'metal.bmc',
+          { ...bmcPayload(row, 'on'), bootDevice: 'pxe' },
+          BMC_STEP,
+        ),
+        waitStep('wait for the ramdisk’s inventory', {
+          check: 'inventory',
+          timeoutMs: INSPECT_REPORT_TIMEOUT_MS,
+          recheckMs: 5_000,
+        }),
+        commandStep('power off', 'metal.bmc', bmcPayload(row, 'off'), BMC_STEP),
+      ],
+    };
   if (verb === 'manage')
     return {
       kind: 'metal.verify' as const,
-      steps: [commandStep('ask the BMC for the power state', 'metal.bmc', bmcPayload(row, 'status'))],
+      steps: [
+        commandStep('ask the BMC for the power state', 'metal.bmc', bmcPayload(row, 'status'), BMC_STEP),
+      ],
     };
   if (verb === 'provide')
     // The clean steps of this slice: the BMC still answers with the stored credentials. The disk
     // wipe joins them with the deploy ramdisk (docs/metal.md, what is left).
     return {
       kind: 'metal.clean' as const,
-      steps: [commandStep('check the BMC answers', 'metal.bmc', bmcPayload(row, 'status'))],
+      steps: [commandStep('check the BMC answers', 'metal.bmc', bmcPayload(row, 'status'), BMC_STEP)],
     };
   return null;
 }
@@ -390,11 +440,7 @@ export type MachineCall = CallContext<{ machineId: string; reason?: string | und
  * A verb of the table on the locked machine `row`: at once, or by its workflow on the site's
  * agent. Refused (changing nothing) when the table does not allow it from the machine's state.
  */
-export async function verbOn(
-  ctx: MachineCall,
-  row: MachineRow,
-  verb: 'manage' | 'provide' | 'retire' | 'recover',
-) {
+export async function verbOn(ctx: MachineCall, row: MachineRow, verb: WorkflowVerb) {
   const refusal = verbRefusal(verb, row);
   if (refusal) throw refusal;
   const rule = transitionOf(verb);
@@ -403,6 +449,15 @@ export async function verbOn(
   // retire and recover end at once (recover where RECOVERS_TO names, which nextState read).
   if (!workflow) return moveTo(ctx, row, verb, to, { target_state: null, last_error: null });
   const agent = await siteAgent(ctx.db, ctx.tenantId, row.site_id);
+  if (verb === 'inspect' && !(await siteRunsProvisioningNetwork(ctx.db, ctx.tenantId, row.site_id)))
+    throw new ComputeError(
+      'INVALID_STATE',
+      `no site agent of site ${row.site_id} runs the provisioning network the deploy ramdisk boots from`,
+      {
+        details: { siteId: row.site_id, reason: 'no-provisioning-network' },
+        hint: 'Run bcd on a site agent with --pxe-dir DIR --ramdisk-dir DIR (docs/metal.md), then inspect again.',
+      },
+    );
   const workflowId = await startNodeWorkflow(
     { db: ctx.db, emit: (event) => ctx.emit(event), now: ctx.now() },
     {
@@ -413,11 +468,22 @@ export async function verbOn(
       reason: ctx.input.reason ?? `metal ${verb} ${row.id}`,
     },
   );
-  return moveTo(ctx, row, verb, to, { target_state: rule.to, workflow_id: workflowId, last_error: null });
+  const moved = await moveTo(ctx, row, verb, to, {
+    target_state: rule.to,
+    workflow_id: workflowId,
+    last_error: null,
+  });
+  // The machine's boot entry follows its state: inspecting boots the ramdisk (siteBootEntries).
+  if (verb === 'inspect')
+    await pushBootEntries(ctx.db, ctx.tenantId, row.site_id, ctx.now(), (event) => ctx.emit(event));
+  return moved;
 }
 
+/** The verbs a call runs on one machine (abort and power have their own). */
+export type WorkflowVerb = 'manage' | 'inspect' | 'provide' | 'retire' | 'recover';
+
 /** A verb of the table on one machine: at once, or by its workflow on the site's agent. */
-export function runVerb(verb: 'manage' | 'provide' | 'retire' | 'recover') {
+export function runVerb(verb: WorkflowVerb) {
   return async (ctx: MachineCall) =>
     verbOn(ctx, await ownedMachine(ctx.db, ctx.tenantId, ctx.input.machineId, true), verb);
 }
@@ -475,7 +541,7 @@ export async function powerOn(
     {
       nodeId: agent,
       kind: 'metal.power',
-      steps: [commandStep(`power ${action}`, 'metal.bmc', bmcPayload(row, action))],
+      steps: [commandStep(`power ${action}`, 'metal.bmc', bmcPayload(row, action), BMC_STEP)],
       input: { machineId: row.id, action },
       reason: ctx.input.reason ?? `metal power ${action} ${row.id}`,
     },

@@ -1,6 +1,6 @@
 /**
  * Where a machine's workflow lands it, in the transaction that ends the workflow: a verb's
- * workflow (metal.verify, metal.clean) moves the machine from its transient state to the table's
+ * workflow (metal.verify, metal.inspect, metal.clean) moves the machine from its transient state to the table's
  * `to` on success and its `failed` state on failure or abort; a power workflow records the BMC's
  * answer. A workflow that is no longer the machine's own (a later one replaced it) changes nothing.
  *
@@ -15,9 +15,11 @@ import { commandResult, endedCommand } from '../commands/queries.js';
 import { registerCommandEndJob } from '../commands/service.js';
 import type { EventDraft, JobContext } from '../define-module.js';
 import { registerWorkflowHooks, type WorkflowHookContext } from '../workflows/hooks.js';
+import { pushBootEntries } from './boot-entries.js';
+import { inspectionCheck } from './inspection.js';
 import { type MachineRow, metalDb } from './tables.js';
 
-const METAL_WORKFLOW_KINDS = ['metal.verify', 'metal.clean', 'metal.power'] as const;
+const METAL_WORKFLOW_KINDS = ['metal.verify', 'metal.inspect', 'metal.clean', 'metal.power'] as const;
 /** Queued when a workflow-less metal.bmc (a batch's member) ends: records its power answer. */
 export const METAL_MEMBER_ENDED_JOB = 'metal.bmc-member-ended';
 
@@ -123,9 +125,13 @@ async function land(context: WorkflowHookContext, error: string | null): Promise
     subject: { type: 'machine', id: row.id },
     data: { verb, from: row.provision_state, to, workflowId: workflow.id, ...(error ? { error } : {}) },
   });
+  // Out of inspecting, its MACs boot from the disk again.
+  if (workflow.kind === 'metal.inspect')
+    await pushBootEntries(context.db, row.tenant_id, row.site_id, now, (event) => context.emit(event));
 }
 
 registerWorkflowHooks(METAL_WORKFLOW_KINDS, {
+  check: inspectionCheck,
   succeeded: (context) => land(context, null),
   failed: (context, error) => land(context, error.slice(0, 1000)),
 });

@@ -11,7 +11,12 @@ import { writeEvents } from '../../db/unit-of-work.js';
 import { enqueueJob } from '../../workers/jobs.js';
 import type { CallContext, EventDraft, JobContext } from '../define-module.js';
 import { drainNode, uncordonNode } from '../fleet/nodes.js';
-import { commandOutcome, failedCommandsSince, nodeDaemonVersion } from '../commands/queries.js';
+import {
+  cancelForWorkflow,
+  commandOutcome,
+  failedCommandsSince,
+  nodeDaemonVersion,
+} from '../commands/queries.js';
 import { queueCommand } from '../commands/service.js';
 import { findNode } from '../fleet/queries.js';
 import { type WorkflowRow, type WorkflowStep, workflowsDb } from './tables.js';
@@ -121,7 +126,13 @@ export async function advanceWorkflow(
         requestId: `workflow:${row.id}`,
       });
     if (state === 'running') {
-      const recheck = isWoken(steps[index]) ? WOKEN_RECHECK_MS : RECHECK_MS;
+      const waiting = steps[index];
+      const recheck =
+        waiting?.kind === 'wait' && typeof waiting.params?.recheckMs === 'number'
+          ? waiting.params.recheckMs
+          : isWoken(waiting)
+            ? WOKEN_RECHECK_MS
+            : RECHECK_MS;
       await enqueueAgain(trx, row.id, new Date(now.getTime() + recheck));
     }
   }
@@ -179,6 +190,21 @@ async function runStep(
           };
         return { done: false };
       }
+      case 'wait': {
+        const check = hooksOf(row.kind).check;
+        if (!check) return { failed: `workflow kind ${row.kind} has no check for step ${step.name}` };
+        const outcome = await check(
+          { db: trx, workflow: row, steps, now, emit: (event) => void events.push(event) },
+          step,
+        );
+        if ('failed' in outcome || outcome.done) return outcome;
+        const deadline = Date.parse(step.startedAt ?? '') + Number(step.params?.timeoutMs);
+        if (Number.isFinite(deadline) && now.getTime() > deadline)
+          return {
+            failed: `${step.name}: not done within ${Math.round(Number(step.params?.timeoutMs) / 1000)} s`,
+          };
+        return { done: false };
+      }
       case 'node.no-failed-commands': {
         const failed = await failedCommandsSince(trx, row.node_id, new Date(row.created_at));
         if (failed.length === 0) return { done: true };
@@ -222,6 +248,16 @@ async function runStep(
           return {
             failed: `command ${step.commandId} ${command.state}${command.exit_code !== null ? ` with exit code ${command.exit_code}` : ''}${command.error ? `: ${command.error}` : ''}`,
           };
+        // A node that took the command and never answers (a BMC call hung, the agent gone) would
+        // hold the workflow, and what it changes, for ever: a step with a timeout fails past it,
+        // and the node is asked to drop the command.
+        const timeoutMs = Number(step.params?.timeoutMs);
+        if (Number.isFinite(timeoutMs) && now.getTime() > Date.parse(step.startedAt ?? '') + timeoutMs) {
+          await cancelForWorkflow(trx, step.commandId, now);
+          return {
+            failed: `command ${step.commandId} (${step.commandKind ?? step.command?.kind ?? 'command'}) did not answer within ${Math.round(timeoutMs / 1000)} s`,
+          };
+        }
         return { done: false };
       }
     }

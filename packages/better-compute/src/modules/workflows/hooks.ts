@@ -1,6 +1,6 @@
 /**
- * What a kind of workflow does beside its steps: after a step queues a command (a simulated node's
- * executor takes it from there), and when the workflow ends, in the transaction that ends it, so the
+ * What a kind of workflow does beside its steps: what its `wait` steps wait for, after a step
+ * queues a command (a simulated node's executor takes it from there), and when the workflow ends, in the transaction that ends it, so the
  * thing the workflow changes (an instance) moves with it or not at all. A module registers the
  * hooks of its kinds when it is loaded; node maintenance has none.
  */
@@ -17,7 +17,12 @@ export interface WorkflowHookContext {
   emit(event: EventDraft): void;
 }
 
+/** What a `wait` step's check answers: done, not yet, or failed with the reason. */
+export type WaitOutcome = { done: boolean } | { failed: string };
+
 export interface WorkflowHooks {
+  /** A `wait` step's check, run under the workflow's lock each time the controller looks. */
+  check?(context: WorkflowHookContext, step: WorkflowStep): Promise<WaitOutcome>;
   /** A command step queued its command. */
   commandQueued?(context: WorkflowHookContext, command: { id: string; kind: string }): Promise<void>;
   /** Every step succeeded. */

@@ -65,9 +65,34 @@ export function step(
   };
 }
 
-/** A step that has the node run one command: `kind` with `payload`. */
-export function commandStep(name: string, kind: string, payload: Record<string, unknown>): WorkflowStep {
-  return step(name, 'command', { kind, payload });
+/**
+ * A step that has the node run one command: `kind` with `payload`; with `timeoutMs`, the step fails
+ * (and the node is asked to drop the command) when no answer came that long after it started.
+ */
+export function commandStep(
+  name: string,
+  kind: string,
+  payload: Record<string, unknown>,
+  options: { timeoutMs?: number } = {},
+): WorkflowStep {
+  const made = step(name, 'command', { kind, payload });
+  return options.timeoutMs === undefined ? made : { ...made, params: { timeoutMs: options.timeoutMs } };
+}
+
+/**
+ * A step that waits for the workflow kind's own check (its hooks' `check`), looked at again every
+ * `recheckMs` and whenever wakeWorkflow is called; failed once `timeoutMs` passed since it started.
+ */
+export function waitStep(
+  name: string,
+  params: { timeoutMs: number; recheckMs: number } & Record<string, unknown>,
+): WorkflowStep {
+  return { ...step(name, 'wait'), params };
+}
+
+/** Has the controller look at one running workflow now (something its wait step waits for happened). */
+export async function wakeWorkflow(db: Kysely<ComputeTables>, workflowId: string, now: Date): Promise<void> {
+  await enqueueJob(db, { kind: WORKFLOW_JOB, payload: { workflowId }, runAt: now, wake: true });
 }
 
 /**

@@ -14,7 +14,12 @@ export interface WorkflowStep {
     /** Until the node's session reports `params.version`, connected since the workflow began; failed past `params.deadline`. */
     | 'node.wait-version'
     /** No command of the node failed since the workflow began. */
-    | 'node.no-failed-commands';
+    | 'node.no-failed-commands'
+    /**
+     * Until the workflow kind's own check (its hooks' `check`) says done; failed `params.timeoutMs`
+     * after it started, checked again every `params.recheckMs` (or when something wakes it).
+     */
+    | 'wait';
   /** What a waiting step checks against (node.wait-version: version, deadline). */
   params?: Record<string, unknown> | undefined;
   state: 'pending' | 'running' | 'succeeded' | 'failed' | 'skipped';
@@ -46,6 +51,7 @@ export type WorkflowKind =
   | 'node.update'
   /** A bare-metal machine's transitions, run on its site's agent (modules/metal). */
   | 'metal.verify'
+  | 'metal.inspect'
   | 'metal.clean'
   | 'metal.power';
 

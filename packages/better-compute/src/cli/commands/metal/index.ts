@@ -6,6 +6,7 @@ import metalEnroll from './enroll.js';
 import metalList from './list.js';
 import metalGet from './get.js';
 import metalManage from './manage.js';
+import metalInspect from './inspect.js';
 import metalProvide from './provide.js';
 import metalPower from './power.js';
 import metalRetire from './retire.js';
@@ -22,6 +23,7 @@ export const metalCommands: readonly AnyCommand[] = [
   metalList,
   metalGet,
   metalManage,
+  metalInspect,
   metalProvide,
   metalPower,
   metalRetire,

@@ -1,0 +1,50 @@
+/**
+ * What a site agent reports as the gateway takes it: PXE discoveries (`pxe.discovered`) and the
+ * deploy ramdisk's inspections (`metal.report`). Bounded per node and minute, recorded by the metal
+ * module for the agent's own site, and anything refused is logged and answered, never thrown
+ * (docs/decisions/metal-discovery.md, docs/decisions/metal-inspection.md).
+ */
+import type { Kysely } from 'kysely';
+import type { ComputeTables } from '../db/tables.js';
+import { recordInspection, recordPxeDiscovery } from '../modules/metal/index.js';
+import type { DaemonMessage } from './protocol.js';
+
+/** The most reports one node has recorded a minute: the site agent's own discovery cap (provisioning-network.ts). */
+const REPORTS_PER_MINUTE = 120;
+
+type DiscoveryMessage = Extract<DaemonMessage, { t: 'pxe.discovered' }>;
+type InspectionMessage = Extract<DaemonMessage, { t: 'metal.report' }>;
+
+/** Takes reports; answers the message to send back (a refusal), or null when none is due. */
+export function createSiteReportIntake(db: Kysely<ComputeTables>, log: (line: string) => void) {
+  // A node's count for the current minute. A flood is dropped rather than written without end.
+  const windows = new Map<string, { minute: number; count: number }>();
+  const admitted = (nodeId: string, at: Date) => {
+    const minute = Math.floor(at.getTime() / 60_000);
+    let window = windows.get(nodeId);
+    if (!window || window.minute !== minute) {
+      if (windows.size > 10_000) windows.clear();
+      window = { minute, count: 0 };
+      windows.set(nodeId, window);
+    }
+    window.count += 1;
+    if (window.count === REPORTS_PER_MINUTE + 1)
+      log(
+        `gateway: ${nodeId} sent over ${REPORTS_PER_MINUTE} site reports this minute; the rest are dropped`,
+      );
+    return window.count <= REPORTS_PER_MINUTE;
+  };
+  return async (nodeId: string, message: DiscoveryMessage | InspectionMessage, at: Date) => {
+    if (!admitted(nodeId, at)) return null;
+    if (message.t === 'pxe.discovered') {
+      const recorded = await recordPxeDiscovery(db, nodeId, message, at);
+      if (recorded.outcome === 'recorded') return null;
+      log(`gateway: a PXE discovery report from ${nodeId} was ${recorded.outcome}: ${recorded.reason}`);
+      return { t: 'pxe.discovered.refused', mac: message.mac, message: recorded.reason };
+    }
+    const recorded = await recordInspection(db, nodeId, message, at);
+    if (recorded.outcome === 'recorded') return null;
+    log(`gateway: an inspection report from ${nodeId} was refused: ${recorded.reason}`);
+    return { t: 'metal.report.refused', mac: message.mac, message: recorded.reason };
+  };
+}
