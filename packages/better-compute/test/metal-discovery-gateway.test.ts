@@ -1,8 +1,10 @@
 /**
- * A site agent's PXE discovery over a real gateway session: its `pxe.discovered` lands in
+ * A site agent's reports over a real gateway session: its `pxe.discovered` lands in
  * metal.discovered for its own site; the same report from a node that is not a site agent is
  * refused (answered `pxe.discovered.refused`, nothing recorded) and a malformed one is answered
- * INVALID_ARGUMENT, each without closing the session or a server error.
+ * INVALID_ARGUMENT, each without closing the session or a server error; a ramdisk's `metal.report`
+ * likewise. And a command queued before a node says hello waits for its welcome, since the daemon
+ * checks every command against the command root it pins from the welcome.
  */
 import { createTestDatabase, type TestDatabase } from '@better-compute/db/testing';
 import { sql } from 'kysely';
@@ -29,23 +31,25 @@ async function call<T = any>(method: string, body: Record<string, unknown>): Pro
   return answer.data as T;
 }
 
-/** A node's session after its welcome: what it was sent, a wait for a message, and send. */
-async function session(credential: string) {
+const hello = {
+  t: 'hello',
+  version: '0.1.0',
+  capabilities: ['site.agent'],
+  inventory: { cpuCores: 1, memoryGiB: 1, gpus: [] },
+};
+
+/**
+ * A node's session: what it was sent, a wait for a message, and send; after its welcome, unless
+ * `sayHello` is false (then the caller sends the hello when it wants, after `ready`).
+ */
+async function session(credential: string, sayHello = true) {
   const messages: any[] = [];
   const ws = new WebSocket(`${url.replace('http', 'ws')}/api/compute/gateway/session`, {
     headers: { authorization: `Bearer ${credential}` },
   });
   ws.on('message', (data) => {
     const message = JSON.parse(data.toString());
-    if (message.t === 'ready')
-      ws.send(
-        JSON.stringify({
-          t: 'hello',
-          version: '0.1.0',
-          capabilities: ['site.agent'],
-          inventory: { cpuCores: 1, memoryGiB: 1, gpus: [] },
-        }),
-      );
+    if (message.t === 'ready' && sayHello) ws.send(JSON.stringify(hello));
     messages.push(message);
   });
   const next = async (match: (m: any) => boolean, ms = 10_000) => {
@@ -56,7 +60,7 @@ async function session(credential: string) {
     }
     throw new Error(`no such message came: ${JSON.stringify(messages)}`);
   };
-  await next((m) => m.t === 'welcome');
+  await next((m) => m.t === (sayHello ? 'welcome' : 'ready'));
   return { ws, messages, next, send: (message: unknown) => ws.send(JSON.stringify(message)) };
 }
 
@@ -73,7 +77,7 @@ beforeAll(async () => {
   running = serve({
     compute,
     port: 0,
-    roles: ['api', 'gateway'],
+    roles: ['api', 'controllers', 'gateway'],
     signal: controller.signal,
     log: (line) => logged.push(line),
     commandSigner: generatedCommandSigner(),
@@ -152,6 +156,112 @@ describe('PXE discovery through the gateway', () => {
     } finally {
       agentSession.ws.close();
       plainSession.ws.close();
+    }
+  });
+
+  it('a ramdisk’s report relayed by a site agent: refused from a plain node, for an unknown MAC, or malformed', async () => {
+    const site = await call('sites.create', { tenantId: 'root', name: 'inspect-site' });
+    const pool = await call('pools.create', { tenantId: 'root', siteId: site.id, name: 'inspect-pool' });
+    const inventory = { cpuCores: 1, memoryGiB: 1, gpus: [] };
+    const agentToken = (
+      await call('siteTokens.create', { tenantId: 'root', poolId: pool.id, preApproved: true })
+    ).token;
+    const plainToken = (
+      await call('joinTokens.create', { tenantId: 'root', poolId: pool.id, uses: 1, preApproved: true })
+    ).token;
+    const agent = await call('nodes.join', { joinToken: agentToken, hostname: 'agent-2', inventory });
+    const plain = await call('nodes.join', { joinToken: plainToken, hostname: 'worker-2', inventory });
+    const agentSession = await session(agent.nodeCredential);
+    const plainSession = await session(plain.nodeCredential);
+    const report = {
+      t: 'metal.report',
+      mac: '52:54:00:12:34:56',
+      purpose: 'inspect',
+      inventory: {
+        systemUuid: null,
+        cpu: { count: 2, model: 'QEMU' },
+        memory: { physicalMiB: 512, totalKiB: 468156 },
+        disks: [],
+        nics: [{ name: 'eth0', mac: '52:54:00:12:34:56' }],
+      },
+    };
+    try {
+      plainSession.send(report);
+      expect(await plainSession.next((m) => m.t === 'metal.report.refused')).toEqual({
+        t: 'metal.report.refused',
+        mac: report.mac,
+        message: 'the node is not a site agent',
+      });
+      agentSession.send(report);
+      expect(await agentSession.next((m) => m.t === 'metal.report.refused')).toEqual({
+        t: 'metal.report.refused',
+        mac: report.mac,
+        message: 'no machine of the agent’s site has the MAC 52:54:00:12:34:56',
+      });
+      // An inventory the schema refuses (a disk name with a path in it, too many CPUs) is not a report.
+      agentSession.send({
+        ...report,
+        inventory: {
+          ...report.inventory,
+          disks: [{ name: '../sda', sizeBytes: 1, model: '', serial: '', rotational: false }],
+        },
+      });
+      agentSession.send({ ...report, inventory: { ...report.inventory, cpu: { count: 1e9, model: '' } } });
+      await agentSession.next(
+        (m) =>
+          m.t === 'error' &&
+          m.code === 'INVALID_ARGUMENT' &&
+          agentSession.messages.filter((x) => x.t === 'error').length === 2,
+      );
+      expect(agentSession.ws.readyState).toBe(WebSocket.OPEN);
+    } finally {
+      agentSession.ws.close();
+      plainSession.ws.close();
+    }
+  });
+
+  it('a command queued before a node’s hello is sent only after its welcome, which pins the command root', async () => {
+    const site = await call('sites.create', { tenantId: 'root', name: 'welcome-site' });
+    const pool = await call('pools.create', { tenantId: 'root', siteId: site.id, name: 'welcome-pool' });
+    const token = (await call('siteTokens.create', { tenantId: 'root', poolId: pool.id, preApproved: true }))
+      .token;
+    const agent = await call('nodes.join', {
+      joinToken: token,
+      hostname: 'agent-3',
+      inventory: { cpuCores: 1, memoryGiB: 1, gpus: [] },
+    });
+    await call('nodes.heartbeat', { nodeCredential: agent.nodeCredential });
+    const machine = await call('metal.enroll', {
+      tenantId: 'root',
+      siteId: site.id,
+      name: 'welcome-1',
+      bmcDriver: 'ipmi',
+      bmcAddress: '10.0.0.9',
+      bmcUser: 'admin',
+      bmcPassword: 'welcome-bmc-password',
+      productUuid: '4c4c4544-0042-3510-8052-b4c04f4a4e39',
+    });
+    await call('metal.manage', { tenantId: 'root', machineId: machine.id });
+    // The workflow's first step queues its metal.bmc for the agent (the controllers run here).
+    for (let i = 0; i < 200; i++) {
+      const { rows } = await sql`select id from compute.commands where node_id = ${agent.nodeId}`.execute(
+        database.db as never,
+      );
+      if (rows.length > 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    // Connected, not yet said hello: several delivery passes go by, and nothing is sent.
+    const early = await session(agent.nodeCredential, false);
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      expect(early.messages.map((m) => m.t)).toEqual(['ready']);
+      early.send(hello);
+      await early.next((m) => m.t === 'command');
+      const order = early.messages.map((m) => m.t);
+      expect(order.indexOf('welcome')).toBeGreaterThan(-1);
+      expect(order.indexOf('welcome')).toBeLessThan(order.indexOf('command'));
+    } finally {
+      early.ws.close();
     }
   });
 });

@@ -42,8 +42,11 @@ export class ApiError extends Error {
 }
 
 /** Control characters from a server's words never reach the terminal or the journal. */
-export function safe(text: string): string {
-  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, ' ').slice(0, 2000);
+export function safe(text: unknown): string {
+  // A caller's `error.message` is not a string when something threw a value that is not an Error.
+  return String(text ?? '')
+    .replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, ' ')
+    .slice(0, 2000);
 }
 
 /**

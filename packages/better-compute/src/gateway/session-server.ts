@@ -29,11 +29,12 @@ import {
 import { createApproverLoader, quorumAttachments } from '../modules/batches/index.js';
 import { nodeTenant } from '../modules/fleet/index.js';
 import { instanceExited } from '../modules/vps/index.js';
-import { artifactPiece, releasePinStatements } from '../modules/releases/index.js';
+import { releasePinStatements } from '../modules/releases/index.js';
 import { wakeNodeWorkflows } from '../modules/workflows/index.js';
 import { type CommandSigner, envelopeBytes } from './signer.js';
 import { createCommandSecrets } from './command-secrets.js';
 import { createSiteReportIntake } from './site-reports.js';
+import { createReleasePieces } from './release-pieces.js';
 import { pushBootEntriesTo, PXE_CAPABILITY } from '../modules/metal/index.js';
 import { type DaemonMessage, parseDaemonMessage } from './protocol.js';
 import type { StreamSink, StreamTransport } from './flow-stream.js';
@@ -47,9 +48,6 @@ import { handleLinkUpgrade, type LinkOptions } from './link.js';
 /** How often the gateway looks for new commands and cancellations when nothing woke it. */
 const POLL_MS = 200;
 const MAX_FRAME_BYTES = 1 << 20;
-/** How long a served piece of a stored build is kept, and how many bytes of them at most. */
-const PIECE_CACHE_MS = 60_000;
-const PIECE_CACHE_BYTES = 64 * 1024 * 1024;
 
 export interface GatewayOptions {
   compute: ComputeInstance;
@@ -94,6 +92,8 @@ interface Session {
   cancelsSent: Set<string>;
   inbox: Promise<void>;
   capabilities: string[] | null;
+  /** Sent its welcome: only then may commands go, which the daemon checks against the root it pins from it. */
+  welcomed: boolean;
   streams: SessionStreams;
 }
 
@@ -108,6 +108,7 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
   const sessions = new Map<string, Session>();
   const secrets = createCommandSecrets(compute.config.secret);
   const takeSiteReport = createSiteReportIntake(db, log);
+  const servePiece = createReleasePieces(db, log);
   let closing = false;
   // The approver chain daemons follow, read from the deployment's bundle as the batches module does.
   const approvers = createApproverLoader({ pki: compute.config.pki });
@@ -125,54 +126,6 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
     const release = compute.config.release;
     if (!release?.pins?.length) return null;
     return { pins: [...release.pins], threshold: release.threshold ?? release.pins.length };
-  }
-
-  /**
-   * The pieces of stored builds served lately, base64 as sent, each read once however many nodes ask
-   * at the same moment. A wave's nodes all fetch the same pieces together, and a build stored whole
-   * never changes (its bytes are the ones its signed manifest names; each node checks the digest),
-   * so reading them from the database for every node only cost the control plane CPU. Kept a
-   * minute, and at most PIECE_CACHE_BYTES in all; a refusal is never kept.
-   */
-  const pieces = new Map<
-    string,
-    { at: number; piece: Promise<{ size: number; data: string } | { error: string }>; bytes: number }
-  >();
-  let pieceBytes = 0;
-  function servedPiece(version: string, platform: string, offset: number) {
-    const key = `${version}\u0000${platform}\u0000${offset}`;
-    const at = Date.now();
-    const kept = pieces.get(key);
-    if (kept && at - kept.at < PIECE_CACHE_MS) return kept.piece;
-    if (kept) {
-      pieces.delete(key);
-      pieceBytes -= kept.bytes;
-    }
-    const entry = {
-      at,
-      bytes: 0,
-      piece: artifactPiece(db, version, platform, offset).then((read) =>
-        'error' in read ? read : { size: read.size, data: read.data.toString('base64') },
-      ),
-    };
-    pieces.set(key, entry);
-    entry.piece.then(
-      (read) => {
-        if (pieces.get(key) !== entry) return;
-        if ('error' in read) return void pieces.delete(key);
-        entry.bytes = read.data.length;
-        pieceBytes += entry.bytes;
-        // Past the bound, start again: a rollout's pieces are read again at most once.
-        if (pieceBytes > PIECE_CACHE_BYTES) {
-          pieces.clear();
-          pieceBytes = 0;
-        }
-      },
-      () => {
-        if (pieces.get(key) === entry) pieces.delete(key);
-      },
-    );
-    return entry.piece;
   }
 
   /** The release-pin statements the deployment accepted, for a welcome; none when it pins no keys. */
@@ -242,8 +195,9 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
     try {
       do {
         passAgain = false;
-        if (sessions.size === 0 || !options.commandSigner) break;
-        const rows = await openCommands(db, [...sessions.keys()]);
+        const welcomed = [...sessions.values()].filter((s) => s.welcomed).map((s) => s.nodeId);
+        if (welcomed.length === 0 || !options.commandSigner) break;
+        const rows = await openCommands(db, welcomed);
         const sent: string[] = [];
         const at = now();
         // A batch's members carry its approvals and their leaf proofs; other rows go as they are.
@@ -381,6 +335,7 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
             : {}),
         });
         if (message.t === 'hello') {
+          session.welcomed = true;
           // A site agent's provisioning network keeps its boot entries in memory: resent at each hello.
           if (message.capabilities.includes(PXE_CAPABILITY))
             await pushBootEntriesTo(db, session.nodeId, at).catch((error: Error) =>
@@ -421,27 +376,9 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
         if (refusal) send(session, refusal);
         return;
       }
-      case 'release.fetch': {
-        // Any node may read a registered build: it is what the release keys signed, and each node
-        // checks it against its own pins. Only a build stored whole is served.
-        try {
-          const piece = await servedPiece(message.version, message.platform, message.offset);
-          send(
-            session,
-            'error' in piece
-              ? { t: 'release.piece', id: message.id, error: piece.error }
-              : { t: 'release.piece', id: message.id, size: piece.size, data: piece.data },
-          );
-        } catch (error) {
-          log(`gateway: serving a release piece to ${session.nodeId} failed: ${(error as Error).message}`);
-          send(session, {
-            t: 'release.piece',
-            id: message.id,
-            error: 'the gateway could not read the build',
-          });
-        }
+      case 'release.fetch':
+        send(session, await servePiece(session.nodeId, message));
         return;
-      }
       case 'stream.opened':
       case 'stream.ack':
       case 'stream.end':
@@ -496,6 +433,7 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
       cancelsSent: new Set(),
       inbox: Promise.resolve(),
       capabilities: null,
+      welcomed: false,
       streams: createSessionStreams({
         sendJson: (message) => send(session, message),
         sendBinary: (frame) => {
