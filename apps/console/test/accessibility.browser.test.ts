@@ -1,6 +1,7 @@
 /**
  * Every page of the console checked by axe-core in a real Chromium, signed in as the root
- * administrator over simulated machines (and /login signed out): no violation of serious or critical
+ * administrator over simulated machines and one enrolled bare-metal machine (and /login signed
+ * out): no violation of serious or critical
  * impact (missing labels, names, contrast, landmarks, ARIA misuse). A screenshot of each page is saved.
  * Every page is then opened at 375 px and at 1,440 px: none scrolls sideways, and a screenshot of
  * each at both widths is kept (test-results/screenshots/page-<name>-<width>.png).
@@ -38,6 +39,19 @@ beforeAll(async () => {
       tenantId: 'root',
     })
   ).items[0]!.id;
+  // A bare-metal machine, so the Machines page is checked with a row and its buttons, not only empty.
+  const site = await api<{ id: string }>(server.origin, '/api/compute/sites/create', token, {
+    name: 'dc-a11y',
+  });
+  await api(server.origin, '/api/compute/metal/enroll', token, {
+    siteId: site.id,
+    name: 'a11y-u01',
+    bmcDriver: 'ipmi',
+    bmcAddress: '10.0.0.7',
+    bmcUser: 'admin',
+    bmcPassword: 'bmc-pass',
+    productUuid: '4c4c4544-0042-3510-8052-b4c04f4a4e31',
+  });
   context = await browser.newContext();
   context.setDefaultTimeout(15_000);
 }, 180_000);
@@ -109,6 +123,12 @@ function consolePages(): [string, (page: Page) => Promise<unknown>, string][] {
       // Once the first site's discoveries have loaded (none yet says so).
       (page) => page.getByText('Nothing seen PXE-booting').or(page.locator('tr[data-mac]').first()).waitFor(),
       'discovery',
+    ],
+    [
+      '/machines',
+      // Once the machine's buttons have their IAM answer (an enabled one), so axe sees the row as it stays.
+      (page) => page.locator('tr[data-machine] button:enabled', { hasText: 'Manage' }).waitFor(),
+      'machines',
     ],
     ['/batches', heading('Destructive batches'), 'batches'],
     ['/approvals', heading('Agents awaiting approval'), 'approvals'],

@@ -3,7 +3,8 @@
  * stores, the live event stream, permission-aware actions, forms drawn from the API's own schema
  * (`createForm`), a terminal over a tunnel (`mountTerminal`), the pages' views
  * (`createSandboxesView`, `createPxeDiscoveryView`, `createBatchesView`, `createConfirmationsView`,
- * `createRolloutsView`, `createNodeOperationsView`, `createFleetDriftView`), and React hooks under
+ * `createRolloutsView`, `createNodeOperationsView`, `createFleetDriftView`), the Machines page's
+ * words (`machineButtons`, `machineQuestion`, `inventoryText`), and React hooks under
  * `/react`. Every store has `subscribe(listener)` and `get()`.
  */
 export { Subscribable, ValueStore, type Listener, type Readable } from './subscribable.js';
@@ -247,6 +248,18 @@ export {
   type PxeDiscoveryViewOptions,
   type PxeSite,
 } from './pxe-discovery.js';
+export {
+  bytesText,
+  inventoryText,
+  machineButtons,
+  machineQuestion,
+  machineStateText,
+  type InventoryText,
+  type MachineAction,
+  type MachineButton,
+  type MachineInventory,
+  type MachineMethod,
+} from './metal-machines.js';
 export {
   createSandboxesView,
   SANDBOX_CREATE_WAIT_SECONDS,

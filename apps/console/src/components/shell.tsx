@@ -18,6 +18,7 @@ const PAGES = [
   { href: '/sandboxes', label: 'Sandboxes' },
   { href: '/volumes', label: 'Volumes' },
   { href: '/joining', label: 'Joining machines' },
+  { href: '/machines', label: 'Bare-metal machines' },
   { href: '/discovery', label: 'PXE discovery' },
   { href: '/batches', label: 'Destructive batches' },
   { href: '/approvals', label: 'Awaiting approval' },
