@@ -426,6 +426,37 @@ describe.each(kinds)('bare-metal machines on %s', (kind) => {
     expect((await api('metal.recover', { machineId })).provisionState).toBe('manageable');
   });
 
+  it('a machine enrolled by its UUID only waits in metal.ensureRamdisk until its MAC is confirmed', async () => {
+    const MAC = '52:54:00:aa:bb:09';
+    const waiting = (
+      await api(
+        'metal.enroll',
+        enrollInput({ name: 'r12-u09', productUuid: '4c4c4544-0042-3510-8052-b4c04f4a4e39', macs: [] }),
+      )
+    ).id;
+    await api('metal.manage', { machineId: waiting });
+    await report((await bmcCommand()).id, { powerState: 'off' });
+    const inspecting = await api('metal.inspect', { machineId: waiting });
+    for (let i = 0; i < 3; i++) await compute.runDueJobs();
+    const workflow = await api('workflows.get', { workflowId: inspecting.workflowId });
+    expect(workflow).toMatchObject({ state: 'running', currentStep: 0 });
+    expect(workflow.steps[0].name).toContain('metal.ensureRamdisk');
+    const { rows: none } = await sql`select id from compute.commands
+      where workflow_id = ${inspecting.workflowId}`.execute(db);
+    expect(none).toEqual([]);
+    // Confirmed, its MAC boots the ramdisk; once the agent applied it, the machine is powered off.
+    await api('metal.confirmMac', { machineId: waiting, mac: MAC });
+    const { rows } = await sql<{ id: string; payload: any }>`
+      select id, payload from compute.commands
+      where node_id = ${agent.nodeId} and kind = 'metal.boot-entries' order by seq desc limit 1`.execute(db);
+    expect(rows[0]!.payload.entries).toContainEqual({ mac: MAC, boot: 'ramdisk', purpose: 'inspect' });
+    await report(rows[0]!.id, { entries: 2, ramdisks: 1, removed: 0 });
+    const off = await bmcCommand();
+    expect(off.payload).toMatchObject({ machineId: waiting, action: 'off' });
+    expect((await api('metal.abort', { machineId: waiting })).provisionState).toBe('inspect failed');
+    await api('metal.retire', { machineId: waiting });
+  });
+
   it('a BMC call nobody answers fails its step after its timeout, and the agent is told to drop it', async () => {
     await api('metal.power', { machineId, action: 'status' });
     const status = await bmcCommand();
