@@ -21,52 +21,22 @@ readonly agent_path
 # the firmware tables it reads the memory from.
 readonly ramdisk_modules="virtio_pci virtio_net virtio_blk e1000 e1000e igb ixgbe ahci sd_mod nvme dmi_sysfs"
 cache_root=${BETTER_COMPUTE_RAMDISK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/better-compute/ramdisk}
-readonly cache_root
-build_key=$(cat "$script_path" "$agent_path" | sha256sum | cut -c1-16)
-readonly build_key
-readonly ramdisk_dir="$cache_root/$build_key"
-
-log() { printf 'build-deploy-ramdisk: %s\n' "$*" >&2; }
-fail() {
-	printf 'build-deploy-ramdisk: error: %s\n' "$1" >&2
-	[ -n "${2:-}" ] && printf 'build-deploy-ramdisk: hint: %s\n' "$2" >&2
-	exit 1
-}
+library="$(dirname "$script_path")/lib/cached-build.sh"
+build_key=$(cat "$script_path" "$agent_path" "$library" | sha256sum | cut -c1-16)
+build_dir="$cache_root/$build_key"
+build_name=build-deploy-ramdisk
+# shellcheck source=SCRIPTDIR/lib/cached-build.sh
+. "$library"
 
 if [ "${1:-}" = "--print-dir" ]; then
-	printf '%s\n' "$ramdisk_dir"
+	printf '%s\n' "$build_dir"
 	exit 0
 fi
 [ $# -eq 0 ] || fail "unknown argument: $1" "run with no argument, or --print-dir"
-if [ -f "$ramdisk_dir/manifest.json" ]; then
-	printf '%s\n' "$ramdisk_dir"
-	exit 0
-fi
-
-for tool in apt-get apt-cache dpkg-deb gzip sha256sum flock; do
-	command -v "$tool" >/dev/null 2>&1 || fail "$tool is not installed" "this build needs a Debian host"
-done
-busybox=$(command -v busybox || true)
-[ -n "$busybox" ] && file_kind=$(od -An -c -N4 "$busybox" | tr -d ' ') || file_kind=
-[ "$file_kind" = '177ELF' ] || fail "busybox is not installed" "apt-get install -y busybox-static"
-if ldd "$busybox" >/dev/null 2>&1; then
-	fail "$busybox is linked dynamically; the initramfs needs a static one" "apt-get install -y busybox-static"
-fi
-
-mkdir -p "$cache_root"
-exec 9>"$cache_root/.lock"
-flock 9
-if [ -f "$ramdisk_dir/manifest.json" ]; then
-	printf '%s\n' "$ramdisk_dir"
-	exit 0
-fi
-
-work=$(mktemp -d "$cache_root/.build-$build_key.XXXXXX")
-cleanup() { rm -rf "$work"; }
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-out="$work/out"
-mkdir -p "$out"
+done_if_built
+need_tools apt-get apt-cache dpkg-deb gzip sha256sum flock
+static_busybox
+enter_cache
 
 package=$(apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[0-9].*\)$/\1/p' | head -1)
 if [ -z "$package" ]; then
@@ -133,6 +103,4 @@ chmod 0755 "$initrd/init"
 	printf '  "vmlinuzSha256": "%s",\n' "$(sha256sum "$out/vmlinuz" | cut -d' ' -f1)"
 	printf '  "initrdSha256": "%s"\n}\n' "$(sha256sum "$out/initrd.gz" | cut -d' ' -f1)"
 } >"$out/manifest.json"
-mv -T "$out" "$ramdisk_dir"
-log "built $ramdisk_dir"
-printf '%s\n' "$ramdisk_dir"
+finish_build
