@@ -496,6 +496,8 @@ describe.each(kinds)('bare-metal machines on %s', (kind) => {
     const started = await api('metal.power', { machineId, action: 'on' });
     expect(started.provisionState).toBe('available');
     expect((await fails('metal.power', { machineId, action: 'status' })).code).toBe('CONFLICT');
+    // A verb waits for it too: retiring now would race the BMC call.
+    expect((await fails('metal.retire', { machineId })).code).toBe('CONFLICT');
     const on = await bmcCommand();
     expect(on.payload.action).toBe('on');
     await report(on.id, { powerState: 'on' });

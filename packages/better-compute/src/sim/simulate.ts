@@ -25,6 +25,7 @@ import { WORKFLOW_JOB } from '../modules/workflows/index.js';
 import { checkAll, checkStep, EventReplay, type Violation } from './invariants.js';
 import { createRandom, seedFleet, type SimNodeSpec } from './fleet.js';
 import { checkInstances, INSTANCE_REFUSALS, setUpInstancePool } from './instances.js';
+import { type MetalSite, setUpMetal } from './metal.js';
 
 export interface SimulationOptions {
   seed: number;
@@ -32,8 +33,13 @@ export interface SimulationOptions {
   steps: number;
   /** Simulated tenants (default 3). */
   tenants?: number;
-  /** Whether nodes go silent, are cordoned, drained and retired (default false). */
+  /** Whether nodes go silent, are cordoned, drained and retired, and BMCs and PXE fail (default false). */
   faults?: boolean;
+  /**
+   * Bare-metal machines at the site, run through a simulated site agent (metal.ts); default 0, and
+   * with 0 the run is the one without them, hash included.
+   */
+  metal?: number;
   /** Virtual seconds per step (default 60). */
   stepSeconds?: number;
   /** How often all invariants (and the event replay) are checked; the cheap ones run every step. Default 100. */
@@ -48,6 +54,8 @@ export interface SimulationOptions {
     violations: number,
   ) => void;
   progressEvery?: number;
+  /** Called at the end of every step, checks included: a test plants a fault in the store here. */
+  afterStep?: (step: number, db: Kysely<ComputeTables>) => Promise<void>;
 }
 
 export interface SimulationReport {
@@ -61,7 +69,12 @@ export interface SimulationReport {
   steps: number;
   tenants: number;
   faults: boolean;
-  /** SHA-256 of the final state (nodes by name, reservations by order, bindings, event types). */
+  /** Bare-metal machines (`metal` asked for). */
+  metal: number;
+  /**
+   * SHA-256 of the final state (nodes by name, reservations by order, bindings, event types, and
+   * the bare-metal machines by name when metal > 0).
+   */
   stateHash: string;
   counts: Record<string, number>;
   violations: Violation[];
@@ -130,9 +143,17 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
   const FULL_REPLAY_EVERY = 10_000;
   let nowMs = Date.UTC(2026, 0, 1);
   const now = () => new Date(nowMs);
+  const metalCount = options.metal ?? 0;
   const database = options.database ?? (await openDatabase({ pglite: {} }));
   const compute = await betterCompute(
-    { database, iam: new SimBridge(), rateLimit: false, trustedOrigins: [] },
+    {
+      database,
+      iam: new SimBridge(),
+      rateLimit: false,
+      trustedOrigins: [],
+      // Enrolment seals BMC passwords under the deployment's secret; a run without machines has none.
+      ...(metalCount > 0 ? { secret: 'sim-deployment-secret-for-bmc-passwords' } : {}),
+    },
     { now, log: () => {} },
   );
   const db = database.db as Kysely<ComputeTables>;
@@ -224,7 +245,24 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
     // The GPU pool's nodes take their faults from `nodes`; the instance pool's are kept apart.
     const gpuNodes = nodes.length;
     await join(instancePool.poolId, instancePool.specs, () => nodes.length % heartbeatEvery);
-    const byId = new Map(nodes.map((n) => [n.id, n]));
+    const names = new Map(nodes.map((n) => [n.id, n.spec.hostname]));
+    // The machines and their site agent come last, so everything before is set up as without them.
+    let metal: MetalSite | null = null;
+    if (metalCount > 0) {
+      metal = await setUpMetal(api, db, {
+        ops,
+        siteId: site.id,
+        seed: options.seed,
+        machines: metalCount,
+        faults: options.faults ?? false,
+        stepSeconds,
+        heartbeatEvery,
+        now,
+        bump,
+      });
+      names.set(metal.agent.id, metal.agent.hostname);
+    }
+    const jobKinds = [WORKFLOW_JOB, SIM_RUNTIME_JOB, ...(metal?.jobKinds ?? [])];
     const setupMs = performance.now() - started;
 
     const load = Math.max(1, specs.length / 40);
@@ -352,9 +390,15 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
         if (!(error instanceof ApiError) || !INSTANCE_REFUSALS.includes(error.code)) throw error;
         bump(`instance.refused.${error.code}`);
       }
+      // The site agent answers what it took, the ramdisks report, and the operator runs verbs.
+      if (metal) {
+        phase('tenants');
+        await metal.step(step, now());
+        phase('metal');
+      }
       // The workflows' jobs due now, and the sim runtime completing the instance pool's commands;
       // the controllers' own jobs are left queued, since the simulator runs its controller itself.
-      counts.jobs = (counts.jobs ?? 0) + (await compute.runDueJobs([WORKFLOW_JOB, SIM_RUNTIME_JOB]));
+      counts.jobs = (counts.jobs ?? 0) + (await compute.runDueJobs(jobKinds));
       phase('tenants');
       // The controller: offline nodes, expiry, the queue.
       await runFleetController(db, now(), { offlineAfterSeconds, activateQueues: step % 10 === 0 });
@@ -370,6 +414,7 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
       if (step % fullCheckEvery === 0 || step === options.steps) {
         violations.push(...(await checkAll(db, step, quotas, poolId)));
         violations.push(...(await checkInstances(db, step, instancePool.poolId)));
+        if (metal) violations.push(...(await metal.check(step, now())));
         await replay.catchUp(db);
         const full = step % FULL_REPLAY_EVERY === 0 || step === options.steps;
         violations.push(...(await replay.compare(db, step, full)));
@@ -386,12 +431,14 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
         held.splice(0, held.length, ...open.filter((h) => !ended.has(h.id)));
       }
       phase('checks');
+      await options.afterStep?.(step, db);
       if (options.onProgress && options.progressEvery && step % options.progressEvery === 0)
         options.onProgress(step, performance.now() - runStart, phasesMs, violations.length);
     }
     const runMs = performance.now() - runStart;
 
-    const stateHash = await hashState(db, byId);
+    const stateHash = await hashState(db, names, metal ? await metal.hashRows() : null);
+    if (metal) Object.assign(counts, await metal.summary());
     const summary = (
       await sql<{
         state: string;
@@ -409,6 +456,7 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
       steps: options.steps,
       tenants: tenantCount,
       faults: options.faults ?? false,
+      metal: metalCount,
       stateHash,
       counts: Object.fromEntries(Object.entries(counts).sort(([a], [b]) => (a < b ? -1 : 1))),
       violations,
@@ -425,9 +473,16 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
   }
 }
 
-/** The final state with random ids replaced by what the seed decides: node names and reservation order. */
-async function hashState(db: Kysely<ComputeTables>, nodes: ReadonlyMap<string, SimNode>): Promise<string> {
-  const name = (id: string) => nodes.get(id)?.spec.hostname ?? id;
+/**
+ * The final state with random ids replaced by what the seed decides: node names and reservation
+ * order; the bare-metal machines by name when the run has them (and nothing of them when not).
+ */
+async function hashState(
+  db: Kysely<ComputeTables>,
+  names: ReadonlyMap<string, string>,
+  metal: unknown[] | null,
+): Promise<string> {
+  const name = (id: string) => names.get(id) ?? id;
   const nodeRows = (
     await sql<{
       id: string;
@@ -491,6 +546,7 @@ async function hashState(db: Kysely<ComputeTables>, nodes: ReadonlyMap<string, S
       ]),
       bindings,
       events,
+      ...(metal ? { metal } : {}),
     }),
   );
   return hash.digest('hex');

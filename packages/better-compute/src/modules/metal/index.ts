@@ -7,5 +7,5 @@ export { createBmcSealer } from './sealing.js';
 export { machineForBmc } from './bmc-target.js';
 export { bmcPowerMember } from './service.js';
 export { recordPxeDiscovery } from './discovery.js';
-export { recordInspection } from './inspection.js';
+export { BOOT_ENTRIES_ENDED_JOB, recordInspection } from './inspection.js';
 export { pushBootEntriesTo, PXE_CAPABILITY } from './boot-entries.js';

@@ -153,7 +153,7 @@ export async function runningWorkflowRefusal(
   if (!row.workflow_id || (await workflowStateOf(db, row.workflow_id)) !== 'running') return null;
   return new ComputeError('CONFLICT', `machine ${row.id} has workflow ${row.workflow_id} running`, {
     details: { workflowId: row.workflow_id },
-    hint: `Wait for it (better-compute workflows get ${row.workflow_id}), then power the machine.`,
+    hint: `Wait for it (better-compute workflows get ${row.workflow_id}), then try again.`,
   });
 }
 
@@ -441,7 +441,8 @@ export type MachineCall = CallContext<{ machineId: string; reason?: string | und
  * agent. Refused (changing nothing) when the table does not allow it from the machine's state.
  */
 export async function verbOn(ctx: MachineCall, row: MachineRow, verb: WorkflowVerb) {
-  const refusal = verbRefusal(verb, row);
+  // A power call still running (its workflow holds the machine) is waited for, as power waits for a verb's.
+  const refusal = verbRefusal(verb, row) ?? (await runningWorkflowRefusal(ctx.db, row));
   if (refusal) throw refusal;
   const rule = transitionOf(verb);
   const to = nextState(verb, row.provision_state)!;

@@ -1,6 +1,7 @@
 /**
- * `sim --seed S --nodes N --steps K [--tenants T] [--faults]`: the deterministic fleet simulator on
- * an in-memory PGlite. Prints the JSON report; any invariant violation fails with SIM_VIOLATION
+ * `sim --seed S --nodes N --steps K [--tenants T] [--faults] [--metal M]`: the deterministic fleet
+ * simulator on an in-memory PGlite, with M bare-metal machines behind a simulated site agent when
+ * asked (docs/metal.md). Prints the JSON report; any invariant violation fails with SIM_VIOLATION
  * (exit 1) after the report is printed.
  */
 import { ComputeError } from '@better-compute/core';
@@ -46,11 +47,25 @@ export default defineCommand({
       description: 'Simulated tenants',
       placeholder: 'T',
     },
-    faults: { type: 'boolean', description: 'Nodes go silent, are cordoned, drained and retired' },
+    faults: {
+      type: 'boolean',
+      description:
+        'Nodes go silent, are cordoned, drained and retired; BMC calls hang, fail or answer late, PXE requests are lost',
+    },
+    metal: {
+      type: 'number',
+      integer: true,
+      min: 0,
+      max: 10_000,
+      default: 0,
+      description: 'Bare-metal machines behind a simulated site agent; 0 runs without them',
+      placeholder: 'M',
+    },
   },
   examples: [
     'better-compute sim --seed 1 --nodes 16 --steps 1000',
     'better-compute sim --seed 1 --nodes 1000 --steps 100000 --faults',
+    'better-compute sim --seed 1 --nodes 50 --steps 2000 --faults --metal 20',
   ],
   async run({ flags, print, log }) {
     const { runSimulation } = await import('../../../sim/index.js');
@@ -60,6 +75,7 @@ export default defineCommand({
       steps: flags.steps,
       tenants: flags.tenants,
       faults: flags.faults,
+      metal: flags.metal,
       progressEvery: Math.max(1000, Math.floor(flags.steps / 10)),
       // Where the time went so far, by phase: a long run that slows down says why as it goes.
       onProgress: (step, elapsedMs, phasesMs, violations) =>
