@@ -207,11 +207,16 @@ describe('PXE discovery through the gateway', () => {
         },
       });
       agentSession.send({ ...report, inventory: { ...report.inventory, cpu: { count: 1e9, model: '' } } });
+      // A NUL or another control character in a reported name (PostgreSQL's jsonb would refuse a NUL).
+      agentSession.send({
+        ...report,
+        inventory: { ...report.inventory, cpu: { count: 2, model: 'a\u0000b' } },
+      });
       await agentSession.next(
         (m) =>
           m.t === 'error' &&
           m.code === 'INVALID_ARGUMENT' &&
-          agentSession.messages.filter((x) => x.t === 'error').length === 2,
+          agentSession.messages.filter((x) => x.t === 'error').length === 3,
       );
       expect(agentSession.ws.readyState).toBe(WebSocket.OPEN);
     } finally {

@@ -41,10 +41,17 @@ const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{
  * beside what the kernel sees (totalKiB), and the disks and network cards. Every field is bounded,
  * since the report comes from the machine, not from a person.
  */
+/** A name the machine reports (a processor's or a disk's model, a serial): printable, no control character. */
+const reportedText = (max: number) =>
+  z
+    .string()
+    .max(max)
+    .regex(/^[^\u0000-\u001f\u007f-\u009f]*$/, 'must hold no control character');
+
 export const metalInventorySchema = z
   .object({
     systemUuid: z.string().regex(UUID_PATTERN).nullable(),
-    cpu: z.object({ count: z.number().int().min(1).max(8192), model: z.string().max(200) }).strict(),
+    cpu: z.object({ count: z.number().int().min(1).max(8192), model: reportedText(200) }).strict(),
     memory: z
       .object({
         physicalMiB: z
@@ -69,15 +76,22 @@ export const metalInventorySchema = z
               .int()
               .min(0)
               .max(2 ** 62),
-            model: z.string().max(100),
-            serial: z.string().max(100),
+            model: reportedText(100),
+            serial: reportedText(100),
             rotational: z.boolean(),
           })
           .strict(),
       )
       .max(64),
     nics: z
-      .array(z.object({ name: z.string().regex(/^[A-Za-z0-9._-]{1,15}$/), mac: z.string().max(32) }).strict())
+      .array(
+        z
+          .object({
+            name: z.string().regex(/^[A-Za-z0-9._-]{1,15}$/),
+            mac: z.string().regex(/^[0-9a-f:]{0,32}$/),
+          })
+          .strict(),
+      )
       .max(64),
   })
   .strict();
