@@ -15,6 +15,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import {
   adminSessionToken,
   api,
+  expectIdRef,
   launchBrowser,
   screenshotsDir,
   signIn,
@@ -201,7 +202,12 @@ describe('the Approvals page', () => {
       await expect(row.locator('[data-method]').textContent()).resolves.toBe(method);
       await expect(row.locator('[data-summary]').textContent()).resolves.toBe(refusal.details!.summary);
       await expect(row.textContent()).resolves.toContain(refusal.details!.reason);
-      await expect(row.textContent()).resolves.toContain(`Agent ${aliceAgent.id} acting for ${aliceId}`);
+      // Who asked, for whom and on what, by name and short id, each full id a press away.
+      const asks = row.locator('[data-asks]');
+      await expectIdRef(asks, aliceAgent.id, 'fleet helper');
+      await expectIdRef(asks, aliceId, 'Alice');
+      await expect(asks.textContent()).resolves.toMatch(/^Agent fleet helper.* acting for Alice/);
+      if (method === 'projects.archive') await expectIdRef(asks, projectId, 'approvals-demo');
       await expect(row.locator('[data-left]').textContent()).resolves.toMatch(/^(1 h 0|59) min \d\d s left$/);
     }
     expect(reservation.details!.summary).not.toContain('big-run-1');

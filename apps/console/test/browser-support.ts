@@ -8,7 +8,8 @@ import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
+import { expect } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '@better-compute/db/testing';
 
 export const appDir = join(import.meta.dirname, '..');
@@ -177,6 +178,39 @@ export const screenText = (page: Page) => page.locator('.xterm-rows').innerText(
 /** Whether the page scrolls sideways (what a page must not do at 375 px). */
 export const overflowsSideways = (page: Page) =>
   page.evaluate(() => document.documentElement.scrollWidth > document.documentElement.clientWidth);
+
+/** What IdRef shows of an id (ui.tsx's shortId): `pool_…7Q2ZKD`, the prefix and last six characters. */
+function shortIdOf(id: string): string {
+  const cut = id.indexOf('_');
+  const body = cut === -1 ? id : id.slice(cut + 1);
+  return body.length <= 10 ? id : `${id.slice(0, cut + 1)}…${body.slice(-6)}`;
+}
+
+/** The buttons in `scope` that act: every one but the short ids' toggles (IdRef's are buttons too). */
+export const actionButtons = (scope: Locator) =>
+  scope.getByRole('button').and(scope.locator('button:not(.id)'));
+
+/**
+ * The first IdRef of `id` in `scope` shows `name` (when given) beside the short id, says so to a
+ * reader ("<short> (<name>): press for the full id"), and one press shows the full id, another the
+ * short one again.
+ */
+export async function expectIdRef(scope: Locator, id: string, name?: string): Promise<void> {
+  const ref = scope.locator(`.id-ref[data-id="${id}"]`).first();
+  const short = shortIdOf(id);
+  if (name !== undefined)
+    await expect.poll(() => ref.locator('.id-name').textContent(), { timeout: 15_000 }).toBe(name);
+  const toggle = ref.getByRole('button', {
+    name: `${short}${name === undefined ? '' : ` (${name})`}: press for the full id`,
+    exact: true,
+  });
+  await expect(ref.locator('code').textContent()).resolves.toBe(short);
+  await toggle.click();
+  await expect(ref.locator('code').textContent()).resolves.toBe(id);
+  await expect(ref.getByRole('button').getAttribute('aria-expanded')).resolves.toBe('true');
+  await ref.getByRole('button').click();
+  await expect(ref.locator('code').textContent()).resolves.toBe(short);
+}
 
 /** A session token of the console's root administrator, for calls a test makes as a program would. */
 export async function adminSessionToken(server: ConsoleProcess): Promise<string> {

@@ -25,6 +25,7 @@ import {
   overflowsSideways,
   consoleContext,
   personWithRole,
+  expectIdRef,
 } from './browser-support.js';
 
 interface FleetStatus {
@@ -126,7 +127,10 @@ describe('the Fleet drift page', () => {
     await row.waitFor();
     await expect(row.locator('[data-document-value]').textContent()).resolves.toBe('none');
     await expect(row.locator('[data-live-value]').textContent()).resolves.toBe('3');
+    // The drifted pool by its name and short id, the full id a press away.
     await expect(row.textContent()).resolves.toContain('pool sim-gpu');
+    await expectIdRef(row, poolId);
+    await expectIdRef(page.locator('[data-applied]'), applied.applyId);
     await expect(page.locator('[data-checked-at]').getAttribute('data-checked-at')).resolves.toBe(
       status.drift.checkedAt,
     );

@@ -19,7 +19,16 @@ import type { ChildProcess } from 'node:child_process';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { readReleaseKey, signManifest } from '@better-compute/core/release';
 import { createTestDatabase, type TestDatabase } from '@better-compute/db/testing';
-import { api, freePort, launchBrowser, runServer, screenshotsDir, signIn } from './browser-support.js';
+import {
+  actionButtons,
+  api,
+  expectIdRef,
+  freePort,
+  launchBrowser,
+  runServer,
+  screenshotsDir,
+  signIn,
+} from './browser-support.js';
 
 interface RolloutNode {
   nodeId: string;
@@ -29,6 +38,7 @@ interface RolloutNode {
 }
 interface Rollout {
   id: string;
+  releaseId: string;
   state: string;
   reason: string | null;
   currentWave: number;
@@ -210,7 +220,12 @@ describe('the Rollouts page', () => {
     });
     const row = page.locator(`tr[data-rollout="${rollout.id}"]`);
     await row.waitFor();
-    await expect(row.textContent()).resolves.toContain(`bcd ${manifest.version} to pool ${poolId}`);
+    // The rollout, its release and its pool by name and short id, each full id a press away.
+    const poolName = (await compute<{ name: string }>('pools/get', { poolId })).name;
+    await expect(row.locator('td').first().textContent()).resolves.toContain(` to pool ${poolName}`);
+    await expectIdRef(row, rollout.id);
+    await expectIdRef(row, rollout.releaseId, `bcd ${manifest.version}`);
+    await expectIdRef(row, poolId, poolName);
     await expect(row.locator('[data-state]').textContent()).resolves.toBe('running');
     await row.getByRole('button', { name: `Details of ${rollout.id}` }).click();
     const details = page.locator(`section[data-details="${rollout.id}"]`);
@@ -222,6 +237,9 @@ describe('the Rollouts page', () => {
       'pending',
       'pending',
     ]);
+    // A wave's node by name and short id, its full id a press away.
+    const firstName = (await compute<{ name: string }>('nodes/get', { nodeId: first })).name;
+    await expectIdRef(details.locator(`tr[data-node="${first}"]`), first, firstName);
     const took = details.locator(`tr[data-node="${first}"] td[data-took]`);
     await expect.poll(() => took.textContent()).toMatch(/^\d+ (ms|s)$/);
     await expect(row.locator('[data-progress]').textContent()).resolves.toBe('wave 1 of 2');
@@ -305,7 +323,7 @@ describe('the Rollouts page', () => {
     await expect
       .poll(() => details.locator('[data-wave="1"] td[data-node-state]').allTextContents())
       .toEqual(['cancelled', 'cancelled']);
-    await expect(row.getByRole('button').allTextContents()).resolves.toEqual(['Hide details']);
+    await expect(actionButtons(row).allTextContents()).resolves.toEqual(['Hide details']);
     const aborted = await getRollout(rollout.id);
     expect(aborted.state).toBe('aborted');
     for (const node of aborted.waves[1]!.nodes) {
@@ -338,7 +356,7 @@ describe('the Rollouts page', () => {
     const row = viewerPage.locator(`tr[data-rollout="${running.id}"]`);
     await row.waitFor();
     await row.locator('[data-no-steering]').waitFor();
-    await expect(row.getByRole('button').allTextContents()).resolves.toEqual(['Details']);
+    await expect(actionButtons(row).allTextContents()).resolves.toEqual(['Details']);
     const answer = await viewerPage.evaluate(async (rolloutId) => {
       const response = await fetch('/api/compute/rollouts/abort', {
         method: 'POST',

@@ -2,8 +2,8 @@
 /** The few building blocks every page shares: errors in plain words, confirmations, paged tables. */
 import { useEffect, useMemo, useRef, useState, type ReactNode } from 'react';
 import { isComputeClientError } from '@better-compute/client';
-import type { ListState, LiveConsole } from '@better-compute/console-kit';
-import { useList } from '@better-compute/console-kit/react';
+import type { ListState, ListStore, LiveConsole } from '@better-compute/console-kit';
+import { useStore } from '@better-compute/console-kit/react';
 
 /**
  * An error as the server said it, with its hint; nothing when there is none. A delegated call held
@@ -211,10 +211,30 @@ export function IdRef({ id, name }: { id: string; name?: string | null | undefin
   );
 }
 
+/** A store that never changes: what a name hook reads before the live console has started. */
+const NO_LIST = { subscribe: () => () => undefined, get: () => undefined };
+
+/** The names a live list holds, by id; none while there is no live console yet. */
+function useNames<T extends { id: string; name: string }>(
+  store: ListStore<T> | undefined,
+): ReadonlyMap<string, string> {
+  const state = useStore<ListState<T> | undefined>(store ?? NO_LIST);
+  useEffect(() => void store?.ensure(), [store]);
+  const items = state?.items;
+  return useMemo(() => new Map((items ?? []).map((item) => [item.id, item.name])), [items]);
+}
+
 /** The names of the pools the tenant sees (the live pools store), by id, for IdRef. */
-export function usePoolNames(live: LiveConsole): ReadonlyMap<string, string> {
-  const pools = useList(live.pools);
-  return useMemo(() => new Map(pools.items.map((pool) => [pool.id, pool.name])), [pools.items]);
+export function usePoolNames(live: LiveConsole | null): ReadonlyMap<string, string> {
+  return useNames(live?.pools);
+}
+
+/**
+ * The names of the nodes the tenant sees, by id, for IdRef: those of the live nodes store's pages
+ * read so far, so a node beyond them shows its short id alone.
+ */
+export function useNodeNames(live: LiveConsole | null): ReadonlyMap<string, string> {
+  return useNames(live?.nodes);
 }
 
 export function when(value: string | null | undefined): string {

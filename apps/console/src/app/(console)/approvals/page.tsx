@@ -8,8 +8,8 @@
  * person's second factor, and any refusal is shown in place with its hint. Decline ends it for good.
  * The page checks nothing in advance: the API decides, and every word from it is rendered as text.
  */
-import { useEffect, useState } from 'react';
-import { isComputeClientError } from '@better-compute/client';
+import { useEffect, useRef, useState } from 'react';
+import { isComputeClientError, type ComputeClient } from '@better-compute/client';
 import {
   CONFIRMATION_FILTERS,
   confirmationSecondsLeft,
@@ -24,8 +24,10 @@ import {
   type ConfirmationsView,
 } from '@better-compute/console-kit';
 import { useAction, useList, useStore } from '@better-compute/console-kit/react';
+import { safeCell } from '@better-compute/core';
 import { useConsole } from '@/components/console-context';
-import { ConfirmButton, ErrorNote, PagedTable, StateFilter, useNow, when } from '@/components/ui';
+import { ConfirmButton, ErrorNote, IdRef, PagedTable, StateFilter, useNow, when } from '@/components/ui';
+import { iamCall } from '@/lib/api';
 
 const FILTER_LABELS: Record<ConfirmationFilter, string> = {
   pending: 'Awaiting approval',
@@ -37,6 +39,54 @@ const FILTER_LABELS: Record<ConfirmationFilter, string> = {
   all: 'All',
 };
 
+/** How a resource of each kind that has a name is read, to name it in its row. */
+const RESOURCE_READS: Record<
+  string,
+  (client: ComputeClient, id: string) => Promise<{ name: string | null }>
+> = {
+  'compute-project': (client, projectId) => client.projects.get({ projectId }),
+  'compute-pool': (client, poolId) => client.pools.get({ poolId }),
+  'compute-node': (client, nodeId) => client.nodes.get({ nodeId }),
+  'compute-instance': (client, instanceId) => client.instances.get({ instanceId }),
+  'compute-site': (client, siteId) => client.sites.get({ siteId }),
+};
+
+/**
+ * The names of the agents, people and resources the rows name, by id, each read once. A read the
+ * API refuses (an agent the person may not look up, a resource gone since) leaves the id unnamed:
+ * the row then shows its short id alone. The signed-in person is named by their session.
+ */
+function useNames(confirmations: readonly Confirmation[]): ReadonlyMap<string, string> {
+  const { client, session } = useConsole();
+  const [names, setNames] = useState<ReadonlyMap<string, string>>(
+    () => new Map([[session.principalId, session.name]]),
+  );
+  const asked = useRef(new Set<string>());
+  useEffect(() => {
+    const name = (id: string, read: () => Promise<{ name?: string | null; displayName?: string }>) => {
+      if (asked.current.has(id)) return;
+      asked.current.add(id);
+      read()
+        .then((found) => {
+          const text = found.displayName ?? found.name;
+          if (text) setNames((known) => new Map(known).set(id, safeCell(text)));
+        })
+        .catch(() => undefined);
+    };
+    for (const confirmation of confirmations) {
+      for (const principalId of [confirmation.agentId, confirmation.personId])
+        name(principalId, () => iamCall<{ displayName: string }>('principals/get', { principalId }));
+      const { type, id } = confirmation.resource;
+      const read = RESOURCE_READS[type];
+      if (id && read) name(id, () => read(client, id));
+    }
+  }, [client, confirmations]);
+  return names;
+}
+
+/** A resource's kind as a person reads it: `compute-sandbox-template` is a sandbox template. */
+const kindText = (type: string) => safeCell(type.replace(/^compute-/, '').replace(/-/g, ' '));
+
 /** What the page last decided, said once above the table (the row itself leaves the pending list). */
 type Decided = { confirmation: Confirmation; verb: 'approved' | 'declined' };
 
@@ -47,6 +97,7 @@ export default function ApprovalsPage() {
   const filter = useStore(view.filter);
   const state = useList(view.list);
   const now = useNow();
+  const names = useNames(state.items);
   // A confirmation asked for, approved, declined or spent anywhere re-reads its row.
   useEffect(() => live?.track('confirmation', view.tracked), [live, view]);
   return (
@@ -94,6 +145,7 @@ export default function ApprovalsPage() {
             key={confirmation.id}
             view={view}
             confirmation={confirmation}
+            names={names}
             now={now}
             onDecided={setDecided}
           />
@@ -106,11 +158,13 @@ export default function ApprovalsPage() {
 function ConfirmationRow({
   view,
   confirmation,
+  names,
   now,
   onDecided,
 }: {
   view: ConfirmationsView;
   confirmation: Confirmation;
+  names: ReadonlyMap<string, string>;
   now: number;
   onDecided: (decided: Decided) => void;
 }) {
@@ -125,6 +179,8 @@ function ConfirmationRow({
     return answer;
   });
   const text = describeConfirmation(confirmation);
+  const { resource } = confirmation;
+  const agentName = names.get(confirmation.agentId);
   const left = confirmationSecondsLeft(confirmation, now);
   const canApprove = isApprovable(confirmation, now);
   const canDecline = isDeclinable(confirmation, now);
@@ -145,7 +201,19 @@ function ConfirmationRow({
         <span className="note">asked {when(confirmation.createdAt)}</span>
       </td>
       <td>
-        <span className="note">{text.asks}</span>
+        {/* describeConfirmation's `asks`, with the agent, the person and the resource named. */}
+        <span className="note" data-asks="">
+          Agent <IdRef id={confirmation.agentId} name={names.get(confirmation.agentId)} /> acting for{' '}
+          <IdRef id={confirmation.personId} name={names.get(confirmation.personId)} /> (delegation{' '}
+          <IdRef id={confirmation.delegationId} />) asks to run
+          {resource.id ? (
+            <>
+              {' '}
+              on the {kindText(resource.type)} <IdRef id={resource.id} name={names.get(resource.id)} />
+            </>
+          ) : null}
+          :
+        </span>
         <br />
         <strong data-method="">{text.method}</strong>
         {/* Exactly what would run, boxed and wrapped anywhere: JSON has no spaces to break at. */}
@@ -180,8 +248,9 @@ function ConfirmationRow({
             reason={why(canApprove)}
             question={
               <>
-                Approve {text.id}? Agent <code>{confirmation.agentId}</code> may then run this once, within 15
-                minutes, as you: <code className="once">{text.summary}</code>
+                Approve {text.id}? Agent {agentName ? `${agentName} ` : null}
+                <code>{confirmation.agentId}</code> may then run this once, within 15 minutes, as you:{' '}
+                <code className="once">{text.summary}</code>
               </>
             }
             confirmLabel="Approve"

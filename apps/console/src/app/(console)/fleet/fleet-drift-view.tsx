@@ -15,10 +15,11 @@ import {
   nextCheckDue,
   type FleetDriftView as View,
   type FleetStatus,
+  type LiveConsole,
 } from '@better-compute/console-kit';
 import { useDetail, useStore } from '@better-compute/console-kit/react';
 import { useConsole } from '@/components/console-context';
-import { ErrorNote, when } from '@/components/ui';
+import { ErrorNote, IdRef, useNodeNames, usePoolNames, when } from '@/components/ui';
 
 const STATE_WORDS: Record<FleetStatus['drift']['state'], string> = {
   converged: 'In sync: the live fleet is what the last apply left.',
@@ -58,14 +59,17 @@ export function FleetDriftView() {
       ) : access === 'checking' ? (
         <p aria-busy="true">Checking whether you may read the fleet…</p>
       ) : (
-        <Drift view={view} />
+        <Drift view={view} live={live} />
       )}
     </>
   );
 }
 
-function Drift({ view }: { view: View }) {
+function Drift({ view, live }: { view: View; live: LiveConsole | null }) {
+  const { session } = useConsole();
   const state = useDetail(view.status);
+  const poolNames = usePoolNames(live);
+  const nodeNames = useNodeNames(live);
   const status = state.data;
   const commands = fleetCommands();
   if (!status)
@@ -86,11 +90,15 @@ function Drift({ view }: { view: View }) {
           <dd data-applied={applied?.id ?? ''}>
             {applied ? (
               <>
-                <code>{applied.id}</code> at {when(applied.appliedAt)}
+                <IdRef id={applied.id} /> at {when(applied.appliedAt)}
                 {applied.actor ? (
                   <>
                     {' '}
-                    by <code>{applied.actor}</code>
+                    by{' '}
+                    <IdRef
+                      id={applied.actor}
+                      name={applied.actor === session.principalId ? session.name : undefined}
+                    />
                   </>
                 ) : null}
                 <br />
@@ -112,7 +120,9 @@ function Drift({ view }: { view: View }) {
           </dd>
         </dl>
       </section>
-      {drift.changes.length ? <Changes changes={drift.changes} /> : null}
+      {drift.changes.length ? (
+        <Changes changes={drift.changes} names={{ pools: poolNames, nodes: nodeNames }} />
+      ) : null}
       <section aria-labelledby="drift-commands">
         <h2 id="drift-commands">What to do</h2>
         {applied ? (
@@ -146,7 +156,26 @@ function Drift({ view }: { view: View }) {
   );
 }
 
-function Changes({ changes }: { changes: FleetStatus['drift']['changes'] }) {
+/** The pools and nodes a field's value may name, by id. */
+interface Names {
+  pools: ReadonlyMap<string, string>;
+  nodes: ReadonlyMap<string, string>;
+}
+
+/** A bare id as a field's value shows it (JSON of a string): `"pool_01…"`. */
+const QUOTED_ID = /^"([a-z]+_[0-9a-z]{26})"$/;
+
+/**
+ * A field's value (JSON, as describeDriftChange gives it): a pool or node of the fleet by its name
+ * and short id, anything else as the text it is.
+ */
+function FieldValue({ value, names }: { value: string; names: Names }) {
+  const id = QUOTED_ID.exec(value)?.[1];
+  const name = id ? (names.pools.get(id) ?? names.nodes.get(id)) : undefined;
+  return id && name ? <IdRef id={id} name={name} /> : <code className="wrap">{value}</code>;
+}
+
+function Changes({ changes, names }: { changes: FleetStatus['drift']['changes']; names: Names }) {
   return (
     <section aria-labelledby="drift-changes">
       <h2 id="drift-changes">What drifted ({changes.length})</h2>
@@ -172,7 +201,7 @@ function Changes({ changes }: { changes: FleetStatus['drift']['changes'] }) {
                   {line.id ? (
                     <>
                       {' '}
-                      <code>{line.id}</code>
+                      <IdRef id={line.id} />
                     </>
                   ) : null}
                   <br />
@@ -200,10 +229,10 @@ function Changes({ changes }: { changes: FleetStatus['drift']['changes'] }) {
                     <code>{field.field}</code>
                   </td>
                   <td data-document-value="">
-                    <code className="wrap">{field.documentValue}</code>
+                    <FieldValue value={field.documentValue} names={names} />
                   </td>
                   <td data-live-value="">
-                    <code className="wrap">{field.liveValue}</code>
+                    <FieldValue value={field.liveValue} names={names} />
                   </td>
                 </tr>
               ));

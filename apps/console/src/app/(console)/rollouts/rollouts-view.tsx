@@ -23,7 +23,17 @@ import {
 } from '@better-compute/console-kit';
 import { useAction, useDetail, useList, usePermission, useStore } from '@better-compute/console-kit/react';
 import { useConsole } from '@/components/console-context';
-import { ConfirmButton, ErrorNote, PagedTable, StateFilter, useNow, when } from '@/components/ui';
+import {
+  ConfirmButton,
+  ErrorNote,
+  IdRef,
+  PagedTable,
+  StateFilter,
+  useNodeNames,
+  useNow,
+  usePoolNames,
+  when,
+} from '@/components/ui';
 
 const FILTER_LABELS: Record<RolloutFilter, string> = {
   all: 'All',
@@ -46,6 +56,8 @@ export function RolloutsView() {
   const filter = useStore(view.filter);
   const state = useList(view.list);
   const now = useNow();
+  const poolNames = usePoolNames(live);
+  const nodeNames = useNodeNames(live);
   // Every change of a rollout has its event: the row (and its open details) is read again.
   useEffect(() => (live ? view.connect(live) : undefined), [live, view]);
   return (
@@ -77,13 +89,16 @@ export function RolloutsView() {
             view={view}
             rollout={rollout}
             now={now}
+            poolNames={poolNames}
             open={selected === rollout.id}
             onDetails={() => setSelected(selected === rollout.id ? null : rollout.id)}
             onDone={setDone}
           />
         )}
       />
-      {selected ? <Details key={selected} view={view} rolloutId={selected} now={now} /> : null}
+      {selected ? (
+        <Details key={selected} view={view} rolloutId={selected} now={now} nodeNames={nodeNames} />
+      ) : null}
     </>
   );
 }
@@ -92,6 +107,7 @@ function RolloutRow({
   view,
   rollout,
   now,
+  poolNames,
   open,
   onDetails,
   onDone,
@@ -99,6 +115,7 @@ function RolloutRow({
   view: View;
   rollout: Rollout;
   now: number;
+  poolNames: ReadonlyMap<string, string>;
   open: boolean;
   onDetails: () => void;
   onDone: (text: string) => void;
@@ -108,9 +125,17 @@ function RolloutRow({
   return (
     <tr data-rollout={rollout.id}>
       <td>
-        <code>{rollout.id}</code>
+        <IdRef id={rollout.id} />
         <br />
-        bcd {rollout.version} to {text.target}
+        <IdRef id={rollout.releaseId} name={`bcd ${rollout.version}`} /> to{' '}
+        {/* A pool is named; a list of nodes or a selector reads as describeRollout says it. */}
+        {rollout.target.poolId ? (
+          <>
+            pool <IdRef id={rollout.target.poolId} name={poolNames.get(rollout.target.poolId)} />
+          </>
+        ) : (
+          text.target
+        )}
       </td>
       <td>
         <span data-state={rollout.state}>{rollout.state}</span>
@@ -214,36 +239,54 @@ function Steering({
 }
 
 /** One rollout's waves and nodes, with their states and timings, live while the panel is open. */
-function Details({ view, rolloutId, now }: { view: View; rolloutId: string; now: number }) {
+function Details({
+  view,
+  rolloutId,
+  now,
+  nodeNames,
+}: {
+  view: View;
+  rolloutId: string;
+  now: number;
+  nodeNames: ReadonlyMap<string, string>;
+}) {
   const [store, setStore] = useState<ReturnType<View['details']> | null>(null);
   useEffect(() => {
     const opened = view.details(rolloutId);
     setStore(opened);
     return () => opened.close();
   }, [view, rolloutId]);
-  return store ? <DetailsBody store={store} rolloutId={rolloutId} now={now} /> : null;
+  return store ? <DetailsBody store={store} rolloutId={rolloutId} now={now} nodeNames={nodeNames} /> : null;
 }
 
 function DetailsBody({
   store,
   rolloutId,
   now,
+  nodeNames,
 }: {
   store: ReturnType<View['details']>;
   rolloutId: string;
   now: number;
+  nodeNames: ReadonlyMap<string, string>;
 }) {
   const state = useDetail(store);
   const rollout = state.data;
   return (
     <section aria-labelledby="rollout-details" data-details={rolloutId}>
-      <h2 id="rollout-details">Rollout {rolloutId}</h2>
+      {/* The id beside the heading, not in it: the section's name stays "Rollout details". */}
+      <h2 id="rollout-details">Rollout details</h2>
+      <p>
+        <IdRef id={rolloutId} />
+      </p>
       <ErrorNote error={state.error} />
       {rollout ? (
         <>
           <dl>
             <dt>Release</dt>
-            <dd>bcd {rollout.version}</dd>
+            <dd>
+              <IdRef id={rollout.releaseId} name={`bcd ${rollout.version}`} />
+            </dd>
             <dt>State</dt>
             <dd data-detail-state={rollout.state}>{rollout.state}</dd>
             <dt>Gate</dt>
@@ -283,10 +326,10 @@ function DetailsBody({
                       return (
                         <tr key={node.nodeId} data-node={node.nodeId}>
                           <td>
-                            <code>{node.nodeId}</code>
+                            <IdRef id={node.nodeId} name={nodeNames.get(node.nodeId)} />
                           </td>
                           <td data-node-state={node.state}>{node.state}</td>
-                          <td>{node.workflowId ? <code>{node.workflowId}</code> : '—'}</td>
+                          <td>{node.workflowId ? <IdRef id={node.workflowId} /> : '—'}</td>
                           <td>{when(node.startedAt)}</td>
                           <td data-took="">{nodeTook ? nodeTook.text : '—'}</td>
                           <td>{node.error ?? ''}</td>

@@ -8,7 +8,7 @@
  * is enabled only when Better IAM says the person may. The API still decides the call, and its
  * refusal (or "awaiting approval" for a held call) is shown in place.
  */
-import { useEffect, useState } from 'react';
+import { useEffect, useMemo, useState } from 'react';
 import {
   COMMAND_FILTERS,
   commandQuestion,
@@ -32,7 +32,15 @@ import {
 import { useAction, useList, usePermission, useStore } from '@better-compute/console-kit/react';
 import { safeCell, safeText } from '@better-compute/core';
 import { useConsole } from '@/components/console-context';
-import { ConfirmButton, disabledReason, ErrorNote, PagedTable, StateFilter, when } from '@/components/ui';
+import {
+  ConfirmButton,
+  disabledReason,
+  ErrorNote,
+  IdRef,
+  PagedTable,
+  StateFilter,
+  when,
+} from '@/components/ui';
 
 const WORKFLOW_FILTER_LABELS: Record<WorkflowFilter, string> = {
   all: 'All',
@@ -116,11 +124,11 @@ function WorkflowRow({
         <strong>{workflow.kind}</strong>
         {workflow.reason ? <span className="note"> {safeCell(workflow.reason)}</span> : null}
         <br />
-        <code>{workflow.id}</code>
+        <IdRef id={workflow.id} />
         {workflow.instanceId ? (
           <span className="note">
             {' '}
-            for <code>{workflow.instanceId}</code>
+            for <IdRef id={workflow.instanceId} />
           </span>
         ) : null}
       </td>
@@ -137,7 +145,7 @@ function WorkflowRow({
                 {step.commandId ? (
                   <>
                     {' '}
-                    (command <code>{step.commandId}</code>)
+                    (command <IdRef id={step.commandId} />)
                   </>
                 ) : null}
                 {step.error ? <span className="note"> {safeCell(step.error)}</span> : null}
@@ -208,6 +216,12 @@ function WorkflowSteering({
 function Commands({ view, onDone }: { view: NodeOperationsView; onDone: (text: string) => void }) {
   const filter = useStore(view.commandFilter);
   const state = useList(view.commands);
+  // A command's workflow is named by its kind where the Workflows list holds it.
+  const workflows = useStore(view.workflows);
+  const workflowKinds = useMemo(
+    () => new Map(workflows.items.map((workflow) => [workflow.id, workflow.kind])),
+    [workflows.items],
+  );
   return (
     <section aria-labelledby="node-commands">
       <h2 id="node-commands">Commands</h2>
@@ -228,7 +242,15 @@ function Commands({ view, onDone }: { view: NodeOperationsView; onDone: (text: s
         columns={['Command', 'State', 'Result', 'Created', 'Actions']}
         empty={filter === 'all' ? 'No commands on this node.' : `No ${filter} commands on this node.`}
         onMore={() => void view.commands.loadMore()}
-        row={(command) => <CommandRow key={command.id} view={view} command={command} onDone={onDone} />}
+        row={(command) => (
+          <CommandRow
+            key={command.id}
+            view={view}
+            command={command}
+            workflowKind={command.workflowId ? workflowKinds.get(command.workflowId) : undefined}
+            onDone={onDone}
+          />
+        )}
       />
     </section>
   );
@@ -237,10 +259,12 @@ function Commands({ view, onDone }: { view: NodeOperationsView; onDone: (text: s
 function CommandRow({
   view,
   command,
+  workflowKind,
   onDone,
 }: {
   view: NodeOperationsView;
   command: NodeCommand;
+  workflowKind: string | undefined;
   onDone: (text: string) => void;
 }) {
   const { permissions } = useConsole();
@@ -261,11 +285,11 @@ function CommandRow({
       <td>
         <strong>{commandText(command)}</strong>
         <br />
-        <code>{command.id}</code>
+        <IdRef id={command.id} />
         {command.workflowId ? (
           <span className="note">
             {' '}
-            in <code>{command.workflowId}</code>
+            in <IdRef id={command.workflowId} name={workflowKind} />
           </span>
         ) : null}
       </td>

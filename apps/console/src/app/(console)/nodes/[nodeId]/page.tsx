@@ -14,7 +14,15 @@ import { useAction, useList, usePermission } from '@better-compute/console-kit/r
 import { NODE_CONSOLE_ACTION } from '@better-compute/core/methods';
 import { useConsole } from '@/components/console-context';
 import { TunnelTerminal } from '@/components/tunnel-terminal';
-import { ConfirmButton, disabledReason, ErrorNote, PagedTable, when } from '@/components/ui';
+import {
+  ConfirmButton,
+  disabledReason,
+  ErrorNote,
+  IdRef,
+  PagedTable,
+  usePoolNames,
+  when,
+} from '@/components/ui';
 import { NodeOperations } from './node-operations';
 
 type Node = CallOutput<'nodes.get'>;
@@ -41,7 +49,8 @@ function publicKeyProblem(text: string): string {
 
 export default function NodePage() {
   const { nodeId } = useParams<{ nodeId: string }>();
-  const { client } = useConsole();
+  const { client, live } = useConsole();
+  const poolNames = usePoolNames(live);
   const [node, setNode] = useState<Node | null>(null);
   const [error, setError] = useState<unknown>(null);
   const valid = NODE_ID.test(nodeId);
@@ -53,7 +62,10 @@ export default function NodePage() {
   return (
     <>
       <p>
-        <Link href="/nodes">Nodes</Link> / <code>{nodeId}</code>
+        {/* The id pressable only once the API answered with the node: a page it refuses offers
+            nothing to press, and its address is all there is to show. */}
+        <Link href="/nodes">Nodes</Link> /{' '}
+        {node ? <IdRef id={nodeId} name={node.name} /> : <code>{nodeId}</code>}
       </p>
       <h1>{node?.name ?? 'Node'}</h1>
       <ErrorNote error={error} />
@@ -68,8 +80,8 @@ export default function NodePage() {
       ) : (
         <>
           <p>
-            Pool <code>{node.poolId}</code>, {node.state}, {node.freeGpus} of {node.gpuCount} GPUs free, last
-            heartbeat {when(node.lastHeartbeatAt)}.
+            Pool <IdRef id={node.poolId} name={poolNames.get(node.poolId)} />, {node.state}, {node.freeGpus}{' '}
+            of {node.gpuCount} GPUs free, last heartbeat {when(node.lastHeartbeatAt)}.
           </p>
           <NodeConsole
             nodeId={nodeId}
