@@ -301,6 +301,7 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
         if (beat.error) {
           send(session, { t: 'error', code: beat.error.code, message: beat.error.message });
           if (beat.error.code === 'UNAUTHENTICATED') session.socket.close(4401, 'node credential revoked');
+          else if (!session.welcomed) session.socket.close(1013, 'the hello failed; connect again');
           return;
         }
         if (message.t === 'hello') session.capabilities = message.capabilities;
@@ -472,7 +473,11 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
       // next command's start, so timings and states never cross.
       session.inbox = session.inbox
         .then(() => onMessage(session, message))
-        .catch((error) => log(`gateway: a message from ${nodeId} failed: ${(error as Error).message}`));
+        .catch((error) => {
+          log(`gateway: a message from ${nodeId} failed: ${(error as Error).message}`);
+          // A session its hello did not welcome gets no command: closed, the daemon says hello again.
+          if (!session.welcomed) session.socket.close(1011, 'the hello failed; connect again');
+        });
     });
     send(session, { t: 'ready' });
   }
