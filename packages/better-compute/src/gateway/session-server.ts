@@ -22,6 +22,7 @@ import {
   advanceCommand,
   COMMANDS_CHANNEL,
   type CommandRow,
+  expireCommand,
   markSent,
   openCommands,
   recordNodeSession,
@@ -209,15 +210,7 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
           const session = sessions.get(row.node_id);
           if (!session) continue;
           if (row.state === 'queued' && new Date(row.expires_at).getTime() <= at.getTime()) {
-            await advanceCommand(db, row.node_id, row.id, {
-              state: 'failed',
-              at,
-              exitCode: null,
-              stdout: '',
-              stderr: '',
-              result: null,
-              error: 'expired before it was delivered',
-            });
+            await expireCommand(db, row.node_id, row.id, at);
             continue;
           }
           if (row.cancel_requested && row.state !== 'queued') {

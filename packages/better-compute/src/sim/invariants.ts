@@ -214,10 +214,35 @@ interface ReplayedReservation {
  * either side and those events touched since the last one; ended reservations change no more, so
  * a `full` comparison (which reads every row) is needed only now and then.
  */
+/** Where a reader of the event log is: the last transaction and index it read. */
+export interface EventCursor {
+  tx: string;
+  index: number;
+}
+
+interface LoggedEvent {
+  tx: string;
+  tx_index: number;
+  type: string;
+  subject_id: string | null;
+  data: Record<string, unknown>;
+}
+
+/** The events after `after` in commit order, as a reader of the outbox gets them; of `prefix` types only when given. */
+export async function eventsAfter(db: Db, after: EventCursor, prefix?: string): Promise<LoggedEvent[]> {
+  const only = prefix ? sql`and type like ${`${prefix}%`}` : sql``;
+  return (
+    await sql<LoggedEvent>`
+      select tx_id::text as tx, tx_index, type, subject_id, data from compute.events
+      where (tx_id, tx_index) > (${after.tx}::xid8, ${after.index}) ${only}
+      order by tx_id, tx_index`.execute(db)
+  ).rows;
+}
+
 export class EventReplay {
   readonly reservations = new Map<string, ReplayedReservation>();
   readonly nodes = new Map<string, string>();
-  #after: { tx: string; index: number } = { tx: '0', index: -1 };
+  #after: EventCursor = { tx: '0', index: -1 };
   /** Reservations events touched since the last comparison. */
   #touched = new Set<string>();
   /** Reservations not ended according to the events. */
@@ -225,19 +250,7 @@ export class EventReplay {
   eventCount = 0;
 
   async catchUp(db: Db): Promise<void> {
-    const rows = (
-      await sql<{
-        tx: string;
-        tx_index: number;
-        type: string;
-        subject_id: string | null;
-        data: Record<string, unknown>;
-      }>`
-      select tx_id::text as tx, tx_index, type, subject_id, data from compute.events
-      where (tx_id, tx_index) > (${this.#after.tx}::xid8, ${this.#after.index})
-      order by tx_id, tx_index`.execute(db)
-    ).rows;
-    for (const row of rows) {
+    for (const row of await eventsAfter(db, this.#after)) {
       this.eventCount++;
       this.apply(row.type, row.subject_id ?? '', row.data);
       this.#after = { tx: row.tx, index: row.tx_index };

@@ -23,7 +23,7 @@ import {
 } from '@better-compute/core';
 import { sql, type Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
-import type { Violation } from './invariants.js';
+import { type EventCursor, eventsAfter, type Violation } from './invariants.js';
 
 type Db = Kysely<ComputeTables>;
 
@@ -51,7 +51,7 @@ function allowed(verb: string, from: MetalState, to: MetalState): boolean {
  */
 export class MetalReplay {
   readonly states = new Map<string, MetalState>();
-  #after: { tx: string; index: number } = { tx: '0', index: -1 };
+  #after: EventCursor = { tx: '0', index: -1 };
   /** Since the last comparison: the power the last metal.powered said, or 'landed' after a landing. */
   #powerSince = new Map<string, string>();
   /** The power_state each machine had at the last comparison. */
@@ -60,19 +60,7 @@ export class MetalReplay {
   /** Reads the events since the last call; answers the transitions the table does not allow. */
   async catchUp(db: Db, step: number): Promise<Violation[]> {
     const violations: Violation[] = [];
-    const rows = (
-      await sql<{
-        tx: string;
-        tx_index: number;
-        type: string;
-        subject_id: string | null;
-        data: Record<string, unknown>;
-      }>`
-      select tx_id::text as tx, tx_index, type, subject_id, data from compute.events
-      where (tx_id, tx_index) > (${this.#after.tx}::xid8, ${this.#after.index}) and type like 'metal.%'
-      order by tx_id, tx_index`.execute(db)
-    ).rows;
-    for (const row of rows) {
+    for (const row of await eventsAfter(db, this.#after, 'metal.')) {
       this.#after = { tx: row.tx, index: row.tx_index };
       const id = row.subject_id ?? '';
       if (row.type === 'metal.enrolled') this.states.set(id, 'enroll');

@@ -19,6 +19,7 @@ import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
 import {
   advanceCommand,
+  expireCommand,
   type CommandRow,
   markSent,
   openCommands,
@@ -34,7 +35,6 @@ import { createRandom } from './fleet.js';
 import type { SimApi } from './instances.js';
 import type { Violation } from './invariants.js';
 import { checkMetal, metalHashRows, MetalReplay, metalSummary } from './metal-invariants.js';
-
 
 /**
  * How often, per machine and step, the operator tries each verb when the machine's `allowed`
@@ -320,15 +320,7 @@ export async function setUpMetal(
     for (const row of await openCommands(db, [agentId])) {
       if (row.state === 'queued' && new Date(row.expires_at).getTime() <= now.getTime()) {
         // The gateway fails what waited past its expiry rather than send it.
-        await advanceCommand(db, agentId, row.id, {
-          state: 'failed',
-          at: now,
-          exitCode: null,
-          stdout: '',
-          stderr: '',
-          result: null,
-          error: 'expired before it was delivered',
-        });
+        await expireCommand(db, agentId, row.id, now);
         continue;
       }
       if (row.cancel_requested && row.state !== 'queued') {

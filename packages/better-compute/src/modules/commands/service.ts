@@ -347,6 +347,27 @@ export async function markSent(
 }
 
 /**
+ * Fails a queued command whose expiry passed before it could be delivered, as a gateway does
+ * rather than send it (and the simulator's site agent, which takes commands as a gateway hands them).
+ */
+export async function expireCommand(
+  db: Kysely<ComputeTables>,
+  nodeId: string,
+  commandId: string,
+  at: Date,
+): Promise<void> {
+  await advanceCommand(db, nodeId, commandId, {
+    state: 'failed',
+    at,
+    exitCode: null,
+    stdout: '',
+    stderr: '',
+    result: null,
+    error: 'expired before it was delivered',
+  });
+}
+
+/**
  * Moves a command forward; a report for a final command, or one going backwards, changes nothing,
  * and neither does one for a held command (it was never sent: only the batch's approval or its end
  * moves it).
