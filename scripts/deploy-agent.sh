@@ -3,11 +3,12 @@
 # agent boots a machine into it over its provisioning network, with what to do on the kernel
 # command line:
 #   bc.purpose=inspect   report the machine's hardware
+#   bc.purpose=clean     erase the metadata of every writable disk, and report what was erased
 #   bc.report=URL        where to POST the report (the site agent's /cgi-bin/report)
 #   bc.token=HEX         the one-time token the site agent gave this MAC's entry
 #   BOOTIF=MAC           the card it booted from (iPXE adds it)
-# The report is JSON: { mac, token, purpose, inventory }, the inventory as core's
-# metalInventorySchema reads it. Then the agent waits for the control plane to power the machine
+# The report is JSON: { mac, token, purpose, inventory } (inspect) or { mac, token, purpose, cleaning }
+# (clean), as core's metalInventorySchema and metalCleaningSchema read them. Then the agent waits for the control plane to power the machine
 # off. Every value it reports is taken from the kernel's view of the machine and reduced to plain
 # characters before it is written into JSON, so no model name can break the document.
 # shellcheck shell=sh
@@ -59,6 +60,20 @@ ip link set lo up
 ip link set "$iface" up
 udhcpc -i "$iface" -n -q -t 20 -T 2 -s /tmp/udhcpc.sh >/dev/null 2>&1 || { say "no DHCP answer on $iface"; exec sleep 2147483647; }
 
+# The machine's disks, one name a line: what the kernel calls a block device, less the virtual ones.
+disks() {
+	for disk in /sys/block/*; do
+		name=${disk##*/}
+		case "$name" in loop* | ram* | sr* | fd* | zram* | dm-*) continue ;; esac
+		printf '%s' "$name" | grep -qx '[a-z0-9]\{1,32\}' && printf '%s\n' "$name"
+	done
+}
+
+uuid_json() {
+	uuid=$(lower </sys/class/dmi/id/product_uuid 2>/dev/null | tr -cd '0-9a-f-')
+	if [ ${#uuid} -eq 36 ]; then printf '"%s"' "$uuid"; else printf null; fi
+}
+
 inventory() {
 	cpus=$(grep -c '^processor' /proc/cpuinfo)
 	model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1 | plain)
@@ -76,16 +91,13 @@ inventory() {
 		fi
 		physical_mib=$((physical_mib + size))
 	done
-	uuid=$(lower </sys/class/dmi/id/product_uuid 2>/dev/null | tr -cd '0-9a-f-')
-	printf '{"systemUuid":%s,' "$([ ${#uuid} -eq 36 ] && printf '"%s"' "$uuid" || printf null)"
+	printf '{"systemUuid":%s,' "$(uuid_json)"
 	printf '"cpu":{"count":%d,"model":"%s"},' "$cpus" "$model"
 	printf '"memory":{"physicalMiB":%d,"totalKiB":%d},' "$physical_mib" "${total_kib:-0}"
 	printf '"disks":['
 	first=1
-	for disk in /sys/block/*; do
-		name=${disk##*/}
-		case "$name" in loop* | ram* | sr* | fd* | zram* | dm-*) continue ;; esac
-		printf '%s' "$name" | grep -qx '[a-z0-9]\{1,32\}' || continue
+	for name in $(disks); do
+		disk=/sys/block/$name
 		sectors=$(cat "$disk/size")
 		disk_model=$(plain <"$disk/device/model" 2>/dev/null)
 		serial=$(cat "$disk/serial" "$disk/device/serial" 2>/dev/null | head -1 | plain)
@@ -108,20 +120,74 @@ inventory() {
 	printf ']}'
 }
 
-case "$purpose" in
-inspect)
-	printf '{"mac":"%s","token":"%s","purpose":"inspect","inventory":%s}' \
-		"$bootif" "$(printf '%s' "$token" | tr -cd '0-9a-f')" "$(inventory)" >/tmp/report.json
-	sent=0
-	for attempt in 1 2 3 4 5 6 7 8 9 10; do
-		if wget -q -O /dev/null --post-file /tmp/report.json "$report"; then
-			sent=1
-			break
+# Zeroes COUNT sectors of /dev/NAME from sector SEEK, written through to the disk.
+zero() { dd if=/dev/zero of="/dev/$1" bs=512 seek="$2" count="$3" conv=notrunc,fsync 2>/dev/null; }
+# Whether COUNT sectors of /dev/NAME from sector SKIP read back as zeroes.
+zeroed() { [ -z "$(dd if="/dev/$1" bs=512 skip="$2" count="$3" 2>/dev/null | tr -d '\000' | head -c 1)" ]; }
+
+# Ironic's metadata erase (erase_devices_metadata): on every writable disk, the first MiB of each
+# partition (where file systems keep their signatures), then the first and last MiB of the disk (the
+# partition table and GPT's backup), read back to check. The data between stays: the disks go back
+# to their own tenant's pool (docs/decisions/metal-cleaning.md). Prints the cleaning's JSON.
+cleaning() {
+	failed=
+	printf '{"systemUuid":%s,"disks":[' "$(uuid_json)"
+	first=1
+	for name in $(disks); do
+		[ "$(cat "/sys/block/$name/ro" 2>/dev/null)" = 0 ] || continue
+		sectors=$(cat "/sys/block/$name/size")
+		erased=0
+		partitions=0
+		for part in /sys/block/"$name"/"$name"*; do
+			[ -r "$part/start" ] || continue
+			start=$(cat "$part/start")
+			count=$(cat "$part/size")
+			[ "$count" -gt 2048 ] && count=2048
+			zero "$name" "$start" "$count" || failed="writing the start of ${part##*/} failed"
+			erased=$((erased + count * 512))
+			partitions=$((partitions + 1))
+		done
+		count=2048
+		[ "$sectors" -lt $count ] && count=$sectors
+		zero "$name" 0 "$count" || failed="writing the start of $name failed"
+		erased=$((erased + count * 512))
+		if [ "$sectors" -gt $((count * 2)) ]; then
+			zero "$name" $((sectors - count)) "$count" || failed="writing the end of $name failed"
+			erased=$((erased + count * 512))
 		fi
+		zeroed "$name" 0 "$count" || failed="the start of $name did not read back as zeroes"
+		blockdev --rereadpt "/dev/$name" 2>/dev/null
+		[ $first -eq 1 ] || printf ','
+		first=0
+		printf '{"name":"%s","sizeBytes":%s,"partitions":%d,"erasedBytes":%d}' \
+			"$name" "$((sectors * 512))" "$partitions" "$erased"
+		[ -z "$failed" ] || break
+	done
+	sync
+	if [ -n "$failed" ]; then printf '],"failed":"%s"}' "$(printf '%s' "$failed" | plain)"; else printf '],"failed":null}'; fi
+}
+
+# POSTs /tmp/report.json to the site agent, a few times if it does not answer.
+send_report() {
+	for attempt in 1 2 3 4 5 6 7 8 9 10; do
+		wget -q -O /dev/null --post-file /tmp/report.json "$report" && return 0
 		say "reporting to $report failed (attempt $attempt); trying again"
 		sleep 3
 	done
-	if [ $sent -eq 1 ]; then say "inspection reported"; else say "inspection could not be reported"; fi
+	return 1
+}
+
+token=$(printf '%s' "$token" | tr -cd '0-9a-f')
+case "$purpose" in
+inspect)
+	printf '{"mac":"%s","token":"%s","purpose":"inspect","inventory":%s}' \
+		"$bootif" "$token" "$(inventory)" >/tmp/report.json
+	if send_report; then say "inspection reported"; else say "inspection could not be reported"; fi
+	;;
+clean)
+	printf '{"mac":"%s","token":"%s","purpose":"clean","cleaning":%s}' \
+		"$bootif" "$token" "$(cleaning)" >/tmp/report.json
+	if send_report; then say "cleaning reported"; else say "cleaning could not be reported"; fi
 	;;
 *) say "nothing to do for purpose ${purpose:-none}" ;;
 esac

@@ -6,13 +6,13 @@
  * Every page is then opened at 375 px and at 1,440 px: none scrolls sideways, and a screenshot of
  * each at both widths is kept (test-results/screenshots/page-<name>-<width>.png).
  */
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   adminSessionToken,
   api,
+  axeViolations,
   type ConsoleProcess,
   consoleContext,
   launchBrowser,
@@ -23,8 +23,6 @@ import {
   startConsole,
   VIEWPORTS,
 } from './browser-support.js';
-
-const axeSource = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 
 let server: ConsoleProcess;
 let browser: Browser;
@@ -61,36 +59,12 @@ afterAll(async () => {
   await server?.stop();
 });
 
-interface Violation {
-  id: string;
-  impact: string | null;
-  help: string;
-  nodes: { target: string[] }[];
-}
-
-/** axe-core's serious and critical violations on the page as it is now. */
-async function violations(page: Page): Promise<string[]> {
-  await page.addScriptTag({ path: axeSource });
-  const { found, passed } = await page.evaluate(async () => {
-    const axe = (
-      globalThis as unknown as { axe: { run(): Promise<{ violations: Violation[]; passes: unknown[] }> } }
-    ).axe;
-    const results = await axe.run();
-    return { found: results.violations, passed: results.passes.length };
-  });
-  // axe ran its rules on the page: some of them pass on any page with content.
-  if (passed === 0) throw new Error(`axe checked nothing on ${page.url()}`);
-  return found
-    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    .map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
-}
-
 async function check(path: string, ready: (page: Page) => Promise<unknown>, name: string, page?: Page) {
   const tab = page ?? (await context.newPage());
   await tab.goto(`${server.origin}${path}`);
   await ready(tab);
   await tab.screenshot({ path: join(screenshotsDir, `a11y-${name}.png`), fullPage: true });
-  const found = await violations(tab);
+  const found = await axeViolations(tab);
   await tab.close();
   return found;
 }

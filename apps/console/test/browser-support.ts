@@ -5,6 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -178,6 +179,32 @@ export const screenText = (page: Page) => page.locator('.xterm-rows').innerText(
 /** Whether the page scrolls sideways (what a page must not do at 375 px). */
 export const overflowsSideways = (page: Page) =>
   page.evaluate(() => document.documentElement.scrollWidth > document.documentElement.clientWidth);
+
+const axeSource = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
+
+interface AxeViolation {
+  id: string;
+  impact: string | null;
+  help: string;
+  nodes: { target: string[] }[];
+}
+
+/** axe-core's serious and critical violations on the page as it is now, one line each. */
+export async function axeViolations(page: Page): Promise<string[]> {
+  await page.addScriptTag({ path: axeSource });
+  const { found, passed } = await page.evaluate(async () => {
+    const axe = (
+      globalThis as unknown as { axe: { run(): Promise<{ violations: AxeViolation[]; passes: unknown[] }> } }
+    ).axe;
+    const results = await axe.run();
+    return { found: results.violations, passed: results.passes.length };
+  });
+  // axe ran its rules on the page: some of them pass on any page with content.
+  if (passed === 0) throw new Error(`axe checked nothing on ${page.url()}`);
+  return found
+    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+    .map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+}
 
 /** What IdRef shows of an id (ui.tsx's shortId): `pool_…7Q2ZKD`, the prefix and last six characters. */
 function shortIdOf(id: string): string {

@@ -7,19 +7,19 @@
  * column per hour. The page passes axe-core with no serious or critical violation and does not
  * scroll sideways at 1,440 px or 375 px.
  */
-import { createRequire } from 'node:module';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   adminSessionToken,
   api,
+  axeViolations,
+  consoleContext,
   type ConsoleProcess,
   launchBrowser,
   overflowsSideways,
   screenshot,
   signIn,
   startConsole,
-  consoleContext,
 } from './browser-support.js';
 
 interface CapacityPool {
@@ -40,8 +40,6 @@ interface Column {
   reservedGpus: number;
   freeGpus: number;
 }
-
-const axeSource = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 
 let server: ConsoleProcess;
 let browser: Browser;
@@ -86,23 +84,6 @@ async function columns(target: Page): Promise<Column[]> {
       freeGpus: Number(g.getAttribute('data-free-gpus')),
     })),
   );
-}
-
-/** axe-core's serious and critical violations on the page as it is now (as accessibility.browser.test.ts). */
-async function violations(target: Page): Promise<string[]> {
-  await target.addScriptTag({ path: axeSource });
-  type Violation = { id: string; impact: string | null; help: string; nodes: { target: string[] }[] };
-  const { found, passed } = await target.evaluate(async () => {
-    const axe = (
-      globalThis as unknown as { axe: { run(): Promise<{ violations: Violation[]; passes: unknown[] }> } }
-    ).axe;
-    const results = await axe.run();
-    return { found: results.violations, passed: results.passes.length };
-  });
-  if (passed === 0) throw new Error(`axe checked nothing on ${target.url()}`);
-  return found
-    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    .map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
 }
 
 beforeAll(async () => {
@@ -167,7 +148,7 @@ describe('capacity over time', () => {
       expect(column.freeGpus).toBe(twoDecimals(Math.max(0, today.total - today.unavailable - reserved)));
     }
     await expect(overflowsSideways(page)).resolves.toBe(false);
-    await expect(violations(page)).resolves.toEqual([]);
+    await expect(axeViolations(page)).resolves.toEqual([]);
     await screenshot(page, 'capacity-over-time-1440');
   }, 90_000);
 
@@ -189,7 +170,7 @@ describe('capacity over time', () => {
     await small.goto(`${server.origin}/capacity`);
     await small.locator('[data-capacity-chart]').waitFor();
     await expect(overflowsSideways(small)).resolves.toBe(false);
-    await expect(violations(small)).resolves.toEqual([]);
+    await expect(axeViolations(small)).resolves.toEqual([]);
     await screenshot(small, 'capacity-over-time-375');
     await narrow.close();
   }, 90_000);

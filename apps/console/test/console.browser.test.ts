@@ -15,6 +15,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import {
   adminSessionToken,
   api,
+  expectIdRef,
   launchBrowser,
   runServer,
   screenshotsDir,
@@ -622,6 +623,9 @@ describe('break-glass SSH on a node’s page', () => {
     await expect(row.textContent()).resolves.toContain(`root@${node.id}`);
     await shot(ops, 'break-glass');
     const id = (await row.getAttribute('data-ssh-cert'))!;
+    // The certificate's id is short, the full one a press away, in its row and in the issue notice.
+    await expectIdRef(row, id);
+    await expectIdRef(once, id);
     await row.getByRole('button', { name: `Revoke ${id}` }).click();
     const dialog = ops.getByRole('dialog');
     await expect(dialog.textContent()).resolves.toContain('refuses it from its next login');

@@ -16,7 +16,10 @@
 import type { Kysely } from 'kysely';
 import type { Browser, BrowserContext, Dialog, Locator, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { advanceCommand } from '../../../packages/better-compute/src/modules/commands/index.js';
+import {
+  advanceCommand,
+  recordNodeSession,
+} from '../../../packages/better-compute/src/modules/commands/index.js';
 import type { ComputeTables } from '../../../packages/better-compute/src/db/tables.js';
 import type { TestDatabase } from '@better-compute/db/testing';
 import {
@@ -160,6 +163,15 @@ beforeAll(async () => {
   // The fleet controller takes a node offline after 60 s without a heartbeat, and the metal module
   // sends BMC commands only to a ready agent: beat as bcd would, for the whole suite.
   heartbeat = setInterval(() => void beat().catch(() => {}), 15_000);
+  // Its session says it runs the site's provisioning network, as bcd run --pxe-dir's hello does:
+  // provide boots the deploy ramdisk from it.
+  await recordNodeSession(server.database.db as Kysely<ComputeTables>, {
+    nodeId: agentNodeId,
+    tenantId: 'root',
+    gatewayId: 'gw_console_suite',
+    at: new Date(),
+    hello: { version: '0.1.0', capabilities: ['site.agent', 'site.pxe'] },
+  });
   expect((await compute<{ state: string }>('nodes/get', { nodeId: agentNodeId })).state).toBe('ready');
   const enroll = (name: string, productUuid: string) =>
     compute<Machine>('metal/enroll', {
@@ -267,7 +279,7 @@ describe('the Bare-metal machines page', () => {
 
   it('Provide and Abort ask first, naming what happens; only a yes calls', async () => {
     const row = rowOf(page, first.id);
-    const provide = `Provide r12-u07 (${first.id})? Its clean steps run, and it becomes available to deploy.`;
+    const provide = `Provide r12-u07 (${first.id})? The deploy ramdisk erases its disks’ partition tables and file-system signatures, and it becomes available to deploy.`;
     await expect(pressAndAnswer(row, 'Provide r12-u07', false)).resolves.toBe(provide);
     await expect(machine(first.id)).resolves.toMatchObject({
       provisionState: 'manageable',
@@ -294,7 +306,7 @@ describe('the Bare-metal machines page', () => {
       provisionState: 'clean failed',
       targetState: null,
     });
-    // Its cleaning command was cancelled with the workflow: nothing is left for the agent.
+    // Its cleaning was waiting for the machine's MAC (enrolled by UUID only): nothing is left for the agent.
     await expect(queuedBmc()).resolves.toEqual([]);
     // The row shows the error the API answers, as the server wrote it.
     const { lastError } = await machine(first.id);

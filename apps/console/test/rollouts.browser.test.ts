@@ -12,7 +12,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash, generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
@@ -22,12 +21,16 @@ import { createTestDatabase, type TestDatabase } from '@better-compute/db/testin
 import {
   actionButtons,
   api,
+  axeViolations,
+  consoleContext,
   expectIdRef,
   freePort,
   launchBrowser,
+  overflowsSideways,
   runServer,
   screenshotsDir,
   signIn,
+  VIEWPORTS,
 } from './browser-support.js';
 
 interface RolloutNode {
@@ -166,25 +169,6 @@ async function openRollouts(target: Page): Promise<void> {
   await target.getByRole('link', { name: 'Rollouts' }).click();
   await target.waitForURL(`${server.origin}/rollouts`);
   await target.getByRole('heading', { name: 'Rollouts', level: 1 }).waitFor();
-}
-
-const axeSource = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
-
-/** axe-core's serious and critical violations on the page as it is now (as accessibility.browser.test.ts). */
-async function violations(target: Page): Promise<string[]> {
-  await target.addScriptTag({ path: axeSource });
-  type Violation = { id: string; impact: string | null; help: string; nodes: { target: string[] }[] };
-  const { found, passed } = await target.evaluate(async () => {
-    const axe = (
-      globalThis as unknown as { axe: { run(): Promise<{ violations: Violation[]; passes: unknown[] }> } }
-    ).axe;
-    const results = await axe.run();
-    return { found: results.violations, passed: results.passes.length };
-  });
-  if (passed === 0) throw new Error(`axe checked nothing on ${target.url()}`);
-  return found
-    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    .map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
 }
 
 const getRollout = (rolloutId: string) => compute<Rollout>('rollouts/get', { rolloutId });
@@ -340,7 +324,22 @@ describe('the Rollouts page', () => {
     }
     await shot(page, 'rollouts-aborted');
     // The page with a rollout's details open: no serious or critical axe violation.
-    await expect(violations(page)).resolves.toEqual([]);
+    await expect(axeViolations(page)).resolves.toEqual([]);
+    // At a phone's width and a desktop's, with the same rollout's details open, nothing scrolls sideways.
+    for (const width of ['narrow', 'wide'] as const) {
+      const sized = await consoleContext(browser, width);
+      try {
+        const tab = await signIn(sized, server.origin, 'admin@console.local', server.password);
+        await tab.goto(`${server.origin}/rollouts`);
+        const row = tab.locator(`tr[data-rollout="${rollout.id}"]`);
+        await row.getByRole('button', { name: `Details of ${rollout.id}` }).click();
+        await tab.locator(`section[data-details="${rollout.id}"] td[data-node-state]`).first().waitFor();
+        await shot(tab, `page-rollouts-${VIEWPORTS[width].width}`);
+        expect(await overflowsSideways(tab), `/rollouts at ${VIEWPORTS[width].width} px`).toBe(false);
+      } finally {
+        await sized.close();
+      }
+    }
   });
 
   it('a viewer reads the rollouts but sees no button, and the API refuses the call too', async () => {

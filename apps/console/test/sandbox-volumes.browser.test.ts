@@ -9,21 +9,21 @@
  * tenant's volume shows its device path under Everyone's volumes. Both pages pass axe-core with no serious or critical
  * violation and do not scroll sideways.
  */
-import { createRequire } from 'node:module';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   adminSessionToken,
   api,
+  axeViolations,
   computeCodeOf,
+  consoleContext,
   type ConsoleProcess,
   launchBrowser,
   overflowsSideways,
+  personWithRole,
   screenshot,
   signIn,
   startConsole,
-  consoleContext,
-  personWithRole,
 } from './browser-support.js';
 
 interface TemplateVolume {
@@ -46,7 +46,6 @@ interface Volume {
 }
 
 const member = { email: 'volumes-member@console.local', password: 'member-password-2026' };
-const axeSource = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 
 let server: ConsoleProcess;
 let browser: Browser;
@@ -73,23 +72,6 @@ async function readyVolume(name: string, poolId: string, token = adminToken): Pr
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
   throw new Error(`volume ${name} was not ready in 20 s`);
-}
-
-/** axe-core's serious and critical violations on the page as it is now (as accessibility.browser.test.ts). */
-async function violations(target: Page): Promise<string[]> {
-  await target.addScriptTag({ path: axeSource });
-  type Violation = { id: string; impact: string | null; help: string; nodes: { target: string[] }[] };
-  const { found, passed } = await target.evaluate(async () => {
-    const axe = (
-      globalThis as unknown as { axe: { run(): Promise<{ violations: Violation[]; passes: unknown[] }> } }
-    ).axe;
-    const results = await axe.run();
-    return { found: results.violations, passed: results.passes.length };
-  });
-  if (passed === 0) throw new Error(`axe checked nothing on ${target.url()}`);
-  return found
-    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    .map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
 }
 
 beforeAll(async () => {
@@ -185,7 +167,7 @@ describe('sandbox volumes on templates', () => {
     // The volume is mounted now: the form offers no other ready volume of the pool.
     await page.getByText('No ready volume of this template’s pool to attach.').waitFor();
     await expect(overflowsSideways(page)).resolves.toBe(false);
-    await expect(violations(page)).resolves.toEqual([]);
+    await expect(axeViolations(page)).resolves.toEqual([]);
     await screenshot(page, 'sandbox-volumes-attached-1440');
   }, 60_000);
 
@@ -200,7 +182,7 @@ describe('sandbox volumes on templates', () => {
       .toBe('agent mounts it at /data (read-only)');
     await expect(row.textContent()).resolves.toContain('sim-vps');
     await expect(overflowsSideways(volumes)).resolves.toBe(false);
-    await expect(violations(volumes)).resolves.toEqual([]);
+    await expect(axeViolations(volumes)).resolves.toEqual([]);
     await screenshot(volumes, 'volumes-device-path-1440');
     await volumes.close();
   }, 60_000);
@@ -221,7 +203,7 @@ describe('sandbox volumes on templates', () => {
     });
     await expect(attach.isDisabled()).resolves.toBe(true);
     await expect(overflowsSideways(memberPage)).resolves.toBe(false);
-    await expect(violations(memberPage)).resolves.toEqual([]);
+    await expect(axeViolations(memberPage)).resolves.toEqual([]);
     await screenshot(memberPage, 'sandbox-volumes-member-375');
     await expect(
       computeCodeOf(
@@ -240,7 +222,7 @@ describe('sandbox volumes on templates', () => {
     await volumeRow.waitFor();
     await expect(volumeRow.locator('[data-device-path]').textContent()).resolves.toBe(devicePath(volume.id));
     await expect(overflowsSideways(memberPage)).resolves.toBe(false);
-    await expect(violations(memberPage)).resolves.toEqual([]);
+    await expect(axeViolations(memberPage)).resolves.toEqual([]);
     await screenshot(memberPage, 'volumes-member-375');
     await memberPage.close();
   }, 90_000);

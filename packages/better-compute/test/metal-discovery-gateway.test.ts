@@ -219,6 +219,33 @@ describe('PXE discovery through the gateway', () => {
           agentSession.messages.filter((x) => x.t === 'error').length === 3,
       );
       expect(agentSession.ws.readyState).toBe(WebSocket.OPEN);
+      // A cleaning's report goes the same way; one whose findings are not its purpose's is refused.
+      const { inventory: _inventory, ...bare } = report;
+      const cleaning = { systemUuid: null, disks: [], failed: null };
+      agentSession.send({ ...bare, purpose: 'clean', cleaning });
+      expect(
+        await agentSession.next((m) => m.t === 'metal.report.refused' && m.message.includes('MAC')),
+      ).toEqual({
+        t: 'metal.report.refused',
+        mac: report.mac,
+        message: 'no machine of the agent’s site has the MAC 52:54:00:12:34:56',
+      });
+      agentSession.send({ ...report, purpose: 'clean' });
+      expect(
+        await agentSession.next((m) => m.t === 'metal.report.refused' && m.message.includes('carries')),
+      ).toEqual({
+        t: 'metal.report.refused',
+        mac: report.mac,
+        message: 'a clean report carries a cleaning and nothing else',
+      });
+      agentSession.send({ ...bare, purpose: 'clean', cleaning: { ...cleaning, failed: 'bad\u0000write' } });
+      await agentSession.next(
+        (m) =>
+          m.t === 'error' &&
+          m.code === 'INVALID_ARGUMENT' &&
+          agentSession.messages.filter((x) => x.t === 'error').length === 4,
+      );
+      expect(agentSession.ws.readyState).toBe(WebSocket.OPEN);
     } finally {
       agentSession.ws.close();
       plainSession.ws.close();

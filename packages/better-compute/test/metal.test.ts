@@ -24,7 +24,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { betterCompute, type ComputeInstance } from '../src/index.js';
 import { quorumAttachments } from '../src/modules/batches/index.js';
 import { advanceCommand, openCommands, recordNodeSession } from '../src/modules/commands/index.js';
-import { createBmcSealer, recordInspection } from '../src/modules/metal/index.js';
+import { createBmcSealer, recordCleaning, recordInspection } from '../src/modules/metal/index.js';
 import { WORKFLOW_JOB } from '../src/modules/workflows/index.js';
 import { createCommandSecrets } from '../src/gateway/command-secrets.js';
 import { createPkiBundle } from '../src/pki/create.js';
@@ -112,6 +112,13 @@ describe.each(kinds)('bare-metal machines on %s', (kind) => {
     for (let i = 0; i < 5; i++) await compute.runDueJobs();
   }
   const machine = () => api('metal.get', { machineId });
+  /** The newest metal.boot-entries command queued for the agent. */
+  const latestEntries = async () =>
+    (
+      await sql<{ id: string; payload: any; state: string }>`
+        select id, payload, state from compute.commands
+        where node_id = ${agent.nodeId} and kind = 'metal.boot-entries' order by seq desc limit 1`.execute(db)
+    ).rows[0];
 
   beforeAll(async () => {
     database = await createTestDatabase(kind, 4);
@@ -328,15 +335,6 @@ describe.each(kinds)('bare-metal machines on %s', (kind) => {
       ],
       nics: [{ name: 'eno1', mac: MAC }],
     };
-    /** The newest metal.boot-entries command queued for the agent. */
-    const entries = async () =>
-      (
-        await sql<{ id: string; payload: any; state: string }>`
-          select id, payload, state from compute.commands
-          where node_id = ${agent.nodeId} and kind = 'metal.boot-entries' order by seq desc limit 1`.execute(
-          db,
-        )
-      ).rows[0];
     // No agent of the site runs the provisioning network: refused, and nothing changed.
     const before = await snapshot();
     const refused = await fails('metal.inspect', { machineId });
@@ -358,7 +356,7 @@ describe.each(kinds)('bare-metal machines on %s', (kind) => {
       allowed: ['abort'],
     });
     // The agent is told to boot the ramdisk on the machine's MAC; the workflow waits until it did.
-    const ramdisk = (await entries())!;
+    const ramdisk = (await latestEntries())!;
     expect(ramdisk.payload).toEqual({ entries: [{ mac: MAC, boot: 'ramdisk', purpose: 'inspect' }] });
     await compute.runDueJobs();
     expect(
@@ -409,7 +407,7 @@ describe.each(kinds)('bare-metal machines on %s', (kind) => {
       inspectedAt: at.toISOString(),
       lastError: null,
     });
-    expect((await entries())!.payload).toEqual({ entries: [{ mac: MAC, boot: 'local-disk' }] });
+    expect((await latestEntries())!.payload).toEqual({ entries: [{ mac: MAC, boot: 'local-disk' }] });
     expect((await recordInspection(db, agent.nodeId, { mac: MAC, inventory: found }, at)).outcome).toBe(
       'refused',
     );
@@ -422,7 +420,7 @@ describe.each(kinds)('bare-metal machines on %s', (kind) => {
     expect((await api('metal.abort', { machineId, reason: 'wrong rack' })).provisionState).toBe(
       'inspect failed',
     );
-    expect((await entries())!.payload).toEqual({ entries: [{ mac: MAC, boot: 'local-disk' }] });
+    expect((await latestEntries())!.payload).toEqual({ entries: [{ mac: MAC, boot: 'local-disk' }] });
     expect((await api('metal.recover', { machineId })).provisionState).toBe('manageable');
   });
 
@@ -477,19 +475,82 @@ describe.each(kinds)('bare-metal machines on %s', (kind) => {
     }
   });
 
-  it('provide cleans and makes the machine available; abort while cleaning lands in clean failed', async () => {
-    expect((await api('metal.provide', { machineId })).provisionState).toBe('cleaning');
-    const cleaning = await bmcCommand();
+  it('provide boots the ramdisk to clean: available with what it erased, clean failed when a disk fails, abortable', async () => {
+    const MAC = '52:54:00:aa:bb:01';
+    const uuid = '4c4c4544-0042-3510-8052-b4c04f4a4e31';
+    const erased = {
+      systemUuid: uuid,
+      disks: [{ name: 'nvme0n1', sizeBytes: 3840755982336, partitions: 2, erasedBytes: 3 * 1024 * 1024 }],
+      failed: null,
+    };
+    /** Provide, up to the ramdisk booted: the entry applied, the machine off, then on from the network. */
+    async function cleaningStarted() {
+      expect((await api('metal.provide', { machineId })).provisionState).toBe('cleaning');
+      const ramdisk = (await latestEntries())!;
+      expect(ramdisk.payload.entries).toContainEqual({ mac: MAC, boot: 'ramdisk', purpose: 'clean' });
+      await report(ramdisk.id, { entries: 1, ramdisks: 1, removed: 0 });
+      const off = await bmcCommand();
+      expect(off.payload.action).toBe('off');
+      return off;
+    }
+    // Aborted while it powers the machine off: clean failed, the command cancelled, the disk boots again.
+    const off = await cleaningStarted();
     const aborted = await api('metal.abort', { machineId, reason: 'wrong rack' });
     expect(aborted.provisionState).toBe('clean failed');
     expect(
-      (await sql<{ state: string }>`select state from compute.commands where id = ${cleaning.id}`.execute(db))
+      (await sql<{ state: string }>`select state from compute.commands where id = ${off.id}`.execute(db))
         .rows[0]!.state,
     ).toBe('cancelled');
+    expect((await latestEntries())!.payload.entries).toContainEqual({ mac: MAC, boot: 'local-disk' });
     expect((await api('metal.recover', { machineId })).provisionState).toBe('manageable');
-    await api('metal.provide', { machineId });
-    await report((await bmcCommand()).id, { powerState: 'off' });
-    expect(await machine()).toMatchObject({ provisionState: 'available', allowed: ['retire', 'power'] });
+    // A report of the wrong purpose, or while the machine is not cleaning, records nothing.
+    const at = new Date();
+    expect((await recordCleaning(db, agent.nodeId, { mac: MAC, cleaning: erased }, at)).outcome).toBe(
+      'refused',
+    );
+    // The ramdisk says a disk failed the write: clean failed, with its words.
+    await report((await cleaningStarted()).id, { powerState: 'off' });
+    await report((await bmcCommand()).id, { powerState: 'on' });
+    const failing = { ...erased, failed: 'writing the start of nvme0n1 failed' };
+    expect(await recordCleaning(db, agent.nodeId, { mac: MAC, cleaning: failing }, new Date())).toEqual({
+      outcome: 'recorded',
+      machineId,
+    });
+    for (let i = 0; i < 3; i++) await compute.runDueJobs();
+    expect(await machine()).toMatchObject({
+      provisionState: 'clean failed',
+      lastError: 'the deploy ramdisk could not clean the disks: writing the start of nvme0n1 failed',
+      cleaning: failing,
+    });
+    await api('metal.recover', { machineId });
+    // Cleaned: off again, available, with what was erased and its event.
+    await report((await cleaningStarted()).id, { powerState: 'off' });
+    await report((await bmcCommand()).id, { powerState: 'on' });
+    const foreign = { ...erased, systemUuid: '11111111-2222-3333-4444-555555555555' };
+    expect(
+      (await recordCleaning(db, agent.nodeId, { mac: MAC, cleaning: foreign }, new Date())).outcome,
+    ).toBe('refused');
+    const cleanedAt = new Date();
+    expect((await recordCleaning(db, agent.nodeId, { mac: MAC, cleaning: erased }, cleanedAt)).outcome).toBe(
+      'recorded',
+    );
+    const last = await bmcCommand();
+    expect(last.payload.action).toBe('off');
+    await report(last.id, { powerState: 'off' });
+    expect(await machine()).toMatchObject({
+      provisionState: 'available',
+      allowed: ['retire', 'power'],
+      cleaning: erased,
+      cleanedAt: cleanedAt.toISOString(),
+      lastError: null,
+    });
+    expect((await latestEntries())!.payload.entries).toContainEqual({ mac: MAC, boot: 'local-disk' });
+    const events = await api('events.list', { type: 'metal.cleaned' });
+    expect(events.items.map((e: any) => e.data)).toEqual([
+      expect.objectContaining({ mac: MAC, disks: 1, erasedBytes: 3 * 1024 * 1024, failed: failing.failed }),
+      expect.objectContaining({ mac: MAC, disks: 1, erasedBytes: 3 * 1024 * 1024 }),
+    ]);
+    expect(events.items[1].data.failed).toBeUndefined();
   });
 
   it('power records what the BMC answered; a second call while one runs is CONFLICT', async () => {
@@ -545,6 +606,9 @@ describe.each(kinds)('bare-metal machines on %s', (kind) => {
       'manageable>inspecting',
       'inspecting>inspect failed',
       'inspect failed>manageable',
+      'manageable>cleaning',
+      'cleaning>clean failed',
+      'clean failed>manageable',
       'manageable>cleaning',
       'cleaning>clean failed',
       'clean failed>manageable',
@@ -824,6 +888,36 @@ describe.each(kinds)('while the destructive-batch quorum is on (%s)', (kind) => 
           Date.now(),
         ).refusal,
       ).toMatch(/^the command is not in batch batch_\w+'s scope/);
+
+      // Inspect and provide power the machine off first: while its power is not known to be off they
+      // are refused before anything starts, naming the power-off leaf to propose.
+      const agentTenant = (
+        await sql<{
+          tenant_id: string;
+        }>`select tenant_id from compute.nodes where id = ${joined.nodeId}`.execute(db)
+      ).rows[0]!.tenant_id;
+      await recordNodeSession(db, {
+        nodeId: joined.nodeId,
+        tenantId: agentTenant,
+        gatewayId: 'gw_test',
+        at: new Date(),
+        hello: { version: '0.1.0', capabilities: ['site.agent', 'site.pxe'] },
+      });
+      await sql`update compute.metal_machines set power_state = 'on' where id = ${machineId}`.execute(db);
+      const beforeInspect = await commands();
+      for (const verb of ['inspect', 'provide']) {
+        const refused = (await api(`metal.${verb}`, { machineId })).error! as any;
+        expect(refused.code).toBe('INVALID_STATE');
+        expect(refused.message).toBe(
+          `${verb} of machine ${machineId} powers it off first, and its power is on: while the destructive-batch quorum is on, power it off through an approved batch first`,
+        );
+        expect(refused.details.leaf).toEqual(leaf);
+      }
+      expect(await commands()).toBe(beforeInspect);
+      expect(((await api('metal.get', { machineId })).data as any).provisionState).toBe('manageable');
+      // Off already, the agent powers it off without a batch: inspect starts.
+      await sql`update compute.metal_machines set power_state = 'off' where id = ${machineId}`.execute(db);
+      expect(((await api('metal.inspect', { machineId })).data as any).provisionState).toBe('inspecting');
     } finally {
       await compute.close();
       await database.close();

@@ -1,6 +1,6 @@
 /**
  * The simulator with bare-metal machines (`sim --metal N`): a run with BMC and PXE faults keeps the
- * metal invariants and sees each fault, failed by the real controller's timeouts, and the same seed
+ * metal invariants and sees each fault (a cleaning's disk write among them), failed by the real controller's timeouts, and the same seed
  * gives the same hash; a retired machine written into the store with a running metal.clean
  * workflow between two steps is reported.
  */
@@ -19,7 +19,7 @@ describe('the simulator’s bare-metal machines', () => {
     const { counts } = first;
     // Each fault happened, and the controller's own timeouts ended what it left hanging: a BMC
     // call nobody answered failed its step after 120 s, a lost PXE request the report's 15 minutes.
-    for (const fault of ['unanswered', 'refused', 'late', 'lost-pxe'])
+    for (const fault of ['unanswered', 'refused', 'late', 'lost-pxe', 'disk-write'])
       expect(counts[`metal.fault.${fault}`] ?? 0, fault).toBeGreaterThan(0);
     const timeouts = (prefix: string) =>
       Object.entries(counts)
@@ -30,7 +30,7 @@ describe('the simulator’s bare-metal machines', () => {
     // The agent dropped what the controller gave up on, and the ramdisks' reports landed.
     expect(counts['metal.agent.dropped'] ?? 0).toBeGreaterThan(0);
     expect(counts['metal.report.recorded'] ?? 0).toBeGreaterThan(0);
-    for (const verb of ['manage', 'inspect', 'recover', 'power.on', 'power.off'])
+    for (const verb of ['manage', 'inspect', 'provide', 'recover', 'power.on', 'power.off'])
       expect(counts[`metal.${verb}`] ?? 0, verb).toBeGreaterThan(0);
     const again = await runSimulation(options);
     expect(again.violations).toEqual([]);

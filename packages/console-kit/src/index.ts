@@ -4,7 +4,7 @@
  * (`createForm`), a terminal over a tunnel (`mountTerminal`), the pages' views
  * (`createSandboxesView`, `createPxeDiscoveryView`, `createBatchesView`, `createConfirmationsView`,
  * `createRolloutsView`, `createNodeOperationsView`, `createFleetDriftView`), the Machines page's
- * words (`machineButtons`, `machineQuestion`, `inventoryText`), and React hooks under
+ * words (`machineButtons`, `machineQuestion`, `inventoryText`, `cleaningText`), and React hooks under
  * `/react`. Every store has `subscribe(listener)` and `get()`.
  */
 export { Subscribable, ValueStore, type Listener, type Readable } from './subscribable.js';
@@ -250,12 +250,14 @@ export {
 } from './pxe-discovery.js';
 export {
   bytesText,
+  cleaningText,
   inventoryText,
   machineButtons,
   machineQuestion,
   machineStateText,
   type InventoryText,
   type MachineAction,
+  type MachineCleaning,
   type MachineButton,
   type MachineInventory,
   type MachineMethod,

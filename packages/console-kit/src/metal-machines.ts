@@ -82,7 +82,8 @@ type Named = Pick<MetalMachine, 'id' | 'name' | 'provisionState'>;
  */
 export function machineQuestion(machine: Named, action: MachineAction): string | null {
   const who = `${safeCell(machine.name)} (${safeCell(machine.id)})`;
-  if (action === 'provide') return `Provide ${who}? Its clean steps run, and it becomes available to deploy.`;
+  if (action === 'provide')
+    return `Provide ${who}? The deploy ramdisk erases its disks’ partition tables and file-system signatures, and it becomes available to deploy.`;
   if (action === 'retire') return `Retire ${who}? It is never provided again.`;
   if (action === 'power-off') return `Power off ${who}? Whatever runs on it stops.`;
   if (action === 'abort') {
@@ -164,4 +165,27 @@ export function inventoryText(inventory: MachineInventory | null): InventoryText
         ? 'no disks'
         : `${disks.length} disk${disks.length === 1 ? '' : 's'}, ${bytesText(total)}`,
   };
+}
+
+export type MachineCleaning = NonNullable<MetalMachine['cleaning']>;
+
+/**
+ * What the last cleaning (provide) did, in words; null when the machine was never cleaned. A
+ * cleaning the ramdisk could not finish says why, as the ramdisk said it.
+ *
+ * @example
+ * cleaningText({ systemUuid: null, failed: null,
+ *   disks: [{ name: 'nvme0n1', sizeBytes: 3840755982336, partitions: 2, erasedBytes: 3145728 }] });
+ * // 'metadata of 1 disk erased (3 MiB)'
+ * cleaningText({ systemUuid: null, disks: [], failed: 'writing the start of sda failed' });
+ * // 'cleaning failed: writing the start of sda failed'
+ */
+export function cleaningText(cleaning: MachineCleaning | null): string | null {
+  if (cleaning === null) return null;
+  if (cleaning.failed !== null) return `cleaning failed: ${safeCell(cleaning.failed)}`;
+  const count = cleaning.disks.length;
+  const erased = cleaning.disks.reduce((sum, disk) => sum + disk.erasedBytes, 0);
+  return count === 0
+    ? 'no disk to erase'
+    : `metadata of ${count} disk${count === 1 ? '' : 's'} erased (${bytesText(erased)})`;
 }

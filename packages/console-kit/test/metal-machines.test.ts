@@ -8,6 +8,7 @@ import { allowedVerbs, METAL_STATES, type MetalState } from '@better-compute/cor
 import { describe, expect, it } from 'vitest';
 import {
   bytesText,
+  cleaningText,
   inventoryText,
   machineButtons,
   machineQuestion,
@@ -55,7 +56,7 @@ describe('machineButtons', () => {
 describe('machineQuestion', () => {
   it('names the machine and what happens', () => {
     expect(machineQuestion(named('manageable'), 'provide')).toBe(
-      `Provide r12-u07 (${ID})? Its clean steps run, and it becomes available to deploy.`,
+      `Provide r12-u07 (${ID})? The deploy ramdisk erases its disks’ partition tables and file-system signatures, and it becomes available to deploy.`,
     );
     expect(machineQuestion(named('enroll'), 'retire')).toBe(
       `Retire r12-u07 (${ID})? It is never provided again.`,
@@ -136,5 +137,27 @@ describe('the row’s words', () => {
     ).toEqual({ processors: '1 processor', memory: '1.5 GiB', disks: '1 disk, 465.8 GiB' });
     expect(inventoryText({ ...inventory, disks: [] })?.disks).toBe('no disks');
     expect(inventoryText(null)).toBeNull();
+  });
+});
+
+describe('cleaningText', () => {
+  it('says what the last cleaning erased, or why it failed, in the ramdisk’s words made safe', () => {
+    const disk = {
+      name: 'nvme0n1',
+      sizeBytes: 3_840_755_982_336,
+      partitions: 2,
+      erasedBytes: 3 * 1024 * 1024,
+    };
+    expect(cleaningText({ systemUuid: null, disks: [disk], failed: null })).toBe(
+      'metadata of 1 disk erased (3 MiB)',
+    );
+    expect(
+      cleaningText({ systemUuid: null, disks: [disk, { ...disk, name: 'nvme1n1' }], failed: null }),
+    ).toBe('metadata of 2 disks erased (6 MiB)');
+    expect(cleaningText({ systemUuid: null, disks: [], failed: null })).toBe('no disk to erase');
+    expect(
+      cleaningText({ systemUuid: null, disks: [], failed: 'writing the start of sda\u0007 failed' }),
+    ).toBe('cleaning failed: writing the start of sda  failed');
+    expect(cleaningText(null)).toBeNull();
   });
 });

@@ -5,7 +5,7 @@
  * command is mended by the next one. A bound MAC boots `local-disk` (iPXE hands the machine back
  * to its own disk) unless a workflow needs the machine on the network: then its entry is the site
  * agent's deploy ramdisk, with the purpose the ramdisk's agent carries out (`inspect`: report the
- * hardware). The agent adds the ramdisk's files and a one-time report token itself, so nothing
+ * hardware; `clean`: erase the disks' metadata and report what it erased). The agent adds the ramdisk's files and a one-time report token itself, so nothing
  * here is a secret or a path.
  */
 import { normalizeMac } from './mac.js';
@@ -15,7 +15,7 @@ export const BOOT_ENTRIES_KIND = 'metal.boot-entries';
 export const MAX_BOOT_ENTRIES = 4096;
 
 /** What the deploy ramdisk is booted for. */
-export const RAMDISK_PURPOSES = ['inspect'] as const;
+export const RAMDISK_PURPOSES = ['inspect', 'clean'] as const;
 export type RamdiskPurpose = (typeof RAMDISK_PURPOSES)[number];
 
 export type BootEntryItem =

@@ -1,7 +1,7 @@
 /**
  * The control plane's bare metal end to end with real parts: `better-compute serve` as its own
  * process, a real `bcd` joined with a site token (site mode), and a real BMC: OpenIPMI's ipmi_sim
- * in front of a QEMU machine (TCG, no disk) through QEMU's ipmi-bmc-extern device, as the metal
+ * in front of a QEMU machine (TCG, a 64 MiB disk) through QEMU's ipmi-bmc-extern device, as the metal
  * lab suite starts it (metal/lab-machine.ts). The machine is enrolled with the CLI binary (the BMC
  * password from --bmc-password-file; on argv it is refused and not echoed), managed (the site
  * agent asks the BMC), provided, powered on (QEMU starts), read, powered off (QEMU ends) and
@@ -10,7 +10,9 @@
  * provisioning network (`bcd run --pxe-dir`, the machine's tap its uplink): powered on through IPMI
  * to boot from the network before it is enrolled, the machine is discovered (unknown, with its
  * UUID); enrolled by its UUID only, it is a candidate; `metal confirm-mac` binds its MAC, and the
- * agent's network then answers the MAC with its boot entry (metal.boot-entries).
+ * agent's network then answers the MAC with its boot entry (metal.boot-entries). Inspect and provide
+ * boot the deploy ramdisk from that network: it reports the hardware QEMU was started with, then
+ * erases the metadata of the machine's disk, which the suite reads back from the disk file.
  *
  * Runs as root in the guest project, with ipmitool, ipmi_sim and QEMU from the host group `guest`
  * of scripts/host-tools.mjs (the project's set-up installs them; missing, the suite fails, never
@@ -18,7 +20,20 @@
  */
 import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '@better-compute/db/testing';
@@ -55,6 +70,11 @@ const MAC = `52:54:00:${randomBytes(3).toString('hex').match(/../g)!.join(':')}`
 const cliBin = join(root, 'packages', 'better-compute', 'bin', 'better-compute.cjs');
 const scratch = mkdtempSync(join(tmpdir(), 'bc-metal-site-'));
 const stateDir = join(scratch, 'state');
+/** The machine's disk: 64 MiB, a GPT with one partition from 1 MiB, and a tenant's bytes in it. */
+const DISK = join(scratch, 'disk.raw');
+const MIB = 1024 * 1024;
+const DISK_BYTES = 64 * MIB;
+const TENANT_BYTES = Buffer.from('a previous tenant was here\n');
 // One tap per checkout, so a killed run's is removed by the next (and two checkouts never meet).
 const TAP = `bcms-${createHash('sha256').update(root).digest('hex').slice(0, 8)}`;
 /** The agent's provisioning network directory: per checkout, readable by others (dnsmasq runs as nobody). */
@@ -104,6 +124,29 @@ async function cli(args: string[]): Promise<{ code: number | null; out: string; 
   return result;
 }
 
+function writeAt(file: string, bytes: Buffer, offset: number): void {
+  const fd = openSync(file, 'r+');
+  try {
+    writeSync(fd, bytes, 0, bytes.length, offset);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** `length` bytes of `file` from `offset`. */
+function readAt(file: string, offset: number, length: number): Buffer {
+  const fd = openSync(file, 'r');
+  try {
+    const bytes = Buffer.alloc(length);
+    readSync(fd, bytes, 0, length, offset);
+    return bytes;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+const allZero = (bytes: Buffer) => bytes.every((byte) => byte === 0);
+
 /** `waiting`, its failure told with what the lab machine's scripts and BMC printed. */
 async function watched<T>(waiting: Promise<T>): Promise<T> {
   try {
@@ -152,6 +195,12 @@ beforeAll(async () => {
   spawnSync('ip', ['link', 'del', TAP], { stdio: 'ignore' });
   const tap = spawnSync('ip', ['tuntap', 'add', 'dev', TAP, 'mode', 'tap'], { encoding: 'utf8' });
   if (tap.status !== 0) throw new Error(`ip tuntap add ${TAP} failed: ${tap.stderr}`);
+  writeFileSync(DISK, Buffer.alloc(0));
+  truncateSync(DISK, DISK_BYTES);
+  const partitioned = spawnSync('sfdisk', ['--quiet', DISK], { input: 'label: gpt\nstart=2048, type=L\n' });
+  if (partitioned.status !== 0) throw new Error(`sfdisk failed: ${partitioned.stderr}`);
+  writeAt(DISK, TENANT_BYTES, 1 * MIB);
+  writeAt(DISK, TENANT_BYTES, 32 * MIB);
   machine = await LabMachine.start({
     dir: join(scratch, 'machine'),
     tap: TAP,
@@ -161,6 +210,7 @@ beforeAll(async () => {
     bmcPassword: BMC_PASSWORD,
     cpus: 2,
     memoryMiB: 512,
+    disk: DISK,
   });
   // The deploy ramdisk the agent boots machines into (cached outside the repository).
   const built = spawnSync(join(root, 'scripts', 'build-deploy-ramdisk.sh'), [], { encoding: 'utf8' });
@@ -312,7 +362,7 @@ describe('a bare-metal machine through its site agent', () => {
     expect(machine!.qemuPid()).toBeNull();
   });
 
-  it('inspect boots the deploy ramdisk, which reports the real hardware; provide makes it available', async () => {
+  it('inspect boots the deploy ramdisk, which reports the real hardware', async () => {
     const script = join(PXE_DIR, 'http', 'nodes', `${MAC.replaceAll(':', '-')}.ipxe`);
     const inspecting = await cli(['metal', 'inspect', machineId, '--reason', 'lab inventory']);
     expect(inspecting.code).toBe(0);
@@ -341,6 +391,7 @@ describe('a bare-metal machine through its site agent', () => {
       systemUuid: UUID,
       cpu: { count: 2 },
       memory: { physicalMiB: 512 },
+      disks: [{ name: 'vda', sizeBytes: DISK_BYTES }],
       nics: [{ mac: MAC }],
     });
     expect(inspected.powerState).toBe('off');
@@ -364,8 +415,38 @@ describe('a bare-metal machine through its site agent', () => {
       database.db as never,
     );
     expect(Number(holders.rows[0]!.n)).toBe(0);
-    await api('metal.provide', { machineId });
-    await settles('available', (m) => m.provisionState === 'available');
+  }, 300_000);
+
+  it('provide boots the ramdisk to erase the disk’s metadata, then the machine is available', async () => {
+    // Before: the protective MBR's signature, the GPT's header, and the tenant's bytes in the partition.
+    expect(readAt(DISK, 510, 2)).toEqual(Buffer.from([0x55, 0xaa]));
+    expect(readAt(DISK, 512, 8).toString()).toBe('EFI PART');
+    expect(readAt(DISK, MIB, TENANT_BYTES.length)).toEqual(TENANT_BYTES);
+    const cleaning = await cli(['metal', 'provide', machineId, '--reason', 'lab clean']);
+    expect(cleaning.code).toBe(0);
+    expect(JSON.parse(cleaning.out)).toMatchObject({ provisionState: 'cleaning', targetState: 'available' });
+    const available = await settles('available', (m) => m.provisionState === 'available', 240_000);
+    // One partition: its first MiB, and the disk's first and last MiB (the GPT and its backup).
+    expect(available.cleaning).toEqual({
+      systemUuid: UUID,
+      disks: [{ name: 'vda', sizeBytes: DISK_BYTES, partitions: 1, erasedBytes: 3 * MIB }],
+      failed: null,
+    });
+    expect(available.powerState).toBe('off');
+    await machine!.waitFor('QEMU ends', () => machine!.qemuPid() === null, 10_000);
+    expect(readFileSync(machine!.consolePath, 'utf8')).toContain('bc-agent: cleaning reported');
+    // The partition table, its backup and the file system's start are zeroes on the disk itself.
+    expect(allZero(readAt(DISK, 0, MIB))).toBe(true);
+    expect(allZero(readAt(DISK, MIB, MIB))).toBe(true);
+    expect(allZero(readAt(DISK, DISK_BYTES - MIB, MIB))).toBe(true);
+    // A metadata erase leaves the data between (docs/decisions/metal-cleaning.md).
+    expect(readAt(DISK, 32 * MIB, TENANT_BYTES.length)).toEqual(TENANT_BYTES);
+    const events = await api('events.list', { type: 'metal.cleaned', limit: 100 });
+    expect(events.items.find((e: any) => e.subject?.id === machineId)?.data).toMatchObject({
+      mac: MAC,
+      disks: 1,
+      erasedBytes: 3 * MIB,
+    });
   }, 300_000);
 
   it('power on starts the machine, status reads it, power off ends it', async () => {

@@ -193,5 +193,16 @@ describe('a site agent’s provisioning network under bcd run', () => {
     expect(seen.entries.get(MAC)).toBe('local-disk');
     await applyBootEntries(pxe, inspect);
     expect((seen.entries.get(MAC) as { cmdline: string }).cmdline).not.toContain(token);
+    // Cleaning: a token of its own, and its findings relayed from their own field.
+    await applyBootEntries(pxe, { entries: [{ mac: MAC, boot: 'ramdisk', purpose: 'clean' }] });
+    const clean = (seen.entries.get(MAC) as { cmdline: string }).cmdline;
+    expect(clean).toContain('bc.purpose=clean');
+    const cleanToken = /bc\.token=([0-9a-f]{32})/.exec(clean)![1]!;
+    const cleaning = { systemUuid: null, disks: [], failed: null };
+    post(JSON.stringify({ mac: MAC, token: cleanToken, purpose: 'clean', inventory }));
+    post(JSON.stringify({ mac: MAC, token: cleanToken, purpose: 'inspect', cleaning }));
+    expect(sent).toHaveLength(1);
+    post(JSON.stringify({ mac: MAC, token: cleanToken, purpose: 'clean', cleaning }));
+    expect(sent[1]).toEqual({ t: 'metal.report', mac: MAC, purpose: 'clean', cleaning });
   });
 });

@@ -63,6 +63,20 @@ export const metalEventTypes = {
       .strict(),
     summary: 'The deploy ramdisk reported a bare-metal machine’s hardware (metal inspect)',
   },
+  'metal.cleaned': {
+    subject: 'machine' as const,
+    data: z
+      .object({
+        workflowId: z.string(),
+        mac: z.string(),
+        disks: z.number().int(),
+        erasedBytes: z.number().int(),
+        failed: z.string().optional(),
+      })
+      .strict(),
+    summary:
+      'The deploy ramdisk erased a bare-metal machine’s disk metadata, or said why it could not (provide)',
+  },
   'node.pxe-mac.confirmed': {
     subject: 'machine' as const,
     data: z.object({ siteId: z.string(), mac: z.string(), productUuid: z.string() }).strict(),

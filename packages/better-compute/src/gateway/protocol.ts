@@ -3,7 +3,12 @@
  * authenticated, but its messages are still input.
  */
 import { RAMDISK_PURPOSES } from '@better-compute/core';
-import { COMMAND_OUTPUT_LIMIT, inventorySchema, metalInventorySchema } from '@better-compute/core/methods';
+import {
+  COMMAND_OUTPUT_LIMIT,
+  inventorySchema,
+  metalCleaningSchema,
+  metalInventorySchema,
+} from '@better-compute/core/methods';
 import { z } from 'zod';
 
 const commandId = z.string().regex(/^cmd_[A-Za-z0-9]{1,64}$/);
@@ -139,14 +144,15 @@ const daemonMessage = z.discriminatedUnion('t', [
     .object({
       /**
        * The deploy ramdisk booted on a site's provisioning network reported what it was booted for
-       * (inspect: the machine's hardware). The site agent took it with the one-time token it put on
-       * that MAC's kernel command line; the gateway records it for a machine of the agent's own
-       * site only (modules/metal/inspection.ts).
+       * (inspect: the machine's hardware in `inventory`; clean: what it erased in `cleaning`). The
+       * site agent took it with the one-time token it put on that MAC's kernel command line; the
+       * gateway records it for a machine of the agent's own site only (modules/metal/ramdisk.ts).
        */
       t: z.literal('metal.report'),
       mac: z.string().max(32),
       purpose: z.enum(RAMDISK_PURPOSES),
-      inventory: metalInventorySchema,
+      inventory: metalInventorySchema.optional(),
+      cleaning: metalCleaningSchema.optional(),
     })
     .strict(),
 ]);

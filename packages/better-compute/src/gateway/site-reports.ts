@@ -1,19 +1,19 @@
 /**
  * What a site agent reports as the gateway takes it: PXE discoveries (`pxe.discovered`) and the
- * deploy ramdisk's inspections (`metal.report`). Bounded per node and minute, recorded by the metal
+ * deploy ramdisk's inspections and cleanings (`metal.report`). Bounded per node and minute, recorded by the metal
  * module for the agent's own site, and anything refused is logged and answered, never thrown
  * (docs/decisions/metal-discovery.md, docs/decisions/metal-inspection.md).
  */
 import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
-import { recordInspection, recordPxeDiscovery } from '../modules/metal/index.js';
+import { recordCleaning, recordInspection, recordPxeDiscovery } from '../modules/metal/index.js';
 import type { DaemonMessage } from './protocol.js';
 
 /** The most reports one node has recorded a minute: the site agent's own discovery cap (provisioning-network.ts). */
 const REPORTS_PER_MINUTE = 120;
 
 type DiscoveryMessage = Extract<DaemonMessage, { t: 'pxe.discovered' }>;
-type InspectionMessage = Extract<DaemonMessage, { t: 'metal.report' }>;
+type RamdiskMessage = Extract<DaemonMessage, { t: 'metal.report' }>;
 
 /** Takes reports; answers the message to send back (a refusal), or null when none is due. */
 export function createSiteReportIntake(db: Kysely<ComputeTables>, log: (line: string) => void) {
@@ -34,7 +34,7 @@ export function createSiteReportIntake(db: Kysely<ComputeTables>, log: (line: st
       );
     return window.count <= REPORTS_PER_MINUTE;
   };
-  return async (nodeId: string, message: DiscoveryMessage | InspectionMessage, at: Date) => {
+  return async (nodeId: string, message: DiscoveryMessage | RamdiskMessage, at: Date) => {
     if (!admitted(nodeId, at)) return null;
     if (message.t === 'pxe.discovered') {
       const recorded = await recordPxeDiscovery(db, nodeId, message, at);
@@ -42,9 +42,21 @@ export function createSiteReportIntake(db: Kysely<ComputeTables>, log: (line: st
       log(`gateway: a PXE discovery report from ${nodeId} was ${recorded.outcome}: ${recorded.reason}`);
       return { t: 'pxe.discovered.refused', mac: message.mac, message: recorded.reason };
     }
-    const recorded = await recordInspection(db, nodeId, message, at);
+    const recorded = await recordRamdiskReport(db, nodeId, message, at);
     if (recorded.outcome === 'recorded') return null;
-    log(`gateway: an inspection report from ${nodeId} was refused: ${recorded.reason}`);
+    log(`gateway: a ramdisk report (${message.purpose}) from ${nodeId} was refused: ${recorded.reason}`);
     return { t: 'metal.report.refused', mac: message.mac, message: recorded.reason };
   };
+}
+
+/** A ramdisk's report by its purpose, which names the field that holds its findings. */
+function recordRamdiskReport(db: Kysely<ComputeTables>, nodeId: string, message: RamdiskMessage, at: Date) {
+  const { mac, purpose, inventory, cleaning } = message;
+  if (purpose === 'inspect' && inventory && !cleaning)
+    return recordInspection(db, nodeId, { mac, inventory }, at);
+  if (purpose === 'clean' && cleaning && !inventory) return recordCleaning(db, nodeId, { mac, cleaning }, at);
+  return Promise.resolve({
+    outcome: 'refused' as const,
+    reason: `a ${purpose} report carries ${purpose === 'inspect' ? 'an inventory' : 'a cleaning'} and nothing else`,
+  });
 }

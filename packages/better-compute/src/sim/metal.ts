@@ -14,7 +14,7 @@
  * end them are the real workflow controller's.
  */
 import { ROOT_TENANT } from '@better-compute/core';
-import type { MetalInventory } from '@better-compute/core/methods';
+import type { MetalCleaning, MetalInventory } from '@better-compute/core/methods';
 import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
 import {
@@ -29,6 +29,7 @@ import {
   BOOT_ENTRIES_ENDED_JOB,
   PXE_CAPABILITY,
   pushBootEntriesTo,
+  recordCleaning,
   recordInspection,
 } from '../modules/metal/index.js';
 import { createRandom } from './fleet.js';
@@ -59,6 +60,8 @@ const BMC_REFUSED = 0.04;
 const BMC_LATE = 0.06;
 /** Per boot into the ramdisk, with faults on: the PXE request never reaches the agent. */
 const PXE_LOST = 0.15;
+/** Per cleaning, with faults on: the disk fails the write, and the ramdisk says so. */
+const DISK_WRITE_FAILS = 0.2;
 
 /** The refusals a busy site answers; anything else fails the simulation. */
 const METAL_REFUSALS = ['INVALID_STATE', 'CONFLICT'];
@@ -218,17 +221,36 @@ export async function setUpMetal(
 
   // The agent's side: what it took, what its network boots, and the ramdisks booting now.
   const taken = new Map<string, Taken>();
+  /** What the network boots per MAC: `local-disk`, or the ramdisk's purpose. */
   let entries = new Map<string, string>();
-  const ramdisks: { machine: SimMachine; due: number; boot: number }[] = [];
+  const ramdisks: { machine: SimMachine; due: number; boot: number; purpose: string }[] = [];
+
+  /** What the ramdisk's metadata erase reports: each disk's three MiB, or the write that failed. */
+  function cleaningOf(machine: SimMachine): MetalCleaning {
+    const fails = options.faults && machine.random() < DISK_WRITE_FAILS;
+    if (fails) bump('metal.fault.disk-write');
+    const disk = machine.inventory.disks[0]!;
+    return {
+      systemUuid: machine.inventory.systemUuid,
+      disks: [{ name: disk.name, sizeBytes: disk.sizeBytes, partitions: 2, erasedBytes: 3 * 1024 * 1024 }],
+      failed: fails ? `writing the start of ${disk.name} failed` : null,
+    };
+  }
 
   /** The machine was powered on: from the network into the ramdisk when its entry says so. */
   function booted(machine: SimMachine, step: number, fromNetwork: boolean) {
-    if (!fromNetwork || entries.get(machine.mac) !== 'ramdisk') return;
+    const purpose = entries.get(machine.mac);
+    if (!fromNetwork || !purpose || purpose === 'local-disk') return;
     if (options.faults && machine.random() < PXE_LOST) {
       bump('metal.fault.lost-pxe');
       return;
     }
-    ramdisks.push({ machine, due: step + 1 + Math.floor(machine.random() * 3), boot: machine.boot });
+    ramdisks.push({
+      machine,
+      due: step + 1 + Math.floor(machine.random() * 3),
+      boot: machine.boot,
+      purpose,
+    });
   }
 
   /** What the BMC does and answers; a change of power is a new boot (or the end of one). */
@@ -267,8 +289,8 @@ export async function setUpMetal(
         error,
       });
     if (row.kind === 'metal.boot-entries') {
-      const wanted = (row.payload.entries as { mac: string; boot: string }[]) ?? [];
-      const next = new Map(wanted.map((e) => [e.mac, e.boot]));
+      const wanted = (row.payload.entries as { mac: string; boot: string; purpose?: string }[]) ?? [];
+      const next = new Map(wanted.map((e) => [e.mac, e.purpose ?? e.boot]));
       const removed = [...entries.keys()].filter((mac) => !next.has(mac)).length;
       entries = next;
       await done('succeeded', {
@@ -365,12 +387,10 @@ export async function setUpMetal(
       ramdisks.splice(ramdisks.indexOf(booting), 1);
       const { machine } = booting;
       if (machine.boot !== booting.boot || machine.power !== 'on') continue;
-      const outcome = await recordInspection(
-        db,
-        agentId,
-        { mac: machine.mac, inventory: machine.inventory },
-        now,
-      );
+      const outcome =
+        booting.purpose === 'clean'
+          ? await recordCleaning(db, agentId, { mac: machine.mac, cleaning: cleaningOf(machine) }, now)
+          : await recordInspection(db, agentId, { mac: machine.mac, inventory: machine.inventory }, now);
       bump(`metal.report.${outcome.outcome}`);
     }
   }

@@ -213,6 +213,8 @@ export {
   METAL_PROVISION_ACTION,
   metalBulkVerb,
   metalInventorySchema,
+  metalCleaningSchema,
+  type MetalCleaning,
   metalMachineSchema,
   type MetalInventory,
   metalPowerAction,

@@ -48,6 +48,14 @@ const reportedText = (max: number) =>
     .max(max)
     .regex(/^[^\u0000-\u001f\u007f-\u009f]*$/, 'must hold no control character');
 
+/** A disk as the kernel names it (sda, nvme0n1, vda), and a count of its bytes. */
+const diskName = z.string().regex(/^[a-z0-9]{1,32}$/);
+const diskBytes = z
+  .number()
+  .int()
+  .min(0)
+  .max(2 ** 62);
+
 export const metalInventorySchema = z
   .object({
     systemUuid: z.string().regex(UUID_PATTERN).nullable(),
@@ -70,12 +78,8 @@ export const metalInventorySchema = z
       .array(
         z
           .object({
-            name: z.string().regex(/^[a-z0-9]{1,32}$/),
-            sizeBytes: z
-              .number()
-              .int()
-              .min(0)
-              .max(2 ** 62),
+            name: diskName,
+            sizeBytes: diskBytes,
             model: reportedText(100),
             serial: reportedText(100),
             rotational: z.boolean(),
@@ -96,6 +100,33 @@ export const metalInventorySchema = z
   })
   .strict();
 export type MetalInventory = z.infer<typeof metalInventorySchema>;
+
+/**
+ * What the deploy ramdisk reports when it cleaned a machine (provide): each writable disk it found
+ * and how many bytes of metadata it zeroed there (the partition table at both ends of the disk and
+ * the start of each partition, where file systems keep their superblocks), or why it could not.
+ */
+export const metalCleaningSchema = z
+  .object({
+    /** The SMBIOS system UUID, checked against the machine's as an inspection's is. */
+    systemUuid: z.string().regex(UUID_PATTERN).nullable(),
+    disks: z
+      .array(
+        z
+          .object({
+            name: diskName,
+            sizeBytes: diskBytes,
+            partitions: z.number().int().min(0).max(1024),
+            erasedBytes: diskBytes,
+          })
+          .strict(),
+      )
+      .max(64),
+    /** Why cleaning stopped (a write that failed, a disk that read back non-zero); null when it finished. */
+    failed: reportedText(300).nullable(),
+  })
+  .strict();
+export type MetalCleaning = z.infer<typeof metalCleaningSchema>;
 
 export const metalMachineSchema = z.object({
   id: z.string(),
@@ -122,6 +153,9 @@ export const metalMachineSchema = z.object({
   /** What the last inspection found (metal inspect); null until one reported. */
   inventory: metalInventorySchema.nullable(),
   inspectedAt: isoTime.nullable(),
+  /** What the last cleaning (provide) erased, or why it failed; null until one reported. */
+  cleaning: metalCleaningSchema.nullable(),
+  cleanedAt: isoTime.nullable(),
   /** The workflow of the transition that runs now, or ran last. */
   workflowId: z.string().nullable(),
   lastError: z.string().nullable(),

@@ -40,33 +40,36 @@ export interface SiteProvisioningOptions {
   ramdisk?: { kernel: string; initrd: string } | undefined;
 }
 
-/** What a ramdisk POSTs: the MAC it booted from, the token of that MAC's entry, and its findings. */
+/** The field of a ramdisk's report that holds its findings, by the purpose it was booted for. */
+const FINDINGS: Readonly<Record<RamdiskPurpose, 'inventory' | 'cleaning'>> = {
+  inspect: 'inventory',
+  clean: 'cleaning',
+};
+
+/**
+ * What a ramdisk POSTs: the MAC it booted from, the token of that MAC's entry, the purpose, and its
+ * findings in its purpose's field (the gateway checks what they hold).
+ */
 interface RamdiskReport {
   mac: string;
   token: string;
   purpose: RamdiskPurpose;
-  inventory: Record<string, unknown>;
+  findings: Record<string, unknown>;
 }
 
 function parseReport(body: string): RamdiskReport | null {
   try {
     const value = JSON.parse(body) as Record<string, unknown>;
-    const { mac, token, purpose, inventory } = value ?? {};
+    const { mac, token, purpose } = value ?? {};
     if (
       typeof mac !== 'string' ||
       typeof token !== 'string' ||
-      !(RAMDISK_PURPOSES as readonly unknown[]).includes(purpose) ||
-      typeof inventory !== 'object' ||
-      inventory === null ||
-      Array.isArray(inventory)
+      !(RAMDISK_PURPOSES as readonly unknown[]).includes(purpose)
     )
       return null;
-    return {
-      mac,
-      token,
-      purpose: purpose as RamdiskPurpose,
-      inventory: inventory as Record<string, unknown>,
-    };
+    const findings = value[FINDINGS[purpose as RamdiskPurpose]];
+    if (typeof findings !== 'object' || findings === null || Array.isArray(findings)) return null;
+    return { mac, token, purpose: purpose as RamdiskPurpose, findings: findings as Record<string, unknown> };
   } catch {
     return null;
   }
@@ -153,7 +156,12 @@ export async function startSiteProvisioning(
     }
     tokens.delete(mac);
     if (reports.length >= MAX_PENDING) reports.shift();
-    reports.push({ t: 'metal.report', mac, purpose: report.purpose, inventory: report.inventory });
+    reports.push({
+      t: 'metal.report',
+      mac,
+      purpose: report.purpose,
+      [FINDINGS[report.purpose]]: report.findings,
+    });
     io.log(`bcd: the ramdisk on ${mac} reported (${report.purpose})`);
     flushReports();
   };

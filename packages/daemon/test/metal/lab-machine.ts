@@ -1,11 +1,11 @@
 /**
  * A bare-metal machine for the guest suites, as research/bare-metal-lab.md proved it: a QEMU machine
- * (TCG) with no disk, whose BMC is OpenIPMI's ipmi_sim. The BMC speaks IPMI over LAN on a loopback
+ * (TCG), with a raw disk file when it is given one, whose BMC is OpenIPMI's ipmi_sim. The BMC speaks IPMI over LAN on a loopback
  * UDP port, and QEMU's `ipmi-bmc-extern` device connects the machine to it. ipmi_sim's
  * `chassis_control` program (chassis.sh) is the machine's power: `power on` starts QEMU, `power off`
  * ends it (SIGKILL: the plug pulled), reset and soft-off go to QEMU's monitor, and the boot device
  * the BMC is told is what QEMU boots from next (`pxe`: the network card's iPXE ROM; anything else:
- * the disk it does not have, with no network ROM to fall back on).
+ * its disk, with no network ROM to fall back on).
  *
  * Ports are free ones found at start; every file is in `dir`. The machine's network card is on
  * `tap`, which the test makes and joins to the provisioning network's bridge.
@@ -26,6 +26,8 @@ export interface LabMachineOptions {
   bmcPassword: string;
   memoryMiB?: number;
   cpus?: number;
+  /** A raw disk image file, attached as the machine's virtio disk (vda); none without it. */
+  disk?: string;
 }
 
 async function freeTcpPort(): Promise<number> {
@@ -107,6 +109,7 @@ export class LabMachine {
       '-device ipmi-bmc-extern,chardev=ipmi0,id=bmc0 -device isa-ipmi-bt,bmc=bmc0',
       `-netdev tap,id=net0,ifname=${options.tap},script=no,downscript=no`,
       `-device e1000,netdev=net0,mac=${options.mac}$ROM`,
+      ...(options.disk ? [`-drive file=${options.disk},format=raw,if=virtio`] : []),
       '-boot $BOOT',
       `-chardev file,id=ser0,path=${join(dir, 'console.log')},append=on -serial chardev:ser0`,
       // A socket file, not a TCP port: a port picked now could be taken by the time the machine is powered on.

@@ -11,8 +11,6 @@ import {
   type BootEntriesPayload,
   type BootEntryItem,
   MAX_BOOT_ENTRIES,
-  type MetalState,
-  type RamdiskPurpose,
 } from '@better-compute/core';
 import type { CatalogEventDraft } from '@better-compute/events';
 import type { Kysely } from 'kysely';
@@ -21,17 +19,15 @@ import { writeEvents } from '../../db/unit-of-work.js';
 import { queueCommand } from '../commands/service.js';
 import { nodeSession } from '../commands/sessions.js';
 import { siteAgentsOf, siteOfSiteAgent } from '../fleet/queries.js';
+import { RAMDISK_STATES } from './ramdisk.js';
 import { metalDb } from './tables.js';
 
 /** The capability a site agent's hello says when it runs the provisioning network. */
 export const PXE_CAPABILITY = 'site.pxe';
 
-/** The ramdisk purpose of a machine's state, or null where it boots from its own disk. */
-const RAMDISK_STATES: Readonly<Partial<Record<MetalState, RamdiskPurpose>>> = { inspecting: 'inspect' };
-
 /**
  * The site's bound MACs and what each boots: the deploy ramdisk while its machine is in a state
- * that needs it (inspecting), its own disk otherwise. A MAC two machines claim (one enrolled with
+ * that needs it (inspecting, cleaning: ramdisk.ts's RAMDISK_STATES), its own disk otherwise. A MAC two machines claim (one enrolled with
  * it, another confirmed) keeps the first in id order.
  */
 async function siteBootEntries(

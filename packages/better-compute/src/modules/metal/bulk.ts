@@ -182,7 +182,7 @@ export function bulkMachines(quorumOn: () => Promise<boolean>, proposeBatch: Pro
       const action = powerActionOf(verb);
       if (action) machines.push(await powerOn(one, row, action, quorumOn));
       else if (verb === 'abort') machines.push(await abortOn(one, row));
-      else machines.push(await verbOn(one, row, verb as WorkflowVerb));
+      else machines.push(await verbOn(one, row, verb as WorkflowVerb, quorumOn));
     }
     return { verb, mode: 'direct' as const, machineIds, batch: null, machines };
   };

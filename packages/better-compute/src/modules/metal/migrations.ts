@@ -80,4 +80,14 @@ alter table compute.metal_machines
   add column inspected_at timestamptz;
 `,
   },
+  {
+    name: '0005_cleaning',
+    sql: `
+-- What the deploy ramdisk reported the last time it cleaned the machine (provide): the disks and the
+-- bytes of metadata it erased on each, or why it stopped; checked by the gateway before it is stored.
+alter table compute.metal_machines
+  add column cleaning jsonb,
+  add column cleaned_at timestamptz;
+`,
+  },
 ];

@@ -11,7 +11,7 @@ import { confirmMac, listDiscovered } from './discovery.js';
 import { metalMigrations } from './migrations.js';
 import { createBmcSealer } from './sealing.js';
 import { abortMachine, enrollMachine, getMachine, listMachines, powerMachine, runVerb } from './service.js';
-import { BOOT_ENTRIES_ENDED_JOB, bootEntriesEnded } from './inspection.js';
+import { BOOT_ENTRIES_ENDED_JOB, bootEntriesEnded } from './ramdisk.js';
 import { memberEnded, METAL_MEMBER_ENDED_JOB } from './workflows.js';
 
 /**
@@ -47,11 +47,11 @@ export function createMetalModule(
     enroll: enrollMachine(sealer),
     list: listMachines,
     get: getMachine,
-    manage: runVerb('manage'),
-    inspect: runVerb('inspect'),
-    provide: runVerb('provide'),
-    retire: runVerb('retire'),
-    recover: runVerb('recover'),
+    manage: runVerb('manage', quorumOn),
+    inspect: runVerb('inspect', quorumOn),
+    provide: runVerb('provide', quorumOn),
+    retire: runVerb('retire', quorumOn),
+    recover: runVerb('recover', quorumOn),
     abort: abortMachine,
     power: powerMachine(quorumOn),
     bulk: bulkMachines(quorumOn, options.proposeBatch),

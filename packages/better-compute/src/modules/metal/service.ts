@@ -23,15 +23,10 @@ import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
 import type { CallContext } from '../define-module.js';
 import { isSiteAgentOf, readySiteAgent, tenantHasSite } from '../fleet/queries.js';
-import {
-  abortWorkflowFor,
-  commandStep,
-  startNodeWorkflow,
-  waitStep,
-  workflowStateOf,
-} from '../workflows/service.js';
+import { abortWorkflowFor, commandStep, startNodeWorkflow, workflowStateOf } from '../workflows/service.js';
 import { pushBootEntries, siteRunsProvisioningNetwork } from './boot-entries.js';
 import type { BmcSealer } from './sealing.js';
+import { BMC_STEP, bmcOf, bmcPayload, RAMDISK_VERBS, workflowFor } from './verb-workflows.js';
 import { type MachineRow, metalDb } from './tables.js';
 
 const iso = (value: Date | string) => new Date(value).toISOString();
@@ -45,18 +40,13 @@ export function machineView(row: MachineRow) {
     provisionState: row.provision_state,
     targetState: row.target_state,
     powerState: row.power_state,
-    bmc: {
-      driver: row.bmc_driver,
-      address: row.bmc_address,
-      port: row.bmc_port,
-      username: row.bmc_user,
-      tlsFingerprint: row.bmc_tls_fingerprint,
-      passwordSet: true as const,
-    },
+    bmc: { ...bmcOf(row), passwordSet: true as const },
     productUuid: row.product_uuid,
     macs: row.macs,
     inventory: row.inventory,
     inspectedAt: row.inspected_at === null ? null : iso(row.inspected_at),
+    cleaning: row.cleaning,
+    cleanedAt: row.cleaned_at === null ? null : iso(row.cleaned_at),
     workflowId: row.workflow_id,
     lastError: row.last_error,
     allowed: allowedVerbs(row.provision_state),
@@ -111,21 +101,6 @@ async function siteAgent(db: Kysely<ComputeTables>, tenantId: string, siteId: st
       hint: 'Mint a site token (better-compute site-tokens create --pool POOL) for a pool of the site, and run bcd join with it on a machine that reaches the BMCs.',
     });
   return agent;
-}
-
-/** What a metal.bmc command carries, without the password (the gateway adds it as it signs). */
-function bmcPayload(row: MachineRow, action: 'on' | 'off' | 'reset' | 'status') {
-  return {
-    machineId: row.id,
-    action,
-    bmc: {
-      driver: row.bmc_driver,
-      address: row.bmc_address,
-      port: row.bmc_port,
-      username: row.bmc_user,
-      tlsFingerprint: row.bmc_tls_fingerprint,
-    },
-  };
 }
 
 /** The metal.bmc-power leaf that powers `row` off or resets it through the site agent `runner`. */
@@ -374,65 +349,6 @@ async function moveTo(
   return machineView(updated);
 }
 
-/**
- * How long a BMC call may go unanswered before its step fails: the agent's own bound is the
- * driver's timeouts plus 20 s for a power change to show (the daemon's bmc-command.ts).
- */
-const BMC_STEP = { timeoutMs: 120_000 };
-
-/** How long inspection waits for the ramdisk's report once the machine was powered on. */
-const INSPECT_REPORT_TIMEOUT_MS = 15 * 60_000;
-/**
- * How long inspection waits for the ramdisk's boot entry to be in place: a machine enrolled by its
- * product UUID waits here until a person confirms its PXE MAC (metal confirm-mac).
- */
-const ENSURE_RAMDISK_TIMEOUT_MS = 24 * 3_600_000;
-
-/** The workflow kind and steps of a verb that runs one on the site's agent. */
-function workflowFor(verb: MetalVerb, row: MachineRow) {
-  if (verb === 'inspect')
-    // Ironic's inspection: the machine boots the deploy ramdisk from the network, whose agent
-    // reports the hardware; then it is powered off. Each wait is woken by what it waits for.
-    return {
-      kind: 'metal.inspect' as const,
-      steps: [
-        waitStep('metal.ensureRamdisk: the site agent boots the deploy ramdisk for its MAC', {
-          check: 'ramdisk-entry',
-          timeoutMs: ENSURE_RAMDISK_TIMEOUT_MS,
-          recheckMs: 5_000,
-        }),
-        commandStep('power off', 'metal.bmc', bmcPayload(row, 'off'), BMC_STEP),
-        commandStep(
-          'power on from the network',
-          'metal.bmc',
-          { ...bmcPayload(row, 'on'), bootDevice: 'pxe' },
-          BMC_STEP,
-        ),
-        waitStep('wait for the ramdisk’s inventory', {
-          check: 'inventory',
-          timeoutMs: INSPECT_REPORT_TIMEOUT_MS,
-          recheckMs: 5_000,
-        }),
-        commandStep('power off', 'metal.bmc', bmcPayload(row, 'off'), BMC_STEP),
-      ],
-    };
-  if (verb === 'manage')
-    return {
-      kind: 'metal.verify' as const,
-      steps: [
-        commandStep('ask the BMC for the power state', 'metal.bmc', bmcPayload(row, 'status'), BMC_STEP),
-      ],
-    };
-  if (verb === 'provide')
-    // The clean steps of this slice: the BMC still answers with the stored credentials. The disk
-    // wipe joins them with the deploy ramdisk (docs/metal.md, what is left).
-    return {
-      kind: 'metal.clean' as const,
-      steps: [commandStep('check the BMC answers', 'metal.bmc', bmcPayload(row, 'status'), BMC_STEP)],
-    };
-  return null;
-}
-
 /** The call's context for one machine of a call (bulk's), with that machine and the reason. */
 export type MachineCall = CallContext<{ machineId: string; reason?: string | undefined }>;
 
@@ -440,7 +356,12 @@ export type MachineCall = CallContext<{ machineId: string; reason?: string | und
  * A verb of the table on the locked machine `row`: at once, or by its workflow on the site's
  * agent. Refused (changing nothing) when the table does not allow it from the machine's state.
  */
-export async function verbOn(ctx: MachineCall, row: MachineRow, verb: WorkflowVerb) {
+export async function verbOn(
+  ctx: MachineCall,
+  row: MachineRow,
+  verb: WorkflowVerb,
+  quorumOn: () => Promise<boolean>,
+) {
   // A power call still running (its workflow holds the machine) is waited for, as power waits for a verb's.
   const refusal = verbRefusal(verb, row) ?? (await runningWorkflowRefusal(ctx.db, row));
   if (refusal) throw refusal;
@@ -450,15 +371,29 @@ export async function verbOn(ctx: MachineCall, row: MachineRow, verb: WorkflowVe
   // retire and recover end at once (recover where RECOVERS_TO names, which nextState read).
   if (!workflow) return moveTo(ctx, row, verb, to, { target_state: null, last_error: null });
   const agent = await siteAgent(ctx.db, ctx.tenantId, row.site_id);
-  if (verb === 'inspect' && !(await siteRunsProvisioningNetwork(ctx.db, ctx.tenantId, row.site_id)))
+  const ramdisk = RAMDISK_VERBS.includes(verb);
+  if (ramdisk && !(await siteRunsProvisioningNetwork(ctx.db, ctx.tenantId, row.site_id)))
     throw new ComputeError(
       'INVALID_STATE',
       `no site agent of site ${row.site_id} runs the provisioning network the deploy ramdisk boots from`,
       {
         details: { siteId: row.site_id, reason: 'no-provisioning-network' },
-        hint: 'Run bcd on a site agent with --pxe-dir DIR --ramdisk-dir DIR (docs/metal.md), then inspect again.',
+        hint: `Run bcd on a site agent with --pxe-dir DIR --ramdisk-dir DIR (docs/metal.md), then ${verb} again.`,
       },
     );
+  // The workflow powers the machine off first; under the quorum only an approved batch may, unless
+  // it is off already (the agent powers an off machine off without one). Refused before anything starts.
+  if (ramdisk && row.power_state !== 'off' && (await quorumOn())) {
+    const leaf = bmcPowerLeaf(row, 'off', agent);
+    throw new ComputeError(
+      'INVALID_STATE',
+      `${verb} of machine ${row.id} powers it off first, and its power is ${row.power_state}: while the destructive-batch quorum is on, power it off through an approved batch first`,
+      {
+        details: { reason: 'quorum', action: 'off', leaf },
+        hint: `Propose the power off: better-compute metal bulk --verb power-off --nodes ${row.id} --reason …; once approvers signed and it is off, run ${verb} again (docs/decisions/metal-power-quorum.md).`,
+      },
+    );
+  }
   const workflowId = await startNodeWorkflow(
     { db: ctx.db, emit: (event) => ctx.emit(event), now: ctx.now() },
     {
@@ -474,8 +409,8 @@ export async function verbOn(ctx: MachineCall, row: MachineRow, verb: WorkflowVe
     workflow_id: workflowId,
     last_error: null,
   });
-  // The machine's boot entry follows its state: inspecting boots the ramdisk (siteBootEntries).
-  if (verb === 'inspect')
+  // The machine's boot entry follows its state: inspecting and cleaning boot the ramdisk (siteBootEntries).
+  if (ramdisk)
     await pushBootEntries(ctx.db, ctx.tenantId, row.site_id, ctx.now(), (event) => ctx.emit(event));
   return moved;
 }
@@ -484,9 +419,9 @@ export async function verbOn(ctx: MachineCall, row: MachineRow, verb: WorkflowVe
 export type WorkflowVerb = 'manage' | 'inspect' | 'provide' | 'retire' | 'recover';
 
 /** A verb of the table on one machine: at once, or by its workflow on the site's agent. */
-export function runVerb(verb: WorkflowVerb) {
+export function runVerb(verb: WorkflowVerb, quorumOn: () => Promise<boolean>) {
   return async (ctx: MachineCall) =>
-    verbOn(ctx, await ownedMachine(ctx.db, ctx.tenantId, ctx.input.machineId, true), verb);
+    verbOn(ctx, await ownedMachine(ctx.db, ctx.tenantId, ctx.input.machineId, true), verb, quorumOn);
 }
 
 /** abort on the locked machine: only from a transient state the table marks abortable. */

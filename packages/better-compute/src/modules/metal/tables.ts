@@ -1,6 +1,6 @@
 /** Kysely's view of the metal module's table. */
 import type { MetalState } from '@better-compute/core';
-import type { MetalInventory } from '@better-compute/core/methods';
+import type { MetalCleaning, MetalInventory } from '@better-compute/core/methods';
 import type { ColumnType, Kysely, Selectable } from 'kysely';
 import type { ComputeTables } from '../../db/tables.js';
 
@@ -27,6 +27,8 @@ interface MetalMachinesTable {
   last_error: string | null;
   inventory: ColumnType<MetalInventory | null, string | null | undefined, string | null>;
   inspected_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  cleaning: ColumnType<MetalCleaning | null, string | null | undefined, string | null>;
+  cleaned_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
   version: number;
   created_at: Timestamp;
   updated_at: Timestamp;

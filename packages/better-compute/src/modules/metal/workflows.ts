@@ -16,7 +16,7 @@ import { registerCommandEndJob } from '../commands/service.js';
 import type { EventDraft, JobContext } from '../define-module.js';
 import { registerWorkflowHooks, type WorkflowHookContext } from '../workflows/hooks.js';
 import { pushBootEntries } from './boot-entries.js';
-import { inspectionCheck } from './inspection.js';
+import { ramdiskCheck, RAMDISK_STATES } from './ramdisk.js';
 import { type MachineRow, metalDb } from './tables.js';
 
 const METAL_WORKFLOW_KINDS = ['metal.verify', 'metal.inspect', 'metal.clean', 'metal.power'] as const;
@@ -125,13 +125,13 @@ async function land(context: WorkflowHookContext, error: string | null): Promise
     subject: { type: 'machine', id: row.id },
     data: { verb, from: row.provision_state, to, workflowId: workflow.id, ...(error ? { error } : {}) },
   });
-  // Out of inspecting, its MACs boot from the disk again.
-  if (workflow.kind === 'metal.inspect')
+  // Out of inspecting or cleaning, its MACs boot from the disk again.
+  if (RAMDISK_STATES[row.provision_state])
     await pushBootEntries(context.db, row.tenant_id, row.site_id, now, (event) => context.emit(event));
 }
 
 registerWorkflowHooks(METAL_WORKFLOW_KINDS, {
-  check: inspectionCheck,
+  check: ramdiskCheck,
   succeeded: (context) => land(context, null),
   failed: (context, error) => land(context, error.slice(0, 1000)),
 });

@@ -17,6 +17,7 @@ import { useEffect, useMemo, useState } from 'react';
 import type { CallOutput, ComputeClient } from '@better-compute/client';
 import {
   describeAction,
+  cleaningText,
   inventoryText,
   isGone,
   ListStore,
@@ -182,6 +183,7 @@ function MachineRow({
   const { client } = useConsole();
   const act = useAction(async (button: MachineButton) => place(await run(client, machine.id, button)));
   const found = inventoryText(machine.inventory);
+  const cleaned = cleaningText(machine.cleaning);
   const buttons = machineButtons(machine.allowed);
   /** Asks first where the action loses something; calls only on yes. */
   const press = (button: MachineButton) => {
@@ -218,6 +220,14 @@ function MachineRow({
         ) : (
           <span className="note">not inspected</span>
         )}
+        {cleaned ? (
+          <>
+            <br />
+            <span className="note" data-cleaning={machine.cleaning?.failed ? 'failed' : 'erased'}>
+              {cleaned}, {when(machine.cleanedAt)}
+            </span>
+          </>
+        ) : null}
       </td>
       <td data-last-error={machine.lastError ?? ''}>
         {machine.lastError ? safeCell(machine.lastError) : '—'}

@@ -210,7 +210,7 @@ function BreakGlass({ nodeId, nodeName }: { nodeId: string; nodeName: string }) 
       )}
       {issue.result ? (
         <div className="once" role="status">
-          Certificate {issue.result.id} for {issue.result.principal}, valid until{' '}
+          Certificate <IdRef id={issue.result.id} /> for {issue.result.principal}, valid until{' '}
           {when(issue.result.validBefore)}, shown this once:
           <pre>{issue.result.certificate}</pre>
           <button
@@ -274,7 +274,7 @@ function CertRow({ cert, store }: { cert: SshCert; store: ListStore<SshCert> }) 
       <td>
         {cert.holderName ?? cert.holder}
         <br />
-        <code>{cert.id}</code>
+        <IdRef id={cert.id} />
       </td>
       <td>
         <code>{cert.principal}</code>
