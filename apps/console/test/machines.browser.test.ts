@@ -352,6 +352,76 @@ describe('the Bare-metal machines page', () => {
     await settled(first.id);
   }, 120_000);
 
+  it('ticked machines get one verb together: Manage starts on each; Retire asks first, naming how many; a refusal starts nothing', async () => {
+    const enrolled = [];
+    for (const [name, uuid] of [
+      ['r12-u11', '4c4c4544-0042-3510-8052-b4c04f4a4e3b'],
+      ['r12-u12', '4c4c4544-0042-3510-8052-b4c04f4a4e3c'],
+    ] as const)
+      enrolled.push(
+        await compute<Machine>('metal/enroll', {
+          siteId,
+          name,
+          bmcDriver: 'ipmi',
+          bmcAddress: '10.0.0.8',
+          bmcUser: 'admin',
+          bmcPassword: 'bmc-pass',
+          productUuid: uuid,
+        }),
+      );
+    const bulk = page.getByRole('form', { name: 'Run a verb on the selected machines' });
+    const submit = bulk.getByRole('button', { name: /^Run on \d+ selected$/ });
+    const tick = async (name: string) => page.getByRole('checkbox', { name: `Select ${name}` }).check();
+    // New machines appear live; each is ticked in its row.
+    for (const { id, name } of enrolled) {
+      await rowOf(page, id).waitFor();
+      await tick(name);
+    }
+    await expect(submit.textContent()).resolves.toBe('Run on 2 selected');
+    // Without a reason nothing can be sent.
+    await expect(submit.isDisabled()).resolves.toBe(true);
+    await bulk.getByLabel('Reason').fill('rack 12 bring-up');
+    await bulk.getByLabel('Verb').selectOption('manage');
+    await submit.click();
+    await expect
+      .poll(() => bulk.locator('[data-bulk="direct"]').textContent())
+      .toBe('manage started on 2 machine(s).');
+    for (const { id } of enrolled) {
+      await expect.poll(() => stateOf(rowOf(page, id))).toBe('verifying');
+      await answer((await nextBmcCommand(id)).id, { powerState: 'off' });
+      await expect.poll(() => stateOf(rowOf(page, id)), { timeout: 30_000 }).toBe('manageable');
+      await settled(id);
+    }
+    // The ticks were cleared; a verb one machine's state refuses starts on none, and says why.
+    await expect(submit.textContent()).resolves.toBe('Run on 0 selected');
+    await tick('r12-u11');
+    await tick('r12-u12');
+    await bulk.getByLabel('Verb').selectOption('recover');
+    await submit.click();
+    const refusal = bulk.getByRole('alert');
+    await refusal.waitFor();
+    await expect(refusal.textContent()).resolves.toContain('INVALID_STATE');
+    await expect(refusal.textContent()).resolves.toContain('2 of 2 machines cannot recover');
+    for (const { id } of enrolled)
+      await expect(machine(id)).resolves.toMatchObject({ provisionState: 'manageable' });
+    // Retire asks first; dismissed, nothing; accepted, both are retired.
+    await bulk.getByLabel('Verb').selectOption('retire');
+    const question = 'Retire 2 machines? They are never provided again.';
+    const dismissed = answerConfirmation(page, false);
+    await submit.click();
+    await expect(dismissed).resolves.toBe(question);
+    for (const { id } of enrolled)
+      await expect(machine(id)).resolves.toMatchObject({ provisionState: 'manageable' });
+    const accepted = answerConfirmation(page, true);
+    await submit.click();
+    await expect(accepted).resolves.toBe(question);
+    for (const { id } of enrolled) {
+      await expect.poll(() => stateOf(rowOf(page, id))).toBe('retired');
+      await expect(machine(id)).resolves.toMatchObject({ provisionState: 'retired' });
+    }
+    await screenshot(page, 'machines-bulk');
+  }, 120_000);
+
   it('a viewer at 375 px sees every button disabled, saying why; the API refuses too', async () => {
     const { token } = await personWithRole(
       server,
@@ -376,6 +446,13 @@ describe('the Bare-metal machines page', () => {
         await expect.poll(() => button.getAttribute('title')).toBe('Your roles do not allow this');
         await expect(button.isDisabled()).resolves.toBe(true);
       }
+      // Ticked, with a reason, the bulk form's button stays disabled for a viewer, saying why.
+      await viewerPage.getByRole('checkbox', { name: 'Select r12-u07' }).check();
+      const bulk = viewerPage.getByRole('form', { name: 'Run a verb on the selected machines' });
+      await bulk.getByLabel('Reason').fill('a viewer tries');
+      const submit = bulk.getByRole('button', { name: 'Run on 1 selected' });
+      await expect.poll(() => submit.getAttribute('title')).toBe('Your roles do not allow this');
+      await expect(submit.isDisabled()).resolves.toBe(true);
       await expect(overflowsSideways(viewerPage)).resolves.toBe(false);
       await screenshot(viewerPage, 'machines-viewer-375');
       await expect(

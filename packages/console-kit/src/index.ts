@@ -4,7 +4,7 @@
  * (`createForm`), a terminal over a tunnel (`mountTerminal`), the pages' views
  * (`createSandboxesView`, `createPxeDiscoveryView`, `createBatchesView`, `createConfirmationsView`,
  * `createRolloutsView`, `createNodeOperationsView`, `createFleetDriftView`), the Machines page's
- * words (`machineButtons`, `machineQuestion`, `inventoryText`, `cleaningText`), and React hooks under
+ * words (`machineButtons`, `machineQuestion`, `inventoryText`, `cleaningText`, `bulkQuestion`), and React hooks under
  * `/react`. Every store has `subscribe(listener)` and `get()`.
  */
 export { Subscribable, ValueStore, type Listener, type Readable } from './subscribable.js';
@@ -249,12 +249,15 @@ export {
   type PxeSite,
 } from './pxe-discovery.js';
 export {
+  BULK_VERBS,
+  bulkQuestion,
   bytesText,
   cleaningText,
   inventoryText,
   machineButtons,
   machineQuestion,
   machineStateText,
+  type BulkVerb,
   type InventoryText,
   type MachineAction,
   type MachineCleaning,

@@ -7,6 +7,7 @@
  * through `safeCell`.
  */
 import { nextState, runningTransition, safeCell, type MetalState } from '@better-compute/core';
+import { METAL_BULK_VERBS } from '@better-compute/core/methods';
 import type { MetalMachine } from './pxe-discovery.js';
 
 /** A button of a machine's row: a verb of the table, or one of the power actions. */
@@ -188,4 +189,49 @@ export function cleaningText(cleaning: MachineCleaning | null): string | null {
   return count === 0
     ? 'no disk to erase'
     : `metadata of ${count} disk${count === 1 ? '' : 's'} erased (${bytesText(erased)})`;
+}
+
+export type BulkVerb = (typeof METAL_BULK_VERBS)[number];
+
+const BULK_LABELS: Record<BulkVerb, string> = {
+  manage: 'Manage',
+  inspect: 'Inspect',
+  provide: 'Provide',
+  retire: 'Retire',
+  recover: 'Recover',
+  abort: 'Abort',
+  'power-on': 'Power on',
+  'power-off': 'Power off',
+  'power-reset': 'Reset',
+  'power-status': 'Power status',
+};
+
+/**
+ * The verbs `metal.bulk` runs on many machines (core's METAL_BULK_VERBS), with their labels, in
+ * the table's order.
+ *
+ * @example BULK_VERBS[0]; // { verb: 'manage', label: 'Manage' }
+ */
+export const BULK_VERBS: readonly { verb: BulkVerb; label: string }[] = METAL_BULK_VERBS.map((verb) => ({
+  verb,
+  label: BULK_LABELS[verb],
+}));
+
+/**
+ * The question asked before a bulk verb on `count` machines, as machineQuestion asks it of one;
+ * null for a verb that loses nothing (manage, inspect, recover, power on, power status).
+ *
+ * @example
+ * bulkQuestion('retire', 3); // 'Retire 3 machines? They are never provided again.'
+ * bulkQuestion('manage', 3); // null
+ */
+export function bulkQuestion(verb: BulkVerb, count: number): string | null {
+  const them = `${count} machine${count === 1 ? '' : 's'}`;
+  if (verb === 'provide')
+    return `Provide ${them}? The deploy ramdisk erases their disks’ partition tables and file-system signatures, and they become available to deploy.`;
+  if (verb === 'retire') return `Retire ${them}? They are never provided again.`;
+  if (verb === 'abort') return `Abort the running transitions of ${them}? Each ends in its failure state.`;
+  if (verb === 'power-off') return `Power off ${them}? Whatever runs on them stops.`;
+  if (verb === 'power-reset') return `Reset ${them}? Whatever runs on them restarts.`;
+  return null;
 }

@@ -4,10 +4,13 @@
  * retire, abort and power off (abort's transition and failure state read from core's table), the
  * state with its target, and what an inspection found in words.
  */
+import { METAL_BULK_VERBS } from '@better-compute/core/methods';
 import { allowedVerbs, METAL_STATES, type MetalState } from '@better-compute/core';
 import { describe, expect, it } from 'vitest';
 import {
   bytesText,
+  BULK_VERBS,
+  bulkQuestion,
   cleaningText,
   inventoryText,
   machineButtons,
@@ -159,5 +162,35 @@ describe('cleaningText', () => {
       cleaningText({ systemUuid: null, disks: [], failed: 'writing the start of sda\u0007 failed' }),
     ).toBe('cleaning failed: writing the start of sda  failed');
     expect(cleaningText(null)).toBeNull();
+  });
+});
+
+describe('bulk verbs', () => {
+  it('offers every verb metal.bulk takes, labelled, in the table’s order', () => {
+    expect(BULK_VERBS.map((v) => v.verb)).toEqual([...METAL_BULK_VERBS]);
+    expect(BULK_VERBS.map((v) => v.label)).toEqual([
+      'Manage',
+      'Inspect',
+      'Provide',
+      'Retire',
+      'Recover',
+      'Abort',
+      'Power on',
+      'Power off',
+      'Reset',
+      'Power status',
+    ]);
+  });
+
+  it('asks first for the verbs that lose something, naming how many machines', () => {
+    expect(bulkQuestion('retire', 1)).toBe('Retire 1 machine? They are never provided again.');
+    expect(bulkQuestion('power-off', 3)).toBe('Power off 3 machines? Whatever runs on them stops.');
+    expect(bulkQuestion('power-reset', 2)).toBe('Reset 2 machines? Whatever runs on them restarts.');
+    expect(bulkQuestion('abort', 2)).toBe(
+      'Abort the running transitions of 2 machines? Each ends in its failure state.',
+    );
+    expect(bulkQuestion('provide', 2)).toContain('Provide 2 machines? The deploy ramdisk erases');
+    for (const verb of ['manage', 'inspect', 'recover', 'power-on', 'power-status'] as const)
+      expect(bulkQuestion(verb, 2)).toBeNull();
   });
 });

@@ -12,10 +12,18 @@
  * enabled only when Better IAM says the person may (`compute:nodes:provision` on the machine,
  * advisory); the API decides every call, and its refusal (INVALID_STATE, CONFLICT, the quorum's
  * refusal of power off) is shown in the row. Every word from the server is rendered as text.
+ *
+ * Machines ticked in their rows can be given one verb together (metal.bulk, with a reason): it
+ * starts on each at once, or, for power off and reset while the destructive-batch quorum is on,
+ * becomes one batch for the approvers (the Destructive batches page). Nothing starts unless every
+ * machine allows the verb.
  */
-import { useEffect, useMemo, useState } from 'react';
+import { type FormEvent, useEffect, useMemo, useState } from 'react';
 import type { CallOutput, ComputeClient } from '@better-compute/client';
 import {
+  BULK_VERBS,
+  bulkQuestion,
+  type BulkVerb,
   describeAction,
   cleaningText,
   inventoryText,
@@ -116,6 +124,14 @@ export default function MachinesPage() {
     () => new Map(siteState.items.map((site) => [site.id, site.name])),
     [siteState.items],
   );
+  const [selected, setSelected] = useState<ReadonlySet<string>>(() => new Set());
+  const toggle = (machineId: string, on: boolean) =>
+    setSelected((was) => {
+      const next = new Set(was);
+      if (on) next.add(machineId);
+      else next.delete(machineId);
+      return next;
+    });
   return (
     <>
       <h1>Bare-metal machines</h1>
@@ -148,6 +164,7 @@ export default function MachinesPage() {
         ) : null}
       </form>
       <ErrorNote error={siteState.error} />
+      <BulkForm machineIds={[...selected]} place={list.place} onStarted={() => setSelected(new Set())} />
       <PagedTable
         state={state}
         caption="Machines"
@@ -164,6 +181,8 @@ export default function MachinesPage() {
             machine={machine}
             siteName={siteNames.get(machine.siteId)}
             place={list.place}
+            selected={selected.has(machine.id)}
+            onSelect={(on) => toggle(machine.id, on)}
           />
         )}
       />
@@ -175,10 +194,14 @@ function MachineRow({
   machine,
   siteName,
   place,
+  selected,
+  onSelect,
 }: {
   machine: MetalMachine;
   siteName: string | undefined;
   place: (machine: MetalMachine) => MetalMachine;
+  selected: boolean;
+  onSelect: (on: boolean) => void;
 }) {
   const { client } = useConsole();
   const act = useAction(async (button: MachineButton) => place(await run(client, machine.id, button)));
@@ -193,6 +216,12 @@ function MachineRow({
   return (
     <tr data-machine={machine.id}>
       <td>
+        <input
+          type="checkbox"
+          aria-label={`Select ${safeCell(machine.name)}`}
+          checked={selected}
+          onChange={(event) => onSelect(event.target.checked)}
+        />{' '}
         <strong data-machine-name="">{safeCell(machine.name)}</strong>
         <br />
         <IdRef id={machine.id} />
@@ -279,5 +308,86 @@ function ActionButton({
     >
       {button.label}
     </button>
+  );
+}
+
+/**
+ * One verb on the ticked machines (metal.bulk) with a reason; the verbs that lose something ask
+ * first, naming how many machines. The API decides; its refusal (a machine whose state does not
+ * allow the verb: nothing starts) is shown here.
+ */
+function BulkForm({
+  machineIds,
+  place,
+  onStarted,
+}: {
+  machineIds: string[];
+  place: (machine: MetalMachine) => MetalMachine;
+  onStarted: () => void;
+}) {
+  const { client, permissions } = useConsole();
+  const allowed = usePermission(permissions, describeAction('metal', 'bulk'));
+  const [verb, setVerb] = useState<BulkVerb>('manage');
+  const [reason, setReason] = useState('');
+  const bulk = useAction((input: { verb: BulkVerb; machineIds: string[]; reason: string }) =>
+    client.metal.bulk({ ...input, idempotencyKey: `console-${crypto.randomUUID()}` }),
+  );
+  const ready = machineIds.length > 0 && reason.trim() !== '';
+  const submit = (event: FormEvent) => {
+    event.preventDefault();
+    const question = bulkQuestion(verb, machineIds.length);
+    if (question !== null && !window.confirm(question)) return;
+    void bulk.run({ verb, machineIds, reason: reason.trim() }).then((done) => {
+      if (!done) return;
+      done.machines.forEach(place);
+      onStarted();
+    });
+  };
+  const done = bulk.result;
+  return (
+    <form className="inline" aria-label="Run a verb on the selected machines" onSubmit={submit}>
+      <label>
+        Verb
+        <select name="verb" value={verb} onChange={(event) => setVerb(event.target.value as BulkVerb)}>
+          {BULK_VERBS.map((option) => (
+            <option key={option.verb} value={option.verb}>
+              {option.label}
+            </option>
+          ))}
+        </select>
+      </label>
+      <label>
+        Reason
+        <input
+          name="reason"
+          value={reason}
+          maxLength={500}
+          placeholder="rack 12 bring-up"
+          onChange={(event) => setReason(event.target.value)}
+        />
+      </label>
+      <button
+        type="submit"
+        disabled={!ready || allowed !== true || bulk.pending}
+        title={disabledReason(ready, 'Tick machines and give a reason', allowed)}
+      >
+        Run on {machineIds.length} selected
+      </button>
+      <ErrorNote error={bulk.error} />
+      {done ? (
+        <p role="status" data-bulk={done.mode}>
+          {done.mode === 'batch' && done.batch ? (
+            <>
+              {done.verb} of {done.machineIds.length} machine(s) is batch <IdRef id={done.batch.id} />,
+              waiting for the approvers on <a href="/batches">Destructive batches</a>.
+            </>
+          ) : (
+            <>
+              {done.verb} started on {done.machineIds.length} machine(s).
+            </>
+          )}
+        </p>
+      ) : null}
+    </form>
   );
 }
