@@ -17,6 +17,11 @@ export const MAX_BOOT_ENTRIES = 4096;
 /** What the deploy ramdisk is booted for. */
 export const RAMDISK_PURPOSES = ['inspect', 'clean'] as const;
 export type RamdiskPurpose = (typeof RAMDISK_PURPOSES)[number];
+/** The field of a ramdisk's report that holds its findings, by the purpose it was booted for. */
+export const RAMDISK_FINDINGS: Readonly<Record<RamdiskPurpose, 'inventory' | 'cleaning'>> = {
+  inspect: 'inventory',
+  clean: 'cleaning',
+};
 
 export type BootEntryItem =
   { mac: string; boot: 'local-disk' } | { mac: string; boot: 'ramdisk'; purpose: RamdiskPurpose };

@@ -23,6 +23,7 @@ import {
   COMMANDS_CHANNEL,
   type CommandRow,
   expireCommand,
+  failUnsent,
   markSent,
   openCommands,
   recordNodeSession,
@@ -228,15 +229,7 @@ export function attachGateway(server: Server, options: GatewayOptions): Gateway 
           if (secrets.needs(row)) {
             const resolved = await secrets.resolve(db, row);
             if ('error' in resolved) {
-              await advanceCommand(db, row.node_id, row.id, {
-                state: 'failed',
-                at,
-                exitCode: null,
-                stdout: '',
-                stderr: '',
-                result: null,
-                error: `not sent: ${resolved.error}`,
-              });
+              await failUnsent(db, row.node_id, row.id, at, `not sent: ${resolved.error}`);
               continue;
             }
             signed = { ...row, payload: resolved.payload };

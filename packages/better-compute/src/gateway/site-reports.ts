@@ -1,9 +1,11 @@
 /**
  * What a site agent reports as the gateway takes it: PXE discoveries (`pxe.discovered`) and the
- * deploy ramdisk's inspections and cleanings (`metal.report`). Bounded per node and minute, recorded by the metal
- * module for the agent's own site, and anything refused is logged and answered, never thrown
+ * deploy ramdisk's inspections and cleanings (`metal.report`). Bounded per node and minute,
+ * recorded by the metal module for the agent's own site, and anything refused is logged and
+ * answered, never thrown
  * (docs/decisions/metal-discovery.md, docs/decisions/metal-inspection.md).
  */
+import { RAMDISK_FINDINGS } from '@better-compute/core';
 import type { Kysely } from 'kysely';
 import type { ComputeTables } from '../db/tables.js';
 import { recordCleaning, recordInspection, recordPxeDiscovery } from '../modules/metal/index.js';
@@ -49,14 +51,16 @@ export function createSiteReportIntake(db: Kysely<ComputeTables>, log: (line: st
   };
 }
 
-/** A ramdisk's report by its purpose, which names the field that holds its findings. */
+/** A ramdisk's report by its purpose, whose field (core's RAMDISK_FINDINGS) holds its findings and no other. */
 function recordRamdiskReport(db: Kysely<ComputeTables>, nodeId: string, message: RamdiskMessage, at: Date) {
   const { mac, purpose, inventory, cleaning } = message;
-  if (purpose === 'inspect' && inventory && !cleaning)
+  const field = RAMDISK_FINDINGS[purpose];
+  if (field === 'inventory' && inventory && !cleaning)
     return recordInspection(db, nodeId, { mac, inventory }, at);
-  if (purpose === 'clean' && cleaning && !inventory) return recordCleaning(db, nodeId, { mac, cleaning }, at);
+  if (field === 'cleaning' && cleaning && !inventory)
+    return recordCleaning(db, nodeId, { mac, cleaning }, at);
   return Promise.resolve({
     outcome: 'refused' as const,
-    reason: `a ${purpose} report carries ${purpose === 'inspect' ? 'an inventory' : 'a cleaning'} and nothing else`,
+    reason: `a ${purpose} report carries ${field === 'inventory' ? 'an inventory' : 'a cleaning'} and nothing else`,
   });
 }

@@ -18,6 +18,7 @@ import {
   ComputeError,
   isBootEntriesPayload,
   normalizeMac,
+  RAMDISK_FINDINGS,
   RAMDISK_PURPOSES,
   type RamdiskPurpose,
 } from '@better-compute/core';
@@ -40,12 +41,6 @@ export interface SiteProvisioningOptions {
   ramdisk?: { kernel: string; initrd: string } | undefined;
 }
 
-/** The field of a ramdisk's report that holds its findings, by the purpose it was booted for. */
-const FINDINGS: Readonly<Record<RamdiskPurpose, 'inventory' | 'cleaning'>> = {
-  inspect: 'inventory',
-  clean: 'cleaning',
-};
-
 /**
  * What a ramdisk POSTs: the MAC it booted from, the token of that MAC's entry, the purpose, and its
  * findings in its purpose's field (the gateway checks what they hold).
@@ -67,7 +62,7 @@ function parseReport(body: string): RamdiskReport | null {
       !(RAMDISK_PURPOSES as readonly unknown[]).includes(purpose)
     )
       return null;
-    const findings = value[FINDINGS[purpose as RamdiskPurpose]];
+    const findings = value[RAMDISK_FINDINGS[purpose as RamdiskPurpose]];
     if (typeof findings !== 'object' || findings === null || Array.isArray(findings)) return null;
     return { mac, token, purpose: purpose as RamdiskPurpose, findings: findings as Record<string, unknown> };
   } catch {
@@ -160,7 +155,7 @@ export async function startSiteProvisioning(
       t: 'metal.report',
       mac,
       purpose: report.purpose,
-      [FINDINGS[report.purpose]]: report.findings,
+      [RAMDISK_FINDINGS[report.purpose]]: report.findings,
     });
     io.log(`bcd: the ramdisk on ${mac} reported (${report.purpose})`);
     flushReports();

@@ -347,14 +347,15 @@ export async function markSent(
 }
 
 /**
- * Fails a queued command whose expiry passed before it could be delivered, as a gateway does
- * rather than send it (and the simulator's site agent, which takes commands as a gateway hands them).
+ * Fails a queued command that is not sent, saying why: its expiry passed before it could be
+ * delivered (expireCommand), or the gateway could not make its signed message.
  */
-export async function expireCommand(
+export async function failUnsent(
   db: Kysely<ComputeTables>,
   nodeId: string,
   commandId: string,
   at: Date,
+  error: string,
 ): Promise<void> {
   await advanceCommand(db, nodeId, commandId, {
     state: 'failed',
@@ -363,8 +364,16 @@ export async function expireCommand(
     stdout: '',
     stderr: '',
     result: null,
-    error: 'expired before it was delivered',
+    error,
   });
+}
+
+/**
+ * Fails a queued command whose expiry passed before it could be delivered, as a gateway does
+ * rather than send it (and the simulator's site agent, which takes commands as a gateway hands them).
+ */
+export function expireCommand(db: Kysely<ComputeTables>, nodeId: string, commandId: string, at: Date) {
+  return failUnsent(db, nodeId, commandId, at, 'expired before it was delivered');
 }
 
 /**

@@ -27,8 +27,8 @@ export const PXE_CAPABILITY = 'site.pxe';
 
 /**
  * The site's bound MACs and what each boots: the deploy ramdisk while its machine is in a state
- * that needs it (inspecting, cleaning: ramdisk.ts's RAMDISK_STATES), its own disk otherwise. A MAC two machines claim (one enrolled with
- * it, another confirmed) keeps the first in id order.
+ * that needs it (inspecting, cleaning: ramdisk.ts's RAMDISK_STATES), its own disk otherwise. A MAC
+ * two machines claim (one enrolled with it, another confirmed) keeps the first in id order.
  */
 async function siteBootEntries(
   db: Kysely<ComputeTables>,

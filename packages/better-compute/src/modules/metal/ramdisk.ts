@@ -122,93 +122,103 @@ async function reportingMachine(
   return { row: row as MachineRow & { workflow_id: string }, mac };
 }
 
+/** What a report stores on its machine (besides version and updated_at), and its event. */
+interface ReportFindings {
+  columns: { inventory: string; inspected_at: Date } | { cleaning: string; cleaned_at: Date };
+  event: { type: 'metal.inspected' | 'metal.cleaned'; data: Record<string, unknown> };
+}
+
 /**
- * A ramdisk's report, relayed by the site agent `agentNodeId`: stored on the machine it belongs
- * to by `store` (which answers the report's event data), with its event, and the machine's
- * workflow woken, in one transaction; or refused, changing nothing, with the reason the gateway
- * logs and answers.
+ * A ramdisk's report, relayed by the site agent `agentNodeId`: its findings stored on the machine
+ * it belongs to, with its event, and the machine's workflow woken, in one transaction; or refused,
+ * changing nothing, with the reason the gateway logs and answers.
  */
 function recordReport(
-  purpose: RamdiskPurpose,
-  eventType: 'metal.inspected' | 'metal.cleaned',
-  store: (trx: Kysely<ComputeTables>, row: MachineRow, at: Date) => Promise<Record<string, unknown>>,
-) {
-  return (
-    db: Kysely<ComputeTables>,
-    agentNodeId: string,
-    report: { mac: string; systemUuid: string | null },
-    at: Date,
-  ): Promise<ReportOutcome> =>
-    db.transaction().execute(async (trx): Promise<ReportOutcome> => {
-      const found = await reportingMachine(trx, agentNodeId, { ...report, purpose });
-      if ('refused' in found) return { outcome: 'refused', reason: found.refused };
-      const { row, mac } = found;
-      const data = await store(trx, row, at);
-      await writeEvents(
-        trx,
-        [
-          {
-            type: eventType,
-            tenantId: row.tenant_id,
-            subject: { type: 'machine', id: row.id },
-            data: { workflowId: row.workflow_id, mac, ...data },
-          },
-        ],
-        { tenantId: row.tenant_id, actor: null, requestId: `metal-${purpose}:${row.id}` },
-      );
-      await wakeWorkflow(trx, row.workflow_id, at);
-      return { outcome: 'recorded', machineId: row.id };
-    });
+  db: Kysely<ComputeTables>,
+  agentNodeId: string,
+  report: { mac: string; purpose: RamdiskPurpose; systemUuid: string | null },
+  at: Date,
+  findings: ReportFindings,
+): Promise<ReportOutcome> {
+  return db.transaction().execute(async (trx): Promise<ReportOutcome> => {
+    const found = await reportingMachine(trx, agentNodeId, report);
+    if ('refused' in found) return { outcome: 'refused', reason: found.refused };
+    const { row, mac } = found;
+    await metalDb(trx)
+      .updateTable('compute.metal_machines')
+      .set({ ...findings.columns, version: row.version + 1, updated_at: at })
+      .where('id', '=', row.id)
+      .execute();
+    await writeEvents(
+      trx,
+      [
+        {
+          type: findings.event.type,
+          tenantId: row.tenant_id,
+          subject: { type: 'machine', id: row.id },
+          data: { workflowId: row.workflow_id, mac, ...findings.event.data },
+        },
+      ],
+      { tenantId: row.tenant_id, actor: null, requestId: `metal-${report.purpose}:${row.id}` },
+    );
+    await wakeWorkflow(trx, row.workflow_id, at);
+    return { outcome: 'recorded', machineId: row.id };
+  });
 }
 
 /** An inspection's report (metal inspect): the machine's inventory, and when. */
-export async function recordInspection(
+export function recordInspection(
   db: Kysely<ComputeTables>,
   agentNodeId: string,
   report: { mac: string; inventory: MetalInventory },
   at: Date,
 ): Promise<ReportOutcome> {
   const { inventory } = report;
-  return recordReport('inspect', 'metal.inspected', async (trx, row) => {
-    await metalDb(trx)
-      .updateTable('compute.metal_machines')
-      .set({
-        inventory: JSON.stringify(inventory),
-        inspected_at: at,
-        version: row.version + 1,
-        updated_at: at,
-      })
-      .where('id', '=', row.id)
-      .execute();
-    return {
-      cpus: inventory.cpu.count,
-      memoryMiB: inventory.memory.physicalMiB,
-      disks: inventory.disks.length,
-      nics: inventory.nics.length,
-    };
-  })(db, agentNodeId, { mac: report.mac, systemUuid: inventory.systemUuid }, at);
+  return recordReport(
+    db,
+    agentNodeId,
+    { mac: report.mac, purpose: 'inspect', systemUuid: inventory.systemUuid },
+    at,
+    {
+      columns: { inventory: JSON.stringify(inventory), inspected_at: at },
+      event: {
+        type: 'metal.inspected',
+        data: {
+          cpus: inventory.cpu.count,
+          memoryMiB: inventory.memory.physicalMiB,
+          disks: inventory.disks.length,
+          nics: inventory.nics.length,
+        },
+      },
+    },
+  );
 }
 
 /** A cleaning's report (provide): what was erased on each disk, or why cleaning stopped. */
-export async function recordCleaning(
+export function recordCleaning(
   db: Kysely<ComputeTables>,
   agentNodeId: string,
   report: { mac: string; cleaning: MetalCleaning },
   at: Date,
 ): Promise<ReportOutcome> {
   const { cleaning } = report;
-  return recordReport('clean', 'metal.cleaned', async (trx, row) => {
-    await metalDb(trx)
-      .updateTable('compute.metal_machines')
-      .set({ cleaning: JSON.stringify(cleaning), cleaned_at: at, version: row.version + 1, updated_at: at })
-      .where('id', '=', row.id)
-      .execute();
-    return {
-      disks: cleaning.disks.length,
-      erasedBytes: cleaning.disks.reduce((sum, disk) => sum + disk.erasedBytes, 0),
-      ...(cleaning.failed ? { failed: cleaning.failed } : {}),
-    };
-  })(db, agentNodeId, { mac: report.mac, systemUuid: cleaning.systemUuid }, at);
+  return recordReport(
+    db,
+    agentNodeId,
+    { mac: report.mac, purpose: 'clean', systemUuid: cleaning.systemUuid },
+    at,
+    {
+      columns: { cleaning: JSON.stringify(cleaning), cleaned_at: at },
+      event: {
+        type: 'metal.cleaned',
+        data: {
+          disks: cleaning.disks.length,
+          erasedBytes: cleaning.disks.reduce((sum, disk) => sum + disk.erasedBytes, 0),
+          ...(cleaning.failed ? { failed: cleaning.failed } : {}),
+        },
+      },
+    },
+  );
 }
 
 /** Queued when a site agent's metal.boot-entries ends: wakes the workflows waiting for its ramdisk entries. */
